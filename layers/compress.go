@@ -1,0 +1,71 @@
+package layers
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression names a layer's blob encoding.
+type Compression string
+
+// The encodings kiln reads. Names match what users see in media types.
+const (
+	Uncompressed Compression = "none"
+	Gzip         Compression = "gzip"
+	Zstd         Compression = "zstd"
+)
+
+var (
+	gzipMagic = []byte{0x1f, 0x8b}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
+
+// DetectCompression names the encoding of a blob from its first bytes. Media
+// types lie often enough (docker-archive layers, hand-made images) that kiln
+// trusts the bytes.
+func DetectCompression(head []byte) Compression {
+	switch {
+	case bytes.HasPrefix(head, gzipMagic):
+		return Gzip
+	case bytes.HasPrefix(head, zstdMagic):
+		return Zstd
+	default:
+		return Uncompressed
+	}
+}
+
+// Decompress wraps r in the decoder its magic bytes call for. The returned
+// closer releases decoder resources; it does not close r.
+func Decompress(r io.Reader) (io.Reader, Compression, func(), error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	head, err := br.Peek(4)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return nil, "", nil, fmt.Errorf("reading blob header: %w", err)
+	}
+	switch c := DetectCompression(head); c {
+	case Gzip:
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, c, nil, fmt.Errorf("opening gzip stream: %w", err)
+		}
+		// One member per layer: concatenated members are not part of the
+		// layer format, and multistream mode would hide trailing garbage.
+		zr.Multistream(false)
+		return zr, c, func() { zr.Close() }, nil
+	case Zstd:
+		// A single decoder goroutine: layers are decoded several at a time
+		// already, and the default would start one goroutine per core per layer.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, c, nil, fmt.Errorf("opening zstd stream: %w", err)
+		}
+		return zr, c, zr.Close, nil
+	default:
+		return br, c, func() {}, nil
+	}
+}

@@ -1,0 +1,9 @@
+// Package layers reads container images and their layers as streams: one
+// reference syntax for registries, OCI layouts and docker archives, digest
+// verification on every blob, decompression (gzip, zstd, none) and a tar
+// walker that survives hostile archives.
+//
+// Nothing here holds a layer in memory: every blob is an io.Reader pipeline,
+// and uncompressed layers in local files are read through io.SectionReader so
+// that callers can seek past file contents they do not need.
+package layers

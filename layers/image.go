@@ -1,0 +1,169 @@
+package layers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Image is one platform's image, opened from any source: its manifest,
+// config and layers, with each layer's bytes still unread.
+type Image struct {
+	Ref Ref
+	// Digest is the manifest digest (for docker archives, which have no
+	// manifest, the config digest).
+	Digest v1.Hash
+	// Platform is the platform that was selected (from the config).
+	Platform  v1.Platform
+	MediaType types.MediaType
+	Config    *v1.ConfigFile
+	// RawConfig is the config blob as stored; its digest was verified.
+	RawConfig []byte
+	Layers    []*Layer
+
+	closers []io.Closer
+}
+
+// Close releases files held open by a local image.
+func (img *Image) Close() error {
+	var errs []error
+	for _, c := range img.closers {
+		errs = append(errs, c.Close())
+	}
+	img.closers = nil
+	return errors.Join(errs...)
+}
+
+// CompressedSize is the sum of the layer blobs' sizes (what a pull moves).
+func (img *Image) CompressedSize() int64 {
+	var n int64
+	for _, l := range img.Layers {
+		n += l.Size
+	}
+	return n
+}
+
+// Layer is one layer of an Image. Its bytes are read by Walk.
+type Layer struct {
+	Index int
+	// Digest names the blob as stored (compressed). For docker archives it
+	// is the diff ID when the layer is stored uncompressed.
+	Digest    v1.Hash
+	DiffID    v1.Hash
+	MediaType types.MediaType
+	// Size is the blob's size as stored.
+	Size int64
+	// CreatedBy is the history entry that made the layer, when recorded.
+	CreatedBy string
+
+	// open returns the raw blob. Sources whose transport verifies the
+	// digest itself set sourceVerifies.
+	open           func(ctx context.Context) (io.ReadCloser, error)
+	sourceVerifies bool
+	// file, off: a local file holding the blob at off (layouts, archives);
+	// such blobs can be read with ReadAt and seeked.
+	file *os.File
+	off  int64
+	// verifyDiffID: the stored digest is unknown, so verify the
+	// uncompressed stream against the diff ID instead (docker archives).
+	verifyDiffID bool
+}
+
+// attachHistory sets CreatedBy from the config's history, skipping entries
+// that made no layer.
+func attachHistory(cfg *v1.ConfigFile, ls []*Layer) {
+	if cfg == nil {
+		return
+	}
+	i := 0
+	for _, h := range cfg.History {
+		if h.EmptyLayer {
+			continue
+		}
+		if i >= len(ls) {
+			return
+		}
+		ls[i].CreatedBy = h.CreatedBy
+		i++
+	}
+}
+
+// checkLayersAgainstConfig makes sure the config's diff IDs and the manifest's
+// layers line up: a mismatch means a broken or tampered image.
+func checkLayersAgainstConfig(ref Ref, cfg *v1.ConfigFile, ls []*Layer) error {
+	if cfg == nil {
+		return fmt.Errorf("image %q: config missing", ref.Raw)
+	}
+	if len(cfg.RootFS.DiffIDs) != len(ls) {
+		return fmt.Errorf("image %q: config lists %d diff_ids but the manifest has %d layers", ref.Raw, len(cfg.RootFS.DiffIDs), len(ls))
+	}
+	for i, l := range ls {
+		l.Index = i
+		l.DiffID = cfg.RootFS.DiffIDs[i]
+	}
+	return nil
+}
+
+// Open locates ref and opens the image for the selected platform.
+func Open(ctx context.Context, ref string, opts ...Option) (*Image, error) {
+	r, err := ParseRef(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return OpenRef(ctx, r, opts...)
+}
+
+// OpenRef opens an already parsed reference.
+func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
+	o := makeOptions(opts)
+	var img *Image
+	var err error
+	switch r.Kind {
+	case KindRegistry:
+		img, err = openRemote(ctx, r, o)
+	case KindOCILayout:
+		img, err = openLayout(r, o)
+	case KindDockerArchive:
+		img, err = openArchive(r, o)
+	default:
+		err = fmt.Errorf("image %q: unknown source kind %q", r.Raw, r.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	attachHistory(img.Config, img.Layers)
+	return img, nil
+}
+
+func platformMatches(want v1.Platform, got *v1.Platform) bool {
+	if got == nil {
+		return false
+	}
+	if want.OS != got.OS || want.Architecture != got.Architecture {
+		return false
+	}
+	return want.Variant == "" || want.Variant == got.Variant
+}
+
+func platformList(ps []*v1.Platform) string {
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += ", "
+		}
+		if p == nil {
+			s += "unknown"
+			continue
+		}
+		s += PlatformString(*p)
+	}
+	if s == "" {
+		s = "none"
+	}
+	return s
+}

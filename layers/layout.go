@@ -1,0 +1,169 @@
+package layers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+// layoutDir reads blobs of an OCI image layout, verifying small ones as they
+// are read and handing out file-backed large ones.
+type layoutDir struct {
+	ref Ref
+	dir string
+}
+
+func (l layoutDir) blobPath(h v1.Hash) string {
+	return filepath.Join(l.dir, "blobs", h.Algorithm, h.Hex)
+}
+
+// small reads a manifest, index or config blob fully and verifies it. These
+// are kilobytes; layers never go through here.
+func (l layoutDir) small(h v1.Hash, what string) ([]byte, error) {
+	if h.Algorithm == "" || strings.ContainsAny(h.Hex, "/\\.") {
+		return nil, fmt.Errorf("image %q: %s: bad digest %q", l.ref.Raw, what, h)
+	}
+	f, err := os.Open(l.blobPath(h))
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %s %s: %v", l.ref.Raw, what, h, err)
+	}
+	defer f.Close()
+	const max = 64 << 20
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %s %s: %v", l.ref.Raw, what, h, err)
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("image %q: %s %s: larger than %d bytes", l.ref.Raw, what, h, max)
+	}
+	if err := checkBlobDigest(b, h); err != nil {
+		return nil, fmt.Errorf("image %q: %s: %v", l.ref.Raw, what, err)
+	}
+	return b, nil
+}
+
+func openLayout(r Ref, o *options) (*Image, error) {
+	ld := layoutDir{ref: r, dir: r.Path}
+	b, err := os.ReadFile(filepath.Join(r.Path, "index.json"))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", r.Raw, r.Path)
+		}
+		return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("image %q: index.json: %v", r.Raw, err)
+	}
+	var cands []v1.Descriptor
+	var names []string
+	for _, d := range idx.Manifests {
+		n := d.Annotations[refNameAnnotation]
+		if n != "" {
+			names = append(names, n)
+		}
+		if r.Tag == "" || n == r.Tag || strings.HasSuffix(n, ":"+r.Tag) {
+			cands = append(cands, d)
+		}
+	}
+	sort.Strings(names)
+	switch {
+	case len(cands) == 0 && r.Tag != "":
+		return nil, fmt.Errorf("image %q: no image tagged %q in %s (tags: %s)", r.Raw, r.Tag, r.Path, strings.Join(names, ", "))
+	case len(cands) == 0:
+		return nil, fmt.Errorf("image %q: the layout holds no images", r.Raw)
+	case len(cands) > 1:
+		return nil, fmt.Errorf("image %q: the layout holds %d images; name one as oci:%s:TAG (tags: %s)", r.Raw, len(cands), r.Path, strings.Join(names, ", "))
+	}
+	desc := cands[0]
+	// Descend through nested indexes to the platform's manifest.
+	for depth := 0; desc.MediaType.IsIndex(); depth++ {
+		if depth > 4 {
+			return nil, fmt.Errorf("image %q: indexes nested too deep", r.Raw)
+		}
+		raw, err := ld.small(desc.Digest, "index")
+		if err != nil {
+			return nil, err
+		}
+		var sub v1.IndexManifest
+		if err := json.Unmarshal(raw, &sub); err != nil {
+			return nil, fmt.Errorf("image %q: index %s: %v", r.Raw, desc.Digest, err)
+		}
+		var seen []*v1.Platform
+		found := false
+		for _, d := range sub.Manifests {
+			if d.MediaType.IsIndex() && d.Platform == nil {
+				desc, found = d, true
+				break
+			}
+			seen = append(seen, d.Platform)
+			if platformMatches(o.platform, d.Platform) {
+				desc, found = d, true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("image %q: no image for platform %s (it has: %s); choose one with --platform", r.Raw, PlatformString(o.platform), platformList(seen))
+		}
+	}
+	if !desc.MediaType.IsImage() {
+		return nil, fmt.Errorf("image %q: descriptor %s has media type %q, not an image manifest", r.Raw, desc.Digest, desc.MediaType)
+	}
+	raw, err := ld.small(desc.Digest, "manifest")
+	if err != nil {
+		return nil, err
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("image %q: manifest %s: %v", r.Raw, desc.Digest, err)
+	}
+	rawCfg, err := ld.small(m.Config.Digest, "config")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(rawCfg)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+	}
+	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg}
+	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	for _, d := range m.Layers {
+		p := ld.blobPath(d.Digest)
+		if strings.ContainsAny(d.Digest.Hex, "/\\.") {
+			img.Close()
+			return nil, fmt.Errorf("image %q: layer digest %q is malformed", r.Raw, d.Digest)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			img.Close()
+			return nil, fmt.Errorf("image %q: layer %s: %v", r.Raw, d.Digest, err)
+		}
+		img.closers = append(img.closers, f)
+		fi, err := f.Stat()
+		if err != nil {
+			img.Close()
+			return nil, fmt.Errorf("image %q: layer %s: %v", r.Raw, d.Digest, err)
+		}
+		if fi.Size() != d.Size {
+			img.Close()
+			return nil, fmt.Errorf("image %q: layer %s: %v: file has %d bytes, manifest says %d", r.Raw, d.Digest, ErrSizeMismatch, fi.Size(), d.Size)
+		}
+		img.Layers = append(img.Layers, &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, file: f})
+	}
+	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
+		img.Close()
+		return nil, err
+	}
+	return img, nil
+}
+
+var _ = context.Background

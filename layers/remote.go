@@ -1,0 +1,164 @@
+package layers
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+func (o *options) remoteOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(o.keychain),
+		remote.WithTransport(o.transport),
+		remote.WithUserAgent(o.userAgent),
+	}
+}
+
+// RemoteOptions exposes the registry options (auth, transport, insecure
+// handling) for packages that push or pull blobs themselves.
+func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
+	return makeOptions(opts).remoteOptions(ctx)
+}
+
+func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
+	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+	}
+	var vimg v1.Image
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
+		}
+		var seen []*v1.Platform
+		var pick *v1.Descriptor
+		for i := range im.Manifests {
+			d := &im.Manifests[i]
+			if !d.MediaType.IsImage() {
+				continue
+			}
+			seen = append(seen, d.Platform)
+			if pick == nil && platformMatches(o.platform, d.Platform) {
+				pick = d
+			}
+		}
+		if pick == nil {
+			return nil, fmt.Errorf("image %q: no image for platform %s in the index (it has: %s); choose one with --platform", r.Raw, PlatformString(o.platform), platformList(seen))
+		}
+		vimg, err = idx.Image(pick.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+		}
+	} else {
+		vimg, err = desc.Image()
+		if err != nil {
+			return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+		}
+	}
+	return fromV1(ctx, r, vimg)
+}
+
+// fromV1 adapts a go-containerregistry image whose blobs come from a
+// transport that verifies digests itself.
+func fromV1(ctx context.Context, r Ref, vimg v1.Image) (*Image, error) {
+	m, err := vimg.Manifest()
+	if err != nil {
+		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
+	}
+	dg, err := vimg.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("image %q: manifest digest: %v", r.Raw, err)
+	}
+	raw, err := vimg.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+	}
+	if err := checkBlobDigest(raw, m.Config.Digest); err != nil {
+		return nil, fmt.Errorf("image %q: config: %v", r.Raw, err)
+	}
+	cfg, err := parseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+	}
+	mt, _ := vimg.MediaType()
+	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw}
+	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	for _, d := range m.Layers {
+		d := d
+		l := &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, sourceVerifies: true}
+		l.open = func(ctx context.Context) (io.ReadCloser, error) {
+			vl, err := vimg.LayerByDigest(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			return vl.Compressed()
+		}
+		img.Layers = append(img.Layers, l)
+	}
+	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// PlatformDigests resolves ref in its registry and returns the digest it
+// names (an index or a single manifest) and the manifest digest of each
+// platform ("linux/amd64" → "sha256:..."). A single-platform image reports
+// its config's platform.
+func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, map[string]string, error) {
+	o := makeOptions(opts)
+	r, err := ParseRef(ref, opts...)
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Kind != KindRegistry {
+		return "", nil, fmt.Errorf("image %q: digests are resolved from a registry reference", ref)
+	}
+	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+	if err != nil {
+		return "", nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	out := map[string]string{}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return "", nil, fmt.Errorf("image %q: %v", ref, err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return "", nil, fmt.Errorf("image %q: %v", ref, err)
+		}
+		for _, d := range im.Manifests {
+			if d.Platform == nil || !d.MediaType.IsImage() {
+				continue
+			}
+			out[PlatformString(*d.Platform)] = d.Digest.String()
+		}
+		return desc.Digest.String(), out, nil
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return "", nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return "", nil, fmt.Errorf("image %q: config: %v", ref, err)
+	}
+	out[PlatformString(v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant})] = desc.Digest.String()
+	return desc.Digest.String(), out, nil
+}
+
+// DigestRef pins a registry reference to a digest in the same repository.
+func DigestRef(r Ref, digest string) (name.Digest, error) {
+	return name.NewDigest(r.Name.Context().String()+"@"+digest, name.WeakValidation)
+}

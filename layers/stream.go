@@ -1,0 +1,219 @@
+package layers
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// WalkOptions tunes Layer.Walk.
+type WalkOptions struct {
+	// SkipVerify trusts local blobs without hashing them. Registry blobs
+	// are always verified by the transport.
+	SkipVerify bool
+	// Progress, when set, is advanced by the number of stored (compressed)
+	// bytes consumed, for progress displays.
+	Progress *atomic.Int64
+}
+
+// LayerStats describes what a walk read.
+type LayerStats struct {
+	Compression Compression
+	// UncompressedSize is the length of the layer's tar stream.
+	UncompressedSize int64
+	// Verified is true when the blob's digest was checked.
+	Verified bool
+}
+
+// Walk streams the layer's tar entries through fn: the blob is read once,
+// decompressed on the fly and verified against its digest at the end (a
+// mismatch fails the walk even if fn saw every entry). For uncompressed
+// local blobs fn's unread contents are skipped by seeking, and the digest is
+// checked by a second sequential reader running alongside.
+func (l *Layer) Walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerStats, error) {
+	st, err := l.walk(ctx, opt, fn)
+	if err != nil {
+		return st, fmt.Errorf("layer %d (%s): %w", l.Index, l.name(), err)
+	}
+	return st, nil
+}
+
+func (l *Layer) name() string {
+	if l.Digest.Hex != "" {
+		return l.Digest.String()
+	}
+	return l.DiffID.String()
+}
+
+func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerStats, error) {
+	var st LayerStats
+	if l.file != nil {
+		head := make([]byte, 4)
+		n, err := l.file.ReadAt(head, l.off)
+		if err != nil && err != io.EOF {
+			return st, err
+		}
+		st.Compression = DetectCompression(head[:n])
+		if st.Compression == Uncompressed {
+			return l.walkSeekable(ctx, opt, fn)
+		}
+	}
+	var rc io.ReadCloser
+	var err error
+	if l.file != nil {
+		rc = io.NopCloser(io.NewSectionReader(l.file, l.off, l.Size))
+	} else {
+		rc, err = l.open(ctx)
+		if err != nil {
+			return st, err
+		}
+	}
+	defer rc.Close()
+	var raw io.Reader = &ctxReader{ctx: ctx, r: rc, progress: opt.Progress}
+	var vr *VerifyReader
+	if !l.sourceVerifies && !opt.SkipVerify && !l.verifyDiffID {
+		vr, err = NewVerifyReader(raw, l.Digest, l.Size)
+		if err != nil {
+			return st, err
+		}
+		raw = vr
+	}
+	dr, c, closeDec, err := Decompress(raw)
+	if err != nil {
+		return st, err
+	}
+	defer closeDec()
+	st.Compression = c
+	cr := &countReader{r: dr}
+	var tarIn io.Reader = cr
+	var dv *VerifyReader
+	if l.verifyDiffID && !opt.SkipVerify {
+		dv, err = NewVerifyReader(cr, l.DiffID, -1)
+		if err != nil {
+			return st, err
+		}
+		tarIn = dv
+	}
+	if err := WalkTar(tarIn, fn); err != nil {
+		return st, err
+	}
+	// Read what follows the tar's end marker: padding counts toward the
+	// size, and the digest can only be checked at EOF.
+	if _, err := io.Copy(io.Discard, tarIn); err != nil {
+		return st, err
+	}
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		return st, err
+	}
+	st.UncompressedSize = cr.n
+	st.Verified = (vr != nil || dv != nil || l.sourceVerifies)
+	return st, nil
+}
+
+// walkSeekable walks an uncompressed local blob, seeking past contents, while
+// a second reader hashes the blob sequentially.
+func (l *Layer) walkSeekable(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerStats, error) {
+	st := LayerStats{Compression: Uncompressed, UncompressedSize: l.Size}
+	want := l.Digest
+	if l.verifyDiffID || want.Hex == "" {
+		want = l.DiffID
+	}
+	var hashErr chan error
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if !opt.SkipVerify {
+		hashErr = make(chan error, 1)
+		go func() {
+			hashErr <- hashSection(hctx, io.NewSectionReader(l.file, l.off, l.Size), want, l.Size, opt.Progress)
+		}()
+	}
+	sr := io.NewSectionReader(l.file, l.off, l.Size)
+	walkErr := WalkTar(&ctxSeeker{ctx: ctx, SectionReader: sr}, fn)
+	if walkErr != nil {
+		cancel()
+		if hashErr != nil {
+			<-hashErr
+		}
+		return st, walkErr
+	}
+	if hashErr != nil {
+		if err := <-hashErr; err != nil {
+			return st, err
+		}
+		st.Verified = true
+	} else if opt.Progress != nil {
+		opt.Progress.Add(l.Size)
+	}
+	return st, nil
+}
+
+func hashSection(ctx context.Context, r io.Reader, want v1.Hash, size int64, progress *atomic.Int64) error {
+	if want.Algorithm != "sha256" {
+		return fmt.Errorf("unsupported digest algorithm %q", want.Algorithm)
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, &ctxReader{ctx: ctx, r: r, progress: progress}, make([]byte, 1<<20))
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("%w: read %d bytes, expected %d", ErrSizeMismatch, n, size)
+	}
+	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
+	if got != want {
+		return fmt.Errorf("blob %s: %w: content hashes to %s", want, ErrDigestMismatch, got)
+	}
+	return nil
+}
+
+// ctxReader stops a stream when its context ends and reports progress.
+type ctxReader struct {
+	ctx      context.Context
+	r        io.Reader
+	progress *atomic.Int64
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	n, err := c.r.Read(p)
+	if c.progress != nil && n > 0 {
+		c.progress.Add(int64(n))
+	}
+	return n, err
+}
+
+type ctxSeeker struct {
+	ctx context.Context
+	*io.SectionReader
+}
+
+func (c *ctxSeeker) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.SectionReader.Read(p)
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// IsIntegrityError reports whether err means the bytes were not what their
+// digest or descriptor promised.
+func IsIntegrityError(err error) bool {
+	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch)
+}
