@@ -1,0 +1,397 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/layers"
+)
+
+// Options tunes an analysis.
+type Options struct {
+	// Concurrency is how many layers are read at once (default: CPUs, at
+	// most 4: decompression is CPU-bound and more readers only thrash).
+	Concurrency int
+	// SkipVerify trusts local blobs without hashing them.
+	SkipVerify bool
+	// TopN bounds the top-file lists (default 10).
+	TopN int
+	// Progress, when set, advances by stored bytes read.
+	Progress *atomic.Int64
+}
+
+// entry kinds kept per layer.
+const (
+	kFile = iota
+	kDir
+	kLink // symlinks, hard links, devices: no content bytes
+	kWhiteout
+	kOpaque
+)
+
+type scanEntry struct {
+	path   string
+	size   int64
+	kind   uint8
+	class  Class
+	format string
+}
+
+type layerScan struct {
+	entries  []scanEntry
+	stats    layers.LayerStats
+	cudnn    string
+	cudart   string
+	warnings []string
+}
+
+// Image analyzes img.
+func Image(ctx context.Context, img *layers.Image, opt Options) (*Report, error) {
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if opt.TopN <= 0 {
+		opt.TopN = 10
+	}
+	scans := make([]*layerScan, len(img.Layers))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, opt.Concurrency)
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	for i, l := range img.Layers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			s, err := scanLayer(ctx, l, opt)
+			if err != nil {
+				once.Do(func() { firstErr = err; cancel(err) })
+				return
+			}
+			scans[i] = s
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, fmt.Errorf("image %q: %w", img.Ref.Raw, firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	return merge(img, scans, opt), nil
+}
+
+var cudnnDefineRe = regexp.MustCompile(`#define\s+CUDNN_(MAJOR|MINOR|PATCHLEVEL)\s+(\d+)`)
+
+func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, error) {
+	s := &layerScan{}
+	head := make([]byte, sniffLen)
+	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
+		if e.Escapes {
+			s.warnings = append(s.warnings, fmt.Sprintf("layer %d: entry %q points outside the image root; counted as /%s", l.Index, e.Header.Name, e.Path))
+		}
+		se := scanEntry{path: e.Path}
+		switch {
+		case e.Opaque:
+			se.kind = kOpaque
+		case e.Whiteout:
+			se.kind = kWhiteout
+		case e.Header.Typeflag == '5':
+			se.kind = kDir
+		case e.IsRegular():
+			se.kind = kFile
+			se.size = e.Header.Size
+			se.class = classifyPath(e.Path)
+			base := path.Base(e.Path)
+			if weightCandidate(e.Path, se.size) {
+				n, _ := io.ReadFull(body, head)
+				if f := sniffWeights(e.Path, head[:n], se.size); f != "" {
+					se.class, se.format = ClassWeights, f
+				}
+			}
+			if strings.HasPrefix(base, "cudnn_version") && strings.HasSuffix(base, ".h") && se.size < 1<<20 {
+				if v := readCuDNNHeader(body); v != "" {
+					s.cudnn = v
+				}
+			}
+			if strings.HasPrefix(base, "libcudart.so.") && strings.Count(base, ".") >= 4 {
+				s.cudart = strings.TrimPrefix(base, "libcudart.so.")
+			}
+		default:
+			se.kind = kLink
+		}
+		if se.path == "" && se.kind != kOpaque {
+			return nil // the root itself
+		}
+		s.entries = append(s.entries, se)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.stats = st
+	return s, nil
+}
+
+func readCuDNNHeader(r io.Reader) string {
+	b, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return ""
+	}
+	v := map[string]string{}
+	for _, m := range cudnnDefineRe.FindAllSubmatch(b, -1) {
+		v[string(m[1])] = string(m[2])
+	}
+	if v["MAJOR"] == "" {
+		return ""
+	}
+	return v["MAJOR"] + "." + v["MINOR"] + "." + v["PATCHLEVEL"]
+}
+
+type effAcc struct {
+	cum, min int64
+	seen     int
+}
+
+func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
+	r := &Report{
+		SchemaVersion:  SchemaVersion,
+		Image:          img.Ref.Raw,
+		Source:         string(img.Ref.Kind),
+		Digest:         img.Digest.String(),
+		Platform:       layers.PlatformString(img.Platform),
+		CompressedSize: img.CompressedSize(),
+		Verified:       true,
+		Warnings:       []string{},
+	}
+	t := newTree()
+	eff := map[string]*effAcc{}
+	classes := map[Class]*ClassReport{}
+	for _, c := range AllClasses {
+		classes[c] = &ClassReport{Class: c, DevOnly: c.DevOnly(), Fix: c.Fix(), Top: []FileRef{}}
+	}
+	var wasted []WastedFile
+	var all []*copyRec
+	deleted := map[*copyRec]bool{}
+	formats := map[*copyRec]string{}
+	layerWaste := make([]int64, len(scans))
+	supersede := func(gone []*copyRec, by int, how string) {
+		for _, g := range gone {
+			deleted[g] = true
+			if g.size == 0 {
+				continue
+			}
+			layerWaste[g.layer] += g.size
+			r.Waste.WastedBytes += g.size
+			h := how
+			if how == "overwritten" && g.layer == by {
+				h = "duplicate"
+			}
+			wasted = append(wasted, WastedFile{Path: g.path, Size: g.size, Layer: g.layer, By: by, How: h})
+		}
+	}
+	var cudnnFile, cudart string
+	for i, s := range scans {
+		l := img.Layers[i]
+		lr := LayerReport{
+			Index: i, Digest: l.Digest.String(), DiffID: l.DiffID.String(), MediaType: string(l.MediaType),
+			Compression: string(s.stats.Compression), CompressedSize: l.Size, UncompressedSize: s.stats.UncompressedSize,
+			CreatedBy: l.CreatedBy, BytesByClass: map[string]int64{},
+		}
+		if l.Digest.Hex == "" {
+			lr.Digest = ""
+		}
+		r.UncompressedSize += s.stats.UncompressedSize
+		r.Verified = r.Verified && s.stats.Verified
+		r.Warnings = append(r.Warnings, s.warnings...)
+		if s.cudnn != "" {
+			cudnnFile = s.cudnn
+		}
+		if s.cudart != "" {
+			cudart = s.cudart
+		}
+		// Whiteouts and opaque markers apply to lower layers only, so
+		// apply them before this layer's own files.
+		for _, e := range s.entries {
+			switch e.kind {
+			case kWhiteout:
+				gone := t.remove(e.path)
+				var n int64
+				for _, g := range gone {
+					n += g.size
+				}
+				acc := eff[e.path]
+				if acc == nil {
+					acc = &effAcc{min: n}
+					eff[e.path] = acc
+				}
+				acc.cum += n
+				acc.seen++
+				supersede(gone, i, "deleted")
+			case kOpaque:
+				supersede(t.clear(e.path), i, "hidden")
+			}
+		}
+		for _, e := range s.entries {
+			switch e.kind {
+			case kDir:
+				supersede(t.mkdir(e.path), i, "overwritten")
+			case kFile, kLink:
+				lr.FileCount++
+				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class}
+				supersede(t.put(c), i, "overwritten")
+				if e.kind == kLink {
+					continue
+				}
+				all = append(all, c)
+				if e.format != "" {
+					formats[c] = e.format
+				}
+				if e.class != ClassOther {
+					lr.BytesByClass[string(e.class)] += e.size
+					cr := classes[e.class]
+					cr.Bytes += e.size
+					cr.Files++
+				}
+				acc := eff[e.path]
+				if acc == nil {
+					acc = &effAcc{min: e.size}
+					eff[e.path] = acc
+				}
+				acc.cum += e.size
+				acc.seen++
+				if e.size < acc.min {
+					acc.min = e.size
+				}
+			}
+		}
+		r.Layers = append(r.Layers, lr)
+	}
+	for i := range r.Layers {
+		r.Layers[i].WastedBytes = layerWaste[i]
+	}
+
+	// Efficiency, as dive computes it.
+	var sumMin, sumCum int64
+	for _, a := range eff {
+		sumMin += a.min
+		sumCum += a.cum
+		if a.seen > 1 {
+			r.Waste.DiveWastedBytes += a.cum
+		}
+	}
+	r.Waste.Efficiency = 1
+	if sumCum > 0 {
+		r.Waste.Efficiency = float64(sumMin) / float64(sumCum)
+	}
+	sort.Slice(wasted, func(a, b int) bool { return wasted[a].Size > wasted[b].Size })
+	r.Waste.Top = headN(wasted, opt.TopN)
+
+	// Final filesystem: visible sizes, duplicates.
+	bySoname := map[string][]*copyRec{}
+	t.walkFiles(func(c *copyRec) {
+		r.VisibleSize += c.size
+		r.FileCount++
+		if c.class != ClassOther {
+			classes[c.class].VisibleBytes += c.size
+		}
+		if c.class == ClassCUDALibs && c.size > 0 {
+			so := soname(path.Base(c.path))
+			bySoname[so] = append(bySoname[so], c)
+		}
+	})
+	r.DuplicateCUDALibs = duplicateLibs(bySoname)
+
+	ref := func(c *copyRec) FileRef {
+		return FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: formats[c], Deleted: deleted[c]}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].size > all[b].size })
+	for _, c := range all {
+		if c.class != ClassOther {
+			if cr := classes[c.class]; len(cr.Top) < opt.TopN {
+				cr.Top = append(cr.Top, ref(c))
+			}
+		}
+	}
+	for _, c := range all[:min(len(all), 2*opt.TopN)] {
+		r.LargestFiles = append(r.LargestFiles, ref(c))
+	}
+	if r.LargestFiles == nil {
+		r.LargestFiles = []FileRef{}
+	}
+	for _, c := range AllClasses {
+		r.Classes = append(r.Classes, *classes[c])
+	}
+	r.CUDA = cudaFacts(img, cudnnFile, cudart)
+	for i := range r.Waste.Top {
+		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path
+	}
+	return r
+}
+
+func headN[T any](s []T, n int) []T {
+	if len(s) > n {
+		s = s[:n]
+	}
+	if s == nil {
+		s = []T{}
+	}
+	return s
+}
+
+func inPythonPackage(p string) bool {
+	return strings.Contains(p, "site-packages/") || strings.Contains(p, "dist-packages/")
+}
+
+func duplicateLibs(bySoname map[string][]*copyRec) []DuplicateLib {
+	out := []DuplicateLib{}
+	for so, cs := range bySoname {
+		var sys, py bool
+		for _, c := range cs {
+			if inPythonPackage(c.path) {
+				py = true
+			} else {
+				sys = true
+			}
+		}
+		// Two system copies of one SONAME are usually versioned twins
+		// (libfoo.so.11 and libfoo.so.11.8.89 both regular files) and
+		// two wheel copies live in separate venvs; the waste users hit is
+		// a system CUDA plus a wheel-bundled one.
+		if !(sys && py) {
+			continue
+		}
+		d := DuplicateLib{Soname: so}
+		var total, largest int64
+		sort.Slice(cs, func(a, b int) bool { return cs[a].path < cs[b].path })
+		for _, c := range cs {
+			d.Copies = append(d.Copies, FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class})
+			total += c.size
+			largest = max(largest, c.size)
+		}
+		d.WastedBytes = total - largest
+		out = append(out, d)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].WastedBytes != out[b].WastedBytes {
+			return out[a].WastedBytes > out[b].WastedBytes
+		}
+		return out[a].Soname < out[b].Soname
+	})
+	return out
+}

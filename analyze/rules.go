@@ -1,0 +1,188 @@
+package analyze
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Rules is a --ci rule set. Every field is optional; a zero field is not
+// checked.
+//
+//	max_size: 4GB              # uncompressed size of all layers
+//	max_compressed_size: 2GB   # what a pull moves
+//	min_efficiency: 0.95       # dive's score
+//	max_wasted_bytes: 100MB    # superseded copies
+//	forbid: [dev_tools, headers, static_libs, weights, caches]
+//	max_class_bytes: {docs: 50MB}
+//	forbid_duplicate_cuda_libs: true
+type Rules struct {
+	MaxSize                 ByteSize           `yaml:"max_size"`
+	MaxCompressedSize       ByteSize           `yaml:"max_compressed_size"`
+	MinEfficiency           float64            `yaml:"min_efficiency"`
+	MaxWastedBytes          ByteSize           `yaml:"max_wasted_bytes"`
+	Forbid                  []Class            `yaml:"forbid"`
+	MaxClassBytes           map[Class]ByteSize `yaml:"max_class_bytes"`
+	ForbidDuplicateCUDALibs bool               `yaml:"forbid_duplicate_cuda_libs"`
+}
+
+// ByteSize is a size written as a number of bytes or with a unit (KB, MB,
+// GB are powers of 1000; KiB, MiB, GiB of 1024).
+type ByteSize int64
+
+// UnmarshalYAML implements yaml's BytesUnmarshaler.
+func (b *ByteSize) UnmarshalYAML(data []byte) error {
+	s := strings.Trim(strings.TrimSpace(string(data)), `"'`)
+	n, err := ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+var units = []struct {
+	suffix string
+	mult   float64
+}{
+	{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1},
+}
+
+// ParseByteSize parses "1234", "500MB", "1.5GiB".
+func ParseByteSize(s string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1.0
+	for _, un := range units {
+		if strings.HasSuffix(u, un.suffix) {
+			mult = un.mult
+			u = strings.TrimSpace(strings.TrimSuffix(u, un.suffix))
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(u, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%q is not a size (use bytes or a unit: 500MB, 2GiB)", s)
+	}
+	return int64(f * mult), nil
+}
+
+// LoadRules reads a rule file; errors name the file, line and field.
+func LoadRules(file string) (*Rules, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRules(file, b)
+}
+
+// ParseRules parses rules from b; name is used in errors.
+func ParseRules(name string, b []byte) (*Rules, error) {
+	var r Rules
+	if err := yaml.UnmarshalWithOptions(b, &r, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, oneLine(yaml.FormatError(err, false, false)))
+	}
+	known := map[Class]bool{}
+	for _, c := range AllClasses {
+		known[c] = true
+	}
+	check := func(field string, c Class) error {
+		if !known[c] {
+			return fmt.Errorf("%s: %s: unknown class %q (classes: %s)", name, field, c, classList())
+		}
+		return nil
+	}
+	for _, c := range r.Forbid {
+		if err := check("forbid", c); err != nil {
+			return nil, err
+		}
+	}
+	for c := range r.MaxClassBytes {
+		if err := check("max_class_bytes", c); err != nil {
+			return nil, err
+		}
+	}
+	if r.MinEfficiency < 0 || r.MinEfficiency > 1 {
+		return nil, fmt.Errorf("%s: min_efficiency: %v is outside 0..1", name, r.MinEfficiency)
+	}
+	return &r, nil
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+func classList() string {
+	var s []string
+	for _, c := range AllClasses {
+		s = append(s, string(c))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// Check evaluates the rules against a report.
+func (r *Rules) Check(rep *Report) []Violation {
+	var v []Violation
+	add := func(rule, format string, a ...any) {
+		v = append(v, Violation{Rule: rule, Message: fmt.Sprintf(format, a...)})
+	}
+	if r.MaxSize > 0 && rep.UncompressedSize > int64(r.MaxSize) {
+		add("max_size", "image is %s uncompressed, over the %s limit", HumanBytes(rep.UncompressedSize), HumanBytes(int64(r.MaxSize)))
+	}
+	if r.MaxCompressedSize > 0 && rep.CompressedSize > int64(r.MaxCompressedSize) {
+		add("max_compressed_size", "image is %s compressed, over the %s limit", HumanBytes(rep.CompressedSize), HumanBytes(int64(r.MaxCompressedSize)))
+	}
+	if r.MinEfficiency > 0 && rep.Waste.Efficiency < r.MinEfficiency {
+		add("min_efficiency", "efficiency %.4f is below %.4f", rep.Waste.Efficiency, r.MinEfficiency)
+	}
+	if r.MaxWastedBytes > 0 && rep.Waste.WastedBytes > int64(r.MaxWastedBytes) {
+		add("max_wasted_bytes", "%s wasted by superseded files, over the %s limit", HumanBytes(rep.Waste.WastedBytes), HumanBytes(int64(r.MaxWastedBytes)))
+	}
+	byClass := map[Class]ClassReport{}
+	for _, c := range rep.Classes {
+		byClass[c.Class] = c
+	}
+	for _, c := range r.Forbid {
+		if cr := byClass[c]; cr.Files > 0 {
+			ex := ""
+			if len(cr.Top) > 0 {
+				ex = ", e.g. " + cr.Top[0].Path
+			}
+			add("forbid", "%s: %d files, %s%s", c, cr.Files, HumanBytes(cr.Bytes), ex)
+		}
+	}
+	for _, c := range AllClasses {
+		lim, ok := r.MaxClassBytes[c]
+		if ok && byClass[c].Bytes > int64(lim) {
+			add("max_class_bytes", "%s: %s over the %s limit", c, HumanBytes(byClass[c].Bytes), HumanBytes(int64(lim)))
+		}
+	}
+	if r.ForbidDuplicateCUDALibs && len(rep.DuplicateCUDALibs) > 0 {
+		add("forbid_duplicate_cuda_libs", "%d CUDA libraries shipped twice, e.g. %s", len(rep.DuplicateCUDALibs), rep.DuplicateCUDALibs[0].Soname)
+	}
+	return v
+}
+
+// HumanBytes formats n with binary units.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

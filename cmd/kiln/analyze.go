@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newAnalyzeCmd) }
+
+// AnalyzeOptions are kiln analyze's inputs.
+type AnalyzeOptions struct {
+	IO       *IO
+	Image    string
+	JSON     bool
+	CIRules  string
+	NoVerify bool
+	Jobs     int
+	Top      int
+	Progress string
+	imageFlags
+}
+
+func newAnalyzeCmd(ios *IO) *cobra.Command {
+	opts := &AnalyzeOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "analyze IMAGE",
+		Short: "Report an image's layers, waste and CUDA dev-only files",
+		Long: `Reads each layer once, as a stream, several at a time, and reports per-layer
+sizes, bytes wasted by files that later layers overwrite or delete, dive's
+efficiency score, and CUDA-aware findings: nvcc and toolkit binaries, headers,
+static libraries, docs, pip/apt/conda caches, model weights (detected by
+content) and CUDA libraries shipped twice, each with the fix to apply.
+
+With --ci RULES.yaml kiln exits 3 when a rule breaks. Rule file keys:
+max_size, max_compressed_size, min_efficiency, max_wasted_bytes,
+forbid: [dev_tools, headers, static_libs, docs, caches, weights, cuda_libs],
+max_class_bytes: {CLASS: SIZE}, forbid_duplicate_cuda_libs: true.`,
+		Example: `  kiln analyze nvcr.io/nvidia/pytorch:24.05-py3
+  kiln analyze 127.0.0.1:5000/app@sha256:4f1e...
+  kiln analyze oci:./fixtures/oci:app --json > report.json
+  kiln analyze docker-archive:app.tar --ci testdata/rules/runtime.yaml
+  kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runAnalyze(cmd.Context(), opts)
+		},
+	}
+	opts.imageFlags.register(cmd)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/analyze-json.md)")
+	cmd.Flags().StringVar(&opts.CIRules, "ci", "", "check the report against a rules file; exit 3 when a rule breaks")
+	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
+	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
+	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
+	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	return cmd
+}
+
+func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
+	switch opts.Progress {
+	case "auto", "tty", "plain", "none":
+	default:
+		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	}
+	lopts, err := opts.options()
+	if err != nil {
+		return err
+	}
+	var rules *analyze.Rules
+	if opts.CIRules != "" {
+		if rules, err = analyze.LoadRules(opts.CIRules); err != nil {
+			return usageErr("--ci: %v", err)
+		}
+	}
+	img, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	var done atomic.Int64
+	bar := startProgress(opts.IO.ErrOut, opts.Progress, "analyzing "+opts.Image, img.CompressedSize(), &done)
+	rep, err := analyze.Image(ctx, img, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Progress: &done})
+	bar.Stop()
+	if err != nil {
+		return err
+	}
+	var violations []analyze.Violation
+	if rules != nil {
+		violations = rules.Check(rep)
+	}
+	if opts.JSON {
+		out := struct {
+			*analyze.Report
+			CI *ciResult `json:"ci,omitempty"`
+		}{Report: rep}
+		if rules != nil {
+			out.CI = &ciResult{Rules: opts.CIRules, Passed: len(violations) == 0, Violations: violations}
+			if out.CI.Violations == nil {
+				out.CI.Violations = []analyze.Violation{}
+			}
+		}
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		if err := rep.WriteTable(opts.IO.Out); err != nil {
+			return err
+		}
+		if rules != nil {
+			if len(violations) == 0 {
+				fmt.Fprintf(opts.IO.Out, "\nCI %s: passed\n", opts.CIRules)
+			} else {
+				fmt.Fprintf(opts.IO.Out, "\nCI %s: %d rule(s) broken\n", opts.CIRules, len(violations))
+				for _, v := range violations {
+					fmt.Fprintf(opts.IO.Out, "  ✗ %s: %s\n", v.Rule, v.Message)
+				}
+			}
+		}
+	}
+	if len(violations) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --ci rule(s) broken\n", len(violations))
+		return silentExit(ExitRule)
+	}
+	return nil
+}
+
+type ciResult struct {
+	Rules      string              `json:"rules"`
+	Passed     bool                `json:"passed"`
+	Violations []analyze.Violation `json:"violations"`
+}

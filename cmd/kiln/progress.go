@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// progressBar draws "label [=====>    ] 1.2 GiB / 4.0 GiB" on a terminal,
+// or a line every few seconds when stderr is a pipe (CI logs). Progress
+// never goes to stdout, which carries data.
+type progressBar struct {
+	w      io.Writer
+	label  string
+	total  int64
+	done   *atomic.Int64
+	tty    bool
+	stop   chan struct{}
+	exited chan struct{}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// startProgress starts drawing unless mode is "none" (or "auto" on a
+// non-terminal for small totals).
+func startProgress(w io.Writer, mode, label string, total int64, done *atomic.Int64) *progressBar {
+	p := &progressBar{w: w, label: label, total: total, done: done, tty: isTerminal(w), stop: make(chan struct{}), exited: make(chan struct{})}
+	switch mode {
+	case "none":
+		close(p.exited)
+		return p
+	case "plain":
+		p.tty = false
+	case "auto":
+		if !p.tty && total < 256<<20 {
+			close(p.exited)
+			return p
+		}
+	}
+	go p.loop()
+	return p
+}
+
+func (p *progressBar) loop() {
+	defer close(p.exited)
+	every := 100 * time.Millisecond
+	if !p.tty {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-p.stop:
+			if p.tty {
+				fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 78))
+			}
+			return
+		case <-t.C:
+			p.draw(time.Since(start))
+		}
+	}
+}
+
+func (p *progressBar) draw(el time.Duration) {
+	n := p.done.Load()
+	frac := 0.0
+	if p.total > 0 {
+		frac = min(1, float64(n)/float64(p.total))
+	}
+	rate := float64(n) / max(el.Seconds(), 0.001)
+	if !p.tty {
+		fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%, %s/s)\n", p.label, humanBytes(n), humanBytes(p.total), 100*frac, humanBytes(int64(rate)))
+		return
+	}
+	const width = 28
+	fill := int(frac * width)
+	bar := strings.Repeat("=", fill)
+	if fill < width {
+		bar += ">" + strings.Repeat(" ", width-fill-1)
+	}
+	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %s/s ", p.label, bar, humanBytes(n), humanBytes(p.total), humanBytes(int64(rate)))
+}
+
+// Stop erases the bar.
+func (p *progressBar) Stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	close(p.stop)
+	<-p.exited
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

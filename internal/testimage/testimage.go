@@ -1,0 +1,254 @@
+// Package testimage builds small images in-process for tests: layers from
+// lists of tar entries (hostile ones included), written as an OCI layout, a
+// docker archive or pushed to an in-process registry.
+package testimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/compression"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Entry is one tar entry. Zero Type means a regular file; Size overrides
+// len(Body) in the header (to fake a truncated entry).
+type Entry struct {
+	Name     string
+	Body     []byte
+	Type     byte
+	Linkname string
+	Size     int64
+}
+
+// File is a regular file entry.
+func File(name string, body []byte) Entry { return Entry{Name: name, Body: body} }
+
+// Sized is a regular file of n deterministic bytes.
+func Sized(name string, n int) Entry {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + len(name))
+	}
+	return Entry{Name: name, Body: b}
+}
+
+// Dir is a directory entry.
+func Dir(name string) Entry { return Entry{Name: name, Type: tar.TypeDir} }
+
+// Symlink is a symlink entry.
+func Symlink(name, target string) Entry {
+	return Entry{Name: name, Type: tar.TypeSymlink, Linkname: target}
+}
+
+// Whiteout deletes path from lower layers.
+func Whiteout(path string) Entry {
+	dir, base := split(path)
+	return Entry{Name: dir + ".wh." + base}
+}
+
+// Opaque hides lower layers' contents of dir.
+func Opaque(dir string) Entry { return Entry{Name: dir + "/.wh..wh..opq"} }
+
+func split(p string) (string, string) {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i+1], p[i+1:]
+		}
+	}
+	return "", p
+}
+
+// Tar serialises entries into an uncompressed tar.
+func Tar(t testing.TB, entries []Entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	epoch := time.Unix(1700000000, 0)
+	for _, e := range entries {
+		typ := e.Type
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		size := int64(len(e.Body))
+		if typ != tar.TypeReg {
+			size = 0
+		}
+		h := &tar.Header{Name: e.Name, Typeflag: typ, Linkname: e.Linkname, Size: size, Mode: 0o644, ModTime: epoch, Format: tar.FormatPAX}
+		if typ == tar.TypeDir {
+			h.Mode = 0o755
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if typ == tar.TypeReg {
+			if _, err := tw.Write(e.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Layer builds a layer from entries with the given compression ("gzip",
+// "zstd" or "none").
+func Layer(t testing.TB, entries []Entry, comp string) v1.Layer {
+	t.Helper()
+	b := Tar(t, entries)
+	opener := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	var l v1.Layer
+	var err error
+	switch comp {
+	case "zstd":
+		l, err = tarball.LayerFromOpener(opener, tarball.WithCompression(compression.ZStd), tarball.WithMediaType(types.OCILayerZStd))
+	case "none":
+		return RawLayer(b, types.OCIUncompressedLayer)
+	default:
+		l, err = tarball.LayerFromOpener(opener, tarball.WithMediaType(types.OCILayer))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Config describes the image config of a built image.
+type Config struct {
+	Env       []string
+	Labels    map[string]string
+	CreatedBy []string
+}
+
+// Image stacks layers onto an empty linux/amd64 image.
+func Image(t testing.TB, cfg Config, ls ...v1.Layer) v1.Image {
+	t.Helper()
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	var adds []mutate.Addendum
+	for i, l := range ls {
+		cb := fmt.Sprintf("layer %d", i)
+		if i < len(cfg.CreatedBy) {
+			cb = cfg.CreatedBy[i]
+		}
+		adds = append(adds, mutate.Addendum{Layer: l, History: v1.History{CreatedBy: cb}})
+	}
+	img, err := mutate.Append(img, adds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config.Env = cfg.Env
+	cf.Config.Labels = cfg.Labels
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// WriteLayout writes img into an OCI layout at dir, tagged tag.
+func WriteLayout(t testing.TB, dir, tag string, img v1.Image) {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		p, err = layout.Write(dir, empty.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteArchive writes img as a docker-save tarball tagged tag.
+func WriteArchive(t testing.TB, file, tag string, img v1.Image) {
+	t.Helper()
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(file, ref, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Registry starts an in-process registry and returns its host:port.
+func Registry(t testing.TB) string {
+	t.Helper()
+	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(s.Close)
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// Push writes img to ref.
+func Push(t testing.TB, ref string, img v1.Image) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawLayer serves fixed blob bytes under a digest and diff ID that may lie.
+type rawLayer struct {
+	blob   []byte
+	digest v1.Hash
+	diffID v1.Hash
+	mt     types.MediaType
+}
+
+// RawLayer is a layer whose blob is exactly b (any encoding), with honest
+// digests: the diff ID equals the digest, so use it for uncompressed blobs
+// or override with Lying.
+func RawLayer(b []byte, mt types.MediaType) v1.Layer {
+	h := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(b))}
+	return &rawLayer{blob: b, digest: h, diffID: h, mt: mt}
+}
+
+// Lying is a layer whose descriptor names digest but whose bytes are b.
+func Lying(b []byte, digest, diffID v1.Hash, mt types.MediaType) v1.Layer {
+	return &rawLayer{blob: b, digest: digest, diffID: diffID, mt: mt}
+}
+
+func (l *rawLayer) Digest() (v1.Hash, error) { return l.digest, nil }
+func (l *rawLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
+func (l *rawLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.blob)), nil
+}
+func (l *rawLayer) Uncompressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.blob)), nil
+}
+func (l *rawLayer) Size() (int64, error)                { return int64(len(l.blob)), nil }
+func (l *rawLayer) MediaType() (types.MediaType, error) { return l.mt, nil }
