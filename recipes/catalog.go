@@ -1,0 +1,57 @@
+package recipes
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+)
+
+//go:embed catalog/*.yaml
+var catalogFS embed.FS
+
+// CatalogEntry is a curated recipe embedded in kiln.
+type CatalogEntry struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Source      []byte `json:"-"`
+}
+
+// Catalog lists the curated recipes, sorted by name.
+func Catalog() ([]CatalogEntry, error) {
+	files, err := fs.Glob(catalogFS, "catalog/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []CatalogEntry
+	for _, f := range files {
+		b, err := catalogFS.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		r, err := Parse(f, b)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		out = append(out, CatalogEntry{Name: r.Name, Description: r.Description, Source: b})
+	}
+	slices.SortFunc(out, func(a, b CatalogEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// CatalogRecipe returns a curated recipe's YAML by name.
+func CatalogRecipe(name string) ([]byte, error) {
+	all, err := Catalog()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range all {
+		if e.Name == name {
+			return e.Source, nil
+		}
+		names = append(names, e.Name)
+	}
+	return nil, fmt.Errorf("no recipe %q in the catalog (have: %s)", name, strings.Join(names, ", "))
+}

@@ -1,0 +1,271 @@
+package recipes
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+//go:embed data/*.json
+var dataFS embed.FS
+
+// Fact confidence, as in shared/reference/compat-data.md:
+// A primary source read; B faithful copy or ≥2 secondary sources;
+// C single secondary source or inference; UNVERIFIED not confirmed.
+const (
+	ConfA          = "A"
+	ConfB          = "B"
+	ConfC          = "C"
+	ConfUnverified = "UNVERIFIED"
+)
+
+// ToolkitDriver is one row of NVIDIA's "CUDA Toolkit and Corresponding
+// Driver Versions" table.
+type ToolkitDriver struct {
+	CUDA       string  `json:"cuda"`
+	Label      string  `json:"label"`
+	LinuxMin   string  `json:"linux_min"`
+	WindowsMin *string `json:"windows_min"`
+	Source     string  `json:"source"`
+	Confidence string  `json:"confidence"`
+}
+
+// MVCFloor is the minimum driver for minor-version compatibility of a CUDA major.
+type MVCFloor struct {
+	CUDAMajor   int    `json:"cuda_major"`
+	Floor       string `json:"floor"`
+	BranchFloor int    `json:"branch_floor"`
+	Source      string `json:"source"`
+	Confidence  string `json:"confidence"`
+}
+
+// ImageRequire is the NVIDIA_REQUIRE_CUDA of one nvidia/cuda image version.
+type ImageRequire struct {
+	Image      string   `json:"image"`
+	CUDAGE     string   `json:"cuda_ge"`
+	Branches   []int    `json:"branches"`
+	Brands     []string `json:"brands"`
+	Source     string   `json:"source"`
+	Confidence string   `json:"confidence"`
+}
+
+type driverData struct {
+	DataVersion   string          `json:"data_version"`
+	ToolkitDriver []ToolkitDriver `json:"toolkit_driver"`
+	MVC           []MVCFloor      `json:"minor_version_compat"`
+	ForwardCompat struct {
+		ApplicableTo     []string `json:"applicable_to"`
+		GeforceSupported bool     `json:"geforce_supported"`
+		Package          string   `json:"package"`
+		Source           string   `json:"source"`
+		Confidence       string   `json:"confidence"`
+	} `json:"forward_compat"`
+	RequireCUDA []ImageRequire `json:"require_cuda"`
+	Grammar     struct {
+		ErrorMessage string `json:"error_message"`
+		DisableEnv   string `json:"disable_env"`
+		Source       string `json:"source"`
+		Confidence   string `json:"confidence"`
+	} `json:"require_cuda_grammar"`
+}
+
+// GPUInfo describes a GPU model.
+type GPUInfo struct {
+	Name              string   `json:"name"`
+	Aliases           []string `json:"aliases"`
+	ComputeCapability string   `json:"compute_capability"`
+	Brand             string   `json:"brand"`
+	Note              string   `json:"note,omitempty"`
+	Source            string   `json:"source"`
+	Confidence        string   `json:"confidence"`
+	BrandSource       string   `json:"brand_source"`
+	BrandConfidence   string   `json:"brand_confidence"`
+}
+
+// ArchSupport is the toolkit range that can compile for an architecture.
+type ArchSupport struct {
+	Arch       string `json:"arch"`
+	FirstCUDA  string `json:"first_cuda,omitempty"`
+	LastCUDA   string `json:"last_cuda,omitempty"`
+	Note       string `json:"note,omitempty"`
+	Source     string `json:"source"`
+	Confidence string `json:"confidence"`
+}
+
+type gpuData struct {
+	DataVersion string        `json:"data_version"`
+	GPUs        []GPUInfo     `json:"gpus"`
+	Arch        []ArchSupport `json:"arch_support"`
+}
+
+// ImageTag is a known nvidia/cuda image version and its cuDNN.
+type ImageTag struct {
+	CUDA         string `json:"cuda"`
+	CuDNNToken   string `json:"cudnn_token"`
+	CuDNN        string `json:"cudnn"`
+	CuDNNPackage string `json:"cudnn_package"`
+	Cudart       string `json:"cudart,omitempty"`
+	Source       string `json:"source"`
+	Confidence   string `json:"confidence"`
+}
+
+// OSFlavor is an OS flavour of the nvidia/cuda images.
+type OSFlavor struct {
+	Name             string `json:"name"`
+	FirstCUDA        string `json:"first_cuda,omitempty"`
+	LastCUDA         string `json:"last_cuda,omitempty"`
+	Python           string `json:"python,omitempty"`
+	Unofficial       bool   `json:"unofficial,omitempty"`
+	Source           string `json:"source"`
+	Confidence       string `json:"confidence"`
+	PythonConfidence string `json:"python_confidence,omitempty"`
+}
+
+type imageData struct {
+	DataVersion string     `json:"data_version"`
+	Tags        []ImageTag `json:"tags"`
+	OS          []OSFlavor `json:"os"`
+}
+
+// TorchVariant is one CUDA build of a torch release.
+type TorchVariant struct {
+	Name            string `json:"name"`
+	CUDA            string `json:"cuda"`
+	CuDNN           string `json:"cudnn"`
+	CXX11ABI        bool   `json:"cxx11_abi"`
+	Stable          bool   `json:"stable"`
+	Archs           string `json:"archs"`
+	ArchsConfidence string `json:"archs_confidence"`
+}
+
+// TorchRelease is a torch minor release.
+type TorchRelease struct {
+	Minor              string         `json:"minor"`
+	Patches            []string       `json:"patches"`
+	PatchesSource      string         `json:"patches_source"`
+	PatchesConfidence  string         `json:"patches_confidence"`
+	PythonMin          string         `json:"python_min"`
+	PythonMax          string         `json:"python_max"`
+	PythonExperimental string         `json:"python_experimental,omitempty"`
+	TorchvisionMinor   string         `json:"torchvision_minor"`
+	Variants           []TorchVariant `json:"variants"`
+	PyPIDefault        string         `json:"pypi_default,omitempty"`
+	Source             string         `json:"source"`
+	Confidence         string         `json:"confidence"`
+	ABISource          string         `json:"cxx11_abi_source"`
+	ABIConfidence      string         `json:"cxx11_abi_confidence"`
+	ArchsSource        string         `json:"archs_source"`
+}
+
+type torchData struct {
+	DataVersion string         `json:"data_version"`
+	IndexURL    string         `json:"index_url"`
+	Releases    []TorchRelease `json:"releases"`
+}
+
+// FARelease is one FlashAttention release and its prebuilt wheel matrix.
+type FARelease struct {
+	Version    string   `json:"version"`
+	Python     string   `json:"python"`
+	Torch      []string `json:"torch"`
+	CUDABuilt  []string `json:"cuda_built"`
+	ABI        []bool   `json:"abi"`
+	CuToken    string   `json:"cu_token"`
+	Platforms  []string `json:"platforms"`
+	MinCUDA    string   `json:"min_cuda"`
+	MinTorch   string   `json:"min_torch"`
+	MinPython  string   `json:"min_python"`
+	Note       string   `json:"note,omitempty"`
+	Source     string   `json:"source"`
+	Confidence string   `json:"confidence"`
+}
+
+type faData struct {
+	DataVersion string `json:"data_version"`
+	WheelURL    string `json:"wheel_url"`
+	MinCC       string `json:"min_compute_capability"`
+	SourceBuild struct {
+		ArchsDefault string `json:"archs_default"`
+		SM90MinNvcc  string `json:"sm90_min_nvcc"`
+		SM100MinNvcc string `json:"sm100_120_min_nvcc"`
+		SM100Since   string `json:"sm100_120_since"`
+		MemPerJobGB  int    `json:"mem_per_job_gb"`
+		NvccThreads  int    `json:"nvcc_threads"`
+		Source       string `json:"source"`
+		Confidence   string `json:"confidence"`
+	} `json:"source_build"`
+	Releases []FARelease `json:"releases"`
+}
+
+// BNBRelease is a bitsandbytes release family.
+type BNBRelease struct {
+	Versions     []string          `json:"versions"`
+	CUDABuilds   []string          `json:"cuda_builds"`
+	SASS         map[string]string `json:"sass"`
+	MinCC        string            `json:"min_compute_capability"`
+	FallbackSame bool              `json:"fallback_same_major"`
+	Note         string            `json:"note,omitempty"`
+	Source       string            `json:"source"`
+	Confidence   string            `json:"confidence"`
+}
+
+type bnbData struct {
+	DataVersion string       `json:"data_version"`
+	Int8MinCC   string       `json:"llm_int8_min_compute_capability"`
+	Releases    []BNBRelease `json:"releases"`
+}
+
+// DB is the embedded compatibility database.
+type DB struct {
+	Drivers driverData
+	GPUs    gpuData
+	Images  imageData
+	Torch   torchData
+	FA      faData
+	BNB     bnbData
+}
+
+var (
+	dbOnce sync.Once
+	dbVal  *DB
+	dbErr  error
+)
+
+// Data returns the embedded compatibility database, loaded once.
+func Data() (*DB, error) {
+	dbOnce.Do(func() { dbVal, dbErr = loadDB() })
+	return dbVal, dbErr
+}
+
+func mustDB() *DB {
+	db, err := Data()
+	if err != nil {
+		panic(err)
+	}
+	return db
+}
+
+// DataVersion identifies the embedded data set; it is recorded in kiln.lock.
+func DataVersion() string { return mustDB().Drivers.DataVersion }
+
+func loadDB() (*DB, error) {
+	db := &DB{}
+	files := []struct {
+		name string
+		v    any
+	}{
+		{"drivers.json", &db.Drivers}, {"gpus.json", &db.GPUs}, {"images.json", &db.Images},
+		{"torch.json", &db.Torch}, {"flash_attn.json", &db.FA}, {"bitsandbytes.json", &db.BNB},
+	}
+	for _, f := range files {
+		b, err := dataFS.ReadFile("data/" + f.name)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, f.v); err != nil {
+			return nil, fmt.Errorf("recipes: embedded %s: %w", f.name, err)
+		}
+	}
+	return db, nil
+}

@@ -1,0 +1,815 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Plan is a resolved recipe: exact versions and everything the builder needs.
+// Its JSON keys are stable.
+type Plan struct {
+	Name             string        `json:"name"`
+	CUDA             string        `json:"cuda"`
+	CuDNN            *string       `json:"cudnn"`
+	CuDNNSource      string        `json:"cudnn_source"` // image, torch-wheel, none
+	OS               string        `json:"os"`
+	Python           string        `json:"python"`
+	Torch            *string       `json:"torch"`
+	TorchCUDAVariant *string       `json:"torch_cuda_variant"`
+	Torchvision      *string       `json:"torchvision"`
+	Torchaudio       *string       `json:"torchaudio"`
+	TorchIndexURL    string        `json:"torch_index_url,omitempty"`
+	TorchCXX11ABI    *bool         `json:"torch_cxx11_abi"`
+	FlashAttn        *string       `json:"flash_attn"`
+	FlashAttnWheel   *string       `json:"flash_attn_wheel"`
+	FlashAttnURL     *string       `json:"flash_attn_wheel_url"`
+	FlashAttnBuild   *FABuild      `json:"flash_attn_build"`
+	BitsAndBytes     *string       `json:"bitsandbytes"`
+	BitsAndBytesLib  *string       `json:"bitsandbytes_cuda_lib"`
+	BaseImages       BaseImages    `json:"base_images"`
+	CUDAArchs        []string      `json:"cuda_archs"`
+	GPUs             []PlanGPU     `json:"gpus"`
+	MinDriver        PlanMinDriver `json:"min_driver"`
+	Platforms        []string      `json:"platforms"`
+	RegistryMirror   string        `json:"registry_mirror,omitempty"`
+	WheelIndexes     []string      `json:"wheel_indexes"`
+	Apt              []string      `json:"apt"`
+	Pip              []PipPackage  `json:"pip"`
+	App              *AppSpec      `json:"app"`
+	Weights          []Weight      `json:"weights"`
+	Test             []string      `json:"test"`
+	Warnings         []string      `json:"warnings"`
+	Sources          []FactSource  `json:"sources"`
+	DataVersion      string        `json:"data_version"`
+}
+
+// BaseImages are the nvidia/cuda images the build starts from.
+type BaseImages struct {
+	Devel   string `json:"devel"`
+	Runtime string `json:"runtime"`
+}
+
+// PlanMinDriver is the minimum host driver for the image.
+type PlanMinDriver struct {
+	Toolkit            string `json:"toolkit"`
+	MinorVersionCompat string `json:"minor_version_compat"`
+}
+
+// PlanGPU is a target GPU.
+type PlanGPU struct {
+	Name              string `json:"name"`
+	ComputeCapability string `json:"compute_capability"`
+}
+
+// FABuild holds the settings for building FlashAttention from source.
+type FABuild struct {
+	Reason      string            `json:"reason"`
+	CUDAArchs   string            `json:"flash_attn_cuda_archs"`
+	MaxJobs     int               `json:"max_jobs"`
+	NvccThreads int               `json:"nvcc_threads"`
+	MemoryGB    int               `json:"sized_for_memory_gb"`
+	CPUs        int               `json:"sized_for_cpus"`
+	Env         map[string]string `json:"env"`
+	PipFlags    []string          `json:"pip_flags"`
+}
+
+// PipPackage is one pip requirement, in install order.
+type PipPackage struct {
+	Name        string `json:"name"`
+	Requirement string `json:"requirement"`
+	IndexURL    string `json:"index_url,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Wheel       string `json:"wheel,omitempty"`
+	NoBuildIso  bool   `json:"no_build_isolation,omitempty"`
+}
+
+// FactSource records where a fact the plan relies on comes from.
+type FactSource struct {
+	Fact       string `json:"fact"`
+	Source     string `json:"source"`
+	Confidence string `json:"confidence"`
+}
+
+// ResolveError is a refusal: what cannot work, why, and what would.
+type ResolveError struct {
+	Field        string   `json:"field"`
+	Reason       string   `json:"reason"`
+	Alternatives []string `json:"alternatives,omitempty"`
+}
+
+func (e *ResolveError) Error() string {
+	s := e.Reason
+	if e.Field != "" {
+		s = e.Field + ": " + s
+	}
+	if len(e.Alternatives) > 0 {
+		s += "; try: " + strings.Join(e.Alternatives, "; or ")
+	}
+	return s
+}
+
+func refuse(field string, alts []string, format string, a ...any) *ResolveError {
+	return &ResolveError{Field: field, Reason: fmt.Sprintf(format, a...), Alternatives: alts}
+}
+
+// ResolveOption adjusts resolution.
+type ResolveOption func(*resolveConfig)
+
+type resolveConfig struct {
+	mirror   *string
+	indexes  []string
+	memoryGB int
+	cpus     int
+}
+
+// WithMirror overrides the recipe's registry_mirror ("" removes it).
+func WithMirror(m string) ResolveOption { return func(c *resolveConfig) { c.mirror = &m } }
+
+// WithWheelIndexes overrides the recipe's wheel_indexes.
+func WithWheelIndexes(urls ...string) ResolveOption {
+	return func(c *resolveConfig) { c.indexes = slices.Clone(urls) }
+}
+
+// WithBuildResources sizes FlashAttention source builds (MAX_JOBS) for a
+// builder with memoryGB of RAM and cpus cores, unless the recipe says.
+func WithBuildResources(memoryGB, cpus int) ResolveOption {
+	return func(c *resolveConfig) { c.memoryGB, c.cpus = memoryGB, cpus }
+}
+
+// Default sizing of source builds when neither the recipe nor the caller says.
+const (
+	DefaultBuildMemoryGB = 32
+	DefaultBuildCPUs     = 8
+	DefaultOS            = "ubuntu22.04"
+	DefaultPlatform      = "linux/amd64"
+	PyPIIndexURL         = "https://pypi.org/simple"
+)
+
+type resolver struct {
+	r     *Recipe
+	cfg   resolveConfig
+	db    *DB
+	plan  *Plan
+	gpus  []GPUInfo
+	torch *TorchRelease
+	tver  string
+	tvar  *TorchVariant
+}
+
+func (s *resolver) warn(format string, a ...any) {
+	s.plan.Warnings = append(s.plan.Warnings, fmt.Sprintf(format, a...))
+}
+
+func (s *resolver) fact(fact, source, conf string) {
+	for _, f := range s.plan.Sources {
+		if f.Fact == fact {
+			return
+		}
+	}
+	s.plan.Sources = append(s.plan.Sources, FactSource{fact, source, conf})
+}
+
+func strp(s string) *string { return &s }
+
+// Resolve turns a recipe into a plan, filling unpinned fields with the
+// newest compatible choice, or refuses with a *ResolveError that says why
+// and what would work. It does no network I/O.
+func Resolve(ctx context.Context, r *Recipe, opts ...ResolveOption) (*Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	db, err := Data()
+	if err != nil {
+		return nil, err
+	}
+	s := &resolver{r: r, db: db, plan: &Plan{Name: r.Name, Warnings: []string{}, Sources: []FactSource{}, DataVersion: db.Drivers.DataVersion}}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	steps := []func() error{s.gpusStep, s.torchAndCUDA, s.archStep, s.pythonStep, s.cudnnStep, s.imagesStep, s.faStep, s.bnbStep, s.finish}
+	for _, st := range steps {
+		if err := st(); err != nil {
+			return nil, err
+		}
+	}
+	return s.plan, nil
+}
+
+func (s *resolver) gpusStep() error {
+	for i, g := range s.r.GPUs {
+		info, err := GPU(g)
+		if err != nil {
+			return refuse(fmt.Sprintf("gpus[%d]", i), nil, "%v", err)
+		}
+		s.gpus = append(s.gpus, info)
+		s.plan.GPUs = append(s.plan.GPUs, PlanGPU{Name: info.Name, ComputeCapability: info.ComputeCapability})
+		s.fact(fmt.Sprintf("%s is compute capability %s", info.Name, info.ComputeCapability), info.Source, info.Confidence)
+	}
+	if len(s.gpus) == 0 {
+		s.warn("no target gpus: kiln cannot check that the wheels have kernels for your GPUs; set gpus (e.g. [h100] or [sm_90])")
+	}
+	return nil
+}
+
+func (s *resolver) torchRelease(minor string) *TorchRelease {
+	for i := range s.db.Torch.Releases {
+		if s.db.Torch.Releases[i].Minor == minor {
+			return &s.db.Torch.Releases[i]
+		}
+	}
+	return nil
+}
+
+func (t *TorchRelease) variant(name string) *TorchVariant {
+	for i := range t.Variants {
+		if t.Variants[i].Name == name {
+			return &t.Variants[i]
+		}
+	}
+	return nil
+}
+
+func variantNames(t *TorchRelease) []string {
+	var out []string
+	for _, v := range t.Variants {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func cudaVariant(cuda string) string {
+	v := mustVersion(cuda)
+	return fmt.Sprintf("cu%d%d", v.Major(), v[1])
+}
+
+// newestTag returns the newest known nvidia/cuda tag for a CUDA X.Y.
+func (s *resolver) newestTag(mm string) string {
+	best := ""
+	for _, t := range s.db.Images.Tags {
+		if majorMinor(t.CUDA) == mm && (best == "" || cmpVer(t.CUDA, best) > 0) {
+			best = t.CUDA
+		}
+	}
+	return best
+}
+
+func (s *resolver) imageTag(cuda string) *ImageTag {
+	for i := range s.db.Images.Tags {
+		if s.db.Images.Tags[i].CUDA == cuda {
+			return &s.db.Images.Tags[i]
+		}
+	}
+	return nil
+}
+
+// gpuFitsVariant checks that a torch variant has kernels for every GPU.
+func (s *resolver) gpuFitsVariant(tv *TorchVariant) (string, bool) {
+	for _, g := range s.gpus {
+		if ok, _ := ccCovered(tv.Archs, g.ComputeCapability); !ok {
+			return fmt.Sprintf("%s (sm_%s)", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", "")), false
+		}
+	}
+	return "", true
+}
+
+func (s *resolver) torchAndCUDA() error {
+	r := s.r
+	if r.CUDA != "" {
+		v := mustVersion(r.CUDA)
+		if v.MajorMinor() == "12.7" {
+			return refuse("cuda", []string{"cuda: \"12.6\"", "cuda: \"12.8\""}, "there is no CUDA 12.7 (12.6 Update 3 is followed by 12.8 GA)")
+		}
+		if _, err := MinDriver(r.CUDA); err != nil {
+			return refuse("cuda", nil, "%v", err)
+		}
+	}
+	if r.Torch == nil {
+		cuda := r.CUDA
+		if cuda == "" {
+			return refuse("cuda", []string{"cuda: \"12.8\"", "torch: {version: \"2.7.1\"}"}, "set cuda or torch: a recipe without torch needs a CUDA version")
+		}
+		return s.setCUDA(cuda)
+	}
+	t := r.Torch
+	var releases []*TorchRelease
+	if t.Version != "" {
+		mm := majorMinor(t.Version)
+		rel := s.torchRelease(mm)
+		if rel == nil {
+			var known []string
+			for _, x := range s.db.Torch.Releases {
+				known = append(known, x.Minor)
+			}
+			return refuse("torch.version", []string{"torch " + known[len(known)-1]}, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
+		}
+		if strings.Count(t.Version, ".") == 2 && !slices.Contains(rel.Patches, t.Version) {
+			return refuse("torch.version", []string{"torch " + rel.Patches[len(rel.Patches)-1]}, "torch %s is not a known release (known %s.x: %s)", t.Version, mm, strings.Join(rel.Patches, ", "))
+		}
+		releases = []*TorchRelease{rel}
+	} else {
+		for i := len(s.db.Torch.Releases) - 1; i >= 0; i-- {
+			releases = append(releases, &s.db.Torch.Releases[i])
+		}
+	}
+	var firstErr error
+	for _, rel := range releases {
+		err := s.tryTorch(rel)
+		if err == nil {
+			return nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if t.Version == "" && r.CUDA == "" && len(s.gpus) == 0 {
+			break
+		}
+	}
+	if t.Version == "" && firstErr != nil {
+		if re, ok := firstErr.(*ResolveError); ok && r.CUDA != "" {
+			return refuse("torch", re.Alternatives, "no torch release kiln knows fits cuda %s%s (newest tried: %s)", r.CUDA, s.gpuSuffix(), re.Reason)
+		}
+	}
+	return firstErr
+}
+
+func (s *resolver) gpuSuffix() string {
+	if len(s.gpus) == 0 {
+		return ""
+	}
+	var n []string
+	for _, g := range s.gpus {
+		n = append(n, g.Name)
+	}
+	return " and " + strings.Join(n, ", ")
+}
+
+// tryTorch picks the variant of rel for the recipe, or says why none fits.
+func (s *resolver) tryTorch(rel *TorchRelease) error {
+	r, t := s.r, s.r.Torch
+	var cands []*TorchVariant
+	switch {
+	case t.Variant != "":
+		tv := rel.variant(t.Variant)
+		if tv == nil {
+			return refuse("torch.variant", []string{"variant: " + strings.Join(variantNames(rel), ", variant: ")}, "torch %s has no %s wheels (it has %s)", rel.Minor, t.Variant, strings.Join(variantNames(rel), ", "))
+		}
+		if r.CUDA != "" {
+			iv, vv := mustVersion(r.CUDA), mustVersion(tv.CUDA)
+			if iv.Major() != vv.Major() {
+				return refuse("torch.variant", []string{fmt.Sprintf("cuda: %q", tv.CUDA)}, "torch %s+%s is built for CUDA %s but the image is CUDA %s: extensions (FlashAttention, custom ops) fail to build when nvcc's major differs from torch's", rel.Minor, tv.Name, tv.CUDA, r.CUDA)
+			}
+			if vv.Compare(mustVersion(iv.MajorMinor())) != 0 {
+				s.warn("torch %s+%s (CUDA %s) on a CUDA %s image: torch brings its own CUDA libraries; nvcc minor mismatch only warns when building extensions", rel.Minor, tv.Name, tv.CUDA, iv.MajorMinor())
+			}
+		}
+		cands = []*TorchVariant{tv}
+	case r.CUDA != "":
+		want := cudaVariant(r.CUDA)
+		tv := rel.variant(want)
+		if tv == nil {
+			return s.noVariant(rel, want)
+		}
+		cands = []*TorchVariant{tv}
+	default:
+		// Newest stable variant first, then experimental ones.
+		for i := len(rel.Variants) - 1; i >= 0; i-- {
+			if rel.Variants[i].Stable {
+				cands = append(cands, &rel.Variants[i])
+			}
+		}
+		for i := len(rel.Variants) - 1; i >= 0; i-- {
+			if !rel.Variants[i].Stable {
+				cands = append(cands, &rel.Variants[i])
+			}
+		}
+	}
+	var lastErr error
+	for _, tv := range cands {
+		if g, ok := s.gpuFitsVariant(tv); !ok {
+			var alts []string
+			for _, o := range rel.Variants {
+				if _, ok := s.gpuFitsVariant(&o); ok && o.Name != tv.Name {
+					alts = append(alts, fmt.Sprintf("torch %s with cuda %s (%s)", rel.Minor, o.CUDA, o.Name))
+				}
+			}
+			lastErr = refuse("gpus", alts, "torch %s+%s wheels have no kernels for %s (compiled for %s)", rel.Minor, tv.Name, g, tv.Archs)
+			continue
+		}
+		cuda := r.CUDA
+		if cuda == "" {
+			cuda = s.newestTag(tv.CUDA)
+			if cuda == "" {
+				cuda = tv.CUDA
+			}
+		}
+		// Toolkit must be able to target every GPU (checked again in archStep with the final version).
+		okArch := true
+		for _, g := range s.gpus {
+			if ok, why, _ := ArchSupported(cuda, g.ComputeCapability); !ok {
+				lastErr = refuse("gpus", nil, "%s: %s", g.Name, why)
+				okArch = false
+				break
+			}
+		}
+		if !okArch {
+			continue
+		}
+		s.torch, s.tvar = rel, tv
+		s.tver = rel.Patches[len(rel.Patches)-1]
+		if t.Version != "" && strings.Count(t.Version, ".") == 2 {
+			s.tver = t.Version
+		}
+		if !tv.Stable {
+			s.warn("torch %s+%s is an experimental CUDA variant in PyTorch's release matrix", rel.Minor, tv.Name)
+		}
+		return s.setCUDA(cuda)
+	}
+	return lastErr
+}
+
+func (s *resolver) noVariant(rel *TorchRelease, want string) error {
+	var alts []string
+	var cudas []string
+	for _, v := range rel.Variants {
+		if mustVersion(v.CUDA).Major() == mustVersion(s.r.CUDA).Major() {
+			cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
+		}
+	}
+	if len(cudas) == 0 {
+		for _, v := range rel.Variants {
+			cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
+		}
+	}
+	alts = append(alts, fmt.Sprintf("cuda: %s with torch %s", strings.Join(cudas, " or "), rel.Minor))
+	var others []string
+	for i := len(s.db.Torch.Releases) - 1; i >= 0 && len(others) < 2; i-- {
+		o := &s.db.Torch.Releases[i]
+		if o.variant(want) != nil {
+			others = append(others, o.Minor)
+		}
+	}
+	if len(others) > 0 {
+		alts = append(alts, fmt.Sprintf("torch %s with cuda %s", strings.Join(others, " or "), majorMinor(s.r.CUDA)))
+	}
+	s.fact(fmt.Sprintf("torch %s wheel variants: %s", rel.Minor, strings.Join(variantNames(rel), ", ")), rel.Source, rel.Confidence)
+	return refuse("torch.version", alts, "torch %s has no %s wheels (it has %s)", rel.Minor, want, strings.Join(variantNames(rel), ", "))
+}
+
+func (s *resolver) setCUDA(cuda string) error {
+	v := mustVersion(cuda)
+	if len(v) == 2 {
+		if t := s.newestTag(cuda); t != "" {
+			cuda = t
+		} else {
+			cuda = cuda + ".0"
+			s.warn("kiln has no nvidia/cuda image data for CUDA %s; assuming tag %s exists (check the registry)", v.MajorMinor(), cuda)
+		}
+	} else if s.imageTag(cuda) == nil {
+		s.warn("nvidia/cuda:%s is not in kiln's image data (known %s tag: %s); the tag may not exist or may have been deleted", cuda, v.MajorMinor(), orNone(s.newestTag(v.MajorMinor())))
+	}
+	dr, err := MinDriver(cuda)
+	if err != nil {
+		return refuse("cuda", nil, "%v", err)
+	}
+	s.plan.CUDA = cuda
+	s.plan.MinDriver = PlanMinDriver{Toolkit: dr.Toolkit, MinorVersionCompat: dr.MinorVersionCompat}
+	s.fact(fmt.Sprintf("CUDA %s needs Linux driver >= %s", dr.CUDA, dr.Toolkit), dr.Source, dr.Confidence)
+	if dr.MVCSource != "" {
+		s.fact(fmt.Sprintf("CUDA %d.x minor-version compatibility needs driver >= %s", v.Major(), dr.MinorVersionCompat), dr.MVCSource, dr.MVCConfidence)
+	}
+	if s.tvar != nil {
+		s.plan.Torch = strp(s.tver)
+		s.plan.TorchCUDAVariant = strp(s.tvar.Name)
+		abi := s.tvar.CXX11ABI
+		s.plan.TorchCXX11ABI = &abi
+		s.fact(fmt.Sprintf("torch %s wheel variants: %s", s.torch.Minor, strings.Join(variantNames(s.torch), ", ")), s.torch.Source, s.torch.Confidence)
+		s.fact(fmt.Sprintf("torch %s+%s compiled archs: %s", s.torch.Minor, s.tvar.Name, s.tvar.Archs), s.torch.ArchsSource, s.tvar.ArchsConfidence)
+		s.fact(fmt.Sprintf("torch %s+%s C++11 ABI = %v", s.torch.Minor, s.tvar.Name, abi), s.torch.ABISource, s.torch.ABIConfidence)
+		if s.torch.PatchesConfidence != ConfA {
+			s.fact(fmt.Sprintf("torch %s patch releases: %s", s.torch.Minor, strings.Join(s.torch.Patches, ", ")), s.torch.PatchesSource, s.torch.PatchesConfidence)
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (s *resolver) archStep() error {
+	var ccs []string
+	for i, g := range s.gpus {
+		ok, why, row := ArchSupported(s.plan.CUDA, g.ComputeCapability)
+		if !ok {
+			var alts []string
+			if row != nil && row.FirstCUDA != "" && mustVersion(s.plan.CUDA).Compare(mustVersion(row.FirstCUDA)) < 0 {
+				alts = append(alts, fmt.Sprintf("cuda: %q or newer", row.FirstCUDA))
+			}
+			if row != nil && row.LastCUDA != "" {
+				alts = append(alts, fmt.Sprintf("cuda: %q or older", row.LastCUDA))
+			}
+			return refuse(fmt.Sprintf("gpus[%d]", i), alts, "%s: %s", g.Name, why)
+		}
+		if row != nil {
+			s.fact(fmt.Sprintf("%s toolkit support: first %s last %s", row.Arch, orNone(row.FirstCUDA), orNone(row.LastCUDA)), row.Source, row.Confidence)
+		}
+		if s.tvar != nil {
+			if _, ptx := ccCovered(s.tvar.Archs, g.ComputeCapability); ptx {
+				s.warn("torch %s+%s has no %s cubin; it runs via PTX JIT, which needs driver >= %s (not minor-version compatibility) and a slow first start", s.tver, s.tvar.Name, g.Name, s.plan.MinDriver.Toolkit)
+			}
+		}
+		ccs = append(ccs, g.ComputeCapability)
+	}
+	s.plan.CUDAArchs = archList(ccs)
+	if s.plan.CUDAArchs == nil {
+		s.plan.CUDAArchs = []string{}
+	}
+	return nil
+}
+
+func pyMinor(p string) int {
+	v := mustVersion(p)
+	if len(v) < 2 {
+		return 0
+	}
+	return v[1]
+}
+
+func (s *resolver) pythonStep() error {
+	r := s.r
+	lo, hi := "3.8", "3.14"
+	if s.torch != nil {
+		lo, hi = s.torch.PythonMin, s.torch.PythonMax
+	}
+	if r.Python != "" {
+		if s.torch != nil {
+			p := pyMinor(r.Python)
+			switch {
+			case p >= pyMinor(lo) && p <= pyMinor(hi):
+			case s.torch.PythonExperimental != "" && r.Python == s.torch.PythonExperimental:
+				s.warn("Python %s is experimental for torch %s", r.Python, s.torch.Minor)
+			default:
+				return refuse("python", []string{fmt.Sprintf("python: %q", hi)}, "torch %s supports Python %s-%s, not %s", s.torch.Minor, lo, hi, r.Python)
+			}
+			s.fact(fmt.Sprintf("torch %s supports Python %s-%s", s.torch.Minor, lo, hi), s.torch.Source, s.torch.Confidence)
+		}
+		s.plan.Python = r.Python
+		return nil
+	}
+	// Newest Python that torch (and a prebuilt FlashAttention wheel, when asked for) supports.
+	p := hi
+	if r.FlashAttn != nil && pyMinor(p) > 13 {
+		p = "3.13"
+		s.warn("Python %s chosen instead of %s: no FlashAttention release kiln knows ships wheels for Python > 3.13", p, hi)
+	}
+	s.plan.Python = p
+	if s.torch != nil {
+		s.fact(fmt.Sprintf("torch %s supports Python %s-%s", s.torch.Minor, lo, hi), s.torch.Source, s.torch.Confidence)
+	}
+	return nil
+}
+
+func (s *resolver) cudnnStep() error {
+	r := s.r
+	tag := s.imageTag(s.plan.CUDA)
+	mode := r.CuDNN
+	if mode == "" {
+		mode = "auto"
+	}
+	switch mode {
+	case "auto":
+		if s.tvar != nil {
+			s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tvar.CuDNN), "torch-wheel"
+			s.fact(fmt.Sprintf("torch %s+%s bundles cuDNN %s (pip nvidia-cudnn-*)", s.torch.Minor, s.tvar.Name, s.tvar.CuDNN), s.torch.Source, s.torch.Confidence)
+		} else if tag != nil {
+			s.plan.CuDNN, s.plan.CuDNNSource = strp(tag.CuDNN), "image"
+		} else {
+			s.plan.CuDNNSource = "none"
+			s.warn("no cuDNN: kiln has no cuDNN data for nvidia/cuda:%s", s.plan.CUDA)
+		}
+	case "none":
+		if s.tvar != nil {
+			s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tvar.CuDNN), "torch-wheel"
+		} else {
+			s.plan.CuDNNSource = "none"
+		}
+	case "8", "9":
+		if tag == nil {
+			return refuse("cudnn", []string{"cudnn: auto"}, "kiln has no cuDNN data for nvidia/cuda:%s", s.plan.CUDA)
+		}
+		if !strings.HasPrefix(tag.CuDNN, mode+".") {
+			var alts []string
+			var last string
+			for _, t := range s.db.Images.Tags {
+				if strings.HasPrefix(t.CuDNN, mode+".") {
+					last = t.CUDA
+				}
+			}
+			if last != "" {
+				alts = append(alts, fmt.Sprintf("cuda: %q (the newest image with cuDNN %s)", last, mode))
+			}
+			alts = append(alts, fmt.Sprintf("cudnn: %q", string(tag.CuDNN[0])))
+			return refuse("cudnn", alts, "nvidia/cuda:%s images ship cuDNN %s, not cuDNN %s", s.plan.CUDA, tag.CuDNN, mode)
+		}
+		s.plan.CuDNN, s.plan.CuDNNSource = strp(tag.CuDNN), "image"
+		if s.tvar != nil && s.tvar.CuDNN != tag.CuDNN {
+			s.warn("the image's cuDNN %s differs from the cuDNN %s that torch %s+%s bundles; torch uses its own", tag.CuDNN, s.tvar.CuDNN, s.tver, s.tvar.Name)
+		}
+	}
+	if s.plan.CuDNNSource == "image" && tag != nil {
+		s.fact(fmt.Sprintf("nvidia/cuda:%s ships cuDNN %s (%s-)", tag.CUDA, tag.CuDNN, tag.CuDNNToken), tag.Source, tag.Confidence)
+	}
+	return nil
+}
+
+func (s *resolver) imagesStep() error {
+	r := s.r
+	osName := r.OS
+	if osName == "" {
+		osName = DefaultOS
+		if mustVersion(s.plan.CUDA).Major() >= 13 {
+			osName = "ubuntu24.04"
+		}
+	}
+	s.plan.OS = osName
+	of := osFlavor(osName)
+	if of == nil {
+		return refuse("os", nil, "unknown OS flavour %q", osName)
+	}
+	if of.FirstCUDA != "" && cmpVer(s.plan.CUDA, of.FirstCUDA) < 0 {
+		return refuse("os", []string{"os: ubuntu22.04", fmt.Sprintf("cuda: %q or newer", of.FirstCUDA)}, "nvidia/cuda publishes %s images from CUDA %s on, not for %s", osName, of.FirstCUDA, s.plan.CUDA)
+	}
+	if of.LastCUDA != "" && cmpVer(majorMinor(s.plan.CUDA), of.LastCUDA) > 0 {
+		return refuse("os", []string{"os: ubuntu24.04", fmt.Sprintf("cuda: %q or older", of.LastCUDA)}, "nvidia/cuda has no %s images for CUDA %s (last: %s)", osName, s.plan.CUDA, of.LastCUDA)
+	}
+	if of.Unofficial {
+		s.warn("%s is not an nvidia/cuda flavour kiln has data for; the base images must exist in your registry or mirror", osName)
+	}
+	s.fact(fmt.Sprintf("nvidia/cuda OS flavour %s", osName), of.Source, of.Confidence)
+	if of.Python != "" && of.Python != s.plan.Python {
+		s.warn("%s ships Python %s; the builder must install Python %s", osName, of.Python, s.plan.Python)
+	}
+	tok := ""
+	if s.plan.CuDNNSource == "image" {
+		if tag := s.imageTag(s.plan.CUDA); tag != nil {
+			tok = tag.CuDNNToken + "-"
+		}
+	}
+	mirror := r.RegistryMirror
+	if s.cfg.mirror != nil {
+		mirror = *s.cfg.mirror
+	}
+	s.plan.RegistryMirror = mirror
+	s.plan.BaseImages = BaseImages{
+		Devel:   MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
+		Runtime: MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sruntime-%s", s.plan.CUDA, tok, osName)),
+	}
+	if req, ir, ok := ImageRequireCUDA(s.plan.CUDA); ok {
+		if !slices.Contains(req.Brands(), "geforce") && !slices.Contains(req.Brands(), "geforcertx") {
+			s.warn("GeForce/TITAN hosts need driver >= %s (CUDA %s natively): the image's NVIDIA_REQUIRE_CUDA has no GeForce brand clauses, so minor-version compatibility is refused at container start (NVIDIA_DISABLE_REQUIRE=1 overrides)", s.plan.MinDriver.Toolkit, majorMinor(s.plan.CUDA))
+		}
+		s.fact(fmt.Sprintf("NVIDIA_REQUIRE_CUDA of nvidia/cuda:%s", ir.Image), ir.Source, ir.Confidence)
+	}
+	s.plan.Platforms = slices.Clone(r.Platforms)
+	if len(s.plan.Platforms) == 0 {
+		s.plan.Platforms = []string{DefaultPlatform}
+	}
+	return nil
+}
+
+// MirrorRef rewrites a Docker Hub reference ("nvidia/cuda:TAG") to pull
+// through mirror ("MIRROR/nvidia/cuda:TAG"); an empty mirror leaves it.
+func MirrorRef(mirror, ref string) string {
+	if mirror == "" {
+		return ref
+	}
+	ref = strings.TrimPrefix(ref, "docker.io/")
+	ref = strings.TrimPrefix(ref, "index.docker.io/")
+	return strings.TrimSuffix(mirror, "/") + "/" + ref
+}
+
+func (s *resolver) indexes() []string {
+	if s.cfg.indexes != nil {
+		return s.cfg.indexes
+	}
+	return s.r.WheelIndexes
+}
+
+func (s *resolver) finish() error {
+	r, p := s.r, s.plan
+	p.WheelIndexes = slices.Clone(s.indexes())
+	if p.WheelIndexes == nil {
+		p.WheelIndexes = []string{}
+	}
+	p.Apt = slices.Clone(r.Apt)
+	if p.Apt == nil {
+		p.Apt = []string{}
+	}
+	p.App = r.App
+	p.Weights = slices.Clone(r.Weights)
+	if p.Weights == nil {
+		p.Weights = []Weight{}
+	}
+	p.Test = slices.Clone(r.Test)
+	if p.Test == nil {
+		p.Test = []string{}
+	}
+	extraIdx := ""
+	if len(p.WheelIndexes) > 0 {
+		extraIdx = p.WheelIndexes[0]
+	}
+	var pip []PipPackage
+	if s.tvar != nil {
+		idx := s.db.Torch.IndexURL + "/" + s.tvar.Name
+		if r.Torch.IndexURL != "" {
+			idx = r.Torch.IndexURL
+		} else if extraIdx != "" {
+			idx = extraIdx
+		}
+		p.TorchIndexURL = idx
+		pip = append(pip, PipPackage{Name: "torch", Requirement: "torch==" + s.tver + "+" + s.tvar.Name, IndexURL: idx})
+		if v := s.companion("torchvision", r.Torch.Torchvision); v != "" {
+			p.Torchvision = strp(v)
+			pip = append(pip, PipPackage{Name: "torchvision", Requirement: "torchvision==" + v + "+" + s.tvar.Name, IndexURL: idx})
+		}
+		if v := s.companion("torchaudio", r.Torch.Torchaudio); v != "" {
+			p.Torchaudio = strp(v)
+			pip = append(pip, PipPackage{Name: "torchaudio", Requirement: "torchaudio==" + v + "+" + s.tvar.Name, IndexURL: idx})
+		}
+	}
+	if p.FlashAttn != nil {
+		pp := PipPackage{Name: "flash-attn", Requirement: "flash-attn==" + *p.FlashAttn, NoBuildIso: true, IndexURL: extraIdx}
+		if p.FlashAttnWheel != nil {
+			pp.Wheel = *p.FlashAttnWheel
+			if extraIdx == "" {
+				pp.URL = *p.FlashAttnURL
+			}
+		}
+		pip = append(pip, pp)
+	}
+	if p.BitsAndBytes != nil {
+		idx := PyPIIndexURL
+		if extraIdx != "" {
+			idx = extraIdx
+		}
+		pip = append(pip, PipPackage{Name: "bitsandbytes", Requirement: "bitsandbytes==" + *p.BitsAndBytes, IndexURL: idx})
+	}
+	for _, req := range r.Pip {
+		pip = append(pip, PipPackage{Name: reqName(req), Requirement: req, IndexURL: extraIdx})
+	}
+	if pip == nil {
+		pip = []PipPackage{}
+	}
+	p.Pip = pip
+	return nil
+}
+
+// companion resolves torchvision/torchaudio from the pairing rule.
+func (s *resolver) companion(name, want string) string {
+	if want == "" || want == "false" {
+		return ""
+	}
+	tv := mustVersion(s.tver)
+	patch := 0
+	if len(tv) > 2 {
+		patch = tv[2]
+	}
+	var paired string
+	if name == "torchvision" {
+		paired = fmt.Sprintf("0.%d.%d", tv[1]+15, patch)
+	} else {
+		paired = s.tver
+	}
+	s.fact(fmt.Sprintf("%s %s pairs with torch %s", name, paired, s.tver), "pytorch/vision README table; pytorch.org previous-versions (torchvision minor = torch minor + 15, torchaudio = torch version)", ConfA)
+	if want != "true" && want != paired {
+		s.warn("%s %s requested; torch %s pairs with %s %s", name, want, s.tver, name, paired)
+		return want
+	}
+	return paired
+}
+
+func reqName(req string) string {
+	i := strings.IndexAny(req, "=<>!~[; @")
+	if i < 0 {
+		return strings.TrimSpace(req)
+	}
+	return strings.TrimSpace(req[:i])
+}
+
+// maxJobs sizes ninja parallelism like FlashAttention's setup.py: about
+// 9 GB of RAM per job, at most half the CPUs, at least one.
+func maxJobs(memGB, cpus, perJob int) int {
+	if perJob <= 0 {
+		perJob = 9
+	}
+	j := min(cpus/2, memGB/perJob)
+	return max(j, 1)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
