@@ -57,7 +57,7 @@ func cudaImage(t *testing.T, comp string) v1.Image {
 		testimage.Whiteout("usr/share/doc"),
 	}, comp)
 	return testimage.Image(t, testimage.Config{
-		Env: []string{"CUDA_VERSION=11.8.0", "NVIDIA_REQUIRE_CUDA=cuda>=11.8 brand=tesla,driver>=470,driver<471 brand=geforce,driver>=470,driver<471"},
+		Env:       []string{"CUDA_VERSION=11.8.0", "NVIDIA_REQUIRE_CUDA=cuda>=11.8 brand=tesla,driver>=470,driver<471 brand=geforce,driver>=470,driver<471"},
 		CreatedBy: []string{"debootstrap", "apt-get install cuda", "pip install torch", "rm -rf /var/lib/apt/lists/* /usr/share/doc"},
 	}, base, cuda, app, cleanup)
 }

@@ -37,7 +37,8 @@ type Entry struct {
 
 // IsRegular reports whether the entry carries file content.
 func (e *Entry) IsRegular() bool {
-	return e.Header.Typeflag == tar.TypeReg || e.Header.Typeflag == tar.TypeRegA //nolint:staticcheck // TypeRegA still appears in old archives
+	// Go's tar reader already maps the old '\x00' type to TypeReg.
+	return e.Header.Typeflag == tar.TypeReg
 }
 
 // CleanPath turns a tar entry name into a root-relative path. escapes is true

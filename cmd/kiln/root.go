@@ -43,14 +43,6 @@ func usageErr(format string, a ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
 }
 
-// withCode wraps err so the process exits with code.
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
-
 // silentExit exits with code without printing anything more (the command
 // already reported, e.g. a failed --ci gate or an incompatible verdict).
 type silentExit int

@@ -252,3 +252,58 @@ func (l *rawLayer) Uncompressed() (io.ReadCloser, error) {
 }
 func (l *rawLayer) Size() (int64, error)                { return int64(len(l.blob)), nil }
 func (l *rawLayer) MediaType() (types.MediaType, error) { return l.mt, nil }
+
+// ImageFor is Image for another linux architecture.
+func ImageFor(t testing.TB, arch string, cfg Config, ls ...v1.Layer) v1.Image {
+	t.Helper()
+	img := Image(t, cfg, ls...)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture = arch
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// Index builds a multi-platform index of imgs (platforms from their configs).
+func Index(t testing.TB, imgs ...v1.Image) v1.ImageIndex {
+	t.Helper()
+	var adds []mutate.IndexAddendum
+	for _, img := range imgs {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: cf.OS, Architecture: cf.Architecture}}})
+	}
+	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+}
+
+// PushIndex writes an index to ref.
+func PushIndex(t testing.TB, ref string, idx v1.ImageIndex) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(r, idx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteLayoutIndex writes a nested index into a layout, tagged tag.
+func WriteLayoutIndex(t testing.TB, dir, tag string, idx v1.ImageIndex) {
+	t.Helper()
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the system packages kiln's tests, fixtures and demo need, on a
+# fresh Debian bookworm machine. Idempotent: a machine that has them skips
+# the network entirely.
+set -euo pipefail
+
+pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# The CUDA 11.8 packages live in Debian's contrib and non-free components.
+src=/etc/apt/sources.list.d/kiln-nonfree.sources
+added=0
+if [ ! -f "$src" ]; then
+	cat >"$src" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+	added=1
+fi
+
+if [ "${#missing[@]}" -gt 0 ] || [ "$added" = 1 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}" >&2
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# staticcheck for `make test`, pinned.
+export PATH="$(go env GOPATH)/bin:$PATH"
+if ! command -v staticcheck >/dev/null; then
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
