@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# BuildKit daemon for kiln's builder tests, benchmarks and `make demo`.
+#
+#   bash scripts/buildkitd.sh build|start|stop|status|env
+#
+# build   compiles buildkitd and buildctl from the Go module cache at the
+#         github.com/moby/buildkit version go.mod pins (no other download),
+#         into $KILN_BUILDKIT_CACHE/<version>/ (reused when present).
+# start   builds if needed, installs runc from Debian if missing, and starts
+#         buildkitd as root with the OCI (runc) worker, host networking
+#         allowed as an entitlement, and plain HTTP for the local registry;
+#         waits until `buildctl debug workers` answers.
+# stop    stops the daemon this script started.
+# status  exits 0 when the daemon answers.
+# env     prints `export BUILDKIT_HOST=...` / PATH lines for eval.
+#
+# Environment:
+#   KILN_BUILDKIT_CACHE    binaries (default /var/cache/kiln-buildkit)
+#   KILN_BUILDKIT_ROOT     daemon state (default /var/lib/kiln-buildkit)
+#   KILN_BUILDKIT_RUN      socket, pid file, config and log (default /run/kiln-buildkit)
+#   KILN_REGISTRY          plain-HTTP registry (default 127.0.0.1:5000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+CACHE=${KILN_BUILDKIT_CACHE:-/var/cache/kiln-buildkit}
+ROOT=${KILN_BUILDKIT_ROOT:-/var/lib/kiln-buildkit}
+RUN=${KILN_BUILDKIT_RUN:-/run/kiln-buildkit}
+REGISTRY=${KILN_REGISTRY:-127.0.0.1:5000}
+SOCK=$RUN/buildkitd.sock
+ADDR=unix://$SOCK
+PIDFILE=$RUN/buildkitd.pid
+LOG=$RUN/buildkitd.log
+CONFIG=$RUN/buildkitd.toml
+
+log() { echo "buildkitd: $*" >&2; }
+
+version() {
+	local v
+	v=$(go list -m -f '{{.Version}}' github.com/moby/buildkit 2>/dev/null) || true
+	[[ -n $v ]] || { log "go.mod does not pin github.com/moby/buildkit"; exit 1; }
+	echo "$v"
+}
+
+bindir() { echo "$CACHE/$(version)"; }
+
+build() {
+	local v dir src tmp
+	v=$(version)
+	dir=$CACHE/$v
+	if [[ -x $dir/buildkitd && -x $dir/buildctl ]]; then
+		log "buildkitd $v already built in $dir"
+		return 0
+	fi
+	src=$(go mod download -json "github.com/moby/buildkit@$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n $src && -d $src ]] || { log "module github.com/moby/buildkit@$v not found in the module cache"; exit 1; }
+	mkdir -p "$dir"
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-buildkit-src.XXXXXX")
+	trap 'rm -rf "$tmp"' RETURN
+	# The module cache is read-only; build in a writable copy.
+	cp -r "$src/." "$tmp/"
+	chmod -R u+w "$tmp"
+	log "building buildkitd and buildctl $v (takes minutes on a small machine)"
+	(
+		cd "$tmp"
+		export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
+		go build -trimpath -o "$dir/buildkitd.tmp" ./cmd/buildkitd
+		go build -trimpath -o "$dir/buildctl.tmp" ./cmd/buildctl
+	)
+	mv "$dir/buildkitd.tmp" "$dir/buildkitd"
+	mv "$dir/buildctl.tmp" "$dir/buildctl"
+	log "built $dir/buildkitd and $dir/buildctl"
+}
+
+answers() {
+	local ctl
+	ctl=$(bindir)/buildctl
+	[[ -x $ctl ]] || return 1
+	timeout 5 "$ctl" --addr "$ADDR" debug workers >/dev/null 2>&1
+}
+
+our_pid() {
+	local pid
+	[[ -f $PIDFILE ]] || return 1
+	pid=$(cat "$PIDFILE")
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q buildkitd || return 1
+	echo "$pid"
+}
+
+ensure_runc() {
+	command -v runc >/dev/null && return
+	[[ $(id -u) -eq 0 ]] || { log "runc missing; run as root or: apt-get install runc"; exit 1; }
+	log "installing runc from Debian"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc
+}
+
+start() {
+	if answers; then
+		log "already answering on $ADDR${PIDFILE:+ (pid $(our_pid || echo '?'))}"
+		return 0
+	fi
+	[[ $(id -u) -eq 0 ]] || { log "buildkitd runs as root here (OCI worker with runc); rerun with sudo"; exit 1; }
+	build
+	ensure_runc
+	mkdir -p "$RUN" "$ROOT"
+	cat >"$CONFIG" <<EOF
+# written by scripts/buildkitd.sh
+[worker.oci]
+  enabled = true
+  gc = true
+[worker.containerd]
+  enabled = false
+
+[registry."$REGISTRY"]
+  http = true
+EOF
+	rm -f "$SOCK"
+	local bin
+	bin=$(bindir)
+	log "starting $bin/buildkitd on $ADDR (state $ROOT, log $LOG)"
+	setsid "$bin/buildkitd" \
+		--oci-worker=true --containerd-worker=false \
+		--root "$ROOT" --addr "$ADDR" --config "$CONFIG" \
+		--allow-insecure-entitlement network.host \
+		--allow-insecure-entitlement security.insecure \
+		>"$LOG" 2>&1 </dev/null &
+	echo $! >"$PIDFILE"
+	for _ in $(seq 1 120); do
+		if answers; then
+			log "ready (pid $(cat "$PIDFILE"))"
+			return 0
+		fi
+		if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+			log "buildkitd exited; last lines of $LOG:"
+			tail -20 "$LOG" >&2
+			exit 1
+		fi
+		sleep 0.5
+	done
+	log "buildkitd did not answer within 60s; see $LOG"
+	exit 1
+}
+
+stop() {
+	local pid
+	if pid=$(our_pid); then
+		kill "$pid"
+		for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+		log "stopped (pid $pid)"
+	else
+		log "not running (no pid file from this script)"
+	fi
+	rm -f "$PIDFILE"
+}
+
+status() {
+	if answers; then
+		echo "buildkitd answering on $ADDR"
+		"$(bindir)/buildctl" --addr "$ADDR" debug workers
+	else
+		echo "buildkitd not answering on $ADDR"
+		return 1
+	fi
+}
+
+case "${1:-}" in
+build) build ;;
+start) start ;;
+stop) stop ;;
+status) status ;;
+restart) stop; start ;;
+env)
+	echo "export BUILDKIT_HOST=$ADDR"
+	echo "export PATH=$(bindir):\$PATH"
+	;;
+*)
+	echo "usage: $0 build|start|stop|status|restart|env" >&2
+	exit 2
+	;;
+esac
