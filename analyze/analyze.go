@@ -337,7 +337,9 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	for _, c := range AllClasses {
 		r.Classes = append(r.Classes, *classes[c])
 	}
-	r.CUDA = cudaFacts(img, cudnnFile, cudart)
+	var cw []string
+	r.CUDA, cw = cudaFacts(img, cudnnFile, cudart)
+	r.Warnings = append(r.Warnings, cw...)
 	for i := range r.Waste.Top {
 		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path
 	}

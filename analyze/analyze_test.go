@@ -152,6 +152,9 @@ func TestAnalyzeSources(t *testing.T) {
 			if c.Requirement == nil || c.Requirement.CUDA != "11.8" || strings.Join(c.Requirement.Brands, ",") != "geforce,tesla" || strings.Join(c.Requirement.DriverBranches, ",") != "470" {
 				t.Errorf("requirement = %+v", c.Requirement)
 			}
+			if c.MinDriver == nil || c.MinDriver.Toolkit != ">=520.61.05" && c.MinDriver.Toolkit != "520.61.05" {
+				t.Errorf("min driver = %+v, want 520.61.05 for CUDA 11.8.0", c.MinDriver)
+			}
 			if r.Layers[2].CreatedBy != "pip install torch" {
 				t.Errorf("created_by = %q", r.Layers[2].CreatedBy)
 			}

@@ -1,16 +1,19 @@
 package analyze
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 )
 
 // cudaFacts reads CUDA facts from the image config and what the files
 // showed (cuDNN header, cudart file name).
-func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) CUDAFacts {
+func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) (CUDAFacts, []string) {
 	f := CUDAFacts{}
+	var warnings []string
 	env := map[string]string{}
 	labels := map[string]string{}
 	if img.Config != nil {
@@ -40,7 +43,11 @@ func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) CUDAFacts {
 		f.RuntimeVersion = cudart
 	}
 	if f.RequireCUDA != "" {
-		f.Requirement = parseRequirement(f.RequireCUDA)
+		req, err := parseRequirement(f.RequireCUDA)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("config env NVIDIA_REQUIRE_CUDA: %v", err))
+		}
+		f.Requirement = req
 	}
 	cuda := f.CUDAVersion
 	if cuda == "" && f.Requirement != nil {
@@ -54,41 +61,38 @@ func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) CUDAFacts {
 		}
 	}
 	if cuda != "" {
-		if md, err := MinDriverFor(cuda); err == nil {
-			f.MinDriver = md
+		md, err := recipes.MinDriver(cuda)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("minimum driver: %v", err))
+		} else {
+			f.MinDriver = &MinDriver{Toolkit: md.Toolkit, MinorVersionCompat: md.MinorVersionCompat}
 		}
 	}
-	return f
+	return f, warnings
 }
 
-// parseRequirement splits NVIDIA_REQUIRE_CUDA into its OR-terms and pulls
-// out the cuda>= floor, brands and driver branches.
-func parseRequirement(s string) *Requirement {
-	r := &Requirement{Terms: []string{}, Brands: []string{}, DriverBranches: []string{}}
-	brands := map[string]bool{}
-	branches := map[string]bool{}
-	for _, term := range strings.Fields(s) {
-		r.Terms = append(r.Terms, term)
-		for _, rule := range strings.Split(term, ",") {
-			switch {
-			case strings.HasPrefix(rule, "cuda>="):
-				if r.CUDA == "" {
-					r.CUDA = strings.TrimPrefix(rule, "cuda>=")
-				}
-			case strings.HasPrefix(rule, "brand="):
-				brands[strings.TrimPrefix(rule, "brand=")] = true
-			case strings.HasPrefix(rule, "driver>="):
-				branches[strings.TrimPrefix(rule, "driver>=")] = true
+// parseRequirement parses NVIDIA_REQUIRE_CUDA with the compatibility
+// database's parser and flattens it for the report. A value that does not
+// parse is reported as a warning by the caller, not dropped silently.
+func parseRequirement(s string) (*Requirement, error) {
+	req, err := recipes.ParseRequireCUDA(s)
+	if err != nil {
+		return nil, err
+	}
+	r := &Requirement{CUDA: req.CUDAMin(), Terms: strings.Fields(s), Brands: req.Brands(), DriverBranches: []string{}}
+	seen := map[string]bool{}
+	for _, b := range r.Brands {
+		for _, br := range req.Branches(b) {
+			if !seen[br] {
+				seen[br] = true
+				r.DriverBranches = append(r.DriverBranches, br)
 			}
 		}
 	}
-	for b := range brands {
-		r.Brands = append(r.Brands, b)
-	}
-	for b := range branches {
-		r.DriverBranches = append(r.DriverBranches, b)
+	if r.Brands == nil {
+		r.Brands = []string{}
 	}
 	sort.Strings(r.Brands)
 	sort.Strings(r.DriverBranches)
-	return r
+	return r, nil
 }
