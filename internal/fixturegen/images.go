@@ -1,0 +1,175 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// layerOrder is the full stack of the app image; the other images are
+// prefixes of it. Names match the directories under -layers.
+var layerOrder = []string{"base", "runtime", "devel", "torch", "pipcache", "appsrc", "pycache", "cleanup"}
+
+// NVIDIA_REQUIRE_CUDA of nvidia/cuda:11.8.0 (amd64), from
+// /work/shared/reference/compat-data.md §3.4: cuda>=11.8 or the 470 branch
+// for each of the ten brands.
+var requireCUDA = func() string {
+	terms := []string{"cuda>=11.8"}
+	for _, b := range strings.Fields("tesla unknown nvidia nvidiartx geforce geforcertx quadro quadrortx titan titanrtx") {
+		terms = append(terms, "brand="+b+",driver>=470,driver<471")
+	}
+	return strings.Join(terms, " ")
+}()
+
+const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// step is one Dockerfile-like instruction: either a layer (layer != "") or
+// a metadata-only history entry.
+type step struct {
+	layer     string
+	createdBy string // for metadata-only steps
+	env       []string
+	cmd       []string
+	workdir   string
+	labels    map[string]string
+}
+
+type imageDef struct {
+	name        string
+	steps       []step
+	compression Compression
+	registryRef string // repository:tag under the registry host
+	archive     string // docker-archive file name ("" = none)
+	archiveTag  string
+}
+
+func env(kv ...string) step {
+	return step{env: kv, createdBy: "ENV " + strings.Join(kv, " ")}
+}
+
+var (
+	baseSteps = []step{
+		{layer: "base"},
+		{cmd: []string{"bash"}, createdBy: `CMD ["bash"]`},
+	}
+	runtimeSteps = append(append([]step{}, baseSteps...),
+		step{labels: map[string]string{"maintainer": "NVIDIA CORPORATION <cudatools@nvidia.com>"},
+			createdBy: `LABEL maintainer=NVIDIA CORPORATION <cudatools@nvidia.com>`},
+		env("NVARCH=x86_64"),
+		env("NVIDIA_REQUIRE_CUDA="+requireCUDA),
+		env("NV_CUDA_CUDART_VERSION=11.8.89-1"),
+		env("CUDA_VERSION=11.8.0"),
+		step{layer: "runtime"},
+		env("PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+		env("LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64"),
+		env("NVIDIA_VISIBLE_DEVICES=all"),
+		env("NVIDIA_DRIVER_CAPABILITIES=compute,utility"),
+	)
+	develSteps = append(append([]step{}, runtimeSteps...),
+		step{layer: "devel"},
+		env("LIBRARY_PATH=/usr/local/cuda/lib64/stubs"),
+	)
+	appSteps = append(append([]step{}, develSteps...),
+		step{layer: "torch"},
+		step{layer: "pipcache"},
+		step{workdir: "/app", createdBy: "WORKDIR /app"},
+		step{layer: "appsrc"},
+		step{layer: "pycache"},
+		step{layer: "cleanup"},
+		env("PYTHONUNBUFFERED=1"),
+		step{cmd: []string{"python3", "/app/serve.py"}, createdBy: `CMD ["python3", "/app/serve.py"]`},
+	)
+)
+
+var imageDefs = []imageDef{
+	{name: "base", steps: baseSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-base-debian12"},
+	{name: "runtime", steps: runtimeSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-runtime-debian12",
+		archive: "runtime.tar", archiveTag: "nvidia/cuda:11.8.0-runtime-debian12"},
+	{name: "devel", steps: develSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-devel-debian12"},
+	{name: "app", steps: appSteps, compression: Zstd, registryRef: "kiln/naive-app:latest",
+		archive: "app.tar", archiveTag: "kiln/naive-app:latest"},
+}
+
+func (d imageDef) layerNames() []string {
+	var out []string
+	for _, s := range d.steps {
+		if s.layer != "" {
+			out = append(out, s.layer)
+		}
+	}
+	return out
+}
+
+// assemble builds the image from already-built layers (one per layer step,
+// in order) and layer created_by strings.
+func assemble(d imageDef, layers []v1.Layer, createdBy map[string]string, epoch time.Time) (v1.Image, error) {
+	created := v1.Time{Time: epoch.UTC()}
+	adds := make([]mutate.Addendum, len(layers))
+	for i, l := range layers {
+		adds[i] = mutate.Addendum{Layer: l}
+	}
+	img, err := mutate.Append(empty.Image, adds...)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture = "amd64"
+	cf.OS = "linux"
+	cf.Created = created
+	cf.History = nil
+	cfg := v1.Config{Env: []string{debianPath}}
+	for _, s := range d.steps {
+		h := v1.History{Created: created, CreatedBy: s.createdBy}
+		if s.layer != "" {
+			h.CreatedBy = createdBy[s.layer]
+			if strings.HasPrefix(h.CreatedBy, "RUN ") || strings.HasPrefix(h.CreatedBy, "COPY ") {
+				h.Comment = "buildkit.dockerfile.v0"
+			}
+		} else {
+			h.EmptyLayer = true
+		}
+		cf.History = append(cf.History, h)
+		for _, kv := range s.env {
+			cfg.Env = setEnv(cfg.Env, kv)
+		}
+		if s.cmd != nil {
+			cfg.Cmd = s.cmd
+		}
+		if s.workdir != "" {
+			cfg.WorkingDir = s.workdir
+		}
+		for k, v := range s.labels {
+			if cfg.Labels == nil {
+				cfg.Labels = map[string]string{}
+			}
+			cfg.Labels[k] = v
+		}
+	}
+	cf.Config = cfg
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	return img, nil
+}
+
+func setEnv(envs []string, kv string) []string {
+	k := kv[:strings.IndexByte(kv, '=')+1]
+	for i, e := range envs {
+		if strings.HasPrefix(e, k) {
+			envs[i] = kv
+			return envs
+		}
+	}
+	return append(envs, kv)
+}
