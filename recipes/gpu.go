@@ -106,9 +106,9 @@ func ArchSupported(cuda, cc string) (bool, string, *ArchSupport) {
 			}
 			return false, why, row
 		}
-		rng := "CUDA ≥ " + a.FirstCUDA
+		rng := "CUDA >= " + a.FirstCUDA
 		if a.FirstCUDA == "" {
-			rng = "CUDA toolkits"
+			rng = "every CUDA 11+ toolkit"
 		}
 		if a.LastCUDA != "" {
 			rng += " through " + a.LastCUDA

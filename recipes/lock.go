@@ -1,0 +1,368 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kiln-build/kiln/recipes/wheelindex"
+)
+
+// LockVersion is the kiln.lock format version.
+const LockVersion = 1
+
+// LockFile is the default lock file name, next to the recipe.
+const LockFile = "kiln.lock"
+
+// Lock pins a resolved recipe: base image digests per platform and wheel
+// URLs with sha256, so a later build needs no look-ups.
+type Lock struct {
+	LockVersion int                    `json:"lock_version"`
+	DataVersion string                 `json:"data_version"`
+	Recipe      string                 `json:"recipe"`
+	RecipeHash  string                 `json:"recipe_sha256"`
+	Plan        *Plan                  `json:"plan"`
+	BaseImages  map[string]LockedImage `json:"base_images"` // "devel", "runtime"
+	Wheels      []LockedWheel          `json:"wheels"`
+	Warnings    []string               `json:"warnings"`
+}
+
+// LockedImage is a base image pinned by digest.
+type LockedImage struct {
+	Ref       string            `json:"ref"`
+	Digest    string            `json:"digest"`    // what ref names: an index or a manifest
+	Platforms map[string]string `json:"platforms"` // linux/amd64 -> manifest digest
+}
+
+// Pinned is ref@digest (the tag dropped).
+func (li LockedImage) Pinned() string {
+	repo := li.Ref
+	if i := strings.LastIndex(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return repo + "@" + li.Digest
+}
+
+// LockedWheel is one wheel for one platform.
+type LockedWheel struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Platform string `json:"platform"`
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+	SHA256   string `json:"sha256"`
+	Index    string `json:"index,omitempty"`
+}
+
+// DigestResolver resolves an image reference to the digest it names and the
+// manifest digest per platform ("linux/amd64" -> "sha256:..."); the cmd
+// implements it with layers.PlatformDigests.
+type DigestResolver interface {
+	PlatformDigests(ctx context.Context, ref string) (index string, perPlatform map[string]string, err error)
+}
+
+// DigestResolverFunc adapts a function to DigestResolver.
+type DigestResolverFunc func(ctx context.Context, ref string) (string, map[string]string, error)
+
+// PlatformDigests calls f.
+func (f DigestResolverFunc) PlatformDigests(ctx context.Context, ref string) (string, map[string]string, error) {
+	return f(ctx, ref)
+}
+
+// LockOptions are the network clients a lock uses.
+type LockOptions struct {
+	Digests DigestResolver
+	Index   *wheelindex.Client
+	// HTTP downloads wheels that are not on an index (FlashAttention release
+	// assets) to hash them; nil means http.DefaultClient.
+	HTTP *http.Client
+}
+
+// NewLock resolves base image digests and wheel hashes for plan.
+func NewLock(ctx context.Context, r *Recipe, plan *Plan, o LockOptions) (*Lock, error) {
+	l := &Lock{LockVersion: LockVersion, DataVersion: plan.DataVersion, Recipe: filepath.Base(r.Path()), RecipeHash: r.Hash(), Plan: plan, BaseImages: map[string]LockedImage{}, Wheels: []LockedWheel{}, Warnings: []string{}}
+	if o.Digests == nil {
+		return nil, fmt.Errorf("lock: no digest resolver")
+	}
+	for _, kind := range []string{"devel", "runtime"} {
+		ref := plan.BaseImages.Devel
+		if kind == "runtime" {
+			ref = plan.BaseImages.Runtime
+		}
+		idx, per, err := o.Digests.PlatformDigests(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("lock: base image %s: %w", ref, err)
+		}
+		li := LockedImage{Ref: ref, Digest: idx, Platforms: map[string]string{}}
+		for _, p := range plan.Platforms {
+			d, ok := per[p]
+			if !ok {
+				return nil, fmt.Errorf("lock: base image %s has no %s manifest (has %s)", ref, p, keys(per))
+			}
+			li.Platforms[p] = d
+		}
+		l.BaseImages[kind] = li
+	}
+	files := map[string][]wheelindex.File{}
+	list := func(index, project string) ([]wheelindex.File, error) {
+		k := index + "\x00" + wheelindex.Normalize(project)
+		if f, ok := files[k]; ok {
+			return f, nil
+		}
+		f, err := o.Index.Files(ctx, index, project)
+		if err != nil {
+			return nil, err
+		}
+		files[k] = f
+		return f, nil
+	}
+	for _, plat := range plan.Platforms {
+		for _, pp := range plan.Pip {
+			name, version, ok := pinned(pp.Requirement)
+			if !ok {
+				l.Warnings = append(l.Warnings, fmt.Sprintf("%s is not pinned with ==; it is not locked", pp.Requirement))
+				continue
+			}
+			if pp.Name == "flash-attn" && plan.FlashAttnBuild != nil {
+				l.Warnings = append(l.Warnings, fmt.Sprintf("flash-attn %s is built from source; no wheel is locked", version))
+				continue
+			}
+			if pp.URL != "" && pp.IndexURL == "" {
+				w, err := hashURL(ctx, o.HTTP, pp.URL)
+				if err != nil {
+					return nil, fmt.Errorf("lock: %s: %w", pp.Name, err)
+				}
+				w.Name, w.Version, w.Platform, w.Filename = name, version, plat, pp.Wheel
+				l.Wheels = append(l.Wheels, w)
+				continue
+			}
+			index := pp.IndexURL
+			if index == "" {
+				index = PyPIIndexURL
+			}
+			fs, err := list(index, name)
+			if err != nil {
+				return nil, fmt.Errorf("lock: %w", err)
+			}
+			f, err := wheelindex.Select(fs, name, version, plan.Python, plat, pp.Wheel)
+			if err != nil {
+				return nil, fmt.Errorf("lock: %s: %w", index, err)
+			}
+			if f.SHA256 == "" {
+				return nil, fmt.Errorf("lock: %s lists %s without a sha256", index, f.Filename)
+			}
+			w, _ := wheelindex.ParseWheel(f.Filename)
+			l.Wheels = append(l.Wheels, LockedWheel{Name: name, Version: w.Version, Platform: plat, Filename: f.Filename, URL: f.URL, SHA256: f.SHA256, Index: index})
+		}
+	}
+	return l, nil
+}
+
+func keys(m map[string]string) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// pinned splits "name==version".
+func pinned(req string) (string, string, bool) {
+	name, ver, ok := strings.Cut(req, "==")
+	name, ver = strings.TrimSpace(name), strings.TrimSpace(ver)
+	if !ok || name == "" || ver == "" || strings.ContainsAny(ver, ",;<>=!~ ") || strings.Contains(name, "[") {
+		return "", "", false
+	}
+	return name, ver, true
+}
+
+func hashURL(ctx context.Context, c *http.Client, u string) (LockedWheel, error) {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return LockedWheel{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return LockedWheel{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return LockedWheel{}, fmt.Errorf("GET %s: %s (the prebuilt wheel may not exist; set flash_attn.build: source)", u, resp.Status)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, resp.Body); err != nil {
+		return LockedWheel{}, err
+	}
+	return LockedWheel{URL: u, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// Marshal renders the lock as indented JSON with a trailing newline.
+func (l *Lock) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(l); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// WriteLock writes l to path atomically (temp file in the same directory,
+// fsync, rename).
+func WriteLock(path string, l *Lock) error {
+	b, err := l.Marshal()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".kiln.lock.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadLock reads a kiln.lock.
+func ReadLock(path string) (*Lock, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var l Lock
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if l.LockVersion != LockVersion {
+		return nil, fmt.Errorf("%s: lock_version %d, this kiln reads %d; run kiln lock again", path, l.LockVersion, LockVersion)
+	}
+	if l.Plan == nil {
+		return nil, fmt.Errorf("%s: no plan", path)
+	}
+	return &l, nil
+}
+
+// Stale says why the lock no longer matches the recipe and the plan
+// resolved from it now (nil when it is current). Only local data is used.
+func (l *Lock) Stale(r *Recipe, plan *Plan) []string {
+	var why []string
+	if h := r.Hash(); h != l.RecipeHash {
+		why = append(why, fmt.Sprintf("the recipe changed (hash %s, lock has %s)", short(h), short(l.RecipeHash)))
+	}
+	if plan != nil {
+		a, _ := json.Marshal(withoutNotes(plan))
+		b, _ := json.Marshal(withoutNotes(l.Plan))
+		if !bytes.Equal(a, b) {
+			why = append(why, "the resolved plan changed ("+diffPlan(l.Plan, plan)+")")
+		}
+	}
+	for _, kind := range []string{"devel", "runtime"} {
+		li, ok := l.BaseImages[kind]
+		if !ok || li.Digest == "" {
+			why = append(why, "no "+kind+" base image digest")
+			continue
+		}
+		if plan != nil {
+			ref := plan.BaseImages.Devel
+			if kind == "runtime" {
+				ref = plan.BaseImages.Runtime
+			}
+			if li.Ref != ref {
+				why = append(why, fmt.Sprintf("%s base image is now %s (lock has %s)", kind, ref, li.Ref))
+			}
+		}
+	}
+	return why
+}
+
+func withoutNotes(p *Plan) Plan {
+	c := *p
+	c.Warnings, c.Sources, c.DataVersion = nil, nil, ""
+	return c
+}
+
+func diffPlan(old, cur *Plan) string {
+	var d []string
+	cmp := func(k, a, b string) {
+		if a != b {
+			d = append(d, fmt.Sprintf("%s %s -> %s", k, a, b))
+		}
+	}
+	s := func(p *string) string {
+		if p == nil {
+			return "null"
+		}
+		return *p
+	}
+	cmp("cuda", old.CUDA, cur.CUDA)
+	cmp("python", old.Python, cur.Python)
+	cmp("torch", s(old.Torch), s(cur.Torch))
+	cmp("flash_attn", s(old.FlashAttn), s(cur.FlashAttn))
+	cmp("bitsandbytes", s(old.BitsAndBytes), s(cur.BitsAndBytes))
+	cmp("base_images.devel", old.BaseImages.Devel, cur.BaseImages.Devel)
+	if len(d) == 0 {
+		return "other fields"
+	}
+	return strings.Join(d, ", ")
+}
+
+func short(h string) string {
+	h = strings.TrimPrefix(h, "sha256:")
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// LockedPlan returns the lock's plan with base images pinned by digest, for
+// builds that must not look anything up (--locked).
+func (l *Lock) LockedPlan() *Plan {
+	p := *l.Plan
+	if li, ok := l.BaseImages["devel"]; ok && li.Digest != "" {
+		p.BaseImages.Devel = li.Pinned()
+	}
+	if li, ok := l.BaseImages["runtime"]; ok && li.Digest != "" {
+		p.BaseImages.Runtime = li.Pinned()
+	}
+	return &p
+}
+
+// LockPath is the kiln.lock next to a recipe file.
+func LockPath(recipePath string) string {
+	return filepath.Join(filepath.Dir(recipePath), LockFile)
+}
