@@ -8,7 +8,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test lint unit deps registry fixtures demo bench clean
+.PHONY: all build test lint unit integration deps registry fixtures demo bench clean
 
 all: build
 
@@ -18,7 +18,7 @@ build:
 # test: formatting, vet, staticcheck, then every test with the race detector.
 # Integration tests use the fixture images and local registry when present
 # (.ci/run builds them and sets KILN_REQUIRE_FIXTURES=1 so they cannot skip).
-test: lint unit
+test: lint unit integration
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -28,6 +28,12 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+# End-to-end tests on the gigabyte fixtures: no race detector (it would
+# multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
+integration:
+	$(GO) vet -tags integration ./integration/...
+	$(GO) test -tags integration -count=1 -timeout 40m ./integration/...
 
 deps:
 	bash scripts/install-deps.sh

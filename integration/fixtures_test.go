@@ -1,0 +1,230 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+)
+
+type pathBytes struct {
+	Path       string `json:"path"`
+	Bytes      int64  `json:"bytes"`
+	LayerIndex int    `json:"layer_index"`
+}
+
+type aggregate struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// expected mirrors the parts of fixtures/expected.json the tests use.
+type expected struct {
+	Images map[string]struct {
+		OCIRef      string `json:"oci_ref"`
+		RegistryRef string `json:"registry_ref"`
+		Archive     string `json:"archive"`
+		LayerCount  int    `json:"layer_count"`
+		Layers      []struct {
+			DiffID           string `json:"diff_id"`
+			UncompressedSize int64  `json:"uncompressed_size"`
+			RegularFiles     int    `json:"regular_files"`
+		} `json:"layers"`
+	} `json:"images"`
+	App struct {
+		Weights  pathBytes `json:"weights"`
+		PipCache struct {
+			LayerIndex int `json:"layer_index"`
+			aggregate
+		} `json:"pip_cache"`
+		Nvcc        []pathBytes `json:"nvcc"`
+		StaticLibs  aggregate   `json:"static_libs"`
+		CUDAHeaders struct {
+			LayerIndex int `json:"layer_index"`
+			aggregate
+		} `json:"cuda_headers"`
+		Apt struct {
+			LayerIndex   int       `json:"layer_index"`
+			Lists        aggregate `json:"lists"`
+			Archives     aggregate `json:"archives"`
+			DeletedBytes int64     `json:"deleted_bytes"`
+			DeletedBy    int       `json:"deleted_by_layer_index"`
+		} `json:"apt_in_torch_layer"`
+	} `json:"app"`
+}
+
+func fixtures(t *testing.T) (string, *expected) {
+	t.Helper()
+	dir := os.Getenv("KILN_FIXTURES")
+	if dir == "" {
+		dir = "../fixtures"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
+			t.Fatalf("fixtures required: %v (run make fixtures)", err)
+		}
+		t.Skipf("no fixtures (%v); run make fixtures", err)
+	}
+	var e expected
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	return dir, &e
+}
+
+func registry() string {
+	if r := os.Getenv("KILN_REGISTRY"); r != "" {
+		return r
+	}
+	return "127.0.0.1:5000"
+}
+
+func classOf(r *analyze.Report, c analyze.Class) analyze.ClassReport {
+	for _, cr := range r.Classes {
+		if cr.Class == c {
+			return cr
+		}
+	}
+	return analyze.ClassReport{}
+}
+
+// appRefs names the naive app image in all three sources.
+func appRefs(dir string, e *expected) map[string]string {
+	app := e.Images["app"]
+	ociRef := "oci:" + filepath.Join(dir, "oci") + ":app"
+	return map[string]string{
+		"oci":            ociRef,
+		"registry":       registry() + "/" + app.RegistryRef,
+		"docker-archive": "docker-archive:" + filepath.Join(dir, app.Archive),
+	}
+}
+
+func TestAnalyzeAppFixture(t *testing.T) {
+	dir, e := fixtures(t)
+	app := e.Images["app"]
+	for src, ref := range appRefs(dir, e) {
+		t.Run(src, func(t *testing.T) {
+			img, err := layers.Open(context.Background(), ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer img.Close()
+			r, err := analyze.Image(context.Background(), img, analyze.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Verified {
+				t.Error("digests not verified")
+			}
+			if len(r.Layers) != app.LayerCount {
+				t.Fatalf("layers = %d, want %d", len(r.Layers), app.LayerCount)
+			}
+			for i, l := range r.Layers {
+				if l.DiffID != app.Layers[i].DiffID || l.UncompressedSize != app.Layers[i].UncompressedSize {
+					t.Errorf("layer %d: diff_id %s size %d, want %s %d", i, l.DiffID, l.UncompressedSize, app.Layers[i].DiffID, app.Layers[i].UncompressedSize)
+				}
+			}
+			// Weights: one file, exact bytes, found by content.
+			w := classOf(r, analyze.ClassWeights)
+			if w.Files != 1 || w.Bytes != e.App.Weights.Bytes || w.Top[0].Path != e.App.Weights.Path || w.Top[0].Format != "safetensors" || w.Top[0].Layer != e.App.Weights.LayerIndex {
+				t.Errorf("weights = %d files %d bytes %+v; want %+v", w.Files, w.Bytes, w.Top, e.App.Weights)
+			}
+			// nvcc: every copy the fixture installed, with its size.
+			dev := classOf(r, analyze.ClassDevTools)
+			for _, n := range e.App.Nvcc {
+				if n.Bytes < 1<<20 {
+					continue // the /usr/bin/nvcc wrapper script is below the top list
+				}
+				found := false
+				for _, f := range dev.Top {
+					if f.Path == n.Path && f.Size == n.Bytes && f.Layer == n.LayerIndex {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("dev_tools top misses %+v: %+v", n, dev.Top)
+				}
+			}
+			// Static libraries: exact.
+			st := classOf(r, analyze.ClassStaticLibs)
+			if st.Files != e.App.StaticLibs.Files || st.Bytes != e.App.StaticLibs.Bytes {
+				t.Errorf("static_libs = %d files %d bytes, want %+v", st.Files, st.Bytes, e.App.StaticLibs)
+			}
+			// Headers: the CUDA headers are all there (kiln also counts the
+			// other headers the toolkit's dependencies bring).
+			if got := r.Layers[e.App.CUDAHeaders.LayerIndex].BytesByClass["headers"]; got < e.App.CUDAHeaders.Bytes {
+				t.Errorf("headers in layer %d = %d, want >= %d", e.App.CUDAHeaders.LayerIndex, got, e.App.CUDAHeaders.Bytes)
+			}
+			// The pip cache layer holds nothing but the pip cache.
+			if got := r.Layers[e.App.PipCache.LayerIndex].BytesByClass["caches"]; got != e.App.PipCache.Bytes {
+				t.Errorf("pip cache bytes = %d, want %d", got, e.App.PipCache.Bytes)
+			}
+			// apt lists and archives in the torch layer; the lists are
+			// deleted later, which makes them waste.
+			al := e.App.Apt
+			if got := r.Layers[al.LayerIndex].BytesByClass["caches"]; got < al.Lists.Bytes+al.Archives.Bytes {
+				t.Errorf("caches in torch layer = %d, want >= %d", got, al.Lists.Bytes+al.Archives.Bytes)
+			}
+			if got := r.Layers[al.LayerIndex].WastedBytes; got < al.DeletedBytes {
+				t.Errorf("torch layer wasted = %d, want >= %d deleted apt lists", got, al.DeletedBytes)
+			}
+			var deletedLists int64
+			for _, f := range r.Waste.Top {
+				if strings.HasPrefix(f.Path, "/var/lib/apt/lists/") && f.How == "deleted" && f.By == al.DeletedBy {
+					deletedLists += f.Size
+				}
+			}
+			if deletedLists == 0 {
+				t.Errorf("waste top has no apt list deleted by layer %d: %+v", al.DeletedBy, r.Waste.Top)
+			}
+			if r.CUDA.CUDAVersion != "11.8.0" || r.CUDA.MinDriver == nil || !strings.Contains(r.CUDA.MinDriver.Toolkit, "520.61.05") {
+				t.Errorf("cuda facts = %+v", r.CUDA)
+			}
+		})
+	}
+}
+
+// TestRuntimeRulesFailTheApp runs the built binary the way CI users do: the
+// naive app image breaks the runtime rules (exit 3), naming each class.
+func TestRuntimeRulesFailTheApp(t *testing.T) {
+	dir, e := fixtures(t)
+	bin := filepath.Join(t.TempDir(), "kiln")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kiln").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for src, ref := range appRefs(dir, e) {
+		cmd := exec.Command(bin, "analyze", "--json", "--progress", "none", "--ci", "../testdata/rules/runtime.yaml", ref)
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Fatalf("%s: exit = %v, want 3", src, err)
+		}
+		var rep struct {
+			CI struct {
+				Violations []struct{ Rule, Message string }
+			}
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatal(err)
+		}
+		msgs := ""
+		for _, v := range rep.CI.Violations {
+			msgs += v.Rule + ": " + v.Message + "\n"
+		}
+		for _, want := range []string{"forbid: dev_tools", "forbid: headers", "forbid: static_libs", "forbid: weights", "forbid: caches", "max_wasted_bytes"} {
+			if !strings.Contains(msgs, want) {
+				t.Errorf("%s: violations lack %q:\n%s", src, want, msgs)
+			}
+		}
+	}
+}
