@@ -43,10 +43,27 @@ func MinDriver(cudaVersion string) (DriverReq, error) {
 			row = r
 		}
 	}
+	inferred := false
+	if row == nil && len(v) >= 3 {
+		// An update Table 3 does not list (e.g. 12.3.2): use the newest
+		// listed update of that minor below it.
+		for i := range db.Drivers.ToolkitDriver {
+			r := &db.Drivers.ToolkitDriver[i]
+			rv := mustVersion(r.CUDA)
+			if rv.MajorMinor() == v.MajorMinor() && rv.Compare(v) < 0 && (row == nil || cmpVer(r.CUDA, row.CUDA) > 0) {
+				row, inferred = r, true
+			}
+		}
+	}
 	if row == nil {
 		return DriverReq{}, fmt.Errorf("CUDA %s is not in kiln's driver table (known: %s)%s", cudaVersion, knownMinors(), noCUDAHint(v))
 	}
 	dr := DriverReq{CUDA: row.CUDA, Toolkit: row.LinuxMin, Source: row.Source, Confidence: row.Confidence}
+	if inferred {
+		dr.CUDA = cudaVersion
+		dr.Source = fmt.Sprintf("%s is not in Table 3; inferred from the %s row (%s)", cudaVersion, row.Label, row.Source)
+		dr.Confidence = ConfC
+	}
 	if f := mvcFloor(v.Major()); f != nil {
 		dr.MinorVersionCompat = f.Floor
 		dr.MVCSource, dr.MVCConfidence = f.Source, f.Confidence

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-var smRe = regexp.MustCompile(`^(?:sm|compute)_?(\d)(\d+)[af]?$`)
+var smRe = regexp.MustCompile(`^(?:sm|compute)_?(\d+)(\d)[af]?$`)
 var ccRe = regexp.MustCompile(`^(\d+)\.(\d+)$`)
 
 func normGPU(s string) string {

@@ -562,6 +562,12 @@ func (s *resolver) pythonStep() error {
 		s.plan.Python = r.Python
 		return nil
 	}
+	if s.torch == nil {
+		if of := osFlavor(s.osName()); of != nil && of.Python != "" {
+			s.plan.Python = of.Python
+			return nil
+		}
+	}
 	// Newest Python that torch (and a prebuilt FlashAttention wheel, when asked for) supports.
 	p := hi
 	if r.FlashAttn != nil && pyMinor(p) > 13 {
@@ -628,15 +634,19 @@ func (s *resolver) cudnnStep() error {
 	return nil
 }
 
+func (s *resolver) osName() string {
+	if s.r.OS != "" {
+		return s.r.OS
+	}
+	if mustVersion(s.plan.CUDA).Major() >= 13 {
+		return "ubuntu24.04"
+	}
+	return DefaultOS
+}
+
 func (s *resolver) imagesStep() error {
 	r := s.r
-	osName := r.OS
-	if osName == "" {
-		osName = DefaultOS
-		if mustVersion(s.plan.CUDA).Major() >= 13 {
-			osName = "ubuntu24.04"
-		}
-	}
+	osName := s.osName()
 	s.plan.OS = osName
 	of := osFlavor(osName)
 	if of == nil {

@@ -1,0 +1,206 @@
+package recipes
+
+import (
+	"encoding/json"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var confidences = []string{ConfA, ConfB, ConfC, ConfUnverified}
+
+func driverKnows(t *testing.T, mm string) bool {
+	t.Helper()
+	_, err := MinDriver(mm)
+	return err == nil
+}
+
+func TestDataEveryRowHasSourceAndConfidence(t *testing.T) {
+	files, _ := fs.Glob(dataFS, "data/*.json")
+	if len(files) < 6 {
+		t.Fatalf("data files: %v", files)
+	}
+	for _, f := range files {
+		b, _ := dataFS.ReadFile(f)
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(f, err)
+		}
+		m := v.(map[string]any)
+		if m["data_version"] != DataVersion() {
+			t.Errorf("%s: data_version %v, want %s", f, m["data_version"], DataVersion())
+		}
+		// Every object in a list of facts carries source and confidence.
+		for k, x := range m {
+			rows, ok := x.([]any)
+			if !ok {
+				continue
+			}
+			for i, r := range rows {
+				row, ok := r.(map[string]any)
+				if !ok {
+					continue
+				}
+				src, _ := row["source"].(string)
+				conf, _ := row["confidence"].(string)
+				if src == "" || !slices.Contains(confidences, conf) {
+					t.Errorf("%s: %s[%d] lacks source/confidence: %v", f, k, i, row)
+				}
+			}
+		}
+	}
+}
+
+func TestDataTorchVariantsKnownToDriverTable(t *testing.T) {
+	db := mustDB()
+	for _, r := range db.Torch.Releases {
+		if len(r.Patches) == 0 || !strings.HasPrefix(r.Patches[0], r.Minor+".") {
+			t.Errorf("torch %s: patches %v", r.Minor, r.Patches)
+		}
+		for _, v := range r.Variants {
+			if !driverKnows(t, v.CUDA) {
+				t.Errorf("torch %s %s: CUDA %s not in the driver table", r.Minor, v.Name, v.CUDA)
+			}
+			if cudaVariant(v.CUDA) != v.Name {
+				t.Errorf("torch %s: variant %s has cuda %s", r.Minor, v.Name, v.CUDA)
+			}
+			if v.CuDNN == "" || v.Archs == "" || !slices.Contains(confidences, v.ArchsConfidence) {
+				t.Errorf("torch %s %s: missing cudnn/archs", r.Minor, v.Name)
+			}
+			// Every torch variant has an nvidia/cuda image to build on.
+			found := false
+			for _, tag := range db.Images.Tags {
+				if majorMinor(tag.CUDA) == v.CUDA {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("torch %s %s: no nvidia/cuda image data for CUDA %s", r.Minor, v.Name, v.CUDA)
+			}
+		}
+	}
+}
+
+func TestDataImagesAgree(t *testing.T) {
+	db := mustDB()
+	for _, tag := range db.Images.Tags {
+		if !driverKnows(t, tag.CUDA) {
+			t.Errorf("image %s: not in the driver table", tag.CUDA)
+		}
+		if tag.CuDNN == "" || tag.CuDNNToken == "" {
+			t.Errorf("image %s: no cuDNN entry", tag.CUDA)
+		}
+		major := strings.SplitN(tag.CuDNN, ".", 2)[0]
+		switch tag.CuDNNToken {
+		case "cudnn8":
+			if major != "8" {
+				t.Errorf("image %s: token cudnn8 but cuDNN %s", tag.CUDA, tag.CuDNN)
+			}
+		case "cudnn9", "cudnn":
+			if major != "9" {
+				t.Errorf("image %s: token %s but cuDNN %s", tag.CUDA, tag.CuDNNToken, tag.CuDNN)
+			}
+		}
+	}
+	for _, r := range db.Drivers.RequireCUDA {
+		found := false
+		for _, tag := range db.Images.Tags {
+			if tag.CUDA == r.Image {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("NVIDIA_REQUIRE_CUDA row %s: every cuda tag with a requirement has a cuDNN entry", r.Image)
+		}
+		if majorMinor(r.Image) != r.CUDAGE || len(r.Brands) == 0 || len(r.Branches) == 0 {
+			t.Errorf("NVIDIA_REQUIRE_CUDA row %s: %+v", r.Image, r)
+		}
+		req, _, ok := ImageRequireCUDA(r.Image)
+		if !ok || req.CUDAMin() != r.CUDAGE {
+			t.Errorf("ImageRequireCUDA(%s) = %v", r.Image, req)
+		}
+	}
+	for _, o := range db.Images.OS {
+		for _, v := range []string{o.FirstCUDA, o.LastCUDA} {
+			if v != "" && !driverKnows(t, v) {
+				t.Errorf("os %s: CUDA %s unknown", o.Name, v)
+			}
+		}
+	}
+}
+
+func TestDataGPUsHaveArchRows(t *testing.T) {
+	db := mustDB()
+	seen := map[string]string{}
+	for _, g := range db.GPUs.GPUs {
+		if _, _, row := ArchSupported("12.9", g.ComputeCapability); row == nil && g.ComputeCapability != "11.0" {
+			t.Errorf("%s: no toolkit row for %s", g.Name, ccToSM(g.ComputeCapability))
+		}
+		for _, a := range append([]string{g.Name}, g.Aliases...) {
+			k := squash(a)
+			if prev, ok := seen[k]; ok && prev != g.Name {
+				t.Errorf("alias %q names %s and %s", a, prev, g.Name)
+			}
+			seen[k] = g.Name
+			got, err := GPU(a)
+			if err != nil || got.Name != g.Name {
+				t.Errorf("GPU(%q) = %v, %v", a, got.Name, err)
+			}
+		}
+	}
+	for _, a := range db.GPUs.Arch {
+		for _, v := range []string{a.FirstCUDA, a.LastCUDA} {
+			if v != "" && mustVersion(v).Major() >= 11 && !driverKnows(t, v) {
+				t.Errorf("%s: CUDA %s unknown", a.Arch, v)
+			}
+		}
+	}
+}
+
+func TestDataFAAndBNBAgree(t *testing.T) {
+	db := mustDB()
+	for i, r := range db.FA.Releases {
+		if i > 0 && pepCompare(db.FA.Releases[i-1].Version, r.Version) >= 0 {
+			t.Errorf("FA releases out of order at %s", r.Version)
+		}
+		for _, c := range r.CUDABuilt {
+			if !driverKnows(t, c) {
+				t.Errorf("FA %s built with unknown CUDA %s", r.Version, c)
+			}
+		}
+		for _, tv := range r.Torch {
+			if mustVersion(tv).Major() == 2 && cmpVer(majorMinor(tv), "2.1") >= 0 {
+				rel := (&resolver{db: db}).torchRelease(majorMinor(tv))
+				if rel == nil {
+					t.Errorf("FA %s lists torch %s that kiln does not know", r.Version, tv)
+				}
+			}
+		}
+	}
+	for i, r := range db.BNB.Releases {
+		if i > 0 && cmpVer(db.BNB.Releases[i-1].latest(), r.Versions[0]) >= 0 {
+			t.Errorf("bnb releases out of order at %v", r.Versions)
+		}
+		for _, c := range r.CUDABuilds {
+			if !driverKnows(t, c) {
+				t.Errorf("bnb %v: CUDA %s unknown", r.Versions, c)
+			}
+		}
+		if r.SASS["default"] == "" {
+			t.Errorf("bnb %v: no default SASS list", r.Versions)
+		}
+	}
+}
+
+func TestDataMVCFloors(t *testing.T) {
+	for _, major := range []int{11, 12, 13} {
+		f := mvcFloor(major)
+		if f == nil {
+			t.Fatalf("no MVC floor for %d", major)
+		}
+		if branchOf(f.Floor) != f.BranchFloor {
+			t.Errorf("MVC %d: floor %s not in branch %d", major, f.Floor, f.BranchFloor)
+		}
+	}
+}
