@@ -168,6 +168,18 @@ type effAcc struct {
 	seen     int
 }
 
+// effAdd records one appearance of a path for the efficiency score.
+func effAdd(eff map[string]*effAcc, p string, size int64) {
+	acc := eff[p]
+	if acc == nil {
+		acc = &effAcc{min: size}
+		eff[p] = acc
+	}
+	acc.cum += size
+	acc.seen++
+	acc.min = min(acc.min, size)
+}
+
 func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	r := &Report{
 		SchemaVersion:  SchemaVersion,
@@ -230,21 +242,28 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		for _, e := range s.entries {
 			switch e.kind {
 			case kWhiteout:
-				gone := t.remove(e.path)
+				gone, wasDir := t.remove(e.path)
+				// dive's accounting: a deleted directory counts the
+				// size of its subtree, a deleted file counts 0, and
+				// either way the path's smallest copy becomes that.
+				var n int64
+				if wasDir {
+					for _, g := range gone {
+						n += g.size
+					}
+				}
+				effAdd(eff, e.path, n)
+				supersede(gone, i, "deleted")
+			case kOpaque:
+				// dive does not understand opaque markers; kiln scores
+				// them like a whiteout of the directory's old contents.
+				gone := t.clear(e.path)
 				var n int64
 				for _, g := range gone {
 					n += g.size
 				}
-				acc := eff[e.path]
-				if acc == nil {
-					acc = &effAcc{min: n}
-					eff[e.path] = acc
-				}
-				acc.cum += n
-				acc.seen++
-				supersede(gone, i, "deleted")
-			case kOpaque:
-				supersede(t.clear(e.path), i, "hidden")
+				effAdd(eff, e.path, n)
+				supersede(gone, i, "hidden")
 			}
 		}
 		for _, e := range s.entries {
@@ -268,16 +287,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 					cr.Bytes += e.size
 					cr.Files++
 				}
-				acc := eff[e.path]
-				if acc == nil {
-					acc = &effAcc{min: e.size}
-					eff[e.path] = acc
-				}
-				acc.cum += e.size
-				acc.seen++
-				if e.size < acc.min {
-					acc.min = e.size
-				}
+				effAdd(eff, e.path, e.size)
 			}
 		}
 		r.Layers = append(r.Layers, lr)

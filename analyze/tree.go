@@ -73,22 +73,23 @@ func (t *tree) mkdir(p string) []*copyRec {
 	return nil
 }
 
-// remove deletes p and everything below it (a whiteout).
-func (t *tree) remove(p string) []*copyRec {
+// remove deletes p and everything below it (a whiteout). wasDir reports
+// whether p was a directory.
+func (t *tree) remove(p string) (gone []*copyRec, wasDir bool) {
 	dir, base := "", p
 	if i := strings.LastIndex(p, "/"); i >= 0 {
 		dir, base = p[:i], p[i+1:]
 	}
 	parent := t.lookup(dir, false)
 	if parent == nil {
-		return nil
+		return nil, false
 	}
 	n := parent.children[base]
 	if n == nil {
-		return nil
+		return nil, false
 	}
 	delete(parent.children, base)
-	return collect(n, nil)
+	return collect(n, nil), n.file == nil
 }
 
 // clear deletes everything below directory p but keeps p (an opaque dir).
