@@ -1,0 +1,176 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/moby/buildkit/client/llb"
+	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ContextName is the name of the local build context (the recipe's directory)
+// the app files are copied from.
+const ContextName = "context"
+
+// Inputs are what a build needs besides the plan.
+type Inputs struct {
+	RecipeHash string // recipe sha256, as a label
+	LockDigest string // kiln.lock sha256, as a label ("" without a lock)
+	// SourceDateEpoch fixes the config's created time, copied files' times
+	// and (through the exporter) layer timestamps.
+	SourceDateEpoch *int64
+}
+
+// Graph is the LLB for one platform.
+type Graph struct {
+	Platform ocispecs.Platform
+	Layout   *Layout
+	Devel    llb.State
+	Runtime  llb.State // the image
+	Probe    llb.State // the runtime image with the recipe's test commands run on it
+	HasProbe bool
+}
+
+// ParsePlatform parses os/arch[/variant].
+func ParsePlatform(s string) (ocispecs.Platform, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
+		return ocispecs.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	}
+	p := ocispecs.Platform{OS: parts[0], Architecture: parts[1]}
+	if len(parts) == 3 {
+		p.Variant = parts[2]
+	}
+	return p, nil
+}
+
+// PlatformString is os/arch[/variant].
+func PlatformString(p ocispecs.Platform) string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// NewGraph builds the LLB graph of plan for one platform.
+func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, error) {
+	L, err := Lower(p)
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{Platform: platform, Layout: L}
+	g.Devel = stageState(L.Devel, platform, in, nil)
+	g.Runtime = stageState(L.Runtime, platform, in, map[string]llb.State{"devel": g.Devel})
+	if p.App != nil && p.App.Workdir != "" {
+		g.Runtime = g.Runtime.Dir(p.App.Workdir)
+	}
+	g.Probe = g.Runtime
+	for i, cmd := range L.Probes {
+		g.Probe = g.Probe.Run(
+			llb.Args([]string{"/bin/sh", "-c", cmd}),
+			llb.WithCustomName(fmt.Sprintf("test %d/%d: %s", i+1, len(L.Probes), cmd)),
+		).Root()
+		g.HasProbe = true
+	}
+	return g, nil
+}
+
+func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[string]llb.State) llb.State {
+	s := llb.Image(st.Base, llb.Platform(platform), llb.WithCustomName(st.Name+": "+st.Base))
+	for _, kv := range st.Env {
+		s = s.AddEnv(kv[0], kv[1])
+	}
+	for _, step := range st.Steps {
+		if len(step.Copies) > 0 {
+			s = s.File(copyAction(step.Copies, in), llb.WithCustomName(step.Name))
+			continue
+		}
+		opts := []llb.RunOption{
+			llb.Args([]string{"/bin/sh", "-c", step.Shell}),
+			llb.WithCustomName(step.Name),
+		}
+		if step.HostNetwork {
+			opts = append(opts, llb.Network(llb.NetModeHost))
+		}
+		for _, m := range step.Mounts {
+			switch m.Kind {
+			case MountCache:
+				mode := llb.CacheMountShared
+				if m.Locked {
+					mode = llb.CacheMountLocked
+				}
+				opts = append(opts, llb.AddMount(m.Target, llb.Scratch(), llb.AsPersistentCacheDir(m.ID, mode)))
+			case MountBind:
+				opts = append(opts, llb.AddMount(m.Target, stages[m.ID], llb.SourcePath(m.Source), llb.Readonly))
+			}
+		}
+		s = s.Run(opts...).Root()
+	}
+	return s
+}
+
+func copyAction(copies []FileCopy, in Inputs) *llb.FileAction {
+	var patterns []string
+	for _, c := range copies {
+		patterns = append(patterns, strings.TrimPrefix(path.Clean("/"+c.Src), "/"))
+	}
+	ctx := llb.Local(ContextName,
+		llb.IncludePatterns(patterns),
+		llb.SharedKeyHint(ContextName),
+		llb.LocalUniqueID("kiln-"+ContextName),
+		llb.WithCustomName("app files"),
+	)
+	var fa *llb.FileAction
+	for _, c := range copies {
+		info := &llb.CopyInfo{
+			CopyDirContentsOnly: true,
+			CreateDestPath:      true,
+			AllowWildcard:       true,
+			FollowSymlinks:      true,
+		}
+		if in.SourceDateEpoch != nil {
+			t := time.Unix(*in.SourceDateEpoch, 0).UTC()
+			info.CreatedTime = &t
+		}
+		src := "/" + strings.TrimPrefix(path.Clean("/"+c.Src), "/")
+		if fa == nil {
+			fa = llb.Copy(ctx, src, c.Dst, info)
+		} else {
+			fa = fa.Copy(ctx, src, c.Dst, info)
+		}
+	}
+	return fa
+}
+
+// Marshal marshals st for the graph's platform.
+func (g *Graph) Marshal(ctx context.Context, st llb.State) (*llb.Definition, error) {
+	return st.Marshal(ctx, llb.Platform(g.Platform))
+}
+
+// DefinitionDigest is a stable digest over a marshalled definition: the
+// sha256 of its ops in order (each op is itself content addressed).
+func DefinitionDigest(def *llb.Definition) string {
+	h := sha256.New()
+	for _, dt := range def.Def {
+		s := sha256.Sum256(dt)
+		h.Write(s[:])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// PlatformOrDefault is the plan's first platform, or linux/amd64.
+func PlatformOrDefault(p *recipes.Plan) ocispecs.Platform {
+	if len(p.Platforms) > 0 {
+		if pl, err := ParsePlatform(p.Platforms[0]); err == nil {
+			return pl
+		}
+	}
+	return ocispecs.Platform{OS: "linux", Architecture: "amd64"}
+}

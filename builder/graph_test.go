@@ -1,0 +1,341 @@
+package builder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/moby/buildkit/solver/pb"
+	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+const testIndex = "http://127.0.0.1:9999/simple"
+
+func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
+	t.Helper()
+	b, err := recipes.CatalogRecipe("debian-cuda11.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Parse("kiln.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(r)
+	}
+	p, err := recipes.Resolve(context.Background(), r, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var amd64 = ocispecs.Platform{OS: "linux", Architecture: "amd64"}
+
+type decoded struct {
+	ops     map[string]*pb.Op // digest -> op
+	order   []string
+	sources []string
+	execs   []*pb.ExecOp
+	files   []*pb.FileOp
+}
+
+func decode(t *testing.T, p *recipes.Plan, in Inputs, probe bool) (*decoded, string) {
+	t.Helper()
+	g, err := NewGraph(p, in, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Runtime
+	if probe {
+		st = g.Probe
+	}
+	def, err := g.Marshal(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decoded{ops: map[string]*pb.Op{}}
+	for _, dt := range def.Def {
+		var op pb.Op
+		if err := op.UnmarshalVT(dt); err != nil {
+			t.Fatal(err)
+		}
+		if s := op.GetSource(); s != nil {
+			d.sources = append(d.sources, s.Identifier)
+		}
+		if e := op.GetExec(); e != nil {
+			d.execs = append(d.execs, e)
+		}
+		if f := op.GetFile(); f != nil {
+			d.files = append(d.files, f)
+		}
+	}
+	return d, DefinitionDigest(def)
+}
+
+func TestGraphOps(t *testing.T) {
+	p := testPlan(t, nil)
+	d, _ := decode(t, p, Inputs{RecipeHash: "sha256:abc"}, false)
+
+	for _, want := range []string{"docker-image://127.0.0.1:5000/nvidia/cuda:11.8.0-devel-debian12", "docker-image://127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-debian12"} {
+		if !slices.Contains(d.sources, want) {
+			t.Errorf("sources %v lack %s", d.sources, want)
+		}
+	}
+	if !slices.Contains(d.sources, "local://"+ContextName) {
+		t.Errorf("sources %v lack the local context", d.sources)
+	}
+
+	var fetches, installs, aptRuns int
+	for _, e := range d.execs {
+		cmd := strings.Join(e.Meta.Args, " ")
+		env := e.Meta.Env
+		if !slices.Contains(env, "PATH="+DefaultPath) {
+			t.Errorf("%q: env %v lacks PATH", cmd, env)
+		}
+		if !slices.Contains(env, "PIP_BREAK_SYSTEM_PACKAGES=1") {
+			t.Errorf("%q: env lacks PIP_BREAK_SYSTEM_PACKAGES", cmd)
+		}
+		mounts := map[string]*pb.Mount{}
+		for _, m := range e.Mounts {
+			mounts[m.Dest] = m
+		}
+		switch {
+		case strings.Contains(cmd, "pip download"):
+			fetches++
+			m := mounts["/root/.cache/pip"]
+			if m == nil || m.MountType != pb.MountType_CACHE || m.CacheOpt.ID != "kiln-pip-cache" {
+				t.Errorf("%q: no pip cache mount: %v", cmd, m)
+			}
+			if e.Network != pb.NetMode_HOST {
+				t.Errorf("%q: fetch not on the host network", cmd)
+			}
+			if !strings.Contains(cmd, "--index-url "+testIndex) || !strings.Contains(cmd, "--trusted-host 127.0.0.1") {
+				t.Errorf("%q: index flags", cmd)
+			}
+		case strings.Contains(cmd, "pip install --no-index"):
+			installs++
+			m := mounts["/wheelhouse"]
+			if m == nil || !m.Readonly || m.Selector != "/wheelhouse" || m.MountType != pb.MountType_BIND || m.Input < 0 {
+				t.Errorf("%q: wheelhouse is not a read-only bind mount from devel: %v", cmd, m)
+			}
+			if e.Network == pb.NetMode_HOST {
+				t.Errorf("%q: install from the wheelhouse needs no network", cmd)
+			}
+		case strings.Contains(cmd, "apt-get"):
+			aptRuns++
+			for _, dir := range []string{"/var/cache/apt", "/var/lib/apt/lists"} {
+				if m := mounts[dir]; m == nil || m.MountType != pb.MountType_CACHE || m.CacheOpt.Sharing != pb.CacheSharingOpt_LOCKED {
+					t.Errorf("%q: no locked cache mount at %s", cmd, dir)
+				}
+			}
+		}
+	}
+	// torch and extensions groups: one fetch and one runtime layer each.
+	if fetches != 2 || installs != 2 {
+		t.Errorf("fetches=%d installs=%d, want 2 and 2", fetches, installs)
+	}
+	if aptRuns != 2 {
+		t.Errorf("apt runs=%d, want devel and runtime", aptRuns)
+	}
+	// The app is copied last, from the context, in one op; no wheel is ever copied.
+	if len(d.files) != 1 {
+		t.Fatalf("file ops=%d, want 1 (app)", len(d.files))
+	}
+	for _, a := range d.files[0].Actions {
+		c := a.GetCopy()
+		if c == nil {
+			t.Errorf("app op has a non-copy action %v", a)
+			continue
+		}
+		if strings.Contains(c.Src, "wheel") || c.Dest != "/app" {
+			t.Errorf("copy %s -> %s", c.Src, c.Dest)
+		}
+	}
+}
+
+func TestLayoutComponents(t *testing.T) {
+	p := testPlan(t, func(r *recipes.Recipe) {
+		r.Pip = []string{"numpy==2.1.0"}
+		r.Apt = []string{"libgomp1"}
+	})
+	L, err := Lower(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comps []Component
+	for _, s := range L.Runtime.Steps {
+		comps = append(comps, s.Component)
+	}
+	want := []Component{ComponentSystem, ComponentTorch, ComponentExtensions, ComponentPip, ComponentApp}
+	if !slices.Equal(comps, want) {
+		t.Errorf("runtime layers %v, want %v", comps, want)
+	}
+	if !strings.Contains(L.Runtime.Steps[0].Shell, "libgomp1") {
+		t.Errorf("apt extras missing: %s", L.Runtime.Steps[0].Shell)
+	}
+	if !strings.Contains(L.Runtime.Steps[3].Shell, "numpy==2.1.0") {
+		t.Errorf("pip extras missing: %s", L.Runtime.Steps[3].Shell)
+	}
+	// The runtime install of extensions sees torch's wheelhouse too.
+	if s := L.Runtime.Steps[2].Shell; !strings.Contains(s, "/wheelhouse/torch") || !strings.Contains(s, "/wheelhouse/extensions") {
+		t.Errorf("extensions install: %s", s)
+	}
+}
+
+func TestDeterminism(t *testing.T) {
+	in := Inputs{RecipeHash: "sha256:abc"}
+	_, d1 := decode(t, testPlan(t, nil), in, false)
+	_, d2 := decode(t, testPlan(t, nil), in, false)
+	if d1 != d2 {
+		t.Fatalf("same plan, different digests %s %s", d1, d2)
+	}
+	// Changing a pip extra changes the graph; the app contents never do (they
+	// are content-addressed by BuildKit at solve time, not in the definition).
+	_, d3 := decode(t, testPlan(t, func(r *recipes.Recipe) { r.Pip = []string{"einops==0.8.0"} }), in, false)
+	if d3 == d1 {
+		t.Fatal("a different plan gave the same digest")
+	}
+	// The probe graph extends the runtime graph.
+	_, dp := decode(t, testPlan(t, nil), in, true)
+	if dp == d1 {
+		t.Fatal("probes did not change the graph")
+	}
+}
+
+func TestProbes(t *testing.T) {
+	p := testPlan(t, func(r *recipes.Recipe) {
+		r.Test = []string{`python3 -c "import torch"`, "true"}
+	})
+	d, _ := decode(t, p, Inputs{}, true)
+	var probes []string
+	for _, e := range d.execs {
+		if len(e.Meta.Args) == 3 && (e.Meta.Args[2] == `python3 -c "import torch"` || e.Meta.Args[2] == "true") {
+			probes = append(probes, e.Meta.Args[2])
+			if e.Meta.Cwd != "/app" {
+				t.Errorf("probe cwd %q, want /app", e.Meta.Cwd)
+			}
+		}
+	}
+	if len(probes) != 2 {
+		t.Errorf("probes %v", probes)
+	}
+}
+
+func TestFlashAttnFromSource(t *testing.T) {
+	p := testPlan(t, nil)
+	p.FlashAttnBuild = &recipes.FABuild{CUDAArchs: "80;90", MaxJobs: 2, NvccThreads: 2, Env: map[string]string{"FLASH_ATTENTION_FORCE_BUILD": "TRUE"}}
+	L, err := Lower(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range L.Devel.Steps {
+		if strings.Contains(s.Shell, "pip wheel --no-deps --no-build-isolation") {
+			found = true
+			for _, want := range []string{"FLASH_ATTN_CUDA_ARCHS='80;90'", "MAX_JOBS=2", "NVCC_THREADS=2", "FLASH_ATTENTION_FORCE_BUILD=TRUE", "pip install --no-index --find-links /wheelhouse/torch"} {
+				if !strings.Contains(s.Shell, want) {
+					t.Errorf("source build lacks %q: %s", want, s.Shell)
+				}
+			}
+			if strings.Contains(s.Shell, "download --only-binary=:all: --dest /wheelhouse/extensions --index-url http://127.0.0.1:9999/simple --trusted-host 127.0.0.1 'flash-attn") {
+				t.Errorf("flash-attn fetched as a wheel too: %s", s.Shell)
+			}
+		}
+	}
+	if !found {
+		t.Error("no source build step")
+	}
+	if !strings.Contains(L.Devel.Steps[0].Shell, "build-essential") {
+		t.Errorf("devel toolchain: %s", L.Devel.Steps[0].Shell)
+	}
+}
+
+func TestImageConfig(t *testing.T) {
+	p := testPlan(t, nil)
+	epoch := int64(1700000000)
+	base, _ := json.Marshal(ocispecs.Image{Config: ocispecs.ImageConfig{Env: []string{"PATH=/bin", "CUDA_VERSION=11.8.0", "LD_LIBRARY_PATH=/usr/lib/x"}, Labels: map[string]string{"base": "1"}}})
+	img, err := ImageConfig(p, Inputs{RecipeHash: "sha256:r", LockDigest: "sha256:l", SourceDateEpoch: &epoch}, amd64, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range img.Config.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	if env["PATH"] != DefaultPath || !strings.HasPrefix(env["LD_LIBRARY_PATH"], DefaultLDLibraryPath) || !strings.Contains(env["LD_LIBRARY_PATH"], "/usr/lib/x") {
+		t.Errorf("env %v", env)
+	}
+	if env["NVIDIA_VISIBLE_DEVICES"] != "all" || env["NVIDIA_DRIVER_CAPABILITIES"] != "compute,utility" {
+		t.Errorf("env %v", env)
+	}
+	if !strings.HasPrefix(env["NVIDIA_REQUIRE_CUDA"], "cuda>=11.8") {
+		t.Errorf("NVIDIA_REQUIRE_CUDA=%q", env["NVIDIA_REQUIRE_CUDA"])
+	}
+	lb := img.Config.Labels
+	if lb[LabelRecipeHash] != "sha256:r" || lb[LabelLockDigest] != "sha256:l" || lb[LabelMinDriver] != p.MinDriver.Toolkit || lb[LabelCUDAArchs] != "8.0" || lb["base"] != "1" {
+		t.Errorf("labels %v", lb)
+	}
+	if !slices.Equal(img.Config.Entrypoint, []string{"python3", "main.py"}) || img.Config.WorkingDir != "/app" {
+		t.Errorf("entrypoint %v workdir %q", img.Config.Entrypoint, img.Config.WorkingDir)
+	}
+	if img.Created == nil || img.Created.Unix() != epoch {
+		t.Errorf("created %v", img.Created)
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	p := testPlan(t, nil)
+	df, err := Dockerfile(p, Inputs{RecipeHash: "sha256:r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"FROM 127.0.0.1:5000/nvidia/cuda:11.8.0-devel-debian12 AS devel",
+		"FROM 127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-debian12 AS runtime",
+		"--mount=type=bind,from=devel,source=/wheelhouse,target=/wheelhouse",
+		"--mount=type=cache,id=kiln-pip-cache,target=/root/.cache/pip",
+		"RUN --network=host",
+		"COPY app /app",
+		`ENTRYPOINT ["python3","main.py"]`,
+		"NVIDIA_REQUIRE_CUDA=",
+		LabelRecipeHash,
+	} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q:\n%s", want, df)
+		}
+	}
+}
+
+func TestParseCacheSpec(t *testing.T) {
+	c, err := ParseCacheSpec("127.0.0.1:5000/cache:kiln", true)
+	if err != nil || c.Type != "registry" || c.Attrs["mode"] != "max" || c.Attrs["compression"] != "zstd" || c.Attrs["registry.insecure"] != "true" {
+		t.Errorf("%+v %v", c, err)
+	}
+	c, err = ParseCacheSpec("local:/tmp/c", false)
+	if err != nil || c.Type != "local" || c.Attrs["src"] != "/tmp/c" {
+		t.Errorf("%+v %v", c, err)
+	}
+	c, err = ParseCacheSpec("type=local,dest=/tmp/c", true)
+	if err != nil || c.Attrs["dest"] != "/tmp/c" || c.Attrs["mode"] != "max" {
+		t.Errorf("%+v %v", c, err)
+	}
+	for _, bad := range []string{"", "type=s3,bucket=x", "type=registry", "type=local", "type=registry,nokv"} {
+		if _, err := ParseCacheSpec(bad, true); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestConnectNoDaemon(t *testing.T) {
+	_, _, err := Connect(context.Background(), "unix:///nonexistent/buildkitd.sock", TLS{})
+	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "scripts/buildkitd.sh start") {
+		t.Fatalf("err = %v", err)
+	}
+}

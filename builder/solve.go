@@ -1,0 +1,531 @@
+package builder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/moby/buildkit/client"
+	"github.com/moby/buildkit/client/llb/sourceresolver"
+	"github.com/moby/buildkit/exporter/containerimage/exptypes"
+	gateway "github.com/moby/buildkit/frontend/gateway/client"
+	"github.com/moby/buildkit/session"
+	"github.com/moby/buildkit/session/auth/authprovider"
+	"github.com/moby/buildkit/util/entitlements"
+	"github.com/moby/buildkit/util/progress/progressui"
+	"github.com/tonistiigi/fsutil"
+	"golang.org/x/sync/errgroup"
+
+	// connection helpers for docker-container:// and kube-pod:// addresses
+	_ "github.com/moby/buildkit/client/connhelper/dockercontainer"
+	_ "github.com/moby/buildkit/client/connhelper/kubepod"
+)
+
+// DefaultSockets are tried, in order, after $BUILDKIT_HOST.
+var DefaultSockets = []string{
+	"unix:///run/kiln-buildkit/buildkitd.sock",
+	"unix:///run/buildkit/buildkitd.sock",
+}
+
+// StartHint says how to get a daemon; it ends every "no daemon" error.
+const StartHint = "start one with `sudo bash scripts/buildkitd.sh start` (builds buildkitd from the module cache), or point --builder / $BUILDKIT_HOST at a running buildkitd (unix://, tcp://, docker-container://NAME, kube-pod://POD)"
+
+// TLS configures a tcp:// connection.
+type TLS struct {
+	ServerName string
+	CACert     string
+	Cert, Key  string
+}
+
+// ErrNoDaemon is wrapped by Connect's error when no daemon answers.
+var ErrNoDaemon = errors.New("no BuildKit daemon answers")
+
+// Connect opens a client to addr, or when addr is empty to $BUILDKIT_HOST
+// and then DefaultSockets, and checks the daemon answers.
+func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string, error) {
+	var cands []string
+	if addr != "" {
+		cands = []string{addr}
+	} else {
+		if h := os.Getenv("BUILDKIT_HOST"); h != "" {
+			cands = append(cands, h)
+		}
+		cands = append(cands, DefaultSockets...)
+	}
+	var tried []string
+	for _, a := range cands {
+		if p, ok := strings.CutPrefix(a, "unix://"); ok {
+			if _, err := os.Stat(p); err != nil {
+				tried = append(tried, a+" (no socket)")
+				continue
+			}
+		}
+		var opts []client.ClientOpt
+		if tls.CACert != "" || tls.ServerName != "" {
+			opts = append(opts, client.WithServerConfig(tls.ServerName, tls.CACert))
+		}
+		if tls.Cert != "" || tls.Key != "" {
+			opts = append(opts, client.WithCredentials(tls.Cert, tls.Key))
+		}
+		c, err := client.New(ctx, a, opts...)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s (%v)", a, err))
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = c.ListWorkers(pctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			tried = append(tried, fmt.Sprintf("%s (%v)", a, shortErr(err)))
+			continue
+		}
+		return c, a, nil
+	}
+	return nil, "", fmt.Errorf("%w: tried %s; %s", ErrNoDaemon, strings.Join(tried, ", "), StartHint)
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "\n"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// Output is one export destination.
+type Output struct {
+	Type string // "oci" (directory layout), "oci-tar", "docker-archive", or "image" (push)
+	Path string // directory or file; the reference for "image"
+}
+
+// CacheSpec is a --cache-from/--cache-to entry.
+type CacheSpec struct {
+	Type  string // registry or local
+	Attrs map[string]string
+}
+
+// ParseCacheSpec accepts "type=registry,ref=R[,k=v]", "type=local,src|dest=DIR",
+// "local:DIR" or a bare registry reference. to selects export defaults
+// (mode=max, zstd, OCI media types).
+func ParseCacheSpec(s string, to bool) (CacheSpec, error) {
+	c := CacheSpec{Attrs: map[string]string{}}
+	switch {
+	case strings.Contains(s, "="):
+		for _, kv := range strings.Split(s, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return c, fmt.Errorf("cache %q: %q is not key=value", s, kv)
+			}
+			if k == "type" {
+				c.Type = v
+			} else {
+				c.Attrs[k] = v
+			}
+		}
+	case strings.HasPrefix(s, "local:"):
+		c.Type = "local"
+		dir := strings.TrimPrefix(s, "local:")
+		if to {
+			c.Attrs["dest"] = dir
+		} else {
+			c.Attrs["src"] = dir
+		}
+	case s == "":
+		return c, fmt.Errorf("empty cache spec")
+	default:
+		c.Type = "registry"
+		c.Attrs["ref"] = s
+	}
+	switch c.Type {
+	case "registry":
+		if c.Attrs["ref"] == "" {
+			return c, fmt.Errorf("cache %q: registry cache needs ref=", s)
+		}
+		if to {
+			def(c.Attrs, "mode", "max")
+			def(c.Attrs, "compression", "zstd")
+			def(c.Attrs, "oci-mediatypes", "true")
+			def(c.Attrs, "image-manifest", "true")
+		}
+		if isLoopbackRef(c.Attrs["ref"]) {
+			def(c.Attrs, "registry.insecure", "true")
+		}
+	case "local":
+		key := "src"
+		if to {
+			key = "dest"
+			def(c.Attrs, "mode", "max")
+			def(c.Attrs, "compression", "zstd")
+			def(c.Attrs, "oci-mediatypes", "true")
+		}
+		if c.Attrs[key] == "" {
+			return c, fmt.Errorf("cache %q: local cache needs %s=DIR", s, key)
+		}
+	default:
+		return c, fmt.Errorf("cache %q: type %q is not registry or local", s, c.Type)
+	}
+	return c, nil
+}
+
+func def(m map[string]string, k, v string) {
+	if _, ok := m[k]; !ok {
+		m[k] = v
+	}
+}
+
+func isLoopbackRef(ref string) bool {
+	host, _, _ := strings.Cut(ref, "/")
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Options are how a build talks to BuildKit and what it exports.
+type Options struct {
+	Client      *client.Client
+	Platforms   []string // default: the plan's
+	ContextDir  string   // the recipe's directory (app files)
+	Outputs     []Output
+	Compression string // zstd (default), gzip, none
+	CacheFrom   []CacheSpec
+	CacheTo     []CacheSpec
+	Progress    string    // auto, tty, plain, rawjson, quiet
+	ProgressOut io.Writer // default os.Stderr
+	NoProbes    bool
+	// Insecure registries (plain HTTP) for push; loopback hosts always are.
+	Insecure []string
+}
+
+// Result is what a build produced.
+type Result struct {
+	Digest      string            // image (or index) digest from the exporter
+	Graph       string            // graph digest (the runtime definition of the first platform)
+	Response    map[string]string // the exporter's response
+	Status      Stats
+	ConfigBytes map[string][]byte // platform -> config JSON
+}
+
+// Stats counts vertices of the solve.
+type Stats struct {
+	Vertices int // steps in the solve
+	Cached   int // answered from cache
+	Executed int // completed and not cached
+}
+
+// Build solves the plan on BuildKit and exports the runtime image.
+func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result, error) {
+	if o.Client == nil {
+		return nil, errors.New("builder: no client")
+	}
+	plats := o.Platforms
+	if len(plats) == 0 {
+		plats = p.Platforms
+	}
+	if len(plats) == 0 {
+		plats = []string{"linux/amd64"}
+	}
+	var graphs []*Graph
+	for _, ps := range plats {
+		pl, err := ParsePlatform(ps)
+		if err != nil {
+			return nil, err
+		}
+		g, err := NewGraph(p, in, pl)
+		if err != nil {
+			return nil, err
+		}
+		graphs = append(graphs, g)
+	}
+	res := &Result{ConfigBytes: map[string][]byte{}}
+	if def, err := graphs[0].Marshal(ctx, graphs[0].Runtime); err == nil {
+		res.Graph = DefinitionDigest(def)
+	} else {
+		return nil, err
+	}
+
+	comp := o.Compression
+	if comp == "" {
+		comp = "zstd"
+	}
+	switch comp {
+	case "zstd", "gzip", "uncompressed":
+	case "none":
+		comp = "uncompressed"
+	default:
+		return nil, fmt.Errorf("compression %q: want zstd, gzip or none", o.Compression)
+	}
+	imgAttrs := func() map[string]string {
+		a := map[string]string{
+			"compression":       comp,
+			"force-compression": "true",
+			"oci-mediatypes":    "true",
+			"rewrite-timestamp": "true",
+		}
+		if in.SourceDateEpoch != nil {
+			a["source-date-epoch"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
+		}
+		return a
+	}
+	solveOpt := client.SolveOpt{
+		LocalMounts:         map[string]fsutil.FS{},
+		AllowedEntitlements: []string{entitlements.EntitlementNetworkHost.String()},
+		FrontendAttrs:       map[string]string{},
+		Session:             []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{})},
+	}
+	if in.SourceDateEpoch != nil {
+		solveOpt.FrontendAttrs["build-arg:SOURCE_DATE_EPOCH"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
+	}
+	ctxDir := o.ContextDir
+	if ctxDir == "" {
+		ctxDir = "."
+	}
+	fs, err := fsutil.NewFS(ctxDir)
+	if err != nil {
+		return nil, fmt.Errorf("build context %s: %w", ctxDir, err)
+	}
+	solveOpt.LocalMounts[ContextName] = fs
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	for _, out := range o.Outputs {
+		a := imgAttrs()
+		switch out.Type {
+		case "image":
+			a["name"] = out.Path
+			a["push"] = "true"
+			if isLoopbackRef(out.Path) || insecureHost(out.Path, o.Insecure) {
+				a["registry.insecure"] = "true"
+			}
+			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: client.ExporterImage, Attrs: a})
+		case "oci":
+			if err := os.MkdirAll(out.Path, 0o755); err != nil {
+				return nil, err
+			}
+			a["tar"] = "false"
+			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: a, OutputDir: out.Path})
+		case "oci-tar", "docker-archive":
+			f, err := os.Create(out.Path)
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, f)
+			typ := client.ExporterOCI
+			if out.Type == "docker-archive" {
+				typ = client.ExporterDocker
+				if a["name"] == "" {
+					a["name"] = "kiln.local/" + sanitizeName(p.Name) + ":latest"
+				}
+				// docker load wants the layers it can read.
+				if comp == "zstd" {
+					a["oci-mediatypes"] = "false"
+					a["compression"] = "gzip"
+				}
+			}
+			ff := f
+			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: typ, Attrs: a, Output: func(map[string]string) (io.WriteCloser, error) { return nopCloser{ff}, nil }})
+		default:
+			return nil, fmt.Errorf("output type %q: want image, oci, oci-tar or docker-archive", out.Type)
+		}
+	}
+	for _, c := range o.CacheFrom {
+		solveOpt.CacheImports = append(solveOpt.CacheImports, client.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
+	}
+	for _, c := range o.CacheTo {
+		solveOpt.CacheExports = append(solveOpt.CacheExports, client.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
+	}
+
+	buildFunc := func(ctx context.Context, c gateway.Client) (*gateway.Result, error) {
+		out := gateway.NewResult()
+		var eps exptypes.Platforms
+		for _, g := range graphs {
+			pl := g.Platform
+			_, _, base, err := c.ResolveImageConfig(ctx, g.Layout.Runtime.Base, sourceresolver.Opt{
+				LogName:  "resolve runtime base " + g.Layout.Runtime.Base,
+				ImageOpt: &sourceresolver.ResolveImageOpt{Platform: &pl, ResolveMode: "default"},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("runtime base %s: %w", g.Layout.Runtime.Base, err)
+			}
+			cfg, err := ImageConfig(p, in, pl, base)
+			if err != nil {
+				return nil, err
+			}
+			cfgJSON, err := json.Marshal(cfg)
+			if err != nil {
+				return nil, err
+			}
+			def, err := g.Marshal(ctx, g.Runtime)
+			if err != nil {
+				return nil, err
+			}
+			r, err := c.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true})
+			if err != nil {
+				return nil, err
+			}
+			ref, err := r.SingleRef()
+			if err != nil {
+				return nil, err
+			}
+			if g.HasProbe && !o.NoProbes {
+				pdef, err := g.Marshal(ctx, g.Probe)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := c.Solve(ctx, gateway.SolveRequest{Definition: pdef.ToPB(), Evaluate: true}); err != nil {
+					return nil, fmt.Errorf("recipe test failed in the runtime image: %w", err)
+				}
+			}
+			id := PlatformString(pl)
+			res.ConfigBytes[id] = cfgJSON
+			if len(graphs) == 1 {
+				out.SetRef(ref)
+				out.AddMeta(exptypes.ExporterImageConfigKey, cfgJSON)
+			} else {
+				out.AddRef(id, ref)
+				out.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfgJSON)
+			}
+			eps.Platforms = append(eps.Platforms, exptypes.Platform{ID: id, Platform: pl})
+		}
+		if len(graphs) > 1 {
+			dt, err := json.Marshal(eps)
+			if err != nil {
+				return nil, err
+			}
+			out.AddMeta(exptypes.ExporterPlatformsKey, dt)
+		}
+		return out, nil
+	}
+
+	ch := make(chan *client.SolveStatus)
+	mode := o.Progress
+	if mode == "" {
+		mode = "auto"
+	}
+	w := o.ProgressOut
+	if w == nil {
+		w = os.Stderr
+	}
+	var disp progressui.Display
+	show := mode != "quiet" && mode != "none"
+	if show {
+		cons, _ := w.(*os.File)
+		var err error
+		if cons != nil {
+			disp, err = progressui.NewDisplay(cons, progressui.DisplayMode(mode))
+		} else {
+			if mode == "auto" || mode == "tty" {
+				mode = "plain"
+			}
+			disp, err = progressui.NewDisplay(w, progressui.DisplayMode(mode))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--progress %s: %w", o.Progress, err)
+		}
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	var resp *client.SolveResponse
+	eg.Go(func() error {
+		var err error
+		resp, err = o.Client.Build(ectx, solveOpt, "kiln", buildFunc, ch)
+		return err
+	})
+	eg.Go(func() error {
+		completed := map[string]bool{}
+		cached := map[string]bool{}
+		seen := map[string]bool{}
+		forward := make(chan *client.SolveStatus)
+		done := make(chan error, 1)
+		if show {
+			go func() {
+				_, err := disp.UpdateFrom(context.WithoutCancel(ectx), forward)
+				done <- err
+			}()
+		} else {
+			go func() {
+				for range forward {
+				}
+				done <- nil
+			}()
+		}
+		for s := range ch {
+			for _, v := range s.Vertexes {
+				k := v.Digest.String()
+				seen[k] = true
+				if v.Cached {
+					cached[k] = true
+				}
+				if v.Completed != nil && !v.Cached && v.Error == "" {
+					completed[k] = true
+				}
+			}
+			forward <- s
+		}
+		close(forward)
+		<-done
+		res.Status.Vertices = len(seen)
+		res.Status.Cached = len(cached)
+		for k := range completed {
+			if !cached[k] {
+				res.Status.Executed++
+			}
+		}
+		return nil
+	})
+	if err := eg.Wait(); err != nil {
+		return res, err
+	}
+	res.Response = resp.ExporterResponse
+	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	return res, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func insecureHost(ref string, hosts []string) bool {
+	host, _, _ := strings.Cut(ref, "/")
+	for _, h := range hosts {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+func sanitizeName(s string) string {
+	s = strings.ToLower(s)
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "image"
+	}
+	return b.String()
+}

@@ -1,0 +1,337 @@
+// Package builder turns a resolved recipe plan into a BuildKit LLB graph for
+// a slim two-stage CUDA image (wheels fetched or compiled in a devel stage,
+// installed into a runtime stage through a bind mount), the image config that
+// goes with it, an equivalent Dockerfile, and a client that solves the graph
+// on a real buildkitd and exports or pushes the result.
+//
+// The plan is first lowered to a small, pure description (stages of steps);
+// both the LLB graph and the Dockerfile are rendered from that description,
+// so the two cannot drift apart.
+package builder
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// Component names one runtime layer; an app-only change re-pushes only the
+// ComponentApp layer, a torch bump leaves ComponentSystem alone.
+type Component string
+
+// The runtime image's layers on top of the base, in order.
+const (
+	ComponentSystem     Component = "system"     // python and apt packages
+	ComponentTorch      Component = "torch"      // torch, torchvision, torchaudio
+	ComponentExtensions Component = "extensions" // flash-attn, bitsandbytes
+	ComponentPip        Component = "pip"        // the recipe's extra pip requirements
+	ComponentApp        Component = "app"        // the application's files
+)
+
+// Mount kinds a step can use.
+const (
+	MountCache = "cache" // a persistent BuildKit cache directory
+	MountBind  = "bind"  // a read-only bind of another stage's directory
+)
+
+// Mount is a mount of a run step.
+type Mount struct {
+	Kind   string // MountCache or MountBind
+	Target string
+	ID     string // cache id (cache) or stage name (bind)
+	Source string // path in the stage (bind)
+	Locked bool   // cache: one writer at a time (apt)
+}
+
+// Step is one layer-producing operation.
+type Step struct {
+	Name        string    // human name, shown in progress
+	Component   Component // runtime layer it belongs to ("" in devel)
+	Shell       string    // a /bin/sh -c command (run steps)
+	Mounts      []Mount
+	HostNetwork bool       // fetches from the network (indexes on 127.0.0.1 included)
+	Copies      []FileCopy // copy steps: files from the build context
+}
+
+// FileCopy copies Src (relative to the build context) to Dst.
+type FileCopy struct {
+	Src, Dst string
+}
+
+// Stage is a base image and the steps on it.
+type Stage struct {
+	Name  string // "devel" or "runtime"
+	Base  string
+	Env   [][2]string // build-time env, in order
+	Steps []Step
+}
+
+// Layout is the lowered plan: both stages and the probes.
+type Layout struct {
+	Devel   Stage
+	Runtime Stage
+	Probes  []string // shell commands run in the runtime image, not exported
+}
+
+const (
+	wheelhouse = "/wheelhouse"
+	// DefaultPath is the image PATH, as in NVIDIA's CUDA images.
+	DefaultPath = "/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// DefaultLDLibraryPath is where the NVIDIA container toolkit mounts the driver.
+	DefaultLDLibraryPath = "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
+)
+
+var aptMounts = []Mount{
+	{Kind: MountCache, Target: "/var/cache/apt", ID: "kiln-apt-cache", Locked: true},
+	{Kind: MountCache, Target: "/var/lib/apt/lists", ID: "kiln-apt-lists", Locked: true},
+}
+
+var pipCache = Mount{Kind: MountCache, Target: "/root/.cache/pip", ID: "kiln-pip-cache"}
+
+// group is a set of pip packages that become one runtime layer.
+type group struct {
+	comp Component
+	dir  string // wheelhouse subdirectory
+	pkgs []recipes.PipPackage
+}
+
+func groupFor(name string) Component {
+	switch strings.ToLower(strings.ReplaceAll(name, "_", "-")) {
+	case "torch", "torchvision", "torchaudio":
+		return ComponentTorch
+	case "flash-attn", "bitsandbytes", "xformers", "triton":
+		return ComponentExtensions
+	}
+	return ComponentPip
+}
+
+func groups(p *recipes.Plan) []group {
+	gs := []group{{comp: ComponentTorch, dir: "torch"}, {comp: ComponentExtensions, dir: "extensions"}, {comp: ComponentPip, dir: "pip"}}
+	for _, pp := range p.Pip {
+		c := groupFor(pp.Name)
+		for i := range gs {
+			if gs[i].comp == c {
+				gs[i].pkgs = append(gs[i].pkgs, pp)
+			}
+		}
+	}
+	var out []group
+	for _, g := range gs {
+		if len(g.pkgs) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Lower turns a plan into stages of steps. It is deterministic: the same plan
+// gives the same layout.
+func Lower(p *recipes.Plan) (*Layout, error) {
+	if p == nil {
+		return nil, fmt.Errorf("builder: no plan")
+	}
+	if p.BaseImages.Devel == "" || p.BaseImages.Runtime == "" {
+		return nil, fmt.Errorf("builder: the plan names no devel/runtime base images")
+	}
+	env := [][2]string{
+		{"PATH", DefaultPath},
+		{"DEBIAN_FRONTEND", "noninteractive"},
+		{"PIP_BREAK_SYSTEM_PACKAGES", "1"},
+		{"PIP_DISABLE_PIP_VERSION_CHECK", "1"},
+		{"PYTHONDONTWRITEBYTECODE", "1"},
+	}
+	L := &Layout{
+		Devel:   Stage{Name: "devel", Base: p.BaseImages.Devel, Env: slices.Clone(env)},
+		Runtime: Stage{Name: "runtime", Base: p.BaseImages.Runtime, Env: slices.Clone(env)},
+		Probes:  slices.Clone(p.Test),
+	}
+	fab := p.FlashAttnBuild
+	// Devel: python, pip (and a compiler toolchain when something is built from source).
+	develPkgs := []string{"python3", "python3-pip"}
+	if fab != nil {
+		develPkgs = append(develPkgs, "python3-dev", "build-essential", "ninja-build", "git")
+	}
+	L.Devel.Steps = append(L.Devel.Steps, Step{
+		Name:        "devel: python and pip",
+		Shell:       aptEnsure(develPkgs, "python3 -m pip --version >/dev/null 2>&1"),
+		Mounts:      aptMounts,
+		HostNetwork: true,
+	})
+	for _, g := range groups(p) {
+		dest := path.Join(wheelhouse, g.dir)
+		var cmds []string
+		var fromIndex []recipes.PipPackage
+		for _, pp := range g.pkgs {
+			if pp.Name == "flash-attn" && fab != nil {
+				continue
+			}
+			fromIndex = append(fromIndex, pp)
+		}
+		if len(fromIndex) > 0 {
+			cmds = append(cmds, "python3 -m pip download --only-binary=:all: --dest "+dest+" "+indexFlags(fromIndex)+" "+reqArgs(fromIndex))
+		}
+		stepEnv := ""
+		if fab != nil && g.comp == ComponentExtensions {
+			// FlashAttention from source: torch must be importable at build time.
+			var fa recipes.PipPackage
+			for _, pp := range g.pkgs {
+				if pp.Name == "flash-attn" {
+					fa = pp
+				}
+			}
+			cmds = append(cmds, "python3 -m pip install --no-index --find-links "+path.Join(wheelhouse, "torch")+" "+reqArgs(torchPkgs(p)))
+			keys := make([]string, 0, len(fab.Env))
+			for k := range fab.Env {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var envs []string
+			envs = append(envs, "FLASH_ATTN_CUDA_ARCHS="+shq(fab.CUDAArchs), fmt.Sprintf("MAX_JOBS=%d", fab.MaxJobs))
+			if fab.NvccThreads > 0 {
+				envs = append(envs, fmt.Sprintf("NVCC_THREADS=%d", fab.NvccThreads))
+			}
+			for _, k := range keys {
+				if k == "FLASH_ATTN_CUDA_ARCHS" || k == "MAX_JOBS" || k == "NVCC_THREADS" {
+					continue
+				}
+				envs = append(envs, k+"="+shq(fab.Env[k]))
+			}
+			stepEnv = strings.Join(envs, " ") + " "
+			flags := strings.Join(fab.PipFlags, " ")
+			if flags != "" {
+				flags += " "
+			}
+			cmds = append(cmds, stepEnv+"python3 -m pip wheel --no-deps --no-build-isolation "+flags+"--wheel-dir "+dest+" "+indexFlags([]recipes.PipPackage{fa})+" "+shq(fa.Requirement))
+		}
+		mounts := []Mount{pipCache}
+		if fab != nil && g.comp == ComponentExtensions {
+			mounts = append(mounts, Mount{Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"})
+		}
+		L.Devel.Steps = append(L.Devel.Steps, Step{
+			Name:        fmt.Sprintf("devel: wheels for %s", g.comp),
+			Shell:       "set -e; mkdir -p " + dest + "; " + strings.Join(cmds, "; "),
+			Mounts:      mounts,
+			HostNetwork: true,
+		})
+	}
+
+	// Runtime: python (+ the recipe's apt packages), then one layer per component.
+	rtPkgs := append([]string{"python3", "python3-pip"}, p.Apt...)
+	sys := aptEnsure(rtPkgs, "python3 -m pip --version >/dev/null 2>&1")
+	if len(p.Apt) > 0 {
+		sys = aptInstall(rtPkgs)
+	}
+	// Debian's python3 postinst byte-compiles the stdlib: caches a runtime
+	// image should not carry (Python works without them).
+	sys += "; find / -xdev -depth -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true"
+	L.Runtime.Steps = append(L.Runtime.Steps, Step{
+		Name:        "runtime: system packages",
+		Component:   ComponentSystem,
+		Shell:       sys,
+		Mounts:      aptMounts,
+		HostNetwork: true,
+	})
+	var links []string
+	for _, g := range groups(p) {
+		links = append(links, "--find-links "+path.Join(wheelhouse, g.dir))
+		L.Runtime.Steps = append(L.Runtime.Steps, Step{
+			Name:      fmt.Sprintf("runtime: install %s", g.comp),
+			Component: g.comp,
+			Shell:     "python3 -m pip install --no-index --no-compile --no-cache-dir " + strings.Join(links, " ") + " " + reqNames(g.pkgs),
+			Mounts:    []Mount{{Kind: MountBind, Target: wheelhouse, ID: "devel", Source: wheelhouse}},
+		})
+	}
+	if p.App != nil && len(p.App.Files) > 0 {
+		st := Step{Name: "runtime: app files", Component: ComponentApp}
+		for _, f := range p.App.Files {
+			st.Copies = append(st.Copies, FileCopy{Src: f.Src, Dst: f.Dst})
+		}
+		L.Runtime.Steps = append(L.Runtime.Steps, st)
+	}
+	return L, nil
+}
+
+func torchPkgs(p *recipes.Plan) []recipes.PipPackage {
+	var out []recipes.PipPackage
+	for _, pp := range p.Pip {
+		if groupFor(pp.Name) == ComponentTorch {
+			out = append(out, pp)
+		}
+	}
+	return out
+}
+
+// aptEnsure installs pkgs unless check already succeeds.
+func aptEnsure(pkgs []string, check string) string {
+	return "if ! { " + check + "; }; then " + aptInstall(pkgs) + "; fi"
+}
+
+func aptInstall(pkgs []string) string {
+	q := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		q[i] = shq(p)
+	}
+	return "apt-get update -qq && apt-get install -y -qq --no-install-recommends " + strings.Join(q, " ")
+}
+
+func reqArgs(pkgs []recipes.PipPackage) string {
+	var out []string
+	for _, pp := range pkgs {
+		r := pp.Requirement
+		if pp.URL != "" {
+			r = pp.URL
+		}
+		out = append(out, shq(r))
+	}
+	return strings.Join(out, " ")
+}
+
+// reqNames is the requirements without URLs (installs from the wheelhouse).
+func reqNames(pkgs []recipes.PipPackage) string {
+	var out []string
+	for _, pp := range pkgs {
+		out = append(out, shq(pp.Requirement))
+	}
+	return strings.Join(out, " ")
+}
+
+// indexFlags picks --index-url/--extra-index-url/--trusted-host for pkgs.
+func indexFlags(pkgs []recipes.PipPackage) string {
+	var idx []string
+	for _, pp := range pkgs {
+		if pp.IndexURL != "" && pp.URL == "" && !slices.Contains(idx, pp.IndexURL) {
+			idx = append(idx, pp.IndexURL)
+		}
+	}
+	var f []string
+	var hosts []string
+	for i, u := range idx {
+		if i == 0 {
+			f = append(f, "--index-url "+shq(u))
+		} else {
+			f = append(f, "--extra-index-url "+shq(u))
+		}
+		if pu, err := url.Parse(u); err == nil && pu.Scheme == "http" && !slices.Contains(hosts, pu.Hostname()) {
+			hosts = append(hosts, pu.Hostname())
+		}
+	}
+	for _, h := range hosts {
+		f = append(f, "--trusted-host "+shq(h))
+	}
+	return strings.Join(f, " ")
+}
+
+// shq quotes s for /bin/sh when it needs it.
+func shq(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,/:=+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
