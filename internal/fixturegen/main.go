@@ -170,6 +170,7 @@ func build(o buildOpts) error {
 		}
 	}
 	metas := map[job]*BlobMeta{}
+	metaFiles := map[string]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, o.jobs))
@@ -194,6 +195,9 @@ func build(o buildOpts) error {
 			}
 			sk := sha256.Sum256([]byte(key))
 			key = j.layer + "-" + hex.EncodeToString(sk[:16])
+			mu.Lock()
+			metaFiles[key+"-"+string(j.comp)+".json"] = true
+			mu.Unlock()
 			m, err := buildBlob(filepath.Join(o.layers, j.layer, "rootfs"), lowers, key, j.comp, o.blobCache, epoch)
 			if err != nil {
 				errs[i] = fmt.Errorf("layer %s (%s): %w", j.layer, j.comp, err)
@@ -211,6 +215,10 @@ func build(o buildOpts) error {
 		if err != nil {
 			return err
 		}
+	}
+
+	if err := pruneBlobCache(o.blobCache, metaFiles, metas); err != nil {
+		return err
 	}
 
 	// Assemble the images.
@@ -276,6 +284,34 @@ func build(o buildOpts) error {
 		}
 	}
 	log.Printf("done in %.1fs", time.Since(start).Seconds())
+	return nil
+}
+
+// pruneBlobCache drops cached blobs of layers that were rebuilt since.
+func pruneBlobCache[K comparable](dir string, metaFiles map[string]bool, metas map[K]*BlobMeta) error {
+	keep := map[string]bool{}
+	for _, m := range metas {
+		keep[strings.TrimPrefix(m.Digest, "sha256:")] = true
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "meta"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !metaFiles[e.Name()] {
+			os.Remove(filepath.Join(dir, "meta", e.Name()))
+		}
+	}
+	ents, err = os.ReadDir(filepath.Join(dir, "sha256"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			log.Printf("pruning stale cached blob %s", e.Name())
+			os.Remove(filepath.Join(dir, "sha256", e.Name()))
+		}
+	}
 	return nil
 }
 
