@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newBuildCmd) }
+
+// BuildOptions are kiln build's inputs.
+type BuildOptions struct {
+	IO         *IO
+	File       string
+	Locked     bool
+	DryRun     bool
+	Dockerfile bool
+	JSON       bool
+
+	Builder       string
+	TLSCACert     string
+	TLSCert       string
+	TLSKey        string
+	TLSServerName string
+
+	Push        string
+	Outputs     []string
+	Compression string
+	CacheFrom   []string
+	CacheTo     []string
+	Progress    string
+	Platforms   []string
+	NoTest      bool
+	Epoch       string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	Insecure    []string
+	recipeFlags
+}
+
+func newBuildCmd(ios *IO) *cobra.Command {
+	opts := &BuildOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "build [FILE]",
+		Short: "Build a slim two-stage CUDA image from a recipe through BuildKit",
+		Long: `Resolves a recipe (default ./kiln.yaml; or its kiln.lock with --locked) and
+builds it on a BuildKit daemon as an LLB graph: a devel stage on the plan's
+-devel base fetches (or compiles) the torch, FlashAttention and bitsandbytes
+wheels into a wheelhouse with pip and compiler caches mounted; a runtime
+stage on the -runtime base installs them through a read-only bind mount (no
+wheel file stays in a layer), then the extra apt and pip packages, then the
+app: one layer per component, so an app change re-pushes only the app layer.
+The recipe's test: commands run in the runtime image as part of the build;
+one failing fails the build.
+
+Layers are zstd with OCI media types (--compression gzip|zstd|none) and
+timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same inputs
+give the same image digest.
+
+The daemon: --builder, else $BUILDKIT_HOST, else
+unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
+Start one with: sudo bash scripts/buildkitd.sh start`,
+		Example: `  kiln build --dry-run
+  kiln build --dockerfile > Dockerfile
+  kiln build kiln.yaml --push 127.0.0.1:5000/acme/serve:1.0
+  kiln build --locked --output oci:./out --output docker-archive:serve.tar
+  kiln build --push reg.example.com/serve:1.0 --cache-from reg.example.com/serve:cache --cache-to reg.example.com/serve:cache
+  kiln build --builder tcp://buildkitd:1234 --tlscacert ca.pem --tlscert cert.pem --tlskey key.pem --push ...
+  kiln build --builder docker-container://buildx_buildkit_default --progress plain --output oci:out`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.File = args[0]
+			}
+			opts.mirrorSet = cmd.Flags().Changed("mirror")
+			return runBuild(cmd.Context(), opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.Locked, "locked", false, "build from kiln.lock alone (base images pinned by digest); fails when the lock is stale")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
+	f.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
+	f.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
+	f.StringVar(&opts.Builder, "builder", "", "BuildKit address: unix://PATH, tcp://HOST:PORT, docker-container://NAME, kube-pod://POD (default $BUILDKIT_HOST, then the standard sockets)")
+	f.StringVar(&opts.TLSCACert, "tlscacert", "", "CA certificate for a tcp:// builder")
+	f.StringVar(&opts.TLSCert, "tlscert", "", "client certificate for a tcp:// builder")
+	f.StringVar(&opts.TLSKey, "tlskey", "", "client key for a tcp:// builder")
+	f.StringVar(&opts.TLSServerName, "tlsservername", "", "server name the builder's certificate is checked against")
+	f.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
+	f.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
+	f.StringVar(&opts.Compression, "compression", "zstd", "layer compression: zstd, gzip, none")
+	f.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "import build cache: REF, local:DIR or type=registry|local,k=v...; repeatable")
+	f.StringArrayVar(&opts.CacheTo, "cache-to", nil, "export build cache (mode=max, zstd): REF, local:DIR or type=...; repeatable")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
+	f.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
+	f.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
+	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
+	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
+	opts.recipeFlags.register(cmd)
+	return cmd
+}
+
+// buildInputs loads the recipe (or lock) and returns the plan and inputs.
+func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builder.Inputs, string, error) {
+	file := recipeFile(opts.File)
+	var in builder.Inputs
+	r, err := recipes.Load(file)
+	if err != nil {
+		return nil, in, "", recipeLoadErr(err)
+	}
+	in.RecipeHash = r.Hash()
+	var plan *recipes.Plan
+	if opts.Locked {
+		lp := recipes.LockPath(file)
+		l, err := recipes.ReadLock(lp)
+		if err != nil {
+			return nil, in, "", fmt.Errorf("--locked: %w", err)
+		}
+		if why := l.Stale(r, nil); len(why) > 0 {
+			return nil, in, "", fmt.Errorf("--locked: %s is stale: %s; run kiln lock", lp, strings.Join(why, "; "))
+		}
+		if b, err := os.ReadFile(lp); err == nil {
+			s := sha256.Sum256(b)
+			in.LockDigest = "sha256:" + hex.EncodeToString(s[:])
+		}
+		plan = l.LockedPlan()
+	} else {
+		plan, err = recipes.Resolve(ctx, r, opts.resolveOptions()...)
+		if err != nil {
+			return nil, in, "", refusal(opts.IO, opts.JSON, err)
+		}
+	}
+	epoch := opts.Epoch
+	if epoch == "" {
+		epoch = os.Getenv("SOURCE_DATE_EPOCH")
+	}
+	if epoch == "" {
+		epoch = "0"
+	}
+	e, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil || e < 0 {
+		return nil, in, "", usageErr("--source-date-epoch: %q is not a non-negative integer", epoch)
+	}
+	in.SourceDateEpoch = &e
+	return plan, in, r.Dir(), nil
+}
+
+func runBuild(ctx context.Context, opts *BuildOptions) error {
+	switch opts.Progress {
+	case "auto", "tty", "plain", "rawjson", "quiet":
+	default:
+		return usageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
+	}
+	switch opts.Compression {
+	case "zstd", "gzip", "none":
+	default:
+		return usageErr("--compression: %q is not one of zstd, gzip, none", opts.Compression)
+	}
+	if opts.DryRun && opts.Dockerfile {
+		return usageErr("--dry-run and --dockerfile print different things; pick one")
+	}
+	var outputs []builder.Output
+	if opts.Push != "" {
+		ref, err := layers.ParseRef(opts.Push)
+		if err != nil {
+			return usageErr("--push: %v", err)
+		}
+		if ref.Kind != layers.KindRegistry {
+			return usageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
+		}
+		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
+	}
+	for _, o := range opts.Outputs {
+		ref, err := layers.ParseRef(o)
+		if err != nil {
+			return usageErr("--output: %v", err)
+		}
+		switch ref.Kind {
+		case layers.KindOCILayout:
+			outputs = append(outputs, builder.Output{Type: "oci", Path: ref.Path})
+		case layers.KindDockerArchive:
+			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
+		default:
+			return usageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
+		}
+	}
+	var cacheFrom, cacheTo []builder.CacheSpec
+	for _, s := range opts.CacheFrom {
+		c, err := builder.ParseCacheSpec(s, false)
+		if err != nil {
+			return usageErr("--cache-from: %v", err)
+		}
+		cacheFrom = append(cacheFrom, c)
+	}
+	for _, s := range opts.CacheTo {
+		c, err := builder.ParseCacheSpec(s, true)
+		if err != nil {
+			return usageErr("--cache-to: %v", err)
+		}
+		cacheTo = append(cacheTo, c)
+	}
+	for _, p := range opts.Platforms {
+		if _, err := builder.ParsePlatform(p); err != nil {
+			return usageErr("--platform: %v", err)
+		}
+	}
+
+	plan, in, dir, err := buildInputs(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if len(opts.Platforms) > 0 {
+		plan.Platforms = opts.Platforms
+	}
+	if opts.Dockerfile {
+		df, err := builder.Dockerfile(plan, in)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(opts.IO.Out, df)
+		return nil
+	}
+	if opts.DryRun {
+		return dryRun(ctx, opts, plan, in)
+	}
+	if len(outputs) == 0 && len(cacheTo) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
+	}
+	c, addr, err := builder.Connect(ctx, opts.Builder, builder.TLS{ServerName: opts.TLSServerName, CACert: opts.TLSCACert, Cert: opts.TLSCert, Key: opts.TLSKey})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
+	res, err := builder.Build(ctx, plan, in, builder.Options{
+		Client:      c,
+		ContextDir:  dir,
+		Outputs:     outputs,
+		Compression: opts.Compression,
+		CacheFrom:   cacheFrom,
+		CacheTo:     cacheTo,
+		Progress:    opts.Progress,
+		ProgressOut: opts.IO.ErrOut,
+		NoProbes:    opts.NoTest,
+		Insecure:    opts.Insecure,
+	})
+	if err != nil {
+		return fmt.Errorf("build %s: %w", plan.Name, err)
+	}
+	if opts.JSON {
+		return writeJSON(opts.IO.Out, map[string]any{
+			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
+			"push": opts.Push, "outputs": opts.Outputs,
+			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
+		})
+	}
+	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
+	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
+	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	if opts.Push != "" {
+		fmt.Fprintf(opts.IO.Out, "pushed   %s\n", opts.Push)
+	}
+	for _, o := range opts.Outputs {
+		p := o
+		if abs, err := filepath.Abs(strings.SplitN(o, ":", 2)[1]); err == nil {
+			p = strings.SplitN(o, ":", 2)[0] + ":" + abs
+		}
+		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not exported)"
+	}
+	return s
+}
+
+func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in builder.Inputs) error {
+	plats := plan.Platforms
+	if len(plats) == 0 {
+		plats = []string{"linux/amd64"}
+	}
+	type pg struct {
+		Platform string `json:"platform"`
+		Digest   string `json:"graph_digest"`
+		Ops      int    `json:"ops"`
+	}
+	var graphs []pg
+	var layout *builder.Layout
+	for _, ps := range plats {
+		pl, err := builder.ParsePlatform(ps)
+		if err != nil {
+			return err
+		}
+		g, err := builder.NewGraph(plan, in, pl)
+		if err != nil {
+			return err
+		}
+		layout = g.Layout
+		st := g.Runtime
+		if g.HasProbe && !opts.NoTest {
+			st = g.Probe
+		}
+		def, err := g.Marshal(ctx, st)
+		if err != nil {
+			return err
+		}
+		graphs = append(graphs, pg{Platform: ps, Digest: builder.DefinitionDigest(def), Ops: len(def.Def)})
+	}
+	if layout == nil {
+		return errors.New("no platform to build")
+	}
+	if opts.JSON {
+		var steps []map[string]string
+		for _, st := range []builder.Stage{layout.Devel, layout.Runtime} {
+			for _, s := range st.Steps {
+				steps = append(steps, map[string]string{"stage": st.Name, "name": s.Name, "component": string(s.Component)})
+			}
+		}
+		return writeJSON(opts.IO.Out, map[string]any{"plan": plan, "graphs": graphs, "steps": steps, "tests": nonNil(layout.Probes)})
+	}
+	printPlan(opts.IO.Out, plan)
+	fmt.Fprintln(opts.IO.Out)
+	for _, st := range []builder.Stage{layout.Devel, layout.Runtime} {
+		fmt.Fprintf(opts.IO.Out, "stage %s  FROM %s\n", st.Name, st.Base)
+		for _, s := range st.Steps {
+			c := ""
+			if s.Component != "" {
+				c = "  [layer: " + string(s.Component) + "]"
+			}
+			fmt.Fprintf(opts.IO.Out, "  - %s%s\n", s.Name, c)
+		}
+	}
+	for _, t := range layout.Probes {
+		fmt.Fprintf(opts.IO.Out, "test  %s\n", t)
+	}
+	for _, g := range graphs {
+		fmt.Fprintf(opts.IO.Out, "graph %s  %s (%d ops)\n", g.Platform, g.Digest, g.Ops)
+	}
+	return nil
+}
