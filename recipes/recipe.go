@@ -176,9 +176,13 @@ func Parse(name string, data []byte) (*Recipe, error) {
 	if body == nil {
 		return nil, &FieldError{File: name, Msg: "empty recipe: need at least a name and a cuda or torch version"}
 	}
+	if tn := findTag(body); tn != nil {
+		pos := tn.GetToken().Position
+		return nil, &FieldError{File: name, Line: pos.Line, Col: pos.Column, Path: cleanPath(tn.GetPath()), Msg: "YAML tags (!...) are not allowed in a recipe"}
+	}
 	body = keepFloatText(body)
 	r := &Recipe{}
-	if err := yaml.NodeToValue(body, r, yaml.Strict()); err != nil {
+	if err := decodeNode(body, r); err != nil {
 		return nil, yamlErr(name, body, err)
 	}
 	r.path = name
@@ -190,6 +194,32 @@ func Parse(name string, data []byte) (*Recipe, error) {
 		return nil, errors.Join(errs...)
 	}
 	return r, nil
+}
+
+// decodeNode decodes strictly; a panic inside the YAML library (seen with
+// fuzzed input) becomes an error.
+func decodeNode(body ast.Node, r *Recipe) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cannot decode this YAML: %v", p)
+		}
+	}()
+	return yaml.NodeToValue(body, r, yaml.Strict())
+}
+
+type tagFinder struct{ found ast.Node }
+
+func (f *tagFinder) Visit(n ast.Node) ast.Visitor {
+	if _, ok := n.(*ast.TagNode); ok && f.found == nil {
+		f.found = n
+	}
+	return f
+}
+
+func findTag(body ast.Node) ast.Node {
+	f := &tagFinder{}
+	ast.Walk(f, body)
+	return f.found
 }
 
 // keepFloatText turns float scalars back into strings with their original

@@ -30,6 +30,7 @@ func TestParseErrors(t *testing.T) {
 		{"name: a\nflash_attn: {build: fast}\n", "kiln.yaml:2:21: flash_attn.build: \"fast\": want auto, wheel or source"},
 		{"name: a\napp:\n  workdir: app\n", "kiln.yaml:3:12: app.workdir: \"app\" must be an absolute path"},
 		{"name: a\nwheel_indexes: [ftp://x]\n", "kiln.yaml:2:17: wheel_indexes[0]:"},
+		{"name: a\ngpus: !foo [h100]\n", "kiln.yaml:2:7: gpus: YAML tags"},
 	}
 	for _, tc := range cases {
 		_, err := Parse("kiln.yaml", []byte(tc.yaml))
