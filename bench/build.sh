@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Benchmark: kiln's two-stage image vs the naive single-stage Dockerfile on
+# the devel base (built with buildctl), same content: stand-in torch /
+# flash_attn / bitsandbytes wheels from a local PEP 503 index, and an app.
+#
+#   bash bench/build.sh
+#
+# Reports: final image size (compressed, as pushed) and the ratio, no-op
+# rebuild wall time, and bytes pushed after an app-only change.
+# Needs: buildkitd (sudo bash scripts/buildkitd.sh start), the local registry
+# and fixtures (bash scripts/registry.sh start && bash scripts/fixtures.sh).
+# Targets (issue 4): kiln >= 3x smaller than naive; no-op rebuild < 2 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+REG=${KILN_REGISTRY:-127.0.0.1:5000}
+TORCH_MB=${TORCH_MB:-64}
+PORT=${KILN_BENCH_INDEX_PORT:-39518}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-build.XXXXXX")
+trap 'kill "${WPID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+bash scripts/buildkitd.sh start
+eval "$(bash scripts/buildkitd.sh env)"
+BUILDCTL="buildctl --addr $BUILDKIT_HOST"
+for tag in 11.8.0-devel-debian12 11.8.0-runtime-debian12; do
+	curl -fsS -o /dev/null "http://$REG/v2/nvidia/cuda/manifests/$tag" -H 'Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' ||
+		{ echo "fixture $REG/nvidia/cuda:$tag missing: bash scripts/fixtures.sh" >&2; exit 1; }
+done
+
+go build -o "$WORK/kiln" ./cmd/kiln
+go build -o "$WORK/kiln-wheels" ./builder/internal/wheelserve/kiln-wheels
+"$WORK/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb "$TORCH_MB" >"$WORK/index.url" &
+WPID=$!
+for _ in $(seq 1 50); do [[ -s $WORK/index.url ]] && break; sleep 0.1; done
+INDEX=$(cat "$WORK/index.url")
+
+mkdir -p "$WORK/ctx/app"
+cat >"$WORK/ctx/kiln.yaml" <<EOF
+name: kiln-bench
+cuda: 11.8.0
+cudnn: none
+os: debian12
+python: "3.11"
+torch: {version: 2.5.1}
+flash_attn: {version: 2.7.0.post2, build: wheel}
+bitsandbytes: {version: 0.45.5}
+gpus: [a100]
+app:
+  files: [{src: app, dst: /app}]
+  workdir: /app
+  entrypoint: [python3, main.py]
+test:
+  - python3 -c "import torch, flash_attn, bitsandbytes"
+EOF
+echo "print('v1')" >"$WORK/ctx/app/main.py"
+
+# The naive image: everything on the devel base, one stage.
+cat >"$WORK/ctx/Dockerfile" <<EOF
+FROM $REG/nvidia/cuda:11.8.0-devel-debian12
+RUN --network=host apt-get update && apt-get install -y --no-install-recommends python3 python3-pip
+RUN --network=host pip install --break-system-packages --index-url $INDEX --trusted-host 127.0.0.1 torch==2.5.1+cu118 flash-attn==2.7.0.post2 bitsandbytes==0.45.5
+COPY app /app
+WORKDIR /app
+ENTRYPOINT ["python3", "main.py"]
+EOF
+
+now() { date +%s.%N; }
+secs() { python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.2f}')" "$1" "$2"; }
+
+# layer digests and sizes of a pushed image: "digest size" lines
+layers_of() {
+	curl -fsS "http://$REG/v2/$1/manifests/$2" -H 'Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' |
+		python3 -c 'import json,sys; m=json.load(sys.stdin); [print(l["digest"], l["size"]) for l in m["layers"]]'
+}
+total() { awk '{s+=$2} END {print s+0}'; }
+new_bytes() { # bytes of layers in image $2 not in image $1
+	awk 'NR==FNR {seen[$1]=1; next} !($1 in seen) {s+=$2} END {print s+0}' <(layers_of "$1" "$2") <(layers_of "$1" "$3")
+}
+
+kiln_build() {
+	"$WORK/kiln" build "$WORK/ctx/kiln.yaml" --mirror "$REG" --wheel-index "$INDEX" --progress quiet \
+		--push "$REG/kiln-bench/slim:$1" >/dev/null
+}
+naive_build() {
+	$BUILDCTL build --frontend dockerfile.v0 --local context="$WORK/ctx" --local dockerfile="$WORK/ctx" \
+		--allow network.host --progress quiet \
+		--output "type=image,name=$REG/kiln-bench/naive:$1,push=true,registry.insecure=true,compression=zstd,force-compression=true,oci-mediatypes=true" >/dev/null
+}
+
+echo "building kiln's two-stage image..." >&2
+t0=$(now); kiln_build v1; t1=$(now)
+t2=$(now); kiln_build v2; t3=$(now)
+echo "building the naive single-stage image..." >&2
+t4=$(now); naive_build v1; t5=$(now)
+t6=$(now); naive_build v2; t7=$(now)
+
+echo "print('v2')" >"$WORK/ctx/app/main.py"
+kiln_build v3
+naive_build v3
+
+kiln_size=$(layers_of kiln-bench/slim v1 | total)
+naive_size=$(layers_of kiln-bench/naive v1 | total)
+kiln_push=$(new_bytes kiln-bench/slim v1 v3)
+naive_push=$(new_bytes kiln-bench/naive v1 v3)
+
+printf '\n%-34s %15s %15s\n' "" "kiln two-stage" "naive devel"
+printf '%-34s %15s %15s\n' "image size (compressed layers, B)" "$kiln_size" "$naive_size"
+printf '%-34s %15s %15s\n' "first build (s)" "$(secs "$t0" "$t1")" "$(secs "$t4" "$t5")"
+printf '%-34s %15s %15s\n' "no-op rebuild (s)" "$(secs "$t2" "$t3")" "$(secs "$t6" "$t7")"
+printf '%-34s %15s %15s\n' "pushed after app-only change (B)" "$kiln_push" "$naive_push"
+python3 -c "import sys; k,n=map(int,sys.argv[1:]); print(f'\nsize ratio naive/kiln: {n/k:.2f}x (target >= 3x)')" "$kiln_size" "$naive_size"
