@@ -38,8 +38,6 @@ func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
 var amd64 = ocispecs.Platform{OS: "linux", Architecture: "amd64"}
 
 type decoded struct {
-	ops     map[string]*pb.Op // digest -> op
-	order   []string
 	sources []string
 	execs   []*pb.ExecOp
 	files   []*pb.FileOp
@@ -59,7 +57,7 @@ func decode(t *testing.T, p *recipes.Plan, in Inputs, probe bool) (*decoded, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &decoded{ops: map[string]*pb.Op{}}
+	d := &decoded{}
 	for _, dt := range def.Def {
 		var op pb.Op
 		if err := op.UnmarshalVT(dt); err != nil {
