@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/kiln-build/kiln/analyze"
 	"io"
 	"os"
 	"strings"
@@ -81,7 +83,7 @@ func (p *progressBar) draw(el time.Duration) {
 	}
 	rate := float64(n) / max(el.Seconds(), 0.001)
 	if !p.tty {
-		fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%, %s/s)\n", p.label, humanBytes(n), humanBytes(p.total), 100*frac, humanBytes(int64(rate)))
+		fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%, %s/s)\n", p.label, analyze.HumanBytes(n), analyze.HumanBytes(p.total), 100*frac, analyze.HumanBytes(int64(rate)))
 		return
 	}
 	const width = 28
@@ -90,7 +92,7 @@ func (p *progressBar) draw(el time.Duration) {
 	if fill < width {
 		bar += ">" + strings.Repeat(" ", width-fill-1)
 	}
-	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %s/s ", p.label, bar, humanBytes(n), humanBytes(p.total), humanBytes(int64(rate)))
+	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %s/s ", p.label, bar, analyze.HumanBytes(n), analyze.HumanBytes(p.total), analyze.HumanBytes(int64(rate)))
 }
 
 // Stop erases the bar.
@@ -102,17 +104,4 @@ func (p *progressBar) Stop() {
 	}
 	close(p.stop)
 	<-p.exited
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
