@@ -223,7 +223,7 @@ type Result struct {
 	ConfigBytes map[string][]byte // platform -> config JSON
 }
 
-// Stats counts vertices of the solve.
+// Stats counts the graph's steps (runs, copies and tests) in the solve.
 type Stats struct {
 	Vertices int // steps in the solve
 	Cached   int // answered from cache
@@ -401,9 +401,13 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			if len(graphs) == 1 {
 				out.SetRef(ref)
 				out.AddMeta(exptypes.ExporterImageConfigKey, cfgJSON)
+				// The base's layers are then left as they are by the
+				// timestamp rewrite (shared with the base, never re-pushed).
+				out.AddMeta(exptypes.ExporterImageBaseConfigKey, base)
 			} else {
 				out.AddRef(id, ref)
 				out.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfgJSON)
+				out.AddMeta(exptypes.ExporterImageBaseConfigKey+"/"+id, base)
 			}
 			eps.Platforms = append(eps.Platforms, exptypes.Platform{ID: id, Platform: pl})
 		}
@@ -450,6 +454,19 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		resp, err = o.Client.Build(ectx, solveOpt, "kiln", buildFunc, ch)
 		return err
 	})
+	// Only the graph's own steps count as executed; resolving bases,
+	// sending the context and exporting are not build steps.
+	stepNames := map[string]bool{}
+	for _, g := range graphs {
+		for _, st := range []Stage{g.Layout.Devel, g.Layout.Runtime} {
+			for _, s := range st.Steps {
+				stepNames[s.Name] = true
+			}
+		}
+	}
+	isStep := func(name string) bool {
+		return stepNames[name] || strings.HasPrefix(name, "test ")
+	}
 	eg.Go(func() error {
 		completed := map[string]bool{}
 		cached := map[string]bool{}
@@ -471,6 +488,9 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		for s := range ch {
 			for _, v := range s.Vertexes {
 				k := v.Digest.String()
+				if !isStep(v.Name) {
+					continue
+				}
 				seen[k] = true
 				if v.Cached {
 					cached[k] = true
