@@ -299,6 +299,9 @@ main() {
 	local t0=$SECONDS
 	host_setup
 	mkdir -p "$LAYERS" "$DEBS"
+	# One build at a time per cache (CI and a developer on the same machine).
+	exec 9>"$CACHE/.lock"
+	flock -n 9 || { log "waiting for another fixtures build (lock $CACHE/.lock)"; flock 9; }
 	cd "$ROOT"
 	# A layer rebuilt means everything above it must be rebuilt too.
 	local chain=(base runtime devel torch pipcache appsrc pycache cleanup) i j
