@@ -308,7 +308,19 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			c.Close()
 		}
 	}()
+	var local int
 	for _, out := range o.Outputs {
+		if out.Type != "image" {
+			local++
+		}
+	}
+	for _, out := range o.Outputs {
+		if out.Type == "oci" && local > 1 {
+			// BuildKit's client writes the layout's index.json from the
+			// merged exporter response: another local export's digest would
+			// end up in it.
+			return nil, fmt.Errorf("an oci:DIR output cannot be combined with another oci or docker-archive output in one build; build again for the other (it is fully cached)")
+		}
 		a := imgAttrs()
 		switch out.Type {
 		case "image":

@@ -193,6 +193,13 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return usageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
 		}
 	}
+	if len(opts.Outputs) > 1 {
+		for _, o := range outputs {
+			if o.Type == "oci" {
+				return usageErr("--output oci:DIR cannot be combined with another --output in one build; run kiln build again for the other (it is fully cached)")
+			}
+		}
+	}
 	var cacheFrom, cacheTo []builder.CacheSpec
 	for _, s := range opts.CacheFrom {
 		c, err := builder.ParseCacheSpec(s, false)

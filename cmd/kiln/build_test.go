@@ -70,6 +70,7 @@ func TestBuildUsageErrors(t *testing.T) {
 		{"build", f, "--platform", "amd64"},
 		{"build", f, "--source-date-epoch", "yesterday", "--dry-run"},
 		{"build", f, "--dry-run", "--dockerfile"},
+		{"build", f, "--output", "oci:/tmp/a", "--output", "docker-archive:/tmp/b.tar"},
 	} {
 		if code, _, errOut := run(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
