@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 )
 
@@ -242,6 +243,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
 	}
+	// containerd's content store warns through logrus (e.g. about fsverity
+	// on the output directory); kiln's own messages are enough.
+	logrus.SetLevel(logrus.ErrorLevel)
 	c, addr, err := builder.Connect(ctx, opts.Builder, builder.TLS{ServerName: opts.TLSServerName, CACert: opts.TLSCACert, Cert: opts.TLSCert, Key: opts.TLSKey})
 	if err != nil {
 		return err
