@@ -73,9 +73,9 @@ layers_of() {
 	curl -fsS "http://$REG/v2/$1/manifests/$2" -H 'Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' |
 		python3 -c 'import json,sys; m=json.load(sys.stdin); [print(l["digest"], l["size"]) for l in m["layers"]]'
 }
-total() { awk '{s+=$2} END {print s+0}'; }
+total() { awk '{s+=$2} END {printf "%d\n", s}'; }
 new_bytes() { # bytes of layers in image $2 not in image $1
-	awk 'NR==FNR {seen[$1]=1; next} !($1 in seen) {s+=$2} END {print s+0}' <(layers_of "$1" "$2") <(layers_of "$1" "$3")
+	awk 'NR==FNR {seen[$1]=1; next} !($1 in seen) {s+=$2} END {printf "%d\n", s}' <(layers_of "$1" "$2") <(layers_of "$1" "$3")
 }
 
 kiln_build() {
