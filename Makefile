@@ -44,17 +44,14 @@ registry:
 fixtures: deps registry
 	bash scripts/fixtures.sh
 
-# demo: build the realistic CUDA fixture images from Debian's packages, then
-# analyze the naive app image and gate the runtime image with the runtime rules.
-demo: fixtures build
-	bin/kiln analyze oci:$(KILN_FIXTURES)/oci:app
-	bin/kiln analyze --ci testdata/rules/runtime.yaml $(KILN_REGISTRY)/nvidia/cuda:11.8.0-runtime-debian12 || test $$? = 3
-	@echo
-	@echo "kiln analyze --ci testdata/rules/runtime.yaml docker-archive:$(KILN_FIXTURES)/app.tar   # exits 3: nvcc, headers, weights..."
-	-bin/kiln analyze --ci testdata/rules/runtime.yaml docker-archive:$(KILN_FIXTURES)/app.tar --progress none > /dev/null
+# demo: set everything up on a fresh machine, then analyze the naive CUDA
+# image and build the embedded default recipe beside the naive Dockerfile.
+demo:
+	bash scripts/demo.sh
 
 bench: build
 	bash bench/analyze.sh
+	bash bench/build.sh
 
 clean:
 	rm -rf bin

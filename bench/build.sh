@@ -36,7 +36,9 @@ for _ in $(seq 1 50); do [[ -s $WORK/index.url ]] && break; sleep 0.1; done
 INDEX=$(cat "$WORK/index.url")
 
 mkdir -p "$WORK/ctx/app"
-cat >"$WORK/ctx/kiln.yaml" <<EOF
+# The embedded default recipe (the offline Debian CUDA 11.8 stack), as a
+# user would start from it.
+"$WORK/kiln" recipes init debian-cuda11.8 -o "$WORK/ctx/kiln.yaml"
 name: kiln-bench
 cuda: 11.8.0
 cudnn: none

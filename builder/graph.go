@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/moby/buildkit/client/llb"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
@@ -37,17 +38,14 @@ type Graph struct {
 	HasProbe bool
 }
 
-// ParsePlatform parses os/arch[/variant].
+// ParsePlatform parses os/arch[/variant] (the same syntax every kiln
+// command takes) into BuildKit's platform type.
 func ParsePlatform(s string) (ocispecs.Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
-		return ocispecs.Platform{}, fmt.Errorf("platform %q: want os/arch[/variant]", s)
+	p, err := layers.ParsePlatform(s)
+	if err != nil {
+		return ocispecs.Platform{}, err
 	}
-	p := ocispecs.Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		p.Variant = parts[2]
-	}
-	return p, nil
+	return ocispecs.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}, nil
 }
 
 // PlatformString is os/arch[/variant].

@@ -35,16 +35,17 @@ type BuildOptions struct {
 	TLSKey        string
 	TLSServerName string
 
-	Push        string
-	Outputs     []string
-	Compression string
-	CacheFrom   []string
-	CacheTo     []string
-	Progress    string
-	Platforms   []string
-	NoTest      bool
-	Epoch       string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
-	Insecure    []string
+	Push         string
+	Outputs      []string
+	Compression  string
+	CacheFrom    []string
+	CacheTo      []string
+	Progress     string
+	Platforms    []string
+	NoTest       bool
+	SkipExisting bool
+	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	Insecure     []string
 	recipeFlags
 }
 
@@ -104,6 +105,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
 	f.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
 	f.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
+	f.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
 	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.recipeFlags.register(cmd)
@@ -240,6 +242,19 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
+	var content *contentTag
+	if opts.SkipExisting {
+		if opts.Push == "" {
+			return usageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
+		}
+		content, err = findContentTag(ctx, opts, plan, in, dir)
+		if err != nil {
+			return err
+		}
+		if content.existing != nil {
+			return reuseExisting(ctx, opts, content)
+		}
+	}
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
 	}
@@ -266,6 +281,11 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
+	}
+	if content != nil {
+		if err := content.tagPushed(ctx, opts); err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{

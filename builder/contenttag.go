@@ -1,0 +1,160 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// DigestInputs are what, besides the plan, decides a build's result.
+type DigestInputs struct {
+	Inputs      Inputs
+	ContextDir  string   // the recipe's directory (app files)
+	Platforms   []string // default: the plan's, else linux/amd64
+	Compression string
+	NoProbes    bool
+	// Resolve pins a base image reference to digests; nil uses the
+	// registry (layers.PlatformDigests).
+	Resolve func(ctx context.Context, ref string) (string, error)
+}
+
+// InputsDigest is a content address for a build: the LLB of every platform
+// (which pins the steps, wheels and config), the base images resolved to
+// digests (a moved tag is a different build), and the bytes of the app
+// files, which the graph names only by path. Equal digests mean equal
+// images, which is what lets --skip-existing skip a build.
+func InputsDigest(ctx context.Context, plan *recipes.Plan, d DigestInputs) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "kiln-inputs-v1\n")
+	plats := d.Platforms
+	if len(plats) == 0 {
+		plats = plan.Platforms
+	}
+	if len(plats) == 0 {
+		plats = []string{"linux/amd64"}
+	}
+	for _, ps := range plats {
+		pl, err := ParsePlatform(ps)
+		if err != nil {
+			return "", err
+		}
+		g, err := NewGraph(plan, d.Inputs, pl)
+		if err != nil {
+			return "", err
+		}
+		st := g.Runtime
+		if g.HasProbe && !d.NoProbes {
+			st = g.Probe
+		}
+		def, err := g.Marshal(ctx, st)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "graph %s %s\n", ps, DefinitionDigest(def))
+	}
+	resolve := d.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, ref string) (string, error) {
+			dg, _, err := layers.PlatformDigests(ctx, ref)
+			return dg, err
+		}
+	}
+	for _, ref := range []string{plan.BaseImages.Devel, plan.BaseImages.Runtime} {
+		if ref == "" {
+			continue
+		}
+		dg, err := resolve(ctx, ref)
+		if err != nil {
+			return "", fmt.Errorf("resolving base image %s: %w", ref, err)
+		}
+		fmt.Fprintf(h, "base %s %s\n", ref, dg)
+	}
+	cfg, err := json.Marshal(struct {
+		Plan        *recipes.Plan
+		Inputs      Inputs
+		Compression string
+		NoProbes    bool
+	}{plan, d.Inputs, d.Compression, d.NoProbes})
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "config %x\n", sha256.Sum256(cfg))
+	if plan.App != nil {
+		for _, c := range plan.App.Files {
+			if err := hashSource(h, d.ContextDir, c.Src); err != nil {
+				return "", fmt.Errorf("app file %s: %w", c.Src, err)
+			}
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ContentTag is the registry tag under which a build with inputs digest d
+// is pushed, next to the user's tag.
+func ContentTag(d string) string {
+	return "kiln-" + strings.TrimPrefix(d, "sha256:")[:24]
+}
+
+// hashSource hashes every file under dir/src (a path or a glob), in a
+// stable order: relative path, mode and content.
+func hashSource(w io.Writer, dir, src string) error {
+	matches, err := filepath.Glob(filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(src, "/"))))
+	if err != nil {
+		return err
+	}
+	if len(matches) == 0 {
+		return fmt.Errorf("no such file in %s", dir)
+	}
+	sort.Strings(matches)
+	for _, m := range matches {
+		root, err := filepath.EvalSymlinks(m)
+		if err != nil {
+			return err
+		}
+		err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s\x00%s\x00%o\x00%d\x00", src, filepath.ToSlash(rel), info.Mode(), info.Size())
+			switch {
+			case info.Mode().IsRegular():
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if _, err := io.Copy(w, f); err != nil {
+					return err
+				}
+			case info.Mode()&fs.ModeSymlink != 0:
+				t, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				io.WriteString(w, t)
+			}
+			_, err = w.Write([]byte{0})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

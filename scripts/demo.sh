@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# make demo: on a fresh Debian machine (as root), install what kiln needs,
+# start a local registry and buildkitd, build the realistic CUDA fixture
+# images from Debian's packages, then run kiln's main jobs on them:
+#   1. analyze the naive image people build today;
+#   2. build the embedded default recipe (debian-cuda11.8) as a two-stage
+#      image, beside the naive single-stage Dockerfile, and compare;
+#   3. gate kiln's image with the runtime rules (and the naive one: exit 3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
+export KILN_FIXTURES="${KILN_FIXTURES:-$PWD/fixtures}"
+export KILN_REGISTRY="${KILN_REGISTRY:-127.0.0.1:5000}"
+REG=$KILN_REGISTRY
+
+hr() { printf '\n\033[1m== %s\033[0m\n\n' "$*"; }
+
+hr "setup: packages, registry, fixture images, buildkitd"
+bash scripts/install-deps.sh
+bash scripts/registry.sh start
+bash scripts/fixtures.sh
+bash scripts/buildkitd.sh start
+make -s build
+
+hr "1. kiln analyze: the naive CUDA app image (docker-archive:$KILN_FIXTURES/app.tar)"
+bin/kiln analyze --top 5 "docker-archive:$KILN_FIXTURES/app.tar"
+
+hr "2. kiln build: the embedded default recipe, two-stage, vs the naive single-stage Dockerfile"
+bin/kiln recipes show debian-cuda11.8 | sed 's/^/    /'
+echo
+bash bench/build.sh
+
+hr "3. kiln analyze --ci testdata/rules/runtime.yaml on both"
+if bin/kiln analyze --progress none --ci testdata/rules/runtime.yaml "$REG/kiln-bench/slim:v1" | tail -n 3; then
+	echo "kiln's image: runtime rules pass"
+else
+	echo "kiln's image: runtime rules broken (exit $?)"
+fi
+set +e
+bin/kiln analyze --progress none --ci testdata/rules/runtime.yaml "$REG/kiln-bench/naive:v1" | sed -n '/^CI /,$p'
+echo "naive image: exit ${PIPESTATUS[0]} (3 = a --ci rule broken)"
