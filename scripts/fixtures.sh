@@ -27,7 +27,7 @@ LAYERS=$CACHE/layers
 DEBS=$CACHE/debs
 LISTS=$CACHE/apt-lists
 # Bump when the recipe of a layer changes so stale cached layers are rebuilt.
-RECIPE=1
+RECIPE=2
 
 RUNTIME_PKGS="libcudart11.0 libcublas11 libcublaslt11 libcufft10 libcurand10 libcusparse11 libnvrtc11.2"
 DEVEL_PKGS="nvidia-cuda-dev nvidia-cuda-toolkit"
@@ -213,25 +213,27 @@ step_runtime() {
 		echo "deb $MIRROR $SUITE main contrib non-free" >"$M/etc/apt/sources.list"
 	apt_lists
 	apt_install $RUNTIME_PKGS
-	rm -rf "$M/var/lib/apt/lists/"*
+	# As NVIDIA's images (on bases with docker-clean) leave it: no lists, no
+	# pkgcache.bin/srcpkgcache.bin (75 MiB that no runtime reads).
+	rm -rf "$M/var/lib/apt/lists/"* "$M/var/cache/apt/"*.bin
 }
 build_runtime() {
 	layer_done runtime && return
 	log "layer runtime: $RUNTIME_PKGS"
 	with_overlay runtime "base" step_runtime
-	finish_layer runtime "RUN /bin/sh -c sed -i 's/ main\$/ main contrib non-free/' /etc/apt/sources.list && apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* # buildkit"
+	finish_layer runtime "RUN /bin/sh -c sed -i 's/ main\$/ main contrib non-free/' /etc/apt/sources.list && apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 step_devel() {
 	apt_lists
 	apt_install $DEVEL_PKGS
-	rm -rf "$M/var/lib/apt/lists/"*
+	rm -rf "$M/var/lib/apt/lists/"* "$M/var/cache/apt/"*.bin
 }
 build_devel() {
 	layer_done devel && return
 	log "layer devel: $DEVEL_PKGS"
 	with_overlay devel "base runtime" step_devel
-	finish_layer devel "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* # buildkit"
+	finish_layer devel "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 step_torch() {
