@@ -227,7 +227,8 @@ func TestProbes(t *testing.T) {
 
 func TestFlashAttnFromSource(t *testing.T) {
 	p := testPlan(t, nil)
-	p.FlashAttnBuild = &recipes.FABuild{CUDAArchs: "80;90", MaxJobs: 2, NvccThreads: 2, Env: map[string]string{"FLASH_ATTENTION_FORCE_BUILD": "TRUE"}}
+	p.FlashAttnBuild = &recipes.FABuild{CUDAArchs: "80;90", MaxJobs: 2, NvccThreads: 2, Env: map[string]string{"FLASH_ATTENTION_FORCE_BUILD": "TRUE"},
+		PipFlags: []string{"--no-build-isolation", "--no-binary", "flash-attn"}}
 	L, err := Lower(p)
 	if err != nil {
 		t.Fatal(err)
@@ -236,10 +237,13 @@ func TestFlashAttnFromSource(t *testing.T) {
 	for _, s := range L.Devel.Steps {
 		if strings.Contains(s.Shell, "pip wheel --no-deps --no-build-isolation") {
 			found = true
-			for _, want := range []string{"FLASH_ATTN_CUDA_ARCHS='80;90'", "MAX_JOBS=2", "NVCC_THREADS=2", "FLASH_ATTENTION_FORCE_BUILD=TRUE", "pip install --no-index --find-links /wheelhouse/torch"} {
+			for _, want := range []string{"FLASH_ATTN_CUDA_ARCHS='80;90'", "MAX_JOBS=2", "NVCC_THREADS=2", "FLASH_ATTENTION_FORCE_BUILD=TRUE", "pip install --no-index --find-links /wheelhouse/torch", "--no-binary flash-attn --wheel-dir /wheelhouse/extensions"} {
 				if !strings.Contains(s.Shell, want) {
 					t.Errorf("source build lacks %q: %s", want, s.Shell)
 				}
+			}
+			if n := strings.Count(s.Shell, "--no-build-isolation"); n != 1 {
+				t.Errorf("--no-build-isolation %d times: %s", n, s.Shell)
 			}
 			if strings.Contains(s.Shell, "download --only-binary=:all: --dest /wheelhouse/extensions --index-url http://127.0.0.1:9999/simple --trusted-host 127.0.0.1 'flash-attn") {
 				t.Errorf("flash-attn fetched as a wheel too: %s", s.Shell)
@@ -249,8 +253,15 @@ func TestFlashAttnFromSource(t *testing.T) {
 	if !found {
 		t.Error("no source build step")
 	}
-	if !strings.Contains(L.Devel.Steps[0].Shell, "build-essential") {
-		t.Errorf("devel toolchain: %s", L.Devel.Steps[0].Shell)
+	// The build backend (setuptools, wheel) comes from Debian, installed
+	// even when the base already has pip.
+	for _, want := range []string{"build-essential", "python3-setuptools", "python3-wheel", "python3-dev"} {
+		if !strings.Contains(L.Devel.Steps[0].Shell, want) {
+			t.Errorf("devel toolchain lacks %s: %s", want, L.Devel.Steps[0].Shell)
+		}
+	}
+	if strings.HasPrefix(L.Devel.Steps[0].Shell, "if ") {
+		t.Errorf("devel toolchain skipped when pip is present: %s", L.Devel.Steps[0].Shell)
 	}
 }
 

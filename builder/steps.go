@@ -153,12 +153,17 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	fab := p.FlashAttnBuild
 	// Devel: python, pip (and a compiler toolchain when something is built from source).
 	develPkgs := []string{"python3", "python3-pip"}
+	develSh := aptEnsure(develPkgs, "python3 -m pip --version >/dev/null 2>&1")
 	if fab != nil {
-		develPkgs = append(develPkgs, "python3-dev", "build-essential", "ninja-build", "git")
+		// A source build runs pip wheel --no-build-isolation: the build
+		// backend (setuptools, wheel) and the toolchain come from Debian,
+		// installed even when the base already has pip.
+		develPkgs = append(develPkgs, "python3-dev", "python3-setuptools", "python3-wheel", "build-essential", "ninja-build", "git")
+		develSh = aptInstall(develPkgs)
 	}
 	L.Devel.Steps = append(L.Devel.Steps, Step{
 		Name:        "devel: python and pip",
-		Shell:       aptEnsure(develPkgs, "python3 -m pip --version >/dev/null 2>&1"),
+		Shell:       develSh,
 		Mounts:      aptMounts,
 		HostNetwork: true,
 	})
@@ -202,9 +207,11 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 				envs = append(envs, k+"="+shq(fab.Env[k]))
 			}
 			stepEnv = strings.Join(envs, " ") + " "
-			flags := strings.Join(fab.PipFlags, " ")
-			if flags != "" {
-				flags += " "
+			var flags string
+			for _, f := range fab.PipFlags {
+				if f != "--no-build-isolation" && f != "--no-deps" {
+					flags += shq(f) + " "
+				}
 			}
 			cmds = append(cmds, stepEnv+"python3 -m pip wheel --no-deps --no-build-isolation "+flags+"--wheel-dir "+dest+" "+indexFlags([]recipes.PipPackage{fa})+" "+shq(fa.Requirement))
 		}

@@ -1,5 +1,6 @@
 // Package wheelserve generates small stand-in wheels (torch, flash_attn,
-// bitsandbytes, ...) and serves them as a PEP 503 simple index, for kiln's
+// bitsandbytes, ...) and a flash_attn sdist that compiles a real CUDA kernel
+// with nvcc, and serves them as a PEP 503 simple index, for kiln's
 // builder tests and benchmarks: the build fetches them with pip exactly as it
 // would fetch the real ones.
 package wheelserve
@@ -97,7 +98,7 @@ var normRe = regexp.MustCompile(`[-_.]+`)
 // Normalize is PEP 503's project name normalisation.
 func Normalize(name string) string { return strings.ToLower(normRe.ReplaceAllString(name, "-")) }
 
-// Index is a PEP 503 simple index over built wheels.
+// Index is a PEP 503 simple index over built wheels and sdists.
 type Index struct {
 	files    map[string][]byte   // filename -> bytes
 	projects map[string][]string // normalized name -> filenames
@@ -111,12 +112,27 @@ func NewIndex(wheels ...Wheel) (*Index, error) {
 		if err != nil {
 			return nil, err
 		}
-		fn := w.Filename()
-		ix.files[fn] = b
-		n := Normalize(w.Name)
-		ix.projects[n] = append(ix.projects[n], fn)
+		ix.add(w.Name, w.Filename(), b)
 	}
 	return ix, nil
+}
+
+// AddSDist builds s and adds it to the index beside the project's wheels.
+func (ix *Index) AddSDist(s SDist) error {
+	b, err := s.Build()
+	if err != nil {
+		return err
+	}
+	ix.add(s.Name, s.Filename(), b)
+	return nil
+}
+
+func (ix *Index) add(name, fn string, b []byte) {
+	n := Normalize(name)
+	if _, ok := ix.files[fn]; !ok {
+		ix.projects[n] = append(ix.projects[n], fn)
+	}
+	ix.files[fn] = b
 }
 
 // ServeHTTP serves /simple/, /simple/NAME/ and /files/FILE.
@@ -174,6 +190,9 @@ func Serve(ix *Index, addr string) (string, func(), error) {
 	return "http://" + l.Addr().String() + "/simple", func() { srv.Close() }, nil
 }
 
+// FlashAttnVersion is the stand-ins' FlashAttention version (wheel and sdist).
+const FlashAttnVersion = "2.7.0.post2"
+
 // StandIns are wheels for the default test recipe (debian-cuda11.8):
 // torch 2.5.1+cu118, flash_attn 2.7.0.post2 (the wheel name the resolver
 // picks) and bitsandbytes 0.45.5. torchMB pads torch to give it weight.
@@ -181,7 +200,7 @@ func StandIns(torchMB int, extra ...Wheel) []Wheel {
 	ws := []Wheel{
 		{Name: "torch", Version: "2.5.1+cu118", Tag: "py3-none-any", Padding: torchMB << 20,
 			Files: map[string][]byte{"torch/cuda.py": []byte("def is_available():\n    return False\n")}},
-		{Name: "flash_attn", Version: "2.7.0.post2+cu11torch2.5cxx11abiFALSE", Tag: "cp311-cp311-linux_x86_64"},
+		{Name: "flash_attn", Version: FlashAttnVersion + "+cu11torch2.5cxx11abiFALSE", Tag: "cp311-cp311-linux_x86_64"},
 		{Name: "bitsandbytes", Version: "0.45.5", Tag: "py3-none-any"},
 	}
 	return append(ws, extra...)

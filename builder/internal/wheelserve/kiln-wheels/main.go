@@ -1,5 +1,6 @@
 // Command kiln-wheels serves kiln's stand-in wheels as a PEP 503 index for
-// bench/build.sh: it prints the index URL on stdout and serves until killed.
+// bench/build.sh (wheels, and a flash_attn sdist for source builds): it
+// prints the index URL on stdout and serves until killed.
 package main
 
 import (
@@ -17,6 +18,10 @@ func main() {
 	torchMB := flag.Int("torch-mb", 64, "padding in the torch stand-in, MiB")
 	flag.Parse()
 	ix, err := wheelserve.NewIndex(wheelserve.StandIns(*torchMB)...)
+	if err == nil {
+		// flash_attn from source (flash_attn.build: source) compiles this.
+		err = ix.AddSDist(wheelserve.FlashAttnSDist(wheelserve.FlashAttnVersion))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

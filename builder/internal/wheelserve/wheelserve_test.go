@@ -1,0 +1,111 @@
+package wheelserve
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestFlashAttnSDist(t *testing.T) {
+	s := FlashAttnSDist(FlashAttnVersion)
+	if s.Filename() != "flash_attn-2.7.0.post2.tar.gz" {
+		t.Errorf("filename %s", s.Filename())
+	}
+	b1, err := s.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := FlashAttnSDist(FlashAttnVersion).Build()
+	if !bytes.Equal(b1, b2) {
+		t.Error("the same sdist built to different bytes")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(h.Name, "flash_attn-2.7.0.post2/") {
+			t.Errorf("%s outside the project directory", h.Name)
+		}
+		b, _ := io.ReadAll(tr)
+		files[strings.TrimPrefix(h.Name, "flash_attn-2.7.0.post2/")] = string(b)
+	}
+	for _, want := range []string{"PKG-INFO", "setup.py", "csrc/flash_fwd.cu", "csrc/flash_bwd.cu", "flash_attn/__init__.py"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("sdist lacks %s", want)
+		}
+	}
+	for _, cu := range []string{"csrc/flash_fwd.cu", "csrc/flash_bwd.cu"} {
+		if !strings.Contains(files[cu], "__global__ void") || !strings.Contains(files[cu], `extern "C"`) {
+			t.Errorf("%s is not a kernel with a C wrapper", cu)
+		}
+	}
+	if !strings.Contains(files["csrc/flash_fwd.cu"], "__global__ void kiln_flash_fwd_softmax_row(const float *x, float *y, int rows, int cols, float scale)") {
+		t.Errorf("FlashAttnKernel (%s) no longer names the forward kernel", FlashAttnKernel)
+	}
+	for _, want := range []string{"FLASH_ATTN_CUDA_ARCHS", "MAX_JOBS", "NVCC_THREADS", `"arch=compute_%s,code=sm_%s"`, `"-cudart", "shared"`, `VERSION = "2.7.0.post2"`} {
+		if !strings.Contains(files["setup.py"], want) {
+			t.Errorf("setup.py lacks %s", want)
+		}
+	}
+	if !strings.Contains(files["flash_attn/__init__.py"], "CDLL") || !strings.Contains(files["PKG-INFO"], "Name: flash-attn\nVersion: 2.7.0.post2\n") {
+		t.Error("__init__.py or PKG-INFO")
+	}
+}
+
+func TestIndexServesSDist(t *testing.T) {
+	ix, err := NewIndex(StandIns(0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := FlashAttnSDist(FlashAttnVersion)
+	if err := ix.AddSDist(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.AddSDist(s); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ix)
+	defer srv.Close()
+	get := func(p string) []byte {
+		t.Helper()
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", p, resp.Status)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}
+	b, _ := s.Build()
+	h := sha256.Sum256(b)
+	page := string(get("/simple/flash_attn/"))
+	if want := `href="/files/flash_attn-2.7.0.post2.tar.gz#sha256=` + hex.EncodeToString(h[:]) + `"`; strings.Count(page, want) != 1 {
+		t.Errorf("listing lacks %s once:\n%s", want, page)
+	}
+	if !strings.Contains(page, "flash_attn-2.7.0.post2+cu11torch2.5cxx11abiFALSE-cp311-cp311-linux_x86_64.whl") {
+		t.Errorf("listing lost the wheel:\n%s", page)
+	}
+	if !bytes.Equal(get("/files/flash_attn-2.7.0.post2.tar.gz"), b) {
+		t.Error("served sdist differs")
+	}
+}
