@@ -2,7 +2,8 @@
 # and runs kiln's main job; `make test` runs the whole test suite.
 SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:/usr/local/go/bin:$(PATH)
-export KILN_FIXTURES ?= $(CURDIR)/fixtures
+export KILN_FIXTURE_CACHE ?= /var/cache/kiln-fixtures
+export KILN_FIXTURES ?= $(KILN_FIXTURE_CACHE)/out
 export KILN_REGISTRY ?= 127.0.0.1:5000
 
 GO ?= go

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
-FIX="${KILN_FIXTURES:-$PWD/fixtures}"
+FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 ARCHIVE="${1:-$FIX/app.tar}"
 OCI="${2:-oci:$FIX/oci:app}"
 RUNS="${RUNS:-3}"

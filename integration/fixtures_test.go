@@ -66,7 +66,11 @@ func fixtures(t *testing.T) (string, *expected) {
 	t.Helper()
 	dir := os.Getenv("KILN_FIXTURES")
 	if dir == "" {
-		dir = "../fixtures"
+		cache := os.Getenv("KILN_FIXTURE_CACHE")
+		if cache == "" {
+			cache = "/var/cache/kiln-fixtures"
+		}
+		dir = filepath.Join(cache, "out")
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
-export KILN_FIXTURES="${KILN_FIXTURES:-$PWD/fixtures}"
+export KILN_FIXTURES="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 export KILN_REGISTRY="${KILN_REGISTRY:-127.0.0.1:5000}"
 REG=$KILN_REGISTRY
 

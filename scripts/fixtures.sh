@@ -18,7 +18,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}
-OUT=${KILN_FIXTURES:-$ROOT/fixtures}
+OUT=${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}
 WEIGHTS_MB=${KILN_FIXTURE_WEIGHTS_MB:-300}
 MIRROR=${KILN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
