@@ -23,11 +23,15 @@ import (
 // Recipe is a kiln.yaml: one pinned GPU stack. Empty fields are filled by
 // Resolve with the newest compatible choice.
 type Recipe struct {
-	Name           string     `yaml:"name" json:"name"`
-	Description    string     `yaml:"description,omitempty" json:"description,omitempty"`
-	CUDA           string     `yaml:"cuda,omitempty" json:"cuda,omitempty"`   // 12.4 or 12.4.1
-	CuDNN          string     `yaml:"cudnn,omitempty" json:"cudnn,omitempty"` // auto (default), none, 8, 9
-	OS             string     `yaml:"os,omitempty" json:"os,omitempty"`       // ubuntu22.04, ubuntu24.04, ...
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	CUDA        string `yaml:"cuda,omitempty" json:"cuda,omitempty"`   // 12.4 or 12.4.1
+	CuDNN       string `yaml:"cudnn,omitempty" json:"cudnn,omitempty"` // auto (default), none, 8, 9
+	// RuntimeBase picks the runtime stage's nvidia/cuda flavour: auto
+	// (default: -base when the torch wheels bring their own CUDA libraries,
+	// else -runtime), base or runtime.
+	RuntimeBase    string     `yaml:"runtime_base,omitempty" json:"runtime_base,omitempty"`
+	OS             string     `yaml:"os,omitempty" json:"os,omitempty"` // ubuntu22.04, ubuntu24.04, ...
 	Python         string     `yaml:"python,omitempty" json:"python,omitempty"`
 	Torch          *TorchSpec `yaml:"torch,omitempty" json:"torch,omitempty"`
 	FlashAttn      *FASpec    `yaml:"flash_attn,omitempty" json:"flash_attn,omitempty"`
@@ -468,6 +472,11 @@ func (r *Recipe) validate() []problem {
 	case "", "auto", "none", "8", "9":
 	default:
 		add("cudnn", "%q: want auto, none, 8 or 9", r.CuDNN)
+	}
+	switch r.RuntimeBase {
+	case "", "auto", "base", "runtime":
+	default:
+		add("runtime_base", "%q: want auto, base or runtime", r.RuntimeBase)
 	}
 	if r.OS != "" && osFlavor(r.OS) == nil {
 		add("os", "unknown OS flavour %q (known: %s)", r.OS, strings.Join(osNames(), ", "))

@@ -20,6 +20,7 @@ func TestParseErrors(t *testing.T) {
 		{"name: a\nplatforms: [linux/s390x]\n", "kiln.yaml:2:13: platforms[0]: \"linux/s390x\": want linux/amd64 or linux/arm64"},
 		{"name: a\nweights:\n  - source: hf://x/y\n    mount: models\n", "kiln.yaml:4:12: weights[0].mount: \"models\" must be an absolute path"},
 		{"name: a\nregistry_mirror: https://m.example\n", "kiln.yaml:2:18: registry_mirror:"},
+		{"name: a\nruntime_base: slim\n", "kiln.yaml:2:15: runtime_base: \"slim\": want auto, base or runtime"},
 		{"name: a\nos: windows\n", "kiln.yaml:2:5: os: unknown OS flavour \"windows\""},
 		{"name: A B\n", "kiln.yaml:1:7: name: \"A B\": use lower-case"},
 		{"cuda: '12.4'\n", "kiln.yaml: name: required"},

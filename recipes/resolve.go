@@ -11,39 +11,43 @@ import (
 // Plan is a resolved recipe: exact versions and everything the builder needs.
 // Its JSON keys are stable.
 type Plan struct {
-	Name             string        `json:"name"`
-	CUDA             string        `json:"cuda"`
-	CuDNN            *string       `json:"cudnn"`
-	CuDNNSource      string        `json:"cudnn_source"` // image, torch-wheel, none
-	OS               string        `json:"os"`
-	Python           string        `json:"python"`
-	Torch            *string       `json:"torch"`
-	TorchCUDAVariant *string       `json:"torch_cuda_variant"`
-	Torchvision      *string       `json:"torchvision"`
-	Torchaudio       *string       `json:"torchaudio"`
-	TorchIndexURL    string        `json:"torch_index_url,omitempty"`
-	TorchCXX11ABI    *bool         `json:"torch_cxx11_abi"`
-	FlashAttn        *string       `json:"flash_attn"`
-	FlashAttnWheel   *string       `json:"flash_attn_wheel"`
-	FlashAttnURL     *string       `json:"flash_attn_wheel_url"`
-	FlashAttnBuild   *FABuild      `json:"flash_attn_build"`
-	BitsAndBytes     *string       `json:"bitsandbytes"`
-	BitsAndBytesLib  *string       `json:"bitsandbytes_cuda_lib"`
-	BaseImages       BaseImages    `json:"base_images"`
-	CUDAArchs        []string      `json:"cuda_archs"`
-	GPUs             []PlanGPU     `json:"gpus"`
-	MinDriver        PlanMinDriver `json:"min_driver"`
-	Platforms        []string      `json:"platforms"`
-	RegistryMirror   string        `json:"registry_mirror,omitempty"`
-	WheelIndexes     []string      `json:"wheel_indexes"`
-	Apt              []string      `json:"apt"`
-	Pip              []PipPackage  `json:"pip"`
-	App              *AppSpec      `json:"app"`
-	Weights          []Weight      `json:"weights"`
-	Test             []string      `json:"test"`
-	Warnings         []string      `json:"warnings"`
-	Sources          []FactSource  `json:"sources"`
-	DataVersion      string        `json:"data_version"`
+	Name             string     `json:"name"`
+	CUDA             string     `json:"cuda"`
+	CuDNN            *string    `json:"cudnn"`
+	CuDNNSource      string     `json:"cudnn_source"` // image, torch-wheel, none
+	OS               string     `json:"os"`
+	Python           string     `json:"python"`
+	Torch            *string    `json:"torch"`
+	TorchCUDAVariant *string    `json:"torch_cuda_variant"`
+	Torchvision      *string    `json:"torchvision"`
+	Torchaudio       *string    `json:"torchaudio"`
+	TorchIndexURL    string     `json:"torch_index_url,omitempty"`
+	TorchCXX11ABI    *bool      `json:"torch_cxx11_abi"`
+	FlashAttn        *string    `json:"flash_attn"`
+	FlashAttnWheel   *string    `json:"flash_attn_wheel"`
+	FlashAttnURL     *string    `json:"flash_attn_wheel_url"`
+	FlashAttnBuild   *FABuild   `json:"flash_attn_build"`
+	BitsAndBytes     *string    `json:"bitsandbytes"`
+	BitsAndBytesLib  *string    `json:"bitsandbytes_cuda_lib"`
+	BaseImages       BaseImages `json:"base_images"`
+	// RuntimeFlavor is the runtime base's nvidia/cuda flavour: "base" when
+	// the torch wheels bring the CUDA libraries (never ship CUDA twice),
+	// else "runtime".
+	RuntimeFlavor  string        `json:"runtime_flavor"`
+	CUDAArchs      []string      `json:"cuda_archs"`
+	GPUs           []PlanGPU     `json:"gpus"`
+	MinDriver      PlanMinDriver `json:"min_driver"`
+	Platforms      []string      `json:"platforms"`
+	RegistryMirror string        `json:"registry_mirror,omitempty"`
+	WheelIndexes   []string      `json:"wheel_indexes"`
+	Apt            []string      `json:"apt"`
+	Pip            []PipPackage  `json:"pip"`
+	App            *AppSpec      `json:"app"`
+	Weights        []Weight      `json:"weights"`
+	Test           []string      `json:"test"`
+	Warnings       []string      `json:"warnings"`
+	Sources        []FactSource  `json:"sources"`
+	DataVersion    string        `json:"data_version"`
 }
 
 // BaseImages are the nvidia/cuda images the build starts from.
@@ -676,9 +680,27 @@ func (s *resolver) imagesStep() error {
 		mirror = *s.cfg.mirror
 	}
 	s.plan.RegistryMirror = mirror
+	runtime := fmt.Sprintf("nvidia/cuda:%s-%sruntime-%s", s.plan.CUDA, tok, osName)
+	s.plan.RuntimeFlavor = "runtime"
+	switch r.RuntimeBase {
+	case "base":
+		s.plan.RuntimeFlavor = "base"
+	case "", "auto":
+		// PyTorch's CUDA wheels depend on nvidia-*-cuXX wheels that carry
+		// cuBLAS, cuDNN, NCCL...; on -runtime those libraries would ship
+		// twice. cuDNN asked of the image (cudnn: 8|9) keeps -runtime.
+		if s.tvar != nil && s.plan.CuDNNSource != "image" {
+			s.plan.RuntimeFlavor = "base"
+			s.fact(fmt.Sprintf("torch %s+%s brings its CUDA libraries as nvidia-* wheels, so the runtime stage uses the -base image (CUDA shipped once)", s.torch.Minor, s.tvar.Name), torchLibsSource, "A")
+		}
+	}
+	if s.plan.RuntimeFlavor == "base" {
+		// There is no cudnn variant of -base.
+		runtime = fmt.Sprintf("nvidia/cuda:%s-base-%s", s.plan.CUDA, osName)
+	}
 	s.plan.BaseImages = BaseImages{
 		Devel:   MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
-		Runtime: MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sruntime-%s", s.plan.CUDA, tok, osName)),
+		Runtime: MirrorRef(mirror, runtime),
 	}
 	if req, ir, ok := ImageRequireCUDA(s.plan.CUDA); ok {
 		if !slices.Contains(req.Brands(), "geforce") && !slices.Contains(req.Brands(), "geforcertx") {
@@ -692,6 +714,10 @@ func (s *resolver) imagesStep() error {
 	}
 	return nil
 }
+
+// torchLibsSource is where the "torch brings its own CUDA libraries" fact
+// comes from (compat-data.md §4, [A]).
+const torchLibsSource = "pytorch/pytorch .ci/manywheel/build_cuda.sh \"Using nvidia libs from pypi\"; pip freeze of torch+cuXXX installs (nvidia-cublas-cu12, nvidia-cudnn-cu12, ...)"
 
 // MirrorRef rewrites a Docker Hub reference ("nvidia/cuda:TAG") to pull
 // through mirror ("MIRROR/nvidia/cuda:TAG"); an empty mirror leaves it.
