@@ -1,0 +1,40 @@
+package analyze_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+)
+
+// TestHostileImage: entries that climb out of the root, absolute paths,
+// symlinks pointing outside and duplicates within a layer give a correct
+// report with warnings, not an error or a panic.
+func TestHostileImage(t *testing.T) {
+	dir := t.TempDir()
+	l0 := testimage.Layer(t, []testimage.Entry{
+		testimage.Sized("../../etc/cron.d/evil", 100),
+		testimage.Sized("/abs/nvcc", 200),
+		testimage.Symlink("usr/lib/escape", "../../../../../etc/shadow"),
+		testimage.Sized("app/dup.bin", 300),
+		testimage.Sized("app/dup.bin", 50), // the second copy wins
+	}, "gzip")
+	l1 := testimage.Layer(t, []testimage.Entry{
+		testimage.Whiteout("does/not/exist"), // deleting nothing is fine
+		testimage.Opaque("never/was"),
+	}, "zstd")
+	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{Env: []string{"NVIDIA_REQUIRE_CUDA=cuda>>12 brand=", "CUDA_VERSION=99.1"}}, l0, l1))
+	r := openAndAnalyze(t, "oci:"+dir+":x")
+	if r.Waste.WastedBytes != 300 || len(r.Waste.Top) != 1 || r.Waste.Top[0].How != "duplicate" {
+		t.Errorf("waste = %+v, want the 300-byte first copy as a duplicate", r.Waste)
+	}
+	if r.VisibleSize != 100+200+50 {
+		t.Errorf("visible = %d", r.VisibleSize)
+	}
+	warn := strings.Join(r.Warnings, "\n")
+	for _, want := range []string{`"../../etc/cron.d/evil" points outside the image root; counted as /etc/cron.d/evil`, `"/abs/nvcc" points outside`, "NVIDIA_REQUIRE_CUDA", "minimum driver"} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("warnings lack %q:\n%s", want, warn)
+		}
+	}
+}
