@@ -100,7 +100,8 @@ func e2eIndex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	// A fixed port keeps the plan, and so BuildKit's cache keys, stable
-	// across runs; fall back to any port.
+	// across runs (the URL also names the index's contents, so a changed
+	// stand-in is fetched and built again); fall back to any port.
 	idx, stop, err := wheelserve.Serve(ix, "127.0.0.1:39517")
 	if err != nil {
 		idx, stop, err = wheelserve.Serve(ix, "127.0.0.1:0")
@@ -281,9 +282,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// The stand-in torch brings no CUDA libraries (real torch+cu118 wheels do,
+// and would get -base): the compiled flash_attn needs the -runtime base's
+// libcudart.so.11.0.
 const e2eSourceRecipe = `name: kiln-e2e-fa-source
 cuda: 11.8.0
 cudnn: none
+runtime_base: runtime
 os: debian12
 python: "3.11"
 torch:
@@ -322,6 +327,9 @@ func TestEndToEndFlashAttnSource(t *testing.T) {
 	}
 	if plan.FlashAttnBuild == nil || plan.FlashAttnBuild.CUDAArchs != "80;90" {
 		t.Fatalf("flash_attn build %+v, want a source build for 80;90", plan.FlashAttnBuild)
+	}
+	if !strings.HasSuffix(plan.BaseImages.Runtime, "-runtime-debian12") {
+		t.Fatalf("runtime base %s, want -runtime (libcudart)", plan.BaseImages.Runtime)
 	}
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}

@@ -135,9 +135,28 @@ func (ix *Index) add(name, fn string, b []byte) {
 	ix.files[fn] = b
 }
 
-// ServeHTTP serves /simple/, /simple/NAME/ and /files/FILE.
+// Digest is a hash of the index's files (names and contents), 16 hex digits.
+func (ix *Index) Digest() string {
+	names := make([]string, 0, len(ix.files))
+	for fn := range ix.files {
+		names = append(names, fn)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, fn := range names {
+		fh := sha256.Sum256(ix.files[fn])
+		fmt.Fprintf(h, "%s %x\n", fn, fh)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// ServeHTTP serves /simple/, /simple/NAME/ and /files/FILE, also under
+// /DIGEST/ (see Serve). Links are relative, so they stay under the prefix.
 func (ix *Index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
+	if d := "/" + ix.Digest(); strings.HasPrefix(p, d+"/") {
+		p = strings.TrimPrefix(p, d)
+	}
 	switch {
 	case p == "/simple/" || p == "/simple":
 		names := make([]string, 0, len(ix.projects))
@@ -148,10 +167,14 @@ func (ix *Index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<!DOCTYPE html><html><body>\n")
 		for _, n := range names {
-			fmt.Fprintf(w, "<a href=\"/simple/%s/\">%s</a>\n", n, n)
+			fmt.Fprintf(w, "<a href=\"%s/\">%s</a>\n", n, n)
 		}
 		fmt.Fprint(w, "</body></html>\n")
 	case strings.HasPrefix(p, "/simple/"):
+		if !strings.HasSuffix(p, "/") {
+			http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
+			return
+		}
 		n := Normalize(strings.Trim(strings.TrimPrefix(p, "/simple/"), "/"))
 		fns, ok := ix.projects[n]
 		if !ok {
@@ -162,7 +185,7 @@ func (ix *Index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "<!DOCTYPE html><html><body>\n")
 		for _, fn := range fns {
 			h := sha256.Sum256(ix.files[fn])
-			fmt.Fprintf(w, "<a href=\"/files/%s#sha256=%s\">%s</a>\n", html.EscapeString(fn), hex.EncodeToString(h[:]), html.EscapeString(fn))
+			fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\">%s</a>\n", html.EscapeString(fn), hex.EncodeToString(h[:]), html.EscapeString(fn))
 		}
 		fmt.Fprint(w, "</body></html>\n")
 	case strings.HasPrefix(p, "/files/"):
@@ -179,7 +202,9 @@ func (ix *Index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Serve listens on addr (e.g. 127.0.0.1:0) and returns the index URL
-// (http://HOST:PORT/simple) and a stop function.
+// (http://HOST:PORT/DIGEST/simple) and a stop function. The URL names the
+// index's contents: a build's plan, and so BuildKit's cache keys, change
+// when a stand-in does, and stay put while none does.
 func Serve(ix *Index, addr string) (string, func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -187,7 +212,7 @@ func Serve(ix *Index, addr string) (string, func(), error) {
 	}
 	srv := &http.Server{Handler: ix, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(l)
-	return "http://" + l.Addr().String() + "/simple", func() { srv.Close() }, nil
+	return "http://" + l.Addr().String() + "/" + ix.Digest() + "/simple", func() { srv.Close() }, nil
 }
 
 // FlashAttnVersion is the stand-ins' FlashAttention version (wheel and sdist).

@@ -99,7 +99,7 @@ func TestIndexServesSDist(t *testing.T) {
 	b, _ := s.Build()
 	h := sha256.Sum256(b)
 	page := string(get("/simple/flash_attn/"))
-	if want := `href="/files/flash_attn-2.7.0.post2.tar.gz#sha256=` + hex.EncodeToString(h[:]) + `"`; strings.Count(page, want) != 1 {
+	if want := `href="../../files/flash_attn-2.7.0.post2.tar.gz#sha256=` + hex.EncodeToString(h[:]) + `"`; strings.Count(page, want) != 1 {
 		t.Errorf("listing lacks %s once:\n%s", want, page)
 	}
 	if !strings.Contains(page, "flash_attn-2.7.0.post2+cu11torch2.5cxx11abiFALSE-cp311-cp311-linux_x86_64.whl") {
@@ -107,5 +107,45 @@ func TestIndexServesSDist(t *testing.T) {
 	}
 	if !bytes.Equal(get("/files/flash_attn-2.7.0.post2.tar.gz"), b) {
 		t.Error("served sdist differs")
+	}
+}
+
+func TestServeContentAddressed(t *testing.T) {
+	ix, err := NewIndex(StandIns(0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1 := ix.Digest()
+	url, stop, err := Serve(ix, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if !strings.HasSuffix(url, "/"+d1+"/simple") {
+		t.Errorf("url %s does not name the contents %s", url, d1)
+	}
+	resp, err := http.Get(url + "/torch/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `href="../../files/torch-2.5.1+cu118-py3-none-any.whl#sha256=`) {
+		t.Fatalf("%s: %s\n%s", url, resp.Status, page)
+	}
+	resp, err = http.Get(strings.TrimSuffix(url, "/simple") + "/files/torch-2.5.1+cu118-py3-none-any.whl")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("file under the prefix: %v %v", err, resp.Status)
+	}
+	resp.Body.Close()
+	ix2, _ := NewIndex(StandIns(0)...)
+	if ix2.Digest() != d1 {
+		t.Error("the same stand-ins, another digest")
+	}
+	if err := ix2.AddSDist(FlashAttnSDist(FlashAttnVersion)); err != nil {
+		t.Fatal(err)
+	}
+	if ix2.Digest() == d1 {
+		t.Error("an added sdist did not change the digest")
 	}
 }
