@@ -309,7 +309,12 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	if sumCum > 0 {
 		r.Waste.Efficiency = float64(sumMin) / float64(sumCum)
 	}
-	sort.Slice(wasted, func(a, b int) bool { return wasted[a].Size > wasted[b].Size })
+	sort.SliceStable(wasted, func(a, b int) bool {
+		if wasted[a].Size != wasted[b].Size {
+			return wasted[a].Size > wasted[b].Size
+		}
+		return wasted[a].Path < wasted[b].Path
+	})
 	r.Waste.Top = headN(wasted, opt.TopN)
 
 	// Final filesystem: visible sizes, duplicates.
