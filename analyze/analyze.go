@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 )
 
 // Options tunes an analysis.
@@ -26,6 +27,12 @@ type Options struct {
 	TopN int
 	// Progress, when set, advances by stored bytes read.
 	Progress *atomic.Int64
+	// Kernels scans shared libraries for device code (cubins, PTX) and
+	// reports the GPU architectures they cover. It reads every shared
+	// library's bytes, so it is opt-in.
+	Kernels bool
+	// GPUs are target GPUs to check kernel coverage for (implies Kernels).
+	GPUs []recipes.GPUInfo
 }
 
 // entry kinds kept per layer.
@@ -38,11 +45,12 @@ const (
 )
 
 type scanEntry struct {
-	path   string
-	size   int64
-	kind   uint8
-	class  Class
-	format string
+	path    string
+	size    int64
+	kind    uint8
+	class   Class
+	format  string
+	kernels *kernelArchs
 }
 
 type layerScan struct {
@@ -60,6 +68,9 @@ func Image(ctx context.Context, img *layers.Image, opt Options) (*Report, error)
 	}
 	if opt.TopN <= 0 {
 		opt.TopN = 10
+	}
+	if len(opt.GPUs) > 0 {
+		opt.Kernels = true
 	}
 	scans := make([]*layerScan, len(img.Layers))
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -131,6 +142,15 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, e
 			}
 			if strings.HasPrefix(base, "libcudart.so.") && strings.Count(base, ".") >= 4 {
 				s.cudart = strings.TrimPrefix(base, "libcudart.so.")
+			}
+			if opt.Kernels && se.size > 1024 && isSharedObject(e.Path) {
+				k, err := scanFatbins(body)
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				if !k.empty() {
+					se.kernels = k
+				}
 			}
 		default:
 			se.kind = kLink
@@ -272,7 +292,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 				supersede(t.mkdir(e.path), i, "overwritten")
 			case kFile, kLink:
 				lr.FileCount++
-				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class}
+				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, kernels: e.kernels}
 				supersede(t.put(c), i, "overwritten")
 				if e.kind == kLink {
 					continue
@@ -319,7 +339,11 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 
 	// Final filesystem: visible sizes, duplicates.
 	bySoname := map[string][]*copyRec{}
+	var withKernels []*copyRec
 	t.walkFiles(func(c *copyRec) {
+		if c.kernels != nil {
+			withKernels = append(withKernels, c)
+		}
 		r.VisibleSize += c.size
 		r.FileCount++
 		if c.class != ClassOther {
@@ -331,6 +355,16 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		}
 	})
 	r.DuplicateCUDALibs = duplicateLibs(bySoname)
+	if opt.Kernels {
+		sort.Slice(withKernels, func(a, b int) bool { return withKernels[a].path < withKernels[b].path })
+		libs := []KernelLib{}
+		var archs []*kernelArchs
+		for _, c := range withKernels {
+			libs = append(libs, KernelLib{Path: "/" + c.path, Layer: c.layer, SM: archNames(c.kernels.sm, "sm_"), PTX: archNames(c.kernels.ptx, "compute_")})
+			archs = append(archs, c.kernels)
+		}
+		r.Kernels = kernelReport(libs, archs, opt.GPUs)
+	}
 
 	ref := func(c *copyRec) FileRef {
 		return FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: formats[c], Deleted: deleted[c]}

@@ -2,6 +2,7 @@ package analyze_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -20,7 +23,19 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 func TestReportGolden(t *testing.T) {
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "app", cudaImage(t, "none"))
-	r := openAndAnalyze(t, "oci:"+dir+":app")
+	gpus, err := analyze.ParseGPUTargets([]string{"h100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := layers.Open(context.Background(), "oci:"+dir+":app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	r, err := analyze.Image(context.Background(), img, analyze.Options{GPUs: gpus})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.Image = "oci:LAYOUT:app" // the temp dir differs per run
 	got, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

@@ -29,7 +29,10 @@ type Report struct {
 	// final filesystem, e.g. under /usr/local/cuda and in a wheel.
 	DuplicateCUDALibs []DuplicateLib `json:"duplicate_cuda_libs"`
 	LargestFiles      []FileRef      `json:"largest_files"`
-	Warnings          []string       `json:"warnings"`
+	// Kernels is the device code found in shared libraries; null unless
+	// asked for (--kernels or --gpu).
+	Kernels  *KernelReport `json:"kernels"`
+	Warnings []string      `json:"warnings"`
 }
 
 // LayerReport describes one layer.

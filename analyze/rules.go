@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/kiln-build/kiln/recipes"
 )
 
 // Rules is a --ci rule set. Every field is optional; a zero field is not
@@ -19,6 +21,7 @@ import (
 //	forbid: [dev_tools, headers, static_libs, weights, caches]
 //	max_class_bytes: {docs: 50MB}
 //	forbid_duplicate_cuda_libs: true
+//	require_gpus: [h100, l4]   # every library with device code runs there
 type Rules struct {
 	MaxSize                 ByteSize           `yaml:"max_size"`
 	MaxCompressedSize       ByteSize           `yaml:"max_compressed_size"`
@@ -27,6 +30,10 @@ type Rules struct {
 	Forbid                  []Class            `yaml:"forbid"`
 	MaxClassBytes           map[Class]ByteSize `yaml:"max_class_bytes"`
 	ForbidDuplicateCUDALibs bool               `yaml:"forbid_duplicate_cuda_libs"`
+	// RequireGPUs fails when a shared library has no kernel (cubin or
+	// PTX) for one of these GPUs (names or sm_XX); it turns on the
+	// kernel scan.
+	RequireGPUs []string `yaml:"require_gpus"`
 }
 
 // ByteSize is a size written as a number of bytes or with a unit (KB, MB,
@@ -106,6 +113,11 @@ func ParseRules(name string, b []byte) (*Rules, error) {
 			return nil, err
 		}
 	}
+	for _, g := range r.RequireGPUs {
+		if _, err := recipes.GPU(g); err != nil {
+			return nil, fmt.Errorf("%s: require_gpus: %v", name, err)
+		}
+	}
 	if r.MinEfficiency < 0 || r.MinEfficiency > 1 {
 		return nil, fmt.Errorf("%s: min_efficiency: %v is outside 0..1", name, r.MinEfficiency)
 	}
@@ -165,6 +177,23 @@ func (r *Rules) Check(rep *Report) []Violation {
 		lim, ok := r.MaxClassBytes[c]
 		if ok && byClass[c].Bytes > int64(lim) {
 			add("max_class_bytes", "%s: %s over the %s limit", c, HumanBytes(byClass[c].Bytes), HumanBytes(int64(lim)))
+		}
+	}
+	for _, name := range r.RequireGPUs {
+		g, _ := recipes.GPU(name)
+		var gs *GPUSupport
+		if rep.Kernels != nil {
+			for i := range rep.Kernels.GPUs {
+				if rep.Kernels.GPUs[i].GPU == g.Name {
+					gs = &rep.Kernels.GPUs[i]
+				}
+			}
+		}
+		switch {
+		case gs == nil:
+			add("require_gpus", "%s: kernel coverage was not computed (analyze with --gpu %s)", g.Name, name)
+		case !gs.Covered:
+			add("require_gpus", "%s (%s): no kernel in %d shared libraries, e.g. %s", g.Name, g.ComputeCapability, len(gs.Missing), gs.Missing[0])
 		}
 	}
 	if r.ForbidDuplicateCUDALibs && len(rep.DuplicateCUDALibs) > 0 {

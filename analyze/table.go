@@ -100,6 +100,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.MinDriver != nil {
 		p("  minimum host driver  %s (%s with minor-version compatibility, SASS-only code)\n", c.MinDriver.Toolkit, c.MinDriver.MinorVersionCompat)
 	}
+	if k := r.Kernels; k != nil {
+		p("\nKERNELS (device code in %d shared libraries)\n", len(k.Libraries))
+		p("  SASS  %s\n", dash(strings.Join(k.SM, " ")))
+		p("  PTX   %s\n", dash(strings.Join(k.PTX, " ")))
+		for _, g := range k.GPUs {
+			verdict := "covered"
+			switch {
+			case !g.Covered:
+				verdict = fmt.Sprintf("NO KERNEL in %d libraries, e.g. %s", len(g.Missing), g.Missing[0])
+			case len(g.JIT) > 0:
+				verdict = fmt.Sprintf("covered, %d libraries only through PTX JIT (slow first start; driver >= toolkit), e.g. %s", len(g.JIT), g.JIT[0])
+			}
+			p("  %-18s %-5s %s\n", g.GPU, g.ComputeCapability, verdict)
+		}
+	}
 	if len(r.LargestFiles) > 0 {
 		p("\nLARGEST FILES\n")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -4,10 +4,11 @@ import "strings"
 
 // copyRec is one copy of a file as some layer wrote it.
 type copyRec struct {
-	path  string
-	layer int
-	size  int64
-	class Class
+	path    string
+	layer   int
+	size    int64
+	class   Class
+	kernels *kernelArchs // device code, when scanned and found
 }
 
 // tree is the merged filesystem as layers are applied in order. Deleting a

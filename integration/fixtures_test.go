@@ -232,3 +232,50 @@ func TestRuntimeRulesFailTheApp(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelCoverageOfCUDALibraries reads the fat binaries of Debian's CUDA
+// 11.8 libraries in the runtime fixture: SASS up to sm_90 and PTX for
+// compute_90, so Hopper runs natively and Blackwell (12.0) only by JIT.
+func TestKernelCoverageOfCUDALibraries(t *testing.T) {
+	dir, e := fixtures(t)
+	rt := e.Images["runtime"]
+	img, err := layers.Open(context.Background(), "docker-archive:"+filepath.Join(dir, rt.Archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	gpus, err := analyze.ParseGPUTargets([]string{"h100", "rtx5090"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := analyze.Image(context.Background(), img, analyze.Options{GPUs: gpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := r.Kernels
+	var lt *analyze.KernelLib
+	for i := range k.Libraries {
+		if strings.Contains(k.Libraries[i].Path, "/libcublasLt.so.") {
+			lt = &k.Libraries[i]
+		}
+	}
+	if lt == nil || !slicesContains(lt.SM, "sm_90") || !slicesContains(lt.SM, "sm_80") || !slicesContains(lt.PTX, "compute_90") {
+		t.Fatalf("libcublasLt kernels = %+v (libraries: %+v)", lt, k.Libraries)
+	}
+	h, b := k.GPUs[0], k.GPUs[1]
+	if !h.Covered || len(h.JIT) != 0 {
+		t.Errorf("H100: %+v, want native SASS for every library", h)
+	}
+	if !b.Covered || len(b.JIT) != len(k.Libraries) {
+		t.Errorf("Blackwell: %+v, want every library through PTX JIT", b)
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

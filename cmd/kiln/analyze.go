@@ -23,6 +23,8 @@ type AnalyzeOptions struct {
 	Jobs     int
 	Top      int
 	Progress string
+	Kernels  bool
+	GPUs     []string
 	imageFlags
 }
 
@@ -40,12 +42,19 @@ content) and CUDA libraries shipped twice, each with the fix to apply.
 With --ci RULES.yaml kiln exits 3 when a rule breaks. Rule file keys:
 max_size, max_compressed_size, min_efficiency, max_wasted_bytes,
 forbid: [dev_tools, headers, static_libs, docs, caches, weights, cuda_libs],
-max_class_bytes: {CLASS: SIZE}, forbid_duplicate_cuda_libs: true.`,
+max_class_bytes: {CLASS: SIZE}, forbid_duplicate_cuda_libs: true,
+require_gpus: [h100, ...] (every library with device code has a kernel for it).
+
+--kernels reads the shared libraries' fat binaries and lists the SASS (sm_XX)
+and PTX architectures they carry; --gpu NAME checks that each library can run
+on that GPU (a cubin of the same major and a lower-or-equal minor, or PTX the
+driver can JIT), which is what "no kernel image is available" errors are about.`,
 		Example: `  kiln analyze nvcr.io/nvidia/pytorch:24.05-py3
   kiln analyze 127.0.0.1:5000/app@sha256:4f1e...
   kiln analyze oci:./fixtures/oci:app --json > report.json
   kiln analyze docker-archive:app.tar --ci testdata/rules/runtime.yaml
-  kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2`,
+  kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2
+  kiln analyze --gpu h100 --gpu l4 127.0.0.1:5000/acme/serve:1.2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -59,6 +68,8 @@ max_class_bytes: {CLASS: SIZE}, forbid_duplicate_cuda_libs: true.`,
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
+	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
 	return cmd
 }
 
@@ -78,6 +89,14 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 			return usageErr("--ci: %v", err)
 		}
 	}
+	gpuNames := opts.GPUs
+	if rules != nil {
+		gpuNames = append(gpuNames, rules.RequireGPUs...)
+	}
+	gpus, err := analyze.ParseGPUTargets(gpuNames)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -85,7 +104,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	defer img.Close()
 	var done atomic.Int64
 	bar := startProgress(opts.IO.ErrOut, opts.Progress, "analyzing "+opts.Image, img.CompressedSize(), &done)
-	rep, err := analyze.Image(ctx, img, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Progress: &done})
+	rep, err := analyze.Image(ctx, img, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Progress: &done, Kernels: opts.Kernels, GPUs: gpus})
 	bar.Stop()
 	if err != nil {
 		return err

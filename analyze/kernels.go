@@ -1,0 +1,227 @@
+package analyze
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// Fat binaries (.nv_fatbin) hold a library's device code: cubins (SASS for
+// one architecture) and PTX (JIT-compiled by the driver). Their layout, as
+// nvcc writes it: a 16-byte header (magic 0xBA55ED50, version u16, header
+// size u16, size of the entries u64), then entries with a header of their
+// own (kind u16: 1 PTX, 2 ELF cubin; header size u32 at 4; payload size
+// u64 at 8; architecture u32 at 28, e.g. 90 for sm_90).
+var fatbinMagic = []byte{0x50, 0xed, 0x55, 0xba}
+
+const (
+	fatbinKindPTX   = 1
+	fatbinKindCubin = 2
+	// scanWindow is how much of a library is examined at once while
+	// looking for fat binaries; the scan streams, it never holds a file.
+	scanWindow = 1 << 20
+)
+
+// kernelArchs is the device code found in one file.
+type kernelArchs struct {
+	sm, ptx map[int]bool
+}
+
+func (k *kernelArchs) empty() bool { return k == nil || len(k.sm)+len(k.ptx) == 0 }
+
+// isSharedObject says whether a file is worth scanning for device code.
+func isSharedObject(p string) bool {
+	b := path.Base(p)
+	return strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.")
+}
+
+// scanFatbins streams r looking for fat binaries and collects the
+// architectures of their cubins and PTX. Bytes that merely look like the
+// magic are rejected by the header checks and the scan goes on.
+func scanFatbins(r io.Reader) (*kernelArchs, error) {
+	k := &kernelArchs{sm: map[int]bool{}, ptx: map[int]bool{}}
+	br := bufio.NewReaderSize(r, scanWindow)
+	le := binary.LittleEndian
+	for {
+		win, err := br.Peek(scanWindow)
+		if len(win) < 16 {
+			if err == io.EOF || err == nil {
+				return k, nil
+			}
+			return k, err
+		}
+		i := bytes.Index(win, fatbinMagic)
+		if i < 0 {
+			if _, err := br.Discard(len(win) - 3); err != nil {
+				return k, err
+			}
+			continue
+		}
+		if _, err := br.Discard(i); err != nil {
+			return k, err
+		}
+		hdr, err := br.Peek(16)
+		if err != nil {
+			return k, nil // a magic in the last bytes of the file
+		}
+		version, hsize, total := le.Uint16(hdr[4:]), int64(le.Uint16(hdr[6:])), int64(le.Uint64(hdr[8:]))
+		if version != 1 || hsize < 16 || hsize > 256 || total <= 0 || total > 8<<30 {
+			br.Discard(1) // not a fat binary: keep looking after this byte
+			continue
+		}
+		br.Discard(int(hsize))
+		if err := readFatbinEntries(br, total, k); err != nil {
+			return k, err
+		}
+	}
+}
+
+// readFatbinEntries walks the entries of one fat binary (total bytes).
+func readFatbinEntries(br *bufio.Reader, total int64, k *kernelArchs) error {
+	le := binary.LittleEndian
+	for total >= 32 {
+		e, err := br.Peek(32)
+		if err != nil {
+			return nil
+		}
+		kind, hs, size, arch := le.Uint16(e[0:]), int64(le.Uint32(e[4:])), int64(le.Uint64(e[8:])), int(le.Uint32(e[28:]))
+		if hs < 32 || hs > 4096 || size < 0 || hs+size > total || arch < 10 || arch > 1000 {
+			return nil // not what nvcc writes: stop reading this fat binary
+		}
+		switch kind {
+		case fatbinKindCubin:
+			k.sm[arch] = true
+		case fatbinKindPTX:
+			k.ptx[arch] = true
+		}
+		if _, err := br.Discard(int(hs)); err != nil {
+			return nil
+		}
+		if _, err := io.CopyN(io.Discard, br, size); err != nil {
+			return nil
+		}
+		total -= hs + size
+	}
+	return nil
+}
+
+// KernelReport describes the device code in the image's shared libraries:
+// which GPU architectures have SASS (cubins) and which only PTX, and, for
+// target GPUs, which libraries would need PTX JIT or have no kernel at all
+// ("no kernel image is available for execution on the device").
+type KernelReport struct {
+	// SM lists every cubin architecture found ("sm_80"), PTX every PTX
+	// version ("compute_90").
+	SM        []string     `json:"sm"`
+	PTX       []string     `json:"ptx"`
+	Libraries []KernelLib  `json:"libraries"`
+	GPUs      []GPUSupport `json:"gpus"`
+}
+
+// KernelLib is one shared library with device code.
+type KernelLib struct {
+	Path  string   `json:"path"`
+	Layer int      `json:"layer"`
+	SM    []string `json:"sm"`
+	PTX   []string `json:"ptx"`
+}
+
+// GPUSupport is the verdict for one target GPU.
+type GPUSupport struct {
+	GPU               string `json:"gpu"`
+	ComputeCapability string `json:"compute_capability"`
+	// Covered is true when every library with device code has a cubin
+	// that runs on the GPU or PTX the driver can JIT.
+	Covered bool `json:"covered"`
+	// JIT lists libraries that run only through PTX JIT: slower first
+	// start, and the driver must be at least as new as the toolkit.
+	JIT []string `json:"jit"`
+	// Missing lists libraries with no kernel for the GPU.
+	Missing []string `json:"missing"`
+}
+
+func archNames(m map[int]bool, prefix string) []string {
+	var a []int
+	for v := range m {
+		a = append(a, v)
+	}
+	sort.Ints(a)
+	out := make([]string, 0, len(a))
+	for _, v := range a {
+		out = append(out, prefix+strconv.Itoa(v))
+	}
+	return out
+}
+
+// runsOn reports how code in k runs on compute capability cc (e.g. 89):
+// a cubin runs on the same major and a newer-or-equal minor; PTX JIT-
+// compiles for any newer GPU.
+func runsOn(k *kernelArchs, cc int) (sass, jit bool) {
+	for a := range k.sm {
+		if a/10 == cc/10 && a%10 <= cc%10 {
+			sass = true
+		}
+	}
+	for a := range k.ptx {
+		if a <= cc {
+			jit = true
+		}
+	}
+	return sass, jit
+}
+
+// ParseGPUTargets resolves GPU names or sm_XX into the compatibility
+// database's GPUs.
+func ParseGPUTargets(names []string) ([]recipes.GPUInfo, error) {
+	var out []recipes.GPUInfo
+	for _, n := range names {
+		g, err := recipes.GPU(n)
+		if err != nil {
+			return nil, fmt.Errorf("--gpu %s: %v", n, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []recipes.GPUInfo) *KernelReport {
+	kr := &KernelReport{Libraries: libs, GPUs: []GPUSupport{}}
+	sm, ptx := map[int]bool{}, map[int]bool{}
+	for _, k := range archs {
+		for a := range k.sm {
+			sm[a] = true
+		}
+		for a := range k.ptx {
+			ptx[a] = true
+		}
+	}
+	kr.SM, kr.PTX = archNames(sm, "sm_"), archNames(ptx, "compute_")
+	for _, g := range gpus {
+		cc, err := strconv.Atoi(strings.ReplaceAll(g.ComputeCapability, ".", ""))
+		if err != nil {
+			continue
+		}
+		gs := GPUSupport{GPU: g.Name, ComputeCapability: g.ComputeCapability, JIT: []string{}, Missing: []string{}}
+		for i, k := range archs {
+			sass, jit := runsOn(k, cc)
+			switch {
+			case sass:
+			case jit:
+				gs.JIT = append(gs.JIT, libs[i].Path)
+			default:
+				gs.Missing = append(gs.Missing, libs[i].Path)
+			}
+		}
+		gs.Covered = len(gs.Missing) == 0
+		kr.GPUs = append(kr.GPUs, gs)
+	}
+	return kr
+}
