@@ -219,12 +219,10 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	}
 	var wasted []WastedFile
 	var all []*copyRec
-	deleted := map[*copyRec]bool{}
-	formats := map[*copyRec]string{}
 	layerWaste := make([]int64, len(scans))
 	supersede := func(gone []*copyRec, by int, how string) {
 		for _, g := range gone {
-			deleted[g] = true
+			g.deleted = true
 			if g.size == 0 {
 				continue
 			}
@@ -292,15 +290,12 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 				supersede(t.mkdir(e.path), i, "overwritten")
 			case kFile, kLink:
 				lr.FileCount++
-				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, kernels: e.kernels}
+				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, format: e.format, kernels: e.kernels}
 				supersede(t.put(c), i, "overwritten")
 				if e.kind == kLink {
 					continue
 				}
 				all = append(all, c)
-				if e.format != "" {
-					formats[c] = e.format
-				}
 				if e.class != ClassOther {
 					lr.BytesByClass[string(e.class)] += e.size
 					cr := classes[e.class]
@@ -367,7 +362,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	}
 
 	ref := func(c *copyRec) FileRef {
-		return FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: formats[c], Deleted: deleted[c]}
+		return FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: c.format, Deleted: c.deleted}
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].size > all[b].size })
 	for _, c := range all {

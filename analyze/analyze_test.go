@@ -71,14 +71,18 @@ func class(r *analyze.Report, c analyze.Class) analyze.ClassReport {
 	return analyze.ClassReport{}
 }
 
-func openAndAnalyze(t *testing.T, ref string) *analyze.Report {
+func openAndAnalyze(t *testing.T, ref string, opts ...analyze.Options) *analyze.Report {
 	t.Helper()
 	img, err := layers.Open(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer img.Close()
-	rep, err := analyze.Image(context.Background(), img, analyze.Options{})
+	var o analyze.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	rep, err := analyze.Image(context.Background(), img, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package analyze_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -27,15 +25,7 @@ func TestReportGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := layers.Open(context.Background(), "oci:"+dir+":app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer img.Close()
-	r, err := analyze.Image(context.Background(), img, analyze.Options{GPUs: gpus})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openAndAnalyze(t, "oci:"+dir+":app", analyze.Options{GPUs: gpus})
 	r.Image = "oci:LAYOUT:app" // the temp dir differs per run
 	got, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

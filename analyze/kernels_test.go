@@ -7,9 +7,6 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
-
-	"context"
 )
 
 // fatbin builds a fat binary the way nvcc lays it out: entries of
@@ -60,15 +57,7 @@ func TestKernelCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := layers.Open(context.Background(), "oci:"+dir+":k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer img.Close()
-	r, err := analyze.Image(context.Background(), img, analyze.Options{GPUs: gpus})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openAndAnalyze(t, "oci:"+dir+":k", analyze.Options{GPUs: gpus})
 	k := r.Kernels
 	if k == nil {
 		t.Fatal("no kernel report")

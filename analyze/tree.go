@@ -8,7 +8,9 @@ type copyRec struct {
 	layer   int
 	size    int64
 	class   Class
+	format  string       // weights format, when sniffed
 	kernels *kernelArchs // device code, when scanned and found
+	deleted bool         // a later layer (or a later entry) removed or replaced it
 }
 
 // tree is the merged filesystem as layers are applied in order. Deleting a
