@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -89,12 +90,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 			return usageErr("--ci: %v", err)
 		}
 	}
-	gpuNames := opts.GPUs
-	if rules != nil {
-		gpuNames = append(gpuNames, rules.RequireGPUs...)
-	}
-	gpus, err := analyze.ParseGPUTargets(gpuNames)
-	if err != nil {
+	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return usageErr("%v", err)
 	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
@@ -102,16 +98,9 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 		return err
 	}
 	defer img.Close()
-	var done atomic.Int64
-	bar := startProgress(opts.IO.ErrOut, opts.Progress, "analyzing "+opts.Image, img.CompressedSize(), &done)
-	rep, err := analyze.Image(ctx, img, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Progress: &done, Kernels: opts.Kernels, GPUs: gpus})
-	bar.Stop()
+	rep, violations, err := analyzeImage(ctx, opts.IO, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels}, opts.Progress)
 	if err != nil {
 		return err
-	}
-	var violations []analyze.Violation
-	if rules != nil {
-		violations = rules.Check(rep)
 	}
 	if opts.JSON {
 		out := struct {
@@ -155,4 +144,30 @@ type ciResult struct {
 	Rules      string              `json:"rules"`
 	Passed     bool                `json:"passed"`
 	Violations []analyze.Violation `json:"violations"`
+}
+
+// analyzeImage analyzes img with progress on stderr and checks rules (nil:
+// none). GPU targets come from gpus and the rules' require_gpus.
+func analyzeImage(ctx context.Context, ios *IO, img *layers.Image, rules *analyze.Rules, gpus []string, o analyze.Options, progress string) (*analyze.Report, []analyze.Violation, error) {
+	if rules != nil {
+		gpus = append(slices.Clone(gpus), rules.RequireGPUs...)
+	}
+	targets, err := analyze.ParseGPUTargets(gpus)
+	if err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	o.GPUs = targets
+	var done atomic.Int64
+	o.Progress = &done
+	bar := startProgress(ios.ErrOut, progress, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
+	rep, err := analyze.Image(ctx, img, o)
+	bar.Stop()
+	if err != nil {
+		return nil, nil, err
+	}
+	var violations []analyze.Violation
+	if rules != nil {
+		violations = rules.Check(rep)
+	}
+	return rep, violations, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -44,6 +45,7 @@ type BuildOptions struct {
 	Platforms    []string
 	NoTest       bool
 	SkipExisting bool
+	Check        string
 	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure     []string
 	recipeFlags
@@ -105,6 +107,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
 	f.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
 	f.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
+	f.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
 	f.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
 	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
@@ -242,6 +245,15 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
+	var checkRules *analyze.Rules
+	if opts.Check != "" {
+		if len(outputs) == 0 {
+			return usageErr("--check needs --push or --output: it analyzes the image the build wrote")
+		}
+		if checkRules, err = analyze.LoadRules(opts.Check); err != nil {
+			return usageErr("--check: %v", err)
+		}
+	}
 	var content *contentTag
 	if opts.SkipExisting {
 		if opts.Push == "" {
@@ -287,6 +299,11 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
+	if checkRules != nil {
+		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], checkRules); err != nil {
+			return err
+		}
+	}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
@@ -308,6 +325,61 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
 	}
 	return nil
+}
+
+// checkBuilt analyzes what the build wrote (the first output) against the
+// --check rules, requiring kernels for the recipe's GPUs.
+func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, digest string, out builder.Output, rules *analyze.Rules) error {
+	var ref string
+	switch out.Type {
+	case "image":
+		r, err := layers.ParseRef(out.Path)
+		if err != nil {
+			return err
+		}
+		ref = r.Name.Context().String() + "@" + digest
+	case "oci":
+		ref = "oci:" + out.Path
+	default:
+		ref = "docker-archive:" + out.Path
+	}
+	for _, g := range plan.GPUs {
+		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
+	}
+	img, err := layers.Open(ctx, ref, layers.WithInsecureRegistries(opts.Insecure...))
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	defer img.Close()
+	progress := "auto"
+	if opts.Progress == "quiet" {
+		progress = "none"
+	}
+	rep, violations, err := analyzeImage(ctx, opts.IO, img, rules, nil, analyze.Options{}, progress)
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	if len(violations) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: check %s passed: %s compressed, efficiency %.2f%%, kernels for %s\n",
+			opts.Check, analyze.HumanBytes(rep.CompressedSize), 100*rep.Waste.Efficiency, gpuList(rep))
+		return nil
+	}
+	for _, v := range violations {
+		fmt.Fprintf(opts.IO.ErrOut, "  ✗ %s: %s\n", v.Rule, v.Message)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --check rule(s) broken in %s\n", len(violations), ref)
+	return silentExit(ExitRule)
+}
+
+func gpuList(rep *analyze.Report) string {
+	if rep.Kernels == nil || len(rep.Kernels.GPUs) == 0 {
+		return "no target GPU"
+	}
+	var s []string
+	for _, g := range rep.Kernels.GPUs {
+		s = append(s, g.GPU+" "+g.ComputeCapability)
+	}
+	return strings.Join(s, ", ")
 }
 
 func orNone(s string) string {
