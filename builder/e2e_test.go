@@ -486,3 +486,40 @@ func fatbinCubins(so []byte) (map[int][]string, error) {
 	}
 	return out, nil
 }
+
+// TestEndToEndUnsupportedPlatform: a platform no worker can run fails
+// before any step, naming what the builder supports.
+func TestEndToEndUnsupportedPlatform(t *testing.T) {
+	c, reg := e2eEnv(t)
+	defer c.Close()
+	ctx := context.Background()
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		for _, p := range w.Platforms {
+			if p.Architecture == "s390x" {
+				t.Skip("this builder can run s390x (binfmt)")
+			}
+		}
+	}
+	b, err := recipes.CatalogRecipe("debian-cuda11.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Parse("kiln.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes("http://127.0.0.1:9/simple"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Build(ctx, plan, Inputs{}, Options{Client: c, ContextDir: t.TempDir(), Progress: "quiet", Platforms: []string{"linux/amd64", "linux/s390x"}})
+	if err == nil || !strings.Contains(err.Error(), "cannot run linux/s390x steps") || !strings.Contains(err.Error(), "linux/amd64") {
+		t.Fatalf("err = %v", err)
+	}
+	t.Logf("refused in %v: %v", time.Since(start), err)
+}

@@ -254,6 +254,9 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		}
 		graphs = append(graphs, g)
 	}
+	if err := checkPlatforms(ctx, o.Client, graphs); err != nil {
+		return nil, err
+	}
 	res := &Result{ConfigBytes: map[string][]byte{}}
 	if def, err := graphs[0].Marshal(ctx, graphs[0].Runtime); err == nil {
 		res.Graph = DefinitionDigest(def)
@@ -560,4 +563,33 @@ func sanitizeName(s string) string {
 		return "image"
 	}
 	return b.String()
+}
+
+// checkPlatforms fails before any work when no worker of the daemon can
+// run steps for one of the requested platforms: otherwise the first RUN
+// step would fail with an exec format error deep in the build.
+func checkPlatforms(ctx context.Context, c *client.Client, graphs []*Graph) error {
+	ws, err := c.ListWorkers(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the builder's workers: %w", err)
+	}
+	var have []string
+	supported := map[string]bool{}
+	for _, w := range ws {
+		for _, p := range w.Platforms {
+			s := PlatformString(p)
+			if !supported[s] {
+				have = append(have, s)
+			}
+			supported[s] = true
+			supported[p.OS+"/"+p.Architecture] = true
+		}
+	}
+	for _, g := range graphs {
+		want := PlatformString(g.Platform)
+		if !supported[want] {
+			return fmt.Errorf("the builder cannot run %s steps (its workers support %s): register QEMU binfmt handlers on the builder host or use a native %s builder with --builder", want, strings.Join(have, ", "), want)
+		}
+	}
+	return nil
 }
