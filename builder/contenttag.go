@@ -21,7 +21,7 @@ import (
 type DigestInputs struct {
 	Inputs      Inputs
 	ContextDir  string   // the recipe's directory (app files)
-	Platforms   []string // default: the plan's, else linux/amd64
+	Platforms   []string // default: the plan's, else linux/amd64 (see Graphs)
 	Compression string
 	NoProbes    bool
 	// Resolve pins a base image reference to digests; nil uses the
@@ -37,31 +37,16 @@ type DigestInputs struct {
 func InputsDigest(ctx context.Context, plan *recipes.Plan, d DigestInputs) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "kiln-inputs-v1\n")
-	plats := d.Platforms
-	if len(plats) == 0 {
-		plats = plan.Platforms
+	graphs, err := Graphs(plan, d.Inputs, d.Platforms)
+	if err != nil {
+		return "", err
 	}
-	if len(plats) == 0 {
-		plats = []string{"linux/amd64"}
-	}
-	for _, ps := range plats {
-		pl, err := ParsePlatform(ps)
+	for _, g := range graphs {
+		def, err := g.Marshal(ctx, g.Target(d.NoProbes))
 		if err != nil {
 			return "", err
 		}
-		g, err := NewGraph(plan, d.Inputs, pl)
-		if err != nil {
-			return "", err
-		}
-		st := g.Runtime
-		if g.HasProbe && !d.NoProbes {
-			st = g.Probe
-		}
-		def, err := g.Marshal(ctx, st)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "graph %s %s\n", ps, DefinitionDigest(def))
+		fmt.Fprintf(h, "graph %s %s\n", PlatformString(g.Platform), DefinitionDigest(def))
 	}
 	resolve := d.Resolve
 	if resolve == nil {

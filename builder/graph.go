@@ -48,6 +48,39 @@ func ParsePlatform(s string) (ocispecs.Platform, error) {
 	return ocispecs.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}, nil
 }
 
+// Graphs builds the graph of each platform: platforms, else the plan's,
+// else linux/amd64.
+func Graphs(p *recipes.Plan, in Inputs, platforms []string) ([]*Graph, error) {
+	if len(platforms) == 0 {
+		platforms = p.Platforms
+	}
+	if len(platforms) == 0 {
+		platforms = []string{"linux/amd64"}
+	}
+	var gs []*Graph
+	for _, ps := range platforms {
+		pl, err := ParsePlatform(ps)
+		if err != nil {
+			return nil, err
+		}
+		g, err := NewGraph(p, in, pl)
+		if err != nil {
+			return nil, err
+		}
+		gs = append(gs, g)
+	}
+	return gs, nil
+}
+
+// Target is the state a build solves: the runtime image with the recipe's
+// test commands run on it, unless there are none or they are skipped.
+func (g *Graph) Target(noProbes bool) llb.State {
+	if g.HasProbe && !noProbes {
+		return g.Probe
+	}
+	return g.Runtime
+}
+
 // PlatformString is os/arch[/variant].
 func PlatformString(p ocispecs.Platform) string {
 	s := p.OS + "/" + p.Architecture

@@ -235,24 +235,9 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	if o.Client == nil {
 		return nil, errors.New("builder: no client")
 	}
-	plats := o.Platforms
-	if len(plats) == 0 {
-		plats = p.Platforms
-	}
-	if len(plats) == 0 {
-		plats = []string{"linux/amd64"}
-	}
-	var graphs []*Graph
-	for _, ps := range plats {
-		pl, err := ParsePlatform(ps)
-		if err != nil {
-			return nil, err
-		}
-		g, err := NewGraph(p, in, pl)
-		if err != nil {
-			return nil, err
-		}
-		graphs = append(graphs, g)
+	graphs, err := Graphs(p, in, o.Platforms)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkPlatforms(ctx, o.Client, graphs); err != nil {
 		return nil, err

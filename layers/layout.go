@@ -1,7 +1,6 @@
 package layers
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -165,5 +164,3 @@ func openLayout(r Ref, o *options) (*Image, error) {
 	}
 	return img, nil
 }
-
-var _ = context.Background

@@ -71,7 +71,6 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 	}
 	ref, err := name.ParseReference(s, nopts...)
 	if err != nil {
-		// Retry without strictness only to produce a better message.
 		return Ref{}, fmt.Errorf("image %q: not a valid reference: %v", s, trimNameErr(err))
 	}
 	return Ref{Kind: KindRegistry, Raw: s, Name: ref}, nil

@@ -390,36 +390,24 @@ func orNone(s string) string {
 }
 
 func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in builder.Inputs) error {
-	plats := plan.Platforms
-	if len(plats) == 0 {
-		plats = []string{"linux/amd64"}
-	}
 	type pg struct {
 		Platform string `json:"platform"`
 		Digest   string `json:"graph_digest"`
 		Ops      int    `json:"ops"`
 	}
+	gs, err := builder.Graphs(plan, in, nil)
+	if err != nil {
+		return err
+	}
 	var graphs []pg
 	var layout *builder.Layout
-	for _, ps := range plats {
-		pl, err := builder.ParsePlatform(ps)
-		if err != nil {
-			return err
-		}
-		g, err := builder.NewGraph(plan, in, pl)
-		if err != nil {
-			return err
-		}
+	for _, g := range gs {
 		layout = g.Layout
-		st := g.Runtime
-		if g.HasProbe && !opts.NoTest {
-			st = g.Probe
-		}
-		def, err := g.Marshal(ctx, st)
+		def, err := g.Marshal(ctx, g.Target(opts.NoTest))
 		if err != nil {
 			return err
 		}
-		graphs = append(graphs, pg{Platform: ps, Digest: builder.DefinitionDigest(def), Ops: len(def.Def)})
+		graphs = append(graphs, pg{Platform: builder.PlatformString(g.Platform), Digest: builder.DefinitionDigest(def), Ops: len(def.Def)})
 	}
 	if layout == nil {
 		return errors.New("no platform to build")
