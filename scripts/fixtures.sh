@@ -208,6 +208,7 @@ build_base() {
 }
 
 step_runtime() {
+	: "${M:?step_runtime runs inside with_overlay}"
 	sed -i 's/ main$/ main contrib non-free/' "$M/etc/apt/sources.list"
 	grep -q non-free "$M/etc/apt/sources.list" ||
 		echo "deb $MIRROR $SUITE main contrib non-free" >"$M/etc/apt/sources.list"

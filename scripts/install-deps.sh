@@ -4,7 +4,11 @@
 # the network entirely.
 set -euo pipefail
 
-pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates)
+# containerd (warm target, ctr), skopeo and crane (outside clients), docker.io
+# (the `docker` warm target; 20.10 pulls no zstd), openssh (fleet warm over
+# SSH), iproute2 (network namespaces), zstd (the CLI, for benchmarks).
+pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates
+	docker.io openssh-server openssh-client iproute2 zstd)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,4 +41,9 @@ fi
 export PATH="$(go env GOPATH)/bin:$PATH"
 if ! command -v staticcheck >/dev/null; then
 	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+# crane at the go-containerregistry version go.mod pins: an outside client
+# that must accept what kiln writes, and a benchmark peer.
+if ! command -v crane >/dev/null; then
+	(cd "$(dirname "$0")/.." && go install github.com/google/go-containerregistry/cmd/crane)
 fi
