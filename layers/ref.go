@@ -56,7 +56,7 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 		}
 		return Ref{Kind: KindOCILayout, Raw: s, Path: dir, Tag: tag}, nil
 	case strings.HasPrefix(s, "docker-archive:"):
-		file, tag := splitLocal(strings.TrimPrefix(s, "docker-archive:"))
+		file, tag := splitArchive(strings.TrimPrefix(s, "docker-archive:"))
 		if file == "" {
 			return Ref{}, fmt.Errorf("image %q: docker-archive: needs a file (docker-archive:FILE.tar)", s)
 		}
@@ -87,6 +87,19 @@ func splitLocal(s string) (string, string) {
 		return s, ""
 	}
 	return s[:i], s[i+1:]
+}
+
+// splitArchive is splitLocal for docker archives, whose tags are image names
+// with a repository ("FILE.tar:repo/name:tag"): a path ending in .tar ends at
+// the first ".tar:".
+func splitArchive(s string) (string, string) {
+	if _, err := os.Stat(s); err == nil {
+		return s, ""
+	}
+	if i := strings.Index(s, ".tar:"); i >= 0 {
+		return s[:i+4], s[i+5:]
+	}
+	return splitLocal(s)
 }
 
 func trimNameErr(err error) string {

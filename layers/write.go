@@ -1,0 +1,114 @@
+package layers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Write stores img at dest, which uses the same syntax as Open:
+//
+//	REGISTRY/REPO[:TAG]        pushed (blobs the registry has are skipped)
+//	oci:DIR[:TAG]              added to an OCI image layout (created if absent);
+//	                           TAG becomes its org.opencontainers.image.ref.name
+//	                           and replaces an earlier image of the same name
+//	docker-archive:FILE[:TAG]  a 'docker load'-able tarball, written to a
+//	                           temporary file and renamed, so an interrupted
+//	                           write leaves no half archive
+//
+// Layers stream from img to the sink; nothing is held in memory. It returns
+// the digest of the image's manifest.
+func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.Hash, error) {
+	r, err := ParseRef(dest, opts...)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	dig, err := img.Digest()
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+	}
+	switch r.Kind {
+	case KindRegistry:
+		if err := remote.Write(r.Name, img, RemoteOptions(ctx, opts...)...); err != nil {
+			return v1.Hash{}, fmt.Errorf("output %q: push: %v", dest, err)
+		}
+	case KindOCILayout:
+		if err := writeLayout(r, img); err != nil {
+			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+		}
+	case KindDockerArchive:
+		if err := writeArchive(r, img); err != nil {
+			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+		}
+	default:
+		return v1.Hash{}, fmt.Errorf("output %q: unsupported destination", dest)
+	}
+	return dig, nil
+}
+
+func writeLayout(r Ref, img v1.Image) error {
+	p, err := layout.FromPath(r.Path)
+	if err != nil {
+		if err := os.MkdirAll(r.Path, 0o755); err != nil {
+			return err
+		}
+		if p, err = layout.Write(r.Path, empty.Index); err != nil {
+			return err
+		}
+	}
+	var lopts []layout.Option
+	if r.Tag != "" {
+		lopts = append(lopts, layout.WithAnnotations(map[string]string{refNameAnnotation: r.Tag}))
+		// One image per name, like a tag: ReplaceImage drops the earlier
+		// descriptor carrying the same ref.name annotation.
+		return p.ReplaceImage(img, func(d v1.Descriptor) bool {
+			return d.Annotations[refNameAnnotation] == r.Tag
+		}, lopts...)
+	}
+	return p.AppendImage(img, lopts...)
+}
+
+func writeArchive(r Ref, img v1.Image) error {
+	tag := r.Tag
+	switch {
+	case tag == "":
+		tag = "kiln/image:latest"
+	case !strings.ContainsAny(tag, ":/"):
+		// A bare tag, as Open matches it: "FILE.tar:v1" → kiln/image:v1.
+		tag = "kiln/image:" + tag
+	}
+	t, err := name.NewTag(tag)
+	if err != nil {
+		return fmt.Errorf("archive tag %q: %v", tag, err)
+	}
+	dir := filepath.Dir(r.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".kiln-archive-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tarball.Write(t, img, tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), r.Path)
+}
