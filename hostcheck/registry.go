@@ -61,8 +61,16 @@ func readRegistryAuth(o *GatherOptions) Registry {
 			add(k)
 		}
 	}
+	asked := map[string]bool{}
+	for _, reg := range o.Registries {
+		asked[registryHost(reg)] = true
+	}
 	for k, h := range cf.CredentialHelpers {
-		add(k)
+		// A helper entry is only a place to look; for the registries the
+		// check needs, the helper is asked below.
+		if !asked[registryHost(k)] {
+			add(k)
+		}
 		if !slices.Contains(r.CredHelpers, h) {
 			r.CredHelpers = append(r.CredHelpers, h)
 		}
