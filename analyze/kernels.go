@@ -124,7 +124,31 @@ type KernelReport struct {
 	PTX       []string     `json:"ptx"`
 	Libraries []KernelLib  `json:"libraries"`
 	GPUs      []GPUSupport `json:"gpus"`
+	// Coverage is the image's overall coverage of every GPU architecture
+	// the compatibility database knows: whether all libraries with device
+	// code run there from SASS, some only through PTX JIT, or some not at
+	// all. Empty when no library has device code.
+	Coverage []ArchCoverage `json:"coverage"`
 }
+
+// ArchCoverage is the image's verdict for one GPU architecture.
+type ArchCoverage struct {
+	Arch              string `json:"arch"` // sm_90
+	ComputeCapability string `json:"compute_capability"`
+	// Runs is "sass" (every library has a cubin that runs there), "ptx"
+	// (every library runs, some only through PTX JIT) or "none" (some
+	// library has no kernel for it).
+	Runs string `json:"runs"`
+	// GPUs names the database's GPUs of that architecture.
+	GPUs []string `json:"gpus"`
+}
+
+// Coverage verdicts.
+const (
+	RunsSASS = "sass"
+	RunsPTX  = "ptx"
+	RunsNone = "none"
+)
 
 // KernelLib is one shared library with device code.
 type KernelLib struct {
@@ -192,8 +216,102 @@ func ParseGPUTargets(names []string) ([]recipes.GPUInfo, error) {
 	return out, nil
 }
 
+// libArchs turns a library's listed architectures back into numbers.
+func libArchs(l KernelLib) *kernelArchs {
+	k := &kernelArchs{sm: map[int]bool{}, ptx: map[int]bool{}}
+	for _, s := range l.SM {
+		if n, err := strconv.Atoi(strings.TrimPrefix(s, "sm_")); err == nil {
+			k.sm[n] = true
+		}
+	}
+	for _, s := range l.PTX {
+		if n, err := strconv.Atoi(strings.TrimPrefix(s, "compute_")); err == nil {
+			k.ptx[n] = true
+		}
+	}
+	return k
+}
+
+// Support says how the libraries run on a GPU of compute capability cc
+// ("9.0"); name labels the result. The host check calls it for the GPUs
+// it finds, after the scan.
+func (k *KernelReport) Support(name, cc string) (GPUSupport, error) {
+	n, err := ccNumber(cc)
+	if err != nil {
+		return GPUSupport{}, err
+	}
+	archs := make([]*kernelArchs, len(k.Libraries))
+	for i, l := range k.Libraries {
+		archs[i] = libArchs(l)
+	}
+	return support(k.Libraries, archs, name, cc, n), nil
+}
+
+func ccNumber(cc string) (int, error) {
+	maj, min, ok := strings.Cut(cc, ".")
+	a, err1 := strconv.Atoi(maj)
+	b, err2 := strconv.Atoi(min)
+	if !ok || err1 != nil || err2 != nil || b > 9 {
+		return 0, fmt.Errorf("compute capability %q: want MAJOR.MINOR such as 9.0", cc)
+	}
+	return a*10 + b, nil
+}
+
+func support(libs []KernelLib, archs []*kernelArchs, name, cc string, n int) GPUSupport {
+	gs := GPUSupport{GPU: name, ComputeCapability: cc, JIT: []string{}, Missing: []string{}}
+	for i, k := range archs {
+		sass, jit := runsOn(k, n)
+		switch {
+		case sass:
+		case jit:
+			gs.JIT = append(gs.JIT, libs[i].Path)
+		default:
+			gs.Missing = append(gs.Missing, libs[i].Path)
+		}
+	}
+	gs.Covered = len(gs.Missing) == 0
+	return gs
+}
+
+// coverage classifies every architecture of the GPU table.
+func coverage(libs []KernelLib, archs []*kernelArchs) []ArchCoverage {
+	out := []ArchCoverage{}
+	if len(libs) == 0 {
+		return out
+	}
+	db, err := recipes.Data()
+	if err != nil {
+		return out
+	}
+	byCC := map[string][]string{}
+	var ccs []string
+	for _, g := range db.GPUs.GPUs {
+		if _, ok := byCC[g.ComputeCapability]; !ok {
+			ccs = append(ccs, g.ComputeCapability)
+		}
+		byCC[g.ComputeCapability] = append(byCC[g.ComputeCapability], g.Name)
+	}
+	nums := map[string]int{}
+	for _, cc := range ccs {
+		nums[cc], _ = ccNumber(cc)
+	}
+	sort.Slice(ccs, func(a, b int) bool { return nums[ccs[a]] < nums[ccs[b]] })
+	for _, cc := range ccs {
+		gs := support(libs, archs, "", cc, nums[cc])
+		runs := RunsSASS
+		switch {
+		case !gs.Covered:
+			runs = RunsNone
+		case len(gs.JIT) > 0:
+			runs = RunsPTX
+		}
+		out = append(out, ArchCoverage{Arch: "sm_" + strconv.Itoa(nums[cc]), ComputeCapability: cc, Runs: runs, GPUs: byCC[cc]})
+	}
+	return out
+}
+
 func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []recipes.GPUInfo) *KernelReport {
-	kr := &KernelReport{Libraries: libs, GPUs: []GPUSupport{}}
+	kr := &KernelReport{Libraries: libs, GPUs: []GPUSupport{}, Coverage: coverage(libs, archs)}
 	sm, ptx := map[int]bool{}, map[int]bool{}
 	for _, k := range archs {
 		for a := range k.sm {
@@ -205,23 +323,11 @@ func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []recipes.GPUInfo
 	}
 	kr.SM, kr.PTX = archNames(sm, "sm_"), archNames(ptx, "compute_")
 	for _, g := range gpus {
-		cc, err := strconv.Atoi(strings.ReplaceAll(g.ComputeCapability, ".", ""))
+		cc, err := ccNumber(g.ComputeCapability)
 		if err != nil {
 			continue
 		}
-		gs := GPUSupport{GPU: g.Name, ComputeCapability: g.ComputeCapability, JIT: []string{}, Missing: []string{}}
-		for i, k := range archs {
-			sass, jit := runsOn(k, cc)
-			switch {
-			case sass:
-			case jit:
-				gs.JIT = append(gs.JIT, libs[i].Path)
-			default:
-				gs.Missing = append(gs.Missing, libs[i].Path)
-			}
-		}
-		gs.Covered = len(gs.Missing) == 0
-		kr.GPUs = append(kr.GPUs, gs)
+		kr.GPUs = append(kr.GPUs, support(libs, archs, g.Name, g.ComputeCapability, cc))
 	}
 	return kr
 }

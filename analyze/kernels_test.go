@@ -2,6 +2,8 @@ package analyze_test
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,5 +97,73 @@ func TestKernelCoverage(t *testing.T) {
 	v := rules.Check(r)
 	if len(v) != 1 || v[0].Rule != "require_gpus" || !strings.Contains(v[0].Message, "A100") {
 		t.Errorf("violations = %+v", v)
+	}
+}
+
+// TestKernelInventoryRealFatbins reads shared libraries compiled by nvcc
+// (testdata/hostcheck/fatbin/gen.sh: the fixture devel image's CUDA 11.8
+// nvcc, one kernel) and checks the per-library inventory.
+func TestKernelInventoryRealFatbins(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "hostcheck", "fatbin", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dir := t.TempDir()
+	l := testimage.Layer(t, []testimage.Entry{
+		testimage.File("usr/lib/libk_sm80.so", read("libk_sm80.so")),
+		testimage.File("usr/lib/libk_sm80_ptx.so", read("libk_sm80_ptx.so")),
+		testimage.File("usr/lib/libk_sm80_sm90.so", read("libk_sm80_sm90.so")),
+	}, "gzip")
+	testimage.WriteLayout(t, dir, "k", testimage.Image(t, testimage.Config{}, l))
+	r := openAndAnalyze(t, "oci:"+dir+":k", analyze.Options{Kernels: true})
+	got := map[string]string{}
+	for _, lib := range r.Kernels.Libraries {
+		got[lib.Path] = strings.Join(lib.SM, " ") + " | " + strings.Join(lib.PTX, " ")
+	}
+	want := map[string]string{
+		"/usr/lib/libk_sm80.so":      "sm_80 | ",
+		"/usr/lib/libk_sm80_ptx.so":  "sm_80 | compute_80",
+		"/usr/lib/libk_sm80_sm90.so": "sm_80 sm_90 | ",
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: %q, want %q", p, got[p], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("libraries = %v", got)
+	}
+	// Overall coverage: sm_80 cubins run on 8.x; nothing but compute_80
+	// PTX reaches 9.0, and libk_sm80.so has none.
+	runs := map[string]string{}
+	for _, c := range r.Kernels.Coverage {
+		runs[c.Arch] = c.Runs
+	}
+	for arch, w := range map[string]string{"sm_70": "none", "sm_75": "none", "sm_80": "sass", "sm_86": "sass", "sm_89": "sass", "sm_90": "none", "sm_120": "none"} {
+		if runs[arch] != w {
+			t.Errorf("coverage %s = %q, want %q (all: %v)", arch, runs[arch], w, runs)
+		}
+	}
+	h100, err := r.Kernels.Support("H100", "9.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h100.Covered || strings.Join(h100.Missing, ",") != "/usr/lib/libk_sm80.so" || strings.Join(h100.JIT, ",") != "/usr/lib/libk_sm80_ptx.so" {
+		t.Errorf("H100 support = %+v", h100)
+	}
+	if _, err := r.Kernels.Support("x", "9"); err == nil {
+		t.Error("Support accepted compute capability 9")
+	}
+	var tbl strings.Builder
+	if err := r.WriteTable(&tbl); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"/usr/lib/libk_sm80_ptx.so", "SASS sm_80 sm_90", "PTX compute_80", "no kernel on sm_70 sm_72 sm_75 sm_90"} {
+		if !strings.Contains(tbl.String(), w) {
+			t.Errorf("table lacks %q:\n%s", w, tbl.String())
+		}
 	}
 }

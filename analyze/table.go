@@ -104,6 +104,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 		p("\nKERNELS (device code in %d shared libraries)\n", len(k.Libraries))
 		p("  SASS  %s\n", dash(strings.Join(k.SM, " ")))
 		p("  PTX   %s\n", dash(strings.Join(k.PTX, " ")))
+		if len(k.Coverage) > 0 {
+			var sass, ptx, none []string
+			for _, c := range k.Coverage {
+				switch c.Runs {
+				case RunsSASS:
+					sass = append(sass, c.Arch)
+				case RunsPTX:
+					ptx = append(ptx, c.Arch)
+				default:
+					none = append(none, c.Arch)
+				}
+			}
+			p("  coverage  SASS on %s; PTX JIT only on %s; no kernel on %s\n", dash(strings.Join(sass, " ")), dash(strings.Join(ptx, " ")), dash(strings.Join(none, " ")))
+		}
+		// The per-library inventory: the largest lists first would hide
+		// the odd one out, so libraries keep path order; long lists are cut.
+		const maxLibs = 20
+		for i, l := range k.Libraries {
+			if i == maxLibs {
+				p("  … %d more libraries (--json lists all)\n", len(k.Libraries)-maxLibs)
+				break
+			}
+			p("  %-48s SASS %-24s PTX %s\n", l.Path, dash(strings.Join(l.SM, " ")), dash(strings.Join(l.PTX, " ")))
+		}
 		for _, g := range k.GPUs {
 			verdict := "covered"
 			switch {

@@ -153,6 +153,11 @@ type DriverVerdict struct {
 	Sources      []string `json:"sources,omitempty"`
 }
 
+// DataCenterBrand reports whether GPUs of an NVML brand (as brand clauses
+// spell it) get forward compatibility through cuda-compat: data-center
+// GPUs, RTX server SKUs and Jetson do, GeForce and TITAN do not.
+func DataCenterBrand(b string) bool { return isDatacenterBrand(b) }
+
 func isDatacenterBrand(b string) bool {
 	switch strings.ToLower(b) {
 	case "geforce", "geforcertx", "titan", "titanrtx":

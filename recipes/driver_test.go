@@ -23,6 +23,10 @@ func TestParseRequireCUDA(t *testing.T) {
 		{Host{DriverVersion: "535.104.05", Brand: "tesla"}, false},  // branch not listed
 		{Host{CUDAVersion: "12.9", DriverVersion: "575.51.03"}, true},
 		{Host{}, false},
+		// No GPU visible: brand and arch rules hold, as in
+		// libnvidia-container's check_device_brand.
+		{Host{DriverVersion: "550.54.15", NoDevice: true}, true},
+		{Host{DriverVersion: "535.104.05", NoDevice: true}, false},
 	}
 	for _, c := range cases {
 		ok, first := req.Satisfied(c.h)
@@ -47,6 +51,9 @@ func TestParseRequireCUDA(t *testing.T) {
 		if _, err := ParseRequireCUDA(bad); err == nil {
 			t.Errorf("ParseRequireCUDA(%q) accepted", bad)
 		}
+	}
+	if !DataCenterBrand("tesla") || !DataCenterBrand("nvidia") || DataCenterBrand("geforcertx") || DataCenterBrand("TITAN") {
+		t.Error("DataCenterBrand: tesla/nvidia forward-compat, GeForce/TITAN not")
 	}
 	for _, op := range []string{"cuda=12.4", "cuda!=12.3", "cuda<12.5", "cuda<=12.4", "cuda>12.3", "arch>=8.0"} {
 		req, err := ParseRequireCUDA(op)

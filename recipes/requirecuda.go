@@ -26,6 +26,10 @@ type Host struct {
 	CUDAVersion   string // the driver's CUDA version, e.g. 12.4 (derived from DriverVersion when empty)
 	Brand         string // NVML brand as spelled in brand clauses: tesla, geforce, nvidia, ...
 	Arch          string // compute capability, e.g. 8.9
+	// NoDevice evaluates with no GPU visible: libnvidia-container then
+	// treats arch and brand rules as satisfied (configure.c,
+	// check_device_arch/check_device_brand).
+	NoDevice bool
 }
 
 var requireOps = []string{">=", "<=", "!=", ">", "<", "="}
@@ -124,6 +128,9 @@ func (r Requirement) Satisfied(h Host) (bool, *Rule) {
 }
 
 func (r Rule) eval(h Host) bool {
+	if h.NoDevice && (r.Name == "brand" || r.Name == "arch") {
+		return true
+	}
 	var have string
 	switch r.Name {
 	case "brand":

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/hostcheck"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newHostCmd) }
+
+// HostCheckOptions are kiln host check's inputs.
+type HostCheckOptions struct {
+	IO          *IO
+	Image       string
+	HostInfo    string
+	Root        string
+	Volumes     []string
+	JSON        bool
+	Capture     bool
+	NoKernels   bool
+	WeightsSize string
+	Jobs        int
+	Progress    string
+	imageFlags
+}
+
+func newHostCmd(ios *IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Check a GPU host for an image",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usageErr("host needs a subcommand: check")
+		},
+	}
+	cmd.AddCommand(newHostCheckCmd(ios))
+	return cmd
+}
+
+func newHostCheckCmd(ios *IO) *cobra.Command {
+	opts := &HostCheckOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "check [--image REF|LOCK] [--volume DIR...] [--json]",
+		Short: "Will this image start and use the GPU on this host?",
+		Long: `Checks what decides whether a CUDA container starts and uses the GPU, each
+item pass, warn, fail or skip with its evidence and the fix:
+
+  driver             driver version, GPUs, compute capabilities, the CUDA
+                     version the driver supports (nvidia-smi, /proc)
+  cuda-compat        the image's CUDA on this driver: native, minor-version
+                     or forward compatibility (data-center GPUs only)
+  require-cuda       the image's NVIDIA_REQUIRE_CUDA, evaluated per GPU the
+                     way the NVIDIA container runtime does
+  kernels            SASS/PTX in the image's fat binaries (or the recipe's
+                     declared architectures) against every GPU
+  container-toolkit  NVIDIA Container Toolkit registered with Docker or
+                     containerd, or CDI specs in /etc/cdi, /var/run/cdi
+  engine             Docker/containerd sockets answering; build or run only
+  registry-auth      credentials for the image's registry (never printed)
+  volumes            --volume dirs exist, writable, filesystem, free space;
+                     the engine's image store has room for the image
+  compose            Docker Compose installed
+
+--image takes an image reference or a kiln.lock (the recipe's CUDA and
+architectures; nothing is pulled). --host-info FILE checks a captured
+description instead of this machine (kiln host check --capture > host.json on
+the host), to plan before renting. --root DIR reads another root (a mounted
+host image, a test sysroot).
+
+Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.md.`,
+		Example: `  kiln host check
+  kiln host check --image ghcr.io/acme/serve:1.2 --volume /data/models --weights-size 30GB
+  kiln host check --image recipes/kiln.lock --json
+  kiln host check --capture --volume /data > host.json
+  kiln host check --host-info host.json --image 127.0.0.1:5000/acme/serve:1.2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHostCheck(cmd.Context(), opts)
+		},
+	}
+	opts.imageFlags.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.Image, "image", "", "image reference or kiln.lock to check against the host")
+	f.StringVar(&opts.HostInfo, "host-info", "", "check a captured host description (JSON from --capture) instead of this machine")
+	f.StringVar(&opts.Root, "root", "/", "root directory to read the host from (/proc, /etc, sockets)")
+	f.StringSliceVar(&opts.Volumes, "volume", nil, "directory for persistent data to probe (repeatable)")
+	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/hostcheck.md)")
+	f.BoolVar(&opts.Capture, "capture", false, "print this host's description as JSON (for --host-info) and exit")
+	f.BoolVar(&opts.NoKernels, "no-kernels", false, "do not stream the image's layers for fat binaries; read only its config")
+	f.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
+	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	return cmd
+}
+
+func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
+	switch opts.Progress {
+	case "auto", "tty", "plain", "none":
+	default:
+		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	}
+	if opts.Capture && opts.HostInfo != "" {
+		return usageErr("--capture describes this machine; it does not combine with --host-info")
+	}
+	if opts.HostInfo != "" && len(opts.Volumes) > 0 {
+		return usageErr("--volume probes this machine; with --host-info the description's volumes are checked (capture them with --capture --volume DIR)")
+	}
+	var weights int64
+	if opts.WeightsSize != "" {
+		n, err := analyze.ParseByteSize(opts.WeightsSize)
+		if err != nil {
+			return usageErr("--weights-size: %v", err)
+		}
+		weights = n
+	}
+	lopts, err := opts.options()
+	if err != nil {
+		return err
+	}
+	// The image's registry, for the credentials probe.
+	var registries []string
+	lock := isLockFile(opts.Image)
+	if opts.Image != "" && !lock {
+		ref, err := layers.ParseRef(opts.Image, lopts...)
+		if err != nil {
+			return usageErr("--image: %v", err)
+		}
+		if ref.Kind == layers.KindRegistry && ref.Name != nil {
+			registries = append(registries, ref.Name.Context().RegistryStr())
+		}
+	}
+	var h *hostcheck.Host
+	if opts.HostInfo != "" {
+		if h, err = hostcheck.LoadHost(opts.HostInfo); err != nil {
+			return usageErr("--host-info: %v", err)
+		}
+	} else {
+		if fi, err := os.Stat(opts.Root); err != nil || !fi.IsDir() {
+			return usageErr("--root %s: not a directory", opts.Root)
+		}
+		if h, err = hostcheck.Gather(ctx, hostcheck.GatherOptions{Root: opts.Root, Volumes: opts.Volumes, Registries: registries}); err != nil {
+			return err
+		}
+	}
+	if opts.Capture {
+		b, err := h.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = opts.IO.Out.Write(b)
+		return err
+	}
+	var im *hostcheck.Image
+	switch {
+	case lock:
+		l, err := recipes.ReadLock(opts.Image)
+		if err != nil {
+			return usageErr("--image: %v", err)
+		}
+		im = hostcheck.ImageFromLock(opts.Image, l)
+	case opts.Image != "":
+		img, err := layers.Open(ctx, opts.Image, lopts...)
+		if err != nil {
+			return err
+		}
+		defer img.Close()
+		var done atomic.Int64
+		o := analyze.Options{Concurrency: opts.Jobs, Progress: &done}
+		var bar *progressBar
+		if !opts.NoKernels {
+			bar = startProgress(opts.IO.ErrOut, opts.Progress, "reading fat binaries in "+img.Ref.Raw, img.CompressedSize(), &done)
+		}
+		im, err = hostcheck.FromLayers(ctx, img, !opts.NoKernels, o)
+		if bar != nil {
+			bar.Stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rep := hostcheck.Check(h, im, hostcheck.Options{WeightsBytes: weights})
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	if !rep.OK {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: host check: %d item(s) failed\n", rep.Counts.Fail)
+		return silentExit(ExitFailure)
+	}
+	return nil
+}
+
+// isLockFile says whether --image names a kiln lock file rather than an
+// image: an existing regular file that is not an oci:/docker-archive: ref.
+func isLockFile(s string) bool {
+	if s == "" || strings.HasPrefix(s, "oci:") || strings.HasPrefix(s, "docker-archive:") {
+		return false
+	}
+	fi, err := os.Stat(s)
+	return err == nil && fi.Mode().IsRegular()
+}
