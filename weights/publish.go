@@ -395,4 +395,3 @@ func (l *blobLayer) DiffID() (v1.Hash, error)            { return l.desc.Digest,
 func (l *blobLayer) Compressed() (io.ReadCloser, error)  { return l.open() }
 func (l *blobLayer) Size() (int64, error)                { return l.desc.Size, nil }
 func (l *blobLayer) MediaType() (types.MediaType, error) { return l.desc.MediaType, nil }
-
