@@ -260,7 +260,7 @@ func CheckPath(p string) error {
 		}
 	}
 	first, _, _ := strings.Cut(p, "/")
-	if first == ReadyMarker || first == PartialDir {
+	if first == ReadyMarker || first == PartialDir || first == ManifestFile {
 		return fmt.Errorf("%q: reserved for kiln's own bookkeeping", p)
 	}
 	return nil
