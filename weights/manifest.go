@@ -254,7 +254,7 @@ func CheckPath(p string) error {
 	for _, c := range strings.Split(p, "/") {
 		switch c {
 		case "..":
-			return fmt.Errorf("%q: climbs out of the volume with ..", p)
+			return fmt.Errorf("%q: climbs out of the volume with \"..\"", p)
 		case "", ".":
 			return fmt.Errorf("%q: not a clean path", p)
 		}

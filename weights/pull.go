@@ -64,6 +64,9 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("volume manifest: %v", err)
 	}
+	if src == nil {
+		return nil, fmt.Errorf("volume manifest: no repository to fetch its blobs from (pass --from REGISTRY/REPO or oci:DIR)")
+	}
 	if opts.Jobs <= 0 {
 		opts.Jobs = 4
 	}

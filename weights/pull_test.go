@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -173,7 +172,6 @@ type cutServer struct {
 	cutDone  bool
 	ranges   []string
 	sent     int64
-	corrupt  bool
 	cutBytes int64
 }
 
@@ -349,13 +347,4 @@ func TestPullFullDisk(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.json")); string(b) != `{"old": true}` {
 		t.Errorf("old file replaced: %q", b)
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -53,6 +53,9 @@ type Resolved struct {
 	Source   BlobSource
 	// Ref is the artifact, by digest, when resolved from one.
 	Ref string
+	// Image is the application image when ref named one whose
+	// dev.kiln.weights.manifest label led to the artifact.
+	Image string
 }
 
 // Resolve turns what the user typed into a manifest and a blob source:
@@ -60,7 +63,8 @@ type Resolved struct {
 //	REGISTRY/REPO[:TAG|@DIGEST]    a weights artifact in a registry
 //	oci:DIR[:TAG] | oci:DIR@DIGEST a weights artifact in an OCI layout
 //	FILE.json                      a volume manifest; blobs come from its
-//	                               "repository" (or from, when set)
+//	                               "repository" (or from, when set); with
+//	                               neither, Source is nil
 //
 // from overrides where blobs are fetched (a mirror holding the same blobs).
 func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Resolved, error) {
@@ -68,7 +72,7 @@ func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Res
 	var err error
 	switch {
 	case strings.HasPrefix(ref, "oci:"):
-		res, err = resolveLayout(ref)
+		res, err = resolveLayout(ref, true)
 	case isManifestFile(ref):
 		var m *Manifest
 		if m, err = ReadManifest(ref); err != nil {
@@ -78,11 +82,8 @@ func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Res
 		if from == "" {
 			from = m.Repository
 		}
-		if from == "" {
-			return nil, fmt.Errorf("manifest %s: no repository recorded; say where the blobs are with --from", ref)
-		}
 	default:
-		res, err = resolveRegistry(ctx, ref, opts...)
+		res, err = resolveRegistry(ctx, ref, true, opts...)
 	}
 	if err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (BlobSou
 
 // resolveLayout finds the artifact in an OCI layout by tag (ref.name),
 // digest, or as the layout's only manifest.
-func resolveLayout(ref string) (*Resolved, error) {
+func resolveLayout(ref string, follow bool) (*Resolved, error) {
 	rest := strings.TrimPrefix(ref, "oci:")
 	dir, want := rest, ""
 	if i := strings.LastIndex(rest, "@sha256:"); i >= 0 {
@@ -133,13 +134,10 @@ func resolveLayout(ref string) (*Resolved, error) {
 	var pick *v1.Descriptor
 	for i := range idx.Manifests {
 		d := &idx.Manifests[i]
-		if d.ArtifactType != "" && d.ArtifactType != ArtifactType {
-			continue
-		}
 		switch {
 		case want == "":
 			if pick != nil {
-				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:...", ref)
+				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
 			}
 			pick = d
 		case strings.HasPrefix(want, "sha256:") && d.Digest.String() == want,
@@ -156,6 +154,14 @@ func resolveLayout(ref string) (*Resolved, error) {
 		return nil, fmt.Errorf("weights %q: manifest: %v", ref, err)
 	}
 	abs, _ := filepath.Abs(dir)
+	if label, ok, err := imageLabel(context.Background(), src, raw); err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	} else if ok {
+		if !follow {
+			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
+		}
+		return followLabel(context.Background(), ref, label)
+	}
 	m, err := manifestFromArtifact(context.Background(), src, raw)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
@@ -163,7 +169,7 @@ func resolveLayout(ref string) (*Resolved, error) {
 	return &Resolved{Manifest: m, Source: src, Ref: "oci:" + abs + "@" + pick.Digest.String()}, nil
 }
 
-func resolveRegistry(ctx context.Context, ref string, opts ...layers.Option) (*Resolved, error) {
+func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layers.Option) (*Resolved, error) {
 	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		return nil, err
@@ -178,6 +184,14 @@ func resolveRegistry(ctx context.Context, ref string, opts ...layers.Option) (*R
 	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
 	if err != nil {
 		return nil, err
+	}
+	if label, ok, err := imageLabel(ctx, f, desc.Manifest); err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	} else if ok {
+		if !follow {
+			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
+		}
+		return followLabel(ctx, ref, label, opts...)
 	}
 	m, err := manifestFromArtifact(ctx, f, desc.Manifest)
 	if err != nil {
@@ -251,4 +265,48 @@ func readVerified(ctx context.Context, src BlobSource, d v1.Hash, size, limit in
 		return nil, err
 	}
 	return io.ReadAll(vr)
+}
+
+// imageLabel reads the dev.kiln.weights.manifest label when raw is the
+// manifest of a runnable image (a slimmed one points at its weights).
+func imageLabel(ctx context.Context, src BlobSource, raw []byte) (string, bool, error) {
+	var am v1.Manifest
+	if err := json.Unmarshal(raw, &am); err != nil {
+		return "", false, fmt.Errorf("not an OCI manifest: %v", err)
+	}
+	if !am.Config.MediaType.IsConfig() {
+		return "", false, nil
+	}
+	b, err := readVerified(ctx, src, am.Config.Digest, am.Config.Size, 16<<20)
+	if err != nil {
+		return "", false, fmt.Errorf("image config: %v", err)
+	}
+	var cfg v1.ConfigFile
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", false, fmt.Errorf("image config: %v", err)
+	}
+	label := cfg.Config.Labels[LabelManifest]
+	if label == "" {
+		return "", false, fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
+	}
+	return label, true, nil
+}
+
+// followLabel resolves the artifact an image's label names (one hop only).
+func followLabel(ctx context.Context, image, label string, opts ...layers.Option) (*Resolved, error) {
+	if !strings.HasPrefix(label, "oci:") && isManifestFile(label) {
+		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, LabelManifest, label)
+	}
+	var res *Resolved
+	var err error
+	if strings.HasPrefix(label, "oci:") {
+		res, err = resolveLayout(label, false)
+	} else {
+		res, err = resolveRegistry(ctx, label, false, opts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("image %q: following its %s label: %v", image, LabelManifest, err)
+	}
+	res.Image = image
+	return res, nil
 }
