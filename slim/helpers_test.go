@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -110,13 +109,4 @@ func flatten(t *testing.T, img v1.Image) (map[string]fsEntry, []string) {
 		rc.Close()
 	}
 	return fs, order
-}
-
-func keys(m map[string]fsEntry) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

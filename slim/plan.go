@@ -285,7 +285,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		for _, c := range n.sortedChildren() {
 			b = min(b, assign(c))
 		}
-		if !n.dir || b == numBuckets {
+		if !n.dir || own < b {
 			b = own
 		}
 		bucket[n] = b

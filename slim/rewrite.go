@@ -215,9 +215,6 @@ func outHeader(p string, h *tar.Header) *tar.Header {
 	if h.Typeflag == tar.TypeDir {
 		o.Name = p + "/"
 	}
-	if h.Typeflag == tar.TypeRegA {
-		o.Typeflag = tar.TypeReg
-	}
 	for k, v := range h.PAXRecords {
 		// Extended attributes (file capabilities, SELinux labels) are
 		// part of the file; times and sizes are re-derived.
@@ -238,7 +235,6 @@ func outHeader(p string, h *tar.Header) *tar.Header {
 func (w *writer) rewriteLayer(ctx context.Context, l *layers.Layer) error {
 	acts := w.plan.actions[l.Index]
 	ord := -1
-	var used [numBuckets]bool
 	_, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: w.opts.SkipVerify, Progress: w.opts.Progress}, func(e *layers.Entry, body io.Reader) error {
 		ord++
 		if ord >= len(acts) || acts[ord] == nil {
@@ -285,7 +281,6 @@ func (w *writer) rewriteLayer(ctx context.Context, l *layers.Layer) error {
 		if err != nil {
 			return err
 		}
-		used[a.bucket] = true
 		h := outHeader(e.Path, e.Header)
 		switch a.op {
 		case opSymlink:
@@ -340,7 +335,6 @@ func (w *writer) rewriteLayer(ctx context.Context, l *layers.Layer) error {
 			}
 		}
 	}
-	_ = used
 	return err
 }
 

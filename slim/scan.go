@@ -77,7 +77,7 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 			r.class = analyze.ClassifyPath(e.Path)
 		case h.Typeflag == tar.TypeLink:
 			r.kind = kHardlink
-			if _, esc := layers.CleanPath(h.Linkname); esc {
+			if climbsOut(h.Linkname) {
 				return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
 			}
 			r.class = analyze.ClassifyPath(e.Path)
@@ -141,6 +141,24 @@ func escapesRoot(linkPath, target string) bool {
 		case "..":
 			depth--
 			if depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// climbsOut reports whether a name climbs above the root with "..".
+// Absolute names are taken as root-relative, as runtimes do.
+func climbsOut(name string) bool {
+	depth := 0
+	for _, part := range strings.Split(strings.ReplaceAll(name, "\\", "/"), "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
 				return true
 			}
 		default:
