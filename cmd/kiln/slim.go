@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/slim"
+	"github.com/kiln-build/kiln/weights"
+)
+
+func init() { subcommands = append(subcommands, newSlimCmd) }
+
+// SlimOptions are kiln slim's inputs.
+type SlimOptions struct {
+	IO            *IO
+	Image         string
+	To            string
+	Policy        string
+	Level         int
+	Force         bool
+	Probe         string
+	ProbeRegistry string
+	WeightsTo     string
+	WeightsMount  string
+	JSON          bool
+	Jobs          int
+	NoVerify      bool
+	Progress      string
+	WorkDir       string
+	imageFlags
+}
+
+func newSlimCmd(ios *IO) *cobra.Command {
+	opts := &SlimOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "slim IMAGE --to DEST",
+		Short: "Rewrite an image without what it does not need at run time",
+		Long: `Rewrites an image without a daemon or a rebuild: reads every layer as a
+stream (twice: once to squash and classify, once to write), drops the file
+classes the policy names (the classes kiln analyze reports), collapses files
+that later layers overwrote or deleted, keeps one copy of CUDA libraries
+installed twice (the other becomes a symlink), and regroups what is left
+into zstd layers ordered by how often they change: OS, CUDA libraries,
+Python packages, application. The same input and policy give the same digest.
+
+Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
+cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
+__pycache__); "weights" only moves weights out. --policy FILE reads YAML
+(docs/slim.md).
+
+Weights leave the image only with --weights-to: they become a kiln weights
+volume (artifact + manifest) and the image gets labels pointing at it.
+Without it they stay, and the report says so.
+
+Packages that compile kernels at run time (Triton, FlashInfer, DeepGEMM,
+torch cpp_extension users) need nvcc and headers: kiln keeps them, or with
+"jit: refuse" in the policy refuses unless --force.
+
+--probe CMD pushes the slim image to a local registry and runs CMD in it
+through BuildKit before anything is written to DEST; the slim fails when the
+probe does.`,
+		Example: `  kiln slim 127.0.0.1:5000/kiln/naive-app:latest --to 127.0.0.1:5000/kiln/app:slim
+  kiln slim docker-archive:app.tar --to oci:./slim:app --weights-to oci:./weights:app
+  kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
+  kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runSlim(cmd.Context(), opts)
+		},
+	}
+	opts.imageFlags.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
+	f.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, weights) or a policy YAML file")
+	f.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
+	f.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
+	f.StringVar(&opts.Probe, "probe", "", "command to run in the slim image through BuildKit before writing it (fails the slim when it fails)")
+	f.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", "127.0.0.1:5000"), "registry the BuildKit daemon can pull from, for --probe")
+	f.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
+	f.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
+	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
+	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	f.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func loadSlimPolicy(s string) (*slim.Policy, error) {
+	if _, err := os.Stat(s); err == nil {
+		return slim.LoadPolicy(s)
+	}
+	p, err := slim.BuiltinPolicy(s)
+	if err != nil {
+		return nil, fmt.Errorf("%v (no such file either)", err)
+	}
+	return p, nil
+}
+
+func runSlim(ctx context.Context, opts *SlimOptions) error {
+	switch opts.Progress {
+	case "auto", "tty", "plain", "none":
+	default:
+		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	}
+	if opts.To == "" {
+		return usageErr("--to is required (REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE)")
+	}
+	if opts.Level < 1 || opts.Level > 22 {
+		return usageErr("--level %d: zstd levels are 1..22", opts.Level)
+	}
+	lopts, err := opts.options()
+	if err != nil {
+		return err
+	}
+	if _, err := layers.ParseRef(opts.To, lopts...); err != nil {
+		return usageErr("--to: %v", err)
+	}
+	pol, err := loadSlimPolicy(opts.Policy)
+	if err != nil {
+		return usageErr("--policy: %v", err)
+	}
+	if opts.WeightsTo != "" {
+		if _, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
+			return usageErr("--weights-to: %v", err)
+		}
+		if pol.Weights != slim.WeightsDivert {
+			return usageErr("--weights-to: policy %s says weights: %s; use a policy with weights: divert", pol.Name, pol.Weights)
+		}
+	}
+	img, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+
+	work := opts.WorkDir
+	if work == "" {
+		if work, err = os.MkdirTemp(envOr("KILN_WORK_DIR", ""), "kiln-slim-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify}
+	var col *weights.Collector
+	if opts.WeightsTo != "" {
+		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
+			return err
+		}
+		ro.Divert = col
+	}
+	var done atomic.Int64
+	ro.Progress = &done
+	bar := startProgress(opts.IO.ErrOut, opts.Progress, "slimming "+img.Ref.Raw, 2*img.CompressedSize(), &done)
+	res, err := slim.Rewrite(ctx, img, ro)
+	bar.Stop()
+	if err != nil {
+		var je *slim.JITError
+		if errors.As(err, &je) {
+			return &exitError{code: ExitRule, err: err}
+		}
+		return err
+	}
+	rep := res.Report
+
+	labels := map[string]string{}
+	if col != nil && rep.DivertedFiles > 0 {
+		man, dig, err := col.Publish(ctx, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
+		if err != nil {
+			return fmt.Errorf("--weights-to: %w", err)
+		}
+		ref, err := weights.ArtifactRef(opts.WeightsTo, dig, lopts...)
+		if err != nil {
+			return fmt.Errorf("--weights-to: %w", err)
+		}
+		labels[weights.LabelManifest] = ref
+		labels[weights.LabelMount] = man.Mount
+		labels[weights.LabelSetDigest] = man.SetDigest
+		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, ref, man.Mount)
+	}
+	out, err := res.Image(labels)
+	if err != nil {
+		return err
+	}
+	dig, err := out.Digest()
+	if err != nil {
+		return err
+	}
+	rep.Digest = dig.String()
+
+	if opts.Probe != "" {
+		if err := probeSlim(ctx, opts, out, lopts); err != nil {
+			return err
+		}
+	}
+	if _, err := layers.Write(ctx, out, opts.To, lopts...); err != nil {
+		return err
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "\nwrote %s (%s)\n", opts.To, rep.Digest)
+	return nil
+}
+
+// probeSlim pushes the image to the probe registry under its digest and
+// runs the probe through BuildKit.
+func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []layers.Option) error {
+	dig, err := out.Digest()
+	if err != nil {
+		return err
+	}
+	ref := fmt.Sprintf("%s/kiln-slim-probe/image:%s", opts.ProbeRegistry, dig.Hex[:16])
+	if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
+		return fmt.Errorf("--probe: pushing to %s: %w", ref, err)
+	}
+	c, _, err := builder.Connect(ctx, "", builder.TLS{})
+	if err != nil {
+		return fmt.Errorf("--probe: %w", err)
+	}
+	defer c.Close()
+	cfg, err := out.ConfigFile()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, ref)
+	pinned := fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)
+	if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
+		return &exitError{code: ExitRule, err: fmt.Errorf("%w; nothing written to %s", err, opts.To)}
+	}
+	return nil
+}

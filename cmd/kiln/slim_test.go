@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/slim"
+	"github.com/kiln-build/kiln/weights"
+)
+
+func slimWeightsEntry(name string, n int) testimage.Entry {
+	hdr := []byte(`{"__metadata__":{}}`)
+	b := make([]byte, n)
+	binary.LittleEndian.PutUint64(b, uint64(len(hdr)))
+	copy(b[8:], hdr)
+	return testimage.File(name, b)
+}
+
+func TestSlimCommand(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{Env: []string{"PATH=/usr/bin"}},
+		testimage.Layer(t, []testimage.Entry{
+			testimage.Sized("usr/local/cuda/bin/nvcc", 5000), testimage.Sized("usr/bin/python3", 100),
+			testimage.Sized("usr/lib/x86_64-linux-gnu/libcudart_static.a", 4000),
+		}, "gzip"),
+		testimage.Layer(t, []testimage.Entry{slimWeightsEntry("app/models/m.safetensors", 4096), testimage.File("app/main.py", []byte("m"))}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	src := "oci:" + dir + ":app"
+	reg := testimage.Registry(t)
+
+	// Registry destination, weights to an OCI layout, JSON report.
+	code, out, errOut := run(t, "slim", src, "--to", reg+"/slim/app:v1", "--weights-to", "oci:"+filepath.Join(dir, "w")+":app", "--json", "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var rep slim.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.DivertedFiles != 1 || rep.After.Files != 2 || rep.Digest == "" {
+		t.Errorf("report: diverted %d, after %d files, digest %q", rep.DivertedFiles, rep.After.Files, rep.Digest)
+	}
+	got, err := layers.Open(context.Background(), reg+"/slim/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.Digest.String() != rep.Digest {
+		t.Errorf("pushed %s, report says %s", got.Digest, rep.Digest)
+	}
+	lb := got.Config.Config.Labels
+	if !strings.HasPrefix(lb[weights.LabelManifest], "oci:") || lb[weights.LabelMount] != "/app/models" {
+		t.Errorf("labels %v", lb)
+	}
+	if got.Config.Config.Env[0] != "PATH=/usr/bin" {
+		t.Errorf("env %v", got.Config.Config.Env)
+	}
+
+	// Same input and weights destination, docker archive output, table:
+	// the same digest (reproducible).
+	arch := filepath.Join(dir, "slim.tar")
+	code, out, errOut = run(t, "slim", src, "--to", "docker-archive:"+arch, "--weights-to", "oci:"+filepath.Join(dir, "w")+":app", "--progress", "none")
+	if code != ExitOK || !strings.Contains(out, "static_libs") || !strings.Contains(out, rep.Digest) {
+		t.Errorf("table run: code %d\n%s\n%s", code, out, errOut)
+	}
+
+	// Without --weights-to the weights stay and the report says so.
+	code, out, _ = run(t, "slim", src, "--to", "oci:"+filepath.Join(dir, "kept"), "--progress", "none")
+	if code != ExitOK || !strings.Contains(out, "no weights destination given") {
+		t.Errorf("kept weights not reported: %d\n%s", code, out)
+	}
+}
+
+func TestSlimCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := testimage.Tar(t, []testimage.Entry{testimage.File("etc/a", []byte("a"))})
+	bad := bytes.Clone(good)
+	bad[600] ^= 1
+	h, _, _ := v1SHA(good)
+	img := testimage.Image(t, testimage.Config{}, testimage.Lying(bad, h, h, "application/vnd.oci.image.layer.v1.tar"))
+	testimage.WriteLayout(t, dir, "bad", img)
+	pol := filepath.Join(dir, "p.yaml")
+	os.WriteFile(pol, []byte("drop: [nvcc]\n"), 0o644)
+	dest := filepath.Join(dir, "out.tar")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"slim", "oci:" + dir + ":bad"}, ExitUsage, "--to is required"},
+		{[]string{"slim", "oci:" + dir + ":bad", "--to", "docker-archive:" + dest, "--level", "30"}, ExitUsage, "--level 30"},
+		{[]string{"slim", "oci:" + dir + ":bad", "--to", "docker-archive:" + dest, "--policy", pol}, ExitUsage, "p.yaml:1: drop[0]"},
+		{[]string{"slim", "oci:" + dir + ":bad", "--to", "docker-archive:" + dest, "--policy", "nope"}, ExitUsage, "unknown built-in policy"},
+		{[]string{"slim", "oci:" + dir + ":bad", "--to", "docker-archive:" + dest}, ExitFailure, "digest"},
+	}
+	for _, tc := range cases {
+		code, _, errOut := run(t, append(tc.args, "--progress", "none")...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code %d, %s; want %d %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+	if _, err := os.Stat(dest); !os.IsNotExist(err) {
+		t.Errorf("destination written after a failure: %v", err)
+	}
+}
+
+func v1SHA(b []byte) (v1.Hash, int64, error) { return v1.SHA256(bytes.NewReader(b)) }

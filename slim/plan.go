@@ -1,0 +1,397 @@
+package slim
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// Output layers, in the order they are stacked: what changes least first.
+const (
+	bucketOS = iota
+	bucketCUDA
+	bucketPython
+	bucketApp
+	numBuckets
+)
+
+var bucketNames = [numBuckets]string{"os", "cuda", "python", "app"}
+
+// ops say what the second pass does with a source entry.
+const (
+	opSkip        = iota
+	opEmit        // copy the entry (a hardlink keeps its link to a.link)
+	opMaterialize // write a hardlink as a regular file with a.src's content
+	opSymlink     // replace a duplicate library with a symlink to a.link
+	opDivert      // hand the content to the Diverter
+)
+
+type action struct {
+	op     uint8
+	bucket uint8
+	stash  bool // keep the content on disk for a materialized hardlink
+	link   string
+	src    *rec
+}
+
+// Why a visible file left the image (report reasons).
+const (
+	whySuperseded = "superseded"
+	whyClass      = "class"
+	whyGlob       = "remove"
+	whyDiverted   = "diverted"
+	whyWeights    = "weights dropped"
+	whyDedupe     = "duplicate CUDA library"
+	whyDangling   = "symlink to a removed file"
+)
+
+// plan is the squashed filesystem plus a decision per source entry.
+type plan struct {
+	actions  [][]*action // [layer][ord]
+	report   *Report
+	removed  []RemovedFile
+	stashIDs map[*rec]int
+}
+
+// layerKinds are the kinds of layers recognised from their history, for
+// placing application files last.
+func isCopyLayer(createdBy string) bool {
+	s := strings.TrimSpace(strings.TrimPrefix(createdBy, "/bin/sh -c #(nop)"))
+	return strings.HasPrefix(s, "COPY ") || strings.HasPrefix(s, "ADD ") && !strings.HasPrefix(s, "ADD file:")
+}
+
+func bucketFor(p string, r *rec, appLayer []bool, workdir string) int {
+	base := path.Base(p)
+	switch {
+	case workdir != "" && (p == workdir || strings.HasPrefix(p, workdir+"/")), p == "app" || strings.HasPrefix(p, "app/"):
+		return bucketApp
+	case r != nil && r.class == analyze.ClassCUDALibs, analyze.IsCUDALibName(base), analyze.InCUDARoot(p),
+		strings.HasPrefix(p, "usr/local/cuda"), strings.Contains(p, "-packages/nvidia/"):
+		return bucketCUDA
+	case pythonPackage(p) != "", strings.HasPrefix(p, "usr/lib/python3"), strings.HasPrefix(p, "usr/local/lib/python3"), strings.HasPrefix(p, "opt/conda/lib/python3"):
+		return bucketPython
+	case r != nil && r.layer > 0 && r.layer < len(appLayer) && appLayer[r.layer]:
+		return bucketApp
+	}
+	return bucketOS
+}
+
+// systemDirs are working directories that are not an application's own.
+var systemDirs = map[string]bool{"": true, "usr": true, "usr/local": true, "opt": true, "root": true, "home": true, "tmp": true, "var": true, "etc": true, "srv": true, "workspace": false}
+
+// makePlan squashes the scans and applies the policy.
+func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error) {
+	pol := opt.Policy
+	rep := newReport(img, opt)
+	pl := &plan{report: rep, stashIDs: map[*rec]int{}}
+	pl.actions = make([][]*action, len(scans))
+	v := newView()
+	for i, s := range scans {
+		pl.actions[i] = make([]*action, len(s.recs)+1)
+		for _, r := range s.recs {
+			if r.ord >= len(pl.actions[i]) {
+				grown := make([]*action, r.ord+1)
+				copy(grown, pl.actions[i])
+				pl.actions[i] = grown
+			}
+			if r.kind == kFile {
+				rep.before(r)
+			}
+		}
+		rep.SourceLayers[i].UncompressedSize = s.stats.UncompressedSize
+		if err := v.apply(s.recs, func(r *rec) {
+			if r.kind == kFile {
+				pl.remove(r, whySuperseded)
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+
+	workdir := ""
+	if img.Config != nil {
+		workdir, _ = layers.CleanPath(img.Config.Config.WorkingDir)
+		if systemDirs[workdir] {
+			workdir = ""
+		}
+	}
+	appLayer := make([]bool, len(img.Layers))
+	for i, l := range img.Layers {
+		appLayer[i] = isCopyLayer(l.CreatedBy)
+	}
+
+	// Run-time kernel compilers present in the final filesystem.
+	var hits []*jitHit
+	seen := map[string]bool{}
+	v.root.walk(func(n *vnode) {
+		if n.r != nil && n.r.jit != nil && !seen[n.r.jit.pkg] {
+			seen[n.r.jit.pkg] = true
+			hits = append(hits, n.r.jit)
+		}
+	})
+	keepForJIT := false
+	if len(hits) > 0 && (pol.drops(analyze.ClassDevTools) || pol.drops(analyze.ClassHeaders)) {
+		for _, h := range hits {
+			rep.JIT = append(rep.JIT, JITPackage{Package: h.pkg, What: h.what, Needs: h.needs})
+		}
+		switch {
+		case pol.JIT == JITRefuse && !opt.Force:
+			var names []string
+			for _, h := range hits {
+				names = append(names, fmt.Sprintf("%s (%s; needs %s)", h.pkg, h.what, h.needs))
+			}
+			return nil, &JITError{Packages: rep.JIT, msg: fmt.Sprintf("policy %s drops the CUDA compiler and headers, but the image has packages that compile kernels at run time: %s; set jit: keep in the policy to keep them, or pass --force to drop them anyway", pol.Name, strings.Join(names, "; "))}
+		case pol.JIT == JITRefuse:
+			rep.Warnings = append(rep.Warnings, "--force: dropping nvcc and headers although "+jitNames(hits)+" compile kernels at run time; they will fail when they do")
+		default:
+			keepForJIT = true
+		}
+	}
+
+	// Per visible entry: keep, drop or divert.
+	state := map[*rec]uint8{} // final op for visible records
+	v.root.walk(func(n *vnode) {
+		r := n.r
+		if r == nil || n == v.root {
+			return
+		}
+		p := r.path
+		op := uint8(opEmit)
+		why := ""
+		class := r.class
+		if r.kind == kHardlink && r.linkTo != nil && r.linkTo.class == analyze.ClassWeights {
+			class = analyze.ClassWeights
+		}
+		if r.kind != kDir {
+			switch {
+			case matchKeep(pol, p):
+				rep.keptGlob(r)
+			case class == analyze.ClassWeights:
+				switch {
+				case pol.Weights == WeightsDrop:
+					op, why = opSkip, whyWeights
+				case pol.Weights == WeightsDivert && opt.Divert != nil && r.kind == kFile:
+					op, why = opDivert, whyDiverted
+				case pol.Weights == WeightsDivert && opt.Divert != nil:
+					op, why = opSkip, whyDiverted // a hardlink to a diverted file
+				default:
+					rep.keptWeights(r, pol)
+				}
+			case pol.drops(class) && keepForJIT && (class == analyze.ClassDevTools || class == analyze.ClassHeaders):
+				rep.keptJIT(r, class, hits)
+			case pol.drops(class):
+				op, why = opSkip, whyClass
+			default:
+				if g, ok := matchAny(pol.Remove, p); ok {
+					op, why = opSkip, whyGlob+" "+g
+				}
+			}
+		}
+		state[r] = op
+		if op != opEmit {
+			pl.remove(r, why)
+		}
+	})
+
+	// One copy of each CUDA library installed both by the system and by a
+	// wheel: the system copy stays, the wheel's becomes a symlink to it
+	// (relative, so it works wherever the root is mounted).
+	symlinkTo := map[*rec]string{}
+	if pol.DedupeCUDALibs {
+		groups := map[string][]*rec{}
+		v.root.walk(func(n *vnode) {
+			if r := n.r; r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
+				so := analyze.Soname(path.Base(r.path))
+				groups[so] = append(groups[so], r)
+			}
+		})
+		sonames := make([]string, 0, len(groups))
+		for so := range groups {
+			sonames = append(sonames, so)
+		}
+		sort.Strings(sonames)
+		for _, so := range sonames {
+			cs := groups[so]
+			var sys, py []*rec
+			for _, c := range cs {
+				if pythonPackage(c.path) != "" {
+					py = append(py, c)
+				} else {
+					sys = append(sys, c)
+				}
+			}
+			if len(sys) == 0 || len(py) == 0 {
+				continue
+			}
+			keeper := sys[0]
+			for _, c := range py {
+				if c.sum != keeper.sum {
+					// Different builds: swapping one for the other could
+					// break whoever was linked against it.
+					for _, s := range sys[1:] {
+						if s.sum == c.sum {
+							keeper = s
+						}
+					}
+				}
+				if c.sum != keeper.sum {
+					rep.Kept = append(rep.Kept, KeptReason{Path: "/" + c.path, Bytes: c.size, Reason: fmt.Sprintf("%s is installed twice but /%s has different content: both copies kept", so, keeper.path)})
+					continue
+				}
+				rel, err := relLink(c.path, keeper.path)
+				if err != nil {
+					return nil, err
+				}
+				symlinkTo[c] = rel
+				state[c] = opSymlink
+				pl.remove(c, whyDedupe+" (→ /"+keeper.path+")")
+			}
+		}
+	}
+
+	// Symlinks whose target this policy removed would dangle: remove them
+	// too (nvcc's /usr/bin link, libcudart_static.so pointers, ...).
+	// Repeat until nothing changes: links can point at links.
+	for changed := true; changed; {
+		changed = false
+		v.root.walk(func(n *vnode) {
+			r := n.r
+			if r == nil || r.kind != kSymlink || state[r] != opEmit {
+				return
+			}
+			t := v.resolveLink(n)
+			if t == nil || t.r == nil || t.dir {
+				return // dangling in the source already, or a directory: leave it
+			}
+			if op := state[t.r]; op == opSkip || op == opDivert {
+				state[r] = opSkip
+				pl.remove(r, whyDangling+" (/"+t.r.path+")")
+				changed = true
+			}
+		})
+	}
+
+	// Buckets: files by path, directories at the lowest bucket of what they
+	// hold (so they exist before anything is written into them).
+	bucket := map[*vnode]int{}
+	var assign func(n *vnode) int
+	assign = func(n *vnode) int {
+		own := bucketFor(n.fullPath(), n.r, appLayer, workdir)
+		b := numBuckets
+		for _, c := range n.sortedChildren() {
+			b = min(b, assign(c))
+		}
+		if !n.dir || own < b {
+			b = own
+		}
+		bucket[n] = b
+		return b
+	}
+	assign(v.root)
+
+	// Hardlinks: keep the link when its target is emitted unchanged in the
+	// same output layer; otherwise write the content itself.
+	v.root.walk(func(n *vnode) {
+		r := n.r
+		if r == nil || n == v.root {
+			return
+		}
+		b := uint8(bucket[n])
+		op := state[r]
+		a := &action{op: op, bucket: b}
+		switch op {
+		case opSkip:
+			return
+		case opSymlink:
+			a.link = symlinkTo[r]
+		case opEmit:
+			if r.kind == kHardlink {
+				t := r.linkTo
+				tn := v.lookup(t.path)
+				if tn != nil && tn.r == t && state[t] == opEmit && bucket[tn] == int(b) && t.kind == kFile {
+					a.link = t.path
+				} else if t.kind == kFile {
+					a.op, a.src = opMaterialize, t
+					pl.stash(t)
+					rep.Materialized++
+				} else {
+					a.link = t.path
+				}
+			}
+		}
+		if prev := pl.actions[r.layer][r.ord]; prev != nil && prev.stash {
+			a.stash = true
+		}
+		pl.actions[r.layer][r.ord] = a
+		if r.kind == kFile || a.op == opMaterialize {
+			rep.after(r, a)
+		}
+	})
+	rep.finishPlan(pl.removed)
+	return pl, nil
+}
+
+func (v *view) resolveLink(n *vnode) *vnode {
+	return v.resolve(n.fullPath(), 0)
+}
+
+func matchKeep(pol *Policy, p string) bool {
+	_, ok := matchAny(pol.Keep, p)
+	return ok
+}
+
+func jitNames(hits []*jitHit) string {
+	var s []string
+	for _, h := range hits {
+		s = append(s, h.pkg)
+	}
+	return strings.Join(s, ", ")
+}
+
+// relLink is the relative symlink target from link's directory to target.
+func relLink(link, target string) (string, error) {
+	from := strings.Split(path.Dir(link), "/")
+	if path.Dir(link) == "." {
+		from = nil
+	}
+	to := strings.Split(target, "/")
+	i := 0
+	for i < len(from) && i < len(to)-1 && from[i] == to[i] {
+		i++
+	}
+	var parts []string
+	for range from[i:] {
+		parts = append(parts, "..")
+	}
+	parts = append(parts, to[i:]...)
+	return strings.Join(parts, "/"), nil
+}
+
+func (pl *plan) remove(r *rec, why string) {
+	pl.removed = append(pl.removed, RemovedFile{Path: "/" + r.path, Bytes: r.size, Layer: r.layer, Class: r.class, Why: why, kind: r.kind})
+}
+
+func (pl *plan) stash(r *rec) {
+	if _, ok := pl.stashIDs[r]; ok {
+		return
+	}
+	pl.stashIDs[r] = len(pl.stashIDs)
+	if a := pl.actions[r.layer][r.ord]; a != nil {
+		a.stash = true
+		return
+	}
+	pl.actions[r.layer][r.ord] = &action{op: opSkip, stash: true}
+}
+
+// JITError is returned when the policy refuses to drop what run-time kernel
+// compilers need.
+type JITError struct {
+	Packages []JITPackage
+	msg      string
+}
+
+func (e *JITError) Error() string { return e.msg }

@@ -1,0 +1,258 @@
+package slim
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/kiln-build/kiln/analyze"
+)
+
+// WeightsAction says what happens to model weights.
+type WeightsAction string
+
+// Weights actions.
+const (
+	// WeightsKeep leaves weights in the image.
+	WeightsKeep WeightsAction = "keep"
+	// WeightsDivert hands weights to Options.Divert (kiln weights, a volume);
+	// without a diverter they are kept, and the report says so.
+	WeightsDivert WeightsAction = "divert"
+	// WeightsDrop deletes them from the image; nothing keeps a copy.
+	WeightsDrop WeightsAction = "drop"
+)
+
+// JITAction says what happens when a package that compiles kernels at run
+// time (Triton, FlashInfer JIT, DeepGEMM, torch cpp_extension users) is
+// present while the policy drops the compiler or the headers.
+type JITAction string
+
+// JIT actions.
+const (
+	// JITKeep keeps the toolkit binaries and headers the packages need.
+	JITKeep JITAction = "keep"
+	// JITRefuse fails the rewrite unless Options.Force is set.
+	JITRefuse JITAction = "refuse"
+)
+
+// Policy decides which files a slim image keeps. The YAML form:
+//
+//	drop: [dev_tools, headers, static_libs, docs, caches]  # analyze's classes
+//	weights: divert            # keep | divert | drop
+//	remove: ["usr/share/locale/**"]   # globs, always dropped
+//	keep: ["usr/share/doc/*/copyright"] # globs, always kept (wins over drop/remove)
+//	dedupe_cuda_libs: true     # one copy of a CUDA library installed twice
+//	jit: keep                  # keep | refuse (see JITAction)
+type Policy struct {
+	// Name is "runtime", "weights" or the policy file's path.
+	Name           string          `yaml:"-"`
+	Drop           []analyze.Class `yaml:"drop"`
+	Weights        WeightsAction   `yaml:"weights"`
+	Remove         []string        `yaml:"remove"`
+	Keep           []string        `yaml:"keep"`
+	DedupeCUDALibs bool            `yaml:"dedupe_cuda_libs"`
+	JIT            JITAction       `yaml:"jit"`
+}
+
+// BuiltinPolicies lists the names BuiltinPolicy knows.
+var BuiltinPolicies = []string{"runtime", "weights"}
+
+// BuiltinPolicy returns a built-in policy:
+//
+//	runtime  drops what only a build needs (toolkit binaries such as nvcc,
+//	         ptxas, cicc and Nsight, headers, static libraries, docs) and
+//	         caches (pip, apt, conda, __pycache__), dedupes CUDA libraries
+//	         and diverts weights; license files stay.
+//	weights  diverts weights and drops nothing else.
+func BuiltinPolicy(name string) (*Policy, error) {
+	switch name {
+	case "runtime":
+		return &Policy{
+			Name:           "runtime",
+			Drop:           []analyze.Class{analyze.ClassDevTools, analyze.ClassHeaders, analyze.ClassStaticLibs, analyze.ClassDocs, analyze.ClassCaches},
+			Weights:        WeightsDivert,
+			Keep:           []string{"usr/share/doc/*/copyright", "usr/share/common-licenses/**"},
+			DedupeCUDALibs: true,
+			JIT:            JITKeep,
+		}, nil
+	case "weights":
+		return &Policy{Name: "weights", Weights: WeightsDivert, JIT: JITKeep}, nil
+	}
+	return nil, fmt.Errorf("unknown built-in policy %q (built-in: %s; or a policy file)", name, strings.Join(BuiltinPolicies, ", "))
+}
+
+// LoadPolicy reads a YAML policy file. Errors name the file, line and field.
+func LoadPolicy(file string) (*Policy, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePolicy(file, b)
+}
+
+// ParsePolicy parses a policy; name is used in errors and as Policy.Name.
+func ParsePolicy(name string, b []byte) (*Policy, error) {
+	p := &Policy{}
+	if err := yaml.UnmarshalWithOptions(b, p, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, oneLine(yaml.FormatError(err, false, false)))
+	}
+	p.Name = name
+	if p.Weights == "" {
+		p.Weights = WeightsKeep
+	}
+	if p.JIT == "" {
+		p.JIT = JITKeep
+	}
+	f, _ := parser.ParseBytes(b, 0)
+	at := func(yamlPath string) string {
+		if line := lineOf(f, yamlPath); line > 0 {
+			return fmt.Sprintf("%s:%d", name, line)
+		}
+		return name
+	}
+	known := map[analyze.Class]bool{}
+	var names []string
+	for _, c := range analyze.AllClasses {
+		known[c] = true
+		names = append(names, string(c))
+	}
+	for i, c := range p.Drop {
+		if !known[c] {
+			return nil, fmt.Errorf("%s: drop[%d]: unknown class %q (classes: %s)", at(fmt.Sprintf("$.drop[%d]", i)), i, c, strings.Join(names, ", "))
+		}
+		if c == analyze.ClassWeights {
+			return nil, fmt.Errorf("%s: drop[%d]: weights are not dropped by class; set weights: drop (or divert)", at(fmt.Sprintf("$.drop[%d]", i)), i)
+		}
+		if c == analyze.ClassCUDALibs {
+			return nil, fmt.Errorf("%s: drop[%d]: cuda_libs are needed at run time; use dedupe_cuda_libs to drop duplicate copies", at(fmt.Sprintf("$.drop[%d]", i)), i)
+		}
+	}
+	switch p.Weights {
+	case WeightsKeep, WeightsDivert, WeightsDrop:
+	default:
+		return nil, fmt.Errorf("%s: weights: %q is not one of keep, divert, drop", at("$.weights"), p.Weights)
+	}
+	switch p.JIT {
+	case JITKeep, JITRefuse:
+	default:
+		return nil, fmt.Errorf("%s: jit: %q is not one of keep, refuse", at("$.jit"), p.JIT)
+	}
+	for field, globs := range map[string][]string{"remove": p.Remove, "keep": p.Keep} {
+		for i, g := range globs {
+			if err := checkGlob(g); err != nil {
+				return nil, fmt.Errorf("%s: %s[%d]: %v", at(fmt.Sprintf("$.%s[%d]", field, i)), field, i, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+func lineOf(f *ast.File, yamlPath string) int {
+	if f == nil {
+		return 0
+	}
+	yp, err := yaml.PathString(yamlPath)
+	if err != nil {
+		return 0
+	}
+	n, err := yp.FilterFile(f)
+	if err != nil || n == nil || n.GetToken() == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// drops reports whether the policy drops class c.
+func (p *Policy) drops(c analyze.Class) bool {
+	return c != analyze.ClassOther && slices.Contains(p.Drop, c)
+}
+
+// String describes the policy in one line for history entries and reports.
+func (p *Policy) String() string {
+	var parts []string
+	if len(p.Drop) > 0 {
+		var cs []string
+		for _, c := range p.Drop {
+			cs = append(cs, string(c))
+		}
+		parts = append(parts, "drop "+strings.Join(cs, ","))
+	}
+	parts = append(parts, "weights "+string(p.Weights))
+	if len(p.Remove) > 0 {
+		parts = append(parts, "remove "+strings.Join(p.Remove, ","))
+	}
+	if p.DedupeCUDALibs {
+		parts = append(parts, "dedupe cuda_libs")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkGlob validates a glob: path.Match syntax per component, plus "**"
+// for any number of components.
+func checkGlob(g string) error {
+	g = strings.TrimPrefix(g, "/")
+	if g == "" {
+		return fmt.Errorf("empty glob")
+	}
+	for _, part := range strings.Split(g, "/") {
+		if part == "**" {
+			continue
+		}
+		if _, err := path.Match(part, ""); err != nil {
+			return fmt.Errorf("bad glob %q: %v", g, err)
+		}
+	}
+	return nil
+}
+
+// matchGlob matches a root-relative path against a glob ("usr/share/doc/*/copyright",
+// "usr/share/locale/**"). A glob also matches everything below a matched
+// directory.
+func matchGlob(g, p string) bool {
+	g = strings.TrimSuffix(strings.TrimPrefix(g, "/"), "/")
+	return matchParts(strings.Split(g, "/"), strings.Split(p, "/"))
+}
+
+func matchParts(g, p []string) bool {
+	for len(g) > 0 {
+		if g[0] == "**" {
+			if len(g) == 1 {
+				return true
+			}
+			for i := 0; i <= len(p); i++ {
+				if matchParts(g[1:], p[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(p) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(g[0], p[0]); !ok {
+			return false
+		}
+		g, p = g[1:], p[1:]
+	}
+	// The glob named a directory: everything below it matches too.
+	return true
+}
+
+func matchAny(globs []string, p string) (string, bool) {
+	for _, g := range globs {
+		if matchGlob(g, p) {
+			return g, true
+		}
+	}
+	return "", false
+}

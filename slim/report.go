@@ -1,0 +1,362 @@
+package slim
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// ReportSchemaVersion is bumped when a field of Report changes meaning.
+const ReportSchemaVersion = 1
+
+// Report is the before/after account of a slim. Bytes are uncompressed file
+// contents unless a field says compressed.
+type Report struct {
+	SchemaVersion int    `json:"schema_version"`
+	Source        string `json:"source"`
+	SourceDigest  string `json:"source_digest"`
+	Policy        string `json:"policy"`
+	PolicySummary string `json:"policy_summary"`
+	Level         int    `json:"zstd_level"`
+	// Digest is the slim image's manifest digest (set by the caller that
+	// writes it).
+	Digest string `json:"digest,omitempty"`
+
+	Before Totals `json:"before"`
+	After  Totals `json:"after"`
+	// Classes: bytes per class in all source layers (superseded copies
+	// included) and in the output.
+	Classes []ClassDelta `json:"classes"`
+	// SourceLayers and Layers are the input and output layers.
+	SourceLayers []SourceLayer `json:"source_layers"`
+	Layers       []OutLayer    `json:"layers"`
+	// Removed sums what left the image, by reason.
+	Removed []RemovedSum `json:"removed"`
+	// TopRemoved are the largest files that left the image.
+	TopRemoved []RemovedFile `json:"top_removed"`
+	// Kept explains files the policy would have dropped but kept.
+	Kept []KeptReason `json:"kept"`
+	// JIT lists run-time kernel compilers found in the image.
+	JIT []JITPackage `json:"jit"`
+	// Diverted is the number and size of the files handed to the diverter.
+	DivertedFiles int   `json:"diverted_files"`
+	DivertedBytes int64 `json:"diverted_bytes"`
+	// Materialized counts hardlinks written as files because their target
+	// left the image or landed in another layer.
+	Materialized int      `json:"materialized_hardlinks"`
+	Warnings     []string `json:"warnings"`
+	// Seconds and MBps measure the rewrite (both passes); MBps is source
+	// uncompressed bytes per second.
+	Seconds float64 `json:"seconds"`
+	MBps    float64 `json:"mb_per_s"`
+}
+
+// Totals sizes an image.
+type Totals struct {
+	Files            int   `json:"files"`
+	Bytes            int64 `json:"bytes"`
+	UncompressedSize int64 `json:"uncompressed_size"`
+	CompressedSize   int64 `json:"compressed_size"`
+	Layers           int   `json:"layers"`
+}
+
+// ClassDelta is one class before and after.
+type ClassDelta struct {
+	Class       analyze.Class `json:"class"`
+	BeforeFiles int           `json:"before_files"`
+	BeforeBytes int64         `json:"before_bytes"`
+	AfterFiles  int           `json:"after_files"`
+	AfterBytes  int64         `json:"after_bytes"`
+}
+
+// SourceLayer is an input layer.
+type SourceLayer struct {
+	Index            int    `json:"index"`
+	Digest           string `json:"digest"`
+	CompressedSize   int64  `json:"compressed_size"`
+	UncompressedSize int64  `json:"uncompressed_size"`
+	Files            int    `json:"files"`
+	Bytes            int64  `json:"bytes"`
+	KeptFiles        int    `json:"kept_files"`
+	KeptBytes        int64  `json:"kept_bytes"`
+	CreatedBy        string `json:"created_by,omitempty"`
+}
+
+// OutLayer is an output layer.
+type OutLayer struct {
+	Name             string `json:"name"`
+	Digest           string `json:"digest"`
+	DiffID           string `json:"diff_id"`
+	CompressedSize   int64  `json:"compressed_size"`
+	UncompressedSize int64  `json:"uncompressed_size"`
+	Entries          int    `json:"entries"`
+	Files            int    `json:"files"`
+	Bytes            int64  `json:"bytes"`
+	FromLayers       []int  `json:"from_layers"`
+}
+
+// RemovedSum totals one removal reason.
+type RemovedSum struct {
+	Why   string `json:"why"`
+	Files int    `json:"files"`
+	Bytes int64  `json:"bytes"`
+}
+
+// RemovedFile is one file that left the image.
+type RemovedFile struct {
+	Path  string        `json:"path"`
+	Bytes int64         `json:"bytes"`
+	Layer int           `json:"layer"`
+	Class analyze.Class `json:"class,omitempty"`
+	Why   string        `json:"why"`
+	kind  uint8
+}
+
+// KeptReason says why something the policy targets stayed.
+type KeptReason struct {
+	Path   string `json:"path,omitempty"`
+	Class  string `json:"class,omitempty"`
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
+}
+
+// JITPackage is a package that compiles kernels at run time.
+type JITPackage struct {
+	Package string `json:"package"`
+	What    string `json:"what"`
+	Needs   string `json:"needs"`
+}
+
+func newReport(img *layers.Image, opt *Options) *Report {
+	r := &Report{
+		SchemaVersion: ReportSchemaVersion, Source: img.Ref.Raw, SourceDigest: img.Digest.String(),
+		Policy: opt.Policy.Name, PolicySummary: opt.Policy.String(), Level: opt.Level,
+		Kept: []KeptReason{}, JIT: []JITPackage{}, Warnings: []string{},
+	}
+	r.Before.CompressedSize = img.CompressedSize()
+	r.Before.Layers = len(img.Layers)
+	for _, c := range analyze.AllClasses {
+		r.Classes = append(r.Classes, ClassDelta{Class: c})
+	}
+	for _, l := range img.Layers {
+		d := l.Digest.String()
+		if l.Digest.Hex == "" {
+			d = l.DiffID.String()
+		}
+		r.SourceLayers = append(r.SourceLayers, SourceLayer{Index: l.Index, Digest: d, CompressedSize: l.Size, CreatedBy: l.CreatedBy})
+	}
+	return r
+}
+
+func (r *Report) class(c analyze.Class) *ClassDelta {
+	for i := range r.Classes {
+		if r.Classes[i].Class == c {
+			return &r.Classes[i]
+		}
+	}
+	return nil
+}
+
+func (r *Report) before(x *rec) {
+	r.Before.Files++
+	r.Before.Bytes += x.size
+	sl := &r.SourceLayers[x.layer]
+	sl.Files++
+	sl.Bytes += x.size
+	if cd := r.class(x.class); cd != nil {
+		cd.BeforeFiles++
+		cd.BeforeBytes += x.size
+	}
+}
+
+func (r *Report) after(x *rec, a *action) {
+	size, class := x.size, x.class
+	if a.op == opMaterialize {
+		size, class = a.src.size, a.src.class
+	}
+	if a.op != opEmit && a.op != opMaterialize {
+		return
+	}
+	r.After.Files++
+	r.After.Bytes += size
+	sl := &r.SourceLayers[x.layer]
+	sl.KeptFiles++
+	sl.KeptBytes += size
+	if cd := r.class(class); cd != nil {
+		cd.AfterFiles++
+		cd.AfterBytes += size
+	}
+}
+
+func (r *Report) addKept(path, class string, bytes int64, reason string) {
+	for i := range r.Kept {
+		k := &r.Kept[i]
+		if k.Reason == reason && k.Class == class && path == "" {
+			k.Files++
+			k.Bytes += bytes
+			return
+		}
+	}
+	r.Kept = append(r.Kept, KeptReason{Path: path, Class: class, Files: 1, Bytes: bytes, Reason: reason})
+}
+
+func (r *Report) keptGlob(x *rec) {
+	if x.kind != kFile {
+		return
+	}
+	r.addKept("", string(x.class), x.size, "policy keep glob (licenses and files the policy names)")
+}
+
+func (r *Report) keptWeights(x *rec, pol *Policy) {
+	if x.kind != kFile {
+		return
+	}
+	why := "weights: policy " + pol.Name + " keeps them"
+	if pol.Weights == WeightsDivert {
+		why = "weights stay in the image: no weights destination given (--weights-to); the policy would move them out"
+	}
+	r.Kept = append(r.Kept, KeptReason{Path: "/" + x.path, Class: string(analyze.ClassWeights), Files: 1, Bytes: x.size, Reason: why})
+}
+
+func (r *Report) keptJIT(x *rec, c analyze.Class, hits []*jitHit) {
+	if x.kind != kFile {
+		return
+	}
+	r.addKept("", string(c), x.size, "needed by run-time kernel compilers: "+jitNames(hits))
+}
+
+func (r *Report) finishPlan(removed []RemovedFile) {
+	sums := map[string]*RemovedSum{}
+	var order []string
+	var files []RemovedFile
+	for _, f := range removed {
+		why := f.Why
+		if i := strings.Index(why, " ("); i > 0 {
+			why = why[:i]
+		}
+		if strings.HasPrefix(why, whyGlob+" ") {
+			why = whyGlob
+		}
+		if why == whyClass {
+			why = "class " + string(f.Class)
+		}
+		s := sums[why]
+		if s == nil {
+			s = &RemovedSum{Why: why}
+			sums[why] = s
+			order = append(order, why)
+		}
+		if f.kind == kFile || f.kind == kHardlink && f.Bytes > 0 {
+			s.Files++
+			s.Bytes += f.Bytes
+			files = append(files, f)
+		} else {
+			s.Files++
+		}
+		if f.Why == whyDiverted && f.kind == kFile {
+			r.DivertedFiles++
+			r.DivertedBytes += f.Bytes
+		}
+	}
+	sort.Strings(order)
+	for _, w := range order {
+		r.Removed = append(r.Removed, *sums[w])
+	}
+	sort.SliceStable(r.Removed, func(a, b int) bool { return r.Removed[a].Bytes > r.Removed[b].Bytes })
+	sort.SliceStable(files, func(a, b int) bool {
+		if files[a].Bytes != files[b].Bytes {
+			return files[a].Bytes > files[b].Bytes
+		}
+		return files[a].Path < files[b].Path
+	})
+	r.TopRemoved = files[:min(len(files), 15)]
+	if r.TopRemoved == nil {
+		r.TopRemoved = []RemovedFile{}
+	}
+	if r.Removed == nil {
+		r.Removed = []RemovedSum{}
+	}
+}
+
+// Ratio is the compressed size before over after (how many times smaller
+// a pull gets), counting diverted weights as gone.
+func (r *Report) Ratio() float64 {
+	if r.After.CompressedSize == 0 {
+		return 0
+	}
+	return float64(r.Before.CompressedSize) / float64(r.After.CompressedSize)
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// WriteTable prints the report for humans.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "slim %s (policy %s: %s)\n\n", r.Source, r.Policy, r.PolicySummary)
+	fmt.Fprintf(tw, "\tbefore\tafter\tsaved\n")
+	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", human(r.Before.CompressedSize), human(r.After.CompressedSize), r.Ratio())
+	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", human(r.Before.UncompressedSize), human(r.After.UncompressedSize), human(r.Before.UncompressedSize-r.After.UncompressedSize))
+	fmt.Fprintf(tw, "files\t%d\t%d\t%d\n", r.Before.Files, r.After.Files, r.Before.Files-r.After.Files)
+	fmt.Fprintf(tw, "layers\t%d\t%d\t\n", r.Before.Layers, r.After.Layers)
+	fmt.Fprintf(tw, "\nCLASS\tBEFORE\tAFTER\tREMOVED\n")
+	for _, c := range r.Classes {
+		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, human(c.BeforeBytes), c.BeforeFiles, human(c.AfterBytes), c.AfterFiles, human(c.BeforeBytes-c.AfterBytes))
+	}
+	fmt.Fprintf(tw, "\nREMOVED\tFILES\tBYTES\t\n")
+	for _, s := range r.Removed {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, human(s.Bytes))
+	}
+	fmt.Fprintf(tw, "\nLAYER\tSIZE\tUNCOMPRESSED\tFILES\tFROM\n")
+	for _, l := range r.Layers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, human(l.CompressedSize), human(l.UncompressedSize), l.Files, l.FromLayers)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.TopRemoved) > 0 {
+		fmt.Fprintf(w, "\nlargest removed files:\n")
+		for _, f := range r.TopRemoved[:min(len(r.TopRemoved), 8)] {
+			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", human(f.Bytes), f.Path, f.Layer, f.Why)
+		}
+	}
+	for _, j := range r.JIT {
+		fmt.Fprintf(w, "\nrun-time kernel compiler: %s — %s; needs %s\n", j.Package, j.What, j.Needs)
+	}
+	if len(r.Kept) > 0 {
+		fmt.Fprintf(w, "\nkept on purpose:\n")
+		for _, k := range r.Kept {
+			what := k.Path
+			if what == "" {
+				what = fmt.Sprintf("%d %s files", k.Files, k.Class)
+			}
+			fmt.Fprintf(w, "  %10s  %s: %s\n", human(k.Bytes), what, k.Reason)
+		}
+	}
+	if r.DivertedFiles > 0 {
+		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, human(r.DivertedBytes))
+	}
+	for _, wn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", wn)
+	}
+	if r.Seconds > 0 {
+		fmt.Fprintf(w, "\nrewrite: %.1fs, %.0f MB/s of source layers\n", r.Seconds, r.MBps)
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package slim
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// entry kinds.
+const (
+	kFile = iota
+	kDir
+	kSymlink
+	kHardlink
+	kOther // devices, fifos: no content
+	kWhiteout
+	kOpaque
+)
+
+// rec is one tar entry of a source layer as the first pass saw it.
+type rec struct {
+	layer, ord int
+	path       string
+	kind       uint8
+	size       int64
+	mode       int64
+	linkname   string // raw, as the tar said (symlinks, hardlinks)
+	class      analyze.Class
+	format     string   // weights format
+	sum        [32]byte // content hash, for CUDA libraries (dedupe)
+	hasSum     bool
+	jit        *jitHit
+	linkTo     *rec // hardlinks: the record holding the content
+}
+
+// layerScan is the first pass's result for one layer.
+type layerScan struct {
+	recs  []*rec
+	stats layers.LayerStats
+}
+
+// scanLayer reads a layer's headers, sniffs weight candidates, hashes CUDA
+// libraries and looks for run-time kernel compilers. Hostile entries fail
+// the scan: a slim image must mean what its source meant.
+func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, error) {
+	s := &layerScan{}
+	head := make([]byte, analyze.SniffLen)
+	ord := -1
+	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
+		ord++
+		if e.Escapes {
+			return fmt.Errorf("entry %q leaves the image root (absolute or ../ path): refusing to rewrite a hostile layer", e.Header.Name)
+		}
+		r := &rec{layer: l.Index, ord: ord, path: e.Path, mode: e.Header.Mode, linkname: e.Header.Linkname}
+		h := e.Header
+		switch {
+		case e.Opaque:
+			r.kind = kOpaque
+		case e.Whiteout:
+			r.kind = kWhiteout
+		case h.Typeflag == tar.TypeDir:
+			r.kind = kDir
+		case h.Typeflag == tar.TypeSymlink:
+			r.kind = kSymlink
+			if escapesRoot(e.Path, h.Linkname) {
+				return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
+			}
+			r.class = analyze.ClassifyPath(e.Path)
+		case h.Typeflag == tar.TypeLink:
+			r.kind = kHardlink
+			if climbsOut(h.Linkname) {
+				return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
+			}
+			r.class = analyze.ClassifyPath(e.Path)
+		case e.IsRegular():
+			r.kind = kFile
+			r.size = h.Size
+			r.class = analyze.ClassifyPath(e.Path)
+			var rd io.Reader = body
+			if analyze.WeightCandidate(e.Path, r.size) {
+				n, _ := io.ReadFull(body, head)
+				if f := analyze.SniffWeights(e.Path, head[:n], r.size); f != "" {
+					r.class, r.format = analyze.ClassWeights, f
+				}
+				rd = io.MultiReader(bytes.NewReader(head[:n]), body)
+			}
+			switch {
+			case r.class == analyze.ClassCUDALibs && r.size > 0:
+				hs := sha256.New()
+				if _, err := io.Copy(hs, rd); err != nil {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				copy(r.sum[:], hs.Sum(nil))
+				r.hasSum = true
+			default:
+				hit, err := detectJIT(e.Path, r.size, rd)
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				r.jit = hit
+			}
+		default:
+			r.kind = kOther
+		}
+		if r.path == "" && r.kind != kOpaque {
+			return nil // the root directory itself
+		}
+		s.recs = append(s.recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.stats = st
+	return s, nil
+}
+
+// escapesRoot reports whether a relative symlink target climbs above the
+// root from the link's directory. Absolute targets are resolved inside the
+// root by every runtime, so they are fine.
+func escapesRoot(linkPath, target string) bool {
+	if strings.HasPrefix(target, "/") {
+		return false
+	}
+	depth := strings.Count(path.Dir(linkPath), "/") + 1
+	if path.Dir(linkPath) == "." {
+		depth = 0
+	}
+	for _, part := range strings.Split(target, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// climbsOut reports whether a name climbs above the root with "..".
+// Absolute names are taken as root-relative, as runtimes do.
+func climbsOut(name string) bool {
+	depth := 0
+	for _, part := range strings.Split(strings.ReplaceAll(name, "\\", "/"), "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}
+
+// scanAll runs scanLayer over every layer, at most opt.Concurrency at once.
+func scanAll(ctx context.Context, img *layers.Image, opt *Options) ([]*layerScan, error) {
+	scans := make([]*layerScan, len(img.Layers))
+	err := forEachLayer(ctx, len(img.Layers), opt.Concurrency, func(ctx context.Context, i int) error {
+		s, err := scanLayer(ctx, img.Layers[i], opt)
+		if err != nil {
+			return err
+		}
+		scans[i] = s
+		return nil
+	})
+	return scans, err
+}
+
+// forEachLayer runs fn for 0..n-1 with at most conc running. Work starts in
+// index order, so a layer may wait on a lower one (hardlink stashes) without
+// deadlock: the lower one already holds a slot.
+func forEachLayer(ctx context.Context, n, conc int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel(err) })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx)
+}

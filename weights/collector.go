@@ -1,0 +1,186 @@
+package weights
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Collector gathers the weight files a rewrite takes out of an image. Each
+// file is streamed into workDir/blobs/sha256/<hex> while it is hashed, so
+// identical files are stored once and nothing is held in memory.
+type Collector struct {
+	workDir string
+	opts    collectorOptions
+
+	mu    sync.Mutex
+	files map[string]File // by absolute image path
+}
+
+// CollectorOption configures a Collector.
+type CollectorOption func(*collectorOptions)
+
+type collectorOptions struct {
+	largeFile int64
+	packLimit int64
+}
+
+// DefaultLargeFile is the size from which a file gets its own raw layer:
+// below it, a layer per file costs more in round trips than it saves.
+const DefaultLargeFile = 16 << 20
+
+// DefaultPackLimit bounds one packed tar of small files.
+const DefaultPackLimit = 256 << 20
+
+// WithLargeFileThreshold sets the size from which a file gets its own
+// uncompressed layer (default 16 MiB).
+func WithLargeFileThreshold(n int64) CollectorOption {
+	return func(o *collectorOptions) { o.largeFile = n }
+}
+
+// WithPackLimit bounds the bytes of file content in one packed tar layer
+// (default 256 MiB); past it, small files spill into another tar.
+func WithPackLimit(n int64) CollectorOption {
+	return func(o *collectorOptions) { o.packLimit = n }
+}
+
+// NewCollector stores blobs under workDir, which it creates.
+func NewCollector(workDir string, opts ...CollectorOption) (*Collector, error) {
+	o := collectorOptions{largeFile: DefaultLargeFile, packLimit: DefaultPackLimit}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := os.MkdirAll(filepath.Join(workDir, "blobs", "sha256"), 0o755); err != nil {
+		return nil, fmt.Errorf("weights work dir: %v", err)
+	}
+	return &Collector{workDir: workDir, opts: o, files: map[string]File{}}, nil
+}
+
+// Divert streams one weight file (path inside the image, with or without a
+// leading slash) into the collector. It is safe for concurrent calls. A path
+// diverted twice must carry the same bytes: a rewrite diverts the version
+// visible in its output, and two different versions would make the volume
+// depend on which layer finished first.
+func (c *Collector) Divert(p string, hdr *tar.Header, r io.Reader) error {
+	clean, escapes := cleanImagePath(p)
+	if escapes || clean == "/" {
+		return fmt.Errorf("weights: divert %q: not a path inside the image", p)
+	}
+	if hdr != nil && hdr.Typeflag != tar.TypeReg {
+		return fmt.Errorf("weights: divert %q: not a regular file (tar type %q)", p, hdr.Typeflag)
+	}
+	sum, n, err := c.store(r)
+	if err != nil {
+		return fmt.Errorf("weights: divert %q: %v", p, err)
+	}
+	if hdr != nil && hdr.Size != n {
+		return fmt.Errorf("weights: divert %q: read %d bytes, tar header says %d", p, n, hdr.Size)
+	}
+	mode := uint32(0o644)
+	if hdr != nil {
+		mode = uint32(hdr.Mode) & 0o777
+	}
+	f := File{Path: clean, Size: n, SHA256: sum, Mode: mode}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.files[clean]; ok && old.SHA256 != sum {
+		return fmt.Errorf("weights: divert %q twice with different contents (sha256 %s, then %s)", p, old.SHA256, sum)
+	}
+	c.files[clean] = f
+	return nil
+}
+
+// store copies r into a temporary file, then renames it to its digest.
+func (c *Collector) store(r io.Reader) (string, int64, error) {
+	dir := filepath.Join(c.workDir, "blobs", "sha256")
+	tmp, err := os.CreateTemp(dir, ".divert-*")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), r)
+	if err != nil {
+		tmp.Close()
+		return "", 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", 0, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	// Rename over an existing blob of the same digest is harmless: the
+	// bytes are the same.
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, sum)); err != nil {
+		return "", 0, err
+	}
+	return sum, n, nil
+}
+
+// blobPath is where a content blob lives in the work dir.
+func (c *Collector) blobPath(hexsum string) string {
+	return filepath.Join(c.workDir, "blobs", "sha256", hexsum)
+}
+
+// Files lists what was diverted, sorted by path; paths are absolute image
+// paths and Layer is empty until Publish.
+func (c *Collector) Files() []File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]File, 0, len(c.files))
+	for _, f := range c.files {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// cleanImagePath returns "/a/b" for "a/b", "./a/b" or "/a/b"; escapes is
+// true for names that climb above the root.
+func cleanImagePath(p string) (string, bool) {
+	p = strings.ReplaceAll(p, "\\", "/")
+	depth := 0
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if depth == 0 {
+				return "", true
+			}
+			depth--
+		default:
+			depth++
+		}
+	}
+	return path.Clean("/" + p), false
+}
+
+// MountFor is the deepest directory that contains every path (absolute
+// image paths): the default mount of a volume.
+func MountFor(paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	common := path.Dir(paths[0])
+	for _, p := range paths[1:] {
+		for !within(p, common) {
+			common = path.Dir(common)
+		}
+	}
+	return common
+}
+
+// within reports whether p lies below dir.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}

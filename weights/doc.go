@@ -1,0 +1,24 @@
+// Package weights moves model weights out of container images into a volume
+// that is pulled once and mounted, instead of travelling through every image
+// pull.
+//
+// A Collector receives the weight files a slim rewrite diverts out of an
+// image's layers, streams each one into a content-addressed blob on disk
+// (hashing as it goes, never holding a file in memory) and Publishes them as
+// an OCI artifact shaped after the CNCF ModelPack media types: each large
+// file is one uncompressed ".raw" layer whose digest is the file's sha256,
+// small files are packed together into one deterministic tar. The artifact
+// also carries a volume Manifest (versioned JSON, see docs/weights.md): every
+// file's path, size, sha256, mode and carrying layer, the mount path, the
+// source image digest and a packing-independent set digest that equals
+// `sha256sum` output piped into sha256sum.
+//
+// Pull materialises a volume from an artifact or a manifest: blobs are
+// fetched in parallel through a BlobSource, resumed with HTTP Range after an
+// interruption (partial files live in DIR/.kiln-partial), verified before an
+// atomic rename into place, and a readiness marker (DIR/.kiln-ready holding
+// the set digest) is written last. Every path is checked component by
+// component so that a hostile manifest or tar cannot write outside DIR.
+// Verify checks a volume offline; RunArgs prints the docker, Compose and
+// Kubernetes snippets that mount it.
+package weights

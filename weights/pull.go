@@ -1,0 +1,644 @@
+package weights
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
+)
+
+// ManifestFile is where Pull keeps the volume manifest inside the volume,
+// so that Verify can name a bad file offline.
+const ManifestFile = ".kiln-manifest.json"
+
+// ErrCorrupt marks a blob or file whose bytes do not match its digest.
+var ErrCorrupt = errors.New("corrupt")
+
+// PullOptions tune Pull.
+type PullOptions struct {
+	// Jobs is how many blobs download at once (default 4).
+	Jobs int
+	// Attempts is how many times one blob is tried in this run, resuming
+	// from the bytes already on disk after a broken transfer (default 3).
+	Attempts int
+	// Progress, when set, counts bytes fetched or found already present.
+	Progress *atomic.Int64
+}
+
+// PullResult says what a pull did.
+type PullResult struct {
+	SetDigest string `json:"setDigest"`
+	Files     int    `json:"files"`
+	Bytes     int64  `json:"bytes"`
+	// Fetched is the bytes transferred in this run; Resumed the bytes a
+	// previous run had already left in .kiln-partial.
+	Fetched int64 `json:"fetched"`
+	Resumed int64 `json:"resumed"`
+	// Present counts files that were already in place and verified.
+	Present int `json:"present"`
+	// AlreadyReady is true when the marker already matched: nothing done.
+	AlreadyReady bool `json:"alreadyReady"`
+}
+
+// Pull materialises the volume m into dir from src. Blobs are staged in
+// dir/.kiln-partial (resumed with a Range request after an interruption),
+// verified, and only when every file is verified are they renamed into
+// place; the marker dir/.kiln-ready (the set digest) is written last. An
+// error before that point (a broken transfer, a corrupt blob, a full disk)
+// leaves every file of the volume as it was.
+func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts PullOptions) (*PullResult, error) {
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("volume manifest: %v", err)
+	}
+	if src == nil {
+		return nil, fmt.Errorf("volume manifest: no repository to fetch its blobs from (pass --from REGISTRY/REPO or oci:DIR)")
+	}
+	if opts.Jobs <= 0 {
+		opts.Jobs = 4
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 3
+	}
+	res := &PullResult{SetDigest: m.SetDigest, Files: len(m.Files), Bytes: m.Size}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ReadyMarker)); err == nil && strings.TrimSpace(string(b)) == m.SetDigest {
+		res.AlreadyReady = true
+		if opts.Progress != nil {
+			opts.Progress.Add(m.Size)
+		}
+		return res, nil
+	}
+	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{}}
+	if err := p.plan(); err != nil {
+		return nil, err
+	}
+	if err := p.fetchAll(ctx); err != nil {
+		if isNoSpace(err) {
+			p.cleanRun()
+			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, humanBytes(p.need), err)
+		}
+		return nil, err
+	}
+	if err := p.commit(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+type puller struct {
+	m    *Manifest
+	src  BlobSource
+	dir  string
+	opts PullOptions
+	res  *PullResult
+
+	needBy map[string][]File // files to fetch, by layer digest
+	need   int64             // their bytes
+
+	mu      sync.Mutex
+	staged  map[string]string // file path → verified file in .kiln-partial
+	created []string          // partials this run created (a full disk removes them)
+	fetched atomic.Int64
+	resumed atomic.Int64
+}
+
+func (p *puller) partial(name string) string { return filepath.Join(p.dir, PartialDir, name) }
+
+// plan checks every target path and keeps only the files that are not
+// already in place with the right bytes.
+func (p *puller) plan() error {
+	p.needBy = map[string][]File{}
+	for _, f := range p.m.Files {
+		target, err := safeTarget(p.dir, f.Path)
+		if err != nil {
+			return err
+		}
+		ok, err := present(target, f)
+		if err != nil {
+			return err
+		}
+		if ok {
+			p.res.Present++
+			if p.opts.Progress != nil {
+				p.opts.Progress.Add(f.Size)
+			}
+			continue
+		}
+		p.needBy[f.Layer] = append(p.needBy[f.Layer], f)
+		p.need += f.Size
+	}
+	return nil
+}
+
+// fetchAll downloads and verifies every needed layer, several at once.
+func (p *puller) fetchAll(ctx context.Context) error {
+	if len(p.needBy) == 0 {
+		return nil
+	}
+	if err := mkdirSafe(p.dir, PartialDir); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.opts.Jobs)
+	for _, l := range p.m.Layers {
+		files := p.needBy[l.Digest]
+		if len(files) == 0 {
+			continue
+		}
+		g.Go(func() error {
+			if l.MediaType == MediaTypeWeightRaw {
+				return p.fetchRaw(gctx, l, files)
+			}
+			return p.fetchTar(gctx, l, files)
+		})
+	}
+	err := g.Wait()
+	p.res.Fetched = p.fetched.Load()
+	p.res.Resumed = p.resumed.Load()
+	return err
+}
+
+// fetchRaw stages a raw layer: the blob is the file. Further paths with the
+// same content get their own copy (their modes may differ).
+func (p *puller) fetchRaw(ctx context.Context, l Layer, files []File) error {
+	part, err := p.fetchBlob(ctx, l)
+	if err != nil {
+		return err
+	}
+	p.stage(files[0].Path, part)
+	for i, f := range files[1:] {
+		cp := p.partial(fmt.Sprintf("%s.%d.copy", strings.TrimPrefix(l.Digest, "sha256:"), i+1))
+		if err := p.copyFile(part, cp); err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		p.stage(f.Path, cp)
+	}
+	return nil
+}
+
+func (p *puller) stage(path, file string) {
+	p.mu.Lock()
+	p.staged[path] = file
+	p.mu.Unlock()
+}
+
+func (p *puller) track(file string) {
+	p.mu.Lock()
+	p.created = append(p.created, file)
+	p.mu.Unlock()
+}
+
+func (p *puller) copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	p.track(to)
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// fetchBlob brings one blob to .kiln-partial/<hex>.part, verified. A broken
+// transfer is resumed from the bytes on disk (Range), up to Attempts times
+// in this run; what is left stays for the next run to resume.
+func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
+	d, err := v1.NewHash(l.Digest)
+	if err != nil {
+		return "", err
+	}
+	part := p.partial(d.Hex + ".part")
+	for attempt := 1; ; attempt++ {
+		err := p.download(ctx, d, l.Size, part, attempt == 1)
+		if err == nil {
+			return part, nil
+		}
+		if errors.Is(err, ErrCorrupt) || isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
+			return "", err
+		}
+	}
+}
+
+func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part string, first bool) error {
+	if _, err := os.Lstat(part); errors.Is(err, os.ErrNotExist) {
+		p.track(part)
+	}
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	have := st.Size()
+	if have > size {
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		have = 0
+	}
+	// Re-hash what an earlier attempt left, so the digest covers every
+	// byte of the file and not only those fetched now.
+	h := sha256.New()
+	if have > 0 {
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, have)); err != nil {
+			return err
+		}
+		if first {
+			p.resumed.Add(have)
+		}
+		if p.opts.Progress != nil && first {
+			p.opts.Progress.Add(have)
+		}
+	}
+	if have < size {
+		if _, err := f.Seek(have, io.SeekStart); err != nil {
+			return err
+		}
+		// A fresh blob is a plain GET; a resumed one asks for the rest.
+		want := int64(-1)
+		if have > 0 {
+			want = size - have
+		}
+		rc, err := p.src.Open(ctx, d, have, want)
+		if err != nil {
+			return err
+		}
+		// One byte more than needed tells a blob that is longer than the
+		// manifest says from one that is exactly right.
+		n, err := io.Copy(io.MultiWriter(f, h, progressWriter{p}), io.LimitReader(rc, size-have+1))
+		rc.Close()
+		have += n
+		switch {
+		case have > size:
+			f.Close()
+			os.Remove(part)
+			return fmt.Errorf("blob %s: %w: the source sent more than the %d bytes the manifest names; the partial download was discarded", d, ErrCorrupt, size)
+		case err != nil:
+			f.Sync()
+			if isNoSpace(err) {
+				return err
+			}
+			return fmt.Errorf("blob %s: transfer broke at byte %d of %d (kept in %s to resume): %v", d, have, size, PartialDir, err)
+		case have < size:
+			f.Sync()
+			return fmt.Errorf("blob %s: the source ended at byte %d of %d (kept in %s to resume)", d, have, size, PartialDir)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
+		f.Close()
+		os.Remove(part)
+		return fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
+	}
+	return f.Close()
+}
+
+type progressWriter struct{ p *puller }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.p.fetched.Add(int64(len(b)))
+	if w.p.opts.Progress != nil {
+		w.p.opts.Progress.Add(int64(len(b)))
+	}
+	return len(b), nil
+}
+
+// fetchTar stages the files of a packed layer: the blob is verified whole,
+// then each entry is checked against the manifest (a regular file, a safe
+// path, listed for this layer, once, with the listed size and sha256)
+// before it is staged.
+func (p *puller) fetchTar(ctx context.Context, l Layer, files []File) error {
+	part, err := p.fetchBlob(ctx, l)
+	if err != nil {
+		return err
+	}
+	inLayer := map[string]File{}
+	for _, f := range p.m.Files {
+		if f.Layer == l.Digest {
+			inLayer[f.Path] = f
+		}
+	}
+	want := map[string]int{}
+	for i, f := range files {
+		want[f.Path] = i
+	}
+	bf, err := os.Open(part)
+	if err != nil {
+		return err
+	}
+	defer bf.Close()
+	seen := map[string]bool{}
+	tr := tar.NewReader(bf)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("layer %s: broken tar: %v", l.Digest, err)
+		}
+		if err := CheckPath(hdr.Name); err != nil {
+			return fmt.Errorf("layer %s: hostile tar entry: %v", l.Digest, err)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return fmt.Errorf("layer %s: entry %q is of tar type %q; weights layers hold regular files only", l.Digest, hdr.Name, hdr.Typeflag)
+		}
+		mf, ok := inLayer[hdr.Name]
+		if !ok {
+			return fmt.Errorf("layer %s: entry %q is not in the volume manifest for this layer", l.Digest, hdr.Name)
+		}
+		if seen[hdr.Name] {
+			return fmt.Errorf("layer %s: entry %q appears twice", l.Digest, hdr.Name)
+		}
+		seen[hdr.Name] = true
+		if hdr.Size != mf.Size {
+			return fmt.Errorf("layer %s: entry %q has %d bytes, the manifest says %d", l.Digest, hdr.Name, hdr.Size, mf.Size)
+		}
+		i, needed := want[hdr.Name]
+		if !needed {
+			continue
+		}
+		dst := p.partial(fmt.Sprintf("%s.%d.file", mf.SHA256, i))
+		if err := p.stageEntry(tr, mf, dst); err != nil {
+			return fmt.Errorf("layer %s: entry %q: %w", l.Digest, hdr.Name, err)
+		}
+		p.stage(mf.Path, dst)
+	}
+	for _, f := range files {
+		if !seen[f.Path] {
+			return fmt.Errorf("layer %s: the manifest puts %q in it, but the tar lacks it", l.Digest, f.Path)
+		}
+	}
+	bf.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return os.Remove(part)
+}
+
+func (p *puller) stageEntry(r io.Reader, f File, dst string) error {
+	p.track(dst)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(out, h), r); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		os.Remove(dst)
+		return fmt.Errorf("%w: hashes to %s, the manifest says %s", ErrCorrupt, got, f.SHA256)
+	}
+	return nil
+}
+
+// commit moves every staged file into place and writes the marker last.
+// The old marker goes first: between the two the volume is not ready.
+func (p *puller) commit() error {
+	for _, name := range []string{ReadyMarker, ManifestFile} {
+		if err := os.Remove(filepath.Join(p.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	paths := make([]string, 0, len(p.staged))
+	for k := range p.staged {
+		paths = append(paths, k)
+	}
+	sort.Strings(paths)
+	modes := map[string]uint32{}
+	for _, f := range p.m.Files {
+		modes[f.Path] = f.Mode
+	}
+	dirs := map[string]bool{p.dir: true}
+	for _, rel := range paths {
+		if d := path.Dir(rel); d != "." {
+			if err := mkdirSafe(p.dir, d); err != nil {
+				return err
+			}
+		}
+		// Check again right before the rename: nothing may have put a
+		// link in the way since plan().
+		target, err := safeTarget(p.dir, rel)
+		if err != nil {
+			return err
+		}
+		staged := p.staged[rel]
+		if err := os.Chmod(staged, os.FileMode(modes[rel])); err != nil {
+			return err
+		}
+		if err := os.Rename(staged, target); err != nil {
+			return fmt.Errorf("%s: %v", rel, err)
+		}
+		dirs[filepath.Dir(target)] = true
+	}
+	for d := range dirs {
+		syncDir(d)
+	}
+	os.RemoveAll(filepath.Join(p.dir, PartialDir))
+	mb, err := p.m.Encode()
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(p.dir, ManifestFile), mb); err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(p.dir, ReadyMarker), []byte(p.m.SetDigest+"\n")); err != nil {
+		return err
+	}
+	syncDir(p.dir)
+	return nil
+}
+
+// cleanRun removes what this run added to .kiln-partial, after a full disk:
+// holding space helps nobody, and the volume is left as it was.
+func (p *puller) cleanRun() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.created {
+		os.Remove(f)
+	}
+	os.Remove(filepath.Join(p.dir, PartialDir)) // only if empty
+}
+
+// safeTarget joins rel to dir after checking each existing component with
+// Lstat: a symlink anywhere below dir, or a file where a directory must be,
+// is refused rather than followed.
+func safeTarget(dir, rel string) (string, error) {
+	if err := CheckPath(rel); err != nil {
+		return "", err
+	}
+	parts := strings.Split(rel, "/")
+	cur := dir
+	for i, c := range parts {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			return filepath.Join(dir, filepath.FromSlash(rel)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		last := i == len(parts)-1
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			return "", fmt.Errorf("%s: %s is a symlink; kiln does not follow links inside a volume", rel, cur)
+		case !last && !fi.IsDir():
+			return "", fmt.Errorf("%s: %s is not a directory", rel, cur)
+		case last && !fi.Mode().IsRegular():
+			return "", fmt.Errorf("%s: %s exists and is not a regular file", rel, cur)
+		}
+	}
+	return cur, nil
+}
+
+// mkdirSafe creates dir/rel one component at a time, refusing links.
+func mkdirSafe(dir, rel string) error {
+	cur := dir
+	for _, c := range strings.Split(rel, "/") {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return err
+			}
+			if fi, err = os.Lstat(cur); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+			return fmt.Errorf("%s: %s is not a directory (symlinks are not followed)", rel, cur)
+		}
+	}
+	return nil
+}
+
+// present reports whether target already holds f's bytes; a wrong mode is
+// fixed in place.
+func present(target string, f File) (bool, error) {
+	fi, err := os.Lstat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
+		return false, nil
+	}
+	sum, err := hashFile(target)
+	if err != nil {
+		return false, err
+	}
+	if sum != f.SHA256 {
+		return false, nil
+	}
+	if uint32(fi.Mode().Perm()) != f.Mode {
+		if err := os.Chmod(target, os.FileMode(f.Mode)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func hashFile(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func writeAtomic(file string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".kiln-tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
+}
+
+func syncDir(d string) {
+	if f, err := os.Open(d); err == nil {
+		f.Sync()
+		f.Close()
+	}
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

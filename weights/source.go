@@ -1,0 +1,312 @@
+package weights
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// BlobSource reads a blob's bytes [off, off+n) (n < 0: to the end). The
+// caller verifies digests. *layers.Fetcher is the registry BlobSource;
+// LayoutSource reads an OCI layout.
+type BlobSource interface {
+	Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error)
+}
+
+// LayoutSource reads blobs from an OCI image layout directory.
+type LayoutSource struct{ Dir string }
+
+// Open implements BlobSource.
+func (s LayoutSource) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+	if dgst.Algorithm != "sha256" || !isHex64(dgst.Hex) {
+		return nil, fmt.Errorf("blob %s: not a sha256 digest", dgst)
+	}
+	f, err := os.Open(filepath.Join(s.Dir, "blobs", "sha256", dgst.Hex))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %v", dgst, err)
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if n < 0 {
+		return f, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, n), f}, nil
+}
+
+// Resolved is a volume manifest and where its blobs come from.
+type Resolved struct {
+	Manifest *Manifest
+	Source   BlobSource
+	// Ref is the artifact, by digest, when resolved from one.
+	Ref string
+	// Image is the application image when ref named one whose
+	// dev.kiln.weights.manifest label led to the artifact.
+	Image string
+}
+
+// Resolve turns what the user typed into a manifest and a blob source:
+//
+//	REGISTRY/REPO[:TAG|@DIGEST]    a weights artifact in a registry
+//	oci:DIR[:TAG] | oci:DIR@DIGEST a weights artifact in an OCI layout
+//	FILE.json                      a volume manifest; blobs come from its
+//	                               "repository" (or from, when set); with
+//	                               neither, Source is nil
+//
+// from overrides where blobs are fetched (a mirror holding the same blobs).
+func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Resolved, error) {
+	var res *Resolved
+	var err error
+	switch {
+	case strings.HasPrefix(ref, "oci:"):
+		res, err = resolveLayout(ref, true)
+	case isManifestFile(ref):
+		var m *Manifest
+		if m, err = ReadManifest(ref); err != nil {
+			return nil, err
+		}
+		res = &Resolved{Manifest: m}
+		if from == "" {
+			from = m.Repository
+		}
+	default:
+		res, err = resolveRegistry(ctx, ref, true, opts...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if from != "" {
+		if res.Source, err = SourceFor(ctx, from, opts...); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func isManifestFile(ref string) bool {
+	if strings.HasSuffix(ref, ".json") {
+		return true
+	}
+	fi, err := os.Stat(ref)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// SourceFor is the blob source of a repository: oci:DIR or REGISTRY/REPO.
+func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (BlobSource, error) {
+	if dir, ok := strings.CutPrefix(repo, "oci:"); ok {
+		dir, _, _ = strings.Cut(dir, "@")
+		return LayoutSource{Dir: dir}, nil
+	}
+	return layers.NewFetcher(ctx, repo, opts)
+}
+
+// resolveLayout finds the artifact in an OCI layout by tag (ref.name),
+// digest, or as the layout's only manifest.
+func resolveLayout(ref string, follow bool) (*Resolved, error) {
+	rest := strings.TrimPrefix(ref, "oci:")
+	dir, want := rest, ""
+	if i := strings.LastIndex(rest, "@sha256:"); i >= 0 {
+		dir, want = rest[:i], rest[i+1:]
+	} else if r, err := layers.ParseRef(ref); err == nil {
+		dir, want = r.Path, r.Tag
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("weights %q: index.json: %v", ref, err)
+	}
+	var pick *v1.Descriptor
+	for i := range idx.Manifests {
+		d := &idx.Manifests[i]
+		switch {
+		case want == "":
+			if pick != nil {
+				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
+			}
+			pick = d
+		case strings.HasPrefix(want, "sha256:") && d.Digest.String() == want,
+			d.Annotations["org.opencontainers.image.ref.name"] == want:
+			pick = d
+		}
+	}
+	if pick == nil {
+		return nil, fmt.Errorf("weights %q: no such artifact in %s", ref, dir)
+	}
+	src := LayoutSource{Dir: dir}
+	raw, err := readVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: manifest: %v", ref, err)
+	}
+	abs, _ := filepath.Abs(dir)
+	if label, ok, err := imageLabel(context.Background(), src, raw); err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	} else if ok {
+		if !follow {
+			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
+		}
+		return followLabel(context.Background(), ref, label)
+	}
+	m, err := manifestFromArtifact(context.Background(), src, raw)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	return &Resolved{Manifest: m, Source: src, Ref: "oci:" + abs + "@" + pick.Digest.String()}, nil
+}
+
+func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layers.Option) (*Resolved, error) {
+	r, err := layers.ParseRef(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != layers.KindRegistry {
+		return nil, fmt.Errorf("weights %q: want a registry reference, oci:DIR or a manifest file", ref)
+	}
+	desc, err := remote.Get(r.Name, layers.RemoteOptions(ctx, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if label, ok, err := imageLabel(ctx, f, desc.Manifest); err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	} else if ok {
+		if !follow {
+			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
+		}
+		return followLabel(ctx, ref, label, opts...)
+	}
+	m, err := manifestFromArtifact(ctx, f, desc.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	dg, err := name.NewDigest(r.Name.Context().String()+"@"+desc.Digest.String(), name.WeakValidation)
+	if err != nil {
+		return nil, err
+	}
+	return &Resolved{Manifest: m, Source: f, Ref: dg.String()}, nil
+}
+
+// manifestFromArtifact reads the volume manifest blob an artifact carries
+// and checks it against the artifact's own layer list: a manifest that
+// points at blobs the artifact does not have, or names other sizes or media
+// types, is refused.
+func manifestFromArtifact(ctx context.Context, src BlobSource, raw []byte) (*Manifest, error) {
+	var am v1.Manifest
+	if err := json.Unmarshal(raw, &am); err != nil {
+		return nil, fmt.Errorf("not an OCI manifest: %v", err)
+	}
+	var vm *v1.Descriptor
+	have := map[v1.Hash]v1.Descriptor{}
+	for i := range am.Layers {
+		d := am.Layers[i]
+		if d.MediaType == MediaTypeManifest {
+			vm = &am.Layers[i]
+			continue
+		}
+		have[d.Digest] = d
+	}
+	if vm == nil {
+		return nil, fmt.Errorf("not a kiln weights artifact: no layer of media type %s (artifactType %q)", MediaTypeManifest, am.ArtifactType)
+	}
+	if vm.Size > maxManifestBytes {
+		return nil, fmt.Errorf("volume manifest %s: %d bytes is more than kiln reads", vm.Digest, vm.Size)
+	}
+	b, err := readVerified(ctx, src, vm.Digest, vm.Size, maxManifestBytes)
+	if err != nil {
+		return nil, fmt.Errorf("volume manifest: %v", err)
+	}
+	m, err := DecodeManifest(strings.NewReader(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("volume manifest %s: %v", vm.Digest, err)
+	}
+	for i, l := range m.Layers {
+		h, _ := v1.NewHash(l.Digest)
+		d, ok := have[h]
+		if !ok {
+			return nil, fmt.Errorf("volume manifest layers[%d] %s: not in the artifact", i, l.Digest)
+		}
+		if d.Size != l.Size || string(d.MediaType) != l.MediaType {
+			return nil, fmt.Errorf("volume manifest layers[%d] %s: %s of %d bytes, the artifact says %s of %d", i, l.Digest, l.MediaType, l.Size, d.MediaType, d.Size)
+		}
+	}
+	return m, nil
+}
+
+// readVerified reads a small blob whole and checks its digest and size.
+func readVerified(ctx context.Context, src BlobSource, d v1.Hash, size, limit int64) ([]byte, error) {
+	if size > limit {
+		return nil, fmt.Errorf("blob %s: %d bytes, more than %d", d, size, limit)
+	}
+	rc, err := src.Open(ctx, d, 0, size)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	vr, err := layers.NewVerifyReader(rc, d, size)
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(vr)
+}
+
+// imageLabel reads the dev.kiln.weights.manifest label when raw is the
+// manifest of a runnable image (a slimmed one points at its weights).
+func imageLabel(ctx context.Context, src BlobSource, raw []byte) (string, bool, error) {
+	var am v1.Manifest
+	if err := json.Unmarshal(raw, &am); err != nil {
+		return "", false, fmt.Errorf("not an OCI manifest: %v", err)
+	}
+	if !am.Config.MediaType.IsConfig() {
+		return "", false, nil
+	}
+	b, err := readVerified(ctx, src, am.Config.Digest, am.Config.Size, 16<<20)
+	if err != nil {
+		return "", false, fmt.Errorf("image config: %v", err)
+	}
+	var cfg v1.ConfigFile
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", false, fmt.Errorf("image config: %v", err)
+	}
+	label := cfg.Config.Labels[LabelManifest]
+	if label == "" {
+		return "", false, fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
+	}
+	return label, true, nil
+}
+
+// followLabel resolves the artifact an image's label names (one hop only).
+func followLabel(ctx context.Context, image, label string, opts ...layers.Option) (*Resolved, error) {
+	if !strings.HasPrefix(label, "oci:") && isManifestFile(label) {
+		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, LabelManifest, label)
+	}
+	var res *Resolved
+	var err error
+	if strings.HasPrefix(label, "oci:") {
+		res, err = resolveLayout(label, false)
+	} else {
+		res, err = resolveRegistry(ctx, label, false, opts...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("image %q: following its %s label: %v", image, LabelManifest, err)
+	}
+	res.Image = image
+	return res, nil
+}
