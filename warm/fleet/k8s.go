@@ -123,7 +123,7 @@ type (
 		Limits   map[string]string `yaml:"limits,omitempty"`
 	}
 	K8sSecurityContext struct {
-		RunAsUser                *int `yaml:"runAsUser,omitempty"`
+		RunAsUser                *int  `yaml:"runAsUser,omitempty"`
 		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation,omitempty"`
 		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem,omitempty"`
 	}
