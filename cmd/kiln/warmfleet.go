@@ -102,7 +102,7 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions) {
   kiln warm --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
   kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2
   kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -`
-	cmd.AddCommand(newWarmStatusCmd(opts.IO), newFleetReceiveCmd())
+	cmd.AddCommand(newWarmStatusCmd(opts.IO))
 }
 
 // runFleetIfAsked owns kiln warm runs with --hosts or --emit.
@@ -244,20 +244,6 @@ Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
 	return cmd
 }
 
-// newFleetReceiveCmd is the receiving end of a push-mode host: it reads the
-// staging tar on stdin into DIR. Hidden: fleet runs it over SSH.
-func newFleetReceiveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "fleet-receive DIR",
-		Short:  "Receive a staging OCI layout on stdin (used by kiln warm --hosts)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			return fleet.ReceiveLayout(c.InOrStdin(), args[0])
-		},
-	}
-}
-
 func runFleet(ctx context.Context, opts *FleetOptions) error {
 	if opts.Parallel < 1 {
 		return usageErr("--parallel: must be at least 1")
@@ -274,29 +260,16 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 		DryRun: opts.DryRun, Parallel: opts.Parallel,
 		SSH: fleet.SSHConfig{KnownHosts: opts.KnownHosts, InsecureIgnoreHostKey: opts.Insecure},
 	}
-	needBinary, needSource := false, false
+	needBinary := false
 	for _, h := range hosts {
 		needBinary = needBinary || h.KilnPath == ""
-		needSource = needSource || h.Mode == fleet.ModePush
 	}
 	if needBinary {
 		if fo.Binary, err = fleet.LocalBinary(opts.KilnBinary); err != nil {
 			return err
 		}
 	}
-	if needSource && !opts.DryRun {
-		lopts := []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
-		if opts.Platform != "" {
-			p, err := layers.ParsePlatform(opts.Platform)
-			if err != nil {
-				return usageErr("--platform: %v", err)
-			}
-			lopts = append(lopts, layers.WithPlatform(p))
-		}
-		if fo.Source, err = fleet.NewRegistrySource(ctx, opts.Refs, lopts...); err != nil {
-			return err
-		}
-	}
+	fo.Registry = []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
 	if opts.Progress != "none" {
 		var mu sync.Mutex
 		fo.Event = func(host, what string) {

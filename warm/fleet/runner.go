@@ -9,7 +9,10 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/kiln-build/kiln/layers"
 )
 
 // WarmReport is the part of a host's `kiln warm --json` (schema
@@ -89,8 +92,9 @@ type Options struct {
 	SSH      SSHConfig
 	// Binary is copied to hosts that have no kiln_path.
 	Binary *Binary
-	// Source fetches blobs here for push-mode hosts (nil: push mode fails).
-	Source BlobSource
+	// Registry are the options for reaching the registry from here, for
+	// push-mode hosts (insecure registries).
+	Registry []layers.Option
 	// Event, when set, is called as each host moves on (connecting,
 	// copying kiln, warming, pushing, done); calls may come from several
 	// goroutines at once.
@@ -145,9 +149,6 @@ func runHost(ctx context.Context, h Host, o Options) (r Result) {
 	if target == "" {
 		return failed(h, o, start, errors.New("no target: set target in the hosts file or pass --target"))
 	}
-	if h.Mode == ModePush && !o.DryRun && o.Source == nil {
-		return failed(h, o, start, errors.New("mode push needs registry access here"))
-	}
 	o.event(h.Name, "connecting")
 	c, err := Dial(ctx, h, o.SSH)
 	if err != nil {
@@ -166,20 +167,27 @@ func runHost(ctx context.Context, h Host, o Options) (r Result) {
 		r.BinaryCopied = copied
 		r.Seconds = since(start)
 	}()
-	args := warmArgs(o.Refs, target, or(h.Namespace, o.Namespace), o.WarmArgs)
-	if o.DryRun || h.Mode == ModePush {
-		o.event(h.Name, "dry run")
-		rep, raw, code, err := c.warm(ctx, kiln, append(args, "--dry-run"), nil, func() { o.event(h.Name, "dry run started") })
-		r = result(h, target, rep, raw, code, err)
-		if o.DryRun || err != nil || code != warmExitMissing {
-			return r
+	refs := o.Refs
+	var sent atomic.Int64
+	if h.Mode == ModePush {
+		o.event(h.Name, "opening registry tunnel")
+		var closeTunnels func()
+		if refs, closeTunnels, err = c.openTunnels(ctx, o.Refs, o.Registry, &sent); err != nil {
+			return failed(h, o, start, fmt.Errorf("push: %w", err))
 		}
-		o.event(h.Name, "pushing")
-		return c.push(ctx, h, kiln, target, rep, o)
+		defer closeTunnels()
 	}
-	o.event(h.Name, "warming")
-	rep, raw, code, err := c.warm(ctx, kiln, args, nil, func() { o.event(h.Name, "warm started") })
-	return result(h, target, rep, raw, code, err)
+	args := warmArgs(refs, target, or(h.Namespace, o.Namespace), o.WarmArgs)
+	what := "warm"
+	if o.DryRun {
+		args = append(args, "--dry-run")
+		what = "dry run"
+	}
+	o.event(h.Name, what)
+	rep, raw, code, err := c.warm(ctx, kiln, args, nil, func() { o.event(h.Name, what+" started") })
+	r = result(h, target, rep, raw, code, err)
+	r.PushedBytes = sent.Load()
+	return r
 }
 
 // warmArgs builds `kiln warm` arguments; --json and --progress none make
