@@ -180,6 +180,12 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 			return fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, analyze.HumanBytes(rep.MissingBytes), analyze.HumanBytes(avail), dir))
 		}
 	}
+	lt, leased := t.(Leaser)
+	if leased {
+		if err := lt.Lease(ctx, s); err != nil {
+			return fail(err)
+		}
+	}
 	var limit *rate.Limiter
 	if o.LimitRate > 0 {
 		limit = rate.NewLimiter(rate.Limit(o.LimitRate), int(min(o.LimitRate, 1<<20)))
@@ -259,6 +265,12 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 			return fail(err)
 		}
 	}
+	if leased {
+		// The image record and its GC labels hold the blobs from now on.
+		if err := lt.Release(ctx); err != nil {
+			return fail(fmt.Errorf("target %s: releasing lease: %v", t, err))
+		}
+	}
 	rep.Ready = true
 	return rep, nil
 }
@@ -307,7 +319,12 @@ func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 		cr := newChunkedReader(ctx, src, b.Repo, b.Digest, off, b.Size, o.ChunkSize, o.ChunksPerBlob)
 		r, closer = cr, cr
 	case off < b.Size:
-		rc, err := src.OpenRange(ctx, b.Repo, b.Digest, off, -1)
+		// A closed range: some registries do not understand "bytes=N-".
+		n := int64(-1)
+		if off > 0 {
+			n = b.Size - off
+		}
+		rc, err := src.OpenRange(ctx, b.Repo, b.Digest, off, n)
 		if err != nil {
 			w.Close()
 			return 0, off, err

@@ -35,8 +35,8 @@ type chunkResult struct {
 var chunkPool sync.Pool
 
 func getChunkBuf(n int64) []byte {
-	if b, ok := chunkPool.Get().([]byte); ok && int64(cap(b)) >= n {
-		return b[:n]
+	if b, ok := chunkPool.Get().(*[]byte); ok && int64(cap(*b)) >= n {
+		return (*b)[:n]
 	}
 	return make([]byte, n)
 }
@@ -87,7 +87,7 @@ func fetchChunk(ctx context.Context, src Source, repo name.Repository, dg digest
 			break
 		}
 	}
-	chunkPool.Put(buf[:0]) //nolint:staticcheck // reused buffers are the point
+	chunkPool.Put(&buf)
 	return chunkResult{err: fmt.Errorf("blob %s: bytes %d-%d: %w", dg, o, o+n-1, last)}
 }
 
@@ -110,7 +110,7 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 			return 0, r.err
 		}
 		if c.buf != nil {
-			chunkPool.Put(c.buf[:0]) //nolint:staticcheck // reused buffers are the point
+			chunkPool.Put(&c.buf)
 		}
 		c.buf = r.b
 		c.cur = bytes.NewReader(r.b)

@@ -61,6 +61,14 @@ type Verifier interface {
 	Verify(ctx context.Context, s *Set) error
 }
 
+// Leaser is a target whose garbage collector needs a lease to spare blobs
+// between their commit and the image record (containerd). A resumed run
+// takes the same lease again.
+type Leaser interface {
+	Lease(ctx context.Context, s *Set) error
+	Release(ctx context.Context) error
+}
+
 // ZstdChecker is a target that may not run zstd layers (old engines); the
 // returned reason is empty when it can.
 type ZstdChecker interface {

@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, error) {
-	return nil, fmt.Errorf("target containerd:%s: not implemented yet", addr)
-}
-
 func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, error) {
 	return nil, fmt.Errorf("target docker:%s: not implemented yet", addr)
 }
