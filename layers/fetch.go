@@ -1,0 +1,287 @@
+package layers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// Fetcher reads blobs of one registry repository with HTTP Range requests,
+// authenticated the way Open is (Docker config, credential helpers, plain
+// HTTP only for loopback and --insecure-registry hosts).
+//
+// It exists beside go-containerregistry's remote package because warm-up and
+// weight pulls need what remote does not offer: resuming a blob from byte N
+// after an interruption, and splitting one large blob into parallel chunks.
+//
+// A request that fails before its body starts is retried: connection errors,
+// 5xx answers and 429 (honouring Retry-After). A body that breaks mid-way is
+// returned as an error; the caller resumes from the bytes it already has.
+type Fetcher struct {
+	repo    name.Repository
+	base    string // scheme://host/v2/repo/blobs/
+	client  *http.Client
+	retries int
+	backoff time.Duration
+	maxWait time.Duration
+	sleep   func(context.Context, time.Duration) error
+
+	mu sync.Mutex
+	// Requests counts HTTP requests sent (tests and reports read it).
+	requests int
+}
+
+// FetchOption tunes a Fetcher's retries.
+type FetchOption func(*Fetcher)
+
+// WithRetries sets how many times a failed request is retried (default 5)
+// and the first backoff (default 200ms, doubling, capped at maxWait).
+func WithRetries(n int, backoff time.Duration) FetchOption {
+	return func(f *Fetcher) { f.retries, f.backoff = n, backoff }
+}
+
+// WithMaxWait caps one wait between retries, Retry-After included (default 30s).
+func WithMaxWait(d time.Duration) FetchOption { return func(f *Fetcher) { f.maxWait = d } }
+
+// NewFetcher returns a Fetcher for repo ("REGISTRY/REPO", a tag or digest is
+// ignored). Authentication happens once here (token exchange), so a bad
+// credential fails early, naming the registry but never the secret.
+func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchOption) (*Fetcher, error) {
+	o := makeOptions(opts)
+	nopts := []name.Option{name.StrictValidation}
+	if o.insecure(registryHost(repo)) {
+		nopts = append(nopts, name.Insecure)
+	}
+	var r name.Repository
+	if ref, err := name.ParseReference(repo, nopts...); err == nil {
+		r = ref.Context()
+	} else if r, err = name.NewRepository(repo, nopts...); err != nil {
+		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
+	}
+	auth, err := o.keychain.Resolve(r)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: credentials: %v", repo, err)
+	}
+	rt, err := transport.NewWithContext(ctx, r.Registry, auth, o.transport, []string{r.Scope(transport.PullScope)})
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %v", repo, err)
+	}
+	f := &Fetcher{
+		repo:    r,
+		base:    fmt.Sprintf("%s://%s/v2/%s/blobs/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
+		client:  &http.Client{Transport: rt},
+		retries: 5,
+		backoff: 200 * time.Millisecond,
+		maxWait: 30 * time.Second,
+		sleep:   sleepCtx,
+	}
+	for _, fo := range fopts {
+		fo(f)
+	}
+	return f, nil
+}
+
+// Repository is the repository the Fetcher reads.
+func (f *Fetcher) Repository() name.Repository { return f.repo }
+
+// Requests is the number of HTTP requests sent so far.
+func (f *Fetcher) Requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+// Size asks the registry for a blob's size (HEAD).
+func (f *Fetcher) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
+	resp, err := f.do(ctx, http.MethodHead, dgst, "")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	if resp.ContentLength < 0 {
+		return 0, fmt.Errorf("blob %s: registry sent no Content-Length", dgst)
+	}
+	return resp.ContentLength, nil
+}
+
+// Open returns the blob's bytes [off, off+n); n < 0 means to the end (pass
+// the size when it is known: it saves a HEAD request on resume). The
+// caller verifies the digest (NewVerifyReader) once it has every byte.
+//
+// A registry that ignores Range and answers 200 with the whole blob is
+// tolerated: the first off bytes are skipped here, so the caller still sees
+// exactly the range it asked for (at the cost of the skipped transfer).
+func (f *Fetcher) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n == 0 {
+		return nil, fmt.Errorf("blob %s: bad range offset %d length %d", dgst, off, n)
+	}
+	if off > 0 && n < 0 {
+		// Some registries (go-containerregistry's among them) understand
+		// only closed ranges: ask for the size once and close the range.
+		size, err := f.Size(ctx, dgst)
+		if err != nil {
+			return nil, err
+		}
+		if off >= size {
+			return nil, fmt.Errorf("blob %s: offset %d is past its size %d", dgst, off, size)
+		}
+		n = size - off
+	}
+	rng := ""
+	switch {
+	case n > 0:
+		rng = fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	case off > 0:
+		rng = fmt.Sprintf("bytes=%d-", off)
+	}
+	resp, err := f.do(ctx, http.MethodGet, dgst, rng)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		start, err := contentRangeStart(resp.Header.Get("Content-Range"))
+		if err != nil || start != off {
+			resp.Body.Close()
+			return nil, fmt.Errorf("blob %s: asked for bytes from %d, registry sent Content-Range %q", dgst, off, resp.Header.Get("Content-Range"))
+		}
+		return resp.Body, nil
+	case http.StatusOK:
+		if off > 0 {
+			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+				resp.Body.Close()
+				return nil, fmt.Errorf("blob %s: skipping to %d: %v", dgst, off, err)
+			}
+		}
+		if n > 0 {
+			return struct {
+				io.Reader
+				io.Closer
+			}{io.LimitReader(resp.Body, n), resp.Body}, nil
+		}
+		return resp.Body, nil
+	default:
+		resp.Body.Close()
+		return nil, fmt.Errorf("blob %s: registry answered %s", dgst, resp.Status)
+	}
+}
+
+// StatusError is a registry answer that is not a success.
+type StatusError struct {
+	Digest v1.Hash
+	Code   int
+	Status string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("blob %s: registry answered %s", e.Digest, e.Status)
+}
+
+func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng string) (*http.Response, error) {
+	url := f.base + dgst.String()
+	wait := f.backoff
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		f.mu.Lock()
+		f.requests++
+		f.mu.Unlock()
+		resp, err := f.client.Do(req)
+		retryAfter := time.Duration(0)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			err = fmt.Errorf("blob %s: %v", dgst, redactURL(err))
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+			retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			resp.Body.Close()
+			err = &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+		case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent:
+			return resp, nil
+		default:
+			resp.Body.Close()
+			return nil, &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+		}
+		if attempt >= f.retries {
+			return nil, fmt.Errorf("%w (after %d attempts)", err, attempt+1)
+		}
+		d := wait
+		if retryAfter > d {
+			d = retryAfter
+		}
+		if d > f.maxWait {
+			d = f.maxWait
+		}
+		if err := f.sleep(ctx, d); err != nil {
+			return nil, err
+		}
+		wait *= 2
+	}
+}
+
+// redactURL keeps the error's message but not a URL's query string, where
+// some registries put signed tokens.
+func redactURL(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "?"); i >= 0 {
+		if j := strings.IndexAny(msg[i:], "\": "); j >= 0 {
+			msg = msg[:i] + msg[i+j:]
+		} else {
+			msg = msg[:i]
+		}
+	}
+	return errors.New(msg)
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func contentRangeStart(v string) (int64, error) {
+	// "bytes START-END/TOTAL"
+	v = strings.TrimPrefix(strings.TrimSpace(v), "bytes ")
+	s, _, ok := strings.Cut(v, "-")
+	if !ok {
+		return 0, fmt.Errorf("bad Content-Range %q", v)
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
