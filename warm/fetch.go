@@ -109,8 +109,9 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 			c.err = r.err
 			return 0, r.err
 		}
-		if c.buf != nil {
-			chunkPool.Put(&c.buf)
+		if old := c.buf; old != nil {
+			// A copy of the slice header: c.buf is reassigned just below.
+			chunkPool.Put(&old)
 		}
 		c.buf = r.b
 		c.cur = bytes.NewReader(r.b)

@@ -28,7 +28,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -370,8 +369,6 @@ func (ci *containerdInstance) ctr(t testing.TB, args ...string) (string, error) 
 	out, err := exec.Command("ctr", append([]string{"--address", ci.Socket}, args...)...).CombinedOutput()
 	return string(out), err
 }
-
-type digestT = digest.Digest
 
 func (s *Set) find(dg string) ocispec.Descriptor {
 	for _, b := range s.Blobs {

@@ -17,7 +17,6 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 )
 
@@ -227,12 +226,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 		return err
 	}
 	defer tgt.Close()
-	src := warm.NewRegistrySource()
-	src.OnRetry = func(dg digest.Digest, attempt int, wait time.Duration, err error) {
-		if opts.Progress != "none" {
-			fmt.Fprintf(opts.IO.ErrOut, "kiln: blob %s: retry %d in %s: %v\n", short(dg.String()), attempt, wait.Round(time.Millisecond), err)
-		}
-	}
+	src := warm.NewRegistrySource(lopts)
 	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp}
 	if zc, ok := tgt.(warm.ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
