@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# bench/warm.sh [IMAGE]: kiln warm against containerd's own client (ctr),
+# crane and skopeo on one image from the local registry, gzip and zstd
+# variants, with and without unpack, into equivalent targets; and the
+# machine's limits measured in the same run (loopback read of the largest
+# blob, sha256 and gzip/zstd decode throughput). Prints a table of seconds,
+# MB/s and ratios. Each containerd run starts from an empty root.
+#
+# Default image: the CUDA runtime base (~1 GB). The 7 GiB naive app image
+# (127.0.0.1:5000/kiln/naive-app:latest) works too, given ~25 GB of scratch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
+IMG=${1:-127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-debian12}
+REG=${IMG%%/*}
+REPO_TAG=${IMG#*/}
+ZIMG="$REG/kiln-warm-bench/${REPO_TAG//\//-}"  # zstd copy lives in our own repo
+ZIMG="${ZIMG%:*}:${IMG##*:}-zstd"
+WORK=${KILN_BENCH_DIR:-/var/tmp/kiln-warm-bench}
+CTR_PID=""
+
+cleanup() {
+	ctrd_stop
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+rm -rf "$WORK"
+mkdir -p "$WORK"
+KILN=$WORK/kiln
+go build -o "$KILN" ./cmd/kiln
+
+ctrd_stop() {
+	if [ -n "$CTR_PID" ]; then
+		kill "$CTR_PID" 2>/dev/null || true
+		wait "$CTR_PID" 2>/dev/null || true
+		CTR_PID=""
+	fi
+	grep -o " $WORK/ctrd/[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf "$WORK/ctrd"
+}
+# A fresh containerd, empty root, own socket.
+ctrd_start() {
+	ctrd_stop
+	mkdir -p "$WORK/ctrd"
+	cat >"$WORK/ctrd/config.toml" <<TOML
+version = 2
+root = "$WORK/ctrd/root"
+state = "$WORK/ctrd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$WORK/ctrd/c.sock"
+[ttrpc]
+  address = "$WORK/ctrd/c.sock.ttrpc"
+TOML
+	containerd --config "$WORK/ctrd/config.toml" >"$WORK/ctrd.log" 2>&1 &
+	CTR_PID=$!
+	for _ in $(seq 100); do [ -S "$WORK/ctrd/c.sock" ] && return; sleep 0.1; done
+	echo "containerd did not start" >&2
+	exit 1
+}
+SOCK=$WORK/ctrd/c.sock
+
+now() { date +%s.%N; }
+# timed NAME CMD...: runs CMD after dropping the page cache's dirty data,
+# records seconds in $WORK/t.NAME.
+timed() {
+	local name=$1
+	shift
+	sync
+	local s e
+	s=$(now)
+	"$@" >"$WORK/out.$name" 2>&1 || {
+		echo "FAILED: $name: $*" >&2
+		tail -5 "$WORK/out.$name" >&2
+		echo "nan" >"$WORK/t.$name"
+		return 0
+	}
+	e=$(now)
+	echo "$e - $s" | bc -l >"$WORK/t.$name"
+}
+t() { cat "$WORK/t.$1"; }
+
+# The zstd variant, once (kiln convert, no daemon).
+ZR=${ZIMG#*/}
+if ! curl -fsS -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$REG/v2/${ZR%:*}/manifests/${ZIMG##*:}"; then
+	echo "converting $IMG to zstd: $ZIMG"
+	"$KILN" convert "$IMG" --to "$ZIMG" --compression zstd --progress none | tail -4
+fi
+
+manifest() {
+	curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' "http://$REG/v2/$1/manifests/$2"
+}
+size_of() { # REF → compressed bytes of its layers
+	local r=${1#*/}
+	manifest "${r%:*}" "${r##*:}" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))'
+}
+largest() { # REF → digest of its largest layer
+	local r=${1#*/}
+	manifest "${r%:*}" "${r##*:}" | python3 -c 'import json,sys; print(max(json.load(sys.stdin)["layers"], key=lambda l: l["size"])["digest"])'
+}
+GZ_BYTES=$(size_of "$IMG")
+ZS_BYTES=$(size_of "$ZIMG")
+
+# --- machine limits, measured now -------------------------------------------
+R=${IMG#*/}
+GZ_BLOB=$(largest "$IMG")
+ZS_BLOB=$(largest "$ZIMG")
+timed loop curl -fsS -o /dev/null "http://$REG/v2/${R%:*}/blobs/$GZ_BLOB"
+curl -fsS -o "$WORK/blob.gz" "http://$REG/v2/${R%:*}/blobs/$GZ_BLOB"
+curl -fsS -o "$WORK/blob.zst" "http://$REG/v2/${ZR%:*}/blobs/$ZS_BLOB"
+LB=$(stat -c %s "$WORK/blob.gz")
+LZ=$(stat -c %s "$WORK/blob.zst")
+cat "$WORK/blob.gz" >/dev/null
+# openssl uses the CPU's SHA extensions, as Go's crypto/sha256 (kiln,
+# containerd) does; coreutils' sha256sum may not.
+timed sha openssl dgst -sha256 "$WORK/blob.gz"
+timed gunzip sh -c "gzip -dc '$WORK/blob.gz' >/dev/null"
+timed unzstd sh -c "zstd -dc '$WORK/blob.zst' >/dev/null"
+rm -f "$WORK/blob.gz" "$WORK/blob.zst"
+mbs() { echo "$1 / $2 / 1000000" | bc -l; }
+
+# --- runs -------------------------------------------------------------------
+run_variant() { # LABEL REF
+	local v=$1 ref=$2
+	ctrd_start
+	timed "kiln-ctr-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --progress none
+	ctrd_start
+	timed "ctr-fetch-$v" ctr -a "$SOCK" content fetch --plain-http "$ref"
+	ctrd_start
+	timed "kiln-unpack-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --unpack --progress none
+	ctrd_start
+	timed "ctr-pull-$v" ctr -a "$SOCK" images pull --plain-http "$ref"
+	ctrd_stop
+	rm -rf "$WORK/oci"
+	timed "kiln-oci-$v" "$KILN" warm "$ref" --target "oci:$WORK/oci" --compression gzip --progress none
+	rm -rf "$WORK/oci"
+	timed "crane-$v" crane pull --insecure --format oci "$ref" "$WORK/oci"
+	rm -rf "$WORK/oci"
+	timed "skopeo-$v" skopeo copy -q --src-tls-verify=false "docker://$ref" "oci:$WORK/oci"
+	rm -rf "$WORK/oci"
+}
+run_variant gzip "$IMG"
+run_variant zstd "$ZIMG"
+
+ratio() { echo "$(t "$2") / $(t "$1")" | bc -l; }
+printf '\nkiln warm benchmark: %s (gzip %d MB, zstd %d MB), %s CPUs\n\n' "$IMG" $((GZ_BYTES / 1000000)) $((ZS_BYTES / 1000000)) "$(nproc)"
+printf 'machine limits (same run, one %d MB blob):\n' $((LB / 1000000))
+printf '  loopback read  %7.0f MB/s\n' "$(mbs "$LB" "$(t loop)")"
+printf '  sha256         %7.0f MB/s\n' "$(mbs "$LB" "$(t sha)")"
+printf '  gzip decode    %7.0f MB/s (compressed bytes)\n' "$(mbs "$LB" "$(t gunzip)")"
+printf '  zstd decode    %7.0f MB/s (compressed bytes)\n\n' "$(mbs "$LZ" "$(t unzstd)")"
+LIMIT=$(echo "a=$(mbs "$LB" "$(t loop)"); b=$(mbs "$LB" "$(t sha)"); if (a<b) a else b" | bc -l)
+printf '%-8s %-26s %8s %8s %s\n' variant "run" seconds "MB/s" "kiln is"
+for v in gzip zstd; do
+	B=$GZ_BYTES
+	[ $v = zstd ] && B=$ZS_BYTES
+	for pair in "kiln-ctr:" "ctr-fetch:kiln-ctr" "kiln-unpack:" "ctr-pull:kiln-unpack" "kiln-oci:" "crane:kiln-oci" "skopeo:kiln-oci"; do
+		run=${pair%%:*}
+		base=${pair#*:}
+		cmp=""
+		[ -n "$base" ] && cmp=$(printf '%.2fx faster' "$(ratio "$base-$v" "$run-$v")")
+		printf '%-8s %-26s %8.2f %8.0f %s\n' "$v" "$run" "$(t "$run-$v")" "$(mbs "$B" "$(t "$run-$v")")" "$cmp"
+	done
+done
+printf '\nwhat kiln warm does by default (takes the zstd variant) vs ctr on the gzip image:\n'
+printf '  fetch only:  kiln %.2fs vs ctr content fetch %.2fs: %.2fx\n' "$(t kiln-ctr-zstd)" "$(t ctr-fetch-gzip)" "$(ratio kiln-ctr-zstd ctr-fetch-gzip)"
+printf '  with unpack: kiln %.2fs vs ctr images pull %.2fs: %.2fx\n' "$(t kiln-unpack-zstd)" "$(t ctr-pull-gzip)" "$(ratio kiln-unpack-zstd ctr-pull-gzip)"
+printf '\nkiln warm (containerd, no unpack) vs the limit min(loopback, sha256) = %.0f MB/s: %.0f%% (gzip), %.0f%% (zstd)\n' \
+	"$LIMIT" "$(echo "100 * $(mbs "$GZ_BYTES" "$(t kiln-ctr-gzip)") / $LIMIT" | bc -l)" "$(echo "100 * $(mbs "$ZS_BYTES" "$(t kiln-ctr-zstd)") / $LIMIT" | bc -l)"

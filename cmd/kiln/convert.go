@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"text/tabwriter"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/convert"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newConvertCmd) }
+
+// ConvertOptions are kiln convert's inputs.
+type ConvertOptions struct {
+	IO          *IO
+	Image       string
+	To          string
+	Compression string
+	Level       int
+	Jobs        int
+	TempDir     string
+	JSON        bool
+	Progress    string
+	imageFlags
+}
+
+func newConvertCmd(ios *IO) *cobra.Command {
+	opts := &ConvertOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "convert IMAGE --to REF --compression zstd",
+		Short: "Recompress an image's gzip layers as zstd, without a daemon",
+		Long: `Streams each layer through a decoder and a zstd encoder (layers in parallel),
+checks every source digest and that the uncompressed tar still matches the
+config's diff ID, and writes an OCI image with the same config to --to
+(a registry, oci:DIR[:TAG] or docker-archive:FILE). Reports per layer the
+size ratio and the decompression time of the gzip and zstd blobs.
+
+Without --to, a registry REPO:TAG is written to REPO:TAG-zstd: the name
+kiln warm looks for when the target can run zstd layers (containerd >= 1.5,
+Docker >= 23.0).`,
+		Example: `  kiln convert 127.0.0.1:5000/acme/serve:1.2 --compression zstd
+  kiln convert 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-zstd --level 9
+  kiln convert oci:./out:app --to oci:./out:app-zstd --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runConvert(cmd.Context(), opts)
+		},
+	}
+	opts.imageFlags.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.To, "to", "", "where to write the converted image (default for REPO:TAG: REPO:TAG-zstd)")
+	f.StringVar(&opts.Compression, "compression", "zstd", "target compression (zstd)")
+	f.IntVar(&opts.Level, "level", 3, "zstd level, 1-22")
+	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers converted at once (default: CPUs)")
+	f.StringVar(&opts.TempDir, "tmp", "", "scratch directory for converted blobs (default $TMPDIR)")
+	f.BoolVar(&opts.JSON, "json", false, "print the per-layer report as JSON")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	return cmd
+}
+
+type convertReport struct {
+	Schema string                `json:"schema"`
+	From   string                `json:"from"`
+	To     string                `json:"to"`
+	Digest string                `json:"digest"`
+	Level  int                   `json:"level"`
+	Layers []convert.LayerReport `json:"layers"`
+	Before int64                 `json:"compressed_before"`
+	After  int64                 `json:"compressed_after"`
+}
+
+func runConvert(ctx context.Context, opts *ConvertOptions) error {
+	if opts.Compression != "zstd" {
+		return usageErr("--compression: %q: only zstd is supported", opts.Compression)
+	}
+	if opts.Level < 1 || opts.Level > 22 {
+		return usageErr("--level: %d: want 1-22", opts.Level)
+	}
+	mode := opts.Progress
+	switch mode {
+	case "auto", "plain", "none":
+	case "bars", "tty":
+		mode = "tty"
+	default:
+		return usageErr("--progress: %q is not one of auto, bars, plain, none", opts.Progress)
+	}
+	lopts, err := opts.options()
+	if err != nil {
+		return err
+	}
+	r, err := layers.ParseRef(opts.Image, lopts...)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	to := opts.To
+	if to == "" {
+		t, ok := r.Name.(name.Tag)
+		if r.Kind != layers.KindRegistry || !ok {
+			return usageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", warm.ZstdTagSuffix)
+		}
+		to = t.Context().Tag(t.TagStr() + warm.ZstdTagSuffix).String()
+	}
+	if _, err := layers.ParseRef(to, lopts...); err != nil {
+		return usageErr("--to: %v", err)
+	}
+	plat, _ := layers.ParsePlatform(opts.Platform)
+	src, err := convert.Open(ctx, opts.Image, plat, lopts...)
+	if err != nil {
+		return err
+	}
+	var total int64
+	if ls, err := src.Layers(); err == nil {
+		for _, l := range ls {
+			n, _ := l.Size()
+			total += n
+		}
+	}
+	var done atomic.Int64
+	bar := startProgress(opts.IO.ErrOut, mode, "converting "+opts.Image, total, &done)
+	res, err := convert.ToZstd(ctx, src, convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done})
+	bar.Stop()
+	if err != nil {
+		return fmt.Errorf("convert %s: %w", opts.Image, err)
+	}
+	defer res.Close()
+	dg, err := layers.Write(ctx, res.Image, to, lopts...)
+	if err != nil {
+		return err
+	}
+	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Layers: res.Layers}
+	for _, l := range res.Layers {
+		rep.Before += l.FromSize
+		rep.After += l.ToSize
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\tZSTD\tRATIO\tGZIP DECODE\tZSTD DECODE\t\n")
+	for _, l := range res.Layers {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%.2fs\t\n", l.Index, short(l.From), analyze.HumanBytes(l.FromSize), analyze.HumanBytes(l.ToSize), l.Ratio, l.FromDecode, l.ToDecode)
+	}
+	tw.Flush()
+	ratio := 0.0
+	if rep.Before > 0 {
+		ratio = float64(rep.After) / float64(rep.Before)
+	}
+	fmt.Fprintf(opts.IO.Out, "\n%s → %s (%s): %s → %s (%.3f)\n", opts.Image, to, short(rep.Digest), analyze.HumanBytes(rep.Before), analyze.HumanBytes(rep.After), ratio)
+	return nil
+}

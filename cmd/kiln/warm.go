@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newWarmCmd) }
+
+// WarmOptions are kiln warm's inputs.
+type WarmOptions struct {
+	IO          *IO
+	Args        []string
+	Target      string
+	Namespace   string
+	Unpack      bool
+	DryRun      bool
+	Concurrency int
+	LimitRate   string
+	ReadyFile   string
+	JSON        bool
+	Progress    string
+	Compression string
+	Snapshotter string
+	ChunkSize   string
+	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
+	NoSpaceCheck bool
+	imageFlags
+}
+
+// warmExtensions let other files (warmfleet.go) add flags and subcommands
+// to kiln warm without editing this file.
+var warmExtensions []func(cmd *cobra.Command, opts *WarmOptions)
+
+// warmRunners are asked first, in order; one that returns handled=true owns
+// the run (e.g. --hosts runs the warm on remote hosts).
+var warmRunners []func(ctx context.Context, opts *WarmOptions) (handled bool, err error)
+
+func hostPlatform() string {
+	p := "linux/" + runtime.GOARCH
+	if runtime.GOARCH == "arm" {
+		p += "/v7"
+	}
+	return p
+}
+
+func newWarmCmd(ios *IO) *cobra.Command {
+	opts := &WarmOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "warm IMAGE|LOCK... --target TARGET",
+		Short: "Pre-warm a host's image store so containers start with no pull",
+		Long: `Computes the warm set of each image (its index, the manifest, config and
+layers for the host's platform), asks the target what it already holds and
+fetches only what is missing from the registry: blobs in parallel, large
+blobs as parallel HTTP Range chunks, each written through a resumable ingest
+(a killed run resumes from the bytes already written) and verified against
+its digest before it is committed. Then the image is recorded (containerd:
+an image record with GC labels; oci: an index.json entry; docker: docker
+load), and with --unpack unpacked into containerd's snapshotter.
+
+Targets:
+  containerd[:SOCKET]  containerd's content store (default socket
+                       /run/containerd/containerd.sock); --namespace k8s.io
+                       for Kubernetes nodes (default: "default", what ctr uses)
+  oci:DIR              an OCI image layout cache (ctr images import, mirrors)
+  docker[:SOCKET]      a Docker engine, via docker load
+
+Arguments are registry references or kiln lock files (kiln.lock: the
+runtime base image, pinned by its platform's manifest digest).
+
+With --compression auto (the default) kiln takes the zstd variant of
+REPO:TAG, REPO:TAG-zstd (kiln convert --compression zstd makes it), or the
+zstd manifest of an index, when the target can run zstd layers.
+
+Exit codes: 0 ready (every digest of the warm set verified present; with
+--dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
+something missing. --json prints one object (schema kiln.warm/v1,
+docs/warm.md); --ready-file writes a marker only when ready.`,
+		Example: `  kiln warm 127.0.0.1:5000/acme/serve:1.2 --target containerd --namespace k8s.io --unpack
+  kiln warm ghcr.io/acme/serve:1.2 --target oci:/var/cache/kiln/oci --json
+  kiln warm kiln.lock --target containerd --dry-run
+  kiln warm reg.local/acme/serve:1.2 --target docker --limit-rate 200MiB --ready-file /run/kiln/ready`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Args = args
+			for _, run := range warmRunners {
+				if handled, err := run(cmd.Context(), opts); handled {
+					return err
+				}
+			}
+			return runWarm(cmd.Context(), opts)
+		},
+	}
+	opts.imageFlags.register(cmd)
+	pf := cmd.Flags().Lookup("platform")
+	pf.DefValue = hostPlatform()
+	_ = pf.Value.Set(hostPlatform())
+	pf.Usage = "platform to warm (default: this host's)"
+	f := cmd.Flags()
+	f.StringVar(&opts.Target, "target", "", "where to warm: containerd[:SOCKET], oci:DIR or docker[:SOCKET]")
+	f.StringVarP(&opts.Namespace, "namespace", "n", "default", "containerd namespace (Kubernetes: k8s.io)")
+	f.BoolVar(&opts.Unpack, "unpack", false, "also unpack into containerd's snapshotter (first start does no work)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 3 if anything is")
+	f.IntVar(&opts.Concurrency, "concurrency", 4, "blobs fetched at once")
+	f.StringVar(&opts.LimitRate, "limit-rate", "", "cap registry reads, bytes per second (e.g. 100MiB, 50M, 1000000)")
+	f.StringVar(&opts.ReadyFile, "ready-file", "", "write this marker file when ready (removed when not)")
+	f.BoolVar(&opts.JSON, "json", false, "print one JSON report on stdout (schema kiln.warm/v1)")
+	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	f.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
+	f.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
+	f.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
+	f.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
+	_ = f.MarkHidden("no-space-check")
+	for _, ext := range warmExtensions {
+		ext(cmd, opts)
+	}
+	return cmd
+}
+
+// parseBytes reads 100MiB, 50M, 1.5G, 1000000.
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	units := []struct {
+		suf string
+		m   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suf)) {
+			t = strings.TrimSpace(t[:len(t)-len(u.suf)])
+			mult = u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a byte count (e.g. 100MiB, 50M, 1000000)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func runWarm(ctx context.Context, opts *WarmOptions) error {
+	if len(opts.Args) == 0 {
+		return usageErr("warm: name at least one image or lock file")
+	}
+	if opts.Target == "" {
+		return usageErr("warm: --target is required (containerd[:SOCKET], oci:DIR or docker[:SOCKET])")
+	}
+	spec, err := warm.ParseTarget(opts.Target)
+	if err != nil {
+		return usageErr("--target: %v", err)
+	}
+	mode := opts.Progress
+	switch mode {
+	case "auto", "plain", "none":
+	case "bars", "tty":
+		mode = "tty"
+	default:
+		return usageErr("--progress: %q is not one of auto, bars, plain, none", opts.Progress)
+	}
+	comp := warm.Compression(opts.Compression)
+	switch comp {
+	case warm.CompressionAuto, warm.CompressionGzip, warm.CompressionZstd:
+	default:
+		return usageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
+	}
+	if opts.Concurrency < 1 {
+		return usageErr("--concurrency: must be at least 1")
+	}
+	var limit int64
+	if opts.LimitRate != "" {
+		if limit, err = parseBytes(opts.LimitRate); err != nil || limit == 0 {
+			return usageErr("--limit-rate: %q: want bytes per second above 0 (e.g. 100MiB)", opts.LimitRate)
+		}
+	}
+	chunk, err := parseBytes(opts.ChunkSize)
+	if err != nil || chunk < 1<<20 {
+		return usageErr("--chunk-size: %q: want at least 1MiB", opts.ChunkSize)
+	}
+	if opts.Unpack && spec.Kind != "containerd" {
+		return usageErr("--unpack: only a containerd target has a snapshotter to unpack into")
+	}
+	lopts, err := opts.options()
+	if err != nil {
+		return err
+	}
+	plat, _ := layers.ParsePlatform(opts.Platform)
+	var refs []string
+	for _, a := range opts.Args {
+		if warm.IsLockFile(a) {
+			rs, err := warm.RefsFromLock(a, plat)
+			if err != nil {
+				return err
+			}
+			refs = append(refs, rs...)
+			continue
+		}
+		if _, err := layers.ParseRef(a, lopts...); err != nil {
+			return usageErr("%v", err)
+		}
+		refs = append(refs, a)
+	}
+	// A stale marker must not outlive a failed or cold warm.
+	if opts.ReadyFile != "" && !opts.DryRun {
+		if err := os.Remove(opts.ReadyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
+		}
+	}
+	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter})
+	if err != nil {
+		return err
+	}
+	defer tgt.Close()
+	src := warm.NewRegistrySource(lopts)
+	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp}
+	if zc, ok := tgt.(warm.ZstdChecker); ok {
+		ro.NoZstd = zc.NoZstd(ctx)
+	}
+	set, err := warm.Resolve(ctx, refs, ro)
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	eo := warm.Options{
+		Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: limit, DryRun: opts.DryRun,
+		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
+	}
+	if opts.Progress != "none" {
+		eo.Log = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "kiln: "+format+"\n", a...) }
+	}
+	var bar *progressBar
+	if !opts.DryRun {
+		bar = startProgress(opts.IO.ErrOut, mode, "warming "+tgt.String(), set.Bytes(), &done)
+	}
+	rep, werr := warm.Warm(ctx, set, tgt, src, eo)
+	if bar != nil {
+		bar.Stop()
+	}
+	if spec.Kind == "containerd" {
+		rep.Namespace = opts.Namespace
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writeWarmTable(opts.IO.Out, rep)
+	}
+	if werr != nil {
+		return werr
+	}
+	if opts.DryRun {
+		if !rep.Ready {
+			return silentExit(ExitRule)
+		}
+		return nil
+	}
+	if opts.ReadyFile != "" && rep.Ready {
+		if err := writeReadyFile(opts.ReadyFile, rep); err != nil {
+			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
+		}
+	}
+	return nil
+}
+
+func short(dg string) string {
+	if i := strings.Index(dg, ":"); i >= 0 && len(dg) > i+13 {
+		return dg[:i+13]
+	}
+	return dg
+}
+
+func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "IMAGE\tPLATFORM\tDIGEST\n")
+	for _, im := range rep.Images {
+		name := im.Ref
+		if im.Source != "" {
+			name += " (from " + im.Source + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, im.Platform, short(im.Digest))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
+	for _, b := range rep.Blobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", short(b.Digest), b.Kind, analyze.HumanBytes(b.Size), b.State, analyze.HumanBytes(b.BytesFetched), b.Seconds)
+	}
+	tw.Flush()
+	verdict := "READY"
+	switch {
+	case rep.DryRun && !rep.Ready:
+		verdict = "COLD"
+	case !rep.Ready:
+		verdict = "NOT READY"
+	}
+	rate := ""
+	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
+		rate = fmt.Sprintf(" (%s/s)", analyze.HumanBytes(int64(float64(rep.FetchedBytes)/rep.Seconds)))
+	}
+	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, analyze.HumanBytes(rep.PresentBytes), analyze.HumanBytes(rep.FetchedBytes), rate, analyze.HumanBytes(rep.MissingBytes), rep.Seconds, verdict)
+	if rep.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", rep.Error)
+	}
+}
+
+func writeReadyFile(p string, rep *warm.Report) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(struct {
+		Schema string             `json:"schema"`
+		Target string             `json:"target"`
+		Images []warm.ImageReport `json:"images"`
+		At     string             `json:"ready_at"`
+	}{"kiln.warm.ready/v1", rep.Target, rep.Images, time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/warm"
+)
+
+func TestWarmCLIContract(t *testing.T) {
+	host := testimage.Registry(t)
+	ref := host + "/kiln-warm/cli:v1"
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("a.bin", 300<<10)}, "gzip"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/x", []byte("x"))}, "gzip"))
+	testimage.Push(t, ref, img)
+	dir := filepath.Join(t.TempDir(), "oci")
+	ready := filepath.Join(t.TempDir(), "ready")
+	parse := func(out string) warm.Report {
+		t.Helper()
+		var r warm.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("--json is not one JSON object: %v\n%s", err, out)
+		}
+		return r
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		code  int
+		ready bool
+		state string
+	}{
+		{"dry run on an empty target: exit 3", []string{"--dry-run"}, ExitRule, false, warm.StateMissing},
+		{"warm: exit 0", []string{"--ready-file", ready}, ExitOK, true, warm.StateFetched},
+		{"dry run when warm: exit 0", []string{"--dry-run"}, ExitOK, true, warm.StatePresent},
+		{"rerun: all present", nil, ExitOK, true, warm.StatePresent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"warm", ref, "--target", "oci:" + dir, "--json", "--progress", "none", "--platform", "linux/amd64"}, tc.args...)
+			code, out, errOut := run(t, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			r := parse(out)
+			if r.Schema != "kiln.warm/v1" || r.Ready != tc.ready || r.Target != "oci:"+dir || len(r.Images) != 1 || r.Images[0].Ref != ref || r.Images[0].Platform != "linux/amd64" {
+				t.Fatalf("report: %+v", r)
+			}
+			if len(r.Blobs) != 4 {
+				t.Fatalf("%d blobs, want manifest, config, 2 layers", len(r.Blobs))
+			}
+			for _, b := range r.Blobs {
+				if b.State != tc.state {
+					t.Errorf("blob %s (%s) is %s, want %s", b.Digest, b.Kind, b.State, tc.state)
+				}
+			}
+		})
+	}
+	if b, err := os.ReadFile(ready); err != nil || !strings.Contains(string(b), ref) {
+		t.Fatalf("ready file: %v %s", err, b)
+	}
+	// Usage errors: exit 2.
+	for _, args := range [][]string{
+		{"warm", ref},
+		{"warm", ref, "--target", "nfs:/x"},
+		{"warm", "--target", "oci:" + dir},
+		{"warm", ref, "--target", "oci:" + dir, "--unpack"},
+		{"warm", ref, "--target", "oci:" + dir, "--limit-rate", "fast"},
+	} {
+		if code, _, errOut := run(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
+		}
+	}
+	// A failure (a registry that is not there) is exit 1, and the ready
+	// marker of the earlier warm is removed.
+	if code, _, _ := run(t, "warm", "127.0.0.1:1/kiln/none:v1", "--target", "oci:"+dir, "--ready-file", ready, "--progress", "none"); code != ExitFailure {
+		t.Errorf("unreachable registry: exit %d, want 1", code)
+	}
+	if _, err := os.Stat(ready); !os.IsNotExist(err) {
+		t.Errorf("stale ready file kept: %v", err)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"100MiB": 100 << 20, "50M": 50e6, "1000000": 1e6, "1.5GiB": 3 << 29, "2k": 2000} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := parseBytes("fast"); err == nil {
+		t.Error("parseBytes(fast) did not fail")
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm/fleet"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The fleet flags ride on `kiln warm` through warm.go's extension points:
+// withFleet adds the flags and subcommands, runFleetIfAsked takes the run
+// when --hosts or --emit is given.
+func init() {
+	warmExtensions = append(warmExtensions, withFleet)
+	warmRunners = append(warmRunners, runFleetIfAsked)
+}
+
+// fleetByOpts finds a warm command's fleet flags from its options (the
+// runner hook is handed only those).
+var fleetByOpts sync.Map // *WarmOptions -> *fleetFlags
+
+// FleetOptions are the inputs of kiln warm --hosts and kiln warm status.
+type FleetOptions struct {
+	IO         *IO
+	Refs       []string
+	HostsFile  string
+	Parallel   int
+	KnownHosts string
+	Insecure   bool // --insecure-ignore-host-key
+	KilnBinary string
+	Target     string
+	Namespace  string
+	DryRun     bool // status
+	JSON       bool
+	Progress   string
+	// WarmArgs are the other kiln warm flags the user set, passed on to
+	// every host's kiln warm.
+	WarmArgs         []string
+	Platform         string
+	InsecureRegistry []string
+}
+
+// EmitOptions are the inputs of kiln warm --emit.
+type EmitOptions struct {
+	IO *IO
+	fleet.K8sOptions
+	Emit         string
+	NodeSelector []string
+	Target       string
+}
+
+// fleetFlags are the flags withFleet adds to kiln warm.
+type fleetFlags struct {
+	hosts, knownHosts, kilnBinary          string
+	parallel                               int
+	insecureHostKey                        bool
+	emit, kilnImage, k8sNamespace, objName string
+	containerdSocket                       string
+	nodeSelector                           []string
+	completions                            int
+	cmd                                    *cobra.Command
+}
+
+// fleetOnly names the flags that belong to fleet mode, or that fleet sets
+// itself on each host, and are therefore not passed through.
+var fleetOnly = map[string]bool{
+	"hosts": true, "parallel": true, "known-hosts": true, "insecure-ignore-host-key": true, "kiln-binary": true,
+	"emit": true, "node-selector": true, "kiln-image": true, "k8s-namespace": true, "name": true, "completions": true,
+	"containerd-socket": true, "target": true, "no-space-check": true, "namespace": true, "json": true, "progress": true, "dry-run": true, "help": true,
+}
+
+func (f *fleetFlags) sshFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.hosts, "hosts", "", "warm every host in this YAML file over SSH (docs/fleet.md)")
+	fs.IntVar(&f.parallel, "parallel", 8, "with --hosts: hosts worked on at once")
+	fs.StringVar(&f.knownHosts, "known-hosts", "", "with --hosts: known_hosts file host keys are checked against (default ~/.ssh/known_hosts)")
+	fs.BoolVar(&f.insecureHostKey, "insecure-ignore-host-key", false, "with --hosts: accept any host key (throwaway hosts only)")
+	fs.StringVar(&f.kilnBinary, "kiln-binary", "", "with --hosts: kiln binary to copy to hosts (default this one; give a linux/arm64 build for arm64 hosts)")
+}
+
+func withFleet(cmd *cobra.Command, opts *WarmOptions) {
+	f := &fleetFlags{cmd: cmd}
+	fleetByOpts.Store(opts, f)
+	fs := cmd.Flags()
+	f.sshFlags(fs)
+	fs.StringVar(&f.emit, "emit", "", "print Kubernetes YAML instead of warming: k8s (a DaemonSet) or k8s-job (a Job)")
+	fs.StringSliceVar(&f.nodeSelector, "node-selector", nil, "with --emit: node labels k=v the pods run on (repeatable)")
+	fs.StringVar(&f.kilnImage, "kiln-image", "ghcr.io/kiln-build/kiln:"+versionTag(), "with --emit: image that runs kiln in the pods")
+	fs.StringVar(&f.k8sNamespace, "k8s-namespace", "", "with --emit: Kubernetes namespace of the object (default: kubectl's)")
+	fs.StringVar(&f.objName, "name", "kiln-warm", "with --emit: name of the DaemonSet or Job")
+	fs.StringVar(&f.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "with --emit: the nodes' containerd socket (k3s: /run/k3s/containerd/containerd.sock)")
+	fs.IntVar(&f.completions, "completions", 1, "with --emit k8s-job: pods, each on a different node")
+	cmd.Example = strings.TrimRight(cmd.Example, "\n") + `
+  kiln warm --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
+  kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2
+  kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -`
+	cmd.AddCommand(newWarmStatusCmd(opts.IO))
+}
+
+// runFleetIfAsked owns kiln warm runs with --hosts or --emit.
+func runFleetIfAsked(ctx context.Context, opts *WarmOptions) (bool, error) {
+	v, ok := fleetByOpts.Load(opts)
+	if !ok {
+		return false, nil
+	}
+	f := v.(*fleetFlags)
+	switch {
+	case f.hosts != "" && f.emit != "":
+		return true, usageErr("--hosts and --emit: choose one")
+	case f.emit != "":
+		return true, runEmit(emitOptions(f.cmd, opts.IO, f, opts.Args))
+	case f.hosts != "":
+		return true, runFleet(ctx, fleetOptions(f.cmd, opts.IO, f, opts.Args))
+	}
+	return false, nil
+}
+
+func versionTag() string {
+	if version == "dev" || version == "" {
+		return "latest"
+	}
+	return version
+}
+
+func flagString(fs *pflag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// changedString is a flag's value when the user set it: --emit's default
+// containerd namespace is the kubelet's (k8s.io), not warm's.
+func changedString(fs *pflag.FlagSet, name string) string {
+	if fs.Changed(name) {
+		return flagString(fs, name)
+	}
+	return ""
+}
+
+func flagBool(fs *pflag.FlagSet, name string) bool {
+	v, _ := strconv.ParseBool(flagString(fs, name))
+	return v
+}
+
+func flagSlice(fs *pflag.FlagSet, name string) []string {
+	if f := fs.Lookup(name); f != nil {
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			return sv.GetSlice()
+		}
+	}
+	return nil
+}
+
+// passThrough turns the warm flags the user set into arguments for the
+// hosts' kiln warm, leaving out fleet's own.
+func passThrough(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.Visit(func(f *pflag.Flag) {
+		if fleetOnly[f.Name] {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				args = append(args, "--"+f.Name+"="+v)
+			}
+			return
+		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	return args
+}
+
+func fleetOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *FleetOptions {
+	fs := c.Flags()
+	return &FleetOptions{
+		IO: ios, Refs: args, HostsFile: f.hosts, Parallel: f.parallel, KnownHosts: f.knownHosts,
+		Insecure: f.insecureHostKey, KilnBinary: f.kilnBinary,
+		Target: flagString(fs, "target"), Namespace: flagString(fs, "namespace"),
+		DryRun: flagBool(fs, "dry-run"), JSON: flagBool(fs, "json"), Progress: flagString(fs, "progress"),
+		WarmArgs: passThrough(fs), Platform: flagString(fs, "platform"), InsecureRegistry: flagSlice(fs, "insecure-registry"),
+	}
+}
+
+func emitOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *EmitOptions {
+	fs := c.Flags()
+	return &EmitOptions{
+		IO: ios, Emit: f.emit, NodeSelector: f.nodeSelector, Target: flagString(fs, "target"),
+		K8sOptions: fleet.K8sOptions{
+			Name: f.objName, Namespace: f.k8sNamespace, Refs: args, KilnImage: f.kilnImage,
+			ContainerdSocket: f.containerdSocket, ContainerdNamespace: changedString(fs, "namespace"),
+			WarmArgs: passThrough(fs), Completions: f.completions,
+		},
+	}
+}
+
+func newWarmStatusCmd(ios *IO) *cobra.Command {
+	f := &fleetFlags{}
+	opts := &FleetOptions{IO: ios, DryRun: true}
+	cmd := &cobra.Command{
+		Use:   "status --hosts FILE REF...",
+		Short: "Ask each host whether it is warm, and how many bytes it is missing",
+		Long: `Runs kiln warm --dry-run on every host of the hosts file (copying kiln
+there when it is missing) and prints each host's state: warm (every blob of
+the warm set present), cold (bytes missing) or failed.
+
+Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
+		Example: `  kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Refs, opts.HostsFile, opts.Parallel = args, f.hosts, f.parallel
+			opts.KnownHosts, opts.Insecure, opts.KilnBinary = f.knownHosts, f.insecureHostKey, f.kilnBinary
+			if opts.HostsFile == "" {
+				return usageErr("kiln warm status needs --hosts FILE")
+			}
+			for _, n := range []string{"platform", "insecure-registry"} {
+				if c.Flags().Changed(n) {
+					for _, v := range flagSlice(c.Flags(), n) {
+						opts.WarmArgs = append(opts.WarmArgs, "--"+n+"="+v)
+					}
+					if n == "platform" {
+						opts.WarmArgs = append(opts.WarmArgs, "--platform="+opts.Platform)
+					}
+				}
+			}
+			return runFleet(c.Context(), opts)
+		},
+	}
+	f.sshFlags(cmd.Flags())
+	cmd.Flags().StringVar(&opts.Target, "target", "", "target on hosts whose entry names none")
+	cmd.Flags().StringVar(&opts.Namespace, "namespace", "", "containerd namespace on hosts whose entry names none")
+	cmd.Flags().StringVar(&opts.Platform, "platform", "", "platform to check (default: each host's)")
+	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print per-host results as JSON")
+	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "per-host progress lines on stderr: auto, plain, none")
+	return cmd
+}
+
+func runFleet(ctx context.Context, opts *FleetOptions) error {
+	if opts.Parallel < 1 {
+		return usageErr("--parallel: must be at least 1")
+	}
+	if len(opts.Refs) == 0 {
+		return usageErr("name at least one image to warm")
+	}
+	hosts, err := fleet.LoadHosts(opts.HostsFile)
+	if err != nil {
+		return usageErr("--hosts: %v", err)
+	}
+	fo := fleet.Options{
+		Refs: opts.Refs, Target: opts.Target, Namespace: opts.Namespace, WarmArgs: opts.WarmArgs,
+		DryRun: opts.DryRun, Parallel: opts.Parallel,
+		SSH: fleet.SSHConfig{KnownHosts: opts.KnownHosts, InsecureIgnoreHostKey: opts.Insecure},
+	}
+	needBinary := false
+	for _, h := range hosts {
+		needBinary = needBinary || h.KilnPath == ""
+	}
+	if needBinary {
+		if fo.Binary, err = fleet.LocalBinary(opts.KilnBinary); err != nil {
+			return err
+		}
+	}
+	fo.Registry = []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
+	if opts.Progress != "none" {
+		var mu sync.Mutex
+		fo.Event = func(host, what string) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", host, what)
+		}
+	}
+	res := fleet.Run(ctx, hosts, fo)
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		writeFleetTable(opts.IO, res)
+	}
+	code := ExitOK
+	for _, r := range res {
+		switch r.State {
+		case fleet.StateFailed:
+			code = ExitFailure
+		case fleet.StateCold:
+			if code == ExitOK {
+				// status (and --dry-run) answer "something missing" with 3,
+				// like a single host's kiln warm --dry-run.
+				code = ExitRule
+			}
+		}
+	}
+	if code != ExitOK {
+		return silentExit(code)
+	}
+	return nil
+}
+
+func writeFleetTable(ios *IO, res []fleet.Result) {
+	tw := tabwriter.NewWriter(ios.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tMODE\tSTATE\tMISSING\tFETCHED\tPUSHED\tSECONDS\tERROR")
+	counts := map[string]int{}
+	for _, r := range res {
+		counts[r.State]++
+		pushed := "-"
+		if r.Mode == fleet.ModePush {
+			pushed = analyze.HumanBytes(r.PushedBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n", r.Host, r.Mode, r.State,
+			analyze.HumanBytes(r.MissingBytes), analyze.HumanBytes(r.FetchedBytes), pushed, r.Seconds, oneLine(r.Error))
+	}
+	tw.Flush()
+	fmt.Fprintf(ios.Out, "\n%d host(s): %d warm, %d cold, %d failed\n", len(res), counts[fleet.StateWarm], counts[fleet.StateCold], counts[fleet.StateFailed])
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+func runEmit(opts *EmitOptions) error {
+	switch opts.Emit {
+	case "k8s", "k8s-daemonset":
+		opts.Kind = fleet.KindDaemonSet
+	case "k8s-job":
+		opts.Kind = fleet.KindJob
+	default:
+		return usageErr("--emit: %q is not k8s (a DaemonSet) or k8s-job", opts.Emit)
+	}
+	if opts.Target != "" {
+		return usageErr("--emit warms each node's containerd (--containerd-socket); --target does not apply")
+	}
+	sel, err := fleet.ParseSelector(opts.NodeSelector)
+	if err != nil {
+		return usageErr("--node-selector: %v", err)
+	}
+	opts.K8sOptions.NodeSelector = sel
+	b, err := fleet.EmitK8s(opts.K8sOptions)
+	if err != nil {
+		return usageErr("--emit: %v", err)
+	}
+	_, err = opts.IO.Out.Write(b)
+	return err
+}

@@ -1,0 +1,319 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options tune a conversion.
+type Options struct {
+	// Level is the zstd level (1-22, default 3: the level Docker and
+	// BuildKit use).
+	Level int
+	// Jobs is how many layers convert at once (default: CPUs).
+	Jobs int
+	// TempDir holds the converted blobs until they are written (default
+	// os.TempDir()).
+	TempDir string
+	// Progress, when set, counts source bytes read.
+	Progress interface{ Add(int64) int64 }
+}
+
+// LayerReport is one layer's outcome.
+type LayerReport struct {
+	Index        int     `json:"index"`
+	From         string  `json:"from"`
+	To           string  `json:"to"`
+	FromMedia    string  `json:"from_media_type"`
+	FromSize     int64   `json:"from_size"`
+	ToSize       int64   `json:"to_size"`
+	Uncompressed int64   `json:"uncompressed_size"`
+	Ratio        float64 `json:"ratio"` // to_size / from_size
+	// FromDecode and ToDecode are seconds to decompress the source blob
+	// (during conversion, source reads included) and the zstd blob (a
+	// separate pass over the scratch file).
+	FromDecode float64 `json:"from_decode_seconds"`
+	ToDecode   float64 `json:"to_decode_seconds"`
+	Skipped    bool    `json:"skipped,omitempty"` // already zstd
+}
+
+// Result is a converted image: Image streams its layers from scratch files
+// that Close removes.
+type Result struct {
+	Image  v1.Image
+	Layers []LayerReport
+	files  []string
+}
+
+// Close removes the scratch files.
+func (r *Result) Close() error {
+	for _, f := range r.files {
+		os.Remove(f)
+	}
+	return nil
+}
+
+// ToZstd recompresses src's layers with zstd.
+func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
+	if o.Level == 0 {
+		o.Level = 3
+	}
+	if o.Level < 1 || o.Level > 22 {
+		return nil, fmt.Errorf("zstd level %d: want 1-22", o.Level)
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = runtime.NumCPU()
+	}
+	cfg, err := src.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	ls, err := src.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("layers: %v", err)
+	}
+	if len(ls) != len(cfg.RootFS.DiffIDs) {
+		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
+	}
+	res := &Result{Layers: make([]LayerReport, len(ls))}
+	out := make([]v1.Layer, len(ls))
+	files := make([]string, len(ls))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Jobs)
+	for i, l := range ls {
+		g.Go(func() error {
+			nl, rep, file, err := convertLayer(gctx, l, cfg.RootFS.DiffIDs[i], o)
+			if err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
+			}
+			rep.Index = i
+			out[i], res.Layers[i], files[i] = nl, rep, file
+			return nil
+		})
+	}
+	err = g.Wait()
+	for _, f := range files {
+		if f != "" {
+			res.files = append(res.files, f)
+		}
+	}
+	if err != nil {
+		res.Close()
+		return nil, err
+	}
+	// zstd layers need OCI media types throughout (a Docker v2s2 manifest
+	// with zstd layers is refused by Podman and by containerd < 2.0).
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	adds := make([]mutate.Addendum, len(out))
+	for i, l := range out {
+		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
+	}
+	if img, err = mutate.Append(img, adds...); err != nil {
+		res.Close()
+		return nil, err
+	}
+	// The source config as is: history and diff IDs are unchanged, since
+	// the uncompressed tars are the same bytes.
+	if img, err = mutate.ConfigFile(img, cfg.DeepCopy()); err != nil {
+		res.Close()
+		return nil, err
+	}
+	res.Image = img
+	return res, nil
+}
+
+type timedReader struct {
+	r io.Reader
+	d time.Duration
+}
+
+func (t *timedReader) Read(p []byte) (int, error) {
+	s := time.Now()
+	n, err := t.r.Read(p)
+	t.d += time.Since(s)
+	return n, err
+}
+
+type countReader struct {
+	r io.Reader
+	p interface{ Add(int64) int64 }
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.p != nil && n > 0 {
+		c.p.Add(int64(n))
+	}
+	return n, err
+}
+
+func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, o Options) (v1.Layer, LayerReport, string, error) {
+	var rep LayerReport
+	dg, err := l.Digest()
+	if err != nil {
+		return nil, rep, "", err
+	}
+	size, _ := l.Size()
+	mt, _ := l.MediaType()
+	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, rep, "", fmt.Errorf("blob %s: %v", dg, err)
+	}
+	defer rc.Close()
+	// The source blob is verified as it streams: a registry or layout that
+	// serves other bytes fails here, naming the blob.
+	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
+	if err != nil {
+		return nil, rep, "", err
+	}
+	dec, comp, closeDec, err := layers.Decompress(vr)
+	if err != nil {
+		return nil, rep, "", fmt.Errorf("blob %s: %v", dg, err)
+	}
+	defer closeDec()
+	f, err := os.CreateTemp(o.TempDir, "kiln-convert-*.zst")
+	if err != nil {
+		return nil, rep, "", err
+	}
+	file := f.Name()
+	fail := func(err error) (v1.Layer, LayerReport, string, error) {
+		f.Close()
+		return nil, rep, file, err
+	}
+	zh := sha256.New()
+	enc, err := zstd.NewWriter(io.MultiWriter(f, zh), zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(o.Level)), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return fail(err)
+	}
+	uh := sha256.New()
+	td := &timedReader{r: dec}
+	if comp == layers.Zstd {
+		// Already zstd: recompressing would only cost time.
+		rep.Skipped = true
+	}
+	n, err := io.Copy(enc, io.TeeReader(&ctxReader{ctx: ctx, r: td}, uh))
+	if err != nil {
+		enc.Close()
+		return fail(fmt.Errorf("blob %s: %v", dg, err))
+	}
+	if err := vr.Drain(); err != nil {
+		enc.Close()
+		return fail(err)
+	}
+	if err := enc.Close(); err != nil {
+		return fail(err)
+	}
+	if got := hashOf(uh); got != diffID {
+		return fail(fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	f.Close()
+	rep.FromDecode = td.d.Seconds()
+	rep.Uncompressed = n
+	rep.ToSize = st.Size()
+	zdg := hashOf(zh)
+	rep.To = zdg.String()
+	if rep.FromSize > 0 {
+		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
+	}
+	// Decode the new blob once, for the report (and as a check that it
+	// round-trips).
+	t0 := time.Now()
+	if err := decodeFile(file, n); err != nil {
+		return nil, rep, file, fmt.Errorf("blob %s: re-reading the zstd output: %v", dg, err)
+	}
+	rep.ToDecode = time.Since(t0).Seconds()
+	return &fileLayer{path: file, digest: zdg, diffID: diffID, size: rep.ToSize}, rep, file, nil
+}
+
+func decodeFile(path string, want int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	n, err := io.Copy(io.Discard, d)
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return fmt.Errorf("decoded %d bytes, wrote %d", n, want)
+	}
+	return nil
+}
+
+func hashOf(h hash.Hash) v1.Hash {
+	return v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// fileLayer is a converted layer in a scratch file.
+type fileLayer struct {
+	path           string
+	digest, diffID v1.Hash
+	size           int64
+}
+
+func (l *fileLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l *fileLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l *fileLayer) Size() (int64, error)                { return l.size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) { return types.OCILayerZStd, nil }
+func (l *fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := zstd.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &decCloser{Reader: d, d: d, f: f}, nil
+}
+
+type decCloser struct {
+	io.Reader
+	d *zstd.Decoder
+	f *os.File
+}
+
+func (c *decCloser) Close() error { c.d.Close(); return c.f.Close() }

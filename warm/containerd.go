@@ -1,0 +1,289 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/pkg/identifiers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/platforms"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Containerd writes into a containerd content store through its gRPC
+// content API, the way containerd's own pull does: one named ingest per
+// blob ("kiln-warm-<digest>"), so a killed run resumes from the bytes the
+// daemon already holds; Commit(size, digest) verifies before the blob is
+// visible. A lease protects blobs while the warm runs; the image record and
+// the gc.ref labels on index, manifest and config protect them after.
+type Containerd struct {
+	addr        string
+	ns          string
+	snapshotter string
+	c           *client.Client
+	cs          content.Store
+	leaseID     string
+}
+
+// IngestRef is the ingest name kiln uses for a blob.
+func IngestRef(d digest.Digest) string { return "kiln-warm-" + d.String() }
+
+func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, error) {
+	if _, err := os.Stat(addr); err != nil {
+		return nil, fmt.Errorf("target containerd:%s: %v (is containerd running? name its socket: --target containerd:/run/containerd/containerd.sock)", addr, err)
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	if err := identifiers.Validate(ns); err != nil {
+		return nil, fmt.Errorf("--namespace: %v", err)
+	}
+	c, err := client.New(addr, client.WithDefaultNamespace(ns), client.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
+	}
+	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore()}
+	if _, err := c.Version(t.nsCtx(ctx)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
+	}
+	return t, nil
+}
+
+func (t *Containerd) String() string { return "containerd:" + t.addr }
+
+// Close implements Target.
+func (t *Containerd) Close() error { return t.c.Close() }
+
+func (t *Containerd) nsCtx(ctx context.Context) context.Context {
+	ctx = namespaces.WithNamespace(ctx, t.ns)
+	if t.leaseID != "" {
+		ctx = leases.WithLease(ctx, t.leaseID)
+	}
+	return ctx
+}
+
+// Lease takes (or re-takes, on a resumed run) a lease named for the set, so
+// neither committed blobs nor half-written ingests are collected before the
+// image record exists. It expires after a day if kiln never comes back.
+func (t *Containerd) Lease(ctx context.Context, s *Set) error {
+	h := digest.Canonical.Digester()
+	for _, img := range s.Images {
+		fmt.Fprintln(h.Hash(), img.Name, img.Target.Digest)
+	}
+	id := "kiln-warm-" + h.Digest().Encoded()[:16]
+	ls := t.c.LeasesService()
+	ctx = namespaces.WithNamespace(ctx, t.ns)
+	_, err := ls.Create(ctx, leases.WithID(id), leases.WithExpiration(24*time.Hour))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return fmt.Errorf("target %s: lease: %v", t, err)
+	}
+	t.leaseID = id
+	return nil
+}
+
+// Release drops the lease (the image record holds the blobs now).
+func (t *Containerd) Release(ctx context.Context) error {
+	if t.leaseID == "" {
+		return nil
+	}
+	id := t.leaseID
+	t.leaseID = ""
+	return t.c.LeasesService().Delete(namespaces.WithNamespace(ctx, t.ns), leases.Lease{ID: id})
+}
+
+// Has implements Target.
+func (t *Containerd) Has(ctx context.Context, d ocispec.Descriptor) (bool, error) {
+	info, err := t.cs.Info(t.nsCtx(ctx), d.Digest)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("target %s: %v", t, err)
+	}
+	return info.Size == d.Size, nil
+}
+
+// Free implements Target: statfs of the content plugin's root, when this
+// host can see it.
+func (t *Containerd) Free(ctx context.Context) (string, int64, error) {
+	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.content.v1"`)
+	if err != nil {
+		return "", 0, err
+	}
+	for _, p := range resp.Plugins {
+		if root := p.Exports["root"]; root != "" {
+			n, err := statfsFree(root)
+			return root, n, err
+		}
+	}
+	return "", 0, errors.New("content root unknown")
+}
+
+// Writer implements Target.
+func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
+	ctx = t.nsCtx(ctx)
+	ref := IngestRef(d.Digest)
+	w, err := content.OpenWriter(ctx, t.cs, content.WithRef(ref), content.WithDescriptor(d))
+	if errdefs.IsAlreadyExists(err) {
+		return nil, ErrAlreadyExists
+	}
+	if err != nil {
+		return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
+	}
+	st, err := w.Status()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
+	}
+	return &ctrWriter{t: t, w: w, d: d, ref: ref, off: st.Offset}, nil
+}
+
+type ctrWriter struct {
+	t   *Containerd
+	w   content.Writer
+	d   ocispec.Descriptor
+	ref string
+	off int64
+}
+
+func (w *ctrWriter) Offset() int64 { return w.off }
+
+func (w *ctrWriter) Write(p []byte) (int, error) {
+	if w.off+int64(len(p)) > w.d.Size {
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, layers.ErrSizeMismatch, w.d.Size)
+	}
+	n, err := w.w.Write(p)
+	w.off += int64(n)
+	return n, err
+}
+
+func (w *ctrWriter) Commit(ctx context.Context) error {
+	err := w.w.Commit(w.t.nsCtx(ctx), w.d.Size, w.d.Digest)
+	switch {
+	case err == nil:
+		return nil
+	case errdefs.IsAlreadyExists(err):
+		return ErrAlreadyExists
+	case errdefs.IsFailedPrecondition(err):
+		// containerd refused the bytes: wrong size or digest.
+		kind := layers.ErrDigestMismatch
+		if strings.Contains(err.Error(), "size") {
+			kind = layers.ErrSizeMismatch
+		}
+		return fmt.Errorf("blob %s: %w: containerd refused the commit: %v", w.d.Digest, kind, err)
+	}
+	return fmt.Errorf("target %s: commit %s: %v", w.t, w.d.Digest, err)
+}
+
+func (w *ctrWriter) Close() error { return w.w.Close() }
+
+func (w *ctrWriter) Abort(ctx context.Context) error {
+	w.w.Close()
+	return w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
+}
+
+// Record implements Target: labels as containerd's pull sets them (GC
+// references from index to manifests, manifest to config and layers, and
+// the distribution source), then an image record per image.
+func (t *Containerd) Record(ctx context.Context, s *Set) error {
+	ctx = t.nsCtx(ctx)
+	for _, b := range s.Blobs {
+		if len(b.Labels) == 0 {
+			continue
+		}
+		var paths []string
+		for k := range b.Labels {
+			paths = append(paths, "labels."+k)
+		}
+		if _, err := t.cs.Update(ctx, content.Info{Digest: b.Digest, Labels: b.Labels}, paths...); err != nil {
+			return fmt.Errorf("labels on %s: %v", b.Digest, err)
+		}
+	}
+	is := t.c.ImageService()
+	for _, img := range s.Images {
+		rec := images.Image{Name: img.Name, Target: img.Target}
+		if _, err := is.Create(ctx, rec); err != nil {
+			if !errdefs.IsAlreadyExists(err) {
+				return fmt.Errorf("image %s: %v", img.Name, err)
+			}
+			if _, err := is.Update(ctx, rec, "target"); err != nil {
+				return fmt.Errorf("image %s: %v", img.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
+	if t.snapshotter != "" && t.snapshotter != "auto" {
+		return t.snapshotter, nil
+	}
+	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.snapshotter.v1"`)
+	if err != nil {
+		return "", err
+	}
+	ok := map[string]bool{}
+	for _, p := range resp.Plugins {
+		ok[p.ID] = p.InitErr == nil
+	}
+	for _, name := range []string{"overlayfs", "native"} {
+		if ok[name] {
+			return name, nil
+		}
+	}
+	return "", errors.New("neither the overlayfs nor the native snapshotter is loaded")
+}
+
+// Unpack implements Unpacker: every image's layers are applied into the
+// snapshotter (overlayfs, or native where overlay does not work), so
+// `ctr run` finds the rootfs ready.
+func (t *Containerd) Unpack(ctx context.Context, s *Set) error {
+	sn, err := t.pickSnapshotter(ctx)
+	if err != nil {
+		return err
+	}
+	t.snapshotter = sn
+	ctx = t.nsCtx(ctx)
+	for _, img := range s.Images {
+		p, err := platforms.Parse(img.Platform)
+		if err != nil {
+			return err
+		}
+		ci := client.NewImageWithPlatform(t.c, images.Image{Name: img.Name, Target: img.Target}, platforms.Only(p))
+		if err := ci.Unpack(ctx, sn); err != nil {
+			return fmt.Errorf("image %s into %s: %v", img.Name, sn, err)
+		}
+	}
+	return nil
+}
+
+// Snapshotter is the snapshotter --unpack used ("" before Unpack).
+func (t *Containerd) Snapshotter() string { return t.snapshotter }
+
+// Verify implements Verifier: each image record points at the warmed root.
+func (t *Containerd) Verify(ctx context.Context, s *Set) error {
+	ctx = t.nsCtx(ctx)
+	for _, img := range s.Images {
+		rec, err := t.c.ImageService().Get(ctx, img.Name)
+		if err != nil {
+			return fmt.Errorf("target %s: image %s: %v", t, img.Name, err)
+		}
+		if rec.Target.Digest != img.Target.Digest {
+			return fmt.Errorf("target %s: image %s points at %s, not %s", t, img.Name, rec.Target.Digest, img.Target.Digest)
+		}
+	}
+	return nil
+}

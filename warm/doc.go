@@ -1,0 +1,21 @@
+// Package warm pre-warms a host's image store before a container starts
+// there: it computes the warm set of an image (its index, the manifest,
+// config and layers of the host's platform), asks a Target what it already
+// holds, and fetches only what is missing, straight from the registry into
+// the target.
+//
+// The design follows containerd's content store: a Target hands out a
+// resumable Writer per blob (containerd: a named ingest; OCI layout: a
+// .partial file) whose Offset says how many bytes an earlier, interrupted run
+// already wrote; the engine asks the registry for the rest with an HTTP
+// Range request, and Commit verifies size and digest before the blob becomes
+// visible. Nothing is committed that did not hash to its digest, and a
+// killed run resumes where it stopped.
+//
+// Targets are adapters (containerd, oci layout, docker engine); the Source
+// reads blobs from a registry with ranged, retried GETs. The engine runs
+// blobs in parallel (bounded), splits large blobs into parallel Range chunks
+// that are written in order, rate-limits with a token bucket, and reports
+// per blob what it found and did: the report's Ready is the readiness gate
+// for a spot node (every digest of the warm set verified present).
+package warm

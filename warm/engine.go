@@ -1,0 +1,374 @@
+package warm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+)
+
+// Schema is the --json report's schema name.
+const Schema = "kiln.warm/v1"
+
+// Blob states in a report.
+const (
+	StatePresent = "present"
+	StateFetched = "fetched"
+	StateMissing = "missing"
+	StateFailed  = "failed"
+)
+
+// Options tune the engine.
+type Options struct {
+	// Concurrency is how many blobs are fetched at once (default 4).
+	Concurrency int
+	// ChunkSize and ChunkThreshold: blobs with at least ChunkThreshold
+	// bytes left are read as parallel Range requests of ChunkSize bytes,
+	// ChunksPerBlob at a time (defaults 16 MiB, 64 MiB, 4).
+	ChunkSize      int64
+	ChunkThreshold int64
+	ChunksPerBlob  int
+	// LimitRate caps the bytes per second read from the registry (0: no
+	// limit), across all blobs.
+	LimitRate int64
+	// DryRun only reports what is missing.
+	DryRun bool
+	// Unpack unpacks the images into the target's snapshotter.
+	Unpack bool
+	// SkipSpaceCheck skips the disk-space preflight (tests of the
+	// write path's own disk-full handling).
+	SkipSpaceCheck bool
+	// Attempts is how many times a blob is tried (default 4): a transient
+	// failure resumes from the bytes written, a digest mismatch starts over.
+	Attempts int
+	// Progress, when set, counts bytes fetched.
+	Progress *atomic.Int64
+	// Log, when set, receives one line per notable event (retries, resumes).
+	Log func(format string, a ...any)
+}
+
+// Report is what a warm found and did (the --json schema kiln.warm/v1).
+type Report struct {
+	Schema       string        `json:"schema"`
+	Target       string        `json:"target"`
+	Namespace    string        `json:"namespace"`
+	Ready        bool          `json:"ready"`
+	DryRun       bool          `json:"dry_run"`
+	Images       []ImageReport `json:"images"`
+	Blobs        []BlobReport  `json:"blobs"`
+	MissingBytes int64         `json:"missing_bytes"`
+	FetchedBytes int64         `json:"fetched_bytes"`
+	PresentBytes int64         `json:"present_bytes"`
+	Seconds      float64       `json:"seconds"`
+	Unpacked     bool          `json:"unpacked,omitempty"`
+	Error        string        `json:"error,omitempty"`
+}
+
+// ImageReport names one image of the warm set.
+type ImageReport struct {
+	Ref      string `json:"ref"`
+	Digest   string `json:"digest"`
+	Platform string `json:"platform"`
+	// Manifest is the platform manifest's digest when Digest is an index.
+	Manifest string `json:"manifest,omitempty"`
+	// Source is the reference read when it differs from Ref (the zstd
+	// variant).
+	Source string `json:"source,omitempty"`
+}
+
+// BlobReport is one blob's outcome.
+type BlobReport struct {
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+	MediaType string `json:"media_type"`
+	Kind      string `json:"kind"`
+	State     string `json:"state"`
+	// BytesFetched counts bytes read from the registry in this run (less
+	// than Size when an earlier run's bytes were resumed).
+	BytesFetched int64   `json:"bytes_fetched"`
+	Resumed      int64   `json:"resumed_from,omitempty"`
+	Seconds      float64 `json:"seconds"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// NewReport describes s before anything was checked.
+func NewReport(s *Set) *Report {
+	r := &Report{Schema: Schema, Images: []ImageReport{}, Blobs: []BlobReport{}}
+	for _, img := range s.Images {
+		ir := ImageReport{Ref: img.Name, Digest: img.Target.Digest.String(), Platform: img.Platform}
+		if img.Manifest.Digest != img.Target.Digest {
+			ir.Manifest = img.Manifest.Digest.String()
+		}
+		if img.Source != img.Name {
+			ir.Source = img.Source
+		}
+		r.Images = append(r.Images, ir)
+	}
+	for _, b := range s.Blobs {
+		r.Blobs = append(r.Blobs, BlobReport{Digest: b.Digest.String(), Size: b.Size, MediaType: b.MediaType, Kind: string(b.Kind)})
+	}
+	return r
+}
+
+// Warm makes t hold every blob of s, fetching what is missing from src,
+// then records the images (and unpacks them when asked). The report is
+// always returned; err says why the host is not ready.
+func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report, error) {
+	start := time.Now()
+	rep := NewReport(s)
+	rep.Target = t.String()
+	rep.DryRun = o.DryRun
+	defer func() { rep.Seconds = time.Since(start).Seconds() }()
+	fail := func(err error) (*Report, error) {
+		rep.Error = err.Error()
+		rep.Seconds = time.Since(start).Seconds()
+		return rep, err
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 16 << 20
+	}
+	if o.ChunkThreshold <= 0 {
+		o.ChunkThreshold = 64 << 20
+	}
+	if o.ChunksPerBlob <= 0 {
+		o.ChunksPerBlob = 4
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 4
+	}
+	var missing []int
+	for i, b := range s.Blobs {
+		ok, err := t.Has(ctx, b.Descriptor)
+		if err != nil {
+			return fail(fmt.Errorf("target %s: blob %s: %v", t, b.Digest, err))
+		}
+		if ok {
+			rep.Blobs[i].State = StatePresent
+			rep.PresentBytes += b.Size
+		} else {
+			rep.Blobs[i].State = StateMissing
+			rep.MissingBytes += b.Size
+			missing = append(missing, i)
+		}
+	}
+	if o.DryRun {
+		rep.Ready = len(missing) == 0
+		if rep.Ready {
+			if v, ok := t.(Verifier); ok {
+				if err := v.Verify(ctx, s); err != nil {
+					rep.Ready = false
+				}
+			}
+		}
+		return rep, nil
+	}
+	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
+		dir, avail, err := t.Free(ctx)
+		if err == nil && avail < rep.MissingBytes {
+			return fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, analyze.HumanBytes(rep.MissingBytes), analyze.HumanBytes(avail), dir))
+		}
+	}
+	lt, leased := t.(Leaser)
+	if leased {
+		if err := lt.Lease(ctx, s); err != nil {
+			return fail(err)
+		}
+	}
+	var limit *rate.Limiter
+	if o.LimitRate > 0 {
+		limit = rate.NewLimiter(rate.Limit(o.LimitRate), int(min(o.LimitRate, 1<<20)))
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Concurrency)
+	for _, i := range missing {
+		b := s.Blobs[i]
+		g.Go(func() error {
+			t0 := time.Now()
+			n, resumed, err := fetchBlob(gctx, t, src, b, o, limit)
+			mu.Lock()
+			defer mu.Unlock()
+			br := &rep.Blobs[i]
+			br.BytesFetched = n
+			br.Resumed = resumed
+			br.Seconds = time.Since(t0).Seconds()
+			rep.FetchedBytes += n
+			if err != nil {
+				br.State = StateFailed
+				br.Error = err.Error()
+				// A full disk fails every blob: stop early.
+				if errors.Is(err, errNoSpaceSys) {
+					return err
+				}
+				return nil
+			}
+			br.State = StateFetched
+			rep.MissingBytes -= b.Size
+			return nil
+		})
+	}
+	gerr := g.Wait()
+	var failed []string
+	for _, br := range rep.Blobs {
+		if br.State == StateFailed {
+			failed = append(failed, br.Digest+": "+br.Error)
+		} else if br.State == StateMissing && gerr != nil {
+			failed = append(failed, br.Digest+": not fetched")
+		}
+	}
+	if len(failed) > 0 {
+		if gerr != nil && errors.Is(gerr, errNoSpaceSys) {
+			return fail(fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, ErrNoSpace, gerr))
+		}
+		return fail(fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0]))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if err := t.Record(ctx, s); err != nil {
+		return fail(fmt.Errorf("target %s: recording images: %v", t, err))
+	}
+	if o.Unpack {
+		u, ok := t.(Unpacker)
+		if !ok {
+			return fail(fmt.Errorf("target %s: --unpack needs a containerd target", t))
+		}
+		if err := u.Unpack(ctx, s); err != nil {
+			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
+		}
+		rep.Unpacked = true
+	}
+	// The readiness gate: ask the target again for every digest.
+	for _, b := range s.Blobs {
+		ok, err := t.Has(ctx, b.Descriptor)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			return fail(fmt.Errorf("target %s: blob %s is not present after the warm", t, b.Digest))
+		}
+	}
+	if v, ok := t.(Verifier); ok {
+		if err := v.Verify(ctx, s); err != nil {
+			return fail(err)
+		}
+	}
+	if leased {
+		// The image record and its GC labels hold the blobs from now on.
+		if err := lt.Release(ctx); err != nil {
+			return fail(fmt.Errorf("target %s: releasing lease: %v", t, err))
+		}
+	}
+	rep.Ready = true
+	return rep, nil
+}
+
+// fetchBlob writes b into t, resuming from what an earlier run left. It
+// returns the bytes read from the registry and the offset it resumed from.
+func fetchBlob(ctx context.Context, t Target, src Source, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+	var total, resumed int64
+	var last error
+	for attempt := 1; attempt <= o.Attempts; attempt++ {
+		n, off, err := fetchOnce(ctx, t, src, b, o, limit)
+		total += n
+		if attempt == 1 {
+			resumed = off
+		}
+		if err == nil || errors.Is(err, ErrAlreadyExists) {
+			return total, resumed, nil
+		}
+		last = err
+		if ctx.Err() != nil || errors.Is(err, errNoSpaceSys) {
+			break
+		}
+		if o.Log != nil {
+			o.Log("blob %s: try %d/%d failed: %v", b.Digest, attempt, o.Attempts, err)
+		}
+	}
+	return total, resumed, last
+}
+
+func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+	w, err := t.Writer(ctx, b.Descriptor)
+	if err != nil {
+		return 0, 0, err
+	}
+	off := w.Offset()
+	if off > b.Size {
+		w.Abort(ctx)
+		return 0, off, fmt.Errorf("blob %s: ingest holds %d bytes, more than its %d", b.Digest, off, b.Size)
+	}
+	var r io.Reader
+	var closer io.Closer
+	switch {
+	case b.Data != nil:
+		r = bytes.NewReader(b.Data[off:])
+	case b.Size-off >= o.ChunkThreshold && o.ChunksPerBlob > 1:
+		cr := newChunkedReader(ctx, src, b.Repo, b.Digest, off, b.Size, o.ChunkSize, o.ChunksPerBlob)
+		r, closer = cr, cr
+	case off < b.Size:
+		// A closed range: some registries do not understand "bytes=N-".
+		n := int64(-1)
+		if off > 0 {
+			n = b.Size - off
+		}
+		rc, err := src.OpenRange(ctx, b.Repo, b.Digest, off, n)
+		if err != nil {
+			w.Close()
+			return 0, off, err
+		}
+		r, closer = rc, rc
+	default:
+		r = bytes.NewReader(nil)
+	}
+	m := &meter{ctx: ctx, r: r, progress: o.Progress, limit: limit}
+	if b.Data != nil {
+		m.progress = nil
+	}
+	buf := make([]byte, 1<<20)
+	_, err = io.CopyBuffer(w, m, buf)
+	if closer != nil {
+		closer.Close()
+	}
+	fetched := m.n
+	if b.Data != nil {
+		fetched = 0
+	}
+	if err != nil {
+		// Keep the bytes: the next try (or run) resumes from them.
+		w.Close()
+		if isNoSpace(err) {
+			return fetched, off, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
+		}
+		if errors.Is(err, layers.ErrSizeMismatch) {
+			w.Abort(ctx)
+		}
+		return fetched, off, fmt.Errorf("blob %s: %w", b.Digest, err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		if errors.Is(err, ErrAlreadyExists) {
+			return fetched, off, nil
+		}
+		if isNoSpace(err) {
+			w.Close()
+			return fetched, off, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
+		}
+		// A blob that does not verify is never committed; its bytes are
+		// worthless, so the next try starts from zero.
+		w.Abort(ctx)
+		return fetched, off, err
+	}
+	return fetched, off, nil
+}

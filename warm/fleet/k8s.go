@@ -1,0 +1,280 @@
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Kubernetes object kinds fleet emits.
+const (
+	KindDaemonSet = "DaemonSet"
+	KindJob       = "Job"
+)
+
+// K8sOptions describe the objects EmitK8s prints.
+type K8sOptions struct {
+	Kind string // KindDaemonSet (default) or KindJob
+	// Name of the object and its pods' app label (default kiln-warm).
+	Name string
+	// Namespace is the Kubernetes namespace of the object (empty: the
+	// one kubectl applies to).
+	Namespace string
+	Refs      []string
+	// KilnImage runs kiln in the pods.
+	KilnImage string
+	// PauseImage is the DaemonSet's main container, which only holds the
+	// pod Ready once the warm init container succeeded (default
+	// registry.k8s.io/pause:3.10, already on every node as the sandbox
+	// image).
+	PauseImage   string
+	NodeSelector map[string]string
+	// ContainerdSocket is the node's containerd socket (default
+	// /run/containerd/containerd.sock); ContainerdNamespace the namespace
+	// the kubelet's CRI uses (default k8s.io).
+	ContainerdSocket    string
+	ContainerdNamespace string
+	// WarmArgs are extra kiln warm flags (--unpack, --limit-rate, ...).
+	WarmArgs []string
+	// Completions is the Job's pod count, one per node (default 1).
+	Completions int
+}
+
+// Minimal typed mirrors of the Kubernetes objects fleet emits (fleet does
+// not pull in k8s.io/api for a printer); field names and nesting follow
+// the Kubernetes API so kubectl reads them as-is.
+type (
+	K8sObject struct {
+		APIVersion string      `yaml:"apiVersion"`
+		Kind       string      `yaml:"kind"`
+		Metadata   K8sMeta     `yaml:"metadata"`
+		Spec       K8sWorkload `yaml:"spec"`
+	}
+	K8sMeta struct {
+		Name        string            `yaml:"name,omitempty"`
+		Namespace   string            `yaml:"namespace,omitempty"`
+		Labels      map[string]string `yaml:"labels,omitempty"`
+		Annotations map[string]string `yaml:"annotations,omitempty"`
+	}
+	K8sWorkload struct {
+		// DaemonSet
+		Selector       *K8sSelector       `yaml:"selector,omitempty"`
+		UpdateStrategy *K8sUpdateStrategy `yaml:"updateStrategy,omitempty"`
+		// Job
+		Completions             int `yaml:"completions,omitempty"`
+		Parallelism             int `yaml:"parallelism,omitempty"`
+		BackoffLimit            int `yaml:"backoffLimit,omitempty"`
+		TTLSecondsAfterFinished int `yaml:"ttlSecondsAfterFinished,omitempty"`
+
+		Template K8sPodTemplate `yaml:"template"`
+	}
+	K8sSelector struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	}
+	K8sUpdateStrategy struct {
+		Type          string            `yaml:"type"`
+		RollingUpdate *K8sRollingUpdate `yaml:"rollingUpdate,omitempty"`
+	}
+	K8sRollingUpdate struct {
+		MaxUnavailable string `yaml:"maxUnavailable"`
+	}
+	K8sPodTemplate struct {
+		Metadata K8sMeta    `yaml:"metadata"`
+		Spec     K8sPodSpec `yaml:"spec"`
+	}
+	K8sPodSpec struct {
+		NodeSelector                  map[string]string `yaml:"nodeSelector,omitempty"`
+		Tolerations                   []K8sToleration   `yaml:"tolerations,omitempty"`
+		Affinity                      *K8sAffinity      `yaml:"affinity,omitempty"`
+		RestartPolicy                 string            `yaml:"restartPolicy,omitempty"`
+		TerminationGracePeriodSeconds int               `yaml:"terminationGracePeriodSeconds,omitempty"`
+		InitContainers                []K8sContainer    `yaml:"initContainers,omitempty"`
+		Containers                    []K8sContainer    `yaml:"containers"`
+		Volumes                       []K8sVolume       `yaml:"volumes,omitempty"`
+	}
+	K8sToleration struct {
+		Key      string `yaml:"key,omitempty"`
+		Operator string `yaml:"operator"`
+		Effect   string `yaml:"effect,omitempty"`
+	}
+	K8sAffinity struct {
+		PodAntiAffinity *K8sPodAntiAffinity `yaml:"podAntiAffinity,omitempty"`
+	}
+	K8sPodAntiAffinity struct {
+		Required []K8sAffinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+	}
+	K8sAffinityTerm struct {
+		LabelSelector K8sSelector `yaml:"labelSelector"`
+		TopologyKey   string      `yaml:"topologyKey"`
+	}
+	K8sContainer struct {
+		Name            string              `yaml:"name"`
+		Image           string              `yaml:"image"`
+		Args            []string            `yaml:"args,omitempty"`
+		Resources       *K8sResources       `yaml:"resources,omitempty"`
+		SecurityContext *K8sSecurityContext `yaml:"securityContext,omitempty"`
+		VolumeMounts    []K8sVolumeMount    `yaml:"volumeMounts,omitempty"`
+	}
+	K8sResources struct {
+		Requests map[string]string `yaml:"requests,omitempty"`
+		Limits   map[string]string `yaml:"limits,omitempty"`
+	}
+	K8sSecurityContext struct {
+		RunAsUser                *int  `yaml:"runAsUser,omitempty"`
+		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation,omitempty"`
+		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem,omitempty"`
+	}
+	K8sVolumeMount struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	}
+	K8sVolume struct {
+		Name     string       `yaml:"name"`
+		HostPath *K8sHostPath `yaml:"hostPath,omitempty"`
+	}
+	K8sHostPath struct {
+		Path string `yaml:"path"`
+		Type string `yaml:"type,omitempty"`
+	}
+)
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Where the pods find the node's containerd and leave the readiness file.
+const (
+	podSocketPath = "/run/containerd/containerd.sock"
+	podReadyDir   = "/var/run/kiln"
+	hostReadyDir  = "/var/lib/kiln/ready"
+)
+
+// BuildK8s returns the object for o, with defaults applied.
+func BuildK8s(o K8sOptions) (*K8sObject, error) {
+	if o.Kind == "" {
+		o.Kind = KindDaemonSet
+	}
+	if o.Name == "" {
+		o.Name = "kiln-warm"
+	}
+	if !dnsLabel.MatchString(o.Name) {
+		return nil, fmt.Errorf("name %q is not a DNS label (lowercase letters, digits, '-')", o.Name)
+	}
+	if o.Namespace != "" && !dnsLabel.MatchString(o.Namespace) {
+		return nil, fmt.Errorf("namespace %q is not a DNS label", o.Namespace)
+	}
+	if len(o.Refs) == 0 {
+		return nil, fmt.Errorf("no image to warm")
+	}
+	if o.KilnImage == "" {
+		return nil, fmt.Errorf("no kiln image: pass --kiln-image")
+	}
+	if o.PauseImage == "" {
+		o.PauseImage = "registry.k8s.io/pause:3.10"
+	}
+	if o.ContainerdSocket == "" {
+		o.ContainerdSocket = "/run/containerd/containerd.sock"
+	}
+	if o.ContainerdNamespace == "" {
+		o.ContainerdNamespace = "k8s.io"
+	}
+	labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": o.Name}
+	root := 0
+	no := false
+	args := append([]string{"warm"}, o.Refs...)
+	args = append(args, "--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace,
+		"--ready-file", podReadyDir+"/"+o.Name)
+	args = append(args, o.WarmArgs...)
+	warm := K8sContainer{
+		Name: "warm", Image: o.KilnImage, Args: args,
+		Resources: &K8sResources{Requests: map[string]string{"cpu": "250m", "memory": "256Mi"}, Limits: map[string]string{"memory": "1Gi"}},
+		// root only to reach the containerd socket; nothing else is granted.
+		SecurityContext: &K8sSecurityContext{RunAsUser: &root, AllowPrivilegeEscalation: &no},
+		VolumeMounts: []K8sVolumeMount{
+			{Name: "containerd-sock", MountPath: podSocketPath},
+			{Name: "kiln-ready", MountPath: podReadyDir},
+		},
+	}
+	pod := K8sPodSpec{
+		NodeSelector: o.NodeSelector,
+		// GPU nodes carry this taint so ordinary pods stay off; the warm
+		// pod must land exactly there.
+		Tolerations: []K8sToleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoSchedule"}},
+		Volumes: []K8sVolume{
+			{Name: "containerd-sock", HostPath: &K8sHostPath{Path: o.ContainerdSocket, Type: "Socket"}},
+			{Name: "kiln-ready", HostPath: &K8sHostPath{Path: hostReadyDir, Type: "DirectoryOrCreate"}},
+		},
+	}
+	obj := &K8sObject{
+		Kind:     o.Kind,
+		Metadata: K8sMeta{Name: o.Name, Namespace: o.Namespace, Labels: labels, Annotations: map[string]string{"kiln.dev/images": strings.Join(o.Refs, ",")}},
+	}
+	switch o.Kind {
+	case KindDaemonSet:
+		// The warm runs as an init container: the pod turns Ready only
+		// after every blob is verified present, so `kubectl rollout status`
+		// is the fleet's readiness gate. The pause container then holds the
+		// pod (and the node's ready file) without using resources.
+		obj.APIVersion = "apps/v1"
+		obj.Spec.Selector = &K8sSelector{MatchLabels: labels}
+		obj.Spec.UpdateStrategy = &K8sUpdateStrategy{Type: "RollingUpdate", RollingUpdate: &K8sRollingUpdate{MaxUnavailable: "100%"}}
+		pod.InitContainers = []K8sContainer{warm}
+		pod.Containers = []K8sContainer{{Name: "ready", Image: o.PauseImage,
+			Resources: &K8sResources{Requests: map[string]string{"cpu": "1m", "memory": "8Mi"}}}}
+		pod.TerminationGracePeriodSeconds = 5
+	case KindJob:
+		// One pod per node: anti-affinity on the hostname spreads
+		// Completions pods over distinct nodes.
+		n := max(o.Completions, 1)
+		obj.APIVersion = "batch/v1"
+		obj.Spec.Completions, obj.Spec.Parallelism = n, n
+		obj.Spec.BackoffLimit = 4
+		obj.Spec.TTLSecondsAfterFinished = 3600
+		pod.RestartPolicy = "OnFailure"
+		pod.Affinity = &K8sAffinity{PodAntiAffinity: &K8sPodAntiAffinity{Required: []K8sAffinityTerm{{
+			LabelSelector: K8sSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}}}
+		pod.Containers = []K8sContainer{warm}
+	default:
+		return nil, fmt.Errorf("kind %q: emit DaemonSet or Job", o.Kind)
+	}
+	obj.Spec.Template = K8sPodTemplate{Metadata: K8sMeta{Labels: labels}, Spec: pod}
+	return obj, nil
+}
+
+// EmitK8s prints the object for o as YAML.
+func EmitK8s(o K8sOptions) ([]byte, error) {
+	obj, err := BuildK8s(o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := yaml.MarshalWithOptions(obj, yaml.IndentSequence(true))
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
+		o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))
+	buf.Write(b)
+	return buf.Bytes(), nil
+}
+
+func (o K8sOptions) kind() string { return or(o.Kind, KindDaemonSet) }
+
+// ParseSelector parses k=v[,k=v] into a node selector.
+func ParseSelector(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, p := range pairs {
+		for _, kv := range strings.Split(p, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("node selector %q: want key=value", kv)
+			}
+			m[k] = v
+		}
+	}
+	return m, nil
+}

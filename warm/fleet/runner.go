@@ -1,0 +1,278 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kiln-build/kiln/layers"
+)
+
+// WarmReport is the part of a host's `kiln warm --json` (schema
+// kiln.warm/v1) fleet reads; the whole object is kept in Result.Warm.
+type WarmReport struct {
+	Schema    string `json:"schema"`
+	Target    string `json:"target"`
+	Namespace string `json:"namespace"`
+	Ready     bool   `json:"ready"`
+	DryRun    bool   `json:"dry_run"`
+	Images    []struct {
+		Ref      string `json:"ref"`
+		Digest   string `json:"digest"`
+		Platform string `json:"platform"`
+	} `json:"images"`
+	Blobs        []WarmBlob `json:"blobs"`
+	MissingBytes int64      `json:"missing_bytes"`
+	FetchedBytes int64      `json:"fetched_bytes"`
+	PresentBytes int64      `json:"present_bytes"`
+	Seconds      float64    `json:"seconds"`
+}
+
+// WarmBlob is one blob of a host's warm set.
+type WarmBlob struct {
+	Digest    string `json:"digest"`
+	Size      int64  `json:"size"`
+	MediaType string `json:"media_type"`
+	State     string `json:"state"` // present, fetched, missing, failed
+	Error     string `json:"error,omitempty"`
+}
+
+// Exit codes of `kiln warm` that fleet branches on.
+const (
+	warmExitReady   = 0
+	warmExitMissing = 3 // --dry-run and something is missing
+)
+
+// Host states in a Result.
+const (
+	StateWarm   = "warm"   // every blob of the warm set is present
+	StateCold   = "cold"   // the dry run found blobs missing
+	StateFailed = "failed" // the host could not be warmed or asked
+)
+
+// Result is one host's outcome.
+type Result struct {
+	Host         string          `json:"host"`
+	Address      string          `json:"address"`
+	Mode         Mode            `json:"mode"`
+	Target       string          `json:"target,omitempty"`
+	State        string          `json:"state"`
+	Ready        bool            `json:"ready"`
+	MissingBytes int64           `json:"missing_bytes"`
+	FetchedBytes int64           `json:"fetched_bytes"`
+	PushedBytes  int64           `json:"pushed_bytes,omitempty"`
+	Seconds      float64         `json:"seconds"`
+	BinaryCopied bool            `json:"binary_copied"`
+	ExitCode     int             `json:"exit_code"` // the host's kiln warm exit status; -1 when it never ran or was cut off
+	Error        string          `json:"error,omitempty"`
+	Warm         json.RawMessage `json:"warm,omitempty"` // the host's kiln.warm/v1 report
+}
+
+// Options configure a fleet run.
+type Options struct {
+	Refs []string
+	// Target and Namespace apply to hosts whose entry names none.
+	Target    string
+	Namespace string
+	// WarmArgs are extra `kiln warm` flags passed to every host (already
+	// split into arguments: --platform, --unpack, --limit-rate, ...).
+	WarmArgs []string
+	// DryRun asks each host what it is missing and changes nothing (kiln
+	// warm status).
+	DryRun bool
+	// Parallel bounds how many hosts are worked on at once (default 8).
+	Parallel int
+	SSH      SSHConfig
+	// Binary is copied to hosts that have no kiln_path.
+	Binary *Binary
+	// Registry are the options for reaching the registry from here, for
+	// push-mode hosts (insecure registries).
+	Registry []layers.Option
+	// Event, when set, is called as each host moves on (connecting,
+	// copying kiln, warming, pushing, done); calls may come from several
+	// goroutines at once.
+	Event func(host, what string)
+}
+
+// Run works on every host, at most Parallel at once, and returns one Result
+// per host in the hosts' order. A host's failure is recorded in its Result;
+// Run itself only fails on a cancelled context.
+func Run(ctx context.Context, hosts []Host, o Options) []Result {
+	par := o.Parallel
+	if par <= 0 {
+		par = 8
+	}
+	res := make([]Result, len(hosts))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				res[i] = failed(h, o, time.Now(), ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			res[i] = runHost(ctx, h, o)
+			o.event(h.Name, "done: "+res[i].State)
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+func (o *Options) event(host, what string) {
+	if o.Event != nil {
+		o.Event(host, what)
+	}
+}
+
+func failed(h Host, o Options, start time.Time, err error) Result {
+	return Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: or(h.Target, o.Target), State: StateFailed, ExitCode: -1, Seconds: since(start), Error: err.Error()}
+}
+
+func since(t time.Time) float64 { return float64(time.Since(t).Milliseconds()) / 1000 }
+
+func runHost(ctx context.Context, h Host, o Options) (r Result) {
+	start := time.Now()
+	target := or(h.Target, o.Target)
+	if target == "" {
+		return failed(h, o, start, errors.New("no target: set target in the hosts file or pass --target"))
+	}
+	o.event(h.Name, "connecting")
+	c, err := Dial(ctx, h, o.SSH)
+	if err != nil {
+		return failed(h, o, start, err)
+	}
+	defer c.Close()
+	kiln := h.KilnPath
+	copied := false
+	if kiln == "" {
+		o.event(h.Name, "checking kiln binary")
+		if kiln, copied, err = c.EnsureBinary(ctx, o.Binary); err != nil {
+			return failed(h, o, start, err)
+		}
+	}
+	defer func() {
+		r.BinaryCopied = copied
+		r.Seconds = since(start)
+	}()
+	refs := o.Refs
+	var sent atomic.Int64
+	if h.Mode == ModePush {
+		o.event(h.Name, "opening registry tunnel")
+		var closeTunnels func()
+		if refs, closeTunnels, err = c.openTunnels(ctx, o.Refs, o.Registry, &sent); err != nil {
+			return failed(h, o, start, fmt.Errorf("push: %w", err))
+		}
+		defer closeTunnels()
+	}
+	args := warmArgs(refs, target, or(h.Namespace, o.Namespace), o.WarmArgs)
+	what := "warm"
+	if o.DryRun {
+		args = append(args, "--dry-run")
+		what = "dry run"
+	}
+	o.event(h.Name, what)
+	rep, raw, code, err := c.warm(ctx, kiln, args, nil, func() { o.event(h.Name, what+" started") })
+	r = result(h, target, rep, raw, code, err)
+	r.PushedBytes = sent.Load()
+	return r
+}
+
+// warmArgs builds `kiln warm` arguments; --json and --progress none make
+// the host's answer one machine-readable object.
+func warmArgs(refs []string, target, ns string, extra []string) []string {
+	args := append([]string{"warm"}, refs...)
+	args = append(args, "--target", target)
+	if ns != "" {
+		args = append(args, "--namespace", ns)
+	}
+	args = append(args, extra...)
+	return append(args, "--json", "--progress", "none")
+}
+
+func command(kiln string, args []string) string {
+	q := []string{shq(kiln)}
+	for _, a := range args {
+		q = append(q, shq(a))
+	}
+	return strings.Join(q, " ")
+}
+
+// warm runs the host's kiln warm and parses its report. A report that does
+// not parse is an error that quotes the host's last stderr line.
+func (c *Conn) warm(ctx context.Context, kiln string, args []string, stdin io.Reader, started func()) (*WarmReport, json.RawMessage, int, error) {
+	return c.warmCmd(ctx, command(kiln, args), stdin, started)
+}
+
+func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started func()) (*WarmReport, json.RawMessage, int, error) {
+	var out bytes.Buffer
+	errb := &tailBuffer{max: 64 << 10}
+	code, err := c.Run(ctx, cmd, stdin, &out, errb, started)
+	if err != nil {
+		return nil, nil, code, err
+	}
+	raw := bytes.TrimSpace(out.Bytes())
+	var rep WarmReport
+	if len(raw) == 0 || json.Unmarshal(raw, &rep) != nil || rep.Schema == "" {
+		msg := lastLine(errb.String())
+		if msg == "" {
+			msg = "no report on stdout"
+		}
+		return nil, nil, code, fmt.Errorf("kiln warm exit %d: %s", code, msg)
+	}
+	if code != warmExitReady && code != warmExitMissing {
+		err = fmt.Errorf("kiln warm exit %d: %s", code, firstNonEmpty(lastLine(errb.String()), blobErrors(&rep)))
+	}
+	return &rep, json.RawMessage(raw), code, err
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func blobErrors(rep *WarmReport) string {
+	var errs []string
+	for _, b := range rep.Blobs {
+		if b.Error != "" {
+			errs = append(errs, b.Digest+": "+b.Error)
+		}
+	}
+	return strings.Join(errs, "; ")
+}
+
+func result(h Host, target string, rep *WarmReport, raw json.RawMessage, code int, err error) Result {
+	r := Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: target, ExitCode: code, Warm: raw}
+	if rep != nil {
+		r.Ready = rep.Ready
+		r.MissingBytes = rep.MissingBytes
+		r.FetchedBytes = rep.FetchedBytes
+	}
+	switch {
+	case err != nil:
+		r.State, r.Error = StateFailed, err.Error()
+	case code == warmExitReady && (rep.Ready || rep.DryRun && rep.MissingBytes == 0):
+		r.State, r.Ready = StateWarm, true
+	case code == warmExitMissing:
+		r.State = StateCold
+	default:
+		r.State, r.Error = StateFailed, fmt.Sprintf("kiln warm exit %d but the report says not ready", code)
+	}
+	return r
+}

@@ -1,0 +1,403 @@
+package warm
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"io"
+	"log"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/kiln-build/kiln/internal/testimage"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// testRegistry is a real (in-process) registry behind a wrapper that counts
+// the blob bytes it serves and injects faults: status answers, corrupted
+// bodies, a stall mid-body (to kill a run mid-blob).
+type testRegistry struct {
+	t    testing.TB
+	srv  *httptest.Server
+	Host string
+
+	mu      sync.Mutex
+	served  map[string]int64 // digest → blob body bytes sent
+	gets    map[string]int   // digest → blob GETs
+	answers map[string][]fault
+	corrupt map[string]bool
+	stall   map[string]stallAt
+}
+
+type fault struct {
+	code       int
+	retryAfter string
+}
+
+type stallAt struct {
+	after int64
+	hook  func()
+}
+
+var blobPath = regexp.MustCompile(`/v2/.+/blobs/(sha256:[0-9a-f]{64})$`)
+
+func newTestRegistry(t testing.TB) *testRegistry {
+	r := &testRegistry{t: t, served: map[string]int64{}, gets: map[string]int{}, answers: map[string][]fault{}, corrupt: map[string]bool{}, stall: map[string]stallAt{}}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		m := blobPath.FindStringSubmatch(req.URL.Path)
+		if m == nil || req.Method != http.MethodGet {
+			h.ServeHTTP(w, req)
+			return
+		}
+		dg := m[1]
+		r.mu.Lock()
+		r.gets[dg]++
+		var f *fault
+		if q := r.answers[dg]; len(q) > 0 {
+			f = &q[0]
+			r.answers[dg] = q[1:]
+		}
+		corrupt := r.corrupt[dg]
+		st, stall := r.stall[dg]
+		if stall {
+			delete(r.stall, dg)
+		}
+		r.mu.Unlock()
+		if f != nil {
+			if f.retryAfter != "" {
+				w.Header().Set("Retry-After", f.retryAfter)
+			}
+			http.Error(w, "injected", f.code)
+			return
+		}
+		cw := &countingWriter{ResponseWriter: w, r: r, dg: dg, corrupt: corrupt}
+		if stall {
+			cw.stallAfter, cw.hook = st.after, st.hook
+			cw.ctx = req.Context()
+		}
+		h.ServeHTTP(cw, req)
+	}))
+	t.Cleanup(r.srv.Close)
+	u, _ := url.Parse(r.srv.URL)
+	r.Host = u.Host
+	return r
+}
+
+// Stop closes the registry: later requests fail to connect.
+func (r *testRegistry) Stop() { r.srv.Close() }
+
+func (r *testRegistry) Served(dg string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served[dg]
+}
+
+func (r *testRegistry) Gets(dg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gets[dg]
+}
+
+func (r *testRegistry) TotalServed() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, v := range r.served {
+		n += v
+	}
+	return n
+}
+
+func (r *testRegistry) ResetCounts() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.served = map[string]int64{}
+	r.gets = map[string]int{}
+}
+
+func (r *testRegistry) Answer(dg string, fs ...fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answers[dg] = append(r.answers[dg], fs...)
+}
+
+func (r *testRegistry) Corrupt(dg string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.corrupt[dg] = on
+}
+
+// StallAfter makes the next GET of dg send n bytes, call hook, and hang
+// until the client goes away.
+func (r *testRegistry) StallAfter(dg string, n int64, hook func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stall[dg] = stallAt{after: n, hook: hook}
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	r          *testRegistry
+	dg         string
+	corrupt    bool
+	n          int64
+	stallAfter int64
+	hook       func()
+	ctx        context.Context
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.hook != nil && c.n+int64(len(p)) >= c.stallAfter {
+		p = p[:c.stallAfter-c.n]
+		n, _ := c.ResponseWriter.Write(p)
+		c.add(n)
+		if f, ok := c.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+		c.hook()
+		c.hook = nil
+		<-c.ctx.Done()
+		return n, io.ErrClosedPipe
+	}
+	if c.corrupt && len(p) > 0 {
+		q := append([]byte(nil), p...)
+		q[len(q)/2] ^= 0xff
+		p = q
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.add(n)
+	return n, err
+}
+
+func (c *countingWriter) add(n int) {
+	c.n += int64(n)
+	c.r.mu.Lock()
+	c.r.served[c.dg] += int64(n)
+	c.r.mu.Unlock()
+}
+
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// randomLayer is an incompressible gzip layer of about n bytes.
+func randomLayer(t testing.TB, name string, n int, seed int64) v1.Layer {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return testimage.Layer(t, []testimage.Entry{testimage.File(name, b)}, "gzip")
+}
+
+// runnableLayer holds /bin/true with its loader and libc, so `ctr run` of
+// the image starts a real process.
+func runnableLayer(t testing.TB) v1.Layer {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"bin", "lib64", "lib", "lib/x86_64-linux-gnu"} {
+		tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755})
+	}
+	for _, p := range []string{"/bin/true", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"} {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			t.Skipf("no %s on this host: %v", p, err)
+		}
+		b, err := os.ReadFile(real)
+		if err != nil {
+			t.Skip(err)
+		}
+		tw.WriteHeader(&tar.Header{Name: p[1:], Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
+		tw.Write(b)
+	}
+	tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func digestOf(t testing.TB, l interface{ Digest() (v1.Hash, error) }) string {
+	t.Helper()
+	h, err := l.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+// containerdInstance is a real containerd started for one test with its
+// own root, state, socket and config.
+type containerdInstance struct {
+	Socket string
+	Root   string
+	cmd    *exec.Cmd
+}
+
+// startContainerd starts Debian's containerd, or skips when it cannot run
+// here (not root, no binary) unless KILN_REQUIRE_CONTAINERD=1.
+func startContainerd(t testing.TB) *containerdInstance {
+	t.Helper()
+	skip := func(why string) {
+		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
+			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %s", why)
+		}
+		t.Skip(why)
+	}
+	if os.Geteuid() != 0 {
+		skip("containerd tests need root")
+	}
+	bin, err := exec.LookPath("containerd")
+	if err != nil {
+		skip("no containerd binary")
+	}
+	dir := t.TempDir()
+	// Unix socket paths are limited to 108 bytes; TempDir paths can be longer.
+	sockDir, err := os.MkdirTemp("/tmp", "kcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	ci := &containerdInstance{Socket: filepath.Join(sockDir, "c.sock"), Root: filepath.Join(dir, "root")}
+	cfg := filepath.Join(dir, "config.toml")
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, ci.Root, filepath.Join(sockDir, "state"), ci.Socket, ci.Socket+".ttrpc")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		skip("containerd does not start: " + err.Error())
+	}
+	ci.cmd = cmd
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		// Snapshots a test left mounted would keep TempDir from cleaning up.
+		unmountUnder(ci.Root)
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("containerd log (tail):\n%s", tail(string(b), 3000))
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("unix", ci.Socket); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("containerd did not open %s:\n%s", ci.Socket, tail(string(b), 3000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return ci
+}
+
+func unmountUnder(root string) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var mps []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var dev, mp string
+		fmt.Sscan(sc.Text(), &dev, &mp)
+		if len(mp) > len(root) && mp[:len(root)] == root {
+			mps = append(mps, mp)
+		}
+	}
+	for i := len(mps) - 1; i >= 0; i-- {
+		syscall.Unmount(mps[i], syscall.MNT_DETACH)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// ctr runs containerd's own client against ci.
+func (ci *containerdInstance) ctr(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("ctr", append([]string{"--address", ci.Socket}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (s *Set) find(dg string) ocispec.Descriptor {
+	for _, b := range s.Blobs {
+		if b.Digest.String() == dg {
+			return b.Descriptor
+		}
+	}
+	return ocispec.Descriptor{}
+}
+
+func (r *Report) blob(dg string) BlobReport {
+	for _, b := range r.Blobs {
+		if b.Digest == dg {
+			return b
+		}
+	}
+	return BlobReport{}
+}
+
+func withCmd(t testing.TB, img v1.Image, cmd ...string) v1.Image {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Cmd = cmd
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}

@@ -1,0 +1,299 @@
+package warm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// OCILayout is a host-side OCI image layout cache: blobs land in
+// DIR/blobs/sha256 by atomic rename after their digest was verified,
+// unfinished blobs wait in DIR/.kiln-partial for the next run, and each
+// warmed image is an index.json entry named by its reference
+// (org.opencontainers.image.ref.name and io.containerd.image.name), so
+// `ctr images import` or a mirror can serve it.
+type OCILayout struct {
+	Dir string
+}
+
+// Annotations that name an image in a layout.
+const (
+	annRefName        = "org.opencontainers.image.ref.name"
+	annContainerdName = "io.containerd.image.name"
+)
+
+// NewOCILayout opens (creating if needed) the layout at dir.
+func NewOCILayout(dir string) (*OCILayout, error) {
+	for _, d := range []string{filepath.Join(dir, "blobs", "sha256"), filepath.Join(dir, ".kiln-partial")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, os.ErrNotExist) {
+		if err := writeAtomic(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.json")); errors.Is(err, os.ErrNotExist) {
+		b, _ := json.Marshal(ocispec.Index{Versioned: specsVersioned(), MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}})
+		if err := writeAtomic(filepath.Join(dir, "index.json"), b); err != nil {
+			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
+		}
+	}
+	return &OCILayout{Dir: dir}, nil
+}
+
+func (l *OCILayout) String() string { return "oci:" + l.Dir }
+
+// Close implements Target.
+func (l *OCILayout) Close() error { return nil }
+
+func (l *OCILayout) blobPath(d digest.Digest) string {
+	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
+}
+
+// Has implements Target. Blobs enter blobs/ only by a rename after their
+// digest was verified, so presence with the right size is trusted.
+func (l *OCILayout) Has(ctx context.Context, d ocispec.Descriptor) (bool, error) {
+	if err := d.Digest.Validate(); err != nil {
+		return false, fmt.Errorf("blob %q: %v", d.Digest, err)
+	}
+	fi, err := os.Stat(l.blobPath(d.Digest))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return fi.Size() == d.Size, nil
+}
+
+// Free implements Target.
+func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
+	n, err := statfsFree(l.Dir)
+	return l.Dir, n, err
+}
+
+// Writer implements Target.
+func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
+	if ok, err := l.Has(ctx, d); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, ErrAlreadyExists
+	}
+	if d.Digest.Algorithm() != digest.SHA256 {
+		return nil, fmt.Errorf("blob %s: unsupported digest algorithm", d.Digest)
+	}
+	p := filepath.Join(l.Dir, ".kiln-partial", d.Digest.Encoded())
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
+	}
+	// One writer per blob across processes: a second kiln warm on the
+	// same layout waits its turn rather than interleaving bytes.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("target %s: blob %s is being written by another process", l, d.Digest)
+	}
+	w := &ociWriter{l: l, d: d, f: f, path: p, h: digest.SHA256.Hash()}
+	// Resume: re-hash what an earlier run wrote (as containerd does).
+	n, err := io.Copy(w.h, f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("target %s: blob %s: reading partial: %v", l, d.Digest, err)
+	}
+	if n > d.Size {
+		if err := w.reset(); err != nil {
+			f.Close()
+			return nil, err
+		}
+		n = 0
+	}
+	w.n = n
+	return w, nil
+}
+
+type ociWriter struct {
+	l    *OCILayout
+	d    ocispec.Descriptor
+	f    *os.File
+	path string
+	h    hash.Hash
+	n    int64
+}
+
+func (w *ociWriter) reset() error {
+	if err := w.f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := w.f.Seek(0, io.SeekStart)
+	w.h.Reset()
+	w.n = 0
+	return err
+}
+
+func (w *ociWriter) Offset() int64 { return w.n }
+
+func (w *ociWriter) Write(p []byte) (int, error) {
+	if w.n+int64(len(p)) > w.d.Size {
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, layers.ErrSizeMismatch, w.d.Size)
+	}
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	if err != nil {
+		return n, fmt.Errorf("target %s: writing blob %s: %w", w.l, w.d.Digest, err)
+	}
+	return n, nil
+}
+
+func (w *ociWriter) Commit(ctx context.Context) error {
+	defer w.f.Close()
+	if w.n != w.d.Size {
+		return fmt.Errorf("blob %s: %w: got %d bytes, descriptor says %d", w.d.Digest, layers.ErrSizeMismatch, w.n, w.d.Size)
+	}
+	if got := digest.NewDigest(digest.SHA256, w.h); got != w.d.Digest {
+		return fmt.Errorf("blob %s: %w: content hashes to %s", w.d.Digest, layers.ErrDigestMismatch, got)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("target %s: blob %s: %w", w.l, w.d.Digest, err)
+	}
+	dst := w.l.blobPath(w.d.Digest)
+	if err := os.Rename(w.path, dst); err != nil {
+		return fmt.Errorf("target %s: blob %s: %w", w.l, w.d.Digest, err)
+	}
+	return syncDir(filepath.Dir(dst))
+}
+
+func (w *ociWriter) Close() error { return w.f.Close() }
+
+func (w *ociWriter) Abort(ctx context.Context) error {
+	w.f.Close()
+	return os.Remove(w.path)
+}
+
+// Record implements Target: one index.json entry per image, pointing at its
+// platform manifest (a complete graph: importers and mirrors need every
+// child of what index.json names), replacing an earlier entry of the same
+// name.
+func (l *OCILayout) Record(ctx context.Context, s *Set) error {
+	p := filepath.Join(l.Dir, "index.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("target %s: %v", l, err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	for _, img := range s.Images {
+		idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
+			return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
+		})
+		d := img.Manifest
+		d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
+		idx.Manifests = append(idx.Manifests, d)
+	}
+	if idx.SchemaVersion == 0 {
+		idx.Versioned = specsVersioned()
+	}
+	if idx.MediaType == "" {
+		idx.MediaType = ocispec.MediaTypeImageIndex
+	}
+	out, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(p, out); err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	return nil
+}
+
+// Verify implements Verifier: every image has its index.json entry.
+func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
+	b, err := os.ReadFile(filepath.Join(l.Dir, "index.json"))
+	if err != nil {
+		return err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	for _, img := range s.Images {
+		if !slices.ContainsFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
+			return d.Annotations[annRefName] == img.Name && d.Digest == img.Manifest.Digest
+		}) {
+			return fmt.Errorf("target %s: index.json has no entry %s → %s", l, img.Name, img.Manifest.Digest)
+		}
+	}
+	return nil
+}
+
+// ExistingImages lists the names index.json holds (status, tests).
+func (l *OCILayout) ExistingImages() (map[string]digest.Digest, error) {
+	b, err := os.ReadFile(filepath.Join(l.Dir, "index.json"))
+	if err != nil {
+		return nil, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, err
+	}
+	out := map[string]digest.Digest{}
+	for _, d := range idx.Manifests {
+		if n := d.Annotations[annRefName]; n != "" {
+			out[n] = d.Digest
+		}
+	}
+	return out, nil
+}
+
+func writeAtomic(p string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func specsVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2} }

@@ -1,0 +1,31 @@
+package warm
+
+import (
+	"context"
+	"fmt"
+)
+
+// TargetOptions configure OpenTarget.
+type TargetOptions struct {
+	// Namespace is the containerd namespace (default "default").
+	Namespace string
+	// Snapshotter for --unpack: "" or "auto" picks overlayfs when the
+	// daemon has it working, else native.
+	Snapshotter string
+	// CacheDir stages blobs for the docker target (default
+	// /var/tmp/kiln-warm-docker).
+	CacheDir string
+}
+
+// OpenTarget connects to the target spec names.
+func OpenTarget(ctx context.Context, spec TargetSpec, o TargetOptions) (Target, error) {
+	switch spec.Kind {
+	case "oci":
+		return NewOCILayout(spec.Addr)
+	case "containerd":
+		return openContainerd(ctx, spec.Addr, o)
+	case "docker":
+		return openDocker(ctx, spec.Addr, o)
+	}
+	return nil, fmt.Errorf("target %s: unknown kind", spec)
+}

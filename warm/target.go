@@ -1,0 +1,121 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ErrAlreadyExists is returned by Writer or Commit when the blob is already
+// committed (another writer won the race): the blob is present.
+var ErrAlreadyExists = errors.New("blob already exists")
+
+// ErrNoSpace is returned (wrapped) when the target's disk cannot hold what
+// is missing.
+var ErrNoSpace = errors.New("not enough disk space")
+
+// Target is a host's image store, as the engine sees it: containerd's
+// content store, an OCI layout directory, a Docker engine.
+type Target interface {
+	// String names the target as the user wrote it (reports, errors).
+	String() string
+	// Has says whether blob d is committed in the target.
+	Has(ctx context.Context, d ocispec.Descriptor) (bool, error)
+	// Writer opens a resumable writer for d: its Offset is the number of
+	// bytes an earlier, interrupted writer left. It returns
+	// ErrAlreadyExists when d is already committed.
+	Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error)
+	// Record makes the set's images visible under their names and safe
+	// from garbage collection (image records, GC labels, index entries).
+	Record(ctx context.Context, s *Set) error
+	// Free returns the directory blobs land in and the bytes free there.
+	Free(ctx context.Context) (dir string, avail int64, err error)
+	Close() error
+}
+
+// Writer writes one blob. Bytes become visible only at Commit, which
+// verifies size and digest; Close keeps the bytes written so far for a
+// later Writer of the same blob, Abort discards them.
+type Writer interface {
+	io.Writer
+	Offset() int64
+	Commit(ctx context.Context) error
+	Close() error
+	Abort(ctx context.Context) error
+}
+
+// Unpacker is a target that can unpack images into a snapshotter, so the
+// first container start does no work.
+type Unpacker interface {
+	Unpack(ctx context.Context, s *Set) error
+}
+
+// Verifier is a target with a readiness check beyond its blobs (an image
+// record, a loaded image).
+type Verifier interface {
+	Verify(ctx context.Context, s *Set) error
+}
+
+// Leaser is a target whose garbage collector needs a lease to spare blobs
+// between their commit and the image record (containerd). A resumed run
+// takes the same lease again.
+type Leaser interface {
+	Lease(ctx context.Context, s *Set) error
+	Release(ctx context.Context) error
+}
+
+// ZstdChecker is a target that may not run zstd layers (old engines); the
+// returned reason is empty when it can.
+type ZstdChecker interface {
+	NoZstd(ctx context.Context) string
+}
+
+// TargetSpec is a parsed --target.
+type TargetSpec struct {
+	Kind string // containerd, oci, docker
+	// Addr is the socket (containerd, docker) or directory (oci).
+	Addr string
+}
+
+// Default sockets.
+const (
+	DefaultContainerdSocket = "/run/containerd/containerd.sock"
+	DefaultDockerSocket     = "/var/run/docker.sock"
+)
+
+// ParseTarget parses containerd[:SOCKET], oci:DIR or docker[:SOCKET].
+func ParseTarget(s string) (TargetSpec, error) {
+	kind, addr, _ := strings.Cut(s, ":")
+	switch kind {
+	case "containerd":
+		if addr == "" {
+			addr = DefaultContainerdSocket
+		}
+	case "docker":
+		if addr == "" {
+			addr = DefaultDockerSocket
+		}
+	case "oci":
+		if addr == "" {
+			return TargetSpec{}, fmt.Errorf("target %q: oci needs a directory (oci:DIR)", s)
+		}
+	default:
+		return TargetSpec{}, fmt.Errorf("target %q: want containerd[:SOCKET], oci:DIR or docker[:SOCKET]", s)
+	}
+	return TargetSpec{Kind: kind, Addr: addr}, nil
+}
+
+func (t TargetSpec) String() string { return t.Kind + ":" + t.Addr }
+
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
