@@ -9,7 +9,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test lint unit integration deps registry fixtures demo bench clean
+.PHONY: all build test lint unit integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
@@ -50,9 +50,20 @@ fixtures: deps registry
 demo:
 	bash scripts/demo.sh
 
-bench: build
+# Benchmarks: kiln side by side with the peer tool on the same input,
+# reported as ratios (README "Benchmarks"). Each needs the fixtures.
+bench: bench-analyze bench-build bench-slim bench-weights bench-warm
+
+bench-analyze: build
 	bash bench/analyze.sh
+bench-build: build
 	bash bench/build.sh
+bench-slim: build
+	bash bench/slim.sh
+bench-weights: build
+	bash bench/weights.sh
+bench-warm: build
+	bash bench/warm.sh
 
 clean:
 	rm -rf bin
