@@ -102,7 +102,15 @@ safe_rm() {
 	rm -rf --one-file-system "$d"
 }
 
-layer_done() { [[ -f $LAYERS/$1/id && $(cat "$LAYERS/$1/recipe" 2>/dev/null) == "$RECIPE" ]]; }
+# layer_recipe NAME: RECIPE plus the layer's own revision, so a change to one
+# step rebuilds that layer and the ones above it, not the whole chain.
+layer_recipe() {
+	case $1 in
+	torch) echo "$RECIPE.glx" ;; # torch revision: glx alternative set to mesa
+	*) echo "$RECIPE" ;;
+	esac
+}
+layer_done() { [[ -f $LAYERS/$1/id && $(cat "$LAYERS/$1/recipe" 2>/dev/null) == "$(layer_recipe "$1")" ]]; }
 
 # finish_layer NAME CREATED_BY: move NAME.tmp into place with its metadata.
 finish_layer() {
@@ -110,7 +118,7 @@ finish_layer() {
 	safe_rm "$d/work"
 	safe_rm "$d/merged"
 	printf '%s\n' "$created_by" >"$d/created_by"
-	printf '%s\n' "$RECIPE" >"$d/recipe"
+	layer_recipe "$name" >"$d/recipe"
 	# Unique id of this build of the layer: keys the generator's blob cache.
 	printf '%s-%s-%s\n' "$name" "$(date +%s%N)" "$RANDOM$RANDOM" | sha256sum | cut -c1-32 >"$d/id"
 	safe_rm "$LAYERS/$name"
@@ -245,12 +253,18 @@ step_torch() {
 	local f
 	for f in $(fetch_debs $TORCH_PKGS); do cp "$DEBS/$f" "$M/var/cache/apt/archives/$f"; done
 	in_chroot apt-get install -y -q --no-install-recommends $TORCH_PKGS
+	# nvidia-cuda-toolkit (devel layer) pulls in glx-alternative-nvidia, which
+	# points the glx alternative at /usr/lib/nvidia: without the host driver's
+	# GL libraries there, libGL.so.1 (which torch loads) is not found. What a
+	# user writing this Dockerfile does after the first "import torch" fails:
+	in_chroot update-alternatives --set glx /usr/lib/mesa-diverted
+	in_chroot ldconfig
 }
 build_torch() {
 	layer_done torch && return
 	log "layer torch: $TORCH_PKGS (naive apt install)"
 	with_overlay torch "base runtime devel" step_torch
-	finish_layer torch "RUN /bin/sh -c apt-get update && apt-get install -y $TORCH_PKGS # buildkit"
+	finish_layer torch "RUN /bin/sh -c apt-get update && apt-get install -y $TORCH_PKGS && update-alternatives --set glx /usr/lib/mesa-diverted && ldconfig # buildkit"
 }
 
 build_pipcache() {
