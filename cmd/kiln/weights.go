@@ -203,10 +203,11 @@ func newWeightsPullCmd(ios *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
-		Long: `Downloads every file of the volume into DIR: blobs in parallel, staged in
-DIR/.kiln-partial and resumed with HTTP Range after an interruption, each file
-verified (sha256) before an atomic rename into place, and DIR/.kiln-ready (the
-set digest) written last. A volume whose marker already matches is left alone.
+		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
+as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
+missing bytes), each file verified (sha256) and flushed (fdatasync) before an
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches is left alone.
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
