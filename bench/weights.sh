@@ -29,27 +29,36 @@ go build -o "$out/kiln" ./cmd/kiln
 go build -o "$out/weightspub" ./bench/weightspub
 go build -o "$out/hashrate" ./bench/hashrate
 read -r ref files bytes < <("$out/weightspub" -layer "$LAYER" "$IMAGE" "$REPO:latest")
-echo "artifact: $ref ($files files, $bytes bytes); best of $RUNS runs; $(nproc) CPUs" >&2
+echo "artifact: $ref ($files files, $bytes bytes); best of $RUNS runs; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 blobs=$(crane manifest "$ref" | python3 -c 'import json,sys; [print(l["digest"]) for l in json.load(sys.stdin)["layers"] if "cncf.model" in l["mediaType"]]')
 
 best() { sort -n | head -1; }
-# timed NAME CMD...: best wall time of RUNS runs, each into a fresh $out/dst.
-timed() {
-	for i in $(seq "$RUNS"); do
-		rm -rf "$out/dst"; mkdir -p "$out/dst"; sync
-		/usr/bin/time -f '%e' -o "$out/t" "$@" >/dev/null
-		cat "$out/t"
-	done | best
+# once NAME CMD...: one timed run into a fresh $out/dst, appended to $out/NAME.
+once() {
+	local name=$1
+	shift
+	rm -rf "$out/dst"; mkdir -p "$out/dst"; sync
+	/usr/bin/time -f '%e' -o "$out/t" "$@" >/dev/null
+	cat "$out/t" >>"$out/times.$name"
 }
 crane_blobs='for b in '"$(echo $blobs)"'; do crane blob "'"$REPO"'@$b" > "'"$out"'/dst/${b#sha256:}"; done'
 
-t_kiln=$(timed "$out/kiln" weights pull "$ref" --into "$out/dst/vol" --progress none $KILN_ARGS)
-"$out/kiln" weights verify "$out/dst/vol" >&2
-t_kiln1=$(timed "$out/kiln" weights pull "$ref" --into "$out/dst/vol" --progress none --chunk-size 0)
-t_crane=$(timed sh -c "$crane_blobs")
-# crane does not fsync; kiln does before each rename (a volume must survive
-# a crash). The same blobs through crane followed by sync, for a like-for-like.
-t_cranesync=$(timed sh -c "$crane_blobs; sync")
+# The tools take turns within each round, so that a machine whose load
+# drifts (a shared one) weighs on all of them alike.
+for i in $(seq "$RUNS"); do
+	once kiln "$out/kiln" weights pull "$ref" --into "$out/dst/vol" --progress none $KILN_ARGS
+	[ "$i" = 1 ] && "$out/kiln" weights verify "$out/dst/vol" >&2
+	once kiln1 "$out/kiln" weights pull "$ref" --into "$out/dst/vol" --progress none --chunk-size 0
+	once crane sh -c "$crane_blobs"
+	# crane does not fsync; kiln does before each rename (a volume must
+	# survive a crash). The same blobs through crane followed by sync, for
+	# a like-for-like.
+	once cranesync sh -c "$crane_blobs; sync"
+done
+t_kiln=$(best <"$out/times.kiln")
+t_kiln1=$(best <"$out/times.kiln1")
+t_crane=$(best <"$out/times.crane")
+t_cranesync=$(best <"$out/times.cranesync")
 
 # Machine limits, in the same run: the blobs over loopback into /dev/null,
 # and sha256 over them from the page cache (crane's copies are there).
