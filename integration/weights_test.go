@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -89,11 +90,13 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 	}
 }
 
-// cancelAfter cancels the pull once `after` bytes have been read.
+// cancelAfter cancels the pull once `after` bytes have been read, over all
+// the requests together (a large blob is fetched in parallel chunks).
 type cancelAfter struct {
 	weights.BlobSource
 	cancel context.CancelFunc
 	after  int64
+	n      atomic.Int64
 }
 
 func (c *cancelAfter) Open(ctx context.Context, d v1.Hash, off, n int64) (io.ReadCloser, error) {
@@ -107,13 +110,11 @@ func (c *cancelAfter) Open(ctx context.Context, d v1.Hash, off, n int64) (io.Rea
 type cutReader struct {
 	io.ReadCloser
 	c *cancelAfter
-	n int64
 }
 
 func (r *cutReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
-	r.n += int64(n)
-	if r.n >= r.c.after {
+	if r.c.n.Add(int64(n)) >= r.c.after {
 		r.c.cancel()
 	}
 	return n, err

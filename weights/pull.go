@@ -37,6 +37,18 @@ type PullOptions struct {
 	Attempts int
 	// Progress, when set, counts bytes fetched or found already present.
 	Progress *atomic.Int64
+	// ChunkSize is the size of the parallel Range requests a large blob
+	// (at least 4 chunks) is split into (default DefaultChunkSize; < 0:
+	// every blob on one connection).
+	ChunkSize int64
+	// Concurrency bounds the HTTP requests in flight across the whole pull
+	// (default DefaultConcurrency).
+	Concurrency int
+	// LimitRate caps the pull's total transfer in bytes per second (0: no
+	// limit).
+	LimitRate int64
+
+	sync syncMode // benchmarks compare durability strategies
 }
 
 // PullResult says what a pull did.
@@ -73,6 +85,12 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if opts.Attempts <= 0 {
 		opts.Attempts = 3
 	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
 	res := &PullResult{SetDigest: m.SetDigest, Files: len(m.Files), Bytes: m.Size}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -84,7 +102,8 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		}
 		return res, nil
 	}
-	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{}}
+	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
+		conns: make(chan struct{}, opts.Concurrency), limit: newLimiter(opts.LimitRate)}
 	if err := p.plan(); err != nil {
 		return nil, err
 	}
@@ -110,6 +129,9 @@ type puller struct {
 
 	needBy map[string][]File // files to fetch, by layer digest
 	need   int64             // their bytes
+
+	conns chan struct{} // one slot per HTTP request in flight
+	limit *limiter
 
 	mu      sync.Mutex
 	staged  map[string]string // file path → verified file in .kiln-partial
@@ -228,17 +250,29 @@ func (p *puller) copyFile(from, to string) error {
 
 // fetchBlob brings one blob to .kiln-partial/<hex>.part, verified. A broken
 // transfer is resumed from the bytes on disk (Range), up to Attempts times
-// in this run; what is left stays for the next run to resume.
+// in this run; what is left stays for the next run to resume. A blob that
+// fails its digest after resuming an earlier run's bytes is fetched once
+// more from scratch: those bytes may not have survived a crash.
 func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	d, err := v1.NewHash(l.Digest)
 	if err != nil {
 		return "", err
 	}
 	part := p.partial(d.Hex + ".part")
+	fresh := false
 	for attempt := 1; ; attempt++ {
-		err := p.download(ctx, d, l.Size, part, attempt == 1)
+		var resumed int64
+		if p.chunked(part, l.Size) {
+			resumed, err = p.downloadChunked(ctx, d, l.Size, part, attempt == 1)
+		} else {
+			resumed, err = p.download(ctx, d, l.Size, part, attempt == 1)
+		}
 		if err == nil {
 			return part, nil
+		}
+		if errors.Is(err, ErrCorrupt) && resumed > 0 && !fresh && ctx.Err() == nil {
+			fresh = true
+			continue
 		}
 		if errors.Is(err, ErrCorrupt) || isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
 			return "", err
@@ -246,32 +280,35 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	}
 }
 
-func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part string, first bool) error {
+// download fetches a blob on one connection, resuming from the partial's
+// size. It returns how many bytes an earlier run had left.
+func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part string, first bool) (int64, error) {
 	if _, err := os.Lstat(part); errors.Is(err, os.ErrNotExist) {
 		p.track(part)
 	}
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	have := st.Size()
 	if have > size {
 		if err := f.Truncate(0); err != nil {
-			return err
+			return 0, err
 		}
 		have = 0
 	}
+	resumed := have
 	// Re-hash what an earlier attempt left, so the digest covers every
 	// byte of the file and not only those fetched now.
 	h := sha256.New()
 	if have > 0 {
 		if _, err := io.Copy(h, io.NewSectionReader(f, 0, have)); err != nil {
-			return err
+			return resumed, err
 		}
 		if first {
 			p.resumed.Add(have)
@@ -282,47 +319,73 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 	}
 	if have < size {
 		if _, err := f.Seek(have, io.SeekStart); err != nil {
-			return err
+			return resumed, err
 		}
 		// A fresh blob is a plain GET; a resumed one asks for the rest.
 		want := int64(-1)
 		if have > 0 {
 			want = size - have
 		}
+		release, err := p.acquire(ctx)
+		if err != nil {
+			return resumed, err
+		}
 		rc, err := p.src.Open(ctx, d, have, want)
 		if err != nil {
-			return err
+			release()
+			return resumed, err
 		}
 		// One byte more than needed tells a blob that is longer than the
 		// manifest says from one that is exactly right.
-		n, err := io.Copy(io.MultiWriter(f, h, progressWriter{p}), io.LimitReader(rc, size-have+1))
+		var src io.Reader = io.LimitReader(rc, size-have+1)
+		if p.limit != nil {
+			src = &limitedReader{ctx: ctx, r: src, l: p.limit}
+		}
+		n, err := io.CopyBuffer(io.MultiWriter(f, h, progressWriter{p}), src, make([]byte, ioBuf))
 		rc.Close()
+		release()
 		have += n
 		switch {
 		case have > size:
 			f.Close()
 			os.Remove(part)
-			return fmt.Errorf("blob %s: %w: the source sent more than the %d bytes the manifest names; the partial download was discarded", d, ErrCorrupt, size)
+			return resumed, fmt.Errorf("blob %s: %w: the source sent more than the %d bytes the manifest names; the partial download was discarded", d, ErrCorrupt, size)
 		case err != nil:
-			f.Sync()
 			if isNoSpace(err) {
-				return err
+				return resumed, err
 			}
-			return fmt.Errorf("blob %s: transfer broke at byte %d of %d (kept in %s to resume): %v", d, have, size, PartialDir, err)
+			return resumed, fmt.Errorf("blob %s: transfer broke at byte %d of %d (kept in %s to resume): %v", d, have, size, PartialDir, err)
 		case have < size:
-			f.Sync()
-			return fmt.Errorf("blob %s: the source ended at byte %d of %d (kept in %s to resume)", d, have, size, PartialDir)
+			return resumed, fmt.Errorf("blob %s: the source ended at byte %d of %d (kept in %s to resume)", d, have, size, PartialDir)
 		}
-	}
-	if err := f.Sync(); err != nil {
-		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
 		f.Close()
 		os.Remove(part)
-		return fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
+		return resumed, fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
 	}
-	return f.Close()
+	if err := p.datasync(f); err != nil {
+		return resumed, err
+	}
+	return resumed, f.Close()
+}
+
+// limitedReader paces reads through the pull's limiter.
+type limitedReader struct {
+	ctx context.Context
+	r   io.Reader
+	l   *limiter
+}
+
+func (r *limitedReader) Read(b []byte) (int, error) {
+	if len(b) > ioBuf {
+		b = b[:ioBuf]
+	}
+	n, err := r.r.Read(b)
+	if werr := r.l.wait(r.ctx, n); werr != nil && err == nil {
+		err = werr
+	}
+	return n, err
 }
 
 type progressWriter struct{ p *puller }

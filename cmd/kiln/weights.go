@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -189,6 +190,11 @@ type WeightsPullOptions struct {
 	Jobs     int
 	JSON     bool
 	Progress string
+	// Concurrency bounds HTTP requests in flight; ChunkSize and LimitRate
+	// are byte sizes as typed ("16MiB", "100M", "0").
+	Concurrency int
+	ChunkSize   string
+	LimitRate   string
 	imageFlags
 }
 
@@ -197,10 +203,11 @@ func newWeightsPullCmd(ios *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
-		Long: `Downloads every file of the volume into DIR: blobs in parallel, staged in
-DIR/.kiln-partial and resumed with HTTP Range after an interruption, each file
-verified (sha256) before an atomic rename into place, and DIR/.kiln-ready (the
-set digest) written last. A volume whose marker already matches is left alone.
+		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
+as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
+missing bytes), each file verified (sha256) and flushed (fdatasync) before an
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches is left alone.
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
@@ -217,6 +224,9 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmd.Flags().StringVar(&opts.Into, "into", "", "volume directory to fill (created if missing)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "fetch blobs from this repository (REGISTRY/REPO or oci:DIR) instead")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "blobs downloaded at once")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
+	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
 	return cmd
@@ -229,17 +239,40 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if opts.Jobs < 1 {
 		return usageErr("--jobs: must be at least 1")
 	}
+	if opts.Concurrency < 1 {
+		return usageErr("--concurrency: must be at least 1")
+	}
+	chunk, err := parseByteSize(opts.ChunkSize)
+	if err != nil {
+		return usageErr("--chunk-size: %v", err)
+	}
+	if chunk == 0 {
+		chunk = -1 // PullOptions: negative means never split
+	} else if chunk < 1<<20 {
+		return usageErr("--chunk-size: %s is under 1MiB", opts.ChunkSize)
+	}
+	rate, err := parseByteSize(opts.LimitRate)
+	if err != nil {
+		return usageErr("--limit-rate: %v", err)
+	}
 	lopts, err := opts.options()
 	if err != nil {
 		return err
 	}
+	// Keep one idle connection per request slot: the default transport
+	// keeps two per host, and re-dialing (a TLS handshake, remotely) for
+	// every chunk would cost more than the chunking gains.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = opts.Concurrency
+	lopts = append(lopts, layers.WithTransport(tr))
 	res, err := weights.Resolve(ctx, opts.Ref, opts.From, lopts...)
 	if err != nil {
 		return err
 	}
 	var done atomic.Int64
 	bar := startProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
-	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{Jobs: opts.Jobs, Progress: &done})
+	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate})
 	bar.Stop()
 	if err != nil {
 		return err

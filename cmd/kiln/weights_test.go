@@ -167,3 +167,27 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 		t.Errorf("pull of a manifest without a repository: code %d %s", code, errOut)
 	}
 }
+
+func TestWeightsPullChunkFlags(t *testing.T) {
+	_, wref := strippedApp(t)
+	// The 20 MiB file in 1 MiB Range chunks, three at a time.
+	vol := filepath.Join(t.TempDir(), "vol")
+	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--chunk-size", "1MiB", "--concurrency", "3", "--limit-rate", "1G", "--progress", "none")
+	if code != ExitOK || !strings.Contains(out, "pulled, 2 files") {
+		t.Fatalf("chunked pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := run(t, "weights", "verify", vol); code != ExitOK {
+		t.Errorf("verify: code %d %s", code, out)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--chunk-size lots", "--chunk-size"},
+		{"--chunk-size 4KiB", "under 1MiB"},
+		{"--concurrency 0", "--concurrency"},
+		{"--limit-rate -5M", "--limit-rate"},
+	} {
+		args := append([]string{"weights", "pull", wref, "--into", t.TempDir()}, strings.Fields(tc.args)...)
+		if code, _, errOut := run(t, args...); code != ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: code %d, stderr %q", tc.args, code, errOut)
+		}
+	}
+}
