@@ -83,6 +83,8 @@ type ImageReport struct {
 	// Source is the reference read when it differs from Ref (the zstd
 	// variant).
 	Source string `json:"source,omitempty"`
+	// Mirror is the endpoint read from (--mirror).
+	Mirror string `json:"mirror,omitempty"`
 }
 
 // BlobReport is one blob's outcome.
@@ -111,6 +113,7 @@ func NewReport(s *Set) *Report {
 		if img.Source != img.Name {
 			ir.Source = img.Source
 		}
+		ir.Mirror = img.Mirror
 		r.Images = append(r.Images, ir)
 	}
 	for _, b := range s.Blobs {

@@ -38,6 +38,13 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
+	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
+	// real reference.
+	Mirrors []string
+	// WeightsInto is --weights-into DIR: the volume of each image's
+	// dev.kiln.weights.manifest label (and of WEIGHTS arguments) is pulled
+	// there and is part of the readiness gate.
+	WeightsInto string
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
 	imageFlags
@@ -124,6 +131,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	f.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
 	f.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
+	f.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
+	f.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
 	f.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
 	_ = f.MarkHidden("no-space-check")
 	for _, ext := range warmExtensions {
@@ -199,6 +208,14 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if err != nil {
 		return err
 	}
+	mirrors := warm.Mirrors{}
+	for _, m := range opts.Mirrors {
+		reg, ep, err := warm.ParseMirror(m)
+		if err != nil {
+			return usageErr("--mirror: %v", err)
+		}
+		mirrors[reg] = ep
+	}
 	plat, _ := layers.ParsePlatform(opts.Platform)
 	var refs []string
 	for _, a := range opts.Args {
@@ -227,7 +244,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	defer tgt.Close()
 	src := warm.NewRegistrySource(lopts)
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp}
+	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp, Mirrors: mirrors}
 	if zc, ok := tgt.(warm.ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
 	}
