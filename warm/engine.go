@@ -70,7 +70,10 @@ type Report struct {
 	PresentBytes int64         `json:"present_bytes"`
 	Seconds      float64       `json:"seconds"`
 	Unpacked     bool          `json:"unpacked,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	// Weights are the volumes warmed with --weights-into; their bytes
+	// are counted in the totals above too.
+	Weights []*WeightsReport `json:"weights,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }
 
 // ImageReport names one image of the warm set.

@@ -73,6 +73,10 @@ type Set struct {
 	// Blobs is every distinct digest, small ones (indexes, manifests,
 	// configs) first.
 	Blobs []*Blob
+	// WeightsArgs are the arguments that named weights artifacts, not
+	// images (kiln weights strip publishes them); they are warmed as
+	// volumes (--weights-into).
+	WeightsArgs []string
 }
 
 // Bytes is the total size of the set's blobs.
@@ -139,6 +143,10 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 	}
 	for _, ref := range refs {
 		img, blobs, err := resolveOne(ctx, ref, o)
+		if errors.Is(err, errWeightsArtifact) {
+			s.WeightsArgs = append(s.WeightsArgs, ref)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +236,9 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 	srcLabel := func(l map[string]string) map[string]string {
 		l[src] = real.RepositoryStr()
 		return l
+	}
+	if isWeightsArtifact(root.raw) {
+		return Image{}, nil, fmt.Errorf("%s: %w", ref, errWeightsArtifact)
 	}
 	img.Target = root.desc
 	man := root
