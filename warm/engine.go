@@ -129,6 +129,9 @@ func NewReport(s *Set) *Report {
 // then records the images (and unpacks them when asked). The report is
 // always returned; err says why the host is not ready.
 func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report, error) {
+	if sw, ok := t.(SelfWarmer); ok {
+		return sw.WarmSet(ctx, s, src, o)
+	}
 	start := time.Now()
 	rep := NewReport(s)
 	rep.Target = t.String()
