@@ -70,7 +70,10 @@ type Report struct {
 	PresentBytes int64         `json:"present_bytes"`
 	Seconds      float64       `json:"seconds"`
 	Unpacked     bool          `json:"unpacked,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	// Weights are the volumes warmed with --weights-into; their bytes
+	// are counted in the totals above too.
+	Weights []*WeightsReport `json:"weights,omitempty"`
+	Error   string           `json:"error,omitempty"`
 }
 
 // ImageReport names one image of the warm set.
@@ -83,6 +86,8 @@ type ImageReport struct {
 	// Source is the reference read when it differs from Ref (the zstd
 	// variant).
 	Source string `json:"source,omitempty"`
+	// Mirror is the endpoint read from (--mirror).
+	Mirror string `json:"mirror,omitempty"`
 }
 
 // BlobReport is one blob's outcome.
@@ -111,6 +116,7 @@ func NewReport(s *Set) *Report {
 		if img.Source != img.Name {
 			ir.Source = img.Source
 		}
+		ir.Mirror = img.Mirror
 		r.Images = append(r.Images, ir)
 	}
 	for _, b := range s.Blobs {
@@ -123,6 +129,9 @@ func NewReport(s *Set) *Report {
 // then records the images (and unpacks them when asked). The report is
 // always returned; err says why the host is not ready.
 func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report, error) {
+	if sw, ok := t.(SelfWarmer); ok {
+		return sw.WarmSet(ctx, s, src, o)
+	}
 	start := time.Now()
 	rep := NewReport(s)
 	rep.Target = t.String()

@@ -62,6 +62,9 @@ type Image struct {
 	Layers   []ocispec.Descriptor
 	// Zstd is set when the image's layers are zstd-compressed.
 	Zstd bool
+	// Mirror is the endpoint the image was read from (--mirror), empty
+	// when it was read from its own registry.
+	Mirror string
 }
 
 // Set is what a host must hold for its images to start with no pull.
@@ -70,6 +73,10 @@ type Set struct {
 	// Blobs is every distinct digest, small ones (indexes, manifests,
 	// configs) first.
 	Blobs []*Blob
+	// WeightsArgs are the arguments that named weights artifacts, not
+	// images (kiln weights strip publishes them); they are warmed as
+	// volumes (--weights-into).
+	WeightsArgs []string
 }
 
 // Bytes is the total size of the set's blobs.
@@ -108,6 +115,9 @@ type ResolveOptions struct {
 	// NoZstd says the target cannot use zstd layers, and why (e.g. an old
 	// Docker engine); empty means it can.
 	NoZstd string
+	// Mirrors name endpoints that serve a registry's repositories; images
+	// are read there and named by their real reference.
+	Mirrors Mirrors
 }
 
 // Resolve computes the warm set of refs: for each, the index (if any), the
@@ -133,6 +143,10 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 	}
 	for _, ref := range refs {
 		img, blobs, err := resolveOne(ctx, ref, o)
+		if errors.Is(err, errWeightsArtifact) {
+			s.WeightsArgs = append(s.WeightsArgs, ref)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -185,26 +199,46 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 		return Image{}, nil, fmt.Errorf("image %q: kiln warm reads images from a registry (REGISTRY/REPO:TAG or @sha256:...)", ref)
 	}
 	img := Image{Name: r.Name.Name(), Source: r.Name.Name()}
-	root, err := getManifest(ctx, r.Name, o)
+	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
+		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	if fref != r.Name {
+		img.Mirror = fref.Context().RegistryStr()
+	}
+	root, err := getManifest(ctx, fref, o)
+	if err != nil {
+		if img.Mirror != "" {
+			return Image{}, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
+		}
 		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
 	// The zstd variant, when asked for or allowed: REPO:TAG-zstd.
 	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" {
 		zt := tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
-		if z, err := getManifest(ctx, zt, o); err == nil {
+		zf, ferr := o.Mirrors.fetchRef(zt, o.Layers)
+		if ferr != nil {
+			return Image{}, nil, fmt.Errorf("image %q: %v", ref, ferr)
+		}
+		if z, err := getManifest(ctx, zf, o); err == nil {
 			root = z
 			img.Source = zt.Name()
 		} else if o.Compression == CompressionZstd {
 			return Image{}, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
 		}
 	}
+	// repo is where blobs are read (the mirror, when there is one); the
+	// distribution source names the real repository, as a pull would.
 	repo := root.ref.Context()
+	real := r.Name.Context()
 	var blobs []*Blob
-	src := "containerd.io/distribution.source." + repo.RegistryStr()
+	src := "containerd.io/distribution.source." + real.RegistryStr()
 	srcLabel := func(l map[string]string) map[string]string {
-		l[src] = repo.RepositoryStr()
+		l[src] = real.RepositoryStr()
 		return l
+	}
+	if isWeightsArtifact(root.raw) {
+		return Image{}, nil, fmt.Errorf("%s: %w", ref, errWeightsArtifact)
 	}
 	img.Target = root.desc
 	man := root

@@ -38,6 +38,13 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
+	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
+	// real reference.
+	Mirrors []string
+	// WeightsInto is --weights-into DIR: the volume of each image's
+	// dev.kiln.weights.manifest label (and of WEIGHTS arguments) is pulled
+	// there and is part of the readiness gate.
+	WeightsInto string
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
 	imageFlags
@@ -62,7 +69,7 @@ func hostPlatform() string {
 func newWarmCmd(ios *IO) *cobra.Command {
 	opts := &WarmOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "warm IMAGE|LOCK... --target TARGET",
+		Use:   "warm IMAGE|LOCK|WEIGHTS... --target TARGET",
 		Short: "Pre-warm a host's image store so containers start with no pull",
 		Long: `Computes the warm set of each image (its index, the manifest, config and
 layers for the host's platform), asks the target what it already holds and
@@ -80,8 +87,15 @@ Targets:
   oci:DIR              an OCI image layout cache (ctr images import, mirrors)
   docker[:SOCKET]      a Docker engine, via docker load
 
-Arguments are registry references or kiln lock files (kiln.lock: the
-runtime base image, pinned by its platform's manifest digest).
+Arguments are registry references, kiln lock files (kiln.lock: the
+runtime base image, pinned by its platform's manifest digest), or weights
+(a weights artifact reference or a volume MANIFEST.json, with
+--weights-into). With --weights-into DIR the volume an image's
+dev.kiln.weights.manifest label names is pulled into DIR too (resumable,
+verified, .kiln-ready last) and is part of the readiness gate.
+
+--mirror REGISTRY=ENDPOINT reads REGISTRY's images from ENDPOINT but
+records them under their real names.
 
 With --compression auto (the default) kiln takes the zstd variant of
 REPO:TAG, REPO:TAG-zstd (kiln convert --compression zstd makes it), or the
@@ -94,6 +108,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 		Example: `  kiln warm 127.0.0.1:5000/acme/serve:1.2 --target containerd --namespace k8s.io --unpack
   kiln warm ghcr.io/acme/serve:1.2 --target oci:/var/cache/kiln/oci --json
   kiln warm kiln.lock --target containerd --dry-run
+  kiln warm reg.local/acme/serve:slim --target containerd --weights-into /var/lib/kiln/weights
+  kiln warm reg.local/acme/serve:1.2 --target containerd --mirror reg.local=127.0.0.1:5000
   kiln warm reg.local/acme/serve:1.2 --target docker --limit-rate 200MiB --ready-file /run/kiln/ready`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -124,6 +140,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	f.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
 	f.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
+	f.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
+	f.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
 	f.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
 	_ = f.MarkHidden("no-space-check")
 	for _, ext := range warmExtensions {
@@ -199,9 +217,21 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if err != nil {
 		return err
 	}
+	mirrors := warm.Mirrors{}
+	for _, m := range opts.Mirrors {
+		reg, ep, err := warm.ParseMirror(m)
+		if err != nil {
+			return usageErr("--mirror: %v", err)
+		}
+		mirrors[reg] = ep
+	}
 	plat, _ := layers.ParsePlatform(opts.Platform)
-	var refs []string
+	var refs, weightsArgs []string
 	for _, a := range opts.Args {
+		if warm.IsManifestFile(a) {
+			weightsArgs = append(weightsArgs, a)
+			continue
+		}
 		if warm.IsLockFile(a) {
 			rs, err := warm.RefsFromLock(a, plat)
 			if err != nil {
@@ -227,13 +257,21 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	defer tgt.Close()
 	src := warm.NewRegistrySource(lopts)
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp}
+	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp, Mirrors: mirrors}
 	if zc, ok := tgt.(warm.ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
 	}
 	set, err := warm.Resolve(ctx, refs, ro)
 	if err != nil {
 		return err
+	}
+	vols, err := warmVolumes(ctx, opts, set, weightsArgs, mirrors, lopts)
+	if err != nil {
+		return err
+	}
+	total := set.Bytes()
+	for _, v := range vols {
+		total += v.Manifest.Size
 	}
 	var done atomic.Int64
 	eo := warm.Options{
@@ -245,9 +283,29 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	var bar *progressBar
 	if !opts.DryRun {
-		bar = startProgress(opts.IO.ErrOut, mode, "warming "+tgt.String(), set.Bytes(), &done)
+		bar = startProgress(opts.IO.ErrOut, mode, "warming "+tgt.String(), total, &done)
 	}
-	rep, werr := warm.Warm(ctx, set, tgt, src, eo)
+	var waitWeights func() ([]*warm.WeightsReport, error)
+	if len(vols) > 0 {
+		waitWeights = runWeights(ctx, vols, opts.WeightsInto, opts.DryRun, &done)
+	}
+	var rep *warm.Report
+	var werr error
+	if len(set.Images) > 0 {
+		rep, werr = warm.Warm(ctx, set, tgt, src, eo)
+	} else {
+		// Only weights: the target has nothing to hold.
+		rep = warm.NewReport(set)
+		rep.Target, rep.DryRun, rep.Ready = tgt.String(), opts.DryRun, true
+	}
+	if waitWeights != nil {
+		wreps, err := waitWeights()
+		mergeWeights(rep, wreps)
+		if err != nil && werr == nil {
+			werr = err
+			rep.Error = err.Error()
+		}
+	}
 	if bar != nil {
 		bar.Stop()
 	}
@@ -262,6 +320,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 		}
 	} else {
 		writeWarmTable(opts.IO.Out, rep)
+		writeWeightsTable(opts.IO.Out, rep.Weights)
 	}
 	if werr != nil {
 		return werr

@@ -74,6 +74,24 @@ func (e *fleetEnv) options() Options {
 	return Options{Refs: []string{e.ref}, Parallel: 4, SSH: SSHConfig{KnownHosts: e.known, Timeout: 5 * time.Second}, Binary: e.bin}
 }
 
+// refNames lists the image names in host i's oci: target index.json.
+func (e *fleetEnv) refNames(t *testing.T, i int) []string {
+	t.Helper()
+	var idx struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal([]byte(mustRead(t, filepath.Join(e.hosts[i].dir, "cache", "index.json"))), &idx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range idx.Manifests {
+		names = append(names, m.Annotations["org.opencontainers.image.ref.name"])
+	}
+	return names
+}
+
 // hasLayers checks the host's oci: target holds every layer blob.
 func (e *fleetEnv) hasLayers(t *testing.T, i int) {
 	t.Helper()
@@ -124,6 +142,25 @@ func TestFleetWarmsHostsOverSSH(t *testing.T) {
 	// Push mode served the host through the tunnel from here.
 	if res[1].PushedBytes < 4<<20 || res[0].PushedBytes != 0 {
 		t.Errorf("pushed bytes: pull host %d, push host %d", res[0].PushedBytes, res[1].PushedBytes)
+	}
+	// Both hosts name the image by its real reference: the push host read
+	// through the tunnel with --mirror, not from a rewritten 127.0.0.1:PORT
+	// name.
+	for i := range hosts {
+		if got := e.refNames(t, i); len(got) != 1 || got[0] != e.ref {
+			t.Errorf("host %d: index.json names %q, want [%s]", i, got, e.ref)
+		}
+	}
+	for i, want := range []bool{false, true} {
+		var rep struct {
+			Images []struct{ Ref, Mirror string } `json:"images"`
+		}
+		if err := json.Unmarshal(res[i].Warm, &rep); err != nil || len(rep.Images) != 1 {
+			t.Fatalf("host %d report %s: %v", i, res[i].Warm, err)
+		}
+		if got := strings.HasPrefix(rep.Images[0].Mirror, "127.0.0.1:"); got != want || rep.Images[0].Ref != e.ref {
+			t.Errorf("host %d: image %+v; want ref %s, read through a loopback mirror: %v", i, rep.Images[0], e.ref, want)
+		}
 	}
 
 	// Warm now: status says so and nothing is missing.

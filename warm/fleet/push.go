@@ -22,9 +22,13 @@ import (
 // listener on the host's loopback through the SSH connection (a
 // tcpip-forward, what `ssh -R` does) and serves the registry API there as a
 // proxy to the real registry, reached from here with this machine's
-// credentials. The host's own kiln warm then does what it always does
-// against 127.0.0.1:PORT: resolves, asks its target what it has, and fetches
-// only the missing blobs, verifying each digest. Credentials never go to the
+// credentials. The host's own kiln warm is given the real references and
+// --mirror REGISTRY=127.0.0.1:PORT: it reads everything through the tunnel
+// but names its image records by the real reference, so the host ends up
+// holding exactly what a pull of the real name would leave (a later pull
+// or `ctr run REF` finds the image). It does what it always does: resolves,
+// asks its target what it has, fetches only the missing blobs, verifying
+// each digest. Credentials never go to the
 // host; it only sees an anonymous loopback registry that lives as long as
 // the warm.
 
@@ -36,7 +40,7 @@ type tunnel struct {
 }
 
 // openTunnels serves each registry refs name on the host's loopback and
-// returns refs rewritten to point there.
+// returns the --mirror arguments that send the host's warm there.
 func (c *Conn) openTunnels(ctx context.Context, refs []string, lopts []layers.Option, sent *atomic.Int64) ([]string, func(), error) {
 	byReg := map[string]*tunnel{}
 	var all []*tunnel
@@ -58,27 +62,24 @@ func (c *Conn) openTunnels(ctx context.Context, refs []string, lopts []layers.Op
 			return nil, nil, fmt.Errorf("image %q: mode push serves registry images; push a local image to a registry first", r)
 		}
 		reg := ref.Name.Context().Registry
-		t := byReg[reg.Name()]
-		if t == nil {
-			if t, err = c.serveRegistry(ctx, reg, refs, lopts, sent); err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			byReg[reg.Name()] = t
-			all = append(all, t)
+		if byReg[reg.Name()] != nil {
+			continue
 		}
-		out = append(out, rewriteRef(ref.Name, t.remoteAddr))
+		t, err := c.serveRegistry(ctx, reg, refs, lopts, sent)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		byReg[reg.Name()] = t
+		all = append(all, t)
+		out = append(out, "--mirror", mirrorArg(reg, t.remoteAddr))
 	}
 	return out, closeAll, nil
 }
 
-// rewriteRef names ref's repository and tag or digest on another registry.
-func rewriteRef(ref name.Reference, registry string) string {
-	sep := ":"
-	if _, ok := ref.(name.Digest); ok {
-		sep = "@"
-	}
-	return registry + "/" + ref.Context().RepositoryStr() + sep + ref.Identifier()
+// mirrorArg is the host's --mirror value for a registry served at addr.
+func mirrorArg(reg name.Registry, addr string) string {
+	return reg.RegistryStr() + "=" + addr
 }
 
 // serveRegistry listens on the host's 127.0.0.1 and proxies to reg.
@@ -97,9 +98,9 @@ func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []stri
 	if err != nil {
 		return nil, fmt.Errorf("registry %s (from here, for mode push): %v", reg, err)
 	}
-	// A stable port per registry keeps the host's image names (which
-	// carry the tunnel's address) the same from one run to the next, so a
-	// later status finds the records this run wrote.
+	// A stable port per registry keeps the host's command line (and a
+	// --ready-file's content) the same from one run to the next; image
+	// names carry the real registry, not this port.
 	ln, err := c.client.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", tunnelPort(reg.Name())))
 	if err != nil {
 		ln, err = c.client.Listen("tcp", "127.0.0.1:0")

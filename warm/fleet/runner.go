@@ -167,17 +167,18 @@ func runHost(ctx context.Context, h Host, o Options) (r Result) {
 		r.BinaryCopied = copied
 		r.Seconds = since(start)
 	}()
-	refs := o.Refs
+	extra := o.WarmArgs
 	var sent atomic.Int64
 	if h.Mode == ModePush {
 		o.event(h.Name, "opening registry tunnel")
-		var closeTunnels func()
-		if refs, closeTunnels, err = c.openTunnels(ctx, o.Refs, o.Registry, &sent); err != nil {
+		mirrors, closeTunnels, err := c.openTunnels(ctx, o.Refs, o.Registry, &sent)
+		if err != nil {
 			return failed(h, o, start, fmt.Errorf("push: %w", err))
 		}
 		defer closeTunnels()
+		extra = append(append([]string(nil), o.WarmArgs...), mirrors...)
 	}
-	args := warmArgs(refs, target, or(h.Namespace, o.Namespace), o.WarmArgs)
+	args := warmArgs(o.Refs, target, or(h.Namespace, o.Namespace), extra)
 	what := "warm"
 	if o.DryRun {
 		args = append(args, "--dry-run")

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testdockerd"
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/warm"
+)
+
+// kiln warm --target docker:SOCK against a real dockerd 20.10: a gzip image
+// is loaded (exit 0, the engine has it), a rerun fetches nothing, and a
+// zstd-only image is refused with exit 1 and a message naming Docker 23.0.
+func TestWarmDockerCLI(t *testing.T) {
+	dk := testdockerd.Start(t)
+	reg := testimage.Registry(t)
+	ref := reg + "/kiln-warm/docker:v1"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("a.bin", 300<<10)}, "gzip")))
+	target := "docker:" + dk.Socket
+	for i, wantFetched := range []bool{true, false} {
+		code, out, errOut := run(t, "warm", ref, "--target", target, "--json", "--progress", "none", "--platform", "linux/amd64")
+		if code != ExitOK {
+			t.Fatalf("warm %d: exit %d\n%s\n%s", i, code, out, errOut)
+		}
+		var r warm.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil || !r.Ready || r.Target != target {
+			t.Fatalf("warm %d: %v %s", i, err, out)
+		}
+		if (r.FetchedBytes > 0) != wantFetched {
+			t.Errorf("warm %d: fetched %d bytes", i, r.FetchedBytes)
+		}
+		if im, ok := dk.Inspect(t, ref); !ok || len(im.RepoTags) != 1 || im.RepoTags[0] != ref {
+			t.Fatalf("warm %d: engine has %+v (%v)", i, im, ok)
+		}
+	}
+	zref := reg + "/kiln-warm/docker:zstd"
+	testimage.Push(t, zref, testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("z", []byte("z"))}, "zstd")))
+	code, out, errOut := run(t, "warm", zref, "--target", target, "--progress", "none", "--platform", "linux/amd64")
+	if code != ExitFailure || !strings.Contains(errOut, "Docker 23.0") {
+		t.Fatalf("zstd-only image: exit %d, want 1 naming Docker 23.0\n%s\n%s", code, out, errOut)
+	}
+	if _, ok := dk.Inspect(t, zref); ok {
+		t.Error("the zstd image reached the engine")
+	}
+}

@@ -1,0 +1,286 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The CUDA runtime image from the shared registry, warmed into a real
+// containerd by the real kiln binary through a --mirror endpoint: the
+// warm is SIGKILLed mid-blob, the rerun resumes (fewer bytes than the
+// image), and with the mirror stopped `ctr run` of the image still starts.
+func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
+	const registry = "127.0.0.1:5000"
+	ref := registry + "/nvidia/cuda:11.8.0-runtime-debian12"
+	need := func(why string) {
+		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
+			t.Fatalf("KILN_REQUIRE_FIXTURES=1 but %s", why)
+		}
+		t.Skip(why)
+	}
+	if os.Geteuid() != 0 {
+		need("containerd needs root")
+	}
+	for _, b := range []string{"containerd", "ctr", "runc"} {
+		if _, err := exec.LookPath(b); err != nil {
+			need("no " + b)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodHead, "http://"+registry+"/v2/nvidia/cuda/manifests/11.8.0-runtime-debian12", nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		need(fmt.Sprintf("no %s in the local registry (%v %v)", ref, resp, err))
+	} else {
+		resp.Body.Close()
+	}
+	kiln := buildKiln(t, t.TempDir())
+	cd := startContainerd(t)
+
+	// The mirror: a reverse proxy to the registry that the test stops.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _ := url.Parse("http://" + registry)
+	srv := &http.Server{Handler: httputil.NewSingleHostReverseProxy(up)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	mirror := registry + "=" + ln.Addr().String()
+
+	args := []string{"warm", ref, "--target", "containerd:" + cd.socket, "--mirror", mirror,
+		"--platform", "linux/amd64", "--json", "--progress", "none", "--limit-rate", "150MiB"}
+
+	// First run: killed once an ingest holds some bytes.
+	cmd := exec.Command(kiln, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := int64(-1)
+	deadline := time.Now().Add(3 * time.Minute)
+	for killedAt < 0 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no kiln-warm ingest reached 16 MiB in 3 minutes")
+		}
+		for _, a := range cd.active(t) {
+			if a.offset >= 16<<20 {
+				killedAt = a.offset
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	left := cd.active(t)
+	var held int64
+	for _, a := range left {
+		held += a.offset
+	}
+	if held == 0 {
+		t.Fatalf("the killed run left no ingest bytes (killed at %d)", killedAt)
+	}
+	t.Logf("killed with %d ingests holding %d bytes", len(left), held)
+
+	// Rerun: resumes and completes, then unpacks.
+	out, err := exec.Command(kiln, append(args, "--unpack")...).Output()
+	if err != nil {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	var rep struct {
+		Ready  bool `json:"ready"`
+		Images []struct {
+			Ref, Mirror string
+		} `json:"images"`
+		Blobs []struct {
+			Digest       string `json:"digest"`
+			Size         int64  `json:"size"`
+			State        string `json:"state"`
+			BytesFetched int64  `json:"bytes_fetched"`
+			Resumed      int64  `json:"resumed_from"`
+		} `json:"blobs"`
+		Unpacked bool `json:"unpacked"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("rerun report: %v\n%s", err, out)
+	}
+	var total, fetched, resumed int64
+	for _, b := range rep.Blobs {
+		total += b.Size
+		fetched += b.BytesFetched
+		resumed += b.Resumed
+	}
+	if !rep.Ready || !rep.Unpacked || len(rep.Images) != 1 || rep.Images[0].Ref != ref || rep.Images[0].Mirror != ln.Addr().String() {
+		t.Fatalf("rerun: ready=%v unpacked=%v images=%+v", rep.Ready, rep.Unpacked, rep.Images)
+	}
+	if resumed == 0 || fetched >= total {
+		t.Errorf("rerun fetched %d of %d bytes, resumed %d: want a resume", fetched, total, resumed)
+	}
+	// Bytes the killed run wrote are not fetched again.
+	if fetched+resumed > total {
+		t.Errorf("rerun fetched %d + resumed %d > %d: finished bytes fetched again", fetched, resumed, total)
+	}
+	t.Logf("rerun fetched %d of %d bytes, resumed from %d", fetched, total, resumed)
+	if o, err := cd.ctr("images", "check"); err != nil || !strings.Contains(o, ref) || !strings.Contains(o, "complete") {
+		t.Fatalf("ctr images check: %v\n%s", err, o)
+	}
+
+	// The mirror goes away; the image, recorded under its real name, starts.
+	srv.Close()
+	if o, err := cd.ctr("run", "--rm", "--snapshotter", cd.snapshotter(t), ref, "kiln-warm-it", "/bin/true"); err != nil {
+		t.Fatalf("ctr run with the mirror down: %v\n%s", err, o)
+	}
+}
+
+type containerd struct {
+	socket string
+	root   string
+}
+
+// startContainerd starts Debian's containerd with its own root, state,
+// socket and config.
+func startContainerd(t *testing.T) *containerd {
+	t.Helper()
+	dir := t.TempDir()
+	sockDir, err := os.MkdirTemp("/tmp", "kcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd := &containerd{socket: filepath.Join(sockDir, "c.sock"), root: filepath.Join(dir, "root")}
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, cd.root, filepath.Join(sockDir, "state"), cd.socket, cd.socket+".ttrpc")
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		unmountUnder(cd.root)
+		os.RemoveAll(sockDir)
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("containerd log (tail):\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("unix", cd.socket); err == nil {
+			c.Close()
+			return cd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd did not open %s", cd.socket)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (cd *containerd) ctr(args ...string) (string, error) {
+	out, err := exec.Command("ctr", append([]string{"--address", cd.socket}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+type ingest struct {
+	ref    string
+	offset int64
+}
+
+var activeLine = regexp.MustCompile(`^(kiln-warm-sha256:[0-9a-f]{64})\s+(\d+(?:\.\d+)?)\s*([KMGT]?i?B)`)
+
+// active lists kiln's ingests (ctr content active: REF SIZE AGE).
+func (cd *containerd) active(t *testing.T) []ingest {
+	t.Helper()
+	out, err := cd.ctr("content", "active")
+	if err != nil {
+		t.Fatalf("ctr content active: %v\n%s", err, out)
+	}
+	var res []ingest
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		m := activeLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		mult := map[string]float64{"B": 1, "kB": 1e3, "KiB": 1 << 10, "MB": 1e6, "MiB": 1 << 20, "GB": 1e9, "GiB": 1 << 30}[m[3]]
+		if mult == 0 {
+			mult = 1
+		}
+		res = append(res, ingest{ref: m[1], offset: int64(v * mult)})
+	}
+	return res
+}
+
+// snapshotter is the one kiln's auto choice took: overlayfs when loaded.
+func (cd *containerd) snapshotter(t *testing.T) string {
+	out, _ := cd.ctr("plugins", "ls")
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "overlayfs" && f[len(f)-1] == "ok" {
+			return "overlayfs"
+		}
+	}
+	return "native"
+}
+
+func unmountUnder(root string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	var mps []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && strings.HasPrefix(f[1], root+"/") {
+			mps = append(mps, f[1])
+		}
+	}
+	for i := len(mps) - 1; i >= 0; i-- {
+		syscall.Unmount(mps[i], syscall.MNT_DETACH)
+	}
+}
