@@ -39,8 +39,6 @@ const maxELFTable = 1 << 20
 // maxELFString bounds one dynamic string (a SONAME, a RUNPATH).
 const maxELFString = 64 << 10
 
-var errELFDone = errors.New("elf: done")
-
 // isELF reports whether head starts with the ELF magic.
 func isELF(head []byte) bool { return len(head) >= 4 && string(head[:4]) == elf.ELFMAG }
 
@@ -63,7 +61,6 @@ type elfStream struct {
 
 	spill              *os.File
 	spillFrom, spillTo int64
-	spillErr           error
 
 	spans []*elfSpan
 	buf   []byte

@@ -11,7 +11,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kiln-build/kiln/internal/testimage")
+	"github.com/kiln-build/kiln/internal/testimage"
+)
 
 // elfObjects compiles the test's real ELF objects with gcc, once per test
 // binary run: an executable, libraries linking each other by SONAME and
