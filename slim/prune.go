@@ -71,7 +71,9 @@ var pluginDirs = []struct {
 	{[]string{"pulseaudio"}, regexp.MustCompile(`^libpulse\.so`)},
 	{[]string{"alsa-lib"}, regexp.MustCompile(`^libasound\.so`)},
 	{[]string{"pkcs11"}, regexp.MustCompile(`^libp11-kit\.so`)},
-	{[]string{"blas", "lapack", "openblas-pthread", "openblas-openmp", "openblas-serial", "atlas", "nvidia"}, nil},
+	// Alternatives targets, the driver's directory, and link-time stubs
+	// (libcuda.so for -lcuda: never loaded at run time).
+	{[]string{"blas", "lapack", "openblas-pthread", "openblas-openmp", "openblas-serial", "atlas", "nvidia", "stubs"}, nil},
 }
 
 // PruneReport accounts for prune_libs.
@@ -90,6 +92,9 @@ type PruneReport struct {
 	DroppedBytes   int64    `json:"dropped_bytes"`
 	// Top are the largest dropped libraries, with why.
 	Top []RemovedFile `json:"top"`
+	// TopKept are the largest candidates kept, with what brought each in
+	// (its first referrer in the closure, or a keep-list).
+	TopKept []KeptReason `json:"top_kept"`
 	// KeptByList are candidates kept only because a keep-list names them.
 	KeptByList []KeptReason `json:"kept_by_list"`
 	// Unresolved are needed names found nowhere in the image (the host may
@@ -122,6 +127,7 @@ type pruner struct {
 	queue   []item
 	unres   map[string][]string
 	needers map[*rec][]string // content → who needs it (for the report)
+	by      map[*rec]string   // content → what first brought it in
 }
 
 type item struct {
@@ -279,13 +285,14 @@ func (p *pruner) lookup(name string, it item) []*vnode {
 	return p.byName[name]
 }
 
-// reach adds a node's content to the closure.
-func (p *pruner) reach(n *vnode, openDir string, rpath []string) {
+// reach adds a node's content to the closure; by says why.
+func (p *pruner) reach(n *vnode, openDir string, rpath []string, by string) {
 	c := content(n.r)
 	if c == nil || p.reached[c] {
 		return
 	}
 	p.reached[c] = true
+	p.by[c] = by
 	if c.elf != nil {
 		p.queue = append(p.queue, item{n: n, openDir: openDir, rpath: rpath})
 	}
@@ -324,7 +331,7 @@ func (p *pruner) run() {
 				if !strings.Contains(name, "/") {
 					dir = path.Dir(n.fullPath())
 				}
-				p.reach(n, dir, inherited)
+				p.reach(n, dir, inherited, "needed by /"+it.n.fullPath())
 			}
 		}
 	}
@@ -358,9 +365,9 @@ var pythonLibRe = regexp.MustCompile(`^(usr/|usr/local/|opt/conda/)?lib/python[2
 
 // prune drops unreferenced libraries from state. It returns the report.
 func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]uint8, hits []*jitHit, workdir string) *PruneReport {
-	rep := &PruneReport{Mode: string(pol.PruneLibs), Top: []RemovedFile{}, KeptByList: []KeptReason{}, Unresolved: []Unresolved{}, Unreadable: []string{}}
+	rep := &PruneReport{Mode: string(pol.PruneLibs), Top: []RemovedFile{}, TopKept: []KeptReason{}, KeptByList: []KeptReason{}, Unresolved: []Unresolved{}, Unreadable: []string{}}
 	p := &pruner{v: v, state: state, arch: img.Platform.Architecture, byName: map[string][]*vnode{}, reached: map[*rec]bool{},
-		unres: map[string][]string{}, needers: map[*rec][]string{}, libDirs: map[string]bool{}}
+		unres: map[string][]string{}, needers: map[*rec][]string{}, libDirs: map[string]bool{}, by: map[*rec]string{}}
 	var env []string
 	if img.Config != nil {
 		env = img.Config.Config.Env
@@ -457,7 +464,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	}
 	rep.Roots = len(roots)
 	for _, n := range roots {
-		p.reach(n, "", nil)
+		p.reach(n, "", nil, "root")
 	}
 	// Follow links; then libraries loaded by name or plugin directories of
 	// kept owners join, until nothing changes.
@@ -495,7 +502,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			}
 			if why != "" {
 				rep.KeptByList = append(rep.KeptByList, KeptReason{Path: "/" + cd.n.fullPath(), Files: 1, Bytes: c.size, Reason: why})
-				p.reach(cd.n, "", nil)
+				p.reach(cd.n, "", nil, why)
 				added = true
 			}
 		}
@@ -520,12 +527,14 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	}
 
 	var dropped []RemovedFile
+	var keptC []KeptReason
 	for _, cd := range cands {
 		r := cd.n.r
 		c := content(r)
 		if p.reached[c] || !isCand[c] {
-			if p.reached[c] {
+			if p.reached[c] && r.kind == kFile {
 				rep.Kept++
+				keptC = append(keptC, KeptReason{Path: "/" + r.path, Files: 1, Bytes: r.size, Reason: p.by[c]})
 			}
 			continue
 		}
@@ -553,6 +562,13 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 		return dropped[a].Path < dropped[b].Path
 	})
 	rep.Top = append(rep.Top, dropped[:min(len(dropped), 20)]...)
+	sort.SliceStable(keptC, func(a, b int) bool {
+		if keptC[a].Bytes != keptC[b].Bytes {
+			return keptC[a].Bytes > keptC[b].Bytes
+		}
+		return keptC[a].Path < keptC[b].Path
+	})
+	rep.TopKept = append(rep.TopKept, keptC[:min(len(keptC), 20)]...)
 	names := make([]string, 0, len(p.unres))
 	for n := range p.unres {
 		names = append(names, n)

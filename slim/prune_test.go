@@ -120,6 +120,9 @@ func pruneImage(t *testing.T, o elfObjects, extra ...testimage.Entry) []testimag
 		testimage.File(ml+"libplugdep.so.1", o["libplugdep.so.1"]),
 		testimage.File(ml+"libkeepme.so.3", o["libkeepme.so.3"]),
 		testimage.File(ml+"libcublas.so.11", o["libcublas.so.11"]),
+		// A link-time stub: never loaded, and its name must not make
+		// libcublas look kept.
+		testimage.File(ml+"stubs/libcublas.so", o["libcublas.so.11"]),
 		testimage.File(ml+"libnotelf.so.1", []byte("not an ELF object, whatever its name says; kept")),
 	}, extra...)
 }
@@ -146,7 +149,7 @@ func TestPruneClosure(t *testing.T) {
 		ml + "libpyonly.so.1", ml + "someplugin/plug.so", ml + "libplugdep.so.1", ml + "libkeepme.so.3", ml + "libnotelf.so.1",
 		"etc/ld.so.conf", "etc/ld.so.conf.d/x86_64-linux-gnu.conf"}
 	dropped := []string{ml + "libdeep.so.1", ml + "libunused.so.1.0", ml + "libunused.so.1", ml + "libunused.so", ml + "libonlyunused.so.1",
-		ml + "dri/fake_dri.so", ml + "libllvmish.so.1", ml + "libcublas.so.11"}
+		ml + "dri/fake_dri.so", ml + "libllvmish.so.1", ml + "libcublas.so.11", ml + "stubs/libcublas.so"}
 	for _, p := range kept {
 		if _, ok := fs[p]; !ok {
 			t.Errorf("%s dropped", p)
@@ -163,11 +166,11 @@ func TestPruneClosure(t *testing.T) {
 		t.Fatal("no prune report")
 	}
 	var wantBytes int64
-	for _, n := range []string{"libdeepA.so.1", "libunused.so.1.0", "libonlyunused.so.1", "fake_dri.so", "libllvmish.so.1", "libcublas.so.11"} {
+	for _, n := range []string{"libdeepA.so.1", "libunused.so.1.0", "libonlyunused.so.1", "fake_dri.so", "libllvmish.so.1", "libcublas.so.11", "libcublas.so.11"} {
 		wantBytes += int64(len(o[n]))
 	}
-	if pr.DroppedFiles != 6 || pr.DroppedBytes != wantBytes {
-		t.Errorf("prune dropped %d files %d bytes, want 6 files %d bytes", pr.DroppedFiles, pr.DroppedBytes, wantBytes)
+	if pr.DroppedFiles != 7 || pr.DroppedBytes != wantBytes {
+		t.Errorf("prune dropped %d files %d bytes, want 7 files %d bytes", pr.DroppedFiles, pr.DroppedBytes, wantBytes)
 	}
 	var sum *RemovedSum
 	for i := range res.Report.Removed {
@@ -258,6 +261,10 @@ func TestPruneSwitches(t *testing.T) {
 			// what its drivers need too.
 			testimage.File(ml+"libGLX_mesa.so.0", o["libkeepme.so.3"]),
 		}, []string{ml + "dri/fake_dri.so", ml + "libllvmish.so.1"}, []string{ml + "libunused.so.1.0"}},
+		{"libcublas kept keeps libcublasLt", strictPolicy(t), []testimage.Entry{
+			testimage.File(ml+"libcublasLt.so.11", o["libkeepme.so.3"]),
+			testimage.File("usr/lib/python3/dist-packages/blas/_blas.so", o["fake_dri.so"]),
+		}, []string{ml + "libcublasLt.so.11", ml + "libcublas.so.11"}, []string{ml + "libunused.so.1.0"}},
 		{"app directory objects are roots", strictPolicy(t), []testimage.Entry{
 			testimage.File("srv/app/bin/viewer.so", o["fake_dri.so"]),
 		}, []string{ml + "libllvmish.so.1"}, []string{ml + "dri/fake_dri.so", ml + "libunused.so.1.0"}},
@@ -267,8 +274,11 @@ func TestPruneSwitches(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			entries := pruneImage(t, o, tc.extra...)
-			if tc.name == "plugin dir of a kept owner" {
+			switch tc.name {
+			case "plugin dir of a kept owner":
 				tc.pol.KeepLibs = []string{"libGLX_mesa.so*"}
+			case "libcublas kept keeps libcublasLt":
+				tc.pol.KeepLibs = []string{"usr/lib/x86_64-linux-gnu/libcublas.so.11"}
 			}
 			fs, res, _ := slimFS(t, tc.pol, testimage.Config{WorkingDir: "/srv/app"}, entries)
 			for _, p := range tc.kept {

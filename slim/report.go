@@ -345,6 +345,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, f := range p.Top[:min(len(p.Top), 10)] {
 			fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(f.Bytes), f.Path, f.Why)
 		}
+		if len(p.TopKept) > 0 {
+			fmt.Fprintf(w, "  largest kept:\n")
+			for _, k := range p.TopKept[:min(len(p.TopKept), 5)] {
+				fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(k.Bytes), k.Path, k.Reason)
+			}
+		}
 		if len(p.Unresolved) > 0 {
 			var names []string
 			for _, u := range p.Unresolved {
