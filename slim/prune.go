@@ -396,8 +396,22 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	var cands []cand
 	isCand := map[*rec]bool{} // content records of candidates
 	var roots []*vnode
+	type linkRoot struct{ link, target *vnode }
+	var linkRoots []linkRoot
 	v.root.walk(func(n *vnode) {
 		r := n.r
+		if r != nil && r.kind == kSymlink && p.kept(r) {
+			// A link from outside the linker's directories to a library
+			// (torch/lib/libtorch_global_deps.so → /usr/lib/...) is a
+			// path someone opens: the library is a root. Links inside
+			// them (SONAME and dev links) are not.
+			if ok, _ := p.candidateOf(n); !ok {
+				if t := v.resolveLink(n); t != nil && !t.dir && t.r != nil && p.kept(content(t.r)) && content(t.r).elf != nil {
+					linkRoots = append(linkRoots, linkRoot{n, t})
+				}
+			}
+			return
+		}
 		if r == nil || n.dir || (r.kind != kFile && r.kind != kHardlink) || !p.kept(r) {
 			return
 		}
@@ -454,6 +468,14 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	for _, n := range roots {
 		delete(isCand, content(n.r))
 	}
+	for _, lr := range linkRoots {
+		c := content(lr.target.r)
+		delete(isCand, c)
+		if !p.reached[c] {
+			p.reach(lr.target, path.Dir(lr.link.fullPath()), nil, "linked from /"+lr.link.fullPath())
+			rep.Roots++
+		}
+	}
 	// The image's own program.
 	if img.Config != nil {
 		if prog := entryProgram(img.Config.Config.Entrypoint, img.Config.Config.Cmd); prog != "" {
@@ -462,7 +484,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			}
 		}
 	}
-	rep.Roots = len(roots)
+	rep.Roots += len(roots)
 	for _, n := range roots {
 		p.reach(n, "", nil, "root")
 	}

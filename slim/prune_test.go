@@ -112,6 +112,10 @@ func pruneImage(t *testing.T, o elfObjects, extra ...testimage.Entry) []testimag
 		// A Python extension module and the library only it needs.
 		testimage.File("usr/lib/python3/dist-packages/ext/_ext.cpython-311-x86_64-linux-gnu.so", o["_ext.so"]),
 		testimage.File(ml+"libpyonly.so.1", o["libpyonly.so.1"]),
+		// Opened by path through a link from a Python package (torch's
+		// libtorch_global_deps.so): a root.
+		testimage.Symlink("usr/lib/python3/dist-packages/ext/lib/libglobal_deps.so", "../../../../x86_64-linux-gnu/libglobal_deps.so.1"),
+		testimage.File(ml+"libglobal_deps.so.1", o["libllvmish.so.1"]),
 		// A plugin directory whose owner (libGLX_mesa) is absent.
 		testimage.File(ml+"dri/fake_dri.so", o["fake_dri.so"]),
 		testimage.File(ml+"libllvmish.so.1", o["libllvmish.so.1"]),
@@ -146,7 +150,7 @@ func TestPruneClosure(t *testing.T) {
 
 	kept := []string{"usr/bin/app", "usr/bin/script", ml + "libmid.so.1.2", ml + "libmid.so.1", ml + "libmid.so", "usr/lib/libdeep.so.1",
 		ml + "libnvrtc.so.11.2", ml + "libnvrtcdep.so.1", "usr/lib/python3/dist-packages/ext/_ext.cpython-311-x86_64-linux-gnu.so",
-		ml + "libpyonly.so.1", ml + "someplugin/plug.so", ml + "libplugdep.so.1", ml + "libkeepme.so.3", ml + "libnotelf.so.1",
+		ml + "libpyonly.so.1", ml + "libglobal_deps.so.1", "usr/lib/python3/dist-packages/ext/lib/libglobal_deps.so", ml + "someplugin/plug.so", ml + "libplugdep.so.1", ml + "libkeepme.so.3", ml + "libnotelf.so.1",
 		"etc/ld.so.conf", "etc/ld.so.conf.d/x86_64-linux-gnu.conf"}
 	dropped := []string{ml + "libdeep.so.1", ml + "libunused.so.1.0", ml + "libunused.so.1", ml + "libunused.so", ml + "libonlyunused.so.1",
 		ml + "dri/fake_dri.so", ml + "libllvmish.so.1", ml + "libcublas.so.11", ml + "stubs/libcublas.so"}
