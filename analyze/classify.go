@@ -105,7 +105,21 @@ func classifyPath(p string) Class {
 	return ClassOther
 }
 
+// gccInternals are gcc's own compiler passes, which the gcc driver runs:
+// a compiler is a build tool, like nvcc.
+var gccInternals = map[string]bool{
+	"cc1": true, "cc1plus": true, "cc1obj": true, "cc1objplus": true, "cc1gm2": true, "f951": true, "d21": true, "go1": true,
+	"gnat1": true, "lto1": true, "collect2": true, "lto-wrapper": true, "g++-mapper-server": true,
+}
+
+// gccLibexecRe is where gcc keeps them: /usr/lib/gcc/TRIPLET/VERSION/
+// (Debian) or /usr/libexec/gcc/TRIPLET/VERSION/ (Fedora, upstream).
+var gccLibexecRe = regexp.MustCompile(`^usr/(lib|libexec|local/libexec|local/lib)/gcc/[^/]+/[^/]+/[^/]+$`)
+
 func isToolkitBinary(p, base string) bool {
+	if gccInternals[base] && gccLibexecRe.MatchString(p) {
+		return true
+	}
 	if !toolkitBinaries[base] {
 		// The NVVM compiler back end and the toolkit's Nsight tools are
 		// build/profiling only.

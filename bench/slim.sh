@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: kiln slim on the realistic devel-based app image, in one run.
 #   bash bench/slim.sh [SOURCE] [LEVEL]
+#   POLICY=runtime-strict bash bench/slim.sh   # also prune unreferenced libraries
+#   PROBE="python3 -c 'import torch'" ...       # run the probe through BuildKit
 # SOURCE defaults to the fixture's OCI layout (zstd layers, as pulled);
 # docker-archive:$KILN_FIXTURES/app.tar or 127.0.0.1:5000/kiln/naive-app:latest
 # work too. Prints size before/after by class, the size ratio (weights moved
@@ -13,6 +15,8 @@ export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
 FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 SRC="${1:-oci:$FIX/oci:app}"
 LEVEL="${2:-3}"
+POLICY="${POLICY:-runtime}"
+PROBE="${PROBE:-}"
 SCRATCH="${KILN_SLIM_SCRATCH:-/var/tmp/kiln-slim}"
 mkdir -p "$SCRATCH"
 out=$(mktemp -d "$SCRATCH/bench.XXXXXX")
@@ -20,8 +24,10 @@ trap 'rm -rf "$out"' EXIT
 
 go build -o "$out/kiln" ./cmd/kiln
 rm -rf "$SCRATCH/weights"
-echo "source: $SRC, zstd level $LEVEL" >&2
-/usr/bin/time -f '%e %M' -o "$out/t" env KILN_WORK_DIR="$out" "$out/kiln" slim "$SRC" \
+echo "source: $SRC, zstd level $LEVEL, policy $POLICY${PROBE:+, probe: $PROBE}" >&2
+probe=()
+if [ -n "$PROBE" ]; then probe=(--probe "$PROBE"); fi
+/usr/bin/time -f '%e %M' -o "$out/t" env KILN_WORK_DIR="$out" "$out/kiln" slim "$SRC" --policy "$POLICY" "${probe[@]}" \
 	--to "oci:$out/slim:app" --weights-to "oci:$SCRATCH/weights:app" --level "$LEVEL" --json --progress none >"$out/rep.json"
 read -r wall rss <"$out/t"
 
@@ -45,8 +51,23 @@ print(f"{'layers':24}{r['before']['layers']:>14}{r['after']['layers']:>14}")
 print(f"\n{'class':24}{'before':>14}{'after':>14}")
 for c in r['classes']:
     print(f"{c['class']:24}{mib(c['before_bytes']):>14}{mib(c['after_bytes']):>14}")
+print(f"\n{'removed (reason)':40}{'files':>8}{'bytes':>14}")
+for s in r['removed']:
+    print(f"{s['why']:40}{s['files']:>8}{mib(s['bytes']):>14}")
+p = r.get('prune')
+if p:
+    print(f"\nprune_libs {p['mode']}: dropped {p['dropped_files']} of {p['candidates']} candidate libraries ({mib(p['dropped_bytes'])} of {mib(p['candidate_bytes'])}), {p['roots']} roots")
+    for f in p['top'][:12]:
+        print(f"  {mib(f['bytes']):>10}  {f['path']}  ({f['why']})")
+    print("  largest kept:")
+    for k in p['top_kept'][:8]:
+        print(f"  {mib(k['bytes']):>10}  {k['path']}  ({k['reason']})")
+    if p['unresolved']:
+        print("  needed, not in the image: " + ", ".join(u['name'] for u in p['unresolved']))
+for w in r['warnings']:
+    print(f"warning: {w}")
 print(f"\nweights moved out: {r['diverted_files']} files, {mib(r['diverted_bytes'])}")
-print(f"size ratio (compressed, weights out): {r['before']['compressed_size']/r['after']['compressed_size']:.2f}x   (target >= 3)")
+print(f"size ratio (compressed, weights out): {r['before']['compressed_size']/r['after']['compressed_size']:.2f}x   (target >= 3, policy {r['policy']})")
 print(f"size ratio (uncompressed):            {r['before']['uncompressed_size']/r['after']['uncompressed_size']:.2f}x")
 src_mb = r['before']['uncompressed_size'] / 1e6
 out_mb = r['after']['uncompressed_size'] / 1e6

@@ -197,6 +197,15 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		}
 	})
 
+	// Libraries nothing links: after the policy's drops (a program it
+	// removed needs nothing), before the dedupe (whose keeper must stay).
+	if pol.Prunes() {
+		rep.Prune = pl.prune(img, v, pol, state, hits, workdir)
+		if n := len(rep.Prune.Unreadable); n > 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("prune_libs: %d ELF files could not be read (kept; what they need is unknown): %s", n, strings.Join(rep.Prune.Unreadable[:min(n, 3)], "; ")))
+		}
+	}
+
 	// One copy of each CUDA library installed both by the system and by a
 	// wheel: the system copy stays, the wheel's becomes a symlink to it
 	// (relative, so it works wherever the root is mounted).

@@ -41,6 +41,21 @@ const (
 	JITRefuse JITAction = "refuse"
 )
 
+// PruneMode says whether libraries nothing links are dropped.
+type PruneMode string
+
+// Prune modes.
+const (
+	// PruneOff keeps every shared library (the default: safety first).
+	PruneOff PruneMode = "off"
+	// PruneUnreferenced drops shared libraries in the dynamic linker's
+	// directories that no kept program, Python extension or application
+	// object needs, directly or transitively (DT_NEEDED), and that no
+	// keep-list names as loaded with dlopen. Only a probe that exercises
+	// the application proves the result runs.
+	PruneUnreferenced PruneMode = "unreferenced"
+)
+
 // Policy decides which files a slim image keeps. The YAML form:
 //
 //	drop: [dev_tools, headers, static_libs, docs, caches]  # analyze's classes
@@ -49,6 +64,8 @@ const (
 //	keep: ["usr/share/doc/*/copyright"] # globs, always kept (wins over drop/remove)
 //	dedupe_cuda_libs: true     # one copy of a CUDA library installed twice
 //	jit: keep                  # keep | refuse (see JITAction)
+//	prune_libs: unreferenced   # off | unreferenced (see PruneMode)
+//	keep_libs: ["libfoo.so*"]  # libraries prune keeps (name or path globs)
 type Policy struct {
 	// Name is "runtime", "weights" or the policy file's path.
 	Name           string          `yaml:"-"`
@@ -58,10 +75,15 @@ type Policy struct {
 	Keep           []string        `yaml:"keep"`
 	DedupeCUDALibs bool            `yaml:"dedupe_cuda_libs"`
 	JIT            JITAction       `yaml:"jit"`
+	PruneLibs      PruneMode       `yaml:"prune_libs"`
+	KeepLibs       []string        `yaml:"keep_libs"`
 }
 
+// Prunes reports whether unreferenced libraries are dropped.
+func (p *Policy) Prunes() bool { return p.PruneLibs == PruneUnreferenced }
+
 // BuiltinPolicies lists the names BuiltinPolicy knows.
-var BuiltinPolicies = []string{"runtime", "weights"}
+var BuiltinPolicies = []string{"runtime", "runtime-strict", "weights"}
 
 // BuiltinPolicy returns a built-in policy:
 //
@@ -69,9 +91,17 @@ var BuiltinPolicies = []string{"runtime", "weights"}
 //	         ptxas, cicc and Nsight, headers, static libraries, docs) and
 //	         caches (pip, apt, conda, __pycache__), dedupes CUDA libraries
 //	         and diverts weights; license files stay.
+//	runtime-strict  runtime, plus prune_libs: unreferenced (libraries no
+//	         kept program, extension module or application object links,
+//	         and no dlopen keep-list names, are dropped). Use it with a
+//	         probe that exercises the application.
 //	weights  diverts weights and drops nothing else.
 func BuiltinPolicy(name string) (*Policy, error) {
 	switch name {
+	case "runtime-strict":
+		p, _ := BuiltinPolicy("runtime")
+		p.Name, p.PruneLibs = "runtime-strict", PruneUnreferenced
+		return p, nil
 	case "runtime":
 		return &Policy{
 			Name:           "runtime",
@@ -80,9 +110,10 @@ func BuiltinPolicy(name string) (*Policy, error) {
 			Keep:           []string{"usr/share/doc/*/copyright", "usr/share/common-licenses/**"},
 			DedupeCUDALibs: true,
 			JIT:            JITKeep,
+			PruneLibs:      PruneOff,
 		}, nil
 	case "weights":
-		return &Policy{Name: "weights", Weights: WeightsDivert, JIT: JITKeep}, nil
+		return &Policy{Name: "weights", Weights: WeightsDivert, JIT: JITKeep, PruneLibs: PruneOff}, nil
 	}
 	return nil, fmt.Errorf("unknown built-in policy %q (built-in: %s; or a policy file)", name, strings.Join(BuiltinPolicies, ", "))
 }
@@ -108,6 +139,9 @@ func ParsePolicy(name string, b []byte) (*Policy, error) {
 	}
 	if p.JIT == "" {
 		p.JIT = JITKeep
+	}
+	if p.PruneLibs == "" {
+		p.PruneLibs = PruneOff
 	}
 	f, _ := parser.ParseBytes(b, 0)
 	at := func(yamlPath string) string {
@@ -143,7 +177,12 @@ func ParsePolicy(name string, b []byte) (*Policy, error) {
 	default:
 		return nil, fmt.Errorf("%s: jit: %q is not one of keep, refuse", at("$.jit"), p.JIT)
 	}
-	for field, globs := range map[string][]string{"remove": p.Remove, "keep": p.Keep} {
+	switch p.PruneLibs {
+	case PruneOff, PruneUnreferenced:
+	default:
+		return nil, fmt.Errorf("%s: prune_libs: %q is not one of off, unreferenced", at("$.prune_libs"), p.PruneLibs)
+	}
+	for field, globs := range map[string][]string{"remove": p.Remove, "keep": p.Keep, "keep_libs": p.KeepLibs} {
 		for i, g := range globs {
 			if err := checkGlob(g); err != nil {
 				return nil, fmt.Errorf("%s: %s[%d]: %v", at(fmt.Sprintf("$.%s[%d]", field, i)), field, i, err)
@@ -193,6 +232,13 @@ func (p *Policy) String() string {
 	}
 	if p.DedupeCUDALibs {
 		parts = append(parts, "dedupe cuda_libs")
+	}
+	if p.Prunes() {
+		s := "prune unreferenced libs"
+		if len(p.KeepLibs) > 0 {
+			s += " (keep " + strings.Join(p.KeepLibs, ",") + ")"
+		}
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -24,6 +24,8 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"jit: maybe\n", "p.yaml:1: jit: \"maybe\""},
 		{"remove:\n  - \"usr/[share\"\n", "p.yaml:2: remove[0]: bad glob"},
 		{"dorp: [docs]\n", "p.yaml: [1:1] unknown field \"dorp\""},
+		{"drop: [docs]\nprune_libs: all\n", "p.yaml:2: prune_libs: \"all\" is not one of off, unreferenced"},
+		{"keep_libs:\n  - \"lib[x.so\"\n", "p.yaml:2: keep_libs[0]: bad glob"},
 	}
 	for _, tc := range cases {
 		_, err := ParsePolicy("p.yaml", []byte(tc.yaml))
@@ -38,7 +40,16 @@ func TestBuiltinPolicy(t *testing.T) {
 	if err != nil || len(w.Drop) != 0 || w.Weights != WeightsDivert || w.DedupeCUDALibs {
 		t.Errorf("weights policy: %+v %v", w, err)
 	}
-	if _, err := BuiltinPolicy("nope"); err == nil || !strings.Contains(err.Error(), "runtime, weights") {
+	r, _ := BuiltinPolicy("runtime")
+	s, err := BuiltinPolicy("runtime-strict")
+	if err != nil || !s.Prunes() || r.Prunes() || len(s.Drop) != len(r.Drop) || !strings.Contains(s.String(), "prune unreferenced libs") {
+		t.Errorf("runtime-strict: %+v %v", s, err)
+	}
+	p, err := ParsePolicy("p.yaml", []byte("drop: [docs]\n"))
+	if err != nil || p.PruneLibs != PruneOff {
+		t.Errorf("prune must be off by default: %+v %v", p, err)
+	}
+	if _, err := BuiltinPolicy("nope"); err == nil || !strings.Contains(err.Error(), "runtime, runtime-strict, weights") {
 		t.Errorf("unknown: %v", err)
 	}
 }

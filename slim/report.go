@@ -41,6 +41,9 @@ type Report struct {
 	TopRemoved []RemovedFile `json:"top_removed"`
 	// Kept explains files the policy would have dropped but kept.
 	Kept []KeptReason `json:"kept"`
+	// Prune accounts for prune_libs (absent when the policy keeps every
+	// library).
+	Prune *PruneReport `json:"prune,omitempty"`
 	// JIT lists run-time kernel compilers found in the image.
 	JIT []JITPackage `json:"jit"`
 	// Diverted is the number and size of the files handed to the diverter.
@@ -334,6 +337,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nlargest removed files:\n")
 		for _, f := range r.TopRemoved[:min(len(r.TopRemoved), 8)] {
 			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", human(f.Bytes), f.Path, f.Layer, f.Why)
+		}
+	}
+	if p := r.Prune; p != nil {
+		fmt.Fprintf(w, "\nunreferenced libraries (prune_libs: %s): %d of %d candidate libraries dropped, %s of %s; %d roots; search dirs %s\n",
+			p.Mode, p.DroppedFiles, p.Candidates, human(p.DroppedBytes), human(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
+		for _, f := range p.Top[:min(len(p.Top), 10)] {
+			fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(f.Bytes), f.Path, f.Why)
+		}
+		if len(p.TopKept) > 0 {
+			fmt.Fprintf(w, "  largest kept:\n")
+			for _, k := range p.TopKept[:min(len(p.TopKept), 5)] {
+				fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(k.Bytes), k.Path, k.Reason)
+			}
+		}
+		if len(p.Unresolved) > 0 {
+			var names []string
+			for _, u := range p.Unresolved {
+				names = append(names, u.Name)
+			}
+			fmt.Fprintf(w, "  needed but not in the image (the host may provide them): %s\n", strings.Join(names, ", "))
 		}
 	}
 	for _, j := range r.JIT {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"io"
 	"path"
 	"strings"
@@ -39,7 +40,9 @@ type rec struct {
 	sum        [32]byte // content hash, for CUDA libraries (dedupe)
 	hasSum     bool
 	jit        *jitHit
-	linkTo     *rec // hardlinks: the record holding the content
+	linkTo     *rec     // hardlinks: the record holding the content
+	elf        *elfInfo // ELF objects, when the policy prunes libraries
+	text       []byte   // the dynamic linker's configuration (etc/ld.so.conf*), when pruning
 }
 
 // layerScan is the first pass's result for one layer.
@@ -54,6 +57,11 @@ type layerScan struct {
 func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, error) {
 	s := &layerScan{}
 	head := make([]byte, analyze.SniffLen)
+	prune := opt.Policy.Prunes()
+	var elfHead []byte
+	if prune {
+		elfHead = make([]byte, elfHeadLen)
+	}
 	ord := -1
 	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
 		ord++
@@ -86,14 +94,47 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 			r.size = h.Size
 			r.class = analyze.ClassifyPath(e.Path)
 			var rd io.Reader = body
-			if analyze.WeightCandidate(e.Path, r.size) {
-				n, _ := io.ReadFull(body, head)
-				if f := analyze.SniffWeights(e.Path, head[:n], r.size); f != "" {
-					r.class, r.format = analyze.ClassWeights, f
+			var peek []byte
+			weightCand := analyze.WeightCandidate(e.Path, r.size)
+			if weightCand || prune && r.size >= 64 {
+				n, err := io.ReadFull(body, head)
+				if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
 				}
-				rd = io.MultiReader(bytes.NewReader(head[:n]), body)
+				peek = head[:n]
+				if weightCand {
+					if f := analyze.SniffWeights(e.Path, peek, r.size); f != "" {
+						r.class, r.format = analyze.ClassWeights, f
+					}
+				}
+				rd = io.MultiReader(bytes.NewReader(peek), body)
 			}
+			isObj := prune && isELF(peek)
 			switch {
+			case isObj:
+				// The dynamic facts, read as the file streams; CUDA
+				// libraries are hashed on the way.
+				var hs hash.Hash
+				var tee io.Writer
+				if r.class == analyze.ClassCUDALibs {
+					hs = sha256.New()
+					tee = hs
+				}
+				info, err := readELF(peek, body, tee, elfHead, opt.WorkDir)
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				r.elf = info
+				if hs != nil {
+					copy(r.sum[:], hs.Sum(nil))
+					r.hasSum = true
+				}
+			case prune && isLdSoConf(e.Path) && r.size <= 64<<10:
+				b, err := io.ReadAll(rd)
+				if err != nil {
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				r.text = b
 			case r.class == analyze.ClassCUDALibs && r.size > 0:
 				hs := sha256.New()
 				if _, err := io.Copy(hs, rd); err != nil {

@@ -28,6 +28,7 @@ type SlimOptions struct {
 	Policy        string
 	Level         int
 	Force         bool
+	PruneLibs     bool
 	Probe         string
 	ProbeRegistry string
 	WeightsTo     string
@@ -55,8 +56,15 @@ Python packages, application. The same input and policy give the same digest.
 
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
 cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
-__pycache__); "weights" only moves weights out. --policy FILE reads YAML
-(docs/slim.md).
+__pycache__); "runtime-strict" also drops shared libraries that nothing in
+the image links (--prune-libs adds that to any policy); "weights" only moves
+weights out. --policy FILE reads YAML (docs/slim.md).
+
+--prune-libs follows DT_NEEDED from every kept program, Python extension
+module and application object (plus libraries known to be dlopen'ed) and
+drops the libraries of the dynamic linker's directories outside that
+closure. Code that dlopens other libraries by name is invisible to it: run
+it with a --probe that exercises the application.
 
 Weights leave the image only with --weights-to: they become a kiln weights
 volume (artifact + manifest) and the image gets labels pointing at it.
@@ -82,9 +90,10 @@ probe does.`,
 	opts.imageFlags.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
-	f.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, weights) or a policy YAML file")
+	f.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	f.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	f.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
+	f.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
 	f.StringVar(&opts.Probe, "probe", "", "command to run in the slim image through BuildKit before writing it (fails the slim when it fails)")
 	f.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", "127.0.0.1:5000"), "registry the BuildKit daemon can pull from, for --probe")
 	f.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
@@ -138,6 +147,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if err != nil {
 		return usageErr("--policy: %v", err)
 	}
+	if opts.PruneLibs {
+		pol.PruneLibs = slim.PruneUnreferenced
+	}
 	if opts.WeightsTo != "" {
 		if _, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
 			return usageErr("--weights-to: %v", err)
@@ -180,6 +192,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		return err
 	}
 	rep := res.Report
+	if pol.Prunes() && opts.Probe == "" {
+		rep.Warnings = append(rep.Warnings, "prune_libs without --probe: nothing checked that the application still loads what it dlopens; run kiln slim --probe 'CMD' with a command that exercises it")
+	}
 
 	labels := map[string]string{}
 	if col != nil && rep.DivertedFiles > 0 {

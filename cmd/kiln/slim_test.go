@@ -115,3 +115,39 @@ func TestSlimCommandErrors(t *testing.T) {
 }
 
 func v1SHA(b []byte) (v1.Hash, int64, error) { return v1.SHA256(bytes.NewReader(b)) }
+
+// --prune-libs drops a library nothing links (the report says which, and
+// warns that no probe checked the result); the program's libc stays.
+func TestSlimCommandPruneLibs(t *testing.T) {
+	prog, err1 := os.ReadFile("/usr/bin/true")
+	libz, err2 := os.ReadFile("/usr/lib/x86_64-linux-gnu/libz.so.1")
+	libc, err3 := os.ReadFile("/usr/lib/x86_64-linux-gnu/libc.so.6")
+	if err1 != nil || err2 != nil || err3 != nil {
+		t.Skip("host ELF files missing")
+	}
+	dir := t.TempDir()
+	ml := "usr/lib/x86_64-linux-gnu/"
+	img := testimage.Image(t, testimage.Config{Cmd: []string{"/usr/bin/true"}},
+		testimage.Layer(t, []testimage.Entry{
+			testimage.File("usr/bin/true", prog), testimage.File(ml+"libc.so.6", libc),
+			testimage.File(ml+"libz.so.1.2.13", libz), testimage.Symlink(ml+"libz.so.1", "libz.so.1.2.13"),
+		}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	code, out, errOut := run(t, "slim", "oci:"+dir+":app", "--to", "oci:"+filepath.Join(dir, "out"), "--prune-libs", "--json", "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var rep slim.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Prune == nil || rep.Prune.DroppedFiles != 1 || rep.Prune.DroppedBytes != int64(len(libz)) || rep.Prune.Top[0].Path != "/"+ml+"libz.so.1.2.13" {
+		t.Fatalf("prune report: %+v", rep.Prune)
+	}
+	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "without --probe") {
+		t.Errorf("no warning about the missing probe: %v", rep.Warnings)
+	}
+	if !strings.Contains(rep.PolicySummary, "prune unreferenced libs") || rep.After.Files != 2 {
+		t.Errorf("policy %q, %d files after", rep.PolicySummary, rep.After.Files)
+	}
+}

@@ -133,9 +133,12 @@ func Layer(t testing.TB, entries []Entry, comp string) v1.Layer {
 
 // Config describes the image config of a built image.
 type Config struct {
-	Env       []string
-	Labels    map[string]string
-	CreatedBy []string
+	Env        []string
+	Labels     map[string]string
+	CreatedBy  []string
+	Entrypoint []string
+	Cmd        []string
+	WorkingDir string
 }
 
 // Image stacks layers onto an empty linux/amd64 image.
@@ -163,6 +166,7 @@ func Image(t testing.TB, cfg Config, ls ...v1.Layer) v1.Image {
 	cf.OS, cf.Architecture = "linux", "amd64"
 	cf.Config.Env = cfg.Env
 	cf.Config.Labels = cfg.Labels
+	cf.Config.Entrypoint, cf.Config.Cmd, cf.Config.WorkingDir = cfg.Entrypoint, cfg.Cmd, cfg.WorkingDir
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		t.Fatal(err)
