@@ -5,9 +5,13 @@
 #   1. analyze the naive image people build today;
 #   2. build the embedded default recipe (debian-cuda11.8) as a two-stage
 #      image, beside the naive single-stage Dockerfile, and compare;
-#   3. gate kiln's image with the runtime rules (and the naive one: exit 3).
-#   4. warm kiln's image into a local containerd (its own root and socket) and
-#      start a container of it with ctr run: no pull.
+#   3. gate kiln's image with the runtime rules (and the naive one: exit 3);
+#   4. slim the naive app image without a rebuild: runtime-strict policy, the
+#      weights moved into a volume artifact, probed through BuildKit;
+#   5. pull the weights volume, verify it, print how to mount it;
+#   6. host check: the slim image against described GPU hosts (no GPU here);
+#   7. warm the slim image and its weights into a local containerd (its own
+#      root and socket) and start it with ctr run: no pull, weights mounted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
@@ -43,11 +47,36 @@ bin/kiln analyze --progress none --ci testdata/rules/runtime.yaml "$REG/kiln-ben
 echo "naive image: exit ${PIPESTATUS[0]} (3 = a --ci rule broken)"
 set -e
 
-hr "4. kiln warm: kiln's image into a local containerd, then ctr run with no pull"
+hr "4. kiln slim: the naive app image, rewritten without a rebuild (weights moved out, probed)"
+SLIM="$REG/kiln-demo/app:slim"
+WREF="$REG/kiln-demo/app-weights:v1"
+bin/kiln slim "$REG/kiln/naive-app:latest" --to "$SLIM" --policy runtime-strict \
+	--weights-to "$WREF" --progress none \
+	--probe "python3 -c 'import torch; print(\"probe: torch\", torch.__version__, torch.ones(3).sum().item())'"
+echo
+bin/kiln analyze --progress none --ci testdata/rules/runtime.yaml "$SLIM" | tail -n 2
+
+hr "5. kiln weights: pull the volume the slim image points to, verify it, mount it"
+VOL=/var/tmp/kiln-demo-weights
+rm -rf "$VOL"
+bin/kiln weights pull "$SLIM" --into "$VOL"
+bin/kiln weights verify "$VOL"
+bin/kiln weights run-args "$SLIM" --volume "$VOL" --format docker
+
+hr "6. kiln host check: will the slim image run on these hosts?"
+for h in h100-535 rtx4090-550 geforce-470; do
+	set +e
+	bin/kiln host check --host-info "testdata/hostcheck/hosts/$h.json" --image "$SLIM" --progress none | sed -n '1,2p;/^FAIL\|^WARN/p;$p'
+	echo "  -> exit ${PIPESTATUS[0]} (1 = an item failed)"
+	set -e
+	echo
+done
+
+hr "7. kiln warm: the slim image and its weights into a local containerd, then ctr run with no pull"
 # A containerd of the demo's own (root, state, socket): the host's, if any,
 # is left alone.
 CW=/var/tmp/kiln-demo-containerd
-IMG="$REG/kiln-bench/slim:v1"
+IMG="$SLIM"
 demo_containerd_stop() {
 	if [ -f "$CW/pid" ]; then kill "$(cat "$CW/pid")" 2>/dev/null || true; sleep 1; fi
 	grep -o " $CW/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
@@ -69,12 +98,15 @@ containerd --config "$CW/config.toml" >"$CW/containerd.log" 2>&1 &
 echo $! >"$CW/pid"
 trap demo_containerd_stop EXIT
 for _ in $(seq 100); do [ -S "$CW/c.sock" ] && break; sleep 0.1; done
-bin/kiln warm "$IMG" --target "containerd:$CW/c.sock" --unpack --ready-file "$CW/ready"
+bin/kiln warm "$IMG" --target "containerd:$CW/c.sock" --unpack --weights-into "$CW/weights" --ready-file "$CW/ready"
 echo
 ctr --address "$CW/c.sock" images check
 echo
 echo "ready marker: $(cat "$CW/ready")"
 # ctr run never pulls: it fails on an image that is not there. It finds
 # the warmed one complete and unpacked, and starts at once.
-time ctr --address "$CW/c.sock" run --rm "$IMG" kiln-demo \
-	sh -c 'echo "container started from the warmed image, no pull: $(. /etc/os-release; echo $PRETTY_NAME)"'
+# The weights volume is mounted read-only where the image expects it (its
+# dev.kiln.weights.mount label: /app/models for the fixture app).
+time ctr --address "$CW/c.sock" run --rm \
+	--mount "type=bind,src=$CW/weights,dst=/app/models,options=rbind:ro" "$IMG" kiln-demo \
+	python3 -c 'import os, torch; print("container started from the warmed image, no pull: torch", torch.__version__, "| weights:", sorted(os.listdir("/app/models")))'
