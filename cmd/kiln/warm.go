@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
@@ -394,9 +395,5 @@ func writeReadyFile(p string, rep *warm.Report) error {
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return atomicfile.WriteFile(p, append(b, '\n'), 0o644)
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
@@ -161,7 +162,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	if opts.ManifestOut != "" {
 		b, _ := m.Encode()
-		if err := writeFileAtomic(opts.ManifestOut, b); err != nil {
+		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
 			return fmt.Errorf("--manifest-out: %v", err)
 		}
 	}
@@ -455,20 +456,4 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		fmt.Fprintf(w, "\n# kubernetes\n%s", s.Kubernetes)
 	}
 	return nil
-}
-
-func writeFileAtomic(file string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".kiln-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }
