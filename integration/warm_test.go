@@ -13,12 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
@@ -170,12 +170,11 @@ func active(t *testing.T, cd *testdaemon.Containerd) []ingest {
 		if m == nil {
 			continue
 		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		mult := map[string]float64{"B": 1, "kB": 1e3, "KiB": 1 << 10, "MB": 1e6, "MiB": 1 << 20, "GB": 1e9, "GiB": 1 << 30}[m[3]]
-		if mult == 0 {
-			mult = 1
+		n, err := bytesize.Parse(m[2] + m[3])
+		if err != nil {
+			t.Fatalf("ctr content active: %v", err)
 		}
-		res = append(res, ingest{ref: m[1], offset: int64(v * mult)})
+		res = append(res, ingest{ref: m[1], offset: n})
 	}
 	return res
 }

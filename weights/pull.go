@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
 // ManifestFile is where Pull keeps the volume manifest inside the volume,
@@ -112,7 +113,7 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := p.fetchAll(ctx); err != nil {
 		if isNoSpace(err) {
 			p.cleanRun()
-			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, humanBytes(p.need), err)
+			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, bytesize.Format(p.need), err)
 		}
 		return nil, err
 	}
@@ -662,17 +663,4 @@ func hashFile(file string) (string, error) {
 
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

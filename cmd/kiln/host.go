@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/hostcheck"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/spf13/cobra"
@@ -116,7 +117,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	var weights int64
 	if opts.WeightsSize != "" {
-		n, err := analyze.ParseByteSize(opts.WeightsSize)
+		n, err := bytesize.Parse(opts.WeightsSize)
 		if err != nil {
 			return usageErr("--weights-size: %v", err)
 		}

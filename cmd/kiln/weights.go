@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
@@ -243,7 +244,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if opts.Concurrency < 1 {
 		return usageErr("--concurrency: must be at least 1")
 	}
-	chunk, err := parseByteSize(opts.ChunkSize)
+	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil {
 		return usageErr("--chunk-size: %v", err)
 	}
@@ -252,7 +253,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	} else if chunk < 1<<20 {
 		return usageErr("--chunk-size: %s is under 1MiB", opts.ChunkSize)
 	}
-	rate, err := parseByteSize(opts.LimitRate)
+	rate, err := bytesize.Parse(opts.LimitRate)
 	if err != nil {
 		return usageErr("--limit-rate: %v", err)
 	}
