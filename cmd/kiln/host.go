@@ -104,10 +104,8 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 }
 
 func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	if opts.Capture && opts.HostInfo != "" {
 		return usageErr("--capture describes this machine; it does not combine with --host-info")

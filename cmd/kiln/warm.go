@@ -163,13 +163,8 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if err != nil {
 		return usageErr("--target: %v", err)
 	}
-	mode := opts.Progress
-	switch mode {
-	case "auto", "plain", "none":
-	case "bars", "tty":
-		mode = "tty"
-	default:
-		return usageErr("--progress: %q is not one of auto, bars, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	comp := warm.Compression(opts.Compression)
 	switch comp {
@@ -263,7 +258,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	var bar *progressBar
 	if !opts.DryRun {
-		bar = startProgress(opts.IO.ErrOut, mode, "warming "+tgt.String(), total, &done)
+		bar = startProgress(opts.IO.ErrOut, opts.Progress, "warming "+tgt.String(), total, &done)
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {

@@ -101,10 +101,8 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if opts.To == "" || opts.WeightsTo == "" {
 		return usageErr("weights strip needs --to and --weights-to")
 	}
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	lopts, err := opts.options()
 	if err != nil {
@@ -237,6 +235,9 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if opts.Into == "" {
 		return usageErr("weights pull needs --into DIR")
+	}
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	if opts.Jobs < 1 {
 		return usageErr("--jobs: must be at least 1")
