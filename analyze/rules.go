@@ -3,11 +3,11 @@ package analyze
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -51,32 +51,8 @@ func (b *ByteSize) UnmarshalYAML(data []byte) error {
 	return nil
 }
 
-var units = []struct {
-	suffix string
-	mult   float64
-}{
-	{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1},
-}
-
-// ParseByteSize parses "1234", "500MB", "1.5GiB".
-func ParseByteSize(s string) (int64, error) {
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := 1.0
-	for _, un := range units {
-		if strings.HasSuffix(u, un.suffix) {
-			mult = un.mult
-			u = strings.TrimSpace(strings.TrimSuffix(u, un.suffix))
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(u, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("%q is not a size (use bytes or a unit: 500MB, 2GiB)", s)
-	}
-	return int64(f * mult), nil
-}
+// ParseByteSize parses "1234", "500MB", "1.5GiB" (see bytesize.Parse).
+func ParseByteSize(s string) (int64, error) { return bytesize.Parse(s) }
 
 // LoadRules reads a rule file; errors name the file, line and field.
 func LoadRules(file string) (*Rules, error) {
@@ -202,16 +178,5 @@ func (r *Rules) Check(rep *Report) []Violation {
 	return v
 }
 
-// HumanBytes formats n with binary units.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// HumanBytes formats n with binary units (see bytesize.Format).
+func HumanBytes(n int64) string { return bytesize.Format(n) }

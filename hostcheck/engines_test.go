@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,111 +11,30 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/hostcheck"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 )
-
-// needEngines skips unless the test can start real engines (root, the
-// binaries installed); KILN_REQUIRE_ENGINES=1 turns the skip into a failure.
-func needEngines(t *testing.T, bins ...string) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root to start containerd/dockerd"
-	}
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil && why == "" {
-			why = b + " not installed"
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("KILN_REQUIRE_ENGINES") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
-
-// startDaemon starts a daemon and stops it (by its pid) when the test ends.
-func startDaemon(t *testing.T, logName string, name string, args ...string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), logName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("%s log:\n%s", name, lastLines(string(b), 30))
-		}
-	})
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}
-
-func waitSocket(t *testing.T, p string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", p); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: no daemon answered within 60s", p)
-}
 
 // TestRealEngines starts a real containerd and a real dockerd (on that
 // containerd, with the sysroot's daemon.json registering nvidia) with
 // their sockets at the standard places of a temporary root, and checks
 // what Gather reports over those sockets.
 func TestRealEngines(t *testing.T) {
-	needEngines(t, "containerd", "dockerd")
+	// KILN_REQUIRE_ENGINES=1 turns a skip (not root, no binary) into a failure.
+	req := testdaemon.RequireEnv("KILN_REQUIRE_ENGINES")
 	root := t.TempDir()
-	state := t.TempDir()
 	ctrSock := filepath.Join(root, "run/containerd/containerd.sock")
 	dockSock := filepath.Join(root, "var/run/docker.sock")
-	for _, d := range []string{filepath.Dir(ctrSock), filepath.Dir(dockSock), filepath.Join(root, "etc/docker")} {
-		os.MkdirAll(d, 0o755)
-	}
 	daemonJSON := filepath.Join(root, "etc/docker/daemon.json")
+	os.MkdirAll(filepath.Dir(daemonJSON), 0o755)
 	b, err := os.ReadFile(filepath.Join(testdata, "sysroot/h100/etc/docker/daemon.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(daemonJSON, b, 0o644)
-	cfg := filepath.Join(state, "containerd.toml")
-	os.WriteFile(cfg, []byte("version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"), 0o644)
-	startDaemon(t, "containerd.log", "containerd", "--config", cfg, "--root", filepath.Join(state, "ctr-root"), "--state", filepath.Join(state, "ctr-state"), "--address", ctrSock)
-	waitSocket(t, ctrSock)
-	dataRoot := filepath.Join(state, "docker")
-	startDaemon(t, "dockerd.log", "dockerd", "--config-file", daemonJSON, "--data-root", dataRoot, "--exec-root", filepath.Join(state, "exec"),
-		"--pidfile", filepath.Join(state, "docker.pid"), "-H", "unix://"+dockSock, "--containerd", ctrSock,
-		"--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs")
-	waitSocket(t, dockSock)
+	testdaemon.StartContainerd(t, req, testdaemon.Socket(ctrSock))
+	dk := testdaemon.StartDockerd(t, req, testdaemon.Socket(dockSock), testdaemon.Args("--config-file", daemonJSON,
+		"--containerd", ctrSock, "--ip6tables=false", "--storage-driver=vfs"))
+	dataRoot := dk.Root
 
 	h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: root, NvidiaSMI: "-", Timeout: 20 * time.Second})
 	if err != nil {

@@ -22,12 +22,15 @@ func buildKiln(t *testing.T, dir string) string {
 	return bin
 }
 
-// TestSlimAppFixturePruneLibs slims the app fixture with runtime-strict
-// (runtime + prune_libs: unreferenced): the probe imports torch and
-// computes with it, kiln analyze --ci passes, and the CUDA libraries nothing
-// links are gone. The fixture's python3-torch is Debian's CPU-only build:
-// it links no CUDA library, so they are all unreferenced here.
-func TestSlimAppFixturePruneLibs(t *testing.T) {
+// slimRun is what the slim tests start from: the app fixture's OCI
+// layout, BuildKit for the probe, a scratch directory under KILN_WORK_DIR
+// (the rewrite writes ~2.5 GB: keep it off a small /tmp) and the CLI.
+type slimRun struct {
+	bin, scratch, src string
+}
+
+func newSlimRun(t *testing.T, prefix string) slimRun {
+	t.Helper()
 	dir, e := fixtures(t)
 	if os.Getenv("BUILDKIT_HOST") == "" {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
@@ -35,26 +38,56 @@ func TestSlimAppFixturePruneLibs(t *testing.T) {
 		}
 		t.Skip(`no BuildKit (eval "$(bash scripts/buildkitd.sh env)")`)
 	}
-	scratch, err := os.MkdirTemp(os.Getenv("KILN_WORK_DIR"), "kiln-slim-prune-it-")
+	scratch, err := os.MkdirTemp(os.Getenv("KILN_WORK_DIR"), prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(scratch) })
-	bin := buildKiln(t, scratch)
-	src := appRefs(dir, e)["oci"]
-	dest := registry() + "/kiln-slim-it/app:strict"
-	wdest := "oci:" + filepath.Join(scratch, "weights") + ":app"
-	// LD_LIBRARY_PATH: the fixture's libGL workaround (see TestSlimAppFixture).
-	probe := "LD_LIBRARY_PATH=/usr/lib/mesa-diverted/x86_64-linux-gnu python3 -c 'import torch; assert torch.ones(2).sum().item() == 2'"
-	cmd := exec.Command(bin, "slim", src, "--to", dest, "--policy", "runtime-strict", "--weights-to", wdest,
-		"--probe", probe, "--json", "--progress", "none")
-	cmd.Env = append(os.Environ(), "KILN_WORK_DIR="+scratch)
+	return slimRun{bin: buildKiln(t, scratch), scratch: scratch, src: appRefs(dir, e)["oci"]}
+}
+
+// slim runs `kiln slim SRC --to dest --weights-to oci:SCRATCH/weights:app
+// --probe probe ARGS --json`, decodes its report into rep and returns it.
+func (r slimRun) slim(t *testing.T, dest, probe string, rep any, args ...string) []byte {
+	t.Helper()
+	wdest := "oci:" + filepath.Join(r.scratch, "weights") + ":app"
+	cmd := exec.Command(r.bin, append([]string{"slim", r.src, "--to", dest, "--weights-to", wdest,
+		"--probe", probe, "--json", "--progress", "none"}, args...)...)
+	cmd.Env = append(os.Environ(), "KILN_WORK_DIR="+r.scratch)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kiln slim --policy runtime-strict: %v\n%s", err, stderr.String())
+		t.Fatalf("kiln slim %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
+	if err := json.Unmarshal(out, rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	return out
+}
+
+// analyzeCI checks `kiln analyze --ci testdata/rules/runtime.yaml` passes
+// on the image slim pushed.
+func (r slimRun) analyzeCI(t *testing.T, image string) {
+	t.Helper()
+	ci := exec.Command(r.bin, "analyze", image, "--ci", "../testdata/rules/runtime.yaml", "--progress", "none")
+	if out, err := ci.CombinedOutput(); err != nil {
+		t.Fatalf("kiln analyze --ci on the slim image: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "passed") {
+		t.Errorf("analyze --ci: %s", out)
+	}
+}
+
+// TestSlimAppFixturePruneLibs slims the app fixture with runtime-strict
+// (runtime + prune_libs: unreferenced): the probe imports torch and
+// computes with it, kiln analyze --ci passes, and the CUDA libraries nothing
+// links are gone. The fixture's python3-torch is Debian's CPU-only build:
+// it links no CUDA library, so they are all unreferenced here.
+func TestSlimAppFixturePruneLibs(t *testing.T) {
+	r := newSlimRun(t, "kiln-slim-prune-it-")
+	dest := registry() + "/kiln-slim-it/app:strict"
+	// LD_LIBRARY_PATH: the fixture's libGL workaround (see TestSlimAppFixture).
+	probe := "LD_LIBRARY_PATH=/usr/lib/mesa-diverted/x86_64-linux-gnu python3 -c 'import torch; assert torch.ones(2).sum().item() == 2'"
 	var rep struct {
 		Before, After struct {
 			CompressedSize int64 `json:"compressed_size"`
@@ -69,9 +102,7 @@ func TestSlimAppFixturePruneLibs(t *testing.T) {
 		} `json:"prune"`
 		Warnings []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
+	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict")
 	if rep.Prune == nil || rep.Prune.DroppedFiles == 0 {
 		t.Fatalf("nothing pruned: %s", out)
 	}
@@ -93,12 +124,7 @@ func TestSlimAppFixturePruneLibs(t *testing.T) {
 	if ratio < 3 {
 		t.Errorf("%.2fx smaller, the issue asks for at least 3x", ratio)
 	}
-	ci := exec.Command(bin, "analyze", dest+"@"+rep.Digest, "--ci", "../testdata/rules/runtime.yaml", "--progress", "none")
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("kiln analyze --ci on the slim image: %v\n%s", err, out)
-	} else if !strings.Contains(string(out), "passed") {
-		t.Errorf("analyze --ci: %s", out)
-	}
+	r.analyzeCI(t, dest+"@"+rep.Digest)
 }
 
 // TestSlimAppFixture slims the realistic devel-based app image with the
@@ -106,23 +132,8 @@ func TestSlimAppFixturePruneLibs(t *testing.T) {
 // in the result through BuildKit (a real execution), and checks the result
 // passes `kiln analyze --ci testdata/rules/runtime.yaml`.
 func TestSlimAppFixture(t *testing.T) {
-	dir, e := fixtures(t)
-	if os.Getenv("BUILDKIT_HOST") == "" {
-		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
-			t.Fatal(`BUILDKIT_HOST unset: eval "$(bash scripts/buildkitd.sh env)"`)
-		}
-		t.Skip(`no BuildKit (eval "$(bash scripts/buildkitd.sh env)")`)
-	}
-	// The rewrite writes ~2.5 GB of scratch: keep it off a small /tmp.
-	scratch, err := os.MkdirTemp(os.Getenv("KILN_WORK_DIR"), "kiln-slim-it-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(scratch) })
-	bin := buildKiln(t, scratch)
-	src := appRefs(dir, e)["oci"]
+	r := newSlimRun(t, "kiln-slim-it-")
 	dest := registry() + "/kiln-slim-it/app:slim"
-	wdest := "oci:" + filepath.Join(scratch, "weights") + ":app"
 
 	// The fixture's python3-torch needs libGL.so.1, which its mesa package
 	// installed under /usr/lib/mesa-diverted without the alternatives
@@ -130,15 +141,6 @@ func TestSlimAppFixture(t *testing.T) {
 	// source image exactly as in the slim one. The probe points the loader
 	// there, so it tests what slim changed, not the fixture's defect.
 	probe := "LD_LIBRARY_PATH=/usr/lib/mesa-diverted/x86_64-linux-gnu python3 -c 'import torch'"
-	cmd := exec.Command(bin, "slim", src, "--to", dest, "--weights-to", wdest,
-		"--probe", probe, "--json", "--progress", "none")
-	cmd.Env = append(os.Environ(), "KILN_WORK_DIR="+scratch)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kiln slim: %v\n%s", err, stderr.String())
-	}
 	var rep struct {
 		Before, After struct {
 			CompressedSize int64 `json:"compressed_size"`
@@ -149,9 +151,7 @@ func TestSlimAppFixture(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"layers"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
+	r.slim(t, dest, probe, &rep)
 	if rep.DivertedFiles != 1 {
 		t.Errorf("diverted %d files, want the fixture's one safetensors file", rep.DivertedFiles)
 	}
@@ -165,10 +165,5 @@ func TestSlimAppFixture(t *testing.T) {
 	t.Logf("compressed %d → %d bytes (%.2fx), %s", rep.Before.CompressedSize, rep.After.CompressedSize,
 		float64(rep.Before.CompressedSize)/float64(rep.After.CompressedSize), rep.Digest)
 
-	ci := exec.Command(bin, "analyze", dest+"@"+rep.Digest, "--ci", "../testdata/rules/runtime.yaml", "--progress", "none")
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("kiln analyze --ci on the slim image: %v\n%s", err, out)
-	} else if !strings.Contains(string(out), "passed") {
-		t.Errorf("analyze --ci: %s", out)
-	}
+	r.analyzeCI(t, dest+"@"+rep.Digest)
 }

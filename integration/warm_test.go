@@ -12,13 +12,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
 // The CUDA runtime image from the shared registry, warmed into a real
@@ -50,7 +51,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 		resp.Body.Close()
 	}
 	kiln := buildKiln(t, t.TempDir())
-	cd := startContainerd(t)
+	cd := testdaemon.StartContainerd(t, testdaemon.RequireEnv("KILN_REQUIRE_FIXTURES"))
 
 	// The mirror: a reverse proxy to the registry that the test stops.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,7 +64,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	defer srv.Close()
 	mirror := registry + "=" + ln.Addr().String()
 
-	args := []string{"warm", ref, "--target", "containerd:" + cd.socket, "--mirror", mirror,
+	args := []string{"warm", ref, "--target", "containerd:" + cd.Socket, "--mirror", mirror,
 		"--platform", "linux/amd64", "--json", "--progress", "none", "--limit-rate", "150MiB"}
 
 	// First run: killed once an ingest holds some bytes.
@@ -79,7 +80,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatal("no kiln-warm ingest reached 16 MiB in 3 minutes")
 		}
-		for _, a := range cd.active(t) {
+		for _, a := range active(t, cd) {
 			if a.offset >= 16<<20 {
 				killedAt = a.offset
 			}
@@ -88,7 +89,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	left := cd.active(t)
+	left := active(t, cd)
 	var held int64
 	for _, a := range left {
 		held += a.offset
@@ -137,92 +138,15 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 		t.Errorf("rerun fetched %d + resumed %d > %d: finished bytes fetched again", fetched, resumed, total)
 	}
 	t.Logf("rerun fetched %d of %d bytes, resumed from %d", fetched, total, resumed)
-	if o, err := cd.ctr("images", "check"); err != nil || !strings.Contains(o, ref) || !strings.Contains(o, "complete") {
+	if o, err := cd.Ctr(t, "images", "check"); err != nil || !strings.Contains(o, ref) || !strings.Contains(o, "complete") {
 		t.Fatalf("ctr images check: %v\n%s", err, o)
 	}
 
 	// The mirror goes away; the image, recorded under its real name, starts.
 	srv.Close()
-	if o, err := cd.ctr("run", "--rm", "--snapshotter", cd.snapshotter(t), ref, "kiln-warm-it", "/bin/true"); err != nil {
+	if o, err := cd.Ctr(t, "run", "--rm", "--snapshotter", snapshotter(t, cd), ref, "kiln-warm-it", "/bin/true"); err != nil {
 		t.Fatalf("ctr run with the mirror down: %v\n%s", err, o)
 	}
-}
-
-type containerd struct {
-	socket string
-	root   string
-}
-
-// startContainerd starts Debian's containerd with its own root, state,
-// socket and config.
-func startContainerd(t *testing.T) *containerd {
-	t.Helper()
-	dir := t.TempDir()
-	sockDir, err := os.MkdirTemp("/tmp", "kcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd := &containerd{socket: filepath.Join(sockDir, "c.sock"), root: filepath.Join(dir, "root")}
-	conf := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-`, cd.root, filepath.Join(sockDir, "state"), cd.socket, cd.socket+".ttrpc")
-	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("containerd", "--config", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		unmountUnder(cd.root)
-		os.RemoveAll(sockDir)
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 3000 {
-				b = b[len(b)-3000:]
-			}
-			t.Logf("containerd log (tail):\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("unix", cd.socket); err == nil {
-			c.Close()
-			return cd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd did not open %s", cd.socket)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (cd *containerd) ctr(args ...string) (string, error) {
-	out, err := exec.Command("ctr", append([]string{"--address", cd.socket}, args...)...).CombinedOutput()
-	return string(out), err
 }
 
 type ingest struct {
@@ -233,9 +157,9 @@ type ingest struct {
 var activeLine = regexp.MustCompile(`^(kiln-warm-sha256:[0-9a-f]{64})\s+(\d+(?:\.\d+)?)\s*([KMGT]?i?B)`)
 
 // active lists kiln's ingests (ctr content active: REF SIZE AGE).
-func (cd *containerd) active(t *testing.T) []ingest {
+func active(t *testing.T, cd *testdaemon.Containerd) []ingest {
 	t.Helper()
-	out, err := cd.ctr("content", "active")
+	out, err := cd.Ctr(t, "content", "active")
 	if err != nil {
 		t.Fatalf("ctr content active: %v\n%s", err, out)
 	}
@@ -246,19 +170,18 @@ func (cd *containerd) active(t *testing.T) []ingest {
 		if m == nil {
 			continue
 		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		mult := map[string]float64{"B": 1, "kB": 1e3, "KiB": 1 << 10, "MB": 1e6, "MiB": 1 << 20, "GB": 1e9, "GiB": 1 << 30}[m[3]]
-		if mult == 0 {
-			mult = 1
+		n, err := bytesize.Parse(m[2] + m[3])
+		if err != nil {
+			t.Fatalf("ctr content active: %v", err)
 		}
-		res = append(res, ingest{ref: m[1], offset: int64(v * mult)})
+		res = append(res, ingest{ref: m[1], offset: n})
 	}
 	return res
 }
 
 // snapshotter is the one kiln's auto choice took: overlayfs when loaded.
-func (cd *containerd) snapshotter(t *testing.T) string {
-	out, _ := cd.ctr("plugins", "ls")
+func snapshotter(t *testing.T, cd *testdaemon.Containerd) string {
+	out, _ := cd.Ctr(t, "plugins", "ls")
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "overlayfs" && f[len(f)-1] == "ok" {
@@ -266,21 +189,4 @@ func (cd *containerd) snapshotter(t *testing.T) string {
 		}
 	}
 	return "native"
-}
-
-func unmountUnder(root string) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	var mps []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 1 && strings.HasPrefix(f[1], root+"/") {
-			mps = append(mps, f[1])
-		}
-	}
-	for i := len(mps) - 1; i >= 0; i-- {
-		syscall.Unmount(mps[i], syscall.MNT_DETACH)
-	}
 }

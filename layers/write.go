@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
 )
 
 // Write stores img at dest, which uses the same syntax as Open:
@@ -94,21 +96,13 @@ func writeArchive(r Ref, img v1.Image) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".kiln-archive-*.tmp")
+	f, err := atomicfile.Create(r.Path, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tarball.Write(t, img, tmp); err != nil {
-		tmp.Close()
+	defer f.Abort()
+	if err := tarball.Write(t, img, f); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), r.Path)
+	return f.Commit()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 )
 
@@ -226,34 +227,13 @@ func (l *Lock) Marshal() ([]byte, error) {
 }
 
 // WriteLock writes l to path atomically (temp file in the same directory,
-// fsync, rename).
+// fsync, rename, directory fsync).
 func WriteLock(path string, l *Lock) error {
 	b, err := l.Marshal()
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".kiln.lock.*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // ReadLock reads a kiln.lock.

@@ -296,39 +296,26 @@ func (r *Report) Ratio() float64 {
 	return float64(r.Before.CompressedSize) / float64(r.After.CompressedSize)
 }
 
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // WriteTable prints the report for humans.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "slim %s (policy %s: %s)\n\n", r.Source, r.Policy, r.PolicySummary)
 	fmt.Fprintf(tw, "\tbefore\tafter\tsaved\n")
-	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", human(r.Before.CompressedSize), human(r.After.CompressedSize), r.Ratio())
-	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", human(r.Before.UncompressedSize), human(r.After.UncompressedSize), human(r.Before.UncompressedSize-r.After.UncompressedSize))
+	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", analyze.HumanBytes(r.Before.CompressedSize), analyze.HumanBytes(r.After.CompressedSize), r.Ratio())
+	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", analyze.HumanBytes(r.Before.UncompressedSize), analyze.HumanBytes(r.After.UncompressedSize), analyze.HumanBytes(r.Before.UncompressedSize-r.After.UncompressedSize))
 	fmt.Fprintf(tw, "files\t%d\t%d\t%d\n", r.Before.Files, r.After.Files, r.Before.Files-r.After.Files)
 	fmt.Fprintf(tw, "layers\t%d\t%d\t\n", r.Before.Layers, r.After.Layers)
 	fmt.Fprintf(tw, "\nCLASS\tBEFORE\tAFTER\tREMOVED\n")
 	for _, c := range r.Classes {
-		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, human(c.BeforeBytes), c.BeforeFiles, human(c.AfterBytes), c.AfterFiles, human(c.BeforeBytes-c.AfterBytes))
+		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, analyze.HumanBytes(c.BeforeBytes), c.BeforeFiles, analyze.HumanBytes(c.AfterBytes), c.AfterFiles, analyze.HumanBytes(c.BeforeBytes-c.AfterBytes))
 	}
 	fmt.Fprintf(tw, "\nREMOVED\tFILES\tBYTES\t\n")
 	for _, s := range r.Removed {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, human(s.Bytes))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, analyze.HumanBytes(s.Bytes))
 	}
 	fmt.Fprintf(tw, "\nLAYER\tSIZE\tUNCOMPRESSED\tFILES\tFROM\n")
 	for _, l := range r.Layers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, human(l.CompressedSize), human(l.UncompressedSize), l.Files, l.FromLayers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, analyze.HumanBytes(l.CompressedSize), analyze.HumanBytes(l.UncompressedSize), l.Files, l.FromLayers)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -336,19 +323,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.TopRemoved) > 0 {
 		fmt.Fprintf(w, "\nlargest removed files:\n")
 		for _, f := range r.TopRemoved[:min(len(r.TopRemoved), 8)] {
-			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", human(f.Bytes), f.Path, f.Layer, f.Why)
+			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", analyze.HumanBytes(f.Bytes), f.Path, f.Layer, f.Why)
 		}
 	}
 	if p := r.Prune; p != nil {
 		fmt.Fprintf(w, "\nunreferenced libraries (prune_libs: %s): %d of %d candidate libraries dropped, %s of %s; %d roots; search dirs %s\n",
-			p.Mode, p.DroppedFiles, p.Candidates, human(p.DroppedBytes), human(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
+			p.Mode, p.DroppedFiles, p.Candidates, analyze.HumanBytes(p.DroppedBytes), analyze.HumanBytes(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
 		for _, f := range p.Top[:min(len(p.Top), 10)] {
-			fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(f.Bytes), f.Path, f.Why)
+			fmt.Fprintf(w, "  %10s  %s  (%s)\n", analyze.HumanBytes(f.Bytes), f.Path, f.Why)
 		}
 		if len(p.TopKept) > 0 {
 			fmt.Fprintf(w, "  largest kept:\n")
 			for _, k := range p.TopKept[:min(len(p.TopKept), 5)] {
-				fmt.Fprintf(w, "  %10s  %s  (%s)\n", human(k.Bytes), k.Path, k.Reason)
+				fmt.Fprintf(w, "  %10s  %s  (%s)\n", analyze.HumanBytes(k.Bytes), k.Path, k.Reason)
 			}
 		}
 		if len(p.Unresolved) > 0 {
@@ -369,11 +356,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if what == "" {
 				what = fmt.Sprintf("%d %s files", k.Files, k.Class)
 			}
-			fmt.Fprintf(w, "  %10s  %s: %s\n", human(k.Bytes), what, k.Reason)
+			fmt.Fprintf(w, "  %10s  %s: %s\n", analyze.HumanBytes(k.Bytes), what, k.Reason)
 		}
 	}
 	if r.DivertedFiles > 0 {
-		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, human(r.DivertedBytes))
+		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, analyze.HumanBytes(r.DivertedBytes))
 	}
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", wn)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/internal/testdockerd"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -13,7 +13,7 @@ import (
 // shared with an image the engine has are not fetched, a corrupted layer
 // loads nothing, and zstd is refused on an engine before 23.0.
 func TestWarmDockerEngine(t *testing.T) {
-	dk := testdockerd.Start(t)
+	dk := testdaemon.StartDockerd(t)
 	ctx := context.Background()
 	f := pushFixture(t, false)
 	src := fastSource()

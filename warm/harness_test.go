@@ -2,27 +2,21 @@ package warm
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"io"
 	"log"
 	"math/rand"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -244,130 +238,6 @@ func digestOf(t testing.TB, l interface{ Digest() (v1.Hash, error) }) string {
 		t.Fatal(err)
 	}
 	return h.String()
-}
-
-// containerdInstance is a real containerd started for one test with its
-// own root, state, socket and config.
-type containerdInstance struct {
-	Socket string
-	Root   string
-	cmd    *exec.Cmd
-}
-
-// startContainerd starts Debian's containerd, or skips when it cannot run
-// here (not root, no binary) unless KILN_REQUIRE_CONTAINERD=1.
-func startContainerd(t testing.TB) *containerdInstance {
-	t.Helper()
-	skip := func(why string) {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		skip("containerd tests need root")
-	}
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		skip("no containerd binary")
-	}
-	dir := t.TempDir()
-	// Unix socket paths are limited to 108 bytes; TempDir paths can be longer.
-	sockDir, err := os.MkdirTemp("/tmp", "kcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	ci := &containerdInstance{Socket: filepath.Join(sockDir, "c.sock"), Root: filepath.Join(dir, "root")}
-	cfg := filepath.Join(dir, "config.toml")
-	conf := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-`, ci.Root, filepath.Join(sockDir, "state"), ci.Socket, ci.Socket+".ttrpc")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		skip("containerd does not start: " + err.Error())
-	}
-	ci.cmd = cmd
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		// Snapshots a test left mounted would keep TempDir from cleaning up.
-		unmountUnder(ci.Root)
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("containerd log (tail):\n%s", tail(string(b), 3000))
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("unix", ci.Socket); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("containerd did not open %s:\n%s", ci.Socket, tail(string(b), 3000))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return ci
-}
-
-func unmountUnder(root string) {
-	f, err := os.Open("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	var mps []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var dev, mp string
-		fmt.Sscan(sc.Text(), &dev, &mp)
-		if len(mp) > len(root) && mp[:len(root)] == root {
-			mps = append(mps, mp)
-		}
-	}
-	for i := len(mps) - 1; i >= 0; i-- {
-		syscall.Unmount(mps[i], syscall.MNT_DETACH)
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-// ctr runs containerd's own client against ci.
-func (ci *containerdInstance) ctr(t testing.TB, args ...string) (string, error) {
-	t.Helper()
-	out, err := exec.Command("ctr", append([]string{"--address", ci.Socket}, args...)...).CombinedOutput()
-	return string(out), err
 }
 
 func (s *Set) find(dg string) ocispec.Descriptor {

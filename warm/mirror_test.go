@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
 func TestParseMirror(t *testing.T) {
@@ -90,7 +92,7 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 }
 
 func TestWarmContainerdThroughMirror(t *testing.T) {
-	ci := startContainerd(t)
+	ci := testdaemon.StartContainerd(t)
 	ctx := context.Background()
 	f := pushFixture(t, false)
 	real := newTestRegistry(t)
@@ -106,11 +108,11 @@ func TestWarmContainerdThroughMirror(t *testing.T) {
 	if rep, err := Warm(ctx, set, tgt, src, Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm: %v", err)
 	}
-	out, err := ci.ctr(t, "images", "ls", "-q")
+	out, err := ci.Ctr(t, "images", "ls", "-q")
 	if err != nil || strings.TrimSpace(out) != realRef {
 		t.Fatalf("ctr images ls: %q %v; want only %s", out, err, realRef)
 	}
-	out, err = ci.ctr(t, "content", "ls")
+	out, err = ci.Ctr(t, "content", "ls")
 	if err != nil || !strings.Contains(out, "containerd.io/distribution.source."+real.Host+"=kiln-warm/app") || strings.Contains(out, "distribution.source."+f.reg.Host) {
 		t.Errorf("content labels name the mirror, not the real registry:\n%s", out)
 	}

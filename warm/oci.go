@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
@@ -42,13 +43,13 @@ func NewOCILayout(dir string) (*OCILayout, error) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, os.ErrNotExist) {
-		if err := writeAtomic(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); errors.Is(err, os.ErrNotExist) {
 		b, _ := json.Marshal(ocispec.Index{Versioned: specsVersioned(), MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}})
-		if err := writeAtomic(filepath.Join(dir, "index.json"), b); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, "index.json"), b, 0o644); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
@@ -174,7 +175,7 @@ func (w *ociWriter) Commit(ctx context.Context) error {
 	if err := os.Rename(w.path, dst); err != nil {
 		return fmt.Errorf("target %s: blob %s: %w", w.l, w.d.Digest, err)
 	}
-	return syncDir(filepath.Dir(dst))
+	return atomicfile.SyncDir(filepath.Dir(dst))
 }
 
 func (w *ociWriter) Close() error { return w.f.Close() }
@@ -216,7 +217,7 @@ func (l *OCILayout) Record(ctx context.Context, s *Set) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(p, out); err != nil {
+	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
 		return fmt.Errorf("target %s: index.json: %v", l, err)
 	}
 	return nil
@@ -259,41 +260,6 @@ func (l *OCILayout) ExistingImages() (map[string]digest.Digest, error) {
 		}
 	}
 	return out, nil
-}
-
-func writeAtomic(p string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(p))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 func specsVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2} }

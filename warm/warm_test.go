@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -297,7 +298,7 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 	}
 	ctx := context.Background()
 	f := pushFixture(t, true)
-	ci := startContainerd(t)
+	ci := testdaemon.StartContainerd(t)
 	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -311,27 +312,27 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 	}
 	sn := tgt.(*Containerd).Snapshotter()
 	// containerd's own tools see a complete image.
-	out, err := ci.ctr(t, "images", "check")
+	out, err := ci.Ctr(t, "images", "check")
 	if err != nil || !strings.Contains(out, f.ref) || !strings.Contains(out, "complete") {
 		t.Fatalf("ctr images check: %v\n%s", err, out)
 	}
 	// Survives garbage collection: the lease is gone, the record holds it.
-	if out, err := ci.ctr(t, "leases", "ls"); err != nil || strings.Contains(out, "kiln-warm") {
+	if out, err := ci.Ctr(t, "leases", "ls"); err != nil || strings.Contains(out, "kiln-warm") {
 		t.Fatalf("lease left behind: %v %s", err, out)
 	}
 	// A synchronous garbage collection (deleting a lease with --sync).
-	if out, err := ci.ctr(t, "leases", "create", "--id", "gc-trigger"); err != nil {
+	if out, err := ci.Ctr(t, "leases", "create", "--id", "gc-trigger"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	if out, err := ci.ctr(t, "leases", "delete", "--sync", "gc-trigger"); err != nil {
+	if out, err := ci.Ctr(t, "leases", "delete", "--sync", "gc-trigger"); err != nil {
 		t.Fatalf("gc: %v %s", err, out)
 	}
-	if out, err := ci.ctr(t, "images", "check"); err != nil || !strings.Contains(out, "complete") {
+	if out, err := ci.Ctr(t, "images", "check"); err != nil || !strings.Contains(out, "complete") {
 		t.Fatalf("after GC: %v\n%s", err, out)
 	}
 	// containerd's pull finds everything: no blob bytes served.
 	f.reg.ResetCounts()
-	out, err = ci.ctr(t, "images", "pull", "--plain-http", "--snapshotter", sn, f.ref)
+	out, err = ci.Ctr(t, "images", "pull", "--plain-http", "--snapshotter", sn, f.ref)
 	if err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
@@ -340,7 +341,7 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 	}
 	// The registry goes away; the container still starts.
 	f.reg.Stop()
-	if out, err := ci.ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-test", "/bin/true"); err != nil {
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-test", "/bin/true"); err != nil {
 		t.Fatalf("ctr run with the registry down: %v\n%s", err, out)
 	}
 }
@@ -356,7 +357,7 @@ func openTestTarget(t *testing.T, kind string) Target {
 		}
 		return tgt
 	case "containerd":
-		ci := startContainerd(t)
+		ci := testdaemon.StartContainerd(t)
 		tgt, err := OpenTarget(context.Background(), TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{})
 		if err != nil {
 			t.Fatal(err)

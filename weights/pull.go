@@ -19,6 +19,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
 // ManifestFile is where Pull keeps the volume manifest inside the volume,
@@ -110,7 +113,7 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := p.fetchAll(ctx); err != nil {
 		if isNoSpace(err) {
 			p.cleanRun()
-			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, humanBytes(p.need), err)
+			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, bytesize.Format(p.need), err)
 		}
 		return nil, err
 	}
@@ -535,20 +538,20 @@ func (p *puller) commit() error {
 		dirs[filepath.Dir(target)] = true
 	}
 	for d := range dirs {
-		syncDir(d)
+		atomicfile.SyncDir(d)
 	}
 	os.RemoveAll(filepath.Join(p.dir, PartialDir))
 	mb, err := p.m.Encode()
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(p.dir, ManifestFile), mb); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(p.dir, ManifestFile), mb, 0o644); err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(p.dir, ReadyMarker), []byte(p.m.SetDigest+"\n")); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(p.dir, ReadyMarker), []byte(p.m.SetDigest+"\n"), 0o644); err != nil {
 		return err
 	}
-	syncDir(p.dir)
+	atomicfile.SyncDir(p.dir)
 	return nil
 }
 
@@ -658,50 +661,6 @@ func hashFile(file string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func writeAtomic(file string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".kiln-tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
-}
-
-func syncDir(d string) {
-	if f, err := os.Open(d); err == nil {
-		f.Sync()
-		f.Close()
-	}
-}
-
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

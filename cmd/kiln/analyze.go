@@ -75,10 +75,8 @@ driver can JIT), which is what "no kernel image is available" errors are about.`
 }
 
 func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	lopts, err := opts.options()
 	if err != nil {

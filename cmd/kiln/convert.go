@@ -84,13 +84,8 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if opts.Level < 1 || opts.Level > 22 {
 		return usageErr("--level: %d: want 1-22", opts.Level)
 	}
-	mode := opts.Progress
-	switch mode {
-	case "auto", "plain", "none":
-	case "bars", "tty":
-		mode = "tty"
-	default:
-		return usageErr("--progress: %q is not one of auto, bars, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	lopts, err := opts.options()
 	if err != nil {
@@ -124,7 +119,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		}
 	}
 	var done atomic.Int64
-	bar := startProgress(opts.IO.ErrOut, mode, "converting "+opts.Image, total, &done)
+	bar := startProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, total, &done)
 	res, err := convert.ToZstd(ctx, src, convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done})
 	bar.Stop()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/hostcheck"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/spf13/cobra"
@@ -103,10 +104,8 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 }
 
 func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	if opts.Capture && opts.HostInfo != "" {
 		return usageErr("--capture describes this machine; it does not combine with --host-info")
@@ -116,7 +115,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	var weights int64
 	if opts.WeightsSize != "" {
-		n, err := analyze.ParseByteSize(opts.WeightsSize)
+		n, err := bytesize.Parse(opts.WeightsSize)
 		if err != nil {
 			return usageErr("--weights-size: %v", err)
 		}

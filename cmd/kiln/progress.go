@@ -33,6 +33,16 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
+// checkProgress validates a --progress value: auto, tty (bars is the same),
+// plain or none, as startProgress takes them.
+func checkProgress(mode string) error {
+	switch mode {
+	case "auto", "tty", "bars", "plain", "none":
+		return nil
+	}
+	return usageErr("--progress: %q is not one of auto, tty, plain, none", mode)
+}
+
 // startProgress starts drawing unless mode is "none" (or "auto" on a
 // non-terminal for small totals).
 func startProgress(w io.Writer, mode, label string, total int64, done *atomic.Int64) *progressBar {

@@ -125,10 +125,8 @@ func loadSlimPolicy(s string) (*slim.Policy, error) {
 }
 
 func runSlim(ctx context.Context, opts *SlimOptions) error {
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	if opts.To == "" {
 		return usageErr("--to is required (REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE)")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -18,14 +17,6 @@ import (
 	"github.com/kiln-build/kiln/weights"
 )
 
-func slimWeightsEntry(name string, n int) testimage.Entry {
-	hdr := []byte(`{"__metadata__":{}}`)
-	b := make([]byte, n)
-	binary.LittleEndian.PutUint64(b, uint64(len(hdr)))
-	copy(b[8:], hdr)
-	return testimage.File(name, b)
-}
-
 func TestSlimCommand(t *testing.T) {
 	dir := t.TempDir()
 	img := testimage.Image(t, testimage.Config{Env: []string{"PATH=/usr/bin"}},
@@ -33,7 +24,7 @@ func TestSlimCommand(t *testing.T) {
 			testimage.Sized("usr/local/cuda/bin/nvcc", 5000), testimage.Sized("usr/bin/python3", 100),
 			testimage.Sized("usr/lib/x86_64-linux-gnu/libcudart_static.a", 4000),
 		}, "gzip"),
-		testimage.Layer(t, []testimage.Entry{slimWeightsEntry("app/models/m.safetensors", 4096), testimage.File("app/main.py", []byte("m"))}, "gzip"))
+		testimage.Layer(t, []testimage.Entry{safetensors("app/models/m.safetensors", 4096), testimage.File("app/main.py", []byte("m"))}, "gzip"))
 	testimage.WriteLayout(t, dir, "app", img)
 	src := "oci:" + dir + ":app"
 	reg := testimage.Registry(t)

@@ -8,13 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
@@ -151,27 +152,6 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 }
 
 // parseBytes reads 100MiB, 50M, 1.5G, 1000000.
-func parseBytes(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	units := []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
-	for _, u := range units {
-		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suf)) {
-			t = strings.TrimSpace(t[:len(t)-len(u.suf)])
-			mult = u.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a byte count (e.g. 100MiB, 50M, 1000000)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
 func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if len(opts.Args) == 0 {
 		return usageErr("warm: name at least one image or lock file")
@@ -183,13 +163,8 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if err != nil {
 		return usageErr("--target: %v", err)
 	}
-	mode := opts.Progress
-	switch mode {
-	case "auto", "plain", "none":
-	case "bars", "tty":
-		mode = "tty"
-	default:
-		return usageErr("--progress: %q is not one of auto, bars, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	comp := warm.Compression(opts.Compression)
 	switch comp {
@@ -202,11 +177,11 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	var limit int64
 	if opts.LimitRate != "" {
-		if limit, err = parseBytes(opts.LimitRate); err != nil || limit == 0 {
+		if limit, err = bytesize.Parse(opts.LimitRate); err != nil || limit == 0 {
 			return usageErr("--limit-rate: %q: want bytes per second above 0 (e.g. 100MiB)", opts.LimitRate)
 		}
 	}
-	chunk, err := parseBytes(opts.ChunkSize)
+	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil || chunk < 1<<20 {
 		return usageErr("--chunk-size: %q: want at least 1MiB", opts.ChunkSize)
 	}
@@ -283,7 +258,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	var bar *progressBar
 	if !opts.DryRun {
-		bar = startProgress(opts.IO.ErrOut, mode, "warming "+tgt.String(), total, &done)
+		bar = startProgress(opts.IO.ErrOut, opts.Progress, "warming "+tgt.String(), total, &done)
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
@@ -394,9 +369,5 @@ func writeReadyFile(p string, rep *warm.Report) error {
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return atomicfile.WriteFile(p, append(b, '\n'), 0o644)
 }

@@ -85,14 +85,3 @@ func TestWarmCLIContract(t *testing.T) {
 		t.Errorf("stale ready file kept: %v", err)
 	}
 }
-
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"100MiB": 100 << 20, "50M": 50e6, "1000000": 1e6, "1.5GiB": 3 << 29, "2k": 2000} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	if _, err := parseBytes("fast"); err == nil {
-		t.Error("parseBytes(fast) did not fail")
-	}
-}

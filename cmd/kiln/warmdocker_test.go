@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/internal/testdockerd"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -14,7 +14,7 @@ import (
 // is loaded (exit 0, the engine has it), a rerun fetches nothing, and a
 // zstd-only image is refused with exit 1 and a message naming Docker 23.0.
 func TestWarmDockerCLI(t *testing.T) {
-	dk := testdockerd.Start(t)
+	dk := testdaemon.StartDockerd(t)
 	reg := testimage.Registry(t)
 	ref := reg + "/kiln-warm/docker:v1"
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{},

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
@@ -99,10 +101,8 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if opts.To == "" || opts.WeightsTo == "" {
 		return usageErr("weights strip needs --to and --weights-to")
 	}
-	switch opts.Progress {
-	case "auto", "tty", "plain", "none":
-	default:
-		return usageErr("--progress: %q is not one of auto, tty, plain, none", opts.Progress)
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
 	}
 	lopts, err := opts.options()
 	if err != nil {
@@ -161,7 +161,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	if opts.ManifestOut != "" {
 		b, _ := m.Encode()
-		if err := writeFileAtomic(opts.ManifestOut, b); err != nil {
+		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
 			return fmt.Errorf("--manifest-out: %v", err)
 		}
 	}
@@ -236,13 +236,16 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if opts.Into == "" {
 		return usageErr("weights pull needs --into DIR")
 	}
+	if err := checkProgress(opts.Progress); err != nil {
+		return err
+	}
 	if opts.Jobs < 1 {
 		return usageErr("--jobs: must be at least 1")
 	}
 	if opts.Concurrency < 1 {
 		return usageErr("--concurrency: must be at least 1")
 	}
-	chunk, err := parseByteSize(opts.ChunkSize)
+	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil {
 		return usageErr("--chunk-size: %v", err)
 	}
@@ -251,7 +254,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	} else if chunk < 1<<20 {
 		return usageErr("--chunk-size: %s is under 1MiB", opts.ChunkSize)
 	}
-	rate, err := parseByteSize(opts.LimitRate)
+	rate, err := bytesize.Parse(opts.LimitRate)
 	if err != nil {
 		return usageErr("--limit-rate: %v", err)
 	}
@@ -455,20 +458,4 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		fmt.Fprintf(w, "\n# kubernetes\n%s", s.Kubernetes)
 	}
 	return nil
-}
-
-func writeFileAtomic(file string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".kiln-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
 }

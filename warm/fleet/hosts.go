@@ -13,6 +13,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/kiln-build/kiln/recipes"
 )
 
 // Mode says how a host gets its blobs.
@@ -59,28 +61,9 @@ type Host struct {
 }
 
 // FieldError is a hosts-file error at a place in the file:
-// "FILE:LINE:COL: hosts[1].address: message".
-type FieldError struct {
-	File string
-	Line int
-	Col  int
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
-	}
-	b.WriteString(": ")
-	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// "FILE:LINE:COL: hosts[1].address: message" — the same shape as a recipe
+// error, so it is the same type.
+type FieldError = recipes.FieldError
 
 // LoadHosts reads and validates a hosts file.
 func LoadHosts(path string) ([]Host, error) {

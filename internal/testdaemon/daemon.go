@@ -1,0 +1,174 @@
+package testdaemon
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Option changes how a daemon is started.
+type Option func(*config)
+
+type config struct {
+	socket  string
+	require []string
+	args    []string
+}
+
+// Socket puts the daemon's API socket at path instead of a fresh short
+// directory under /tmp (for tests that look for sockets at the standard
+// places of a temporary root). Its parent directory is created.
+func Socket(path string) Option { return func(c *config) { c.socket = path } }
+
+// RequireEnv adds environment variables that, set to 1, turn a skip
+// (not root, no binary, no start) into a failure.
+func RequireEnv(names ...string) Option {
+	return func(c *config) { c.require = append(c.require, names...) }
+}
+
+// Args appends command-line arguments to the daemon's own.
+func Args(args ...string) Option { return func(c *config) { c.args = append(c.args, args...) } }
+
+func newConfig(requireEnv string, opts []Option) *config {
+	c := &config{require: []string{requireEnv}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// skip skips t, or fails it when one of the require variables is 1.
+func (c *config) skip(t testing.TB, why string) {
+	t.Helper()
+	for _, e := range c.require {
+		if os.Getenv(e) == "1" {
+			t.Fatalf("%s=1 but %s", e, why)
+		}
+	}
+	t.Skip(why)
+}
+
+// lookup finds bin, skipping unless the test runs as root and bin is
+// installed.
+func (c *config) lookup(t testing.TB, bin string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		c.skip(t, bin+" tests need root")
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		c.skip(t, "no "+bin+" binary")
+	}
+	return p
+}
+
+// shortDir is a fresh directory directly under /tmp, removed when the test
+// ends: unix socket paths are limited to 108 bytes and t.TempDir paths can
+// be longer.
+func shortDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unmountUnder(d)
+		os.RemoveAll(d)
+	})
+	return d
+}
+
+// process is a started daemon with its log.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+}
+
+// start runs bin in its own process group with output to dir/NAME.log and
+// stops it when the test ends: SIGTERM, then SIGKILL after stopWait; then
+// unmounts what is left mounted under each of unmount (a mount would keep
+// TempDir from cleaning up) and, if the test failed, logs the log's tail.
+func (c *config) start(t testing.TB, bin, dir string, stopWait time.Duration, unmount []string, args ...string) *process {
+	t.Helper()
+	name := filepath.Base(bin)
+	p := &process{name: name, log: filepath.Join(dir, name+".log")}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, append(args, c.args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		c.skip(t, name+" does not start: "+err.Error())
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(stopWait):
+			p.cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		for _, u := range unmount {
+			unmountUnder(u)
+		}
+		if t.Failed() {
+			t.Logf("%s log (tail):\n%s", name, p.tail())
+		}
+	})
+	return p
+}
+
+// wait polls ready until it is true, failing the test with the log's tail
+// after timeout.
+func (p *process) wait(t testing.TB, timeout time.Duration, what string, ready func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not %s within %s:\n%s", p.name, what, timeout, p.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *process) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// unmountUnder detaches every mount below root, deepest first.
+func unmountUnder(root string) {
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var mps []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var dev, mp string
+		fmt.Sscan(sc.Text(), &dev, &mp)
+		if strings.HasPrefix(mp, root+"/") {
+			mps = append(mps, mp)
+		}
+	}
+	for i := len(mps) - 1; i >= 0; i-- {
+		syscall.Unmount(mps[i], syscall.MNT_DETACH)
+	}
+}
