@@ -86,8 +86,7 @@ func (r slimRun) analyzeCI(t *testing.T, image string) {
 func TestSlimAppFixturePruneLibs(t *testing.T) {
 	r := newSlimRun(t, "kiln-slim-prune-it-")
 	dest := registry() + "/kiln-slim-it/app:strict"
-	// LD_LIBRARY_PATH: the fixture's libGL workaround (see TestSlimAppFixture).
-	probe := "LD_LIBRARY_PATH=/usr/lib/mesa-diverted/x86_64-linux-gnu python3 -c 'import torch; assert torch.ones(2).sum().item() == 2'"
+	probe := "python3 -c 'import torch; assert torch.ones(2).sum().item() == 2'"
 	var rep struct {
 		Before, After struct {
 			CompressedSize int64 `json:"compressed_size"`
@@ -135,12 +134,7 @@ func TestSlimAppFixture(t *testing.T) {
 	r := newSlimRun(t, "kiln-slim-it-")
 	dest := registry() + "/kiln-slim-it/app:slim"
 
-	// The fixture's python3-torch needs libGL.so.1, which its mesa package
-	// installed under /usr/lib/mesa-diverted without the alternatives
-	// symlinks (maintainer scripts did not run): `import torch` fails in the
-	// source image exactly as in the slim one. The probe points the loader
-	// there, so it tests what slim changed, not the fixture's defect.
-	probe := "LD_LIBRARY_PATH=/usr/lib/mesa-diverted/x86_64-linux-gnu python3 -c 'import torch'"
+	probe := "python3 -c 'import torch'"
 	var rep struct {
 		Before, After struct {
 			CompressedSize int64 `json:"compressed_size"`
