@@ -66,7 +66,7 @@ bin/kiln weights run-args "$SLIM" --volume "$VOL" --format docker
 hr "6. kiln host check: will the slim image run on these hosts?"
 for h in h100-535 rtx4090-550 geforce-470; do
 	set +e
-	bin/kiln host check --host-info "testdata/hostcheck/hosts/$h.json" --image "$SLIM" --progress none | sed -n '1,2p;/^FAIL\|^WARN/p;$p'
+	bin/kiln host check --host-info "testdata/hostcheck/hosts/$h.json" --image "$SLIM" --progress none | sed -n '1,2p;/^FAIL  \|^WARN  /p;$p'
 	echo "  -> exit ${PIPESTATUS[0]} (1 = an item failed)"
 	set -e
 	echo
