@@ -40,6 +40,10 @@ type WarmOptions struct {
 	ChunkSize   string
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
+	// Ingest and ContainerdRoot choose how bytes reach containerd
+	// (warm.TargetOptions).
+	Ingest         string
+	ContainerdRoot string
 	imageFlags
 }
 
@@ -126,6 +130,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	f.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
 	_ = f.MarkHidden("no-space-check")
+	f.StringVar(&opts.Ingest, "ingest", "auto", "containerd: auto (write ingests directly when the content root is on this host), direct, grpc")
+	f.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
 	for _, ext := range warmExtensions {
 		ext(cmd, opts)
 	}
@@ -221,7 +227,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter})
+	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,154 @@
+package warm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/labels"
+	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// PipelinedUnpacker is an Unpacker that can apply each layer as soon as it
+// and the layers below it are committed, while later layers are still
+// being fetched. ready blocks until a blob of the set is committed (nil)
+// or failed to be.
+type PipelinedUnpacker interface {
+	UnpackAsReady(ctx context.Context, s *Set, ready func(context.Context, digest.Digest) error) error
+}
+
+// readiness tracks which blobs of a warm are committed, for the pipelined
+// unpack.
+type readiness struct {
+	mu  sync.Mutex
+	ch  map[digest.Digest]chan struct{}
+	err map[digest.Digest]error
+}
+
+func newReadiness() *readiness {
+	return &readiness{ch: map[digest.Digest]chan struct{}{}, err: map[digest.Digest]error{}}
+}
+
+// pending registers d as being fetched.
+func (r *readiness) pending(d digest.Digest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ch[d] = make(chan struct{})
+}
+
+// done marks d committed (err nil) or failed; later calls are ignored.
+func (r *readiness) done(d digest.Digest, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.ch[d]
+	if !ok {
+		return
+	}
+	select {
+	case <-ch:
+		return
+	default:
+	}
+	if err != nil {
+		r.err[d] = err
+	}
+	close(ch)
+}
+
+// wait blocks until d is settled; a digest never registered was present
+// before the warm.
+func (r *readiness) wait(ctx context.Context, d digest.Digest) error {
+	r.mu.Lock()
+	ch, ok := r.ch[d]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.err[d]; err != nil {
+		return fmt.Errorf("blob %s was not fetched: %v", d, err)
+	}
+	return nil
+}
+
+// UnpackAsReady implements PipelinedUnpacker with containerd's own unpack
+// steps, one layer at a time in manifest order (each snapshot's parent is
+// the one below): rootfs.ApplyLayerWithOpts prepares a snapshot on the
+// parent chain, applies the blob through the daemon's diff service (which
+// decompresses it, checks the diff ID and writes the snapshot) and commits
+// it under its chain ID — what containerd's unpacker and `ctr images pull`
+// do, so the snapshots are the same. Then, as client.Image.Unpack does, the
+// layer blobs get the uncompressed label and the config the
+// gc.ref.snapshot label that keeps the snapshots from garbage collection.
+func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready func(context.Context, digest.Digest) error) error {
+	sn, err := t.pickSnapshotter(ctx)
+	if err != nil {
+		return err
+	}
+	t.snapshotter = sn
+	ctx = t.nsCtx(ctx)
+	snaps := t.c.SnapshotService(sn)
+	applier := t.c.DiffService()
+	data := map[digest.Digest][]byte{}
+	for _, b := range s.Blobs {
+		if b.Data != nil {
+			data[b.Digest] = b.Data
+		}
+	}
+	for _, img := range s.Images {
+		var cfg ocispec.Image
+		if err := json.Unmarshal(data[img.Config.Digest], &cfg); err != nil {
+			return fmt.Errorf("image %s: config %s: %v", img.Name, img.Config.Digest, err)
+		}
+		var ls []ocispec.Descriptor
+		for _, l := range img.Layers {
+			if images.IsLayerType(l.MediaType) {
+				ls = append(ls, l)
+			}
+		}
+		diffIDs := cfg.RootFS.DiffIDs
+		if len(diffIDs) != len(ls) {
+			return fmt.Errorf("image %s: config %s: rootfs.diff_ids has %d entries for %d layers", img.Name, img.Config.Digest, len(diffIDs), len(ls))
+		}
+		var chain []digest.Digest
+		for i, l := range ls {
+			if err := ready(ctx, l.Digest); err != nil {
+				return err
+			}
+			layer := rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
+			applied, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, snaps, applier, nil, nil)
+			if err != nil {
+				return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
+			}
+			if applied {
+				// Set only after apply verified the diff ID.
+				info := content.Info{Digest: l.Digest, Labels: map[string]string{labels.LabelUncompressed: diffIDs[i].String()}}
+				if _, err := t.cs.Update(ctx, info, "labels."+labels.LabelUncompressed); err != nil {
+					return fmt.Errorf("labels on %s: %v", l.Digest, err)
+				}
+			}
+			chain = append(chain, diffIDs[i])
+		}
+		if err := ready(ctx, img.Config.Digest); err != nil {
+			return err
+		}
+		key := "containerd.io/gc.ref.snapshot." + sn
+		info := content.Info{Digest: img.Config.Digest, Labels: map[string]string{key: identity.ChainID(chain).String()}}
+		if _, err := t.cs.Update(ctx, info, "labels."+key); err != nil {
+			return fmt.Errorf("labels on %s: %v", img.Config.Digest, err)
+		}
+	}
+	return nil
+}
