@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -44,6 +45,21 @@ type Containerd struct {
 	mu        sync.Mutex
 	root      string
 	directWhy string
+	// live: direct ingests being written, for the pipelined unpack;
+	// streamed counts layers applied while they downloaded,
+	// streamFailures streams that fell back to the daemon's apply.
+	live           liveIngests
+	streamed       atomic.Int64
+	streamFailures atomic.Int64
+	streamErr      error // the last fallback's reason
+}
+
+// Streamed returns how many layers --unpack applied while they were
+// still downloading, and how many such attempts fell back.
+func (t *Containerd) Streamed() (applied, fellBack int64, lastErr error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.streamed.Load(), t.streamFailures.Load(), t.streamErr
 }
 
 // IngestRef is the ingest name kiln uses for a blob.

@@ -138,9 +138,16 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	if !sawFirst {
 		t.Fatal("the first layer was not unpacked while the second was still downloading")
 	}
+	// The resumed run: the large layer arrives slowly (~1 s), so it is
+	// applied from the ingest while it downloads.
+	f.reg.Slow(f.big, 5*time.Millisecond)
 	rep, err = Warm(ctx, set, tgt, src, Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("resumed run: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
+	}
+	f.reg.Slow(f.big, 0)
+	if applied, fellBack, why := c.Streamed(); applied < 1 || fellBack != 0 {
+		t.Fatalf("layers applied while downloading: %d (fell back: %d: %v), want the large one", applied, fellBack, why)
 	}
 	want := []string{identity.ChainID(diffIDs[:1]).String(), identity.ChainID(diffIDs).String()}
 	listSnaps := func() []string {
@@ -157,7 +164,8 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	got := listSnaps()
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Fatalf("snapshots %v, want the chain IDs %v", got, want)
+		_, _, why := c.Streamed()
+		t.Fatalf("snapshots %v, want the chain IDs %v (last stream error: %v)", got, want, why)
 	}
 	if out, err := ci.ctr(t, "images", "check"); err != nil || !strings.Contains(out, "complete") {
 		t.Fatalf("ctr images check: %v\n%s", err, out)
@@ -176,5 +184,52 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	}
 	if out, err := ci.ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-pipe", "/bin/true"); err != nil {
 		t.Fatalf("ctr run: %v\n%s", err, out)
+	}
+}
+
+// A corrupted layer under --unpack: the stream's diff ID does not match
+// (or the gzip breaks), the snapshot is never committed, containerd refuses
+// the blob; the warm fails and leaves no snapshot of that layer.
+func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
+	ctx := context.Background()
+	f := pushFixture(t, true)
+	ci := startContainerd(t)
+	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: IngestDirect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	c := tgt.(*Containerd)
+	sn, err := c.pickSnapshotter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := fastSource()
+	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
+	f.reg.Corrupt(f.big, true)
+	f.reg.Slow(f.big, 5*time.Millisecond)
+	rep, err := Warm(ctx, set, tgt, src, Options{Unpack: true, Attempts: 2})
+	if err == nil || rep.Ready {
+		t.Fatalf("corrupt layer: ready=%v err=%v", rep.Ready, err)
+	}
+	cfg, _ := f.img.ConfigFile()
+	top := identity.ChainID([]digest.Digest{digest.Digest(cfg.RootFS.DiffIDs[0].String()), digest.Digest(cfg.RootFS.DiffIDs[1].String())})
+	var names []string
+	nctx := namespaces.WithNamespace(ctx, "default")
+	c.c.SnapshotService(sn).Walk(nctx, func(_ context.Context, i snapshots.Info) error {
+		names = append(names, i.Name)
+		return nil
+	})
+	for _, n := range names {
+		if n == top.String() || strings.Contains(n, "extract-") {
+			t.Fatalf("snapshot %s left after a corrupt layer (all: %v)", n, names)
+		}
+	}
+	if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+		t.Fatal("corrupt blob committed")
+	}
+	// The stream was tried and refused.
+	if _, fellBack, why := c.Streamed(); fellBack < 1 || why == nil {
+		t.Fatalf("the corrupt layer was not streamed: fell back %d (%v); warm: %v", fellBack, why, err)
 	}
 }

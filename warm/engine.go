@@ -201,7 +201,7 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 		}
 		uctx, ucancel := context.WithCancel(ctx)
 		unpackDone = make(chan error, 1)
-		go func() { unpackDone <- pu.UnpackAsReady(uctx, s, rd.wait) }()
+		go func() { unpackDone <- pu.UnpackAsReady(uctx, s, rd) }()
 		defer func() {
 			// Failure paths: stop the unpack before the target closes.
 			ucancel()

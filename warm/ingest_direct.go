@@ -115,6 +115,14 @@ type directWriter struct {
 	off int64
 	// flushed: bytes below it have had their writeback started.
 	flushed int64
+	// li lets the pipelined unpack read the bytes as they land.
+	li *liveIngest
+}
+
+// settle tells readers of the live ingest how the writer ended.
+func (w *directWriter) settle(err error) {
+	w.li.finish(err)
+	w.t.live.unregister(w.d.Digest, w.li)
 }
 
 // openDirect is step 2: the ingest exists (step 1 opened and closed it);
@@ -137,7 +145,14 @@ func (t *Containerd) openDirect(d ocispec.Descriptor, ref string) (*directWriter
 		f.Close()
 		return nil, err
 	}
-	return &directWriter{t: t, d: d, ref: ref, f: f, off: off, flushed: off}, nil
+	rf, err := os.Open(f.Name())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	li := newLiveIngest(rf, off, d.Size)
+	t.live.register(d.Digest, li)
+	return &directWriter{t: t, d: d, ref: ref, f: f, off: off, flushed: off, li: li}, nil
 }
 
 func (w *directWriter) Offset() int64 { return w.off }
@@ -148,6 +163,7 @@ func (w *directWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.f.Write(p)
 	w.off += int64(n)
+	w.li.advance(w.off)
 	if w.off-w.flushed >= writebackStep {
 		// containerd fsyncs the data file at Commit, and a fresh blob's
 		// dirty pages sit in the page cache until then (far below the
@@ -168,8 +184,15 @@ const writebackStep = 8 << 20
 
 // Commit is steps 3 and 4: containerd re-reads and hashes the data file,
 // then verifies size and digest.
-func (w *directWriter) Commit(ctx context.Context) error {
+func (w *directWriter) Commit(ctx context.Context) (err error) {
 	defer w.f.Close()
+	defer func() {
+		if err != nil && !errors.Is(err, ErrAlreadyExists) {
+			w.settle(err)
+		} else {
+			w.settle(nil)
+		}
+	}()
 	cctx := w.t.nsCtx(ctx)
 	cw, err := content.OpenWriter(cctx, w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
 	if errdefs.IsAlreadyExists(err) {
@@ -190,9 +213,13 @@ func (w *directWriter) Commit(ctx context.Context) error {
 	return (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: st.Offset}).Commit(ctx)
 }
 
-func (w *directWriter) Close() error { return w.f.Close() }
+func (w *directWriter) Close() error {
+	w.settle(errIngestStopped)
+	return w.f.Close()
+}
 
 func (w *directWriter) Abort(ctx context.Context) error {
+	w.settle(errIngestStopped)
 	w.f.Close()
 	err := w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
 	if errdefs.IsNotFound(err) {

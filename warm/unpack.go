@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/diff/apply"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/labels"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -20,7 +25,15 @@ import (
 // being fetched. ready blocks until a blob of the set is committed (nil)
 // or failed to be.
 type PipelinedUnpacker interface {
-	UnpackAsReady(ctx context.Context, s *Set, ready func(context.Context, digest.Digest) error) error
+	UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error
+}
+
+// Readiness says when the blobs of a running warm are committed.
+type Readiness interface {
+	// Wait blocks until d is committed (nil) or failed to be.
+	Wait(ctx context.Context, d digest.Digest) error
+	// Settled is closed once d is committed or failed.
+	Settled(d digest.Digest) <-chan struct{}
 }
 
 // readiness tracks which blobs of a warm are committed, for the pipelined
@@ -61,9 +74,21 @@ func (r *readiness) done(d digest.Digest, err error) {
 	close(ch)
 }
 
-// wait blocks until d is settled; a digest never registered was present
-// before the warm.
-func (r *readiness) wait(ctx context.Context, d digest.Digest) error {
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Settled implements Readiness.
+func (r *readiness) Settled(d digest.Digest) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.ch[d]; ok {
+		return ch
+	}
+	return closedCh
+}
+
+// Wait implements Readiness; a digest never registered was present before
+// the warm.
+func (r *readiness) Wait(ctx context.Context, d digest.Digest) error {
 	r.mu.Lock()
 	ch, ok := r.ch[d]
 	r.mu.Unlock()
@@ -92,7 +117,7 @@ func (r *readiness) wait(ctx context.Context, d digest.Digest) error {
 // do, so the snapshots are the same. Then, as client.Image.Unpack does, the
 // layer blobs get the uncompressed label and the config the
 // gc.ref.snapshot label that keeps the snapshots from garbage collection.
-func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready func(context.Context, digest.Digest) error) error {
+func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error {
 	sn, err := t.pickSnapshotter(ctx)
 	if err != nil {
 		return err
@@ -124,13 +149,22 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready func(conte
 		}
 		var chain []digest.Digest
 		for i, l := range ls {
-			if err := ready(ctx, l.Digest); err != nil {
-				return err
-			}
 			layer := rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
-			applied, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, snaps, applier, nil, nil)
+			applied, err := t.applyStreaming(ctx, layer, chain, snaps, ready)
 			if err != nil {
 				return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
+			}
+			if !applied {
+				// Not streamed (present before, written through gRPC,
+				// or the stream failed): containerd applies the
+				// committed blob itself.
+				if err := ready.Wait(ctx, l.Digest); err != nil {
+					return err
+				}
+				applied, err = rootfs.ApplyLayerWithOpts(ctx, layer, chain, snaps, applier, nil, nil)
+				if err != nil {
+					return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
+				}
 			}
 			if applied {
 				// Set only after apply verified the diff ID.
@@ -141,7 +175,7 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready func(conte
 			}
 			chain = append(chain, diffIDs[i])
 		}
-		if err := ready(ctx, img.Config.Digest); err != nil {
+		if err := ready.Wait(ctx, img.Config.Digest); err != nil {
 			return err
 		}
 		key := "containerd.io/gc.ref.snapshot." + sn
@@ -151,4 +185,72 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready func(conte
 		}
 	}
 	return nil
+}
+
+// applyStreaming applies a layer while its blob is still being written
+// into a direct ingest: containerd's in-process file-system applier (the
+// same archive code the daemon's diff service runs: overlay whiteouts,
+// parent directories) reads the growing ingest file. The diff ID of what
+// was applied is checked, and the snapshot is committed under its chain ID
+// only after containerd has committed (verified) the blob as well. It
+// returns false, with nothing left behind, when the layer was not streamed:
+// the caller then has the daemon apply the committed blob.
+func (t *Containerd) applyStreaming(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness) (bool, error) {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	if _, err := sn.Stat(ctx, chainID); err == nil {
+		return true, nil // an earlier run (or pull) made it
+	}
+	li := t.live.wait(ctx, layer.Blob.Digest, ready.Settled(layer.Blob.Digest))
+	if li == nil {
+		return false, ctx.Err()
+	}
+	r := li.reader()
+	if r == nil {
+		return false, nil // it finished first: containerd applies the blob
+	}
+	defer r.Close()
+	parent := identity.ChainID(chain).String()
+	if len(chain) == 0 {
+		parent = ""
+	}
+	key := fmt.Sprintf(snapshots.UnpackKeyFormat, fmt.Sprintf("%d-kiln", time.Now().UnixNano()), chainID)
+	// Cleanup must run even when the warm was cancelled.
+	cctx := context.WithoutCancel(ctx)
+	mounts, err := sn.Prepare(ctx, key, parent)
+	if err != nil {
+		// A cancelled call may still have been carried out.
+		sn.Remove(cctx, key)
+		return false, fmt.Errorf("prepare snapshot %s: %v", key, err)
+	}
+	diff, err := apply.NewFileSystemApplier(liveProvider{r}).Apply(ctx, layer.Blob, mounts)
+	if err == nil && diff.Digest != layer.Diff.Digest {
+		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
+	}
+	if err == nil {
+		err = ready.Wait(ctx, layer.Blob.Digest)
+	}
+	if err == nil {
+		err = sn.Commit(ctx, chainID, key)
+		if errdefs.IsAlreadyExists(err) {
+			sn.Remove(cctx, key)
+			return true, nil
+		}
+		if err != nil {
+			sn.Remove(cctx, key)
+			return false, fmt.Errorf("commit snapshot %s: %v", chainID, err)
+		}
+		t.streamed.Add(1)
+		return true, nil
+	}
+	if rerr := sn.Remove(cctx, key); rerr != nil {
+		err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
+	}
+	t.mu.Lock()
+	t.streamErr = err
+	t.mu.Unlock()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	t.streamFailures.Add(1)
+	return false, nil
 }
