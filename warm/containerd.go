@@ -46,20 +46,24 @@ type Containerd struct {
 	root      string
 	directWhy string
 	// live: direct ingests being written, for the pipelined unpack;
-	// streamed counts layers applied while they downloaded,
-	// streamFailures streams that fell back to the daemon's apply.
+	// streamed counts layers applied while they downloaded, local those
+	// applied in-process from committed blob files, inprocFailures the
+	// in-process applies that fell back to the daemon's diff service.
 	live           liveIngests
 	streamed       atomic.Int64
-	streamFailures atomic.Int64
+	local          atomic.Int64
+	inprocFailures atomic.Int64
 	streamErr      error // the last fallback's reason
 }
 
-// Streamed returns how many layers --unpack applied while they were
-// still downloading, and how many such attempts fell back.
-func (t *Containerd) Streamed() (applied, fellBack int64, lastErr error) {
+// Streamed returns how many layers --unpack applied in kiln's process
+// while they were still downloading (streamed) or from the committed blob
+// file (local), and how many in-process applies fell back to containerd's
+// diff service (with the last reason).
+func (t *Containerd) Streamed() (streamed, local, fellBack int64, lastErr error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.streamed.Load(), t.streamFailures.Load(), t.streamErr
+	return t.streamed.Load(), t.local.Load(), t.inprocFailures.Load(), t.streamErr
 }
 
 // IngestRef is the ingest name kiln uses for a blob.

@@ -146,7 +146,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 		t.Fatalf("resumed run: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}
 	f.reg.Slow(f.big, 0)
-	if applied, fellBack, why := c.Streamed(); applied < 1 || fellBack != 0 {
+	if applied, _, fellBack, why := c.Streamed(); applied < 1 || fellBack != 0 {
 		t.Fatalf("layers applied while downloading: %d (fell back: %d: %v), want the large one", applied, fellBack, why)
 	}
 	want := []string{identity.ChainID(diffIDs[:1]).String(), identity.ChainID(diffIDs).String()}
@@ -164,7 +164,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	got := listSnaps()
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		_, _, why := c.Streamed()
+		_, _, _, why := c.Streamed()
 		t.Fatalf("snapshots %v, want the chain IDs %v (last stream error: %v)", got, want, why)
 	}
 	if out, err := ci.ctr(t, "images", "check"); err != nil || !strings.Contains(out, "complete") {
@@ -229,7 +229,7 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 		t.Fatal("corrupt blob committed")
 	}
 	// The stream was tried and refused.
-	if _, fellBack, why := c.Streamed(); fellBack < 1 || why == nil {
+	if _, _, fellBack, why := c.Streamed(); fellBack < 1 || why == nil {
 		t.Fatalf("the corrupt layer was not streamed: fell back %d (%v); warm: %v", fellBack, why, err)
 	}
 }

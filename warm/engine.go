@@ -271,6 +271,16 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
+		if st, ok := t.(interface {
+			Streamed() (int64, int64, int64, error)
+		}); ok && o.Log != nil {
+			streamed, local, fellBack, why := st.Streamed()
+			if fellBack > 0 {
+				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs, %d by containerd after an in-process apply failed (last: %v)", streamed, local, fellBack, why)
+			} else {
+				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs", streamed, local)
+			}
+		}
 	} else if o.Unpack {
 		u, ok := t.(Unpacker)
 		if !ok {
