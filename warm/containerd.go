@@ -54,6 +54,9 @@ type Containerd struct {
 	local          atomic.Int64
 	inprocFailures atomic.Int64
 	streamErr      error // the last fallback's reason
+	// earlyHits and earlyMisses count direct ingests whose early open
+	// (startEarly) hashed the whole blob, or caught up too soon.
+	earlyHits, earlyMisses atomic.Int64
 }
 
 // Streamed returns how many layers --unpack applied in kiln's process
@@ -242,7 +245,7 @@ func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, 
 		if err := w.Close(); err != nil {
 			return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
 		}
-		dw, err := t.openDirect(d, ref)
+		dw, err := t.openDirect(ctx, d, ref)
 		if err == nil {
 			return dw, nil
 		}

@@ -233,3 +233,58 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 		t.Fatalf("the corrupt layer was not streamed: fell back %d (%v); warm: %v", fellBack, why, err)
 	}
 }
+
+// Direct ingests of large blobs open containerd's writer half-way, so the
+// daemon hashes while the rest downloads. Whether it reached the end in
+// time (a fast blob) or caught up first (a slow one: Commit re-opens), the
+// blob commits verified; a corrupted one never does.
+func TestWarmContainerdEarlyVerify(t *testing.T) {
+	old := earlyMin
+	earlyMin = 1 << 20
+	defer func() { earlyMin = old }()
+	for _, tc := range []struct {
+		name    string
+		slow    time.Duration
+		corrupt bool
+	}{
+		{name: "fast"},
+		{name: "slow", slow: 2 * time.Millisecond},
+		{name: "corrupt", corrupt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := pushFixture(t, false)
+			ci := startContainerd(t)
+			tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: IngestDirect})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.Close()
+			c := tgt.(*Containerd)
+			src := fastSource()
+			set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
+			f.reg.Slow(f.big, tc.slow)
+			f.reg.Corrupt(f.big, tc.corrupt)
+			rep, err := Warm(ctx, set, tgt, src, Options{Attempts: 2})
+			t.Logf("early opens: %d hashed the whole blob, %d caught up first", c.earlyHits.Load(), c.earlyMisses.Load())
+			if c.earlyHits.Load()+c.earlyMisses.Load() == 0 {
+				t.Fatal("no early open")
+			}
+			if tc.corrupt {
+				if err == nil || rep.Ready {
+					t.Fatalf("corrupt blob: ready=%v err=%v", rep.Ready, err)
+				}
+				if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+					t.Fatal("corrupt blob committed")
+				}
+				return
+			}
+			if err != nil || !rep.Ready {
+				t.Fatalf("ready=%v err=%v", rep.Ready, err)
+			}
+			if out, err := ci.ctr(t, "images", "check"); err != nil || !strings.Contains(out, "complete") {
+				t.Fatalf("ctr images check: %v\n%s", err, out)
+			}
+		})
+	}
+}

@@ -117,6 +117,71 @@ type directWriter struct {
 	flushed int64
 	// li lets the pipelined unpack read the bytes as they land.
 	li *liveIngest
+	// ctx is the Writer call's; early carries the writer opened half-way
+	// (see startEarly), earlyDone whether it was taken.
+	ctx       context.Context
+	early     chan earlyOpen
+	earlyDone bool
+}
+
+type earlyOpen struct {
+	w   content.Writer
+	err error
+}
+
+// earlyMin: blobs this large have their verification overlapped with
+// their download (a variable for tests).
+var earlyMin int64 = 64 << 20
+
+// startEarly opens containerd's writer for the ingest while kiln is still
+// appending to it. Opening makes containerd hash the data file from its
+// start (resumeStatus) and read until it finds the end of the file; while
+// the download is faster than containerd's sha256 it finds the end only
+// after the last byte, so verifying overlaps the second half of the
+// download instead of following it. Whether it did is plain afterwards:
+// the writer's offset is the bytes containerd hashed. If it caught up
+// early, Commit closes it and opens a fresh writer (a full re-read), so
+// the result is the same as without this; containerd verifies either way.
+func (w *directWriter) startEarly() {
+	w.early = make(chan earlyOpen, 1)
+	go func() {
+		cw, err := content.OpenWriter(w.t.nsCtx(w.ctx), w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
+		w.early <- earlyOpen{cw, err}
+	}()
+}
+
+// takeEarly returns the early writer when containerd hashed every byte of
+// the blob through it (ok); otherwise it is closed.
+func (w *directWriter) takeEarly() (content.Writer, bool, error) {
+	if w.early == nil || w.earlyDone {
+		return nil, false, nil
+	}
+	w.earlyDone = true
+	r := <-w.early
+	if errdefs.IsAlreadyExists(r.err) {
+		return nil, false, ErrAlreadyExists
+	}
+	if r.err != nil {
+		return nil, false, nil
+	}
+	st, err := r.w.Status()
+	if err != nil || st.Offset != w.d.Size {
+		r.w.Close()
+		w.t.earlyMisses.Add(1)
+		return nil, false, nil
+	}
+	w.t.earlyHits.Add(1)
+	return r.w, true, nil
+}
+
+func (w *directWriter) dropEarly() {
+	if w.early == nil || w.earlyDone {
+		return
+	}
+	w.earlyDone = true
+	if r := <-w.early; r.err == nil {
+		r.w.Close()
+	}
 }
 
 // settle tells readers of the live ingest how the writer ended.
@@ -127,7 +192,7 @@ func (w *directWriter) settle(err error) {
 
 // openDirect is step 2: the ingest exists (step 1 opened and closed it);
 // take the file, locked, at its end.
-func (t *Containerd) openDirect(d ocispec.Descriptor, ref string) (*directWriter, error) {
+func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref string) (*directWriter, error) {
 	dir, err := ingestDir(t.root, t.ns, ref)
 	if err != nil {
 		return nil, err
@@ -152,7 +217,7 @@ func (t *Containerd) openDirect(d ocispec.Descriptor, ref string) (*directWriter
 	}
 	li := newLiveIngest(rf, off, d.Size)
 	t.live.register(d.Digest, li)
-	return &directWriter{t: t, d: d, ref: ref, f: f, off: off, flushed: off, li: li}, nil
+	return &directWriter{t: t, d: d, ref: ref, f: f, off: off, flushed: off, li: li, ctx: ctx}, nil
 }
 
 func (w *directWriter) Offset() int64 { return w.off }
@@ -164,6 +229,9 @@ func (w *directWriter) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.off += int64(n)
 	w.li.advance(w.off)
+	if w.early == nil && w.d.Size >= earlyMin && w.off >= w.d.Size/2 {
+		w.startEarly()
+	}
 	if w.off-w.flushed >= writebackStep {
 		// containerd fsyncs the data file at Commit, and a fresh blob's
 		// dirty pages sit in the page cache until then (far below the
@@ -193,6 +261,18 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 			w.settle(nil)
 		}
 	}()
+	if cw, ok, err := w.takeEarly(); err != nil {
+		return err
+	} else if ok {
+		// containerd hashed the file while it grew and reached its end
+		// after the last byte: commit on that writer.
+		err := (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: w.d.Size}).Commit(ctx)
+		if err == nil || !errors.Is(err, layers.ErrDigestMismatch) {
+			return err
+		}
+		// Refused: verify once more from a fresh open (a full re-read
+		// from the file) before calling the blob corrupt.
+	}
 	cctx := w.t.nsCtx(ctx)
 	cw, err := content.OpenWriter(cctx, w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
 	if errdefs.IsAlreadyExists(err) {
@@ -214,11 +294,13 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 }
 
 func (w *directWriter) Close() error {
+	w.dropEarly()
 	w.settle(errIngestStopped)
 	return w.f.Close()
 }
 
 func (w *directWriter) Abort(ctx context.Context) error {
+	w.dropEarly()
 	w.settle(errIngestStopped)
 	w.f.Close()
 	err := w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
