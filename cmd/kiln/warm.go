@@ -188,6 +188,11 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if opts.Concurrency < 1 {
 		return usageErr("--concurrency: must be at least 1")
 	}
+	switch opts.Ingest {
+	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
+	default:
+		return usageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
+	}
 	var limit int64
 	if opts.LimitRate != "" {
 		if limit, err = parseBytes(opts.LimitRate); err != nil || limit == 0 {
