@@ -8,6 +8,14 @@
 #
 # Default image: the CUDA runtime base (~1 GB). The 7 GiB naive app image
 # (127.0.0.1:5000/kiln/naive-app:latest) works too, given ~25 GB of scratch.
+# REPEAT=N runs every row N times and keeps the best (default 1).
+#
+# Limits: besides loopback read and the machine's best sha256 (openssl with
+# SHA extensions), two figures bound a warm into containerd whatever the
+# client does: the daemon's own sha256 (it verifies every blob; its Go
+# toolchain decides whether SHA instructions are used; bench/ctrhash times
+# it on the largest blob) and the disk's write rate with fsync (containerd
+# fsyncs each blob at commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
@@ -28,6 +36,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK"
 KILN=$WORK/kiln
 go build -o "$KILN" ./cmd/kiln
+go build -o "$WORK/ctrhash" ./bench/ctrhash
 
 ctrd_stop() {
 	if [ -n "$CTR_PID" ]; then
@@ -76,8 +85,15 @@ timed() {
 		return 0
 	}
 	e=$(now)
-	echo "$e - $s" | bc -l >"$WORK/t.$name"
+	local el
+	el=$(echo "$e - $s" | bc -l)
+	# Best of REPEAT: keep the smallest.
+	if [ -f "$WORK/t.$name" ] && [ "$(cat "$WORK/t.$name")" != nan ] && [ "$(echo "$(cat "$WORK/t.$name") < $el" | bc -l)" = 1 ]; then
+		return 0
+	fi
+	echo "$el" >"$WORK/t.$name"
 }
+REPEAT=${REPEAT:-1}
 t() { cat "$WORK/t.$1"; }
 
 # The zstd variant, once (kiln convert, no daemon).
@@ -116,6 +132,12 @@ cat "$WORK/blob.gz" >/dev/null
 timed sha openssl dgst -sha256 "$WORK/blob.gz"
 timed gunzip sh -c "gzip -dc '$WORK/blob.gz' >/dev/null"
 timed unzstd sh -c "zstd -dc '$WORK/blob.zst' >/dev/null"
+timed disk dd if="$WORK/blob.gz" of="$WORK/blob.copy" bs=1M conv=fsync status=none
+rm -f "$WORK/blob.copy"
+ctrd_start
+"$WORK/ctrhash" "$SOCK" "$WORK/ctrd/root/io.containerd.content.v1.content" "$WORK/blob.gz" >"$WORK/out.ctrhash"
+CTRHASH=$(sed -n 's/.*: \([0-9.]*\) MB\/s/\1/p' "$WORK/out.ctrhash")
+ctrd_stop
 rm -f "$WORK/blob.gz" "$WORK/blob.zst"
 mbs() { echo "$1 / $2 / 1000000" | bc -l; }
 
@@ -124,6 +146,8 @@ run_variant() { # LABEL REF
 	local v=$1 ref=$2
 	ctrd_start
 	timed "kiln-ctr-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --progress none
+	ctrd_start
+	timed "kiln-grpc-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --ingest grpc --progress none
 	ctrd_start
 	timed "ctr-fetch-$v" ctr -a "$SOCK" content fetch --plain-http "$ref"
 	ctrd_start
@@ -139,8 +163,10 @@ run_variant() { # LABEL REF
 	timed "skopeo-$v" skopeo copy -q --src-tls-verify=false "docker://$ref" "oci:$WORK/oci"
 	rm -rf "$WORK/oci"
 }
-run_variant gzip "$IMG"
-run_variant zstd "$ZIMG"
+for _ in $(seq "$REPEAT"); do
+	run_variant gzip "$IMG"
+	run_variant zstd "$ZIMG"
+done
 
 ratio() { echo "$(t "$2") / $(t "$1")" | bc -l; }
 printf '\nkiln warm benchmark: %s (gzip %d MB, zstd %d MB), %s CPUs\n\n' "$IMG" $((GZ_BYTES / 1000000)) $((ZS_BYTES / 1000000)) "$(nproc)"
@@ -148,13 +174,16 @@ printf 'machine limits (same run, one %d MB blob):\n' $((LB / 1000000))
 printf '  loopback read  %7.0f MB/s\n' "$(mbs "$LB" "$(t loop)")"
 printf '  sha256         %7.0f MB/s\n' "$(mbs "$LB" "$(t sha)")"
 printf '  gzip decode    %7.0f MB/s (compressed bytes)\n' "$(mbs "$LB" "$(t gunzip)")"
-printf '  zstd decode    %7.0f MB/s (compressed bytes)\n\n' "$(mbs "$LZ" "$(t unzstd)")"
+printf '  zstd decode    %7.0f MB/s (compressed bytes)\n' "$(mbs "$LZ" "$(t unzstd)")"
+printf '  disk write+fsync %5.0f MB/s\n' "$(mbs "$LB" "$(t disk)")"
+printf '  containerd sha256 %4.0f MB/s (the daemon re-hashing an ingest)\n\n' "$CTRHASH"
 LIMIT=$(echo "a=$(mbs "$LB" "$(t loop)"); b=$(mbs "$LB" "$(t sha)"); if (a<b) a else b" | bc -l)
+CLIMIT=$(echo "a=$LIMIT; b=$CTRHASH; c=$(mbs "$LB" "$(t disk)"); if (b<a) a=b; if (c<a) a=c; a" | bc -l)
 printf '%-8s %-26s %8s %8s %s\n' variant "run" seconds "MB/s" "kiln is"
 for v in gzip zstd; do
 	B=$GZ_BYTES
 	[ $v = zstd ] && B=$ZS_BYTES
-	for pair in "kiln-ctr:" "ctr-fetch:kiln-ctr" "kiln-unpack:" "ctr-pull:kiln-unpack" "kiln-oci:" "crane:kiln-oci" "skopeo:kiln-oci"; do
+	for pair in "kiln-ctr:" "kiln-grpc:" "ctr-fetch:kiln-ctr" "kiln-unpack:" "ctr-pull:kiln-unpack" "kiln-oci:" "crane:kiln-oci" "skopeo:kiln-oci"; do
 		run=${pair%%:*}
 		base=${pair#*:}
 		cmp=""
@@ -167,3 +196,5 @@ printf '  fetch only:  kiln %.2fs vs ctr content fetch %.2fs: %.2fx\n' "$(t kiln
 printf '  with unpack: kiln %.2fs vs ctr images pull %.2fs: %.2fx\n' "$(t kiln-unpack-zstd)" "$(t ctr-pull-gzip)" "$(ratio kiln-unpack-zstd ctr-pull-gzip)"
 printf '\nkiln warm (containerd, no unpack) vs the limit min(loopback, sha256) = %.0f MB/s: %.0f%% (gzip), %.0f%% (zstd)\n' \
 	"$LIMIT" "$(echo "100 * $(mbs "$GZ_BYTES" "$(t kiln-ctr-gzip)") / $LIMIT" | bc -l)" "$(echo "100 * $(mbs "$ZS_BYTES" "$(t kiln-ctr-zstd)") / $LIMIT" | bc -l)"
+printf 'kiln warm (containerd, no unpack) vs the containerd-bound limit min(loopback, sha256, containerd sha256, disk) = %.0f MB/s: %.0f%% (gzip), %.0f%% (zstd)\n' \
+	"$CLIMIT" "$(echo "100 * $(mbs "$GZ_BYTES" "$(t kiln-ctr-gzip)") / $CLIMIT" | bc -l)" "$(echo "100 * $(mbs "$ZS_BYTES" "$(t kiln-ctr-zstd)") / $CLIMIT" | bc -l)"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -34,6 +36,37 @@ type Containerd struct {
 	c           *client.Client
 	cs          content.Store
 	leaseID     string
+
+	// ingest is the ingest mode (IngestAuto, IngestDirect, IngestGRPC);
+	// root is the content store directory kiln writes ingests into
+	// directly ("" when bytes go through the gRPC stream), directWhy why
+	// not. See ingest_direct.go.
+	ingest    string
+	mu        sync.Mutex
+	root      string
+	directWhy string
+	// live: direct ingests being written, for the pipelined unpack;
+	// streamed counts layers applied while they downloaded, local those
+	// applied in-process from committed blob files, inprocFailures the
+	// in-process applies that fell back to the daemon's diff service.
+	live           liveIngests
+	streamed       atomic.Int64
+	local          atomic.Int64
+	inprocFailures atomic.Int64
+	streamErr      error // the last fallback's reason
+	// earlyHits and earlyMisses count direct ingests whose early open
+	// (startEarly) hashed the whole blob, or caught up too soon.
+	earlyHits, earlyMisses atomic.Int64
+}
+
+// Streamed returns how many layers --unpack applied in kiln's process
+// while they were still downloading (streamed) or from the committed blob
+// file (local), and how many in-process applies fell back to containerd's
+// diff service (with the last reason).
+func (t *Containerd) Streamed() (streamed, local, fellBack int64, lastErr error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.streamed.Load(), t.local.Load(), t.inprocFailures.Load(), t.streamErr
 }
 
 // IngestRef is the ingest name kiln uses for a blob.
@@ -54,12 +87,68 @@ func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, 
 	if err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
 	}
-	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore()}
+	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest}
 	if _, err := c.Version(t.nsCtx(ctx)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
 	}
+	if err := t.setupDirect(ctx, o); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return t, nil
+}
+
+// setupDirect decides whether ingests are written directly: the content
+// root comes from --containerd-root or the daemon's introspection API (the
+// content plugin exports it), and must be readable and writable here.
+// Whether it is the daemon's own directory (not a same-named path on
+// another host) is checked per blob, when the ingest containerd just
+// created must show up under it.
+func (t *Containerd) setupDirect(ctx context.Context, o TargetOptions) error {
+	switch t.ingest {
+	case "":
+		t.ingest = IngestAuto
+	case IngestAuto, IngestDirect:
+	case IngestGRPC:
+		t.directWhy = "--ingest grpc"
+		return nil
+	default:
+		return fmt.Errorf("--ingest %q: want auto, direct or grpc", t.ingest)
+	}
+	root := ""
+	if o.ContainerdRoot != "" {
+		r, err := contentRootFor(o.ContainerdRoot)
+		if err != nil {
+			return err
+		}
+		root = r
+	} else {
+		r, _, err := t.Free(ctx)
+		if err != nil {
+			t.directWhy = "content root unknown: " + err.Error()
+		}
+		root = r
+	}
+	if root != "" {
+		if why := writableDir(root); why != "" {
+			t.directWhy = why
+			root = ""
+		}
+	}
+	if root == "" && t.ingest == IngestDirect {
+		return fmt.Errorf("target %s: --ingest direct: %s", t, t.directWhy)
+	}
+	t.root = root
+	return nil
+}
+
+// Direct returns the content root ingests are written into directly, or ""
+// and why bytes go through the gRPC content API.
+func (t *Containerd) Direct() (root, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.root, t.directWhy
 }
 
 func (t *Containerd) String() string { return "containerd:" + t.addr }
@@ -147,6 +236,24 @@ func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, 
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
+	}
+	// Nothing to write (containerd already holds the bytes, e.g. shared
+	// from another namespace): the daemon's writer commits without any.
+	if root, _ := t.Direct(); root != "" && st.Offset < d.Size {
+		// Close the daemon's writer before writing its file: the commit
+		// opens a new one, which re-reads and hashes every byte.
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
+		}
+		dw, err := t.openDirect(ctx, d, ref)
+		if err == nil {
+			return dw, nil
+		}
+		if t.ingest == IngestDirect || !isNotLocalIngest(err) {
+			return nil, fmt.Errorf("target %s: ingest %s: direct write: %v", t, ref, err)
+		}
+		t.directFallback(err)
+		return t.Writer(ctx, d)
 	}
 	return &ctrWriter{t: t, w: w, d: d, ref: ref, off: st.Offset}, nil
 }

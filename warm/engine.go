@@ -199,6 +199,26 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 	if o.LimitRate > 0 {
 		limit = rate.NewLimiter(rate.Limit(o.LimitRate), int(min(o.LimitRate, 1<<20)))
 	}
+	// --unpack, pipelined: layers are applied, in order, as soon as each
+	// and the ones below it are committed, while later blobs still
+	// download.
+	var unpackDone chan error
+	rd := newReadiness()
+	if pu, ok := t.(PipelinedUnpacker); ok && o.Unpack {
+		for _, i := range missing {
+			rd.pending(s.Blobs[i].Digest)
+		}
+		uctx, ucancel := context.WithCancel(ctx)
+		unpackDone = make(chan error, 1)
+		go func() { unpackDone <- pu.UnpackAsReady(uctx, s, rd) }()
+		defer func() {
+			// Failure paths: stop the unpack before the target closes.
+			ucancel()
+			if unpackDone != nil {
+				<-unpackDone
+			}
+		}()
+	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
@@ -207,6 +227,7 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 		g.Go(func() error {
 			t0 := time.Now()
 			n, resumed, err := fetchBlob(gctx, t, src, b, o, limit)
+			rd.done(b.Digest, err)
 			mu.Lock()
 			defer mu.Unlock()
 			br := &rep.Blobs[i]
@@ -229,6 +250,9 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 		})
 	}
 	gerr := g.Wait()
+	for _, i := range missing {
+		rd.done(s.Blobs[i].Digest, errors.New("not fetched"))
+	}
 	var failed []string
 	for _, br := range rep.Blobs {
 		if br.State == StateFailed {
@@ -249,7 +273,24 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 	if err := t.Record(ctx, s); err != nil {
 		return fail(fmt.Errorf("target %s: recording images: %v", t, err))
 	}
-	if o.Unpack {
+	if o.Unpack && unpackDone != nil {
+		err := <-unpackDone
+		unpackDone = nil
+		if err != nil {
+			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
+		}
+		rep.Unpacked = true
+		if st, ok := t.(interface {
+			Streamed() (int64, int64, int64, error)
+		}); ok && o.Log != nil {
+			streamed, local, fellBack, why := st.Streamed()
+			if fellBack > 0 {
+				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs, %d by containerd after an in-process apply failed (last: %v)", streamed, local, fellBack, why)
+			} else {
+				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs", streamed, local)
+			}
+		}
+	} else if o.Unpack {
 		u, ok := t.(Unpacker)
 		if !ok {
 			return fail(fmt.Errorf("target %s: --unpack needs a containerd target", t))

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"io"
 	"log"
 	"math/rand"
@@ -17,12 +15,16 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/kiln-build/kiln/internal/testimage"
 )
 
 // testRegistry is a real (in-process) registry behind a wrapper that counts
@@ -39,6 +41,7 @@ type testRegistry struct {
 	answers map[string][]fault
 	corrupt map[string]bool
 	stall   map[string]stallAt
+	slow    map[string]time.Duration
 }
 
 type fault struct {
@@ -54,7 +57,7 @@ type stallAt struct {
 var blobPath = regexp.MustCompile(`/v2/.+/blobs/(sha256:[0-9a-f]{64})$`)
 
 func newTestRegistry(t testing.TB) *testRegistry {
-	r := &testRegistry{t: t, served: map[string]int64{}, gets: map[string]int{}, answers: map[string][]fault{}, corrupt: map[string]bool{}, stall: map[string]stallAt{}}
+	r := &testRegistry{t: t, served: map[string]int64{}, gets: map[string]int{}, answers: map[string][]fault{}, corrupt: map[string]bool{}, stall: map[string]stallAt{}, slow: map[string]time.Duration{}}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		m := blobPath.FindStringSubmatch(req.URL.Path)
@@ -71,6 +74,7 @@ func newTestRegistry(t testing.TB) *testRegistry {
 			r.answers[dg] = q[1:]
 		}
 		corrupt := r.corrupt[dg]
+		slow := r.slow[dg]
 		st, stall := r.stall[dg]
 		if stall {
 			delete(r.stall, dg)
@@ -83,7 +87,7 @@ func newTestRegistry(t testing.TB) *testRegistry {
 			http.Error(w, "injected", f.code)
 			return
 		}
-		cw := &countingWriter{ResponseWriter: w, r: r, dg: dg, corrupt: corrupt}
+		cw := &countingWriter{ResponseWriter: w, r: r, dg: dg, corrupt: corrupt, slow: slow}
 		if stall {
 			cw.stallAfter, cw.hook = st.after, st.hook
 			cw.ctx = req.Context()
@@ -140,6 +144,14 @@ func (r *testRegistry) Corrupt(dg string, on bool) {
 	r.corrupt[dg] = on
 }
 
+// Slow makes every body write of dg's GETs wait d first (0: full speed), so
+// a blob takes a while to arrive.
+func (r *testRegistry) Slow(dg string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slow[dg] = d
+}
+
 // StallAfter makes the next GET of dg send n bytes, call hook, and hang
 // until the client goes away.
 func (r *testRegistry) StallAfter(dg string, n int64, hook func()) {
@@ -157,6 +169,7 @@ type countingWriter struct {
 	stallAfter int64
 	hook       func()
 	ctx        context.Context
+	slow       time.Duration
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
@@ -171,6 +184,26 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 		c.hook = nil
 		<-c.ctx.Done()
 		return n, io.ErrClosedPipe
+	}
+	if c.slow > 0 && len(p) > 32<<10 {
+		// The registry hands the whole blob to one Write: pace it in
+		// 32 KiB pieces.
+		var n int
+		for len(p) > 0 {
+			k, err := c.Write(p[:min(len(p), 32<<10)])
+			n += k
+			if err != nil {
+				return n, err
+			}
+			p = p[k:]
+		}
+		return n, nil
+	}
+	if c.slow > 0 {
+		time.Sleep(c.slow)
+		if f, ok := c.ResponseWriter.(http.Flusher); ok {
+			defer f.Flush()
+		}
 	}
 	if c.corrupt && len(p) > 0 {
 		q := append([]byte(nil), p...)

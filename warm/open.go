@@ -15,6 +15,12 @@ type TargetOptions struct {
 	// CacheDir stages blobs for the docker target (default
 	// /var/tmp/kiln-warm-docker).
 	CacheDir string
+	// Ingest is how blob bytes reach containerd: IngestAuto (default),
+	// IngestDirect or IngestGRPC (see ingest_direct.go).
+	Ingest string
+	// ContainerdRoot overrides the content root found through the
+	// introspection API: the daemon's --root or its content directory.
+	ContainerdRoot string
 }
 
 // OpenTarget connects to the target spec names.

@@ -143,7 +143,7 @@ func TestWarmOCILayout(t *testing.T) {
 }
 
 func TestWarmResumesMidBlob(t *testing.T) {
-	for _, kind := range []string{"oci", "containerd"} {
+	for _, kind := range []string{"oci", "containerd", "containerd-grpc"} {
 		t.Run(kind, func(t *testing.T) {
 			f := pushFixture(t, false)
 			tgt := openTestTarget(t, kind)
@@ -179,7 +179,7 @@ func TestWarmResumesMidBlob(t *testing.T) {
 }
 
 func TestWarmCorruptBlob(t *testing.T) {
-	for _, kind := range []string{"oci", "containerd"} {
+	for _, kind := range []string{"oci", "containerd", "containerd-grpc"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
 			f := pushFixture(t, false)
@@ -356,13 +356,22 @@ func openTestTarget(t *testing.T, kind string) Target {
 			t.Fatal(err)
 		}
 		return tgt
-	case "containerd":
+	case "containerd", "containerd-grpc":
+		// "containerd": the direct ingest path (this test's daemon is
+		// local), required so a silent fallback cannot pass for it.
 		ci := testdaemon.StartContainerd(t)
-		tgt, err := OpenTarget(context.Background(), TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{})
+		o := TargetOptions{Ingest: IngestDirect}
+		if kind == "containerd-grpc" {
+			o.Ingest = IngestGRPC
+		}
+		tgt, err := OpenTarget(context.Background(), TargetSpec{Kind: "containerd", Addr: ci.Socket}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tgt.Close() })
+		if root, why := tgt.(*Containerd).Direct(); (root != "") != (kind == "containerd") {
+			t.Fatalf("%s: direct root %q (%s)", kind, root, why)
+		}
 		return tgt
 	}
 	t.Fatalf("unknown target kind %s", kind)

@@ -48,6 +48,10 @@ type WarmOptions struct {
 	WeightsInto string
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
+	// Ingest and ContainerdRoot choose how bytes reach containerd
+	// (warm.TargetOptions).
+	Ingest         string
+	ContainerdRoot string
 	imageFlags
 }
 
@@ -145,6 +149,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
 	f.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
 	_ = f.MarkHidden("no-space-check")
+	f.StringVar(&opts.Ingest, "ingest", "auto", "containerd: auto (write ingests directly when the content root is on this host), direct, grpc")
+	f.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
 	for _, ext := range warmExtensions {
 		ext(cmd, opts)
 	}
@@ -174,6 +180,11 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	if opts.Concurrency < 1 {
 		return usageErr("--concurrency: must be at least 1")
+	}
+	switch opts.Ingest {
+	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
+	default:
+		return usageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
 	}
 	var limit int64
 	if opts.LimitRate != "" {
@@ -226,7 +237,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter})
+	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot})
 	if err != nil {
 		return err
 	}

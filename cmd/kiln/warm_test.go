@@ -71,6 +71,7 @@ func TestWarmCLIContract(t *testing.T) {
 		{"warm", "--target", "oci:" + dir},
 		{"warm", ref, "--target", "oci:" + dir, "--unpack"},
 		{"warm", ref, "--target", "oci:" + dir, "--limit-rate", "fast"},
+		{"warm", ref, "--target", "oci:" + dir, "--ingest", "fast"},
 	} {
 		if code, _, errOut := run(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)

@@ -1,0 +1,327 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/errdefs"
+	"github.com/kiln-build/kiln/layers"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
+)
+
+// Ingest modes for the containerd target (TargetOptions.Ingest).
+const (
+	// IngestAuto writes ingests directly when containerd's content root is
+	// on this host and writable, else through the gRPC content API.
+	IngestAuto = "auto"
+	// IngestDirect requires the direct path (an error when it is not
+	// possible).
+	IngestDirect = "direct"
+	// IngestGRPC always streams bytes through containerd's content API.
+	IngestGRPC = "grpc"
+)
+
+// The direct ingest path: why it is safe.
+//
+// containerd's gRPC Write stream carries every byte of a blob through one
+// stream and one daemon goroutine; on a 2-core host that caps an ingest at
+// ~150-170 MB/s, well under the loopback and sha256 limits. When the daemon
+// is on this host, kiln keeps containerd in charge of every decision and
+// takes only the byte copy out of the stream:
+//
+//  1. Open the writer through the content API with the named ref and the
+//     blob's descriptor. containerd's metadata store creates the ingest
+//     (bound to the namespace and the warm's lease) and its local store
+//     creates ingest/<sha256(backing ref)>/{ref,startedat,updatedat,total,data},
+//     where the backing ref is "<namespace>/<sequence>/<ref>"
+//     (metadata/content.go; createKey in metadata/snapshot.go). Status().Offset is what an earlier
+//     run left. The writer is closed again at once, so nothing of
+//     containerd's holds a file offset into data.
+//  2. kiln appends the missing bytes to data itself, in order (so the file
+//     is always a prefix of the blob and a killed run resumes from its size,
+//     exactly as on the gRPC path), under a flock against a second kiln.
+//  3. kiln opens the writer again. containerd's local store finds the
+//     ingest directory and resumes it: resumeStatus reads the whole data
+//     file through a fresh digester to compute the offset and the digest
+//     (content/local/store.go in containerd 1.6: store.writer →
+//     store.resumeStatus, "io.CopyBuffer(digester.Hash(), fp, ...)").
+//  4. Commit(size, expected digest): containerd's writer.Commit
+//     (content/local/writer.go) fsyncs the data, compares the file's size
+//     and the digest it computed in step 3 with the expected ones and
+//     refuses (FailedPrecondition) on a mismatch; only then is the file
+//     renamed into blobs/sha256/. containerd, not kiln, verified the blob.
+//
+// The direct path is taken only after checking, per blob, that the ingest
+// containerd just created is visible here with our ref in its ref file:
+// a remote socket, another mount namespace or a read-only root fall back
+// to the gRPC path.
+
+// ingestDir finds the directory containerd's local store uses for the
+// namespaced ingest ref: its ref file holds "<ns>/<n>/<ref>".
+func ingestDir(root, ns, ref string) (string, error) {
+	want := regexp.MustCompile("^" + regexp.QuoteMeta(ns) + "/[0-9]+/" + regexp.QuoteMeta(ref) + "$")
+	ents, err := os.ReadDir(filepath.Join(root, "ingest"))
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, "ingest", e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "ref"))
+		if err != nil {
+			continue
+		}
+		if want.Match(b) {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no ingest for %s under %s", ref, filepath.Join(root, "ingest"))
+}
+
+// contentRootFor resolves --containerd-root: the daemon's root (which holds
+// io.containerd.content.v1.content) or the content store's own directory.
+func contentRootFor(dir string) (string, error) {
+	for _, c := range []string{dir, filepath.Join(dir, "io.containerd.content.v1.content")} {
+		if fi, err := os.Stat(filepath.Join(c, "ingest")); err == nil && fi.IsDir() {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("--containerd-root %s: neither it nor %s holds containerd's content store (an ingest directory)", dir, filepath.Join(dir, "io.containerd.content.v1.content"))
+}
+
+// writableDir says why kiln cannot write ingests under root ("" when it can).
+func writableDir(root string) string {
+	if err := unix.Access(filepath.Join(root, "ingest"), unix.R_OK|unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Sprintf("%s: %v", filepath.Join(root, "ingest"), err)
+	}
+	return ""
+}
+
+// directWriter appends a blob's bytes to containerd's ingest data file.
+type directWriter struct {
+	t   *Containerd
+	d   ocispec.Descriptor
+	ref string
+	f   *os.File
+	off int64
+	// flushed: bytes below it have had their writeback started.
+	flushed int64
+	// li lets the pipelined unpack read the bytes as they land.
+	li *liveIngest
+	// ctx is the Writer call's; early carries the writer opened half-way
+	// (see startEarly), earlyDone whether it was taken.
+	ctx       context.Context
+	early     chan earlyOpen
+	earlyDone bool
+}
+
+type earlyOpen struct {
+	w   content.Writer
+	err error
+}
+
+// earlyMin: blobs this large have their verification overlapped with
+// their download (a variable for tests).
+var earlyMin int64 = 64 << 20
+
+// startEarly opens containerd's writer for the ingest while kiln is still
+// appending to it. Opening makes containerd hash the data file from its
+// start (resumeStatus) and read until it finds the end of the file; while
+// the download is faster than containerd's sha256 it finds the end only
+// after the last byte, so verifying overlaps the second half of the
+// download instead of following it. Whether it did is plain afterwards:
+// the writer's offset is the bytes containerd hashed. If it caught up
+// early, Commit closes it and opens a fresh writer (a full re-read), so
+// the result is the same as without this; containerd verifies either way.
+func (w *directWriter) startEarly() {
+	w.early = make(chan earlyOpen, 1)
+	go func() {
+		cw, err := content.OpenWriter(w.t.nsCtx(w.ctx), w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
+		w.early <- earlyOpen{cw, err}
+	}()
+}
+
+// takeEarly returns the early writer when containerd hashed every byte of
+// the blob through it (ok); otherwise it is closed.
+func (w *directWriter) takeEarly() (content.Writer, bool, error) {
+	if w.early == nil || w.earlyDone {
+		return nil, false, nil
+	}
+	w.earlyDone = true
+	r := <-w.early
+	if errdefs.IsAlreadyExists(r.err) {
+		return nil, false, ErrAlreadyExists
+	}
+	if r.err != nil {
+		return nil, false, nil
+	}
+	st, err := r.w.Status()
+	if err != nil || st.Offset != w.d.Size {
+		r.w.Close()
+		w.t.earlyMisses.Add(1)
+		return nil, false, nil
+	}
+	w.t.earlyHits.Add(1)
+	return r.w, true, nil
+}
+
+func (w *directWriter) dropEarly() {
+	if w.early == nil || w.earlyDone {
+		return
+	}
+	w.earlyDone = true
+	if r := <-w.early; r.err == nil {
+		r.w.Close()
+	}
+}
+
+// settle tells readers of the live ingest how the writer ended.
+func (w *directWriter) settle(err error) {
+	w.li.finish(err)
+	w.t.live.unregister(w.d.Digest, w.li)
+}
+
+// openDirect is step 2: the ingest exists (step 1 opened and closed it);
+// take the file, locked, at its end.
+func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref string) (*directWriter, error) {
+	dir, err := ingestDir(t.root, t.ns, ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "data"), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ingest %s is being written by another process: %v", ref, err)
+	}
+	off, err := f.Seek(0, 2)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	rf, err := os.Open(f.Name())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	li := newLiveIngest(rf, off, d.Size)
+	t.live.register(d.Digest, li)
+	return &directWriter{t: t, d: d, ref: ref, f: f, off: off, flushed: off, li: li, ctx: ctx}, nil
+}
+
+func (w *directWriter) Offset() int64 { return w.off }
+
+func (w *directWriter) Write(p []byte) (int, error) {
+	if w.off+int64(len(p)) > w.d.Size {
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, layers.ErrSizeMismatch, w.d.Size)
+	}
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	w.li.advance(w.off)
+	if w.early == nil && w.d.Size >= earlyMin && w.off >= w.d.Size/2 {
+		w.startEarly()
+	}
+	if w.off-w.flushed >= writebackStep {
+		// containerd fsyncs the data file at Commit, and a fresh blob's
+		// dirty pages sit in the page cache until then (far below the
+		// background writeback threshold): the whole blob would go to
+		// disk only after the download and the re-hash. Starting the
+		// writeback of each step as it is written lets the disk work
+		// while the network does, so the fsync finds little left.
+		// SYNC_FILE_RANGE_WRITE only queues the I/O; errors surface at
+		// containerd's fsync.
+		_ = unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.off-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		w.flushed = w.off
+	}
+	return n, err
+}
+
+// writebackStep is how many written bytes start a writeback.
+const writebackStep = 8 << 20
+
+// Commit is steps 3 and 4: containerd re-reads and hashes the data file,
+// then verifies size and digest.
+func (w *directWriter) Commit(ctx context.Context) (err error) {
+	defer w.f.Close()
+	defer func() {
+		if err != nil && !errors.Is(err, ErrAlreadyExists) {
+			w.settle(err)
+		} else {
+			w.settle(nil)
+		}
+	}()
+	if cw, ok, err := w.takeEarly(); err != nil {
+		return err
+	} else if ok {
+		// containerd hashed the file while it grew and reached its end
+		// after the last byte: commit on that writer.
+		err := (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: w.d.Size}).Commit(ctx)
+		if err == nil || !errors.Is(err, layers.ErrDigestMismatch) {
+			return err
+		}
+		// Refused: verify once more from a fresh open (a full re-read
+		// from the file) before calling the blob corrupt.
+	}
+	cctx := w.t.nsCtx(ctx)
+	cw, err := content.OpenWriter(cctx, w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
+	if errdefs.IsAlreadyExists(err) {
+		return ErrAlreadyExists
+	}
+	if err != nil {
+		return fmt.Errorf("target %s: ingest %s: %v", w.t, w.ref, err)
+	}
+	st, err := cw.Status()
+	if err != nil {
+		cw.Close()
+		return fmt.Errorf("target %s: ingest %s: %v", w.t, w.ref, err)
+	}
+	if st.Offset != w.d.Size {
+		cw.Close()
+		return fmt.Errorf("blob %s: %w: containerd's ingest holds %d bytes, want %d", w.d.Digest, layers.ErrSizeMismatch, st.Offset, w.d.Size)
+	}
+	return (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: st.Offset}).Commit(ctx)
+}
+
+func (w *directWriter) Close() error {
+	w.dropEarly()
+	w.settle(errIngestStopped)
+	return w.f.Close()
+}
+
+func (w *directWriter) Abort(ctx context.Context) error {
+	w.dropEarly()
+	w.settle(errIngestStopped)
+	w.f.Close()
+	err := w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// directFallback records why the direct path is off, once.
+func (t *Containerd) directFallback(why error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.root != "" && t.ingest != IngestDirect {
+		t.root = ""
+		t.directWhy = why.Error()
+	}
+}
+
+// isNotLocalIngest tells the errors that mean "this host does not see the
+// daemon's ingest" from real write errors.
+func isNotLocalIngest(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) || strings.HasPrefix(err.Error(), "no ingest for")
+}

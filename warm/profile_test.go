@@ -1,0 +1,34 @@
+package warm
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
+)
+
+// TestWarmProfileImage warms a real image into a fresh containerd, for
+// profiling (go test ./warm -run TestWarmProfileImage -cpuprofile cpu.out):
+// KILN_WARM_PROFILE_IMAGE=REF, KILN_WARM_PROFILE_UNPACK=1 for --unpack.
+// Skipped unless the image is named.
+func TestWarmProfileImage(t *testing.T) {
+	ref := os.Getenv("KILN_WARM_PROFILE_IMAGE")
+	if ref == "" {
+		t.Skip("KILN_WARM_PROFILE_IMAGE not set")
+	}
+	ctx := context.Background()
+	ci := testdaemon.StartContainerd(t)
+	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	src := NewRegistrySource(nil)
+	set := resolve(t, ctx, src, ResolveOptions{Compression: CompressionGzip}, ref)
+	rep, err := Warm(ctx, set, tgt, src, Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
+	if err != nil || !rep.Ready {
+		t.Fatalf("ready=%v err=%v", rep.Ready, err)
+	}
+	t.Logf("%d bytes in %.2fs", rep.FetchedBytes, rep.Seconds)
+}
