@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,11 +162,11 @@ func flagSlice(fs *pflag.FlagSet, name string) []string {
 }
 
 // passThrough turns the warm flags the user set into arguments for the
-// hosts' kiln warm, leaving out fleet's own.
-func passThrough(fs *pflag.FlagSet) []string {
+// hosts' kiln warm, leaving out fleet's own and those named in skip.
+func passThrough(fs *pflag.FlagSet, skip ...string) []string {
 	var args []string
 	fs.Visit(func(f *pflag.Flag) {
-		if fleetOnly[f.Name] {
+		if fleetOnly[f.Name] || slices.Contains(skip, f.Name) {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
@@ -197,7 +198,10 @@ func emitOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *EmitO
 		K8sOptions: fleet.K8sOptions{
 			Name: f.objName, Namespace: f.k8sNamespace, Refs: args, KilnImage: f.kilnImage,
 			ContainerdSocket: f.containerdSocket, ContainerdNamespace: changedString(fs, "namespace"),
-			WarmArgs: passThrough(fs), Completions: f.completions,
+			// --weights-into becomes a hostPath mount and its argument
+			// (BuildK8s), not a bare flag pointing into the pod.
+			WarmArgs: passThrough(fs, "weights-into"), Completions: f.completions,
+			WeightsDir: changedString(fs, "weights-into"),
 		},
 	}
 }

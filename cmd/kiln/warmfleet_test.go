@@ -33,6 +33,35 @@ func TestWarmEmitK8s(t *testing.T) {
 			t.Errorf("args %v lack %q", args, want)
 		}
 	}
+	// --weights-into: the node's directory is mounted read-write at the
+	// same path and named once, as the pod sees it.
+	code, out, errOut = run(t, "warm", "--emit", "k8s", "r/x:1", "--weights-into", "/var/lib/kiln/weights")
+	if code != 0 {
+		t.Fatalf("--weights-into: exit %d: %s", code, errOut)
+	}
+	obj = fleet.K8sObject{}
+	if err := yaml.UnmarshalWithOptions([]byte(out), &obj, yaml.Strict()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	pod = obj.Spec.Template.Spec
+	warm := pod.InitContainers[0]
+	if i := slices.Index(warm.Args, "--weights-into"); i < 0 || warm.Args[i+1] != "/var/lib/kiln/weights" || strings.Contains(strings.Join(warm.Args, " "), "--weights-into=") {
+		t.Errorf("args %v: want --weights-into /var/lib/kiln/weights once", warm.Args)
+	}
+	var mounted bool
+	for _, m := range warm.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if m.Name == v.Name && m.MountPath == "/var/lib/kiln/weights" && v.HostPath != nil && v.HostPath.Path == "/var/lib/kiln/weights" && !m.ReadOnly {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("no read-write hostPath mount of /var/lib/kiln/weights: %v %v", warm.VolumeMounts, pod.Volumes)
+	}
+	if code, _, errOut := run(t, "warm", "--emit", "k8s", "r/x:1", "--weights-into", "weights"); code != ExitUsage || !strings.Contains(errOut, "absolute") {
+		t.Errorf("relative --weights-into: exit %d %s", code, errOut)
+	}
 	code, out, _ = run(t, "warm", "--emit", "k8s-job", "--completions", "2", "r/x:1")
 	if code != 0 || !strings.Contains(out, "kind: Job") || !strings.Contains(out, "completions: 2") {
 		t.Errorf("k8s-job: exit %d\n%s", code, out)
@@ -70,12 +99,13 @@ func TestPassThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.ParseFlags([]string{"--hosts", "h.yaml", "--unpack", "--limit-rate", "10MiB", "--insecure-registry", "a:5000", "--insecure-registry", "b:5000", "--target", "containerd", "--json", "--parallel", "3"}); err != nil {
+	if err := w.ParseFlags([]string{"--hosts", "h.yaml", "--unpack", "--limit-rate", "10MiB", "--insecure-registry", "a:5000", "--insecure-registry", "b:5000", "--target", "containerd", "--json", "--parallel", "3", "--weights-into", "/w"}); err != nil {
 		t.Fatal(err)
 	}
 	got := passThrough(w.Flags())
 	slices.Sort(got)
-	want := []string{"--insecure-registry=a:5000", "--insecure-registry=b:5000", "--limit-rate=10MiB", "--unpack=true"}
+	// --weights-into passes through to hosts (a path on each host).
+	want := []string{"--insecure-registry=a:5000", "--insecure-registry=b:5000", "--limit-rate=10MiB", "--unpack=true", "--weights-into=/w"}
 	if !slices.Equal(got, want) {
 		t.Errorf("passThrough = %v, want %v (fleet's own flags, --target and --json stay here)", got, want)
 	}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 
@@ -41,6 +42,11 @@ type K8sOptions struct {
 	WarmArgs []string
 	// Completions is the Job's pod count, one per node (default 1).
 	Completions int
+	// WeightsDir is kiln warm's --weights-into DIR: the node's directory
+	// is mounted (hostPath, read-write) at the same path in the warm
+	// container, so the weights volume lands on the node where the serving
+	// pods mount it, not in the warm pod's throwaway filesystem.
+	WeightsDir string
 }
 
 // Minimal typed mirrors of the Kubernetes objects fleet emits (fleet does
@@ -130,6 +136,7 @@ type (
 	K8sVolumeMount struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly,omitempty"`
 	}
 	K8sVolume struct {
 		Name     string       `yaml:"name"`
@@ -179,12 +186,21 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 	if o.ContainerdNamespace == "" {
 		o.ContainerdNamespace = "k8s.io"
 	}
+	if o.WeightsDir != "" {
+		if err := checkWeightsDir(o.WeightsDir); err != nil {
+			return nil, err
+		}
+		o.WeightsDir = path.Clean(o.WeightsDir)
+	}
 	labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": o.Name}
 	root := 0
 	no := false
 	args := append([]string{"warm"}, o.Refs...)
 	args = append(args, "--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace,
 		"--ready-file", podReadyDir+"/"+o.Name)
+	if o.WeightsDir != "" {
+		args = append(args, "--weights-into", o.WeightsDir)
+	}
 	args = append(args, o.WarmArgs...)
 	warm := K8sContainer{
 		Name: "warm", Image: o.KilnImage, Args: args,
@@ -205,6 +221,12 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 			{Name: "containerd-sock", HostPath: &K8sHostPath{Path: o.ContainerdSocket, Type: "Socket"}},
 			{Name: "kiln-ready", HostPath: &K8sHostPath{Path: hostReadyDir, Type: "DirectoryOrCreate"}},
 		},
+	}
+	if o.WeightsDir != "" {
+		// Same path inside and out: the manifest kiln writes there and the
+		// serving pods' mounts name one directory.
+		warm.VolumeMounts = append(warm.VolumeMounts, K8sVolumeMount{Name: "kiln-weights", MountPath: o.WeightsDir})
+		pod.Volumes = append(pod.Volumes, K8sVolume{Name: "kiln-weights", HostPath: &K8sHostPath{Path: o.WeightsDir, Type: "DirectoryOrCreate"}})
 	}
 	obj := &K8sObject{
 		Kind:     o.Kind,
@@ -240,6 +262,22 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 	}
 	obj.Spec.Template = K8sPodTemplate{Metadata: K8sMeta{Labels: labels}, Spec: pod}
 	return obj, nil
+}
+
+// checkWeightsDir refuses a --weights-into directory a hostPath cannot
+// name (relative: relative to what, on the node?) or one that would cover or
+// sit inside the pod's own mounts (the containerd socket, the ready dir).
+func checkWeightsDir(dir string) error {
+	if !path.IsAbs(dir) {
+		return fmt.Errorf("--weights-into %q: the node's directory must be an absolute path", dir)
+	}
+	d := path.Clean(dir)
+	for _, m := range []string{podSocketPath, podReadyDir} {
+		if d == "/" || d == m || strings.HasPrefix(m, d+"/") || strings.HasPrefix(d, m+"/") {
+			return fmt.Errorf("--weights-into %q overlaps the warm pod's mount %s", dir, m)
+		}
+	}
+	return nil
 }
 
 // EmitK8s prints the object for o as YAML.

@@ -22,7 +22,7 @@ func TestEmitK8sGolden(t *testing.T) {
 		{"daemonset.yaml", K8sOptions{
 			Refs: []string{"10.0.0.5:5000/acme/serve:1.2", "10.0.0.5:5000/acme/weights:7"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0",
 			NodeSelector: map[string]string{"nvidia.com/gpu.present": "true", "pool": "spot"}, Namespace: "kube-system",
-			WarmArgs: []string{"--unpack=true", "--limit-rate=200MiB"},
+			WarmArgs: []string{"--unpack=true", "--limit-rate=200MiB"}, WeightsDir: "/var/lib/kiln/weights/",
 		}},
 		{"job.yaml", K8sOptions{
 			Kind: KindJob, Name: "warm-serve", Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0",
@@ -129,8 +129,31 @@ func checkK8s(t *testing.T, obj *K8sObject, o K8sOptions) {
 			t.Errorf("containerd socket volume %+v, want %s (Socket)", v.HostPath, sock)
 		}
 	}
-	if len(warm.VolumeMounts) != 2 {
-		t.Errorf("mounts %v: want the socket and the ready dir", warm.VolumeMounts)
+	wantMounts := 2
+	if o.WeightsDir != "" {
+		// --weights-into: the node's directory, read-write at the same
+		// path, and the argument names that path.
+		wantMounts = 3
+		dir := strings.TrimSuffix(o.WeightsDir, "/")
+		if !strings.Contains(args, "--weights-into "+dir+" ") {
+			t.Errorf("warm args %q lack --weights-into %s", args, dir)
+		}
+		var found bool
+		for _, m := range warm.VolumeMounts {
+			if m.MountPath != dir {
+				continue
+			}
+			found = true
+			if v := vols[m.Name]; v.HostPath.Path != dir || v.HostPath.Type != "DirectoryOrCreate" || m.ReadOnly {
+				t.Errorf("weights mount %+v volume %+v: want hostPath %s (DirectoryOrCreate), read-write", m, v.HostPath, dir)
+			}
+		}
+		if !found {
+			t.Errorf("no mount at %s: %v", dir, warm.VolumeMounts)
+		}
+	}
+	if len(warm.VolumeMounts) != wantMounts {
+		t.Errorf("mounts %v: want the socket, the ready dir and (with --weights-into) the weights dir", warm.VolumeMounts)
 	}
 }
 
@@ -143,6 +166,10 @@ func TestEmitK8sRejects(t *testing.T) {
 		{K8sOptions{Refs: []string{"a"}}, "--kiln-image"},
 		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", Name: "Bad_Name"}, "DNS label"},
 		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", Kind: "Deployment"}, "DaemonSet or Job"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "weights"}, "absolute path"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/var/run"}, "overlaps"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/var/run/kiln/w"}, "overlaps"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/"}, "overlaps"},
 	} {
 		if _, err := EmitK8s(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.o, err, tc.want)
