@@ -1,8 +1,6 @@
 package warm
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"io"
 	"log"
@@ -10,8 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"testing"
@@ -20,8 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -233,35 +227,6 @@ func randomLayer(t testing.TB, name string, n int, seed int64) v1.Layer {
 	b := make([]byte, n)
 	rand.New(rand.NewSource(seed)).Read(b)
 	return testimage.Layer(t, []testimage.Entry{testimage.File(name, b)}, "gzip")
-}
-
-// runnableLayer holds /bin/true with its loader and libc, so `ctr run` of
-// the image starts a real process.
-func runnableLayer(t testing.TB) v1.Layer {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"bin", "lib64", "lib", "lib/x86_64-linux-gnu"} {
-		tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755})
-	}
-	for _, p := range []string{"/bin/true", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"} {
-		real, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			t.Skipf("no %s on this host: %v", p, err)
-		}
-		b, err := os.ReadFile(real)
-		if err != nil {
-			t.Skip(err)
-		}
-		tw.WriteHeader(&tar.Header{Name: p[1:], Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
-		tw.Write(b)
-	}
-	tw.Close()
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 func digestOf(t testing.TB, l interface{ Digest() (v1.Hash, error) }) string {

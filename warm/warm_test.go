@@ -36,7 +36,7 @@ func pushFixture(t *testing.T, runnable bool) *fixture {
 	reg := newTestRegistry(t)
 	var small v1.Layer
 	if runnable {
-		small = runnableLayer(t)
+		small = testimage.RunnableLayer(t)
 	} else {
 		small = testimage.Layer(t, []testimage.Entry{testimage.File("etc/hello", []byte("hi"))}, "gzip")
 	}
