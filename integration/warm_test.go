@@ -144,7 +144,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 
 	// The mirror goes away; the image, recorded under its real name, starts.
 	srv.Close()
-	if o, err := cd.Ctr(t, "run", "--rm", "--snapshotter", snapshotter(t, cd), ref, "kiln-warm-it", "/bin/true"); err != nil {
+	if o, err := cd.Ctr(t, "run", "--rm", "--snapshotter", cd.Snapshotter(t), ref, "kiln-warm-it", "/bin/true"); err != nil {
 		t.Fatalf("ctr run with the mirror down: %v\n%s", err, o)
 	}
 }
@@ -179,14 +179,3 @@ func active(t *testing.T, cd *testdaemon.Containerd) []ingest {
 	return res
 }
 
-// snapshotter is the one kiln's auto choice took: overlayfs when loaded.
-func snapshotter(t *testing.T, cd *testdaemon.Containerd) string {
-	out, _ := cd.Ctr(t, "plugins", "ls")
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "overlayfs" && f[len(f)-1] == "ok" {
-			return "overlayfs"
-		}
-	}
-	return "native"
-}

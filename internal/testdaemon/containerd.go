@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +55,19 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
 		return err == nil
 	})
 	return cd
+}
+
+// Snapshotter is the one kiln warm's --unpack picks on cd (auto):
+// overlayfs when that plugin loaded, else native.
+func (cd *Containerd) Snapshotter(t testing.TB) string {
+	out, _ := cd.Ctr(t, "plugins", "ls")
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "overlayfs" && f[len(f)-1] == "ok" {
+			return "overlayfs"
+		}
+	}
+	return "native"
 }
 
 // Ctr runs containerd's own client against cd and returns its combined

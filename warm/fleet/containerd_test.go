@@ -112,7 +112,7 @@ func TestFleetWarmsContainerdHosts(t *testing.T) {
 		// containerd starts it from what is on the host: ctr run does not
 		// pull, so a missing blob or snapshot would fail it here.
 		id := fmt.Sprintf("kiln-fleet-%d", i)
-		if out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", snapshotterOf(t, cd), ref, id, "/bin/true"); err != nil {
+		if out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", cd.Snapshotter(t), ref, id, "/bin/true"); err != nil {
 			t.Errorf("host %d: ctr run %s: %v\n%s", i, ref, err, out)
 		}
 	}
@@ -130,15 +130,3 @@ func checkComplete(out, ref string) bool {
 	return false
 }
 
-// snapshotterOf is the snapshotter kiln's --unpack chose: overlayfs when
-// that plugin loaded, else native.
-func snapshotterOf(t *testing.T, cd *testdaemon.Containerd) string {
-	out, _ := cd.Ctr(t, "plugins", "ls")
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "overlayfs" && f[len(f)-1] == "ok" {
-			return "overlayfs"
-		}
-	}
-	return "native"
-}
