@@ -178,4 +178,3 @@ func active(t *testing.T, cd *testdaemon.Containerd) []ingest {
 	}
 	return res
 }
-

@@ -129,4 +129,3 @@ func checkComplete(out, ref string) bool {
 	}
 	return false
 }
-
