@@ -14,7 +14,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -22,7 +21,6 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/time/rate"
 )
 
 // SelfWarmer is a target that runs the whole warm itself (Docker: the unit
@@ -35,14 +33,17 @@ type SelfWarmer interface {
 // through its API on a unix socket. Docker has no per-blob presence or
 // ingest API, so the unit is the image: GET /images/{name}/json says
 // whether the image is complete (its ID is the config digest and its
-// RootFS layers are the config's diff IDs). Otherwise a docker-archive is
-// streamed into POST /images/load, built on the fly from the registry:
-// the config, then each layer, every byte checked against its digest as it
-// passes, and manifest.json last, so the engine (which unpacks the whole
-// archive before it loads anything) never sees a manifest for bytes that
-// did not verify. Layers whose chain the engine already holds (from any of
-// its images) are left out of the archive: docker load skips a layer whose
-// chain ID exists without reading its file, so they are not fetched.
+// RootFS layers are the config's diff IDs). Otherwise the layers the engine
+// lacks are staged on disk first, through an OCILayout (the oci: target's
+// resumable, chunked, verified fetch: a killed warm resumes from the staged
+// bytes), and a docker-archive is streamed into POST /images/load from the
+// stage: the config, then each layer, verified again as it passes, and
+// manifest.json last, so the engine (which unpacks the whole archive before
+// it loads anything) never sees a manifest for bytes that did not verify.
+// Layers whose chain the engine already holds (from any of its images) are
+// left out of the archive: docker load skips a layer whose chain ID exists
+// without reading its file, so they are neither fetched nor staged. The
+// staged layers are removed after a successful load (KeepStage keeps them).
 //
 // Docker before 23.0 cannot load zstd layers: NoZstd says so, and Resolve
 // then takes the gzip variant or refuses a zstd-only image.
@@ -51,6 +52,10 @@ type Docker struct {
 	hc      *http.Client
 	version string
 	api     string
+	// stage is the directory layers are staged in before docker load;
+	// keepStage keeps them after a successful load.
+	stage     string
+	keepStage bool
 }
 
 func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, error) {
@@ -64,7 +69,10 @@ func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, erro
 		},
 		DisableCompression: true,
 	}
-	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}}
+	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}, stage: o.DockerStage, keepStage: o.KeepStage}
+	if t.stage == "" {
+		t.stage = DefaultDockerStage()
+	}
 	var v struct {
 		Version    string `json:"Version"`
 		APIVersion string `json:"ApiVersion"`
@@ -303,7 +311,7 @@ func (s *Set) config(img Image) (*v1.ConfigFile, error) {
 }
 
 // WarmSet implements SelfWarmer: per image, skip it when complete, else
-// stream the layers the engine lacks into docker load.
+// stage the layers the engine lacks and stream them into docker load.
 func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*Report, error) {
 	start := time.Now()
 	rep := NewReport(s)
@@ -373,17 +381,30 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 		rep.Seconds = time.Since(start).Seconds()
 		return rep, nil
 	}
-	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
-		// Docker unpacks the archive into a temporary directory, then
-		// into its layer store: count the bytes twice.
-		dir, avail, err := t.Free(ctx)
-		if err == nil && avail < 2*rep.MissingBytes {
-			return fail(fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, analyze.HumanBytes(rep.MissingBytes), analyze.HumanBytes(avail), dir))
+	// The layers to send are staged first (resumable, Range chunks,
+	// verified), then loaded from disk.
+	var toStage []*Blob
+	staged := map[digest.Digest]bool{}
+	for _, p := range plans {
+		for i, l := range p.img.Layers {
+			if p.send[i] && !staged[l.Digest] {
+				staged[l.Digest] = true
+				b, _ := s.blob(l.Digest)
+				toStage = append(toStage, b)
+			}
 		}
 	}
-	var limit *rate.Limiter
-	if o.LimitRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(o.LimitRate), int(min(o.LimitRate, 1<<20)))
+	st, err := openDockerStage(t.stage)
+	if err != nil {
+		return fail(err)
+	}
+	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
+		if err := t.preflight(ctx, st, toStage, rep.MissingBytes); err != nil {
+			return fail(err)
+		}
+	}
+	if err := st.fetch(ctx, toStage, s, src, o, rep); err != nil {
+		return fail(fmt.Errorf("target %s: %w", t, err))
 	}
 	attempts := o.Attempts
 	if attempts <= 0 {
@@ -391,7 +412,7 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 	}
 	for _, p := range plans {
 		for try := 1; ; try++ {
-			err := t.load(ctx, s, p.img, p.send, src, o, limit, rep)
+			err := t.load(ctx, s, p.img, p.send, st, rep)
 			if err == nil {
 				break
 			}
@@ -401,6 +422,17 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 			}
 			if o.Log != nil {
 				o.Log("docker load of %s: try %d/%d failed: %v", p.img.Name, try, attempts, err)
+			}
+			// A staged blob that no longer verifies was removed: stage
+			// it again (the others are present, so nothing else is read).
+			var again []*Blob
+			for i, l := range p.img.Layers {
+				if b, _ := s.blob(l.Digest); p.send[i] && st.held(b) < b.Size {
+					again = append(again, b)
+				}
+			}
+			if err := st.fetch(ctx, again, s, src, o, rep); err != nil {
+				return fail(fmt.Errorf("target %s: %w", t, err))
 			}
 		}
 	}
@@ -413,9 +445,50 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 	if err := t.Verify(ctx, s); err != nil {
 		return fail(err)
 	}
+	if !t.keepStage {
+		if err := st.remove(s); err != nil && o.Log != nil {
+			o.Log("docker stage %s: %v (the image is loaded; remove it by hand)", st.dir, err)
+		}
+	}
 	rep.Ready = true
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// preflight checks the free space for the staged layers (what the stage
+// does not hold yet) and for the engine, which unpacks the archive into a
+// temporary directory, then into its layer store (about twice the missing
+// bytes). When both are on one file system their needs add up.
+func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob, missing int64) error {
+	var stageNeed int64
+	for _, b := range toStage {
+		stageNeed += b.Size - st.held(b)
+	}
+	stageAvail, err := statfsFree(st.dir)
+	if err != nil {
+		return fmt.Errorf("--docker-stage %s: %v", st.dir, err)
+	}
+	engineNeed := 2 * missing
+	root, engineAvail, err := t.Free(ctx)
+	if err != nil {
+		// The engine's root is not visible from here (a remote socket):
+		// only the stage can be checked.
+		root, engineNeed = "", 0
+	}
+	if root != "" && sameDevice(root, st.dir) {
+		if need := stageNeed + engineNeed; stageAvail < need {
+			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, ErrNoSpace,
+				analyze.HumanBytes(stageNeed), st.dir, analyze.HumanBytes(engineNeed), analyze.HumanBytes(missing), analyze.HumanBytes(need), analyze.HumanBytes(stageAvail))
+		}
+		return nil
+	}
+	if stageAvail < stageNeed {
+		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, ErrNoSpace, analyze.HumanBytes(stageNeed), analyze.HumanBytes(stageAvail), st.dir)
+	}
+	if root != "" && engineAvail < engineNeed {
+		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, analyze.HumanBytes(missing), analyze.HumanBytes(engineAvail), root)
+	}
+	return nil
 }
 
 // archiveError is a failure on kiln's side of the stream (a registry
@@ -433,13 +506,13 @@ type dockerManifest struct {
 }
 
 // load streams img as a docker-archive into POST /images/load.
-func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, src Source, o Options, limit *rate.Limiter, rep *Report) error {
+func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		err := t.writeArchive(ctx, pw, s, img, send, src, o, limit, rep)
+		err := t.writeArchive(pw, s, img, send, st, rep)
 		pw.CloseWithError(err)
 		werr <- err
 	}()
@@ -486,9 +559,10 @@ func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, src S
 	return nil
 }
 
-// writeArchive writes the docker-archive: config, the layers to send
-// (each verified against its digest as it streams), manifest.json last.
-func (t *Docker) writeArchive(ctx context.Context, w io.Writer, s *Set, img Image, send []bool, src Source, o Options, limit *rate.Limiter, rep *Report) error {
+// writeArchive writes the docker-archive: config, the layers to send from
+// the stage (each verified against its digest again as it streams: the
+// stage may hold an earlier run's file), manifest.json last.
+func (t *Docker) writeArchive(w io.Writer, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
 	tw := tar.NewWriter(w)
 	cfgBlob, _ := s.blob(img.Config.Digest)
 	cfgName := img.Config.Digest.Encoded() + ".json"
@@ -510,12 +584,7 @@ func (t *Docker) writeArchive(ctx context.Context, w io.Writer, s *Set, img Imag
 			continue
 		}
 		b, bi := s.blob(l.Digest)
-		t0 := time.Now()
-		n, err := t.streamLayer(ctx, tw, file, b, src, o, limit)
-		rep.Blobs[bi].BytesFetched += n
-		rep.Blobs[bi].Seconds += time.Since(t0).Seconds()
-		rep.FetchedBytes += n
-		if err != nil {
+		if err := streamStaged(tw, file, b, st); err != nil {
 			rep.Blobs[bi].State = StateFailed
 			rep.Blobs[bi].Error = err.Error()
 			return fmt.Errorf("layer %s: %v", l.Digest, err)
@@ -540,56 +609,35 @@ func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
 	return err
 }
 
-// streamLayer copies one layer from the registry into the archive,
-// verified: a digest or size mismatch fails before the archive's
-// manifest.json is written, so the engine loads nothing.
-func (t *Docker) streamLayer(ctx context.Context, tw *tar.Writer, file string, b *Blob, src Source, o Options, limit *rate.Limiter) (int64, error) {
-	if err := tw.WriteHeader(&tar.Header{Name: file, Mode: 0o644, Size: b.Size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return 0, err
-	}
-	rc, err := src.OpenRange(ctx, b.Repo, b.Digest, 0, -1)
+// streamStaged copies one staged layer into the archive, verified: a
+// digest or size mismatch fails before the archive's manifest.json is
+// written, so the engine loads nothing, and the staged file is removed so
+// the next try stages it again.
+func streamStaged(tw *tar.Writer, file string, b *Blob, st *dockerStage) error {
+	p := st.layout.blobPath(b.Digest)
+	f, err := os.Open(p)
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("staged blob: %v", err)
 	}
-	defer rc.Close()
+	defer f.Close()
+	if err := tw.WriteHeader(&tar.Header{Name: file, Mode: 0o644, Size: b.Size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
 	h, err := v1.NewHash(b.Digest.String())
 	if err != nil {
-		return 0, err
+		return err
 	}
-	vr, err := layers.NewVerifyReader(rc, h, b.Size)
+	vr, err := layers.NewVerifyReader(f, h, b.Size)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	cr := &countingReader{ctx: ctx, r: vr, progress: o.Progress, limit: limit}
 	buf := make([]byte, 1<<20)
-	_, err = io.CopyBuffer(tw, cr, buf)
-	return cr.n, err
-}
-
-// countingReader counts (and rate-limits) the bytes read from the registry.
-type countingReader struct {
-	ctx      context.Context
-	r        io.Reader
-	n        int64
-	progress *atomic.Int64
-	limit    *rate.Limiter
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	if c.limit != nil && len(p) > c.limit.Burst() {
-		p = p[:c.limit.Burst()]
-	}
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.n += int64(n)
-		if c.progress != nil {
-			c.progress.Add(int64(n))
+	if _, err := io.CopyBuffer(tw, vr, buf); err != nil {
+		if layers.IsIntegrityError(err) {
+			os.Remove(p)
+			return fmt.Errorf("staged blob %s: %v (removed; it is staged again)", p, err)
 		}
-		if c.limit != nil {
-			if werr := c.limit.WaitN(c.ctx, n); werr != nil && err == nil {
-				err = werr
-			}
-		}
+		return err
 	}
-	return n, err
+	return nil
 }

@@ -2,8 +2,13 @@ package warm
 
 import (
 	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -17,7 +22,8 @@ func TestWarmDockerEngine(t *testing.T) {
 	ctx := context.Background()
 	f := pushFixture(t, false)
 	src := fastSource()
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "docker", Addr: dk.Socket}, TargetOptions{})
+	stage := filepath.Join(t.TempDir(), "stage")
+	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "docker", Addr: dk.Socket}, TargetOptions{DockerStage: stage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,12 +41,20 @@ func TestWarmDockerEngine(t *testing.T) {
 	if err != nil || rep.Ready || rep.blob(f.big).State != StateMissing {
 		t.Fatalf("dry run: ready=%v big=%+v err=%v", rep.Ready, rep.blob(f.big), err)
 	}
-	rep, err = Warm(ctx, set, tgt, src, Options{})
+	// Small chunks: the staged 6 MiB layer arrives as parallel Range
+	// requests, as on the oci: and containerd targets.
+	rep, err = Warm(ctx, set, tgt, src, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
 	if b := rep.blob(f.big); b.State != StateFetched || b.BytesFetched != f.size || f.reg.Served(f.big) != f.size {
 		t.Errorf("big layer: %+v, served %d, size %d", b, f.reg.Served(f.big), f.size)
+	}
+	if got := f.reg.Gets(f.big); got < 6 {
+		t.Errorf("big layer took %d GETs; want parallel Range chunks (>= 6)", got)
+	}
+	if _, err := os.Stat(stage); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stage %s after a successful load: %v, want it removed", stage, err)
 	}
 	im, ok := dk.Inspect(t, f.ref)
 	cfgDigest := set.Images[0].Config.Digest.String()
@@ -109,5 +123,100 @@ func TestWarmDockerEngine(t *testing.T) {
 	_, err = Resolve(ctx, []string{refZ}, ResolveOptions{Platform: amd64, Source: src, NoZstd: noZstd})
 	if err == nil || !strings.Contains(err.Error(), "23.0") || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("zstd-only image: err = %v", err)
+	}
+}
+
+// A warm killed mid-layer resumes from the staged bytes: the rerun reads
+// only the rest of the layer from the registry and the image loads. A
+// staged blob that no longer verifies (tampered on disk, same size) is
+// refused while it streams, removed, staged again and loaded; --keep-stage
+// keeps the staged layers.
+func TestWarmDockerResumesFromStage(t *testing.T) {
+	dk := testdaemon.StartDockerd(t)
+	f := pushFixture(t, false)
+	src := fastSource()
+	stage := filepath.Join(t.TempDir(), "stage")
+	tgt, err := OpenTarget(context.Background(), TargetSpec{Kind: "docker", Addr: dk.Socket}, TargetOptions{DockerStage: stage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	noZstd := tgt.(ZstdChecker).NoZstd(context.Background())
+	set := resolve(t, context.Background(), src, ResolveOptions{NoZstd: noZstd}, f.ref)
+
+	// Kill the run (cancel) after 2.5 MiB of the large layer arrived.
+	ctx, cancel := context.WithCancel(context.Background())
+	f.reg.StallAfter(f.big, 5<<19, func() { time.Sleep(300 * time.Millisecond); cancel() })
+	rep, err := Warm(ctx, set, tgt, src, Options{ChunkThreshold: 1 << 40})
+	if err == nil || rep.Ready {
+		t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
+	}
+	if _, ok := dk.Inspect(t, f.ref); ok {
+		t.Fatal("the interrupted image reached the engine")
+	}
+	partial := filepath.Join(stage, ".kiln-partial", strings.TrimPrefix(f.big, "sha256:"))
+	if fi, err := os.Stat(partial); err != nil || fi.Size() == 0 || fi.Size() >= f.size {
+		t.Fatalf("staged partial %s: %v, want some of the %d bytes", partial, err, f.size)
+	}
+
+	f.reg.ResetCounts()
+	rep, err = Warm(context.Background(), set, tgt, src, Options{ChunkThreshold: 1 << 40})
+	if err != nil || !rep.Ready {
+		t.Fatalf("resumed run: ready=%v err=%v", rep.Ready, err)
+	}
+	br := rep.blob(f.big)
+	if br.Resumed <= 0 || br.State != StateFetched {
+		t.Fatalf("large layer did not resume: %+v", br)
+	}
+	if got := f.reg.Served(f.big); got != f.size-br.Resumed {
+		t.Errorf("resumed run read %d bytes of the large layer; want size %d - resumed %d", got, f.size, br.Resumed)
+	}
+	if br.BytesFetched != f.size-br.Resumed {
+		t.Errorf("report bytes_fetched %d, want %d", br.BytesFetched, f.size-br.Resumed)
+	}
+	im, ok := dk.Inspect(t, f.ref)
+	if !ok || im.ID != set.Images[0].Config.Digest.String() || len(im.RootFS.Layers) != 2 {
+		t.Fatalf("docker image inspect %s: %+v (found %v)", f.ref, im, ok)
+	}
+	if _, err := os.Stat(stage); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stage after the load: %v, want it removed", err)
+	}
+
+	// A tampered staged blob of the right size: refused as it streams,
+	// staged again from the registry, loaded. --keep-stage keeps it.
+	kept, err := OpenTarget(context.Background(), TargetSpec{Kind: "docker", Addr: dk.Socket}, TargetOptions{DockerStage: stage, KeepStage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	l := randomLayer(t, "t.bin", 1<<20, 11)
+	refT := f.reg.Host + "/kiln-warm/app:tampered"
+	testimage.Push(t, refT, testimage.Image(t, testimage.Config{}, l))
+	ld := digestOf(t, l)
+	size, _ := l.Size()
+	staged := filepath.Join(stage, "blobs", "sha256", strings.TrimPrefix(ld, "sha256:"))
+	if err := os.MkdirAll(filepath.Dir(staged), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, size)
+	rand.New(rand.NewSource(5)).Read(junk)
+	if err := os.WriteFile(staged, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.reg.ResetCounts()
+	var logs []string
+	rep, err = Warm(context.Background(), resolve(t, context.Background(), src, ResolveOptions{NoZstd: noZstd}, refT), kept, src,
+		Options{Log: func(format string, a ...any) { logs = append(logs, format) }})
+	if err != nil || !rep.Ready {
+		t.Fatalf("tampered stage: ready=%v err=%v", rep.Ready, err)
+	}
+	if f.reg.Served(ld) != size || len(logs) == 0 {
+		t.Errorf("tampered stage: served %d of %d bytes, %d log lines; want it staged again after a failed try", f.reg.Served(ld), size, len(logs))
+	}
+	if _, ok := dk.Inspect(t, refT); !ok {
+		t.Error("tampered stage: image not loaded")
+	}
+	if fi, err := os.Stat(staged); err != nil || fi.Size() != size {
+		t.Errorf("--keep-stage: staged layer %v", err)
 	}
 }

@@ -12,9 +12,11 @@ type TargetOptions struct {
 	// Snapshotter for --unpack: "" or "auto" picks overlayfs when the
 	// daemon has it working, else native.
 	Snapshotter string
-	// CacheDir stages blobs for the docker target (default
-	// /var/tmp/kiln-warm-docker).
-	CacheDir string
+	// DockerStage is where the docker target stages layer blobs before
+	// docker load (an OCI layout; default DefaultDockerStage()).
+	DockerStage string
+	// KeepStage keeps the staged blobs after a successful load.
+	KeepStage bool
 	// Ingest is how blob bytes reach containerd: IngestAuto (default),
 	// IngestDirect or IngestGRPC (see ingest_direct.go).
 	Ingest string

@@ -1,0 +1,118 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// DefaultDockerStage is where the docker target stages layers by default:
+// /var/cache/kiln/docker-stage for root (a system cache, like the engine's
+// own data), else $XDG_CACHE_HOME/kiln/docker-stage (~/.cache when unset).
+func DefaultDockerStage() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache/kiln/docker-stage"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "kiln", "docker-stage")
+	}
+	return filepath.Join(os.TempDir(), "kiln-docker-stage")
+}
+
+// dockerStage is the staging area of one warm: an OCILayout, so layers get
+// the oci: target's machinery (resumable .kiln-partial files, parallel
+// Range chunks, digest verified at commit, atomic rename) before docker
+// load reads them from disk. A killed warm leaves the bytes for the next.
+type dockerStage struct {
+	dir    string
+	layout *OCILayout
+}
+
+func openDockerStage(dir string) (*dockerStage, error) {
+	l, err := NewOCILayout(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--docker-stage %s: %v", dir, err)
+	}
+	return &dockerStage{dir: dir, layout: l}, nil
+}
+
+// held is how many bytes of b the stage already holds (committed, or an
+// earlier run's partial file), for the disk preflight.
+func (st *dockerStage) held(b *Blob) int64 {
+	if fi, err := os.Stat(st.layout.blobPath(b.Digest)); err == nil && fi.Size() == b.Size {
+		return b.Size
+	}
+	if fi, err := os.Stat(filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded())); err == nil {
+		return min(fi.Size(), b.Size)
+	}
+	return 0
+}
+
+// fetch stages blobs with Warm on the layout (the same fetch engine as the
+// oci: target) and folds each blob's outcome into rep: bytes fetched,
+// resumed offset and seconds; a staged blob stays "missing" until the
+// engine has loaded it.
+func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, src Source, o Options, rep *Report) error {
+	if len(blobs) == 0 {
+		return nil
+	}
+	o.DryRun, o.Unpack, o.SkipSpaceCheck = false, false, true
+	sub, err := Warm(ctx, &Set{Blobs: blobs}, st.layout, src, o)
+	for _, br := range sub.Blobs {
+		_, bi := s.blob(digest.Digest(br.Digest))
+		r := &rep.Blobs[bi]
+		r.BytesFetched += br.BytesFetched
+		if r.Resumed == 0 {
+			r.Resumed = br.Resumed
+		}
+		r.Seconds += br.Seconds
+		rep.FetchedBytes += br.BytesFetched
+		switch br.State {
+		case StateFailed:
+			r.State, r.Error = StateFailed, br.Error
+		case StateFetched, StatePresent:
+			r.State, r.Error = StateMissing, ""
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("staging %d layer(s) in %s: %v (nothing was loaded; staged bytes are kept for the next run)", len(blobs), st.dir, err)
+	}
+	return nil
+}
+
+// remove deletes the set's layers from the stage after the engine loaded
+// them, then the stage itself when nothing else is staged there (another
+// warm may share it).
+func (st *dockerStage) remove(s *Set) error {
+	for _, b := range s.Blobs {
+		if b.Kind != KindLayer {
+			continue
+		}
+		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded())} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	for _, d := range []string{filepath.Join(st.dir, "blobs", "sha256"), filepath.Join(st.dir, ".kiln-partial")} {
+		if es, err := os.ReadDir(d); err != nil || len(es) > 0 {
+			return nil // someone else's bytes: keep the stage
+		}
+	}
+	return os.RemoveAll(st.dir)
+}
+
+// sameDevice says whether two existing paths are on one file system (the
+// preflight adds their needs).
+func sameDevice(a, b string) bool {
+	var sa, sb syscall.Stat_t
+	if syscall.Stat(a, &sa) != nil || syscall.Stat(b, &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev
+}
