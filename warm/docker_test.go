@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +144,29 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 	defer tgt.Close()
 	noZstd := tgt.(ZstdChecker).NoZstd(context.Background())
 	set := resolve(t, context.Background(), src, ResolveOptions{NoZstd: noZstd}, f.ref)
+
+	// Preflight: a stage on a 3 MiB tmpfs cannot hold the 6 MiB layer;
+	// refused before a byte is read, naming the stage.
+	if os.Geteuid() == 0 {
+		small := t.TempDir()
+		if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=3m"); err != nil {
+			t.Fatalf("tmpfs: %v", err)
+		}
+		defer syscall.Unmount(small, syscall.MNT_DETACH)
+		tiny, err := OpenTarget(context.Background(), TargetSpec{Kind: "docker", Addr: dk.Socket}, TargetOptions{DockerStage: filepath.Join(small, "stage")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.reg.ResetCounts()
+		rep, err := Warm(context.Background(), set, tiny, src, Options{})
+		tiny.Close()
+		if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "to stage") || !strings.Contains(err.Error(), small) || rep.Ready {
+			t.Fatalf("preflight on a 3 MiB stage: %v", err)
+		}
+		if f.reg.TotalServed() != 0 {
+			t.Fatalf("preflight read %d bytes", f.reg.TotalServed())
+		}
+	}
 
 	// Kill the run (cancel) after 2.5 MiB of the large layer arrived.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -52,6 +52,10 @@ type WarmOptions struct {
 	// (warm.TargetOptions).
 	Ingest         string
 	ContainerdRoot string
+	// DockerStage and KeepStage: where the docker target stages layers
+	// before docker load, and whether they stay after it.
+	DockerStage string
+	KeepStage   bool
 	imageFlags
 }
 
@@ -90,7 +94,8 @@ Targets:
                        /run/containerd/containerd.sock); --namespace k8s.io
                        for Kubernetes nodes (default: "default", what ctr uses)
   oci:DIR              an OCI image layout cache (ctr images import, mirrors)
-  docker[:SOCKET]      a Docker engine, via docker load
+  docker[:SOCKET]      a Docker engine, via docker load; layers are staged
+                       (resumable) in --docker-stage first
 
 Arguments are registry references, kiln lock files (kiln.lock: the
 runtime base image, pinned by its platform's manifest digest), or weights
@@ -151,6 +156,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	_ = f.MarkHidden("no-space-check")
 	f.StringVar(&opts.Ingest, "ingest", "auto", "containerd: auto (write ingests directly when the content root is on this host), direct, grpc")
 	f.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
+	f.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+warm.DefaultDockerStage()+")")
+	f.BoolVar(&opts.KeepStage, "keep-stage", false, "docker: keep the staged layers after a successful load")
 	for _, ext := range warmExtensions {
 		ext(cmd, opts)
 	}
@@ -199,6 +206,9 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if opts.Unpack && spec.Kind != "containerd" {
 		return usageErr("--unpack: only a containerd target has a snapshotter to unpack into")
 	}
+	if (opts.DockerStage != "" || opts.KeepStage) && spec.Kind != "docker" {
+		return usageErr("--docker-stage, --keep-stage: only with --target docker")
+	}
 	lopts, err := opts.options()
 	if err != nil {
 		return err
@@ -237,7 +247,10 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot})
+	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
+		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
+		DockerStage: opts.DockerStage, KeepStage: opts.KeepStage,
+	})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,8 +21,9 @@ func TestWarmDockerCLI(t *testing.T) {
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("a.bin", 300<<10)}, "gzip")))
 	target := "docker:" + dk.Socket
+	stage := filepath.Join(t.TempDir(), "stage")
 	for i, wantFetched := range []bool{true, false} {
-		code, out, errOut := run(t, "warm", ref, "--target", target, "--json", "--progress", "none", "--platform", "linux/amd64")
+		code, out, errOut := run(t, "warm", ref, "--target", target, "--docker-stage", stage, "--keep-stage", "--json", "--progress", "none", "--platform", "linux/amd64")
 		if code != ExitOK {
 			t.Fatalf("warm %d: exit %d\n%s\n%s", i, code, out, errOut)
 		}
@@ -35,6 +37,15 @@ func TestWarmDockerCLI(t *testing.T) {
 		if im, ok := dk.Inspect(t, ref); !ok || len(im.RepoTags) != 1 || im.RepoTags[0] != ref {
 			t.Fatalf("warm %d: engine has %+v (%v)", i, im, ok)
 		}
+	}
+	// --keep-stage: the layer stays staged, verified, in an OCI layout.
+	staged, _ := filepath.Glob(filepath.Join(stage, "blobs", "sha256", "*"))
+	if len(staged) != 1 {
+		t.Errorf("--keep-stage: staged blobs %v, want the one layer", staged)
+	}
+	// The stage flags belong to the docker target.
+	if code, _, errOut := run(t, "warm", ref, "--target", "oci:"+t.TempDir(), "--keep-stage"); code != ExitUsage || !strings.Contains(errOut, "--target docker") {
+		t.Errorf("--keep-stage with oci: exit %d, want 2\n%s", code, errOut)
 	}
 	zref := reg + "/kiln-warm/docker:zstd"
 	testimage.Push(t, zref, testimage.Image(t, testimage.Config{},
