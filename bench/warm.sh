@@ -16,6 +16,12 @@
 # toolchain decides whether SHA instructions are used; bench/ctrhash times
 # it on the largest blob) and the disk's write rate with fsync (containerd
 # fsyncs each blob at commit).
+#
+# A second daemon: CONTAINERD=/path/to/containerd CTR=/path/to/ctr, or
+# CONTAINERD2=1 (the containerd 2.x that scripts/containerd2.sh builds at
+# the version go.mod pins), runs every containerd row and the daemon-sha256
+# limit again against that daemon in the same run (config version 3 for a
+# 2.x daemon). The first daemon is the containerd and ctr on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
@@ -26,6 +32,26 @@ ZIMG="$REG/kiln-warm-bench/${REPO_TAG//\//-}"  # zstd copy lives in our own repo
 ZIMG="${ZIMG%:*}:${IMG##*:}-zstd"
 WORK=${KILN_BENCH_DIR:-/var/tmp/kiln-warm-bench}
 CTR_PID=""
+# Daemons: d1 is containerd/ctr on PATH; d2 the optional second one.
+DAEMONS=d1
+BIN_d1=$(command -v containerd)
+CTR_d1=$(command -v ctr)
+if [ "${CONTAINERD2:-}" = 1 ] && [ -z "${CONTAINERD:-}" ]; then
+	D2=$(bash scripts/containerd2.sh path)
+	CONTAINERD=$D2/containerd
+	CTR=$D2/ctr
+fi
+if [ -n "${CONTAINERD:-}" ]; then
+	DAEMONS="d1 d2"
+	BIN_d2=$CONTAINERD
+	CTR_d2=${CTR:-$(dirname "$CONTAINERD")/ctr}
+fi
+# daemon_version BIN → e.g. v1.6.20 (the version word of `containerd --version`).
+daemon_version() { "$1" --version | grep -o ' v\?[0-9][0-9.]*[^ ]*' | head -1 | tr -d ' '; }
+for d in $DAEMONS; do
+	bin=BIN_$d
+	eval "VER_$d=$(daemon_version "${!bin}")"
+done
 
 cleanup() {
 	ctrd_stop
@@ -43,25 +69,60 @@ ctrd_stop() {
 		kill "$CTR_PID" 2>/dev/null || true
 		wait "$CTR_PID" 2>/dev/null || true
 		CTR_PID=""
+# Daemons: d1 is containerd/ctr on PATH; d2 the optional second one.
+DAEMONS=d1
+BIN_d1=$(command -v containerd)
+CTR_d1=$(command -v ctr)
+if [ "${CONTAINERD2:-}" = 1 ] && [ -z "${CONTAINERD:-}" ]; then
+	D2=$(bash scripts/containerd2.sh path)
+	CONTAINERD=$D2/containerd
+	CTR=$D2/ctr
+fi
+if [ -n "${CONTAINERD:-}" ]; then
+	DAEMONS="d1 d2"
+	BIN_d2=$CONTAINERD
+	CTR_d2=${CTR:-$(dirname "$CONTAINERD")/ctr}
+fi
+# daemon_version BIN → e.g. v1.6.20 (the version word of `containerd --version`).
+daemon_version() { "$1" --version | grep -o ' v\?[0-9][0-9.]*[^ ]*' | head -1 | tr -d ' '; }
+for d in $DAEMONS; do
+	bin=BIN_$d
+	eval "VER_$d=$(daemon_version "${!bin}")"
+done
 	fi
 	grep -o " $WORK/ctrd/[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 	rm -rf "$WORK/ctrd"
 }
-# A fresh containerd, empty root, own socket.
+# ctrd_start D: a fresh containerd D (d1, d2), empty root, own socket; sets
+# CTR to its ctr.
 ctrd_start() {
+	local d=${1:-d1} bin ver cfgv=2 disabled='"io.containerd.grpc.v1.cri"'
+	bin=BIN_$d
+	ver=VER_$d
+	CTR=CTR_$d
+	CTR=${!CTR}
 	ctrd_stop
 	mkdir -p "$WORK/ctrd"
+	# containerd 2.x: config version 3; CRI is split into several plugins.
+	case ${!ver} in
+	v1.* | 1.*) ;;
+	*)
+		cfgv=3
+		disabled='"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"'
+		;;
+	esac
 	cat >"$WORK/ctrd/config.toml" <<TOML
-version = 2
+version = $cfgv
 root = "$WORK/ctrd/root"
 state = "$WORK/ctrd/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+disabled_plugins = [$disabled]
 [grpc]
   address = "$WORK/ctrd/c.sock"
 [ttrpc]
   address = "$WORK/ctrd/c.sock.ttrpc"
 TOML
-	containerd --config "$WORK/ctrd/config.toml" >"$WORK/ctrd.log" 2>&1 &
+	# Its own shim first in PATH (a 2.x daemon cannot drive Debian's 1.6 shim).
+	PATH="$(dirname "${!bin}"):$PATH" "${!bin}" --config "$WORK/ctrd/config.toml" >"$WORK/ctrd-$d.log" 2>&1 &
 	CTR_PID=$!
 	for _ in $(seq 100); do [ -S "$WORK/ctrd/c.sock" ] && return; sleep 0.1; done
 	echo "containerd did not start" >&2
@@ -134,27 +195,31 @@ timed gunzip sh -c "gzip -dc '$WORK/blob.gz' >/dev/null"
 timed unzstd sh -c "zstd -dc '$WORK/blob.zst' >/dev/null"
 timed disk dd if="$WORK/blob.gz" of="$WORK/blob.copy" bs=1M conv=fsync status=none
 rm -f "$WORK/blob.copy"
-ctrd_start
-"$WORK/ctrhash" "$SOCK" "$WORK/ctrd/root/io.containerd.content.v1.content" "$WORK/blob.gz" >"$WORK/out.ctrhash"
-CTRHASH=$(sed -n 's/.*: \([0-9.]*\) MB\/s/\1/p' "$WORK/out.ctrhash")
-ctrd_stop
+for d in $DAEMONS; do
+	ctrd_start "$d"
+	"$WORK/ctrhash" "$SOCK" "$WORK/ctrd/root/io.containerd.content.v1.content" "$WORK/blob.gz" >"$WORK/out.ctrhash-$d"
+	eval "CTRHASH_$d=$(sed -n 's/.*: \([0-9.]*\) MB\/s/\1/p' "$WORK/out.ctrhash-$d")"
+	ctrd_stop
+done
 rm -f "$WORK/blob.gz" "$WORK/blob.zst"
 mbs() { echo "$1 / $2 / 1000000" | bc -l; }
 
 # --- runs -------------------------------------------------------------------
 run_variant() { # LABEL REF
-	local v=$1 ref=$2
-	ctrd_start
-	timed "kiln-ctr-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --progress none
-	ctrd_start
-	timed "kiln-grpc-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --ingest grpc --progress none
-	ctrd_start
-	timed "ctr-fetch-$v" ctr -a "$SOCK" content fetch --plain-http "$ref"
-	ctrd_start
-	timed "kiln-unpack-$v" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --unpack --progress none
-	ctrd_start
-	timed "ctr-pull-$v" ctr -a "$SOCK" images pull --plain-http "$ref"
-	ctrd_stop
+	local v=$1 ref=$2 d
+	for d in $DAEMONS; do
+		ctrd_start "$d"
+		timed "kiln-ctr-$v-$d" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --progress none
+		ctrd_start "$d"
+		timed "kiln-grpc-$v-$d" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --ingest grpc --progress none
+		ctrd_start "$d"
+		timed "ctr-fetch-$v-$d" "$CTR" -a "$SOCK" content fetch --plain-http "$ref"
+		ctrd_start "$d"
+		timed "kiln-unpack-$v-$d" "$KILN" warm "$ref" --target "containerd:$SOCK" --compression gzip --unpack --progress none
+		ctrd_start "$d"
+		timed "ctr-pull-$v-$d" "$CTR" -a "$SOCK" images pull --plain-http "$ref"
+		ctrd_stop
+	done
 	rm -rf "$WORK/oci"
 	timed "kiln-oci-$v" "$KILN" warm "$ref" --target "oci:$WORK/oci" --compression gzip --progress none
 	rm -rf "$WORK/oci"
@@ -169,6 +234,7 @@ for _ in $(seq "$REPEAT"); do
 done
 
 ratio() { echo "$(t "$2") / $(t "$1")" | bc -l; }
+pct() { echo "100 * $1 / $2" | bc -l; } # PART WHOLE → percent
 printf '\nkiln warm benchmark: %s (gzip %d MB, zstd %d MB), %s CPUs\n\n' "$IMG" $((GZ_BYTES / 1000000)) $((ZS_BYTES / 1000000)) "$(nproc)"
 printf 'machine limits (same run, one %d MB blob):\n' $((LB / 1000000))
 printf '  loopback read  %7.0f MB/s\n' "$(mbs "$LB" "$(t loop)")"
@@ -176,25 +242,51 @@ printf '  sha256         %7.0f MB/s\n' "$(mbs "$LB" "$(t sha)")"
 printf '  gzip decode    %7.0f MB/s (compressed bytes)\n' "$(mbs "$LB" "$(t gunzip)")"
 printf '  zstd decode    %7.0f MB/s (compressed bytes)\n' "$(mbs "$LZ" "$(t unzstd)")"
 printf '  disk write+fsync %5.0f MB/s\n' "$(mbs "$LB" "$(t disk)")"
-printf '  containerd sha256 %4.0f MB/s (the daemon re-hashing an ingest)\n\n' "$CTRHASH"
+for d in $DAEMONS; do
+	h=CTRHASH_$d
+	ver=VER_$d
+	printf '  containerd %s sha256 %4.0f MB/s (the daemon re-hashing an ingest)\n' "${!ver}" "${!h}"
+done
 LIMIT=$(echo "a=$(mbs "$LB" "$(t loop)"); b=$(mbs "$LB" "$(t sha)"); if (a<b) a else b" | bc -l)
-CLIMIT=$(echo "a=$LIMIT; b=$CTRHASH; c=$(mbs "$LB" "$(t disk)"); if (b<a) a=b; if (c<a) a=c; a" | bc -l)
-printf '%-8s %-26s %8s %8s %s\n' variant "run" seconds "MB/s" "kiln is"
+printf '\nlimit = min(loopback, sha256) = %.0f MB/s\n' "$LIMIT"
+for d in $DAEMONS; do
+	bin=BIN_$d
+	ver=VER_$d
+	h=CTRHASH_$d
+	CLIMIT=$(echo "a=$LIMIT; b=${!h}; c=$(mbs "$LB" "$(t disk)"); if (b<a) a=b; if (c<a) a=c; a" | bc -l)
+	printf '\n== containerd %s (%s) ==\n' "${!ver}" "${!bin}"
+	printf '%-8s %-26s %8s %8s %6s %s\n' variant "run" seconds "MB/s" "%limit" "kiln is"
+	for v in gzip zstd; do
+		B=$GZ_BYTES
+		[ $v = zstd ] && B=$ZS_BYTES
+		for pair in "kiln-ctr:" "kiln-grpc:" "ctr-fetch:kiln-ctr" "kiln-unpack:" "ctr-pull:kiln-unpack"; do
+			run=${pair%%:*}
+			base=${pair#*:}
+			cmp=""
+			[ -n "$base" ] && cmp=$(printf '%.2fx faster' "$(ratio "$base-$v-$d" "$run-$v-$d")")
+			printf '%-8s %-26s %8.2f %8.0f %5.0f%% %s\n' "$v" "$run" "$(t "$run-$v-$d")" "$(mbs "$B" "$(t "$run-$v-$d")")" \
+				"$(pct "$(mbs "$B" "$(t "$run-$v-$d")")" "$LIMIT")" "$cmp"
+		done
+	done
+	printf 'what kiln warm does by default (takes the zstd variant) vs ctr on the gzip image:\n'
+	printf '  fetch only:  kiln %.2fs vs ctr content fetch %.2fs: %.2fx\n' "$(t "kiln-ctr-zstd-$d")" "$(t "ctr-fetch-gzip-$d")" "$(ratio "kiln-ctr-zstd-$d" "ctr-fetch-gzip-$d")"
+	printf '  with unpack: kiln %.2fs vs ctr images pull %.2fs: %.2fx\n' "$(t "kiln-unpack-zstd-$d")" "$(t "ctr-pull-gzip-$d")" "$(ratio "kiln-unpack-zstd-$d" "ctr-pull-gzip-$d")"
+	printf 'fetch vs min(loopback, sha256) = %.0f MB/s: kiln %.0f%% (gzip), %.0f%% (zstd); ctr content fetch %.0f%% (gzip), %.0f%% (zstd)\n' \
+		"$LIMIT" "$(pct "$(mbs "$GZ_BYTES" "$(t "kiln-ctr-gzip-$d")")" "$LIMIT")" "$(pct "$(mbs "$ZS_BYTES" "$(t "kiln-ctr-zstd-$d")")" "$LIMIT")" \
+		"$(pct "$(mbs "$GZ_BYTES" "$(t "ctr-fetch-gzip-$d")")" "$LIMIT")" "$(pct "$(mbs "$ZS_BYTES" "$(t "ctr-fetch-zstd-$d")")" "$LIMIT")"
+	printf 'fetch vs the containerd-bound limit min(loopback, sha256, this containerd sha256, disk) = %.0f MB/s: kiln %.0f%% (gzip), %.0f%% (zstd)\n' \
+		"$CLIMIT" "$(pct "$(mbs "$GZ_BYTES" "$(t "kiln-ctr-gzip-$d")")" "$CLIMIT")" "$(pct "$(mbs "$ZS_BYTES" "$(t "kiln-ctr-zstd-$d")")" "$CLIMIT")"
+done
+printf '\n== no daemon (oci:DIR) ==\n'
+printf '%-8s %-26s %8s %8s %6s %s\n' variant "run" seconds "MB/s" "%limit" "kiln is"
 for v in gzip zstd; do
 	B=$GZ_BYTES
 	[ $v = zstd ] && B=$ZS_BYTES
-	for pair in "kiln-ctr:" "kiln-grpc:" "ctr-fetch:kiln-ctr" "kiln-unpack:" "ctr-pull:kiln-unpack" "kiln-oci:" "crane:kiln-oci" "skopeo:kiln-oci"; do
+	for pair in "kiln-oci:" "crane:kiln-oci" "skopeo:kiln-oci"; do
 		run=${pair%%:*}
 		base=${pair#*:}
 		cmp=""
 		[ -n "$base" ] && cmp=$(printf '%.2fx faster' "$(ratio "$base-$v" "$run-$v")")
-		printf '%-8s %-26s %8.2f %8.0f %s\n' "$v" "$run" "$(t "$run-$v")" "$(mbs "$B" "$(t "$run-$v")")" "$cmp"
+		printf '%-8s %-26s %8.2f %8.0f %5.0f%% %s\n' "$v" "$run" "$(t "$run-$v")" "$(mbs "$B" "$(t "$run-$v")")" "$(pct "$(mbs "$B" "$(t "$run-$v")")" "$LIMIT")" "$cmp"
 	done
 done
-printf '\nwhat kiln warm does by default (takes the zstd variant) vs ctr on the gzip image:\n'
-printf '  fetch only:  kiln %.2fs vs ctr content fetch %.2fs: %.2fx\n' "$(t kiln-ctr-zstd)" "$(t ctr-fetch-gzip)" "$(ratio kiln-ctr-zstd ctr-fetch-gzip)"
-printf '  with unpack: kiln %.2fs vs ctr images pull %.2fs: %.2fx\n' "$(t kiln-unpack-zstd)" "$(t ctr-pull-gzip)" "$(ratio kiln-unpack-zstd ctr-pull-gzip)"
-printf '\nkiln warm (containerd, no unpack) vs the limit min(loopback, sha256) = %.0f MB/s: %.0f%% (gzip), %.0f%% (zstd)\n' \
-	"$LIMIT" "$(echo "100 * $(mbs "$GZ_BYTES" "$(t kiln-ctr-gzip)") / $LIMIT" | bc -l)" "$(echo "100 * $(mbs "$ZS_BYTES" "$(t kiln-ctr-zstd)") / $LIMIT" | bc -l)"
-printf 'kiln warm (containerd, no unpack) vs the containerd-bound limit min(loopback, sha256, containerd sha256, disk) = %.0f MB/s: %.0f%% (gzip), %.0f%% (zstd)\n' \
-	"$CLIMIT" "$(echo "100 * $(mbs "$GZ_BYTES" "$(t kiln-ctr-gzip)") / $CLIMIT" | bc -l)" "$(echo "100 * $(mbs "$ZS_BYTES" "$(t kiln-ctr-zstd)") / $CLIMIT" | bc -l)"

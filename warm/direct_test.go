@@ -175,7 +175,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	// containerd's own pull (which unpacks) reads no bytes and makes no
 	// snapshot: kiln's are the ones it would have made.
 	f.reg.ResetCounts()
-	if out, err := ci.Ctr(t, "images", "pull", "--plain-http", "--snapshotter", sn, f.ref); err != nil {
+	if out, err := ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.ref)...); err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
 	if n := f.reg.TotalServed(); n != 0 {

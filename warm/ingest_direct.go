@@ -87,21 +87,41 @@ func ingestDir(root, ns, ref string) (string, error) {
 	return "", fmt.Errorf("no ingest for %s under %s", ref, filepath.Join(root, "ingest"))
 }
 
+// contentDirName is the local content store's directory under a
+// containerd root.
+const contentDirName = "io.containerd.content.v1.content"
+
 // contentRootFor resolves --containerd-root: the daemon's root (which holds
 // io.containerd.content.v1.content) or the content store's own directory.
+// containerd 1.6 creates ingest/ when the store opens; 2.x creates ingest/
+// and blobs/ only at the first write, so a fresh 2.x store is recognized by
+// its directory name.
 func contentRootFor(dir string) (string, error) {
-	for _, c := range []string{dir, filepath.Join(dir, "io.containerd.content.v1.content")} {
-		if fi, err := os.Stat(filepath.Join(c, "ingest")); err == nil && fi.IsDir() {
+	for _, c := range []string{dir, filepath.Join(dir, contentDirName)} {
+		if isDir(filepath.Join(c, "ingest")) || isDir(filepath.Join(c, "blobs")) ||
+			(filepath.Base(c) == contentDirName && isDir(c)) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("--containerd-root %s: neither it nor %s holds containerd's content store (an ingest directory)", dir, filepath.Join(dir, "io.containerd.content.v1.content"))
+	return "", fmt.Errorf("--containerd-root %s: neither it nor %s holds containerd's content store (an ingest directory)", dir, filepath.Join(dir, contentDirName))
 }
 
-// writableDir says why kiln cannot write ingests under root ("" when it can).
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// writableDir says why kiln cannot write ingests under root ("" when it
+// can). Before containerd 2.x's first write there is no ingest/ yet; the
+// root itself must then be writable (containerd creates ingest/ when kiln
+// opens the first writer, and each blob's ingest is checked to appear).
 func writableDir(root string) string {
-	if err := unix.Access(filepath.Join(root, "ingest"), unix.R_OK|unix.W_OK|unix.X_OK); err != nil {
-		return fmt.Sprintf("%s: %v", filepath.Join(root, "ingest"), err)
+	p := filepath.Join(root, "ingest")
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		p = root
+	}
+	if err := unix.Access(p, unix.R_OK|unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Sprintf("%s: %v", p, err)
 	}
 	return ""
 }

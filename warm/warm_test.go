@@ -332,7 +332,7 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 	}
 	// containerd's pull finds everything: no blob bytes served.
 	f.reg.ResetCounts()
-	out, err = ci.Ctr(t, "images", "pull", "--plain-http", "--snapshotter", sn, f.ref)
+	out, err = ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.ref)...)
 	if err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}

@@ -19,6 +19,9 @@ type config struct {
 	socket  string
 	require []string
 	args    []string
+	// pathFirst is put in front of the daemon's PATH (where containerd
+	// looks for its shim first).
+	pathFirst string
 }
 
 // Socket puts the daemon's API socket at path instead of a fresh short
@@ -105,6 +108,9 @@ func (c *config) start(t testing.TB, bin, dir string, stopWait time.Duration, un
 	}
 	p.cmd = exec.Command(bin, append(args, c.args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if c.pathFirst != "" {
+		p.cmd.Env = append(os.Environ(), "PATH="+c.pathFirst+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()

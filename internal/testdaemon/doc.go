@@ -10,4 +10,10 @@
 // with RequireEnv (hostcheck uses KILN_REQUIRE_ENGINES, the integration
 // tests KILN_REQUIRE_FIXTURES). CI sets them so a missing engine cannot
 // pass as a skip.
+//
+// KILN_CONTAINERD_BIN runs another containerd binary instead of the one on
+// PATH (and KILN_CTR_BIN, default the ctr next to it, as its client): e.g.
+// the containerd 2.x that scripts/containerd2.sh builds, so the same tests
+// cover its content store. The version 2 config these tests write is read
+// by containerd 1.6 and, migrated, by 2.x.
 package testdaemon
