@@ -69,26 +69,6 @@ ctrd_stop() {
 		kill "$CTR_PID" 2>/dev/null || true
 		wait "$CTR_PID" 2>/dev/null || true
 		CTR_PID=""
-# Daemons: d1 is containerd/ctr on PATH; d2 the optional second one.
-DAEMONS=d1
-BIN_d1=$(command -v containerd)
-CTR_d1=$(command -v ctr)
-if [ "${CONTAINERD2:-}" = 1 ] && [ -z "${CONTAINERD:-}" ]; then
-	D2=$(bash scripts/containerd2.sh path)
-	CONTAINERD=$D2/containerd
-	CTR=$D2/ctr
-fi
-if [ -n "${CONTAINERD:-}" ]; then
-	DAEMONS="d1 d2"
-	BIN_d2=$CONTAINERD
-	CTR_d2=${CTR:-$(dirname "$CONTAINERD")/ctr}
-fi
-# daemon_version BIN → e.g. v1.6.20 (the version word of `containerd --version`).
-daemon_version() { "$1" --version | grep -o ' v\?[0-9][0-9.]*[^ ]*' | head -1 | tr -d ' '; }
-for d in $DAEMONS; do
-	bin=BIN_$d
-	eval "VER_$d=$(daemon_version "${!bin}")"
-done
 	fi
 	grep -o " $WORK/ctrd/[^ ]*" /proc/self/mounts 2>/dev/null | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 	rm -rf "$WORK/ctrd"
