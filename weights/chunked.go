@@ -11,10 +11,10 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 )
 
 // A large blob is fetched as parallel HTTP Range requests of ChunkSize
@@ -351,7 +351,7 @@ func (b *blobFetch) fetchRange(ctx context.Context, a, e int64, buf []byte) (n i
 	defer rc.Close()
 	for a+n < e {
 		want := min(int64(len(buf)), e-a-n)
-		if err := b.p.limit.wait(ctx, int(want)); err != nil {
+		if err := waitBytes(ctx, b.p.limit, int(want)); err != nil {
 			return n, err
 		}
 		k, rerr := io.ReadFull(rc, buf[:want])
@@ -415,47 +415,25 @@ func (p *puller) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-// limiter spreads reads over time so that the pull's total stays under a
-// rate (bytes per second); nil means no limit.
-type limiter struct {
-	rate float64
-	mu   sync.Mutex
-	t    time.Time // when the bytes granted so far are paid for
+// newLimiter paces the pull's reads to rate bytes per second with
+// golang.org/x/time/rate, as kiln warm does; the burst is 100ms worth of
+// bytes, what an idle pull may take at once. nil means no limit.
+func newLimiter(bps int64) *rate.Limiter {
+	if bps <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(bps), int(max(bps/10, 1)))
 }
 
-func newLimiter(rate int64) *limiter {
-	if rate <= 0 {
-		return nil
+// waitBytes takes n bytes from l (nil: no limit), in pieces no larger than
+// its burst (WaitN refuses more).
+func waitBytes(ctx context.Context, l *rate.Limiter, n int) error {
+	for l != nil && n > 0 {
+		k := min(n, l.Burst())
+		if err := l.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
 	}
-	return &limiter{rate: float64(rate)}
-}
-
-func (l *limiter) wait(ctx context.Context, n int) error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	now := time.Now()
-	// Idle time earns a burst of at most 100ms worth of bytes.
-	if floor := now.Add(-100 * time.Millisecond); l.t.Before(floor) {
-		l.t = floor
-	}
-	l.t = l.t.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))
-	d := l.t.Sub(now)
-	l.mu.Unlock()
-	if d <= 0 {
-		return nil
-	}
-	return sleepCtx(ctx, d)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }

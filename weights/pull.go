@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
@@ -134,7 +135,7 @@ type puller struct {
 	need   int64             // their bytes
 
 	conns chan struct{} // one slot per HTTP request in flight
-	limit *limiter
+	limit *rate.Limiter
 
 	mu      sync.Mutex
 	staged  map[string]string // file path → verified file in .kiln-partial
@@ -377,7 +378,7 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 type limitedReader struct {
 	ctx context.Context
 	r   io.Reader
-	l   *limiter
+	l   *rate.Limiter
 }
 
 func (r *limitedReader) Read(b []byte) (int, error) {
@@ -385,7 +386,7 @@ func (r *limitedReader) Read(b []byte) (int, error) {
 		b = b[:ioBuf]
 	}
 	n, err := r.r.Read(b)
-	if werr := r.l.wait(r.ctx, n); werr != nil && err == nil {
+	if werr := waitBytes(r.ctx, r.l, n); werr != nil && err == nil {
 		err = werr
 	}
 	return n, err
