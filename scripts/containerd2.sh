@@ -47,12 +47,14 @@ build() {
 	[[ -n $src && -d $src ]] || { log "module $MOD@$v not found in the module cache"; exit 1; }
 	mkdir -p "$dir"
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-containerd-src.XXXXXX")
-	trap 'rm -rf "$tmp"' RETURN
-	# The module cache is read-only; build in a writable copy.
-	cp -r "$src/." "$tmp/"
-	chmod -R u+w "$tmp"
 	log "building containerd, ctr and containerd-shim-runc-v2 $v (takes minutes on a small machine)"
+	# The subshell owns the writable copy of the module (the cache is
+	# read-only) and removes it however it exits. A RETURN trap here would
+	# outlive this function and fire, with $tmp unset, when later ones return.
 	(
+		trap 'rm -rf "$tmp"' EXIT
+		cp -r "$src/." "$tmp/"
+		chmod -R u+w "$tmp"
 		cd "$tmp"
 		export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
 		local tags='no_btrfs no_devmapper no_zfs'
