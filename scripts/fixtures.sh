@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make fixtures: build realistic CUDA test images from Debian's own packages.
+# make fixtures: build realistic CUDA 12.4 test images from Debian trixie's own
+# packages (CUDA 12.4.1 and python3-torch-cuda 2.6, a real CUDA build of torch).
 #
 #   bash scripts/fixtures.sh          # build layers (cached) + assemble images + push if a registry answers
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
@@ -21,17 +22,21 @@ CACHE=${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}
 OUT=${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}
 WEIGHTS_MB=${KILN_FIXTURE_WEIGHTS_MB:-300}
 MIRROR=${KILN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-SUITE=bookworm
+SUITE=trixie
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1747699200}
 LAYERS=$CACHE/layers
 DEBS=$CACHE/debs
-LISTS=$CACHE/apt-lists
+LISTS=$CACHE/apt-lists-$SUITE
+STANDIN=$DEBS/kiln-standin
 # Bump when the recipe of a layer changes so stale cached layers are rebuilt.
-RECIPE=2
+RECIPE=3-$SUITE
 
-RUNTIME_PKGS="libcudart11.0 libcublas11 libcublaslt11 libcufft10 libcurand10 libcusparse11 libnvrtc11.2"
+# Shaped like NVIDIA's images: -base carries cudart, -runtime the CUDA
+# libraries, -devel the toolkit.
+CUDART_PKGS="libcudart12"
+RUNTIME_PKGS="libcublas12 libcublaslt12 libcufft11 libcurand10 libcusolver11 libcusparse12 libnvjitlink12 libnvrtc12 libnvtoolsext1 libnccl2"
 DEVEL_PKGS="nvidia-cuda-dev nvidia-cuda-toolkit"
-TORCH_PKGS="python3-torch"
+TORCH_PKGS="python3-torch-cuda"
 
 log() { printf '[fixtures %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -41,24 +46,15 @@ case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 # ---------------------------------------------------------------- host setup
 host_setup() {
-	local need_update=0 src=/etc/apt/sources.list.d/kiln-nonfree.sources
-	if [[ ! -f $src ]]; then
-		log "adding contrib non-free for $SUITE ($src)"
-		cat >"$src.tmp" <<EOF
-Types: deb
-URIs: $MIRROR
-Suites: $SUITE
-Components: contrib non-free
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-		mv "$src.tmp" "$src"
-		need_update=1
-	fi
-	local missing=()
+	# The host's own apt sources are left alone: the chroots carry theirs.
+	local need_update=0 missing=()
 	command -v debootstrap >/dev/null || missing+=(debootstrap)
 	command -v docker-registry >/dev/null || missing+=(docker-registry)
 	command -v skopeo >/dev/null || missing+=(skopeo)
 	command -v curl >/dev/null || missing+=(curl)
+	command -v gcc >/dev/null || missing+=(gcc)
+	command -v nm >/dev/null || missing+=(binutils)
+	command -v dpkg-deb >/dev/null || missing+=(dpkg)
 	[[ -f /usr/share/keyrings/debian-archive-keyring.gpg ]] || missing+=(debian-archive-keyring)
 	if ((${#missing[@]})); then need_update=1; fi
 	if ((need_update)); then
@@ -106,7 +102,7 @@ safe_rm() {
 # step rebuilds that layer and the ones above it, not the whole chain.
 layer_recipe() {
 	case $1 in
-	torch) echo "$RECIPE.glx" ;; # torch revision: glx alternative set to mesa
+	torch) echo "$RECIPE.cudnn2" ;; # torch revision: stand-in cuDNN
 	*) echo "$RECIPE" ;;
 	esac
 }
@@ -215,34 +211,149 @@ build_base() {
 	finish_layer base "/bin/sh -c #(nop) ADD file:debootstrap-minbase-$SUITE in / "
 }
 
+# standin_deb NAME VERSION DESCRIPTION [PROVIDES]: an empty package that
+# satisfies a dependency kiln's images must not (or cannot) carry. The
+# driver's libcuda1/libnvidia-ml1 come from the host through the NVIDIA
+# Container Toolkit; nvidia-cudnn is a downloader that fetches cuDNN from
+# NVIDIA, unreachable here.
+standin_deb() {
+	local name=$1 version=$2 desc=$3 provides=${4:-} d
+	[[ -f $STANDIN/${name}.deb ]] && return
+	d=$(mktemp -d)
+	mkdir -p "$d/DEBIAN" "$d/usr/share/doc/$name" "$STANDIN"
+	{
+		echo "Package: $name"
+		echo "Version: $version"
+		echo "Architecture: amd64"
+		echo "Maintainer: kiln fixtures <kiln@localhost>"
+		[[ -n $provides ]] && echo "Provides: $provides"
+		echo "Section: kiln-standin"
+		echo "Priority: optional"
+		echo "Description: kiln stand-in: $desc"
+		echo " An empty package made by kiln's scripts/fixtures.sh; not NVIDIA's."
+	} >"$d/DEBIAN/control"
+	echo "kiln stand-in package ($desc); no files of NVIDIA's." >"$d/usr/share/doc/$name/README.kiln-standin"
+	dpkg-deb --root-owner-group -Zxz --build "$d" "$STANDIN/$name.deb.tmp" >/dev/null
+	mv "$STANDIN/$name.deb.tmp" "$STANDIN/$name.deb"
+	rm -rf "$d"
+}
+standin_debs() {
+	standin_deb libcuda1 550.54.15-0kiln1 "host driver's libcuda.so.1 (injected at run time)" "libcuda.so.1 (= 550.54.15), libcuda-12.4-1"
+	standin_deb libnvidia-ml1 550.54.15-0kiln1 "host driver's libnvidia-ml.so.1 (injected at run time)" "libnvidia-ml.so.1 (= 550.54.15)"
+	standin_deb nvidia-cudnn 9.0.0.312~cuda12+kiln1 "cuDNN 9 downloader replaced by a generated stand-in libcudnn.so.9"
+}
+
+sources_nonfree() {
+	if [[ -f $M/etc/apt/sources.list.d/debian.sources ]]; then
+		sed -i 's/^Components: main$/Components: main contrib non-free/' "$M/etc/apt/sources.list.d/debian.sources"
+	fi
+	if [[ -f $M/etc/apt/sources.list ]]; then
+		sed -i 's/ main$/ main contrib non-free/' "$M/etc/apt/sources.list"
+	fi
+	grep -rqs non-free "$M/etc/apt/sources.list" "$M/etc/apt/sources.list.d/" ||
+		echo "deb $MIRROR $SUITE main contrib non-free" >"$M/etc/apt/sources.list"
+}
+
+# As NVIDIA's images (on bases with docker-clean) leave it: no lists, no
+# pkgcache.bin/srcpkgcache.bin (75 MiB that no runtime reads). apt's and
+# dpkg's logs carry wall-clock times: a second build from nothing must give
+# the same bytes, so they go too (and ldconfig's aux-cache, which records
+# file times).
+apt_clean() {
+	rm -rf "$M/var/lib/apt/lists/"* "$M/var/cache/apt/"*.bin "$M/var/cache/ldconfig/aux-cache"
+	rm -f "$M/var/log/dpkg.log" "$M/var/log/alternatives.log" "$M/var/log/apt/"*.log "$M/var/log/apt/eipp.log.xz"
+}
+
+step_cudart() {
+	: "${M:?step_cudart runs inside with_overlay}"
+	sources_nonfree
+	apt_lists
+	apt_install $CUDART_PKGS
+	apt_clean
+}
+build_cudart() {
+	layer_done cudart && return
+	log "layer cudart: $CUDART_PKGS"
+	with_overlay cudart "base" step_cudart
+	finish_layer cudart "RUN /bin/sh -c sed -i 's/^Components: main\$/Components: main contrib non-free/' /etc/apt/sources.list.d/debian.sources && apt-get update && apt-get install -y --no-install-recommends $CUDART_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+}
+
 step_runtime() {
 	: "${M:?step_runtime runs inside with_overlay}"
-	sed -i 's/ main$/ main contrib non-free/' "$M/etc/apt/sources.list"
-	grep -q non-free "$M/etc/apt/sources.list" ||
-		echo "deb $MIRROR $SUITE main contrib non-free" >"$M/etc/apt/sources.list"
 	apt_lists
 	apt_install $RUNTIME_PKGS
-	# As NVIDIA's images (on bases with docker-clean) leave it: no lists, no
-	# pkgcache.bin/srcpkgcache.bin (75 MiB that no runtime reads).
-	rm -rf "$M/var/lib/apt/lists/"* "$M/var/cache/apt/"*.bin
+	apt_clean
 }
 build_runtime() {
 	layer_done runtime && return
 	log "layer runtime: $RUNTIME_PKGS"
-	with_overlay runtime "base" step_runtime
-	finish_layer runtime "RUN /bin/sh -c sed -i 's/ main\$/ main contrib non-free/' /etc/apt/sources.list && apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+	with_overlay runtime "base cudart" step_runtime
+	finish_layer runtime "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 step_devel() {
 	apt_lists
+	# The driver's libraries are the host's: stand-ins satisfy the toolkit's
+	# dependency on them (an image must never carry libcuda.so.1).
+	in_chroot dpkg -i /mnt/kiln-standin/libcuda1.deb /mnt/kiln-standin/libnvidia-ml1.deb
 	apt_install $DEVEL_PKGS
-	rm -rf "$M/var/lib/apt/lists/"* "$M/var/cache/apt/"*.bin
+	apt_clean
 }
 build_devel() {
 	layer_done devel && return
 	log "layer devel: $DEVEL_PKGS"
-	with_overlay devel "base runtime" step_devel
-	finish_layer devel "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+	with_overlay devel "base cudart runtime" step_devel
+	finish_layer devel "RUN /bin/sh -c dpkg -i /tmp/driver-standins/*.deb && apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+}
+
+# standin_cudnn: a generated libcudnn.so.9 with every symbol torch imports
+# from cuDNN 9 (versioned @libcudnn.so.9; libtorch_cuda is linked BIND_NOW,
+# so each must resolve at load). Every function returns an error status but
+# cudnnGetVersion (90000): "import torch" works, cuDNN kernels do not.
+# cuDNN itself is not available offline. It is named a stand-in in its file
+# name's neighbour README and in the kiln_standin_cudnn symbol.
+standin_cudnn() {
+	local libdir=$M/usr/lib/x86_64-linux-gnu syms w
+	w=$(mktemp -d)
+	syms=$(find "$M/usr/lib" -name 'libtorch_cuda.so*' -type f -o -name 'libtorch_python.so*' -type f |
+		xargs -r nm -D --undefined-only 2>/dev/null | awk '$2 ~ /@libcudnn\.so\.9$/ {sub(/@.*/, "", $2); print $2}' | sort -u)
+	[[ -n $syms ]] || die "no @libcudnn.so.9 symbols found in libtorch_cuda/libtorch_python"
+	{
+		echo '/* kiln stand-in for cuDNN 9: generated by scripts/fixtures.sh; not NVIDIA code. */'
+		echo 'typedef unsigned long size_t;'
+		echo 'const char kiln_standin_cudnn[] = "kiln stand-in libcudnn.so.9: no kernels";'
+		echo 'size_t cudnnGetVersion(void) { return 90000; }'
+		echo 'size_t cudnnGetCudartVersion(void) { return 12040; }'
+		echo 'size_t cudnnGetMaxDeviceVersion(void) { return 900; }'
+		echo 'const char *cudnnGetErrorString(int s) { (void)s; return kiln_standin_cudnn; }'
+		echo '/* MAJOR_VERSION 0, MINOR_VERSION 1, PATCH_LEVEL 2: 9.0.0, as cudnnGetVersion */'
+		echo 'int cudnnGetProperty(int type, int *value) { if (!value || type < 0 || type > 2) return 2000; *value = type == 0 ? 9 : 0; return 0; }'
+		for f in $syms; do
+			case $f in cudnnGetVersion | cudnnGetCudartVersion | cudnnGetMaxDeviceVersion | cudnnGetErrorString | cudnnGetProperty) continue ;; esac
+			echo "int $f(void) { return 1001; /* CUDNN_STATUS_NOT_INITIALIZED */ }"
+		done
+	} >"$w/standin.c"
+	{
+		echo 'libcudnn.so.9 {'
+		echo '  global:'
+		echo '    kiln_standin_cudnn; cudnnGetVersion; cudnnGetCudartVersion; cudnnGetMaxDeviceVersion; cudnnGetErrorString; cudnnGetProperty;'
+		for f in $syms; do
+			case $f in cudnnGetVersion | cudnnGetCudartVersion | cudnnGetMaxDeviceVersion | cudnnGetErrorString | cudnnGetProperty) continue ;; esac
+			echo "    $f;"
+		done
+		echo '  local: *;'
+		echo '};'
+	} >"$w/standin.map"
+	gcc -shared -fPIC -O2 -nostdlib -ffreestanding -fno-asynchronous-unwind-tables \
+		-Wl,-soname,libcudnn.so.9 -Wl,--version-script="$w/standin.map" -Wl,--build-id=sha1 \
+		-o "$libdir/libcudnn.so.9.0.0" "$w/standin.c"
+	strip --strip-unneeded "$libdir/libcudnn.so.9.0.0"
+	ln -sfn libcudnn.so.9.0.0 "$libdir/libcudnn.so.9"
+	mkdir -p "$M/usr/share/doc/nvidia-cudnn"
+	printf 'libcudnn.so.9 here is a kiln stand-in (%s functions, each returning an error but cudnnGetVersion);\nnot NVIDIA cuDNN, which is not available offline. Generated by scripts/fixtures.sh.\n' \
+		"$(echo "$syms" | wc -l)" >"$M/usr/share/doc/nvidia-cudnn/README.kiln-standin"
+	log "stand-in libcudnn.so.9: $(echo "$syms" | wc -l) symbols"
+	rm -rf "$w"
 }
 
 step_torch() {
@@ -250,21 +361,28 @@ step_torch() {
 	# /var/cache/apt/archives inside the layer exactly as apt would leave them
 	# (copied from the download cache so reruns stay offline).
 	apt_lists
+	in_chroot dpkg -i /mnt/kiln-standin/nvidia-cudnn.deb
 	local f
 	for f in $(fetch_debs $TORCH_PKGS); do cp "$DEBS/$f" "$M/var/cache/apt/archives/$f"; done
 	in_chroot apt-get install -y -q --no-install-recommends $TORCH_PKGS
-	# nvidia-cuda-toolkit (devel layer) pulls in glx-alternative-nvidia, which
-	# points the glx alternative at /usr/lib/nvidia: without the host driver's
-	# GL libraries there, libGL.so.1 (which torch loads) is not found. What a
-	# user writing this Dockerfile does after the first "import torch" fails:
-	in_chroot update-alternatives --set glx /usr/lib/mesa-diverted
+	standin_cudnn
+	# nvidia-cuda-toolkit (devel layer) may pull in glx-alternative-nvidia,
+	# which points the glx alternative at /usr/lib/nvidia: without the host
+	# driver's GL libraries there, libGL.so.1 is not found. What a user
+	# writing this Dockerfile does after the first "import torch" fails:
+	if [[ -d $M/usr/lib/mesa-diverted ]]; then
+		in_chroot update-alternatives --set glx /usr/lib/mesa-diverted || true
+	fi
 	in_chroot ldconfig
+	# The naive image keeps apt's lists and archives (planted waste) but not
+	# wall-clock logs: the fixture must be the same bytes on every machine.
+	rm -f "$M/var/log/dpkg.log" "$M/var/log/alternatives.log" "$M/var/log/apt/"*.log "$M/var/log/apt/eipp.log.xz" "$M/var/cache/ldconfig/aux-cache"
 }
 build_torch() {
 	layer_done torch && return
-	log "layer torch: $TORCH_PKGS (naive apt install)"
-	with_overlay torch "base runtime devel" step_torch
-	finish_layer torch "RUN /bin/sh -c apt-get update && apt-get install -y $TORCH_PKGS && update-alternatives --set glx /usr/lib/mesa-diverted && ldconfig # buildkit"
+	log "layer torch: $TORCH_PKGS (naive apt install, stand-in cuDNN)"
+	with_overlay torch "base cudart runtime devel" step_torch
+	finish_layer torch "RUN /bin/sh -c apt-get update && dpkg -i /tmp/nvidia-cudnn-standin.deb && apt-get install -y $TORCH_PKGS && ldconfig # buildkit"
 }
 
 build_pipcache() {
@@ -297,7 +415,7 @@ step_pycache() { in_chroot python3 -m compileall -q /app; }
 build_pycache() {
 	layer_done pycache && return
 	log "layer pycache (python3 -m compileall /app)"
-	with_overlay pycache "base runtime devel torch pipcache appsrc" step_pycache
+	with_overlay pycache "base cudart runtime devel torch pipcache appsrc" step_pycache
 	finish_layer pycache "RUN /bin/sh -c python3 -m compileall -q /app # buildkit"
 }
 
@@ -307,8 +425,68 @@ step_cleanup() {
 build_cleanup() {
 	layer_done cleanup && return
 	log "layer cleanup (rm -rf /var/lib/apt/lists/*)"
-	with_overlay cleanup "base runtime devel torch pipcache appsrc pycache" step_cleanup
+	with_overlay cleanup "base cudart runtime devel torch pipcache appsrc pycache" step_cleanup
 	finish_layer cleanup "RUN /bin/sh -c rm -rf /var/lib/apt/lists/* && rm -rf /var/log/apt && mkdir -p /var/log/apt # buildkit"
+}
+
+# build_wheels: the PyPI-shaped wheel set (torch 2.6.0+cu124, nvidia-*-cu12,
+# torch's Python dependencies) repackaged from the torch layer's real Debian
+# binaries, into $OUT/wheels (SHA256SUMS lists them). Rebuilt only when the
+# torch layer (or the generator's revision) changes.
+WHEELS_REV=1
+build_wheels() {
+	local want="torch=$(cat "$LAYERS/torch/id") rev=$WHEELS_REV" w=$OUT/wheels
+	if [[ -f $w/SHA256SUMS && $(cat "$w/.params" 2>/dev/null) == "$want" ]]; then return; fi
+	command -v patchelf >/dev/null || {
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf
+	}
+	log "wheels: torch $want (repackaged from Debian's binaries)"
+	local lowerdir="" l r=$CACHE/wheels-root
+	for l in base cudart runtime devel torch; do lowerdir="$LAYERS/$l/rootfs${lowerdir:+:$lowerdir}"; done
+	safe_rm "$r"
+	mkdir -p "$r" "$OUT"
+	mnt "$r" -t overlay overlay -o "lowerdir=$lowerdir"
+	safe_rm "$w.tmp"
+	(cd "$ROOT" && "$GO" run ./internal/fixturegen wheels -root "$r" -out "$w.tmp" -epoch "$SOURCE_DATE_EPOCH")
+	cleanup_mounts
+	rmdir "$r"
+	printf '%s\n' "$want" >"$w.tmp/.params"
+	safe_rm "$w"
+	mv "$w.tmp" "$w"
+	log "wheels: $(du -sh "$w" | cut -f1) in $w"
+}
+
+# prune_debs: the .deb downloads are only needed to rebuild a layer, and
+# apt fetches them again in a minute; the disk is the binding limit.
+# KILN_FIXTURE_KEEP_DEBS=1 keeps them.
+prune_debs() {
+	[[ ${KILN_FIXTURE_KEEP_DEBS:-0} == 1 ]] && return
+	find "$DEBS" -maxdepth 1 -name '*.deb' -delete
+	rm -rf "$DEBS/partial"
+}
+
+# dedupe_registry: store each blob once. The local registry's filesystem
+# storage holds its own copy of every pushed blob; where the fixtures' blob
+# cache has the same digest (verified by size and the file's sha256 name),
+# the registry's file becomes a hard link to it. Only files the registry
+# wrote are replaced, each by rename, so a reader sees old or new, both the
+# same bytes.
+dedupe_registry() {
+	local data=${KILN_REGISTRY_DIR:-/var/lib/kiln-registry}/docker/registry/v2/blobs/sha256 f hex dst saved=0
+	[[ -d $data ]] || return 0
+	for f in "$CACHE/blobs/sha256/"*; do
+		hex=$(basename "$f")
+		[[ ${#hex} == 64 ]] || continue
+		dst=$data/${hex:0:2}/$hex/data
+		[[ -f $dst ]] || continue
+		[[ $(stat -c %d:%i "$f") == $(stat -c %d:%i "$dst") ]] && continue
+		[[ $(stat -c %d "$f") == $(stat -c %d "$dst") && $(stat -c %s "$f") == $(stat -c %s "$dst") ]] || continue
+		ln "$f" "$dst.kiln-link" && mv -f "$dst.kiln-link" "$dst"
+		saved=$((saved + $(stat -c %s "$f")))
+	done
+	((saved)) && log "registry: $((saved >> 20)) MiB of blobs now hard links to the blob cache (stored once)"
+	return 0
 }
 
 # ---------------------------------------------------------------- main
@@ -321,7 +499,7 @@ main() {
 	flock -n 9 || { log "waiting for another fixtures build (lock $CACHE/.lock)"; flock 9; }
 	cd "$ROOT"
 	# A layer rebuilt means everything above it must be rebuilt too.
-	local chain=(base runtime devel torch pipcache appsrc pycache cleanup) i j
+	local chain=(base cudart runtime devel torch pipcache appsrc pycache cleanup) i j
 	for ((i = 0; i < ${#chain[@]}; i++)); do
 		if ! layer_done "${chain[i]}"; then
 			for ((j = i + 1; j < ${#chain[@]}; j++)); do
@@ -330,7 +508,9 @@ main() {
 			done
 		fi
 	done
+	standin_debs
 	build_base
+	build_cudart
 	build_runtime
 	build_devel
 	build_torch
@@ -339,6 +519,8 @@ main() {
 	build_pycache
 	build_cleanup
 	log "layers ready ($((SECONDS - t0))s)"
+	build_wheels
+	prune_debs
 	[[ ${1:-} == layers ]] && return
 
 	local reg=${KILN_REGISTRY:-}
@@ -349,6 +531,9 @@ main() {
 	log "assembling images into $OUT${reg:+ and pushing to $reg}"
 	"$GO" run ./internal/fixturegen build -layers "$LAYERS" -out "$OUT" \
 		-blob-cache "$CACHE/blobs" -epoch "$SOURCE_DATE_EPOCH" ${reg:+-registry "$reg"}
+	rm -f "$OUT/runtime.tar" # retired: no test reads it
+	[[ -n $reg ]] && dedupe_registry
 	log "done in $((SECONDS - t0))s"
+	df -h "$CACHE" | sed 's/^/[fixtures] /' >&2
 }
 main "$@"

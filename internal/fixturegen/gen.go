@@ -226,7 +226,7 @@ func GenPipCache(dir string, epoch time.Time) error {
 }
 
 var appFiles = map[string]string{
-	"requirements.txt": "torch==1.13.1\ntransformers==4.38.2\ntokenizers==0.15.2\nsafetensors==0.4.2\n",
+	"requirements.txt": "torch==2.6.0\ntransformers==4.48.3\ntokenizers==0.15.2\nsafetensors==0.4.2\n",
 	"serve.py": `"""Tiny inference server used as a kiln test fixture."""
 import json
 import sys

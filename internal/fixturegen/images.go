@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/recipes"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -12,17 +14,25 @@ import (
 
 // layerOrder is the full stack of the app image; the other images are
 // prefixes of it. Names match the directories under -layers.
-var layerOrder = []string{"base", "runtime", "devel", "torch", "pipcache", "appsrc", "pycache", "cleanup"}
+var layerOrder = []string{"base", "cudart", "runtime", "devel", "torch", "pipcache", "appsrc", "pycache", "cleanup"}
 
-// NVIDIA_REQUIRE_CUDA of nvidia/cuda:11.8.0 (amd64), from
-// /work/shared/reference/compat-data.md §3.4: cuda>=11.8 or the 470 branch
-// for each of the ten brands.
+// CUDA is the version the fixture images are shaped after: Debian trixie's
+// CUDA 12.4.1 packages, tagged like NVIDIA's 12.4.1 images.
+const (
+	cudaVersion   = "12.4.1"
+	cudartVersion = "12.4.127-1"
+	osTag         = "debian13"
+)
+
+// NVIDIA_REQUIRE_CUDA of nvidia/cuda:12.4.1 (amd64), as the compatibility
+// data records it (compat-data.md §3.4): cuda>=12.4 or one of the 470, 525
+// and 535 branches for each data-center brand.
 var requireCUDA = func() string {
-	terms := []string{"cuda>=11.8"}
-	for _, b := range strings.Fields("tesla unknown nvidia nvidiartx geforce geforcertx quadro quadrortx titan titanrtx") {
-		terms = append(terms, "brand="+b+",driver>=470,driver<471")
+	req, _, ok := recipes.ImageRequireCUDA(cudaVersion)
+	if !ok {
+		panic("compatibility data has no NVIDIA_REQUIRE_CUDA for " + cudaVersion)
 	}
-	return strings.Join(terms, " ")
+	return req.String()
 }()
 
 const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -52,22 +62,25 @@ func env(kv ...string) step {
 }
 
 var (
+	// -base as NVIDIA builds it: the OS, then cudart and the NVIDIA
+	// environment; -runtime adds the CUDA libraries, -devel the toolkit.
 	baseSteps = []step{
 		{layer: "base"},
 		{cmd: []string{"bash"}, createdBy: `CMD ["bash"]`},
-	}
-	runtimeSteps = append(append([]step{}, baseSteps...),
-		step{labels: map[string]string{"maintainer": "NVIDIA CORPORATION <cudatools@nvidia.com>"},
+		{labels: map[string]string{"maintainer": "NVIDIA CORPORATION <cudatools@nvidia.com>"},
 			createdBy: `LABEL maintainer=NVIDIA CORPORATION <cudatools@nvidia.com>`},
 		env("NVARCH=x86_64"),
-		env("NVIDIA_REQUIRE_CUDA="+requireCUDA),
-		env("NV_CUDA_CUDART_VERSION=11.8.89-1"),
-		env("CUDA_VERSION=11.8.0"),
-		step{layer: "runtime"},
+		env("NVIDIA_REQUIRE_CUDA=" + requireCUDA),
+		env("NV_CUDA_CUDART_VERSION=" + cudartVersion),
+		env("CUDA_VERSION=" + cudaVersion),
+		{layer: "cudart"},
 		env("PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
 		env("LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64"),
 		env("NVIDIA_VISIBLE_DEVICES=all"),
 		env("NVIDIA_DRIVER_CAPABILITIES=compute,utility"),
+	}
+	runtimeSteps = append(append([]step{}, baseSteps...),
+		step{layer: "runtime"},
 	)
 	develSteps = append(append([]step{}, runtimeSteps...),
 		step{layer: "devel"},
@@ -85,13 +98,14 @@ var (
 	)
 )
 
+// The images and where they go. The naive app is gzip, as `docker build`
+// and `docker push` leave it; its docker archive is the same content.
 var imageDefs = []imageDef{
-	{name: "base", steps: baseSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-base-debian12"},
-	{name: "runtime", steps: runtimeSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-runtime-debian12",
-		archive: "runtime.tar", archiveTag: "nvidia/cuda:11.8.0-runtime-debian12"},
-	{name: "devel", steps: develSteps, compression: Gzip, registryRef: "nvidia/cuda:11.8.0-devel-debian12"},
-	{name: "app", steps: appSteps, compression: Zstd, registryRef: "kiln/naive-app:latest",
-		archive: "app.tar", archiveTag: "kiln/naive-app:latest"},
+	{name: "base", steps: baseSteps, compression: Gzip, registryRef: "nvidia/cuda:" + cudaVersion + "-base-" + osTag},
+	{name: "runtime", steps: runtimeSteps, compression: Gzip, registryRef: "nvidia/cuda:" + cudaVersion + "-runtime-" + osTag},
+	{name: "devel", steps: develSteps, compression: Gzip, registryRef: "nvidia/cuda:" + cudaVersion + "-devel-" + osTag},
+	{name: "app", steps: appSteps, compression: Gzip, registryRef: "kiln/naive-app:cu124",
+		archive: "app.tar", archiveTag: "kiln/naive-app:cu124"},
 }
 
 func (d imageDef) layerNames() []string {

@@ -63,6 +63,15 @@ func main() {
 		fs.Parse(os.Args[2:])
 		need(*out, "-out")
 		_, err = WriteSafetensors(*out, *mb)
+	case "wheels":
+		fs := flag.NewFlagSet("wheels", flag.ExitOnError)
+		root := fs.String("root", "", "rootfs with python3-torch-cuda installed (read only)")
+		out := fs.String("out", "", "directory for the wheels and SHA256SUMS")
+		epoch := fs.Int64("epoch", defaultEpoch(), "mtime of every wheel entry")
+		fs.Parse(os.Args[2:])
+		need(*root, "-root")
+		need(*out, "-out")
+		err = GenWheels(*root, *out, time.Unix(*epoch, 0))
 	case "build":
 		fs := flag.NewFlagSet("build", flag.ExitOnError)
 		var o buildOpts
@@ -87,7 +96,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: fixturegen pipcache|appsrc|weights|build [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: fixturegen pipcache|appsrc|weights|wheels|build [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

@@ -11,15 +11,22 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 )
+
+const jsonType = "application/vnd.pypi.simple.v1+json"
 
 // Wheel describes a stand-in wheel.
 type Wheel struct {
@@ -98,15 +105,24 @@ var normRe = regexp.MustCompile(`[-_.]+`)
 // Normalize is PEP 503's project name normalisation.
 func Normalize(name string) string { return strings.ToLower(normRe.ReplaceAllString(name, "-")) }
 
-// Index is a PEP 503 simple index over built wheels and sdists.
+// Index is a PEP 503 / PEP 691 simple index over built wheels and sdists
+// (held in memory: they are small) and wheel files on disk (AddDir: real
+// wheels of gigabytes, streamed from their files, never read into memory).
 type Index struct {
 	files    map[string][]byte   // filename -> bytes
+	onDisk   map[string]diskFile // filename -> file on disk
 	projects map[string][]string // normalized name -> filenames
+	sums     map[string]string   // filename -> sha256 hex
+}
+
+type diskFile struct {
+	path string
+	size int64
 }
 
 // NewIndex builds the wheels.
 func NewIndex(wheels ...Wheel) (*Index, error) {
-	ix := &Index{files: map[string][]byte{}, projects: map[string][]string{}}
+	ix := &Index{files: map[string][]byte{}, onDisk: map[string]diskFile{}, projects: map[string][]string{}, sums: map[string]string{}}
 	for _, w := range wheels {
 		b, err := w.Build()
 		if err != nil {
@@ -128,24 +144,71 @@ func (ix *Index) AddSDist(s SDist) error {
 }
 
 func (ix *Index) add(name, fn string, b []byte) {
+	ix.project(name, fn)
+	delete(ix.onDisk, fn)
+	ix.files[fn] = b
+	h := sha256.Sum256(b)
+	ix.sums[fn] = hex.EncodeToString(h[:])
+}
+
+func (ix *Index) project(name, fn string) {
 	n := Normalize(name)
-	if _, ok := ix.files[fn]; !ok {
+	if !slices.Contains(ix.projects[n], fn) {
 		ix.projects[n] = append(ix.projects[n], fn)
 	}
-	ix.files[fn] = b
+}
+
+// AddDir adds every wheel listed in DIR/SHA256SUMS ("HEX  FILENAME" lines,
+// as sha256sum writes them) to the index, served from its file. A wheel of
+// the same name replaces an in-memory stand-in. The sums are trusted as
+// written by the tool that made the wheels (sizes are checked here; pip
+// checks every byte against the sum in the page it is served).
+func (ix *Index) AddDir(dir string) error {
+	sums := filepath.Join(dir, "SHA256SUMS")
+	b, err := os.ReadFile(sums)
+	if err != nil {
+		return fmt.Errorf("wheel dir: %w", err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		sum, fn, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != 64 || strings.ContainsAny(fn, "/\\") || !(strings.HasSuffix(fn, ".whl") || strings.HasSuffix(fn, ".tar.gz")) {
+			return fmt.Errorf("%s:%d: want \"SHA256  FILENAME.whl\", got %q", sums, i+1, line)
+		}
+		fi, err := os.Stat(filepath.Join(dir, fn))
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", sums, i+1, err)
+		}
+		name, _, _ := strings.Cut(fn, "-")
+		ix.project(name, fn)
+		delete(ix.files, fn)
+		ix.onDisk[fn] = diskFile{path: filepath.Join(dir, fn), size: fi.Size()}
+		ix.sums[fn] = sum
+	}
+	return nil
+}
+
+// Remove drops a project (e.g. a stand-in that a real wheel directory
+// replaces under another version).
+func (ix *Index) Remove(name string) {
+	n := Normalize(name)
+	for _, fn := range ix.projects[n] {
+		delete(ix.files, fn)
+		delete(ix.onDisk, fn)
+		delete(ix.sums, fn)
+	}
+	delete(ix.projects, n)
 }
 
 // Digest is a hash of the index's files (names and contents), 16 hex digits.
 func (ix *Index) Digest() string {
-	names := make([]string, 0, len(ix.files))
-	for fn := range ix.files {
+	names := make([]string, 0, len(ix.sums))
+	for fn := range ix.sums {
 		names = append(names, fn)
 	}
 	sort.Strings(names)
 	h := sha256.New()
 	for _, fn := range names {
-		fh := sha256.Sum256(ix.files[fn])
-		fmt.Fprintf(h, "%s %x\n", fn, fh)
+		fmt.Fprintf(h, "%s %s\n", fn, ix.sums[fn])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -181,15 +244,48 @@ func (ix *Index) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
+		fns = slices.Sorted(slices.Values(fns))
+		if strings.Contains(r.Header.Get("Accept"), jsonType) {
+			// PEP 691, as PyPI answers pip and kiln's resolver.
+			type file struct {
+				Filename string            `json:"filename"`
+				URL      string            `json:"url"`
+				Hashes   map[string]string `json:"hashes"`
+			}
+			page := struct {
+				Meta  map[string]string `json:"meta"`
+				Name  string            `json:"name"`
+				Files []file            `json:"files"`
+			}{Meta: map[string]string{"api-version": "1.0"}, Name: n}
+			for _, fn := range fns {
+				page.Files = append(page.Files, file{Filename: fn, URL: "../../files/" + fn, Hashes: map[string]string{"sha256": ix.sums[fn]}})
+			}
+			w.Header().Set("Content-Type", jsonType)
+			json.NewEncoder(w).Encode(page)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprint(w, "<!DOCTYPE html><html><body>\n")
 		for _, fn := range fns {
-			h := sha256.Sum256(ix.files[fn])
-			fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\">%s</a>\n", html.EscapeString(fn), hex.EncodeToString(h[:]), html.EscapeString(fn))
+			fmt.Fprintf(w, "<a href=\"../../files/%s#sha256=%s\">%s</a>\n", html.EscapeString(fn), ix.sums[fn], html.EscapeString(fn))
 		}
 		fmt.Fprint(w, "</body></html>\n")
 	case strings.HasPrefix(p, "/files/"):
-		b, ok := ix.files[strings.TrimPrefix(p, "/files/")]
+		fn := strings.TrimPrefix(p, "/files/")
+		if d, ok := ix.onDisk[fn]; ok {
+			f, err := os.Open(d.path)
+			if err != nil {
+				http.Error(w, "wheel file gone", http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			w.Header().Set("Content-Type", "application/octet-stream")
+			// ServeContent streams, and answers Range requests (pip
+			// resumes; kiln's fetcher asks for ranges).
+			http.ServeContent(w, r, fn, time.Time{}, io.NewSectionReader(f, 0, d.size))
+			return
+		}
+		b, ok := ix.files[fn]
 		if !ok {
 			http.NotFound(w, r)
 			return
