@@ -246,10 +246,15 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	var links []string
 	for _, g := range groups(p) {
 		links = append(links, "--find-links "+path.Join(wheelhouse, g.dir))
+		sh := "python3 -m pip install --no-index --no-compile --no-cache-dir " + strings.Join(links, " ") + " " + reqNames(g.pkgs)
+		if w := sharedCUDARuntime(p); w != "" && g.comp == ComponentTorch {
+			// Same step, so the wheel's copy never reaches a layer.
+			sh += " && python3 -m pip uninstall -y -q " + w
+		}
 		L.Runtime.Steps = append(L.Runtime.Steps, Step{
 			Name:      fmt.Sprintf("runtime: install %s", g.comp),
 			Component: g.comp,
-			Shell:     "python3 -m pip install --no-index --no-compile --no-cache-dir " + strings.Join(links, " ") + " " + reqNames(g.pkgs),
+			Shell:     sh,
 			Mounts:    []Mount{{Kind: MountBind, Target: wheelhouse, ID: "devel", Source: wheelhouse}},
 		})
 	}
@@ -261,6 +266,28 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		L.Runtime.Steps = append(L.Runtime.Steps, st)
 	}
 	return L, nil
+}
+
+// sharedCUDARuntime names the nvidia-cuda-runtime wheel to leave out of a
+// runtime image whose base already carries the same CUDA runtime: an
+// nvidia/cuda -base image ships libcudart (NVIDIA's -base is cudart and the
+// compat package), and torch's cuXY wheels depend on nvidia-cuda-runtime-cuX
+// with the same libcudart.so.X, so the image would carry CUDA twice
+// (forbid_duplicate_cuda_libs). When the base's CUDA major.minor is the
+// torch variant's, the base's copy serves torch (found through the default
+// library path once the wheel's RUNPATH directory is gone), and the wheel
+// is uninstalled in the step that installs it. Otherwise (another minor
+// version, or a -runtime base whose libraries the wheels duplicate anyway)
+// nothing is removed.
+func sharedCUDARuntime(p *recipes.Plan) string {
+	if p.RuntimeFlavor != "base" || p.TorchCUDAVariant == nil {
+		return ""
+	}
+	parts := strings.SplitN(p.CUDA, ".", 3)
+	if len(parts) < 2 || *p.TorchCUDAVariant != "cu"+parts[0]+parts[1] {
+		return ""
+	}
+	return "nvidia-cuda-runtime-cu" + parts[0]
 }
 
 func torchPkgs(p *recipes.Plan) []recipes.PipPackage {

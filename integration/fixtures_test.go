@@ -191,7 +191,7 @@ func TestAnalyzeAppFixture(t *testing.T) {
 			if deletedLists == 0 {
 				t.Errorf("waste top has no apt list deleted by layer %d: %+v", al.DeletedBy, r.Waste.Top)
 			}
-			if r.CUDA.CUDAVersion != "11.8.0" || r.CUDA.MinDriver == nil || !strings.Contains(r.CUDA.MinDriver.Toolkit, "520.61.05") {
+			if r.CUDA.CUDAVersion != "12.4.1" || r.CUDA.MinDriver == nil || !strings.Contains(r.CUDA.MinDriver.Toolkit, "550.54.15") {
 				t.Errorf("cuda facts = %+v", r.CUDA)
 			}
 		})
@@ -233,18 +233,19 @@ func TestRuntimeRulesFailTheApp(t *testing.T) {
 	}
 }
 
-// TestKernelCoverageOfCUDALibraries reads the fat binaries of Debian's CUDA
-// 11.8 libraries in the runtime fixture: SASS up to sm_90 and PTX for
-// compute_90, so Hopper runs natively and Blackwell (12.0) only by JIT.
+// TestKernelCoverageOfCUDALibraries reads the fat binaries of the naive
+// app image: Debian trixie's CUDA 12.4 libraries and its CUDA build of
+// torch. libtorch_cuda carries SASS for sm_50 to sm_90 and PTX for
+// compute_90, so an H100 runs it natively and Blackwell (B200 sm_100, RTX
+// 5090 sm_120) only through PTX JIT.
 func TestKernelCoverageOfCUDALibraries(t *testing.T) {
 	dir, e := fixtures(t)
-	rt := e.Images["runtime"]
-	img, err := layers.Open(context.Background(), "docker-archive:"+filepath.Join(dir, rt.Archive))
+	img, err := layers.Open(context.Background(), "docker-archive:"+filepath.Join(dir, e.Images["app"].Archive))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer img.Close()
-	gpus, err := analyze.ParseGPUTargets([]string{"h100", "rtx5090"})
+	gpus, err := analyze.ParseGPUTargets([]string{"h100", "b200", "rtx5090"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,21 +254,34 @@ func TestKernelCoverageOfCUDALibraries(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := r.Kernels
-	var lt *analyze.KernelLib
-	for i := range k.Libraries {
-		if strings.Contains(k.Libraries[i].Path, "/libcublasLt.so.") {
-			lt = &k.Libraries[i]
+	find := func(name string) *analyze.KernelLib {
+		for i := range k.Libraries {
+			if strings.Contains(k.Libraries[i].Path, name) {
+				return &k.Libraries[i]
+			}
 		}
+		t.Fatalf("no %s among the libraries with device code: %+v", name, k.Libraries)
+		return nil
 	}
-	if lt == nil || !slicesContains(lt.SM, "sm_90") || !slicesContains(lt.SM, "sm_80") || !slicesContains(lt.PTX, "compute_90") {
-		t.Fatalf("libcublasLt kernels = %+v (libraries: %+v)", lt, k.Libraries)
+	tc := find("/libtorch_cuda.so.")
+	if got := strings.Join(tc.SM, ","); got != "sm_50,sm_60,sm_70,sm_75,sm_80,sm_86,sm_90" || strings.Join(tc.PTX, ",") != "compute_90" {
+		t.Errorf("libtorch_cuda: SASS %s PTX %v, want sm_50..sm_90 and compute_90", got, tc.PTX)
 	}
-	h, b := k.GPUs[0], k.GPUs[1]
-	if !h.Covered || len(h.JIT) != 0 {
-		t.Errorf("H100: %+v, want native SASS for every library", h)
+	if lt := find("/libcublasLt.so."); !slicesContains(lt.SM, "sm_89") || !slicesContains(lt.PTX, "compute_90") {
+		t.Errorf("libcublasLt kernels = %+v", lt)
 	}
-	if !b.Covered || len(b.JIT) != len(k.Libraries) {
-		t.Errorf("Blackwell: %+v, want every library through PTX JIT", b)
+	in := func(list []string, p string) bool { return slicesContains(list, p) }
+	for _, g := range k.GPUs {
+		switch g.GPU {
+		case "H100":
+			if in(g.JIT, tc.Path) || in(g.Missing, tc.Path) {
+				t.Errorf("H100: libtorch_cuda not native: %+v", g)
+			}
+		default: // Blackwell
+			if !in(g.JIT, tc.Path) {
+				t.Errorf("%s: libtorch_cuda not through PTX JIT: %+v", g.GPU, g)
+			}
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 // image), and with the mirror stopped `ctr run` of the image still starts.
 func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	const registry = "127.0.0.1:5000"
-	ref := registry + "/nvidia/cuda:11.8.0-runtime-debian12"
+	ref := registry + "/nvidia/cuda:12.4.1-runtime-debian13"
 	need := func(why string) {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
 			t.Fatalf("KILN_REQUIRE_FIXTURES=1 but %s", why)
@@ -43,7 +43,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 			need("no " + b)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodHead, "http://"+registry+"/v2/nvidia/cuda/manifests/11.8.0-runtime-debian12", nil)
+	req, _ := http.NewRequest(http.MethodHead, "http://"+registry+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		need(fmt.Sprintf("no %s in the local registry (%v %v)", ref, resp, err))

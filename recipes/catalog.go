@@ -11,6 +11,11 @@ import (
 //go:embed catalog/*.yaml
 var catalogFS embed.FS
 
+// DefaultRecipe is the catalog recipe `kiln recipes init` writes when no
+// name is given, and the one `make demo` builds: CUDA 12.4.1, torch
+// 2.6.0+cu124, Debian 13 (the stack kiln's fixtures carry offline).
+const DefaultRecipe = "debian13-cu124"
+
 // CatalogEntry is a curated recipe embedded in kiln.
 type CatalogEntry struct {
 	Name        string `json:"name"`

@@ -60,13 +60,17 @@ func newRecipesCmd(ios *IO) *cobra.Command {
 	}
 	initO := &RecipesOptions{IO: ios}
 	initCmd := &cobra.Command{
-		Use:   "init NAME",
-		Short: "Write a curated recipe to kiln.yaml",
-		Example: `  kiln recipes init torch25-cu124
+		Use:   "init [NAME]",
+		Short: "Write a curated recipe to kiln.yaml (default: " + recipes.DefaultRecipe + ")",
+		Example: `  kiln recipes init                   # the default stack, ` + recipes.DefaultRecipe + `
+  kiln recipes init torch25-cu124
   kiln recipes init cuda13-torch29 -o serve/kiln.yaml --force`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			initO.Name = args[0]
+			initO.Name = recipes.DefaultRecipe
+			if len(args) == 1 {
+				initO.Name = args[0]
+			}
 			return runRecipesInit(cmd.Context(), initO)
 		},
 	}
@@ -87,7 +91,11 @@ func runRecipesList(_ context.Context, opts *RecipesOptions) error {
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDESCRIPTION")
 	for _, e := range all {
-		fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Description)
+		d := e.Description
+		if e.Name == recipes.DefaultRecipe {
+			d = "(default) " + d
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, d)
 	}
 	return tw.Flush()
 }

@@ -256,11 +256,17 @@ extern "C" int kiln_flash_bwd(const float *y, const float *dy, float *dx, int ro
 `
 
 const faInitPy = `"""kiln test stand-in for FlashAttention: CUDA kernels compiled from source
-by nvcc when the wheel was built, loaded with ctypes (needs libcudart.so.11.0;
+by nvcc when the wheel was built, loaded with ctypes (needs the libcudart it
+was built against, which torch loads first, as FlashAttention imports torch;
 no GPU is needed to load it, only to launch a kernel)."""
 import ctypes as _ct
 import glob as _glob
 import os as _os
+
+try:
+    import torch as _torch  # noqa: F401  (loads libcudart from the nvidia wheels)
+except ImportError:
+    pass
 
 __version__ = "@VERSION@"
 

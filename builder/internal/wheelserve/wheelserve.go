@@ -314,6 +314,10 @@ func Serve(ix *Index, addr string) (string, func(), error) {
 // FlashAttnVersion is the stand-ins' FlashAttention version (wheel and sdist).
 const FlashAttnVersion = "2.7.0.post2"
 
+// FlashAttnVersionCU12 is the FlashAttention the CUDA 12.4 / torch 2.6
+// default recipe builds from source (2.7.4.post1 supports torch 2.2-2.6).
+const FlashAttnVersionCU12 = "2.7.4.post1"
+
 // StandIns are wheels for the default test recipe (debian-cuda11.8):
 // torch 2.5.1+cu118, flash_attn 2.7.0.post2 (the wheel name the resolver
 // picks) and bitsandbytes 0.45.5. torchMB pads torch to give it weight.

@@ -1,6 +1,8 @@
-// Command kiln-wheels serves kiln's stand-in wheels as a PEP 503 index for
-// bench/build.sh (wheels, and a flash_attn sdist for source builds): it
-// prints the index URL on stdout and serves until killed.
+// Command kiln-wheels serves kiln's stand-in wheels as a PEP 503/691 index
+// for bench/build.sh and make demo (wheels, and flash_attn sdists for source
+// builds), plus, with -dir, real wheels from a directory (the fixtures'
+// torch 2.6.0+cu124 and nvidia-*-cu12 wheels, which replace the torch
+// stand-in): it prints the index URL on stdout and serves until killed.
 package main
 
 import (
@@ -16,11 +18,18 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	torchMB := flag.Int("torch-mb", 64, "padding in the torch stand-in, MiB")
+	dir := flag.String("dir", "", "also serve the wheels DIR/SHA256SUMS lists (e.g. $KILN_FIXTURES/wheels); a real torch replaces the stand-in")
 	flag.Parse()
 	ix, err := wheelserve.NewIndex(wheelserve.StandIns(*torchMB)...)
-	if err == nil {
-		// flash_attn from source (flash_attn.build: source) compiles this.
-		err = ix.AddSDist(wheelserve.FlashAttnSDist(wheelserve.FlashAttnVersion))
+	for _, v := range []string{wheelserve.FlashAttnVersion, wheelserve.FlashAttnVersionCU12} {
+		if err == nil {
+			// flash_attn from source (flash_attn.build: source) compiles this.
+			err = ix.AddSDist(wheelserve.FlashAttnSDist(v))
+		}
+	}
+	if err == nil && *dir != "" {
+		ix.Remove("torch")
+		err = ix.AddDir(*dir)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
