@@ -368,6 +368,9 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 		os.Remove(part)
 		return resumed, fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
 	}
+	if err := checkPartSize(f, d, size); err != nil {
+		return resumed, err
+	}
 	if err := p.datasync(f); err != nil {
 		return resumed, err
 	}
