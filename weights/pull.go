@@ -99,7 +99,7 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ReadyMarker)); err == nil && strings.TrimSpace(string(b)) == m.SetDigest {
+	if readyIntact(dir, m) {
 		res.AlreadyReady = true
 		if opts.Progress != nil {
 			opts.Progress.Add(m.Size)
@@ -122,6 +122,39 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		return nil, err
 	}
 	return res, nil
+}
+
+// readyIntact is the cheap check that lets a ready volume be left alone:
+// the marker names m's set, the kept manifest is there, and every file is
+// a regular file of its size and mode, not modified since the marker was
+// written. Anything else sends the pull through plan, which hashes what is
+// present and fetches what is wrong. (A same-size rewrite that also
+// restores the old mtime is caught only by Verify.)
+func readyIntact(dir string, m *Manifest) bool {
+	marker := filepath.Join(dir, ReadyMarker)
+	b, err := os.ReadFile(marker)
+	if err != nil || strings.TrimSpace(string(b)) != m.SetDigest {
+		return false
+	}
+	mi, err := os.Stat(marker)
+	if err != nil {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ManifestFile)); err != nil {
+		return false
+	}
+	for _, f := range m.Files {
+		target, err := safeTarget(dir, f.Path)
+		if err != nil {
+			return false
+		}
+		fi, err := os.Lstat(target)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size ||
+			uint32(fi.Mode().Perm()) != f.Mode || fi.ModTime().After(mi.ModTime()) {
+			return false
+		}
+	}
+	return true
 }
 
 type puller struct {
