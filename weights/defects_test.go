@@ -2,10 +2,15 @@ package weights
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // F1: a partial longer than its blob (a previous run for another volume, a
@@ -95,5 +100,106 @@ func TestPullHealsDamagedReadyVolume(t *testing.T) {
 				t.Errorf("healed volume not ready: %+v %v", r, err)
 			}
 		})
+	}
+}
+
+// barrierSource holds the first opens until two are in flight (or a short
+// wait passes) and records how many were ever in flight at once.
+type barrierSource struct {
+	BlobSource
+	mu          sync.Mutex
+	inflight    int
+	maxInflight int
+	arrived     chan struct{}
+}
+
+type closeFunc struct {
+	io.Reader
+	close func() error
+}
+
+func (c closeFunc) Close() error { return c.close() }
+
+func (s *barrierSource) Open(ctx context.Context, d v1.Hash, off, n int64) (io.ReadCloser, error) {
+	s.mu.Lock()
+	s.inflight++
+	s.maxInflight = max(s.maxInflight, s.inflight)
+	s.mu.Unlock()
+	select {
+	case s.arrived <- struct{}{}:
+	case <-time.After(300 * time.Millisecond):
+	}
+	rc, err := s.BlobSource.Open(ctx, d, off, n)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return closeFunc{rc, func() error {
+		once.Do(func() {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		})
+		return rc.Close()
+	}}, nil
+}
+
+// F4: two pulls into one directory: the second waits for the first's lock
+// and then finds the volume ready; neither sees the other's files vanish.
+func TestPullConcurrentSameDir(t *testing.T) {
+	ctx := context.Background()
+	one := []testFile{{"m/only.safetensors", body("concurrent", 2<<20), 0o644}}
+	res, _ := publishLayout(t, one)
+	src := &barrierSource{BlobSource: res.Source, arrived: make(chan struct{})}
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	results := make([]*PullResult, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Pull(ctx, res.Manifest, src, dir, PullOptions{ChunkSize: -1})
+			if errs[i] == nil {
+				for _, f := range []string{ReadyMarker, ManifestFile} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+						t.Errorf("pull %d returned without %s: %v", i, f, err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("pull %d: %v", i, err)
+		}
+	}
+	if src.maxInflight > 1 {
+		t.Errorf("%d transfers of the one blob ran at once: the pulls were not serialised", src.maxInflight)
+	}
+	if errs[0] == nil && errs[1] == nil && !results[0].AlreadyReady && !results[1].AlreadyReady {
+		t.Errorf("both pulls fetched: %+v %+v", results[0], results[1])
+	}
+	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+		t.Errorf("volume: %+v %v", rep, err)
+	}
+}
+
+// A pull whose wait for the lock ends says so by name.
+func TestPullLockWaitEnds(t *testing.T) {
+	res, _ := publishLayout(t, modelFiles)
+	dir := t.TempDir()
+	unlock, err := lockVolume(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	waited := false
+	_, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{OnWait: func() { waited = true }})
+	if !errors.Is(err, ErrVolumeBusy) || !waited {
+		t.Fatalf("err = %v (waited %v), want ErrVolumeBusy after waiting", err, waited)
 	}
 }

@@ -51,6 +51,9 @@ type PullOptions struct {
 	// LimitRate caps the pull's total transfer in bytes per second (0: no
 	// limit).
 	LimitRate int64
+	// OnWait, when set, is called once if another pull holds the volume's
+	// lock and this one has to wait for it (ctx bounds the wait).
+	OnWait func()
 
 	sync syncMode // benchmarks compare durability strategies
 }
@@ -99,6 +102,11 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	unlock, err := lockVolume(ctx, dir, opts.OnWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if readyIntact(dir, m) {
 		res.AlreadyReady = true
 		if opts.Progress != nil {
@@ -122,6 +130,22 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		return nil, err
 	}
 	return res, nil
+}
+
+// ErrVolumeBusy is returned (wrapped) when the wait for another pull's
+// lock on the same volume ended before the lock was free.
+var ErrVolumeBusy = errors.New("volume busy")
+
+// lockVolume serialises pulls into dir on dir/.kiln-lock.
+func lockVolume(ctx context.Context, dir string, onWait func()) (func(), error) {
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(dir, LockFile), onWait)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: another kiln weights pull holds %s: %w: %v", dir, LockFile, ErrVolumeBusy, err)
+		}
+		return nil, fmt.Errorf("%s: locking the volume: %v", dir, err)
+	}
+	return unlock, nil
 }
 
 // readyIntact is the cheap check that lets a ready volume be left alone:
