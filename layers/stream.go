@@ -76,7 +76,10 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	defer rc.Close()
 	var raw io.Reader = &ctxReader{ctx: ctx, r: rc, progress: opt.Progress}
 	var vr *VerifyReader
-	if !l.sourceVerifies && !opt.SkipVerify && !l.verifyDiffID {
+	switch {
+	case l.sourceVerifies:
+		raw = newSizeReader(raw, l.Digest, l.Size)
+	case !opt.SkipVerify && !l.verifyDiffID:
 		vr, err = NewVerifyReader(raw, l.Digest, l.Size)
 		if err != nil {
 			return st, err
