@@ -1,10 +1,23 @@
 package layers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -51,5 +64,282 @@ func TestDuplicateDigestFalseSize(t *testing.T) {
 				t.Errorf("%s (size %d): err = %v, want a size mismatch", r, lie, err)
 			}
 		}
+	}
+}
+
+// faultServer fronts an in-process registry and injects, per GET of the
+// watched blob, the faults listed (consumed in order).
+type faultServer struct {
+	t      *testing.T
+	next   http.Handler
+	blob   string
+	mu     sync.Mutex
+	faults []string // "stall-head", "stall-body", "cut"
+	gets   []string // Range headers of the watched blob's GETs
+	stop   chan struct{}
+}
+
+func newFaultServer(t *testing.T) (*faultServer, string) {
+	fs := &faultServer{t: t, next: registry.New(registry.Logger(log.New(io.Discard, "", 0))), stop: make(chan struct{})}
+	srv := httptest.NewServer(fs)
+	t.Cleanup(func() { close(fs.stop); srv.Close() })
+	return fs, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func (fs *faultServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || fs.blob == "" || !strings.HasSuffix(r.URL.Path, "/blobs/"+fs.blob) {
+		fs.next.ServeHTTP(w, r)
+		return
+	}
+	fs.mu.Lock()
+	fs.gets = append(fs.gets, r.Header.Get("Range"))
+	fault := ""
+	if len(fs.faults) > 0 {
+		fault, fs.faults = fs.faults[0], fs.faults[1:]
+	}
+	fs.mu.Unlock()
+	wait := func() {
+		select {
+		case <-r.Context().Done():
+		case <-fs.stop:
+		}
+	}
+	if fault == "stall-head" {
+		wait()
+		return
+	}
+	rec := httptest.NewRecorder()
+	fs.next.ServeHTTP(rec, r)
+	body := rec.Body.Bytes()
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	switch fault {
+	case "stall-body", "cut":
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		if fault == "stall-body" {
+			wait()
+			return
+		}
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			c.Close()
+		}
+		return
+	}
+	w.Write(body)
+}
+
+// pushed pushes a one-layer image and watches its layer blob.
+func (fs *faultServer) pushed(t *testing.T, host string) (string, []byte) {
+	tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("data/blob", 300_000)})
+	layer := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
+	ref := host + "/kiln/faults:x"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, layer))
+	d, _ := layer.Digest()
+	fs.blob = d.String()
+	return ref, tarb
+}
+
+var fastRetries = layers.WithFetchOptions(layers.WithRetries(3, time.Millisecond))
+
+// F5, F9: a registry that stalls (before its answer or mid-body) or drops
+// the connection mid-body costs an idle timeout, then the read resumes by
+// Range with the retry policy's backoff: for Fetcher users (warm, weights)
+// and for layer walks (analyze, slim) alike.
+func TestStalledAndBrokenBodiesResume(t *testing.T) {
+	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
+		t.Run(strings.Join(faults, "+"), func(t *testing.T) {
+			fs, host := newFaultServer(t)
+			ref, tarb := fs.pushed(t, host)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			opts := []layers.Option{layers.WithIdleTimeout(150 * time.Millisecond), fastRetries}
+
+			fs.faults = append([]string(nil), faults...)
+			f, err := layers.NewFetcher(ctx, ref, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := v1.NewHash(fs.blob)
+			rc, err := f.Open(ctx, d, 0, int64(len(tarb)))
+			if err != nil {
+				t.Fatalf("fetcher: %v", err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got, tarb) {
+				t.Fatalf("fetcher: %d bytes, %v; want the blob", len(got), err)
+			}
+
+			fs.faults = append([]string(nil), faults...)
+			img, err := layers.Open(ctx, ref, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer img.Close()
+			st, err := img.Layers[0].Walk(ctx, layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
+			if err != nil || !st.Verified {
+				t.Fatalf("walk: %+v %v", st, err)
+			}
+			fs.mu.Lock()
+			defer fs.mu.Unlock()
+			if n := len(fs.gets); n < 2*(len(faults)+1) {
+				t.Errorf("blob GETs %q: want each fault retried", fs.gets)
+			}
+		})
+	}
+}
+
+// F5: with no retries left, a stalled body fails with ErrIdleTimeout after
+// about the idle timeout, never hangs.
+func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
+	fs, host := newFaultServer(t)
+	ref, tarb := fs.pushed(t, host)
+	fs.faults = []string{"stall-body"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f, err := layers.NewFetcher(ctx, ref, []layers.Option{layers.WithIdleTimeout(100 * time.Millisecond)}, layers.WithRetries(0, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := v1.NewHash(fs.blob)
+	start := time.Now()
+	rc, err := f.Open(ctx, d, 0, int64(len(tarb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(rc)
+	rc.Close()
+	if !errors.Is(err, layers.ErrIdleTimeout) {
+		t.Fatalf("err = %v, want ErrIdleTimeout", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("took %v for a 100ms idle timeout", el)
+	}
+}
+
+// F6: a registry whose error body echoes the request headers (the
+// Authorization value: base64 of user:password) is printed redacted, by
+// layers.Open, PlatformDigests and a Fetcher alike.
+func TestRegistryErrorBodyRedacted(t *testing.T) {
+	const user, pass = "ci-bot", "hunter2-Very-Secret"
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="kiln-test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v2/" {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		// A proxy that says why it refused, quoting what it got.
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "forbidden for request %s %s with headers %v (raw Authorization: %s)", r.Method, r.URL.Path, r.Header, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	kc := layers.WithKeychain(staticKeychain{user, pass})
+	b64 := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		for _, leak := range []string{pass, b64, user + ":" + pass} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: error leaks %q: %v", what, leak, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "403") && !strings.Contains(err.Error(), "orbidden") {
+			t.Errorf("%s: error lost the registry's answer: %v", what, err)
+		}
+	}
+	_, err := layers.Open(context.Background(), host+"/private/app:1", kc)
+	check("open", err)
+	_, _, err = layers.PlatformDigests(context.Background(), host+"/private/app:1", kc)
+	check("platform digests", err)
+	f, err := layers.NewFetcher(context.Background(), host+"/private/app", []layers.Option{kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Size(context.Background(), v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("ab", 32)})
+	check("fetcher", err)
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, leak string }{
+		{"Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.payload.sig", "eyJhbGciOiJSUzI1NiJ9"},
+		{`map[Authorization:[Basic Y2ktYm90OnMzY3IzdA==] User-Agent:[kiln]]`, "Y2ktYm90OnMzY3IzdA=="},
+		{`{"errors":[{"detail":{"Authorization":"Basic Y2ktYm90OnMzY3IzdA=="}}]}`, "Y2ktYm90OnMzY3IzdA=="},
+		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "tok-123456789"},
+		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "acc-987654321"},
+		{"GET /token?scope=x&password=p4ssw0rd-x failed", "p4ssw0rd-x"},
+		{"denied: bearer abcdefghijklmnop", "abcdefghijklmnop"},
+	} {
+		if got := layers.Redact(tc.in); strings.Contains(got, tc.leak) {
+			t.Errorf("Redact(%q) = %q, still holds %q", tc.in, got, tc.leak)
+		}
+	}
+	if got := layers.Redact("blob sha256:abcd: registry answered 404 Not Found"); got != "blob sha256:abcd: registry answered 404 Not Found" {
+		t.Errorf("a clean message changed: %q", got)
+	}
+}
+
+// fakeHelper installs docker-credential-NAME running script and a Docker
+// config that sends host to it.
+func fakeHelper(t *testing.T, host, name, script string) {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker-credential-"+name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := t.TempDir()
+	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"credHelpers":{"`+host+`":"`+name+`"}}`), 0o600)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("DOCKER_CONFIG", cfg)
+	t.Setenv("HOME", t.TempDir())
+}
+
+// F5: a credential helper that never answers is killed at the timeout.
+func TestCredentialHelperTimeout(t *testing.T) {
+	host := testimage.Registry(t)
+	fakeHelper(t, host, "hang", "exec sleep 30")
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := layers.Open(context.Background(), host+"/kiln/app:1", layers.WithHelperTimeout(200*time.Millisecond))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "docker-credential-hang") || !strings.Contains(err.Error(), "200ms") {
+			t.Errorf("err = %v, want the helper named and the timeout", err)
+		}
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("took %v", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hanging credential helper hangs kiln")
+	}
+}
+
+// F7: a failing helper's stdout (which may be a secret) is never quoted;
+// the error names the helper and its exit status.
+func TestCredentialHelperFailureNotQuoted(t *testing.T) {
+	host := testimage.Registry(t)
+	fakeHelper(t, host, "broken", `echo '{"Username":"u","Secret":"SEKRIT-from-helper-stdout"} partial dump'; exit 3`)
+	_, err := layers.Open(context.Background(), host+"/kiln/app:1")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), "SEKRIT") || strings.Contains(err.Error(), "partial dump") {
+		t.Errorf("error quotes the helper's output: %v", err)
+	}
+	if !strings.Contains(err.Error(), "docker-credential-broken") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("err = %v, want the helper and its exit status", err)
 	}
 }

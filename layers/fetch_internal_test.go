@@ -142,28 +142,35 @@ func TestFetcherFaults(t *testing.T) {
 		}
 		fr.faults = nil
 	})
-	t.Run("a cut body errors, the rest resumes by Range", func(t *testing.T) {
+	t.Run("a cut body is resumed by Range after a backoff", func(t *testing.T) {
 		fr.faults = []string{"cut"}
 		fr.ranges = nil
-		rc, err := f.Open(ctx, dgst, 0, -1)
+		waits = nil
+		got, err := read(0, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		part, err := io.ReadAll(rc)
-		rc.Close()
-		if err == nil {
-			t.Fatal("a cut connection read as complete")
-		}
-		rest, err := read(int64(len(part)), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(append(part, rest...), data) {
+		if !bytes.Equal(got, data) {
 			t.Fatal("resumed bytes differ")
 		}
-		if want := fmt.Sprintf("bytes=%d-%d", len(part), len(data)-1); fr.ranges[len(fr.ranges)-1] != want {
-			t.Fatalf("resume sent Range %q, want %q", fr.ranges[len(fr.ranges)-1], want)
+		if len(fr.ranges) != 2 || fr.ranges[0] != "" || !strings.HasPrefix(fr.ranges[1], fmt.Sprintf("bytes=%d-", len(data)/2)) {
+			t.Fatalf("Range headers %q, want a GET then bytes=%d-", fr.ranges, len(data)/2)
 		}
+		if len(waits) != 1 || waits[0] != time.Millisecond {
+			t.Fatalf("waits %v, want one backoff of 1ms before resuming (the policy 5xx get)", waits)
+		}
+	})
+	t.Run("a body that keeps breaking fails after the retries", func(t *testing.T) {
+		fr.faults = []string{"cut", "cut", "cut", "cut"}
+		waits = nil
+		_, err := read(0, -1)
+		if err == nil || !strings.Contains(err.Error(), "4 attempts") {
+			t.Fatalf("err = %v, want a failure after 4 attempts", err)
+		}
+		if len(waits) != 3 || waits[2] != 4*time.Millisecond {
+			t.Fatalf("waits %v, want 1ms 2ms 4ms", waits)
+		}
+		fr.faults = nil
 	})
 	t.Run("chunk", func(t *testing.T) {
 		got, err := read(1000, 4096)

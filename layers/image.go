@@ -61,10 +61,10 @@ type Layer struct {
 	// CreatedBy is the history entry that made the layer, when recorded.
 	CreatedBy string
 
-	// open returns the raw blob. Sources whose transport verifies the
-	// digest itself set sourceVerifies.
-	open           func(ctx context.Context) (io.ReadCloser, error)
-	sourceVerifies bool
+	// open returns the raw blob. remote: it comes from a registry, and is
+	// verified even when the walk is told to trust local blobs.
+	open   func(ctx context.Context) (io.ReadCloser, error)
+	remote bool
 	// file, off: a local file holding the blob at off (layouts, archives);
 	// such blobs can be read with ReadAt and seeked.
 	file *os.File

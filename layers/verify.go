@@ -40,22 +40,13 @@ func NewVerifyReader(r io.Reader, want v1.Hash, size int64) (*VerifyReader, erro
 	return &VerifyReader{r: r, h: sha256.New(), want: want, size: size}, nil
 }
 
-// newSizeReader checks only the size (the digest is verified by the
-// source's transport): a blob must be as long as its descriptor says
-// wherever it is read.
-func newSizeReader(r io.Reader, want v1.Hash, size int64) *VerifyReader {
-	return &VerifyReader{r: r, want: want, size: size}
-}
-
 // Read implements io.Reader.
 func (v *VerifyReader) Read(p []byte) (int, error) {
 	if v.err != nil {
 		return 0, v.err
 	}
 	n, err := v.r.Read(p)
-	if v.h != nil {
-		v.h.Write(p[:n])
-	}
+	v.h.Write(p[:n])
 	v.n += int64(n)
 	if v.size >= 0 && v.n > v.size {
 		v.err = fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", v.want, ErrSizeMismatch, v.size)
@@ -66,9 +57,6 @@ func (v *VerifyReader) Read(p []byte) (int, error) {
 		if v.size >= 0 && v.n != v.size {
 			v.err = fmt.Errorf("blob %s: %w: got %d bytes, descriptor says %d (truncated?)", v.want, ErrSizeMismatch, v.n, v.size)
 			return n, v.err
-		}
-		if v.h == nil {
-			return n, err
 		}
 		got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", v.h.Sum(nil))}
 		if got != v.want {

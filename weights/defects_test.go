@@ -3,6 +3,7 @@ package weights
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -201,5 +202,31 @@ func TestPullLockWaitEnds(t *testing.T) {
 	_, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{OnWait: func() { waited = true }})
 	if !errors.Is(err, ErrVolumeBusy) || !waited {
 		t.Fatalf("err = %v (waited %v), want ErrVolumeBusy after waiting", err, waited)
+	}
+}
+
+// F9: a transfer that arrives corrupted once (a bad proxy, a flipped bit)
+// is fetched again, a bounded number of times, as warm does; only a
+// source that keeps sending bad bytes fails the pull.
+func TestPullRetriesCorruptTransfer(t *testing.T) {
+	for _, chunk := range []int64{1 << 20, -1} {
+		t.Run(fmt.Sprintf("chunk %d", chunk), func(t *testing.T) {
+			ctx := context.Background()
+			large := testFile{"m/big.safetensors", body("flipped once", 4<<20+9), 0o644}
+			var once sync.Once
+			s := &rangeServer{blob: "sha256:" + hexOf(large.data), corrupt: func(string) bool {
+				bad := false
+				once.Do(func() { bad = true })
+				return bad
+			}}
+			res := publishBehind(t, s, []testFile{large})
+			dir := t.TempDir()
+			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{ChunkSize: chunk}); err != nil {
+				t.Fatalf("one corrupted transfer failed the pull: %v", err)
+			}
+			if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+				t.Errorf("volume: %+v %v", rep, err)
+			}
+		})
 	}
 }

@@ -310,10 +310,11 @@ func (p *puller) copyFile(from, to string) error {
 }
 
 // fetchBlob brings one blob to .kiln-partial/<hex>.part, verified. A broken
-// transfer is resumed from the bytes on disk (Range), up to Attempts times
-// in this run; what is left stays for the next run to resume. A blob that
-// fails its digest after resuming an earlier run's bytes is fetched once
-// more from scratch: those bytes may not have survived a crash.
+// transfer is resumed from the bytes on disk (Range), and a corrupt one
+// fetched again from zero, up to Attempts times in this run; what is left
+// stays for the next run to resume. A blob that fails its digest after
+// resuming an earlier run's bytes gets one extra attempt from scratch:
+// those bytes may not have survived a crash.
 func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	d, err := v1.NewHash(l.Digest)
 	if err != nil {
@@ -335,7 +336,11 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 			fresh = true
 			continue
 		}
-		if errors.Is(err, ErrCorrupt) || isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
+		// A corrupt transfer was discarded: the next attempt starts from
+		// zero, as warm's does. Broken transfers were already retried
+		// with backoff inside the source (layers.Fetcher); what is left
+		// resumes from the bytes on disk.
+		if isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
 			return "", err
 		}
 	}

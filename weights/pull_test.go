@@ -232,7 +232,7 @@ func TestPullResumesWithRange(t *testing.T) {
 	if _, _, err := c.Publish(ctx, ref, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Resolve(ctx, ref, "")
+	res, err := Resolve(ctx, ref, "", noFetchRetries)
 	if err != nil {
 		t.Fatal(err)
 	}
