@@ -1,7 +1,6 @@
 package layers_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,159 +62,6 @@ func TestDuplicateDigestFalseSize(t *testing.T) {
 				t.Errorf("%s (size %d): err = %v, want a size mismatch", r, lie, err)
 			}
 		}
-	}
-}
-
-// faultServer fronts an in-process registry and injects, per GET of the
-// watched blob, the faults listed (consumed in order).
-type faultServer struct {
-	t      *testing.T
-	next   http.Handler
-	blob   string
-	mu     sync.Mutex
-	faults []string // "stall-head", "stall-body", "cut"
-	gets   []string // Range headers of the watched blob's GETs
-	stop   chan struct{}
-}
-
-func newFaultServer(t *testing.T) (*faultServer, string) {
-	fs := &faultServer{t: t, next: registry.New(registry.Logger(log.New(io.Discard, "", 0))), stop: make(chan struct{})}
-	srv := httptest.NewServer(fs)
-	t.Cleanup(func() { close(fs.stop); srv.Close() })
-	return fs, strings.TrimPrefix(srv.URL, "http://")
-}
-
-func (fs *faultServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || fs.blob == "" || !strings.HasSuffix(r.URL.Path, "/blobs/"+fs.blob) {
-		fs.next.ServeHTTP(w, r)
-		return
-	}
-	fs.mu.Lock()
-	fs.gets = append(fs.gets, r.Header.Get("Range"))
-	fault := ""
-	if len(fs.faults) > 0 {
-		fault, fs.faults = fs.faults[0], fs.faults[1:]
-	}
-	fs.mu.Unlock()
-	wait := func() {
-		select {
-		case <-r.Context().Done():
-		case <-fs.stop:
-		}
-	}
-	if fault == "stall-head" {
-		wait()
-		return
-	}
-	rec := httptest.NewRecorder()
-	fs.next.ServeHTTP(rec, r)
-	body := rec.Body.Bytes()
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	switch fault {
-	case "stall-body", "cut":
-		w.Write(body[:len(body)/2])
-		w.(http.Flusher).Flush()
-		if fault == "stall-body" {
-			wait()
-			return
-		}
-		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			c.Close()
-		}
-		return
-	}
-	w.Write(body)
-}
-
-// pushed pushes a one-layer image and watches its layer blob.
-func (fs *faultServer) pushed(t *testing.T, host string) (string, []byte) {
-	tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("data/blob", 300_000)})
-	layer := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
-	ref := host + "/kiln/faults:x"
-	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, layer))
-	d, _ := layer.Digest()
-	fs.blob = d.String()
-	return ref, tarb
-}
-
-var fastRetries = layers.WithFetchOptions(layers.WithRetries(3, time.Millisecond))
-
-// F5, F9: a registry that stalls (before its answer or mid-body) or drops
-// the connection mid-body costs an idle timeout, then the read resumes by
-// Range with the retry policy's backoff: for Fetcher users (warm, weights)
-// and for layer walks (analyze, slim) alike.
-func TestStalledAndBrokenBodiesResume(t *testing.T) {
-	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
-		t.Run(strings.Join(faults, "+"), func(t *testing.T) {
-			fs, host := newFaultServer(t)
-			ref, tarb := fs.pushed(t, host)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			opts := []layers.Option{layers.WithIdleTimeout(150 * time.Millisecond), fastRetries}
-
-			fs.faults = append([]string(nil), faults...)
-			f, err := layers.NewFetcher(ctx, ref, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, _ := v1.NewHash(fs.blob)
-			rc, err := f.Open(ctx, d, 0, int64(len(tarb)))
-			if err != nil {
-				t.Fatalf("fetcher: %v", err)
-			}
-			got, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil || !bytes.Equal(got, tarb) {
-				t.Fatalf("fetcher: %d bytes, %v; want the blob", len(got), err)
-			}
-
-			fs.faults = append([]string(nil), faults...)
-			img, err := layers.Open(ctx, ref, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer img.Close()
-			st, err := img.Layers[0].Walk(ctx, layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
-			if err != nil || !st.Verified {
-				t.Fatalf("walk: %+v %v", st, err)
-			}
-			fs.mu.Lock()
-			defer fs.mu.Unlock()
-			if n := len(fs.gets); n < 2*(len(faults)+1) {
-				t.Errorf("blob GETs %q: want each fault retried", fs.gets)
-			}
-		})
-	}
-}
-
-// F5: with no retries left, a stalled body fails with ErrIdleTimeout after
-// about the idle timeout, never hangs.
-func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
-	fs, host := newFaultServer(t)
-	ref, tarb := fs.pushed(t, host)
-	fs.faults = []string{"stall-body"}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	f, err := layers.NewFetcher(ctx, ref, []layers.Option{layers.WithIdleTimeout(100 * time.Millisecond)}, layers.WithRetries(0, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := v1.NewHash(fs.blob)
-	start := time.Now()
-	rc, err := f.Open(ctx, d, 0, int64(len(tarb)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = io.ReadAll(rc)
-	rc.Close()
-	if !errors.Is(err, layers.ErrIdleTimeout) {
-		t.Fatalf("err = %v, want ErrIdleTimeout", err)
-	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Errorf("took %v for a 100ms idle timeout", el)
 	}
 }
 
