@@ -37,7 +37,8 @@ type PullOptions struct {
 	// Jobs is how many blobs download at once (default 4).
 	Jobs int
 	// Attempts is how many times one blob is tried in this run, resuming
-	// from the bytes already on disk after a broken transfer (default 3).
+	// from the bytes already on disk after a broken transfer, from zero
+	// after a corrupt one (default 3).
 	Attempts int
 	// Progress, when set, counts bytes fetched or found already present.
 	Progress *atomic.Int64
