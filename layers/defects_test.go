@@ -123,14 +123,21 @@ func TestRedact(t *testing.T) {
 		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "tok-123456789"},
 		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "acc-987654321"},
 		{"GET /token?scope=x&password=p4ssw0rd-x failed", "p4ssw0rd-x"},
-		{"denied: bearer abcdefghijklmnop", "abcdefghijklmnop"},
+		{"denied: bearer ya29.a0AfH6SMBx-token", "a0AfH6SMBx"},
+		{"denied: bearer abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"},
 	} {
 		if got := layers.Redact(tc.in); strings.Contains(got, tc.leak) {
 			t.Errorf("Redact(%q) = %q, still holds %q", tc.in, got, tc.leak)
 		}
 	}
-	if got := layers.Redact("blob sha256:abcd: registry answered 404 Not Found"); got != "blob sha256:abcd: registry answered 404 Not Found" {
-		t.Errorf("a clean message changed: %q", got)
+	for _, clean := range []string{
+		"blob sha256:abcd: registry answered 404 Not Found",
+		"UNAUTHORIZED: basic authentication required",
+		`challenge Bearer realm="https://auth.example.com/token",service="registry"`,
+	} {
+		if got := layers.Redact(clean); got != clean {
+			t.Errorf("a clean message changed: %q → %q", clean, got)
+		}
 	}
 }
 

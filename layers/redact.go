@@ -28,7 +28,7 @@ const redacted = "[REDACTED]"
 
 var (
 	authHeaderRe = regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?(?:\[\s*["']?)?)(?:(basic|bearer|token)\s+)?[^\s"',;\]}]+`)
-	schemeCredRe = regexp.MustCompile(`(?i)\b(basic|bearer)(\s+)[A-Za-z0-9._~+/=-]{6,}`)
+	schemeCredRe = regexp.MustCompile(`(?i)\b(basic|bearer)(\s+)([A-Za-z0-9._~+/-]{8,}={0,2})`)
 	secretJSONRe = regexp.MustCompile(`(?i)("(?:token|access_token|refresh_token|id_token|identitytoken|identity_token|registrytoken|registry_token|password|secret|auth)"\s*:\s*)"(?:[^"\\]|\\.)*"`)
 	secretFormRe = regexp.MustCompile(`(?i)\b((?:access_token|refresh_token|password|token)=)[^&\s"']+`)
 )
@@ -109,7 +109,9 @@ func Redact(s string) string {
 	})
 	s = schemeCredRe.ReplaceAllStringFunc(s, func(m string) string {
 		sub := schemeCredRe.FindStringSubmatch(m)
-		if strings.HasSuffix(m, redacted) || strings.Contains(m, "REDACTED") {
+		// A credential, not a word ("basic authentication"): it has a
+		// digit or a base64/JWT punctuation mark, or is too long for a word.
+		if !strings.ContainsAny(sub[3], "0123456789+/=._-~") && len(sub[3]) < 20 {
 			return m
 		}
 		return sub[1] + sub[2] + redacted
