@@ -1,11 +1,17 @@
 package analyze_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // Weights renamed without an extension are found by their content at any
@@ -42,5 +48,34 @@ func TestSniffSmallExtensionlessWeights(t *testing.T) {
 		if !analyze.WeightCandidate(c.p, c.size) {
 			t.Errorf("WeightCandidate(%q, %d) = false", c.p, c.size)
 		}
+	}
+}
+
+// sizeLie is a layer whose descriptor names another size.
+type sizeLie struct {
+	v1.Layer
+	size int64
+}
+
+func (l sizeLie) Size() (int64, error) { return l.size, nil }
+
+// F13: an image whose second layer reuses the first one's digest with a
+// false size is never reported verified: it does not open.
+func TestAnalyzeRefusesDuplicateDigestFalseSize(t *testing.T) {
+	good := testimage.RawLayer(testimage.Tar(t, []testimage.Entry{testimage.Sized("a", 3000)}), types.OCIUncompressedLayer)
+	ref := testimage.Registry(t) + "/hostile/dup:x"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good))
+	n, _ := good.Size()
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good, sizeLie{good, n + 512}))
+	img, err := layers.Open(context.Background(), ref)
+	if err == nil {
+		defer img.Close()
+		var rep *analyze.Report
+		if rep, err = analyze.Image(context.Background(), img, analyze.Options{}); err == nil {
+			t.Fatalf("analyzed: verified %v", rep.Verified)
+		}
+	}
+	if !errors.Is(err, layers.ErrSizeMismatch) {
+		t.Errorf("err = %v, want a size mismatch", err)
 	}
 }
