@@ -105,7 +105,13 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	}
 	unlock, err := lockVolume(ctx, dir, opts.OnWait)
 	if err != nil {
-		return nil, err
+		// A ready volume on a read-only mount without a lock file (an
+		// init check) is still ready; nothing can be changed there anyway.
+		if !errors.Is(err, ErrVolumeBusy) && readyIntact(dir, m) {
+			unlock = func() {}
+		} else {
+			return nil, err
+		}
 	}
 	defer unlock()
 	if readyIntact(dir, m) {

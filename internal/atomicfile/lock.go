@@ -14,6 +14,11 @@ import (
 // removed (a waiter would lock an unlinked inode); unlock releases it.
 func Lock(ctx context.Context, path string, onWait func()) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil && (errors.Is(err, syscall.EROFS) || errors.Is(err, os.ErrPermission)) {
+		// A read-only mount: an existing lock file can still be flocked
+		// through a read-only descriptor.
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, err
 	}
