@@ -134,8 +134,11 @@ func isToolkitBinary(p, base string) bool {
 const sniffLen = 64
 
 // weightCandidate reports whether a file of this name and size is worth
-// sniffing: any file with a weights extension, and big extension-less or
-// unknown-extension files (weights are often renamed).
+// sniffing: any file with a weights extension, and extension-less or
+// unknown-extension files of any size from 1 KiB (weights are often
+// renamed, and small quantised models are a few MiB). The first bytes of
+// every file pass through the layer stream anyway; what keeps a renamed
+// file from being taken for weights is sniffWeights' strict framing checks.
 func weightCandidate(p string, size int64) bool {
 	if size < 1024 {
 		return false
@@ -143,7 +146,7 @@ func weightCandidate(p string, size int64) bool {
 	if weightExt[path.Ext(p)] {
 		return true
 	}
-	return size >= 16<<20 && classifyPath(p) == ClassOther && !strings.Contains(path.Base(p), ".so")
+	return classifyPath(p) == ClassOther && !strings.Contains(path.Base(p), ".so")
 }
 
 // sniffWeights identifies a weights format from a file's first bytes. It
@@ -152,7 +155,7 @@ func sniffWeights(p string, head []byte, size int64) string {
 	switch {
 	case len(head) >= 10 && isSafetensorsHeader(head, size):
 		return "safetensors"
-	case bytes.HasPrefix(head, []byte("GGUF")):
+	case bytes.HasPrefix(head, []byte("GGUF")) && (weightExt[path.Ext(p)] || isGGUFVersion(head)):
 		return "gguf"
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
 		// torch.save's zip container (.pt/.pth/.bin/.ckpt). Any zip with a
@@ -170,6 +173,16 @@ func sniffWeights(p string, head []byte, size int64) string {
 		return "onnx"
 	}
 	return ""
+}
+
+// isGGUFVersion checks the little-endian u32 version after the GGUF magic
+// (3 today): a text file that happens to begin with "GGUF" has letters there.
+func isGGUFVersion(head []byte) bool {
+	if len(head) < 8 {
+		return false
+	}
+	v := binary.LittleEndian.Uint32(head[4:8])
+	return v >= 1 && v <= 255
 }
 
 // isSafetensorsHeader checks the safetensors framing: a little-endian u64

@@ -2,7 +2,6 @@ package layers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -24,9 +24,13 @@ import (
 // weight pulls need what remote does not offer: resuming a blob from byte N
 // after an interruption, and splitting one large blob into parallel chunks.
 //
-// A request that fails before its body starts is retried: connection errors,
-// 5xx answers and 429 (honouring Retry-After). A body that breaks mid-way is
-// returned as an error; the caller resumes from the bytes it already has.
+// One retry policy for every blob read: a request that fails before its
+// body starts (connection errors, an idle timeout, 5xx answers, 429 with its
+// Retry-After) and a body that breaks mid-way (a reset, an idle timeout)
+// are retried with the same backoff and budget; a broken body resumes by
+// Range from the last byte read, so the caller sees one unbroken stream.
+// Only when the budget is spent does a read fail; the caller may then keep
+// the bytes it has for a later run.
 type Fetcher struct {
 	repo    name.Repository
 	base    string // scheme://host/v2/repo/blobs/
@@ -53,11 +57,21 @@ func WithRetries(n int, backoff time.Duration) FetchOption {
 // WithMaxWait caps one wait between retries, Retry-After included (default 30s).
 func WithMaxWait(d time.Duration) FetchOption { return func(f *Fetcher) { f.maxWait = d } }
 
+// WithFetchOptions sets FetchOptions for every Fetcher made from these
+// options (by packages that make Fetchers for their callers: weights,
+// layers' own registry images).
+func WithFetchOptions(fo ...FetchOption) Option {
+	return func(o *options) { o.fetch = append(o.fetch, fo...) }
+}
+
 // NewFetcher returns a Fetcher for repo ("REGISTRY/REPO", a tag or digest is
 // ignored). Authentication happens once here (token exchange), so a bad
 // credential fails early, naming the registry but never the secret.
 func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchOption) (*Fetcher, error) {
-	o := makeOptions(opts)
+	return newFetcher(ctx, repo, makeOptions(opts), fopts...)
+}
+
+func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOption) (*Fetcher, error) {
 	nopts := []name.Option{name.StrictValidation}
 	if o.insecure(registryHost(repo)) {
 		nopts = append(nopts, name.Insecure)
@@ -68,13 +82,13 @@ func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchO
 	} else if r, err = name.NewRepository(repo, nopts...); err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
 	}
-	auth, err := o.keychain.Resolve(r)
-	if err != nil {
-		return nil, fmt.Errorf("repository %q: credentials: %v", repo, err)
-	}
-	rt, err := transport.NewWithContext(ctx, r.Registry, auth, o.transport, []string{r.Scope(transport.PullScope)})
+	auth, err := authn.Resolve(ctx, o.keychain, r)
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, err)
+	}
+	rt, err := transport.NewWithContext(ctx, r.Registry, auth, o.roundTripper(), []string{r.Scope(transport.PullScope)})
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %w", repo, RedactError(err))
 	}
 	f := &Fetcher{
 		repo:    r,
@@ -85,7 +99,7 @@ func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchO
 		maxWait: 30 * time.Second,
 		sleep:   sleepCtx,
 	}
-	for _, fo := range fopts {
+	for _, fo := range append(o.fetch[:len(o.fetch):len(o.fetch)], fopts...) {
 		fo(f)
 	}
 	return f, nil
@@ -122,6 +136,97 @@ func (f *Fetcher) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
 // tolerated: the first off bytes are skipped here, so the caller still sees
 // exactly the range it asked for (at the cost of the skipped transfer).
 func (f *Fetcher) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+	rc, err := f.open(ctx, dgst, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return &resumingBody{f: f, ctx: ctx, dgst: dgst, off: off, n: n, rc: rc}, nil
+}
+
+// resumingBody is a blob range that survives broken bodies: a read error
+// other than the context's is retried after the policy's backoff by asking
+// for the bytes not yet read.
+type resumingBody struct {
+	f    *Fetcher
+	ctx  context.Context
+	dgst v1.Hash
+	off  int64 // where the range starts
+	n    int64 // its length, < 0: to the end
+	read int64 // bytes handed out
+	rc   io.ReadCloser
+	// pending is a read error held back while its bytes are handed out.
+	pending error
+	// retried counts the resumes; the budget is the Fetcher's retries.
+	retried int
+}
+
+func (b *resumingBody) Read(p []byte) (int, error) {
+	for {
+		if b.rc == nil {
+			return 0, io.ErrClosedPipe
+		}
+		var k int
+		err := b.pending
+		b.pending = nil
+		if err == nil {
+			k, err = b.rc.Read(p)
+			b.read += int64(k)
+		}
+		if err == io.EOF && b.n > 0 && b.read < b.n {
+			err = io.ErrUnexpectedEOF // the range ended short
+		}
+		if err == nil || err == io.EOF {
+			return k, err
+		}
+		if k > 0 {
+			b.pending = err // hand out the bytes; resume on the next read
+			return k, nil
+		}
+		if b.ctx.Err() != nil {
+			return 0, err
+		}
+		if b.retried >= b.f.retries {
+			return 0, fmt.Errorf("blob %s: transfer broke at byte %d: %w (after %d attempts)", b.dgst, b.off+b.read, RedactError(err), b.retried+1)
+		}
+		if serr := b.f.sleep(b.ctx, b.f.wait(b.retried, 0)); serr != nil {
+			return 0, serr
+		}
+		b.retried++
+		b.rc.Close()
+		b.rc = nil
+		rest := int64(-1)
+		if b.n > 0 {
+			rest = b.n - b.read
+		}
+		rc, oerr := b.f.open(b.ctx, b.dgst, b.off+b.read, rest)
+		if oerr != nil {
+			return 0, oerr
+		}
+		b.rc = rc
+	}
+}
+
+func (b *resumingBody) Close() error {
+	if b.rc == nil {
+		return nil
+	}
+	err := b.rc.Close()
+	b.rc = nil
+	return err
+}
+
+// wait is the policy's backoff before retry number attempt (0-based):
+// backoff doubling per attempt, at least retryAfter, at most maxWait.
+func (f *Fetcher) wait(attempt int, retryAfter time.Duration) time.Duration {
+	d := f.backoff
+	for i := 0; i < attempt && d < f.maxWait; i++ {
+		d *= 2
+	}
+	d = max(d, retryAfter)
+	return min(d, f.maxWait)
+}
+
+func (f *Fetcher) open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
 	if off < 0 || n == 0 {
 		return nil, fmt.Errorf("blob %s: bad range offset %d length %d", dgst, off, n)
 	}
@@ -189,7 +294,6 @@ func (e *StatusError) Error() string {
 
 func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng string) (*http.Response, error) {
 	url := f.base + dgst.String()
-	wait := f.backoff
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, url, nil)
 		if err != nil {
@@ -208,7 +312,7 @@ func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng strin
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			err = fmt.Errorf("blob %s: %v", dgst, redactURL(err))
+			err = fmt.Errorf("blob %s: %w", dgst, RedactError(redactURL(err)))
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 			resp.Body.Close()
@@ -222,17 +326,9 @@ func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng strin
 		if attempt >= f.retries {
 			return nil, fmt.Errorf("%w (after %d attempts)", err, attempt+1)
 		}
-		d := wait
-		if retryAfter > d {
-			d = retryAfter
-		}
-		if d > f.maxWait {
-			d = f.maxWait
-		}
-		if err := f.sleep(ctx, d); err != nil {
+		if err := f.sleep(ctx, f.wait(attempt, retryAfter)); err != nil {
 			return nil, err
 		}
-		wait *= 2
 	}
 }
 
@@ -247,7 +343,7 @@ func redactURL(err error) error {
 			msg = msg[:i]
 		}
 	}
-	return errors.New(msg)
+	return &redactedError{msg: msg, err: err}
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.

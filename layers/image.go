@@ -61,10 +61,10 @@ type Layer struct {
 	// CreatedBy is the history entry that made the layer, when recorded.
 	CreatedBy string
 
-	// open returns the raw blob. Sources whose transport verifies the
-	// digest itself set sourceVerifies.
-	open           func(ctx context.Context) (io.ReadCloser, error)
-	sourceVerifies bool
+	// open returns the raw blob. remote: it comes from a registry, and is
+	// verified even when the walk is told to trust local blobs.
+	open   func(ctx context.Context) (io.ReadCloser, error)
+	remote bool
 	// file, off: a local file holding the blob at off (layouts, archives);
 	// such blobs can be read with ReadAt and seeked.
 	file *os.File
@@ -102,9 +102,20 @@ func checkLayersAgainstConfig(ref Ref, cfg *v1.ConfigFile, ls []*Layer) error {
 	if len(cfg.RootFS.DiffIDs) != len(ls) {
 		return fmt.Errorf("image %q: config lists %d diff_ids but the manifest has %d layers", ref.Raw, len(cfg.RootFS.DiffIDs), len(ls))
 	}
+	sizes := map[v1.Hash]int64{}
 	for i, l := range ls {
 		l.Index = i
 		l.DiffID = cfg.RootFS.DiffIDs[i]
+		// A blob has one size: a descriptor that reuses another layer's
+		// digest with another size lies, and a registry transport that
+		// looks blobs up by digest would verify the first one's size.
+		if l.Digest.Hex == "" {
+			continue // a docker archive's gzipped layer: named by its diff ID
+		}
+		if n, ok := sizes[l.Digest]; ok && n != l.Size {
+			return fmt.Errorf("image %q: layer %d (%s): %w: the manifest gives this blob %d bytes here and %d bytes for an earlier layer", ref.Raw, i, l.Digest, ErrSizeMismatch, l.Size, n)
+		}
+		sizes[l.Digest] = l.Size
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -129,6 +130,9 @@ type options struct {
 	keychain      authn.Keychain
 	transport     http.RoundTripper
 	userAgent     string
+	idle          time.Duration
+	helperTimeout time.Duration
+	fetch         []FetchOption
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class
@@ -137,14 +141,17 @@ var DefaultPlatform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
 func makeOptions(opts []Option) *options {
 	o := &options{
-		platform:  DefaultPlatform,
-		keychain:  authn.DefaultKeychain, // Docker config plus credential helpers
-		transport: http.DefaultTransport,
-		userAgent: "kiln",
+		platform:      DefaultPlatform,
+		keychain:      authn.DefaultKeychain, // Docker config plus credential helpers
+		transport:     http.DefaultTransport,
+		userAgent:     "kiln",
+		idle:          DefaultIdleTimeout,
+		helperTimeout: DefaultHelperTimeout,
 	}
 	for _, opt := range opts {
 		opt(o)
 	}
+	o.keychain = guardKeychain(o.keychain, o.helperTimeout)
 	return o
 }
 

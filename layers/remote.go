@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -14,7 +15,7 @@ func (o *options) remoteOptions(ctx context.Context) []remote.Option {
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(o.keychain),
-		remote.WithTransport(o.transport),
+		remote.WithTransport(o.roundTripper()),
 		remote.WithUserAgent(o.userAgent),
 	}
 }
@@ -28,7 +29,7 @@ func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
 func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+		return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
 	}
 	var vimg v1.Image
 	if desc.MediaType.IsIndex() {
@@ -65,12 +66,15 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 			return nil, fmt.Errorf("image %q: %v", r.Raw, err)
 		}
 	}
-	return fromV1(ctx, r, vimg)
+	return fromV1(ctx, r, vimg, o)
 }
 
-// fromV1 adapts a go-containerregistry image whose blobs come from a
-// transport that verifies digests itself.
-func fromV1(ctx context.Context, r Ref, vimg v1.Image) (*Image, error) {
+// fromV1 adapts a go-containerregistry image from a registry: manifest and
+// config come through ggcr, the layer blobs through one Fetcher for the
+// repository (made on the first layer read), so a layer stream that breaks
+// is resumed by Range under kiln's retry policy, and each blob is verified
+// against its own descriptor's digest and size.
+func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, error) {
 	m, err := vimg.Manifest()
 	if err != nil {
 		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
@@ -93,15 +97,24 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image) (*Image, error) {
 	mt, _ := vimg.MediaType()
 	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	var (
+		once sync.Once
+		fet  *Fetcher
+		ferr error
+	)
+	fetcher := func(ctx context.Context) (*Fetcher, error) {
+		once.Do(func() { fet, ferr = newFetcher(ctx, r.Name.Context().String(), o) })
+		return fet, ferr
+	}
 	for _, d := range m.Layers {
 		d := d
-		l := &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, sourceVerifies: true}
+		l := &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, remote: true}
 		l.open = func(ctx context.Context) (io.ReadCloser, error) {
-			vl, err := vimg.LayerByDigest(d.Digest)
+			f, err := fetcher(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return vl.Compressed()
+			return f.Open(ctx, d.Digest, 0, d.Size)
 		}
 		img.Layers = append(img.Layers, l)
 	}
@@ -126,7 +139,7 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: %v", ref, err)
+		return "", nil, fmt.Errorf("image %q: %w", ref, RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {

@@ -14,7 +14,7 @@ import (
 // WalkOptions tunes Layer.Walk.
 type WalkOptions struct {
 	// SkipVerify trusts local blobs without hashing them. Registry blobs
-	// are always verified by the transport.
+	// are always verified (digest and size, against their descriptor).
 	SkipVerify bool
 	// Progress, when set, is advanced by the number of stored (compressed)
 	// bytes consumed, for progress displays.
@@ -76,7 +76,7 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	defer rc.Close()
 	var raw io.Reader = &ctxReader{ctx: ctx, r: rc, progress: opt.Progress}
 	var vr *VerifyReader
-	if !l.sourceVerifies && !opt.SkipVerify && !l.verifyDiffID {
+	if !l.verifyDiffID && (l.remote || !opt.SkipVerify) {
 		vr, err = NewVerifyReader(raw, l.Digest, l.Size)
 		if err != nil {
 			return st, err
@@ -111,7 +111,7 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 		return st, err
 	}
 	st.UncompressedSize = cr.n
-	st.Verified = (vr != nil || dv != nil || l.sourceVerifies)
+	st.Verified = vr != nil || dv != nil
 	return st, nil
 }
 

@@ -213,7 +213,14 @@ func (p *puller) downloadChunked(ctx context.Context, d v1.Hash, size int64, par
 			return 0, err
 		}
 	}
-	if st.Size() != size {
+	switch {
+	case st.Size() > size:
+		// fallocate never shrinks: bytes past the blob would be renamed
+		// into the volume unhashed.
+		if err := f.Truncate(size); err != nil {
+			return 0, err
+		}
+	case st.Size() < size:
 		if err := preallocate(f, size); err != nil {
 			return 0, err
 		}
@@ -263,6 +270,9 @@ func (p *puller) downloadChunked(ctx context.Context, d v1.Hash, size int64, par
 		os.Remove(part)
 		os.Remove(sidecarPath(part))
 		return resumed, fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, hr.sum)
+	}
+	if err := checkPartSize(f, d, size); err != nil {
+		return resumed, err
 	}
 	if err := p.datasync(f); err != nil {
 		return resumed, err
@@ -434,6 +444,21 @@ func waitBytes(ctx context.Context, l *rate.Limiter, n int) error {
 			return err
 		}
 		n -= k
+	}
+	return nil
+}
+
+// checkPartSize makes sure a verified partial holds exactly the blob: the
+// digest covers size bytes, so anything past them was never checked.
+func checkPartSize(f *os.File, d v1.Hash, size int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() != size {
+		f.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("blob %s: %w: the partial holds %d bytes, the manifest names %d; it was discarded", d, ErrCorrupt, st.Size(), size)
 	}
 	return nil
 }

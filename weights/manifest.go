@@ -51,6 +51,9 @@ const SchemaVersion = 1
 const (
 	ReadyMarker = ".kiln-ready"
 	PartialDir  = ".kiln-partial"
+	// LockFile is flocked by a pull for its whole run: a second pull into
+	// the same directory waits for the first, then finds the volume ready.
+	LockFile = ".kiln-lock"
 )
 
 // Manifest is a volume manifest: what a weights volume holds and where each
@@ -260,7 +263,7 @@ func CheckPath(p string) error {
 		}
 	}
 	first, _, _ := strings.Cut(p, "/")
-	if first == ReadyMarker || first == PartialDir || first == ManifestFile {
+	if first == ReadyMarker || first == PartialDir || first == ManifestFile || first == LockFile {
 		return fmt.Errorf("%q: reserved for kiln's own bookkeeping", p)
 	}
 	return nil

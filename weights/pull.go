@@ -37,7 +37,8 @@ type PullOptions struct {
 	// Jobs is how many blobs download at once (default 4).
 	Jobs int
 	// Attempts is how many times one blob is tried in this run, resuming
-	// from the bytes already on disk after a broken transfer (default 3).
+	// from the bytes already on disk after a broken transfer, from zero
+	// after a corrupt one (default 3).
 	Attempts int
 	// Progress, when set, counts bytes fetched or found already present.
 	Progress *atomic.Int64
@@ -51,6 +52,9 @@ type PullOptions struct {
 	// LimitRate caps the pull's total transfer in bytes per second (0: no
 	// limit).
 	LimitRate int64
+	// OnWait, when set, is called once if another pull holds the volume's
+	// lock and this one has to wait for it (ctx bounds the wait).
+	OnWait func()
 
 	sync syncMode // benchmarks compare durability strategies
 }
@@ -99,7 +103,18 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ReadyMarker)); err == nil && strings.TrimSpace(string(b)) == m.SetDigest {
+	unlock, err := lockVolume(ctx, dir, opts.OnWait)
+	if err != nil {
+		// A ready volume on a read-only mount without a lock file (an
+		// init check) is still ready; nothing can be changed there anyway.
+		if !errors.Is(err, ErrVolumeBusy) && readyIntact(dir, m) {
+			unlock = func() {}
+		} else {
+			return nil, err
+		}
+	}
+	defer unlock()
+	if readyIntact(dir, m) {
 		res.AlreadyReady = true
 		if opts.Progress != nil {
 			opts.Progress.Add(m.Size)
@@ -122,6 +137,55 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		return nil, err
 	}
 	return res, nil
+}
+
+// ErrVolumeBusy is returned (wrapped) when the wait for another pull's
+// lock on the same volume ended before the lock was free.
+var ErrVolumeBusy = errors.New("volume busy")
+
+// lockVolume serialises pulls into dir on dir/.kiln-lock.
+func lockVolume(ctx context.Context, dir string, onWait func()) (func(), error) {
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(dir, LockFile), onWait)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: another kiln weights pull holds %s: %w: %v", dir, LockFile, ErrVolumeBusy, err)
+		}
+		return nil, fmt.Errorf("%s: locking the volume: %v", dir, err)
+	}
+	return unlock, nil
+}
+
+// readyIntact is the cheap check that lets a ready volume be left alone:
+// the marker names m's set, the kept manifest is there, and every file is
+// a regular file of its size and mode, not modified since the marker was
+// written. Anything else sends the pull through plan, which hashes what is
+// present and fetches what is wrong. (A same-size rewrite that also
+// restores the old mtime is caught only by Verify.)
+func readyIntact(dir string, m *Manifest) bool {
+	marker := filepath.Join(dir, ReadyMarker)
+	b, err := os.ReadFile(marker)
+	if err != nil || strings.TrimSpace(string(b)) != m.SetDigest {
+		return false
+	}
+	mi, err := os.Stat(marker)
+	if err != nil {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ManifestFile)); err != nil {
+		return false
+	}
+	for _, f := range m.Files {
+		target, err := safeTarget(dir, f.Path)
+		if err != nil {
+			return false
+		}
+		fi, err := os.Lstat(target)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size ||
+			uint32(fi.Mode().Perm()) != f.Mode || fi.ModTime().After(mi.ModTime()) {
+			return false
+		}
+	}
+	return true
 }
 
 type puller struct {
@@ -253,10 +317,11 @@ func (p *puller) copyFile(from, to string) error {
 }
 
 // fetchBlob brings one blob to .kiln-partial/<hex>.part, verified. A broken
-// transfer is resumed from the bytes on disk (Range), up to Attempts times
-// in this run; what is left stays for the next run to resume. A blob that
-// fails its digest after resuming an earlier run's bytes is fetched once
-// more from scratch: those bytes may not have survived a crash.
+// transfer is resumed from the bytes on disk (Range), and a corrupt one
+// fetched again from zero, up to Attempts times in this run; what is left
+// stays for the next run to resume. A blob that fails its digest after
+// resuming an earlier run's bytes gets one extra attempt from scratch:
+// those bytes may not have survived a crash.
 func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	d, err := v1.NewHash(l.Digest)
 	if err != nil {
@@ -278,7 +343,11 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 			fresh = true
 			continue
 		}
-		if errors.Is(err, ErrCorrupt) || isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
+		// A corrupt transfer was discarded: the next attempt starts from
+		// zero, as warm's does. Broken transfers were already retried
+		// with backoff inside the source (layers.Fetcher); what is left
+		// resumes from the bytes on disk.
+		if isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
 			return "", err
 		}
 	}
@@ -367,6 +436,9 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 		f.Close()
 		os.Remove(part)
 		return resumed, fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
+	}
+	if err := checkPartSize(f, d, size); err != nil {
+		return resumed, err
 	}
 	if err := p.datasync(f); err != nil {
 		return resumed, err

@@ -43,6 +43,9 @@ func tree(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
+		if filepath.Base(rel) == LockFile {
+			return nil // bookkeeping, kept across pulls like the lock it is
+		}
 		switch {
 		case fi.Mode()&os.ModeSymlink != 0:
 			l, _ := os.Readlink(p)
@@ -229,7 +232,7 @@ func TestPullResumesWithRange(t *testing.T) {
 	if _, _, err := c.Publish(ctx, ref, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Resolve(ctx, ref, "")
+	res, err := Resolve(ctx, ref, "", noFetchRetries)
 	if err != nil {
 		t.Fatal(err)
 	}

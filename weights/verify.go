@@ -73,7 +73,7 @@ func Verify(ctx context.Context, dir string, m *Manifest, jobs int) (*VerifyRepo
 			return nil
 		}
 		switch rel {
-		case ReadyMarker, ManifestFile:
+		case ReadyMarker, ManifestFile, LockFile:
 			return nil
 		case PartialDir:
 			add(rel, "leftovers of an interrupted pull")

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/layers"
 )
 
 // Exit codes are part of kiln's stable interface: scripts and CI branch on them.
@@ -72,7 +74,9 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 	} else if isCobraUsage(err) {
 		code = ExitUsage
 	}
-	fmt.Fprintf(errOut, "kiln: %s\n", err)
+	// The last line of defence: no credential in what kiln prints, whichever
+	// package formed the error (layers redacts where registry errors form).
+	fmt.Fprintf(errOut, "kiln: %s\n", layers.Redact(err.Error()))
 	return code
 }
 

@@ -207,7 +207,8 @@ func newWeightsPullCmd(ios *IO) *cobra.Command {
 as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
-atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches is left alone.
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
+alone; a damaged one is healed. A second pull into the same DIR waits for the first (DIR/.kiln-lock).
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
@@ -275,7 +276,8 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	var done atomic.Int64
 	bar := startProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
-		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate})
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
+		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
 		return err

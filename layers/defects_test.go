@@ -1,0 +1,197 @@
+package layers_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// sizeLie is a layer whose descriptor names another size.
+type sizeLie struct {
+	v1.Layer
+	size int64
+}
+
+func (l sizeLie) Size() (int64, error) { return l.size, nil }
+
+// F13: a descriptor that reuses another layer's digest with a false size is
+// refused (never walked as verified). ggcr's remote layer looks the blob up
+// by digest and so verifies the first descriptor's size, not this one's.
+func TestDuplicateDigestFalseSize(t *testing.T) {
+	tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("a", 3000)})
+	good := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
+	for _, lie := range []int64{int64(len(tarb)) + 512, int64(len(tarb)) - 512} {
+		img := testimage.Image(t, testimage.Config{}, good, sizeLie{good, lie})
+		ref := testimage.Registry(t) + "/hostile/dup:x"
+		testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good)) // the blob, uploaded honestly
+		testimage.Push(t, ref, img)
+		for _, r := range []string{ref} {
+			lim, err := layers.Open(context.Background(), r)
+			if err == nil {
+				for _, l := range lim.Layers {
+					st, werr := l.Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
+					if werr != nil {
+						err = werr
+						break
+					}
+					if l.Index == 1 && st.Verified {
+						t.Errorf("%s: layer 1 with a false size (%d) walked as verified", r, lie)
+					}
+				}
+				lim.Close()
+			}
+			if !errors.Is(err, layers.ErrSizeMismatch) {
+				t.Errorf("%s (size %d): err = %v, want a size mismatch", r, lie, err)
+			}
+		}
+	}
+}
+
+// F6: a registry whose error body echoes the request headers (the
+// Authorization value: base64 of user:password) is printed redacted, by
+// layers.Open, PlatformDigests and a Fetcher alike.
+func TestRegistryErrorBodyRedacted(t *testing.T) {
+	const user, pass = "ci-bot", "hunter2-Very-Secret"
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="kiln-test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v2/" {
+			reg.ServeHTTP(w, r)
+			return
+		}
+		// A proxy that says why it refused, quoting what it got.
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "forbidden for request %s %s with headers %v (raw Authorization: %s)", r.Method, r.URL.Path, r.Header, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	kc := layers.WithKeychain(staticKeychain{user, pass})
+	b64 := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		for _, leak := range []string{pass, b64, user + ":" + pass} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: error leaks %q: %v", what, leak, err)
+			}
+		}
+		if !strings.Contains(err.Error(), "403") && !strings.Contains(err.Error(), "orbidden") {
+			t.Errorf("%s: error lost the registry's answer: %v", what, err)
+		}
+	}
+	_, err := layers.Open(context.Background(), host+"/private/app:1", kc)
+	check("open", err)
+	_, _, err = layers.PlatformDigests(context.Background(), host+"/private/app:1", kc)
+	check("platform digests", err)
+	f, err := layers.NewFetcher(context.Background(), host+"/private/app", []layers.Option{kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Size(context.Background(), v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("ab", 32)})
+	check("fetcher", err)
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, leak string }{
+		{"Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.payload.sig", "eyJhbGciOiJSUzI1NiJ9"},
+		{`map[Authorization:[Basic Y2ktYm90OnMzY3IzdA==] User-Agent:[kiln]]`, "Y2ktYm90OnMzY3IzdA=="},
+		{`{"errors":[{"detail":{"Authorization":"Basic Y2ktYm90OnMzY3IzdA=="}}]}`, "Y2ktYm90OnMzY3IzdA=="},
+		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "tok-123456789"},
+		{`{"token":"tok-123456789","access_token":"acc-987654321"}`, "acc-987654321"},
+		{"GET /token?scope=x&password=p4ssw0rd-x failed", "p4ssw0rd-x"},
+		{"denied: bearer ya29.a0AfH6SMBx-token", "a0AfH6SMBx"},
+		{"denied: bearer abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"},
+	} {
+		if got := layers.Redact(tc.in); strings.Contains(got, tc.leak) {
+			t.Errorf("Redact(%q) = %q, still holds %q", tc.in, got, tc.leak)
+		}
+	}
+	for _, clean := range []string{
+		"blob sha256:abcd: registry answered 404 Not Found",
+		"UNAUTHORIZED: basic authentication required",
+		`challenge Bearer realm="https://auth.example.com/token",service="registry"`,
+	} {
+		if got := layers.Redact(clean); got != clean {
+			t.Errorf("a clean message changed: %q → %q", clean, got)
+		}
+	}
+}
+
+// fakeHelper installs docker-credential-NAME running script and a Docker
+// config that sends host to it.
+func fakeHelper(t *testing.T, host, name, script string) {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker-credential-"+name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := t.TempDir()
+	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"credHelpers":{"`+host+`":"`+name+`"}}`), 0o600)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("DOCKER_CONFIG", cfg)
+	t.Setenv("HOME", t.TempDir())
+}
+
+// F5: a credential helper that never answers is killed at the timeout.
+func TestCredentialHelperTimeout(t *testing.T) {
+	host := testimage.Registry(t)
+	fakeHelper(t, host, "hang", "exec sleep 30")
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := layers.Open(context.Background(), host+"/kiln/app:1", layers.WithHelperTimeout(200*time.Millisecond))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "docker-credential-hang") || !strings.Contains(err.Error(), "200ms") {
+			t.Errorf("err = %v, want the helper named and the timeout", err)
+		}
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("took %v", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hanging credential helper hangs kiln")
+	}
+}
+
+// F7: a failing helper's stdout (which may be a secret) is never quoted;
+// the error names the helper and its exit status.
+func TestCredentialHelperFailureNotQuoted(t *testing.T) {
+	host := testimage.Registry(t)
+	fakeHelper(t, host, "broken", `echo '{"Username":"u","Secret":"SEKRIT-from-helper-stdout"} partial dump'; exit 3`)
+	_, err := layers.Open(context.Background(), host+"/kiln/app:1")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), "SEKRIT") || strings.Contains(err.Error(), "partial dump") {
+		t.Errorf("error quotes the helper's output: %v", err)
+	}
+	if !strings.Contains(err.Error(), "docker-credential-broken") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("err = %v, want the helper and its exit status", err)
+	}
+}

@@ -1,0 +1,169 @@
+package layers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ErrIdleTimeout is returned (wrapped) when a registry sent nothing for the
+// idle timeout: a stalled server or a half-open connection. The Fetcher
+// retries it like a reset connection.
+var ErrIdleTimeout = errors.New("registry sent nothing")
+
+// DefaultIdleTimeout is how long a registry may stay silent mid-request.
+const DefaultIdleTimeout = 30 * time.Second
+
+// WithIdleTimeout sets how long a registry may send nothing, while kiln
+// waits for an answer or reads a body, before the request fails with
+// ErrIdleTimeout (default DefaultIdleTimeout; tests use milliseconds).
+func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle = d } }
+
+// guardTransport is the base of every registry request kiln makes, under
+// go-containerregistry's auth and retry layers (RemoteOptions) and the
+// Fetcher's, so that analyze, slim, warm and weights all get:
+//
+//   - an idle timeout: waiting for the answer to a request without a body,
+//     and every read of a response body, fail after idle of silence (a
+//     request with a body is timed while its body is sent, not while the
+//     registry digests an upload);
+//   - redacted error bodies: a non-2xx body is read (bounded) and handed on
+//     with credentials removed, so the errors made from it are clean.
+type guardTransport struct {
+	inner http.RoundTripper
+	idle  time.Duration
+}
+
+// roundTripper is the transport kiln hands to every registry client.
+func (o *options) roundTripper() http.RoundTripper {
+	if g, ok := o.transport.(*guardTransport); ok {
+		return g
+	}
+	return &guardTransport{inner: o.transport, idle: o.idle}
+}
+
+func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rememberAuthorization(req.Header.Get("Authorization"))
+	if t.idle <= 0 {
+		resp, err := t.inner.RoundTrip(req)
+		if err != nil {
+			return nil, RedactError(err)
+		}
+		return redactErrorBody(resp), nil
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	it := &idleTimer{idle: t.idle, cancel: cancel}
+	it.arm()
+	r2 := req.WithContext(ctx)
+	if req.Body != nil && req.Body != http.NoBody {
+		r2.Body = &sendBody{ReadCloser: req.Body, t: it}
+	}
+	resp, err := t.inner.RoundTrip(r2)
+	if err != nil {
+		it.stop()
+		timedOut := errors.Is(context.Cause(ctx), ErrIdleTimeout)
+		cancel(nil)
+		if timedOut {
+			u := *req.URL
+			u.User, u.RawQuery = nil, ""
+			return nil, fmt.Errorf("%s %s: %w for %s waiting for the answer", req.Method, u.String(), ErrIdleTimeout, t.idle)
+		}
+		return nil, RedactError(err)
+	}
+	if resp.StatusCode >= 400 {
+		resp = redactErrorBody(resp) // still timed: the body is read here
+	}
+	it.stop()
+	resp.Body = &idleBody{rc: resp.Body, t: it, ctx: ctx, cancel: cancel}
+	return resp, nil
+}
+
+// idleTimer cancels a request after idle without progress.
+type idleTimer struct {
+	idle   time.Duration
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	t      *time.Timer
+}
+
+func (it *idleTimer) arm() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.t == nil {
+		it.t = time.AfterFunc(it.idle, func() { it.cancel(ErrIdleTimeout) })
+		return
+	}
+	it.t.Reset(it.idle)
+}
+
+func (it *idleTimer) stop() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.t != nil {
+		it.t.Stop()
+	}
+}
+
+// sendBody keeps the timer armed while a request body is being sent:
+// each read the transport makes is progress. At its end the timer stops.
+type sendBody struct {
+	io.ReadCloser
+	t *idleTimer
+}
+
+func (b *sendBody) Read(p []byte) (int, error) {
+	b.t.arm()
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.t.stop()
+	}
+	return n, err
+}
+
+// idleBody times each read of a response body: only the registry's
+// silence counts, not the time the caller takes between reads.
+type idleBody struct {
+	rc     io.ReadCloser
+	t      *idleTimer
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.t.arm()
+	n, err := b.rc.Read(p)
+	b.t.stop()
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrIdleTimeout) {
+		err = fmt.Errorf("%w for %s mid-body", ErrIdleTimeout, b.t.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.t.stop()
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
+
+// maxErrorBody bounds how much of an error answer is kept.
+const maxErrorBody = 64 << 10
+
+// redactErrorBody replaces a non-2xx (non-3xx) answer's body by its first
+// maxErrorBody bytes, redacted.
+func redactErrorBody(resp *http.Response) *http.Response {
+	if resp.StatusCode < 400 || resp.Body == nil {
+		return resp
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	clean := []byte(Redact(string(b)))
+	resp.Body = io.NopCloser(bytes.NewReader(clean))
+	resp.ContentLength = int64(len(clean))
+	return resp
+}

@@ -1,0 +1,232 @@
+package weights
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// F1: a partial longer than its blob (a previous run for another volume, a
+// bad copy) must be cut to the blob's size before it is hashed and renamed:
+// only the recorded bytes count, and no extra byte reaches the volume.
+func TestPullTruncatesLongPartial(t *testing.T) {
+	ctx := context.Background()
+	large := testFile{"m/big.safetensors", body("long partial", 4<<20+3), 0o644}
+	s := &rangeServer{blob: "sha256:" + hexOf(large.data)}
+	res := publishBehind(t, s, []testFile{large})
+	size := int64(len(large.data))
+	for _, tc := range []struct {
+		name string
+		done rangeSet
+	}{
+		{"complete record", rangeSet{{0, size}}},
+		{"half record", rangeSet{{0, 2 << 20}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.MkdirAll(filepath.Join(dir, PartialDir), 0o755)
+			part := filepath.Join(dir, PartialDir, hexOf(large.data)+".part")
+			long := append(append([]byte(nil), large.data...), []byte("EXTRA BYTES PAST THE BLOB")...)
+			if err := os.WriteFile(part, long, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeSidecar(part, size, tc.done); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{ChunkSize: 1 << 20}); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(filepath.Join(dir, "big.safetensors"))
+			if err != nil || fi.Size() != size {
+				t.Fatalf("committed file: %v %v, want %d bytes", fi, err, size)
+			}
+			if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+				t.Errorf("volume: %+v %v", rep, err)
+			}
+		})
+	}
+}
+
+// F2: a volume whose marker is there but whose files are not (removed,
+// truncated, rewritten) is healed by the next pull, not reported ready.
+func TestPullHealsDamagedReadyVolume(t *testing.T) {
+	ctx := context.Background()
+	res, _ := publishLayout(t, modelFiles)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, file string)
+	}{
+		{"missing", func(t *testing.T, file string) { os.Remove(file) }},
+		{"truncated", func(t *testing.T, file string) { os.Truncate(file, 100) }},
+		{"rewritten", func(t *testing.T, file string) {
+			f, err := os.OpenFile(file, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte("tampered"), 1000)
+			f.Close()
+			// After the marker, whatever the clock's granularity.
+			later := time.Now().Add(2 * time.Second)
+			os.Chtimes(file, later, later)
+		}},
+		{"manifest gone", func(t *testing.T, file string) {
+			os.Remove(filepath.Join(filepath.Dir(file), "..", ManifestFile))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, filepath.Join(dir, "llm/model-00002.safetensors"))
+			r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.AlreadyReady {
+				t.Fatal("a damaged volume was reported already ready")
+			}
+			if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+				t.Errorf("after the healing pull: %+v %v", rep, err)
+			}
+			if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady {
+				t.Errorf("healed volume not ready: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+// barrierSource holds the first opens until two are in flight (or a short
+// wait passes) and records how many were ever in flight at once.
+type barrierSource struct {
+	BlobSource
+	mu          sync.Mutex
+	inflight    int
+	maxInflight int
+	arrived     chan struct{}
+}
+
+type closeFunc struct {
+	io.Reader
+	close func() error
+}
+
+func (c closeFunc) Close() error { return c.close() }
+
+func (s *barrierSource) Open(ctx context.Context, d v1.Hash, off, n int64) (io.ReadCloser, error) {
+	s.mu.Lock()
+	s.inflight++
+	s.maxInflight = max(s.maxInflight, s.inflight)
+	s.mu.Unlock()
+	select {
+	case s.arrived <- struct{}{}:
+	case <-time.After(300 * time.Millisecond):
+	}
+	rc, err := s.BlobSource.Open(ctx, d, off, n)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return closeFunc{rc, func() error {
+		once.Do(func() {
+			s.mu.Lock()
+			s.inflight--
+			s.mu.Unlock()
+		})
+		return rc.Close()
+	}}, nil
+}
+
+// F4: two pulls into one directory: the second waits for the first's lock
+// and then finds the volume ready; neither sees the other's files vanish.
+func TestPullConcurrentSameDir(t *testing.T) {
+	ctx := context.Background()
+	one := []testFile{{"m/only.safetensors", body("concurrent", 2<<20), 0o644}}
+	res, _ := publishLayout(t, one)
+	src := &barrierSource{BlobSource: res.Source, arrived: make(chan struct{})}
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	results := make([]*PullResult, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Pull(ctx, res.Manifest, src, dir, PullOptions{ChunkSize: -1})
+			if errs[i] == nil {
+				for _, f := range []string{ReadyMarker, ManifestFile} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+						t.Errorf("pull %d returned without %s: %v", i, f, err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("pull %d: %v", i, err)
+		}
+	}
+	if src.maxInflight > 1 {
+		t.Errorf("%d transfers of the one blob ran at once: the pulls were not serialised", src.maxInflight)
+	}
+	if errs[0] == nil && errs[1] == nil && !results[0].AlreadyReady && !results[1].AlreadyReady {
+		t.Errorf("both pulls fetched: %+v %+v", results[0], results[1])
+	}
+	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+		t.Errorf("volume: %+v %v", rep, err)
+	}
+}
+
+// A pull whose wait for the lock ends says so by name.
+func TestPullLockWaitEnds(t *testing.T) {
+	res, _ := publishLayout(t, modelFiles)
+	dir := t.TempDir()
+	unlock, err := lockVolume(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	waited := false
+	_, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{OnWait: func() { waited = true }})
+	if !errors.Is(err, ErrVolumeBusy) || !waited {
+		t.Fatalf("err = %v (waited %v), want ErrVolumeBusy after waiting", err, waited)
+	}
+}
+
+// F9: a transfer that arrives corrupted once (a bad proxy, a flipped bit)
+// is fetched again, a bounded number of times, as warm does; only a
+// source that keeps sending bad bytes fails the pull.
+func TestPullRetriesCorruptTransfer(t *testing.T) {
+	for _, chunk := range []int64{1 << 20, -1} {
+		t.Run(fmt.Sprintf("chunk %d", chunk), func(t *testing.T) {
+			ctx := context.Background()
+			large := testFile{"m/big.safetensors", body("flipped once", 4<<20+9), 0o644}
+			var once sync.Once
+			s := &rangeServer{blob: "sha256:" + hexOf(large.data), corrupt: func(string) bool {
+				bad := false
+				once.Do(func() { bad = true })
+				return bad
+			}}
+			res := publishBehind(t, s, []testFile{large})
+			dir := t.TempDir()
+			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{ChunkSize: chunk}); err != nil {
+				t.Fatalf("one corrupted transfer failed the pull: %v", err)
+			}
+			if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+				t.Errorf("volume: %+v %v", rep, err)
+			}
+		})
+	}
+}
