@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
@@ -42,18 +41,64 @@ func NewOCILayout(dir string) (*OCILayout, error) {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
+	l := &OCILayout{Dir: dir}
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, os.ErrNotExist) {
 		if err := atomicfile.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); errors.Is(err, os.ErrNotExist) {
-		b, _ := json.Marshal(ocispec.Index{Versioned: specsVersioned(), MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}})
-		if err := atomicfile.WriteFile(filepath.Join(dir, "index.json"), b, 0o644); err != nil {
-			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
+		// Under the index lock: a concurrent run may be recording.
+		err := l.updateIndex(context.Background(), func(*ocispec.Index) {})
+		if err != nil {
+			return nil, err
 		}
 	}
-	return &OCILayout{Dir: dir}, nil
+	return l, nil
+}
+
+// updateIndex changes index.json under an exclusive lock (concurrent runs
+// on one layout each merge their entries into what is there now) and
+// replaces it atomically. A missing index.json reads as an empty one.
+func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)) error {
+	lf, err := os.OpenFile(filepath.Join(l.Dir, ".kiln-partial", "index.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	defer lf.Close()
+	if err := atomicfile.Lock(ctx, lf.Fd()); err != nil {
+		return fmt.Errorf("target %s: index.json lock: %v", l, err)
+	}
+	p := filepath.Join(l.Dir, "index.json")
+	var idx ocispec.Index
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("target %s: %v", l, err)
+	default:
+		if err := json.Unmarshal(b, &idx); err != nil {
+			return fmt.Errorf("target %s: index.json: %v", l, err)
+		}
+	}
+	change(&idx)
+	if idx.SchemaVersion == 0 {
+		idx.Versioned = specsVersioned()
+	}
+	if idx.MediaType == "" {
+		idx.MediaType = ocispec.MediaTypeImageIndex
+	}
+	if idx.Manifests == nil {
+		idx.Manifests = []ocispec.Descriptor{}
+	}
+	out, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	return nil
 }
 
 func (l *OCILayout) String() string { return "oci:" + l.Dir }
@@ -97,16 +142,19 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 	if d.Digest.Algorithm() != digest.SHA256 {
 		return nil, fmt.Errorf("blob %s: unsupported digest algorithm", d.Digest)
 	}
-	p := filepath.Join(l.Dir, ".kiln-partial", d.Digest.Encoded())
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, p, err := l.lockPartial(ctx, d)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
+		return nil, err
 	}
-	// One writer per blob across processes: a second kiln warm on the
-	// same layout waits its turn rather than interleaving bytes.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// The writer we waited for may have committed the blob; then the
+	// partial file is the empty one this open created.
+	if ok, err := l.Has(ctx, d); err != nil || ok {
+		if err == nil {
+			os.Remove(p)
+			err = ErrAlreadyExists
+		}
 		f.Close()
-		return nil, fmt.Errorf("target %s: blob %s is being written by another process", l, d.Digest)
+		return nil, err
 	}
 	w := &ociWriter{l: l, d: d, f: f, path: p, h: digest.SHA256.Hash()}
 	// Resume: re-hash what an earlier run wrote (as containerd does).
@@ -124,6 +172,35 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 	}
 	w.n = n
 	return w, nil
+}
+
+// lockPartial opens d's partial file and locks it: one writer per blob
+// across processes, a second kiln warm on the same layout waits its turn
+// rather than interleaving bytes or failing. The file it waited on may
+// have been committed (renamed into blobs/) or aborted (removed) meanwhile:
+// then the lock is on a file no longer at the partial path, and it opens
+// that path again.
+func (l *OCILayout) lockPartial(ctx context.Context, d ocispec.Descriptor) (*os.File, string, error) {
+	p := filepath.Join(l.Dir, ".kiln-partial", d.Digest.Encoded())
+	for {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, "", fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
+		}
+		if err := atomicfile.Lock(ctx, f.Fd()); err != nil {
+			f.Close()
+			return nil, "", fmt.Errorf("target %s: blob %s: waiting for another writer: %v", l, d.Digest, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Stat(p)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, p, nil
+		}
+		f.Close()
+		if err1 != nil {
+			return nil, "", fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err1)
+		}
+	}
 }
 
 type ociWriter struct {
@@ -181,8 +258,11 @@ func (w *ociWriter) Commit(ctx context.Context) error {
 func (w *ociWriter) Close() error { return w.f.Close() }
 
 func (w *ociWriter) Abort(ctx context.Context) error {
+	// Remove while still holding the lock, so a waiting writer never
+	// takes over a file that is about to vanish.
+	err := os.Remove(w.path)
 	w.f.Close()
-	return os.Remove(w.path)
+	return err
 }
 
 // Record implements Target: one index.json entry per image, pointing at its
@@ -190,37 +270,16 @@ func (w *ociWriter) Abort(ctx context.Context) error {
 // child of what index.json names), replacing an earlier entry of the same
 // name.
 func (l *OCILayout) Record(ctx context.Context, s *Set) error {
-	p := filepath.Join(l.Dir, "index.json")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return fmt.Errorf("target %s: %v", l, err)
-	}
-	var idx ocispec.Index
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return fmt.Errorf("target %s: index.json: %v", l, err)
-	}
-	for _, img := range s.Images {
-		idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
-			return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
-		})
-		d := img.Manifest
-		d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
-		idx.Manifests = append(idx.Manifests, d)
-	}
-	if idx.SchemaVersion == 0 {
-		idx.Versioned = specsVersioned()
-	}
-	if idx.MediaType == "" {
-		idx.MediaType = ocispec.MediaTypeImageIndex
-	}
-	out, err := json.MarshalIndent(idx, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
-		return fmt.Errorf("target %s: index.json: %v", l, err)
-	}
-	return nil
+	return l.updateIndex(ctx, func(idx *ocispec.Index) {
+		for _, img := range s.Images {
+			idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
+				return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
+			})
+			d := img.Manifest
+			d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
+			idx.Manifests = append(idx.Manifests, d)
+		}
+	})
 }
 
 // Verify implements Verifier: every image has its index.json entry.
