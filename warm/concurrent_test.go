@@ -83,8 +83,9 @@ func TestWarmConcurrentOCILayout(t *testing.T) {
 func TestWarmConcurrentContainerdLeases(t *testing.T) {
 	ci := testdaemon.StartContainerd(t)
 	ctx := context.Background()
+	ingest := IngestGRPC
 	open := func() Target {
-		tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default", Ingest: IngestGRPC})
+		tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default", Ingest: ingest})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,8 +115,14 @@ func TestWarmConcurrentContainerdLeases(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatalf("second release: %v", err)
 	}
-	warmBoth(t, []string{f.ref, f.ref}, open)
-	if out, err := ci.Ctr(t, "leases", "ls"); err != nil || strings.Contains(out, "kiln-warm") {
-		t.Fatalf("lease left behind: %v %s", err, out)
+	// Both write paths: a second writer of a blob waits for the first.
+	for _, ingest = range []string{IngestGRPC, IngestDirect} {
+		warmBoth(t, []string{f.ref, f.ref}, open)
+		if out, err := ci.Ctr(t, "leases", "ls"); err != nil || strings.Contains(out, "kiln-warm") {
+			t.Fatalf("%s: lease left behind: %v %s", ingest, err, out)
+		}
+		if out, err := ci.Ctr(t, "images", "rm", "--sync", f.ref); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
 	}
 }

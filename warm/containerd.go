@@ -258,6 +258,9 @@ func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, 
 		if err == nil {
 			return dw, nil
 		}
+		if errors.Is(err, errIngestMoved) {
+			return t.Writer(ctx, d)
+		}
 		if t.ingest == IngestDirect || !isNotLocalIngest(err) {
 			return nil, fmt.Errorf("target %s: ingest %s: direct write: %v", t, ref, err)
 		}
