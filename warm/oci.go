@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
@@ -110,20 +112,79 @@ func (l *OCILayout) blobPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-// Has implements Target. Blobs enter blobs/ only by a rename after their
-// digest was verified, so presence with the right size is trusted.
+// Has implements Target: a blob is present when its file has the
+// descriptor's size and its bytes hash to its digest. Hashing the whole
+// cache on every run would cost as much as reading it, so each blob kiln
+// verified (everything it commits, and every blob Has hashed) is recorded
+// in .kiln-partial/verified/HEX with its file's identity: device, inode,
+// size, mtime and ctime. A file that changed since (rewritten, corrupted
+// in place) or that kiln never verified (placed by another tool) is hashed
+// again, and a corrupted one is missing: it is fetched again, never READY.
 func (l *OCILayout) Has(ctx context.Context, d ocispec.Descriptor) (bool, error) {
 	if err := d.Digest.Validate(); err != nil {
 		return false, fmt.Errorf("blob %q: %v", d.Digest, err)
 	}
-	fi, err := os.Stat(l.blobPath(d.Digest))
+	p := l.blobPath(d.Digest)
+	fi, err := os.Stat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return fi.Size() == d.Size, nil
+	if fi.Size() != d.Size {
+		return false, nil
+	}
+	if b, err := os.ReadFile(l.stampPath(d.Digest)); err == nil && string(b) == fileStamp(fi) {
+		return true, nil
+	}
+	h, err := v1.NewHash(d.Digest.String())
+	if err != nil {
+		return false, fmt.Errorf("blob %q: %v", d.Digest, err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	vr, err := layers.NewVerifyReader(f, h, d.Size)
+	if err != nil {
+		return false, err
+	}
+	if err := vr.Drain(); err != nil {
+		if layers.IsIntegrityError(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("target %s: verifying blob %s: %v", l, d.Digest, err)
+	}
+	// Stamp what was hashed (the open file), not whatever the path names now.
+	if fi, err := f.Stat(); err == nil {
+		l.stamp(d.Digest, fi)
+	}
+	return true, nil
+}
+
+func (l *OCILayout) stampPath(d digest.Digest) string {
+	return filepath.Join(l.Dir, ".kiln-partial", "verified", d.Encoded())
+}
+
+// stamp records that the file fi describes was verified as d. A failure
+// only costs a hash on the next run.
+func (l *OCILayout) stamp(d digest.Digest, fi os.FileInfo) {
+	p := l.stampPath(d)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+		_ = atomicfile.WriteFile(p, []byte(fileStamp(fi)), 0o644)
+	}
+}
+
+// fileStamp is a file's identity and its last change: rewriting the file
+// or its bytes changes ctime, which no user-level tool can set back.
+func fileStamp(fi os.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("v1 %d %d %d %d.%09d %d.%09d\n", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 // Free implements Target.
@@ -134,11 +195,6 @@ func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
 
 // Writer implements Target.
 func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
-	if ok, err := l.Has(ctx, d); err != nil {
-		return nil, err
-	} else if ok {
-		return nil, ErrAlreadyExists
-	}
 	if d.Digest.Algorithm() != digest.SHA256 {
 		return nil, fmt.Errorf("blob %s: unsupported digest algorithm", d.Digest)
 	}
@@ -146,8 +202,8 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 	if err != nil {
 		return nil, err
 	}
-	// The writer we waited for may have committed the blob; then the
-	// partial file is the empty one this open created.
+	// The blob may be committed (also by the writer we waited for; then
+	// the partial file is the empty one this open created).
 	if ok, err := l.Has(ctx, d); err != nil || ok {
 		if err == nil {
 			os.Remove(p)
@@ -252,7 +308,14 @@ func (w *ociWriter) Commit(ctx context.Context) error {
 	if err := os.Rename(w.path, dst); err != nil {
 		return fmt.Errorf("target %s: blob %s: %w", w.l, w.d.Digest, err)
 	}
-	return atomicfile.SyncDir(filepath.Dir(dst))
+	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	// Verified as written: Has need not hash it again.
+	if fi, err := w.f.Stat(); err == nil {
+		w.l.stamp(w.d.Digest, fi)
+	}
+	return nil
 }
 
 func (w *ociWriter) Close() error { return w.f.Close() }
