@@ -312,7 +312,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		a := imgAttrs()
 		switch out.Type {
 		case "image":
-			a["name"] = out.Path
+			name, err := NormalizeRef(out.Path)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: %v", out.Path, err)
+			}
+			a["name"] = name
 			a["push"] = "true"
 			if isLoopbackRef(out.Path) || insecureHost(out.Path, o.Insecure) {
 				a["registry.insecure"] = "true"
