@@ -51,6 +51,9 @@ type PullOptions struct {
 	// LimitRate caps the pull's total transfer in bytes per second (0: no
 	// limit).
 	LimitRate int64
+	// Limiter, when set, paces the pull instead of LimitRate: one limiter
+	// shared with other transfers (kiln warm --weights-into) caps them all.
+	Limiter *rate.Limiter
 
 	sync syncMode // benchmarks compare durability strategies
 }
@@ -107,7 +110,10 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		return res, nil
 	}
 	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
-		conns: make(chan struct{}, opts.Concurrency), limit: newLimiter(opts.LimitRate)}
+		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter}
+	if p.limit == nil {
+		p.limit = newLimiter(opts.LimitRate)
+	}
 	if err := p.plan(); err != nil {
 		return nil, err
 	}

@@ -320,8 +320,10 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		total += v.Manifest.Size
 	}
 	var done atomic.Int64
+	// One --limit-rate for the image blobs and the weights pull together.
+	limiter := warm.NewLimiter(limit)
 	eo := warm.Options{
-		Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: limit, DryRun: opts.DryRun,
+		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
 		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
 	}
 	if opts.Progress != "none" {
@@ -333,7 +335,12 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
-		waitWeights = runWeights(ctx, vols, opts.WeightsInto, opts.DryRun, &done)
+		// --concurrency N: N weight blobs at once, at most 2N requests in
+		// flight (the default 4 gives weights pull's own 4 and 8).
+		waitWeights = runWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
+			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
+			ChunkSize: chunk, Limiter: limiter,
+		})
 	}
 	var rep *warm.Report
 	var werr error
