@@ -229,7 +229,7 @@ func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref s
 	// Another run writing the same blob: wait for it. By then containerd
 	// may have committed (moved) the file or dropped the ingest; the
 	// caller starts over and learns which.
-	if err := atomicfile.Lock(ctx, f.Fd()); err != nil {
+	if err := atomicfile.LockFile(ctx, f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("ingest %s: waiting for another writer: %v", ref, err)
 	}

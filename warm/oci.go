@@ -63,14 +63,11 @@ func NewOCILayout(dir string) (*OCILayout, error) {
 // on one layout each merge their entries into what is there now) and
 // replaces it atomically. A missing index.json reads as an empty one.
 func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)) error {
-	lf, err := os.OpenFile(filepath.Join(l.Dir, ".kiln-partial", "index.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", "index.lock"), nil)
 	if err != nil {
-		return fmt.Errorf("target %s: index.json: %v", l, err)
-	}
-	defer lf.Close()
-	if err := atomicfile.Lock(ctx, lf.Fd()); err != nil {
 		return fmt.Errorf("target %s: index.json lock: %v", l, err)
 	}
+	defer unlock()
 	p := filepath.Join(l.Dir, "index.json")
 	var idx ocispec.Index
 	b, err := os.ReadFile(p)
@@ -243,7 +240,7 @@ func (l *OCILayout) lockPartial(ctx context.Context, d ocispec.Descriptor) (*os.
 		if err != nil {
 			return nil, "", fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
 		}
-		if err := atomicfile.Lock(ctx, f.Fd()); err != nil {
+		if err := atomicfile.LockFile(ctx, f); err != nil {
 			f.Close()
 			return nil, "", fmt.Errorf("target %s: blob %s: waiting for another writer: %v", l, d.Digest, err)
 		}

@@ -3,30 +3,39 @@ package atomicfile
 import (
 	"context"
 	"errors"
+	"os"
 	"syscall"
 	"time"
 )
 
-// lockPoll is how often Lock retries a lock another process holds.
-const lockPoll = 20 * time.Millisecond
-
-// Lock takes an exclusive flock on fd, waiting while another open file
-// (this process's or another's) holds it, until ctx ends. The lock goes
-// with the open file: closing it releases the lock.
-func Lock(ctx context.Context, fd uintptr) error {
-	for {
-		err := syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+// Lock takes an exclusive flock on path, creating the file if needed, and
+// waits while another process holds it: onWait (if set) is called once
+// when it has to wait, and ctx ends the wait. The lock file is never
+// removed (a waiter would lock an unlinked inode); unlock releases it.
+func Lock(ctx context.Context, path string, onWait func()) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for waited := false; ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return nil
+			return func() { f.Close() }, nil // closing releases the flock
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			return err
+			f.Close()
+			return nil, err
 		}
-		t := time.NewTimer(lockPoll)
+		if !waited && onWait != nil {
+			onWait()
+		}
+		waited = true
+		t := time.NewTimer(50 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			f.Close()
+			return nil, context.Cause(ctx)
 		case <-t.C:
 		}
 	}
