@@ -1,0 +1,39 @@
+package slim
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// TestRewriteManyLayersFewFiles: slimming an image of many layers (600;
+// the report had 1500) with one job at a time under a 128-descriptor limit
+// works: the per-layer segments of an output layer are opened one after
+// another, not all at once (F12).
+func TestRewriteManyLayersFewFiles(t *testing.T) {
+	const n = 600
+	tars := make([][]byte, n)
+	for i := range tars {
+		tars[i] = testimage.Tar(t, []testimage.Entry{testimage.File(fmt.Sprintf("app/f%d", i), []byte{byte(i)})})
+	}
+	dir := filepath.Join(t.TempDir(), "src")
+	testimage.WriteTarLayout(t, dir, "src", tars)
+	testimage.LimitOpenFiles(t, 128)
+	src, err := layers.Open(context.Background(), "oci:"+dir+":src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	res := rewrite(t, src, Options{Policy: runtimePolicy(t), Concurrency: 1})
+	files := 0
+	for _, l := range res.Report.Layers {
+		files += l.Files
+	}
+	if files != n {
+		t.Fatalf("slim image has %d files, want %d", files, n)
+	}
+}
