@@ -22,6 +22,13 @@ const testIndex = "http://127.0.0.1:9999/simple"
 
 func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
 	t.Helper()
+	return catalogPlan(t, mutate, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+}
+
+// catalogPlan resolves the debian-cuda11.8 catalog recipe, changed by
+// mutate, with opts.
+func catalogPlan(t *testing.T, mutate func(*recipes.Recipe), opts ...recipes.ResolveOption) *recipes.Plan {
+	t.Helper()
 	b, err := recipes.CatalogRecipe("debian-cuda11.8")
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +40,7 @@ func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
 	if mutate != nil {
 		mutate(r)
 	}
-	p, err := recipes.Resolve(context.Background(), r, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+	p, err := recipes.Resolve(context.Background(), r, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -32,18 +31,7 @@ func TestNormalizeRef(t *testing.T) {
 // docker.io/… reference (BuildKit's config resolver takes "nvidia" for a
 // registry host otherwise) (F14).
 func TestBuildHandsBuildKitFullRefs(t *testing.T) {
-	b, err := recipes.CatalogRecipe("debian-cuda11.8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := recipes.Parse("kiln.yaml", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := recipes.Resolve(context.Background(), r, recipes.WithWheelIndexes(testIndex))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := catalogPlan(t, nil, recipes.WithWheelIndexes(testIndex))
 	if strings.HasPrefix(p.BaseImages.Runtime, "docker.io/") || !strings.HasPrefix(p.BaseImages.Runtime, "nvidia/") {
 		t.Skipf("the catalog's runtime base is %q, not a short Docker Hub name", p.BaseImages.Runtime)
 	}

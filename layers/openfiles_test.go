@@ -2,7 +2,6 @@ package layers
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"testing"
@@ -15,12 +14,8 @@ import (
 // a bounded number at once, not all at Open (F12).
 func TestLayoutManyLayersFewFiles(t *testing.T) {
 	const n = 1500
-	tars := make([][]byte, n)
-	for i := range tars {
-		tars[i] = testimage.Tar(t, []testimage.Entry{testimage.File(fmt.Sprintf("f/%d", i), []byte{byte(i)})})
-	}
 	dir := filepath.Join(t.TempDir(), "layout")
-	testimage.WriteTarLayout(t, dir, "many", tars)
+	testimage.WriteTarLayout(t, dir, "many", testimage.OneFileTars(t, n, "f/%d"))
 	testimage.LimitOpenFiles(t, 256)
 
 	img, err := Open(context.Background(), "oci:"+dir+":many")

@@ -2,7 +2,6 @@ package slim
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -16,12 +15,8 @@ import (
 // another, not all at once (F12).
 func TestRewriteManyLayersFewFiles(t *testing.T) {
 	const n = 600
-	tars := make([][]byte, n)
-	for i := range tars {
-		tars[i] = testimage.Tar(t, []testimage.Entry{testimage.File(fmt.Sprintf("app/f%d", i), []byte{byte(i)})})
-	}
 	dir := filepath.Join(t.TempDir(), "src")
-	testimage.WriteTarLayout(t, dir, "src", tars)
+	testimage.WriteTarLayout(t, dir, "src", testimage.OneFileTars(t, n, "app/f%d"))
 	testimage.LimitOpenFiles(t, 128)
 	src, err := layers.Open(context.Background(), "oci:"+dir+":src")
 	if err != nil {

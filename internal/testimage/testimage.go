@@ -316,6 +316,17 @@ func WriteLayoutIndex(t testing.TB, dir, tag string, idx v1.ImageIndex) {
 	}
 }
 
+// OneFileTars returns n uncompressed layer tars, the i-th holding one file
+// named fmt.Sprintf(format, i).
+func OneFileTars(t testing.TB, n int, format string) [][]byte {
+	t.Helper()
+	tars := make([][]byte, n)
+	for i := range tars {
+		tars[i] = Tar(t, []Entry{File(fmt.Sprintf(format, i), []byte{byte(i)})})
+	}
+	return tars
+}
+
 // WriteTarLayout writes an OCI layout at dir holding one linux/amd64
 // image tagged tag whose layers are the uncompressed tars given, by hand:
 // ggcr's mutate and layout writers take seconds over thousands of layers.
