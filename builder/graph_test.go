@@ -4,18 +4,30 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kiln-build/kiln/recipes"
+	controlapi "github.com/moby/buildkit/api/services/control"
 	"github.com/moby/buildkit/solver/pb"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+	"google.golang.org/grpc"
 )
 
 const testIndex = "http://127.0.0.1:9999/simple"
 
 func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
+	t.Helper()
+	return catalogPlan(t, mutate, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+}
+
+// catalogPlan resolves the debian-cuda11.8 catalog recipe, changed by
+// mutate, with opts.
+func catalogPlan(t *testing.T, mutate func(*recipes.Recipe), opts ...recipes.ResolveOption) *recipes.Plan {
 	t.Helper()
 	b, err := recipes.CatalogRecipe("debian-cuda11.8")
 	if err != nil {
@@ -28,7 +40,7 @@ func testPlan(t *testing.T, mutate func(*recipes.Recipe)) *recipes.Plan {
 	if mutate != nil {
 		mutate(r)
 	}
-	p, err := recipes.Resolve(context.Background(), r, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+	p, err := recipes.Resolve(context.Background(), r, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,5 +358,66 @@ func TestConnectNoDaemon(t *testing.T) {
 	_, _, err := Connect(context.Background(), "unix:///nonexistent/buildkitd.sock", TLS{})
 	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "scripts/buildkitd.sh start") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// fakeBuildKit serves the one call Connect makes (ListWorkers) on a unix
+// socket, so a fallback to it would succeed.
+func fakeBuildKit(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "kbk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "b.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	controlapi.RegisterControlServer(srv, fakeControl{})
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return "unix://" + sock
+}
+
+type fakeControl struct {
+	controlapi.UnimplementedControlServer
+}
+
+func (fakeControl) ListWorkers(context.Context, *controlapi.ListWorkersRequest) (*controlapi.ListWorkersResponse, error) {
+	return &controlapi.ListWorkersResponse{}, nil
+}
+
+// TestConnectNamedAddressNoFallback: a $BUILDKIT_HOST or --builder whose
+// socket is missing fails naming it, though a default socket answers (F15).
+func TestConnectNamedAddressNoFallback(t *testing.T) {
+	def := fakeBuildKit(t)
+	old := DefaultSockets
+	DefaultSockets = []string{def}
+	t.Cleanup(func() { DefaultSockets = old })
+	ctx := context.Background()
+	// Unset, the default answers.
+	t.Setenv("BUILDKIT_HOST", "")
+	c, got, err := Connect(ctx, "", TLS{})
+	if err != nil || got != def {
+		t.Fatalf("default socket: %q %v", got, err)
+	}
+	c.Close()
+	missing := "unix:///nonexistent/kiln-test/buildkitd.sock"
+	for _, tc := range []struct{ env, flag, name string }{
+		{env: missing, name: "$BUILDKIT_HOST=" + missing},
+		{flag: missing, name: "--builder " + missing},
+	} {
+		t.Setenv("BUILDKIT_HOST", tc.env)
+		c, got, err := Connect(ctx, tc.flag, TLS{})
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: connected to %s instead of failing", tc.name, got)
+		}
+		if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), tc.name) || strings.Contains(err.Error(), def) {
+			t.Errorf("%s: error %q: want it to name %q and not try %s", tc.name, err, tc.name, def)
+		}
 	}
 }

@@ -48,17 +48,21 @@ type TLS struct {
 // ErrNoDaemon is wrapped by Connect's error when no daemon answers.
 var ErrNoDaemon = errors.New("no BuildKit daemon answers")
 
-// Connect opens a client to addr, or when addr is empty to $BUILDKIT_HOST
-// and then DefaultSockets, and checks the daemon answers.
+// Connect opens a client to addr, or when addr is empty to $BUILDKIT_HOST,
+// or when that is unset too to the first of DefaultSockets that answers,
+// and checks the daemon answers. An address the user named (addr or
+// $BUILDKIT_HOST) is used or the error names it: kiln never falls back
+// from it to another daemon.
 func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string, error) {
 	var cands []string
-	if addr != "" {
-		cands = []string{addr}
-	} else {
-		if h := os.Getenv("BUILDKIT_HOST"); h != "" {
-			cands = append(cands, h)
-		}
-		cands = append(cands, DefaultSockets...)
+	named := ""
+	switch h := os.Getenv("BUILDKIT_HOST"); {
+	case addr != "":
+		cands, named = []string{addr}, "--builder "+addr
+	case h != "":
+		cands, named = []string{h}, "$BUILDKIT_HOST="+h
+	default:
+		cands = DefaultSockets
 	}
 	var tried []string
 	for _, a := range cands {
@@ -89,6 +93,9 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string,
 			continue
 		}
 		return c, a, nil
+	}
+	if named != "" {
+		return nil, "", fmt.Errorf("%w at %s: %s (kiln uses the daemon you name or none); %s", ErrNoDaemon, named, strings.Join(tried, ", "), StartHint)
 	}
 	return nil, "", fmt.Errorf("%w: tried %s; %s", ErrNoDaemon, strings.Join(tried, ", "), StartHint)
 }
@@ -312,7 +319,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		a := imgAttrs()
 		switch out.Type {
 		case "image":
-			a["name"] = out.Path
+			name, err := NormalizeRef(out.Path)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: %v", out.Path, err)
+			}
+			a["name"] = name
 			a["push"] = "true"
 			if isLoopbackRef(out.Path) || insecureHost(out.Path, o.Insecure) {
 				a["registry.insecure"] = "true"

@@ -145,9 +145,19 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		{"PIP_DISABLE_PIP_VERSION_CHECK", "1"},
 		{"PYTHONDONTWRITEBYTECODE", "1"},
 	}
+	// Every consumer of the layout (LLB, Dockerfile, the runtime base's
+	// config lookup, the printed plan) gets the full names.
+	devel, err := NormalizeRef(p.BaseImages.Devel)
+	if err != nil {
+		return nil, fmt.Errorf("builder: devel base: %v", err)
+	}
+	runtime, err := NormalizeRef(p.BaseImages.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("builder: runtime base: %v", err)
+	}
 	L := &Layout{
-		Devel:   Stage{Name: "devel", Base: p.BaseImages.Devel, Env: slices.Clone(env)},
-		Runtime: Stage{Name: "runtime", Base: p.BaseImages.Runtime, Env: slices.Clone(env)},
+		Devel:   Stage{Name: "devel", Base: devel, Env: slices.Clone(env)},
+		Runtime: Stage{Name: "runtime", Base: runtime, Env: slices.Clone(env)},
 		Probes:  slices.Clone(p.Test),
 	}
 	fab := p.FlashAttnBuild

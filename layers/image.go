@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -67,7 +66,7 @@ type Layer struct {
 	remote bool
 	// file, off: a local file holding the blob at off (layouts, archives);
 	// such blobs can be read with ReadAt and seeked.
-	file *os.File
+	file io.ReaderAt
 	off  int64
 	// verifyDiffID: the stored digest is unknown, so verify the
 	// uncompressed stream against the diff ID instead (docker archives).

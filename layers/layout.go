@@ -135,19 +135,20 @@ func openLayout(r Ref, o *options) (*Image, error) {
 	}
 	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	// Layer files are opened on their first read, a bounded number at
+	// once (blobFiles); here they are only checked.
+	files := newBlobFiles()
+	img.closers = append(img.closers, files)
 	for _, d := range m.Layers {
 		p := ld.blobPath(d.Digest)
 		if strings.ContainsAny(d.Digest.Hex, "/\\.") {
 			img.Close()
 			return nil, fmt.Errorf("image %q: layer digest %q is malformed", r.Raw, d.Digest)
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			img.Close()
-			return nil, fmt.Errorf("image %q: layer %s: %v", r.Raw, d.Digest, err)
+		fi, err := os.Stat(p)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("not a regular file")
 		}
-		img.closers = append(img.closers, f)
-		fi, err := f.Stat()
 		if err != nil {
 			img.Close()
 			return nil, fmt.Errorf("image %q: layer %s: %v", r.Raw, d.Digest, err)
@@ -156,7 +157,7 @@ func openLayout(r Ref, o *options) (*Image, error) {
 			img.Close()
 			return nil, fmt.Errorf("image %q: layer %s: %v: file has %d bytes, manifest says %d", r.Raw, d.Digest, ErrSizeMismatch, fi.Size(), d.Size)
 		}
-		img.Layers = append(img.Layers, &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, file: f})
+		img.Layers = append(img.Layers, &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, file: files.file(p)})
 	}
 	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
 		img.Close()

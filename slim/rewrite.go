@@ -380,35 +380,26 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 	var out [numBuckets]*blobLayer
 	var names [numBuckets][]int
 	err = forEachLayer(ctx, numBuckets, w.opts.Concurrency, func(ctx context.Context, b int) error {
-		var parts []io.Reader
-		var closers []*os.File
-		defer func() {
-			for _, f := range closers {
-				f.Close()
-			}
-		}()
+		// The segments are opened one after another as the output reaches
+		// them: an image of 1500 layers holds one open per bucket.
+		segs := &seqFiles{}
+		defer segs.Close()
 		bl := &blobLayer{name: bucketNames[b]}
 		for i := range w.segs {
 			s := w.segs[i][b]
 			if s == nil {
 				continue
 			}
-			f, err := os.Open(s.file)
-			if err != nil {
-				return err
-			}
-			closers = append(closers, f)
-			parts = append(parts, f)
+			segs.paths = append(segs.paths, s.file)
 			bl.entries += s.entries
 			bl.files += s.files
 			bl.bytes += s.bytes
 			names[b] = append(names[b], i)
 		}
-		if len(parts) == 0 {
+		if len(segs.paths) == 0 {
 			return nil
 		}
-		parts = append(parts, bytes.NewReader(trailer.Bytes()))
-		if err := writeBlob(ctx, blobs, io.MultiReader(parts...), bl); err != nil {
+		if err := writeBlob(ctx, blobs, io.MultiReader(segs, bytes.NewReader(trailer.Bytes())), bl); err != nil {
 			return fmt.Errorf("output layer %s: %w", bl.name, err)
 		}
 		bl.from = names[b]
@@ -438,6 +429,47 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 		res.Report.After.UncompressedSize += bl.usize
 	}
 	return nil
+}
+
+// seqFiles reads the files at paths one after another, each opened when
+// the read reaches it and closed at its end.
+type seqFiles struct {
+	paths []string
+	f     *os.File
+}
+
+func (s *seqFiles) Read(p []byte) (int, error) {
+	for {
+		if s.f == nil {
+			if len(s.paths) == 0 {
+				return 0, io.EOF
+			}
+			f, err := os.Open(s.paths[0])
+			if err != nil {
+				return 0, err
+			}
+			s.f, s.paths = f, s.paths[1:]
+		}
+		n, err := s.f.Read(p)
+		if err == io.EOF {
+			s.f.Close()
+			s.f = nil
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
+}
+
+func (s *seqFiles) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
 }
 
 func hexHash(h hash.Hash) string { return fmt.Sprintf("%x", h.Sum(nil)) }

@@ -2,6 +2,8 @@ package warm
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -164,19 +166,26 @@ func (t *Containerd) nsCtx(ctx context.Context) context.Context {
 	return ctx
 }
 
-// Lease takes (or re-takes, on a resumed run) a lease named for the set, so
-// neither committed blobs nor half-written ingests are collected before the
-// image record exists. It expires after a day if kiln never comes back.
+// Lease takes a lease of this run's own, so neither committed blobs nor
+// half-written ingests are collected before the image record exists. Its
+// name is the set's and the run's (kiln-warm-SET-RUN): concurrent runs of
+// one set never share one, so the first to finish cannot release the
+// lease that still protects another. A killed run's lease expires after a
+// day; a resumed run's writers put the ingests it left under their new
+// lease.
 func (t *Containerd) Lease(ctx context.Context, s *Set) error {
 	h := digest.Canonical.Digester()
 	for _, img := range s.Images {
 		fmt.Fprintln(h.Hash(), img.Name, img.Target.Digest)
 	}
-	id := "kiln-warm-" + h.Digest().Encoded()[:16]
+	var run [6]byte
+	if _, err := rand.Read(run[:]); err != nil {
+		return fmt.Errorf("target %s: lease: %v", t, err)
+	}
+	id := "kiln-warm-" + h.Digest().Encoded()[:16] + "-" + hex.EncodeToString(run[:])
 	ls := t.c.LeasesService()
 	ctx = namespaces.WithNamespace(ctx, t.ns)
-	_, err := ls.Create(ctx, leases.WithID(id), leases.WithExpiration(24*time.Hour))
-	if err != nil && !errdefs.IsAlreadyExists(err) {
+	if _, err := ls.Create(ctx, leases.WithID(id), leases.WithExpiration(24*time.Hour)); err != nil {
 		return fmt.Errorf("target %s: lease: %v", t, err)
 	}
 	t.leaseID = id
@@ -248,6 +257,9 @@ func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, 
 		dw, err := t.openDirect(ctx, d, ref)
 		if err == nil {
 			return dw, nil
+		}
+		if errors.Is(err, errIngestMoved) {
+			return t.Writer(ctx, d)
 		}
 		if t.ingest == IngestDirect || !isNotLocalIngest(err) {
 			return nil, fmt.Errorf("target %s: ingest %s: direct write: %v", t, ref, err)

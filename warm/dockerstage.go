@@ -93,15 +93,25 @@ func (st *dockerStage) remove(s *Set) error {
 		if b.Kind != KindLayer {
 			continue
 		}
-		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded())} {
+		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()), st.layout.stampPath(b.Digest)} {
 			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 		}
 	}
-	for _, d := range []string{filepath.Join(st.dir, "blobs", "sha256"), filepath.Join(st.dir, ".kiln-partial")} {
-		if es, err := os.ReadDir(d); err != nil || len(es) > 0 {
-			return nil // someone else's bytes: keep the stage
+	for _, d := range []string{filepath.Join(st.dir, "blobs", "sha256"), filepath.Join(st.dir, ".kiln-partial"), filepath.Join(st.dir, ".kiln-partial", "verified")} {
+		es, err := os.ReadDir(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil
+		}
+		for _, e := range es {
+			// The layout's own bookkeeping is not someone else's bytes.
+			if n := e.Name(); d != filepath.Join(st.dir, ".kiln-partial") || (n != "index.lock" && n != "verified") {
+				return nil // someone else's bytes: keep the stage
+			}
 		}
 	}
 	return os.RemoveAll(st.dir)

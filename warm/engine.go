@@ -40,6 +40,9 @@ type Options struct {
 	// LimitRate caps the bytes per second read from the registry (0: no
 	// limit), across all blobs.
 	LimitRate int64
+	// Limiter, when set, paces the reads instead of LimitRate: one
+	// limiter shared with other transfers (the --weights-into pull).
+	Limiter *rate.Limiter
 	// DryRun only reports what is missing.
 	DryRun bool
 	// Unpack unpacks the images into the target's snapshotter.
@@ -195,9 +198,9 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 			return fail(err)
 		}
 	}
-	var limit *rate.Limiter
-	if o.LimitRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(o.LimitRate), int(min(o.LimitRate, 1<<20)))
+	limit := o.Limiter
+	if limit == nil {
+		limit = NewLimiter(o.LimitRate)
 	}
 	// --unpack, pipelined: layers are applied, in order, as soon as each
 	// and the ones below it are committed, while later blobs still
@@ -323,6 +326,15 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 	}
 	rep.Ready = true
 	return rep, nil
+}
+
+// NewLimiter paces reads to bps bytes per second, bursts of up to 1 MiB
+// (nil for bps <= 0: no limit).
+func NewLimiter(bps int64) *rate.Limiter {
+	if bps <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(bps), int(min(bps, 1<<20)))
 }
 
 // fetchBlob writes b into t, resuming from what an earlier run left. It

@@ -16,11 +16,14 @@ import (
 // chunkedReader reads [off, size) of a blob as parallel Range requests of
 // chunk bytes, at most par in flight, and hands the bytes out in order: a
 // sequential writer (containerd's ingest) gets the throughput of several
-// connections while memory stays bounded by par × chunk.
+// connections while memory stays bounded by (par+2) × chunk, buffers that
+// are reused for the whole blob (a 2 GiB layer allocates no more than a
+// 64 MiB one).
 type chunkedReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	queue  chan chan chunkResult
+	bufs   *buffers
 	cur    *bytes.Reader
 	buf    []byte
 	err    error
@@ -32,18 +35,11 @@ type chunkResult struct {
 	err error
 }
 
-var chunkPool sync.Pool
-
-func getChunkBuf(n int64) []byte {
-	if b, ok := chunkPool.Get().(*[]byte); ok && int64(cap(*b)) >= n {
-		return (*b)[:n]
-	}
-	return make([]byte, n)
-}
-
 func newChunkedReader(ctx context.Context, src Source, repo name.Repository, dg digest.Digest, off, size, chunk int64, par int) *chunkedReader {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &chunkedReader{ctx: ctx, cancel: cancel, queue: make(chan chan chunkResult, par)}
+	// In use at once: par queued (fetching or fetched), the one being
+	// read, and the one the dispatcher holds while the queue is full.
+	c := &chunkedReader{ctx: ctx, cancel: cancel, queue: make(chan chan chunkResult, par), bufs: newBuffers(int(chunk), par+2)}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -52,6 +48,10 @@ func newChunkedReader(ctx context.Context, src Source, repo name.Repository, dg 
 		// waiting to be read.
 		for o := off; o < size; o += chunk {
 			n := min(chunk, size-o)
+			buf, ok := c.bufs.get(ctx.Done())
+			if !ok {
+				return
+			}
 			res := make(chan chunkResult, 1)
 			select {
 			case c.queue <- res:
@@ -61,16 +61,16 @@ func newChunkedReader(ctx context.Context, src Source, repo name.Repository, dg 
 			c.wg.Add(1)
 			go func(o, n int64) {
 				defer c.wg.Done()
-				res <- fetchChunk(ctx, src, repo, dg, o, n)
+				res <- fetchChunk(ctx, src, repo, dg, o, buf[:n])
 			}(o, n)
 		}
 	}()
 	return c
 }
 
-// fetchChunk reads exactly n bytes at o, retrying a body that breaks.
-func fetchChunk(ctx context.Context, src Source, repo name.Repository, dg digest.Digest, o, n int64) chunkResult {
-	buf := getChunkBuf(n)
+// fetchChunk fills buf with the bytes at o, retrying a body that breaks.
+func fetchChunk(ctx context.Context, src Source, repo name.Repository, dg digest.Digest, o int64, buf []byte) chunkResult {
+	n := int64(len(buf))
 	var last error
 	for try := 0; try < 4; try++ {
 		rc, err := src.OpenRange(ctx, repo, dg, o, n)
@@ -87,7 +87,6 @@ func fetchChunk(ctx context.Context, src Source, repo name.Repository, dg digest
 			break
 		}
 	}
-	chunkPool.Put(&buf)
 	return chunkResult{err: fmt.Errorf("blob %s: bytes %d-%d: %w", dg, o, o+n-1, last)}
 }
 
@@ -109,12 +108,56 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 			c.err = r.err
 			return 0, r.err
 		}
-		if old := c.buf; old != nil {
-			// A copy of the slice header: c.buf is reassigned just below.
-			chunkPool.Put(&old)
+		if c.buf != nil {
+			c.bufs.put(c.buf)
 		}
 		c.buf = r.b
 		c.cur = bytes.NewReader(r.b)
+	}
+}
+
+// buffers is a set of at most max buffers of size bytes, made on demand
+// and reused: a stream that cycles through them allocates at most max,
+// however long it is, and gives the garbage collector nothing to chase.
+type buffers struct {
+	size int
+	free chan []byte
+	mu   sync.Mutex
+	made int
+}
+
+func newBuffers(size, max int) *buffers {
+	return &buffers{size: size, free: make(chan []byte, max)}
+}
+
+// get returns a free buffer, a new one while fewer than max exist, or
+// waits for one to be put back; false when done closes first.
+func (b *buffers) get(done <-chan struct{}) ([]byte, bool) {
+	select {
+	case buf := <-b.free:
+		return buf, true
+	default:
+	}
+	b.mu.Lock()
+	if b.made < cap(b.free) {
+		b.made++
+		b.mu.Unlock()
+		return make([]byte, b.size), true
+	}
+	b.mu.Unlock()
+	select {
+	case buf := <-b.free:
+		return buf, true
+	case <-done:
+		return nil, false
+	}
+}
+
+// put hands back a buffer get returned (or a slice of one).
+func (b *buffers) put(buf []byte) {
+	select {
+	case b.free <- buf[:cap(buf)]:
+	default: // not one of ours: drop it
 	}
 }
 

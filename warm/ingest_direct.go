@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/errdefs"
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
@@ -210,6 +211,10 @@ func (w *directWriter) settle(err error) {
 	w.t.live.unregister(w.d.Digest, w.li)
 }
 
+// errIngestMoved: the ingest's data file was committed or removed while
+// openDirect waited for its lock.
+var errIngestMoved = errors.New("ingest moved while waiting for its lock")
+
 // openDirect is step 2: the ingest exists (step 1 opened and closed it);
 // take the file, locked, at its end.
 func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref string) (*directWriter, error) {
@@ -221,9 +226,18 @@ func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref s
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// Another run writing the same blob: wait for it. By then containerd
+	// may have committed (moved) the file or dropped the ingest; the
+	// caller starts over and learns which.
+	if err := atomicfile.LockFile(ctx, f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("ingest %s is being written by another process: %v", ref, err)
+		return nil, fmt.Errorf("ingest %s: waiting for another writer: %v", ref, err)
+	}
+	held, err1 := f.Stat()
+	now, err2 := os.Stat(f.Name())
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		f.Close()
+		return nil, errIngestMoved
 	}
 	off, err := f.Seek(0, 2)
 	if err != nil {

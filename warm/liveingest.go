@@ -197,7 +197,9 @@ func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) 
 		p.src.Close()
 		return nil, err
 	}
-	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), done: make(chan struct{})}
+	// Buffers in use at once: 8 queued, the one being read, the one
+	// being filled; reused for the whole layer.
+	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: newBuffers(1<<20, 10), done: make(chan struct{})}
 	go d.decode()
 	return d, nil
 }
@@ -211,12 +213,14 @@ type decodedReaderAt struct {
 	src    content.ReaderAt
 	rc     compression.DecompressReadCloser
 	chunks chan decodedChunk
+	bufs   *buffers
 	done   chan struct{}
 	once   sync.Once
 
-	pos int64
-	cur []byte
-	err error
+	pos    int64
+	cur    []byte
+	curBuf []byte // the buffer cur is part of, put back once read
+	err    error
 }
 
 func (d *decodedReaderAt) decode() {
@@ -225,7 +229,10 @@ func (d *decodedReaderAt) decode() {
 	defer d.src.Close()
 	defer d.rc.Close()
 	for {
-		buf := make([]byte, 1<<20)
+		buf, ok := d.bufs.get(d.done)
+		if !ok {
+			return
+		}
 		n, err := io.ReadFull(d.rc, buf)
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
@@ -250,12 +257,16 @@ func (d *decodedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		if d.err != nil {
 			return 0, d.err
 		}
+		if d.curBuf != nil {
+			d.bufs.put(d.curBuf)
+			d.curBuf = nil
+		}
 		c, ok := <-d.chunks
 		if !ok {
 			d.err = io.EOF
 			continue
 		}
-		d.cur, d.err = c.b, c.err
+		d.cur, d.curBuf, d.err = c.b, c.b, c.err
 	}
 	n := copy(p, d.cur)
 	d.cur = d.cur[n:]

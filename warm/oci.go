@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
@@ -42,18 +43,61 @@ func NewOCILayout(dir string) (*OCILayout, error) {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
+	l := &OCILayout{Dir: dir}
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, os.ErrNotExist) {
 		if err := atomicfile.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); errors.Is(err, os.ErrNotExist) {
-		b, _ := json.Marshal(ocispec.Index{Versioned: specsVersioned(), MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}})
-		if err := atomicfile.WriteFile(filepath.Join(dir, "index.json"), b, 0o644); err != nil {
-			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
+		// Under the index lock: a concurrent run may be recording.
+		err := l.updateIndex(context.Background(), func(*ocispec.Index) {})
+		if err != nil {
+			return nil, err
 		}
 	}
-	return &OCILayout{Dir: dir}, nil
+	return l, nil
+}
+
+// updateIndex changes index.json under an exclusive lock (concurrent runs
+// on one layout each merge their entries into what is there now) and
+// replaces it atomically. A missing index.json reads as an empty one.
+func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)) error {
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", "index.lock"), nil)
+	if err != nil {
+		return fmt.Errorf("target %s: index.json lock: %v", l, err)
+	}
+	defer unlock()
+	p := filepath.Join(l.Dir, "index.json")
+	var idx ocispec.Index
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("target %s: %v", l, err)
+	default:
+		if err := json.Unmarshal(b, &idx); err != nil {
+			return fmt.Errorf("target %s: index.json: %v", l, err)
+		}
+	}
+	change(&idx)
+	if idx.SchemaVersion == 0 {
+		idx.Versioned = specsVersioned()
+	}
+	if idx.MediaType == "" {
+		idx.MediaType = ocispec.MediaTypeImageIndex
+	}
+	if idx.Manifests == nil {
+		idx.Manifests = []ocispec.Descriptor{}
+	}
+	out, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
+		return fmt.Errorf("target %s: index.json: %v", l, err)
+	}
+	return nil
 }
 
 func (l *OCILayout) String() string { return "oci:" + l.Dir }
@@ -65,20 +109,79 @@ func (l *OCILayout) blobPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-// Has implements Target. Blobs enter blobs/ only by a rename after their
-// digest was verified, so presence with the right size is trusted.
+// Has implements Target: a blob is present when its file has the
+// descriptor's size and its bytes hash to its digest. Hashing the whole
+// cache on every run would cost as much as reading it, so each blob kiln
+// verified (everything it commits, and every blob Has hashed) is recorded
+// in .kiln-partial/verified/HEX with its file's identity: device, inode,
+// size, mtime and ctime. A file that changed since (rewritten, corrupted
+// in place) or that kiln never verified (placed by another tool) is hashed
+// again, and a corrupted one is missing: it is fetched again, never READY.
 func (l *OCILayout) Has(ctx context.Context, d ocispec.Descriptor) (bool, error) {
 	if err := d.Digest.Validate(); err != nil {
 		return false, fmt.Errorf("blob %q: %v", d.Digest, err)
 	}
-	fi, err := os.Stat(l.blobPath(d.Digest))
+	p := l.blobPath(d.Digest)
+	fi, err := os.Stat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return fi.Size() == d.Size, nil
+	if fi.Size() != d.Size {
+		return false, nil
+	}
+	if b, err := os.ReadFile(l.stampPath(d.Digest)); err == nil && string(b) == fileStamp(fi) {
+		return true, nil
+	}
+	h, err := v1.NewHash(d.Digest.String())
+	if err != nil {
+		return false, fmt.Errorf("blob %q: %v", d.Digest, err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	vr, err := layers.NewVerifyReader(f, h, d.Size)
+	if err != nil {
+		return false, err
+	}
+	if err := vr.Drain(); err != nil {
+		if layers.IsIntegrityError(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("target %s: verifying blob %s: %v", l, d.Digest, err)
+	}
+	// Stamp what was hashed (the open file), not whatever the path names now.
+	if fi, err := f.Stat(); err == nil {
+		l.stamp(d.Digest, fi)
+	}
+	return true, nil
+}
+
+func (l *OCILayout) stampPath(d digest.Digest) string {
+	return filepath.Join(l.Dir, ".kiln-partial", "verified", d.Encoded())
+}
+
+// stamp records that the file fi describes was verified as d. A failure
+// only costs a hash on the next run.
+func (l *OCILayout) stamp(d digest.Digest, fi os.FileInfo) {
+	p := l.stampPath(d)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+		_ = atomicfile.WriteFile(p, []byte(fileStamp(fi)), 0o644)
+	}
+}
+
+// fileStamp is a file's identity and its last change: rewriting the file
+// or its bytes changes ctime, which no user-level tool can set back.
+func fileStamp(fi os.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("v1 %d %d %d %d.%09d %d.%09d\n", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 // Free implements Target.
@@ -89,24 +192,22 @@ func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
 
 // Writer implements Target.
 func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
-	if ok, err := l.Has(ctx, d); err != nil {
-		return nil, err
-	} else if ok {
-		return nil, ErrAlreadyExists
-	}
 	if d.Digest.Algorithm() != digest.SHA256 {
 		return nil, fmt.Errorf("blob %s: unsupported digest algorithm", d.Digest)
 	}
-	p := filepath.Join(l.Dir, ".kiln-partial", d.Digest.Encoded())
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	f, p, err := l.lockPartial(ctx, d)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
+		return nil, err
 	}
-	// One writer per blob across processes: a second kiln warm on the
-	// same layout waits its turn rather than interleaving bytes.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	// The blob may be committed (also by the writer we waited for; then
+	// the partial file is the empty one this open created).
+	if ok, err := l.Has(ctx, d); err != nil || ok {
+		if err == nil {
+			os.Remove(p)
+			err = ErrAlreadyExists
+		}
 		f.Close()
-		return nil, fmt.Errorf("target %s: blob %s is being written by another process", l, d.Digest)
+		return nil, err
 	}
 	w := &ociWriter{l: l, d: d, f: f, path: p, h: digest.SHA256.Hash()}
 	// Resume: re-hash what an earlier run wrote (as containerd does).
@@ -124,6 +225,35 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 	}
 	w.n = n
 	return w, nil
+}
+
+// lockPartial opens d's partial file and locks it: one writer per blob
+// across processes, a second kiln warm on the same layout waits its turn
+// rather than interleaving bytes or failing. The file it waited on may
+// have been committed (renamed into blobs/) or aborted (removed) meanwhile:
+// then the lock is on a file no longer at the partial path, and it opens
+// that path again.
+func (l *OCILayout) lockPartial(ctx context.Context, d ocispec.Descriptor) (*os.File, string, error) {
+	p := filepath.Join(l.Dir, ".kiln-partial", d.Digest.Encoded())
+	for {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, "", fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err)
+		}
+		if err := atomicfile.LockFile(ctx, f); err != nil {
+			f.Close()
+			return nil, "", fmt.Errorf("target %s: blob %s: waiting for another writer: %v", l, d.Digest, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Stat(p)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, p, nil
+		}
+		f.Close()
+		if err1 != nil {
+			return nil, "", fmt.Errorf("target %s: blob %s: %v", l, d.Digest, err1)
+		}
+	}
 }
 
 type ociWriter struct {
@@ -175,14 +305,24 @@ func (w *ociWriter) Commit(ctx context.Context) error {
 	if err := os.Rename(w.path, dst); err != nil {
 		return fmt.Errorf("target %s: blob %s: %w", w.l, w.d.Digest, err)
 	}
-	return atomicfile.SyncDir(filepath.Dir(dst))
+	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	// Verified as written: Has need not hash it again.
+	if fi, err := w.f.Stat(); err == nil {
+		w.l.stamp(w.d.Digest, fi)
+	}
+	return nil
 }
 
 func (w *ociWriter) Close() error { return w.f.Close() }
 
 func (w *ociWriter) Abort(ctx context.Context) error {
+	// Remove while still holding the lock, so a waiting writer never
+	// takes over a file that is about to vanish.
+	err := os.Remove(w.path)
 	w.f.Close()
-	return os.Remove(w.path)
+	return err
 }
 
 // Record implements Target: one index.json entry per image, pointing at its
@@ -190,37 +330,16 @@ func (w *ociWriter) Abort(ctx context.Context) error {
 // child of what index.json names), replacing an earlier entry of the same
 // name.
 func (l *OCILayout) Record(ctx context.Context, s *Set) error {
-	p := filepath.Join(l.Dir, "index.json")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return fmt.Errorf("target %s: %v", l, err)
-	}
-	var idx ocispec.Index
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return fmt.Errorf("target %s: index.json: %v", l, err)
-	}
-	for _, img := range s.Images {
-		idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
-			return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
-		})
-		d := img.Manifest
-		d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
-		idx.Manifests = append(idx.Manifests, d)
-	}
-	if idx.SchemaVersion == 0 {
-		idx.Versioned = specsVersioned()
-	}
-	if idx.MediaType == "" {
-		idx.MediaType = ocispec.MediaTypeImageIndex
-	}
-	out, err := json.MarshalIndent(idx, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
-		return fmt.Errorf("target %s: index.json: %v", l, err)
-	}
-	return nil
+	return l.updateIndex(ctx, func(idx *ocispec.Index) {
+		for _, img := range s.Images {
+			idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
+				return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
+			})
+			d := img.Manifest
+			d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
+			idx.Manifests = append(idx.Manifests, d)
+		}
+	})
 }
 
 // Verify implements Verifier: every image has its index.json entry.

@@ -62,8 +62,8 @@ type Verifier interface {
 }
 
 // Leaser is a target whose garbage collector needs a lease to spare blobs
-// between their commit and the image record (containerd). A resumed run
-// takes the same lease again.
+// between their commit and the image record (containerd). Each run takes
+// a lease of its own, and Release drops only that one.
 type Leaser interface {
 	Lease(ctx context.Context, s *Set) error
 	Release(ctx context.Context) error

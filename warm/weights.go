@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/weights"
+	"golang.org/x/time/rate"
 )
 
 // Weights volumes in the warm set. An image slimmed by `kiln weights strip`
@@ -154,8 +155,14 @@ func IsManifestFile(arg string) bool {
 type WeightsOptions struct {
 	DryRun bool
 	// Jobs is how many blobs (and files being hashed) at once.
-	Jobs     int
-	Progress *atomic.Int64
+	Jobs int
+	// Concurrency, ChunkSize and Limiter go to the pull
+	// (weights.PullOptions): HTTP requests in flight, the Range chunk
+	// size of large blobs, and the pace shared with the image warm.
+	Concurrency int
+	ChunkSize   int64
+	Limiter     *rate.Limiter
+	Progress    *atomic.Int64
 }
 
 // WarmWeights makes dir hold volume v, verified. It verifies first (every
@@ -204,7 +211,8 @@ func WarmWeights(ctx context.Context, v *Volume, dir string, o WeightsOptions) (
 	if err := os.Remove(filepath.Join(dir, weights.ReadyMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(fmt.Errorf("weights %s: %v", dir, err))
 	}
-	pr, err := weights.Pull(ctx, m, v.Source, dir, weights.PullOptions{Jobs: o.Jobs, Progress: o.Progress})
+	pr, err := weights.Pull(ctx, m, v.Source, dir, weights.PullOptions{Jobs: o.Jobs, Progress: o.Progress,
+		Concurrency: o.Concurrency, ChunkSize: o.ChunkSize, Limiter: o.Limiter})
 	if pr != nil {
 		rep.FetchedBytes, rep.ResumedBytes = pr.Fetched, pr.Resumed
 	}

@@ -55,6 +55,9 @@ type PullOptions struct {
 	// OnWait, when set, is called once if another pull holds the volume's
 	// lock and this one has to wait for it (ctx bounds the wait).
 	OnWait func()
+	// Limiter, when set, paces the pull instead of LimitRate: one limiter
+	// shared with other transfers (kiln warm --weights-into) caps them all.
+	Limiter *rate.Limiter
 
 	sync syncMode // benchmarks compare durability strategies
 }
@@ -122,7 +125,10 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 		return res, nil
 	}
 	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
-		conns: make(chan struct{}, opts.Concurrency), limit: newLimiter(opts.LimitRate)}
+		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter}
+	if p.limit == nil {
+		p.limit = newLimiter(opts.LimitRate)
+	}
 	if err := p.plan(); err != nil {
 		return nil, err
 	}

@@ -70,7 +70,8 @@ Layers are zstd with OCI media types (--compression gzip|zstd|none) and
 timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same inputs
 give the same image digest.
 
-The daemon: --builder, else $BUILDKIT_HOST, else
+The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
+build fails; kiln never falls back from it), else
 unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
 Start one with: sudo bash scripts/buildkitd.sh start`,
 		Example: `  kiln build --dry-run

@@ -164,60 +164,107 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	return cmd
 }
 
-// parseBytes reads 100MiB, 50M, 1.5G, 1000000.
+// runWarm runs one warm and prints its report. With --json exactly one
+// object reaches stdout whatever happens, also when the warm fails before
+// it has a report (usage, unreachable registry or target, unknown tag,
+// credentials): then one with only schema, target and error.
 func runWarm(ctx context.Context, opts *WarmOptions) error {
+	rep, err := warmOnce(ctx, opts)
+	if rep == nil {
+		if err != nil && opts.JSON {
+			rep = &warm.Report{Schema: warm.Schema, Target: opts.Target, Images: []warm.ImageReport{}, Blobs: []warm.BlobReport{}, Error: err.Error()}
+			if spec, perr := warm.ParseTarget(opts.Target); perr == nil {
+				rep.Target = spec.String()
+				if spec.Kind == "containerd" {
+					rep.Namespace = opts.Namespace
+				}
+			}
+			if perr := writeJSON(opts.IO.Out, rep); perr != nil {
+				return perr
+			}
+		}
+		return err
+	}
+	if opts.JSON {
+		if err := writeJSON(opts.IO.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		writeWarmTable(opts.IO.Out, rep)
+		writeWeightsTable(opts.IO.Out, rep.Weights)
+	}
+	if err != nil {
+		return err
+	}
+	if opts.DryRun {
+		if !rep.Ready {
+			return silentExit(ExitRule)
+		}
+		return nil
+	}
+	if opts.ReadyFile != "" && rep.Ready {
+		if err := writeReadyFile(opts.ReadyFile, rep); err != nil {
+			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
+		}
+	}
+	return nil
+}
+
+// warmOnce does the warm. It returns a nil report when it failed before
+// there was one to print.
+func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if len(opts.Args) == 0 {
-		return usageErr("warm: name at least one image or lock file")
+		return nil, usageErr("warm: name at least one image or lock file")
 	}
 	if opts.Target == "" {
-		return usageErr("warm: --target is required (containerd[:SOCKET], oci:DIR or docker[:SOCKET])")
+		return nil, usageErr("warm: --target is required (containerd[:SOCKET], oci:DIR or docker[:SOCKET])")
 	}
 	spec, err := warm.ParseTarget(opts.Target)
 	if err != nil {
-		return usageErr("--target: %v", err)
+		return nil, usageErr("--target: %v", err)
 	}
 	if err := checkProgress(opts.Progress); err != nil {
-		return err
+		return nil, err
 	}
 	comp := warm.Compression(opts.Compression)
 	switch comp {
 	case warm.CompressionAuto, warm.CompressionGzip, warm.CompressionZstd:
 	default:
-		return usageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
+		return nil, usageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
 	}
 	if opts.Concurrency < 1 {
-		return usageErr("--concurrency: must be at least 1")
+		return nil, usageErr("--concurrency: must be at least 1")
 	}
 	switch opts.Ingest {
 	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
 	default:
-		return usageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
+		return nil, usageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
 	}
 	var limit int64
 	if opts.LimitRate != "" {
 		if limit, err = bytesize.Parse(opts.LimitRate); err != nil || limit == 0 {
-			return usageErr("--limit-rate: %q: want bytes per second above 0 (e.g. 100MiB)", opts.LimitRate)
+			return nil, usageErr("--limit-rate: %q: want bytes per second above 0 (e.g. 100MiB)", opts.LimitRate)
 		}
 	}
 	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil || chunk < 1<<20 {
-		return usageErr("--chunk-size: %q: want at least 1MiB", opts.ChunkSize)
+		return nil, usageErr("--chunk-size: %q: want at least 1MiB", opts.ChunkSize)
 	}
 	if opts.Unpack && spec.Kind != "containerd" {
-		return usageErr("--unpack: only a containerd target has a snapshotter to unpack into")
+		return nil, usageErr("--unpack: only a containerd target has a snapshotter to unpack into")
 	}
 	if (opts.DockerStage != "" || opts.KeepStage) && spec.Kind != "docker" {
-		return usageErr("--docker-stage, --keep-stage: only with --target docker")
+		return nil, usageErr("--docker-stage, --keep-stage: only with --target docker")
 	}
 	lopts, err := opts.options()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mirrors := warm.Mirrors{}
 	for _, m := range opts.Mirrors {
 		reg, ep, err := warm.ParseMirror(m)
 		if err != nil {
-			return usageErr("--mirror: %v", err)
+			return nil, usageErr("--mirror: %v", err)
 		}
 		mirrors[reg] = ep
 	}
@@ -231,20 +278,20 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 		if warm.IsLockFile(a) {
 			rs, err := warm.RefsFromLock(a, plat)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			refs = append(refs, rs...)
 			continue
 		}
 		if _, err := layers.ParseRef(a, lopts...); err != nil {
-			return usageErr("%v", err)
+			return nil, usageErr("%v", err)
 		}
 		refs = append(refs, a)
 	}
 	// A stale marker must not outlive a failed or cold warm.
 	if opts.ReadyFile != "" && !opts.DryRun {
 		if err := os.Remove(opts.ReadyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
+			return nil, fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
 	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
@@ -252,7 +299,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 		DockerStage: opts.DockerStage, KeepStage: opts.KeepStage,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tgt.Close()
 	src := warm.NewRegistrySource(lopts)
@@ -262,19 +309,21 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	set, err := warm.Resolve(ctx, refs, ro)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vols, err := warmVolumes(ctx, opts, set, weightsArgs, mirrors, lopts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	total := set.Bytes()
 	for _, v := range vols {
 		total += v.Manifest.Size
 	}
 	var done atomic.Int64
+	// One --limit-rate for the image blobs and the weights pull together.
+	limiter := warm.NewLimiter(limit)
 	eo := warm.Options{
-		Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: limit, DryRun: opts.DryRun,
+		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
 		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
 	}
 	if opts.Progress != "none" {
@@ -286,7 +335,12 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
-		waitWeights = runWeights(ctx, vols, opts.WeightsInto, opts.DryRun, &done)
+		// --concurrency N: N weight blobs at once, at most 2N requests in
+		// flight (the default 4 gives weights pull's own 4 and 8).
+		waitWeights = runWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
+			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
+			ChunkSize: chunk, Limiter: limiter,
+		})
 	}
 	var rep *warm.Report
 	var werr error
@@ -311,31 +365,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	if spec.Kind == "containerd" {
 		rep.Namespace = opts.Namespace
 	}
-	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		writeWarmTable(opts.IO.Out, rep)
-		writeWeightsTable(opts.IO.Out, rep.Weights)
-	}
-	if werr != nil {
-		return werr
-	}
-	if opts.DryRun {
-		if !rep.Ready {
-			return silentExit(ExitRule)
-		}
-		return nil
-	}
-	if opts.ReadyFile != "" && rep.Ready {
-		if err := writeReadyFile(opts.ReadyFile, rep); err != nil {
-			return fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
-		}
-	}
-	return nil
+	return rep, werr
 }
 
 func short(dg string) string {

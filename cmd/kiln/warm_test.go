@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,5 +87,52 @@ func TestWarmCLIContract(t *testing.T) {
 	}
 	if _, err := os.Stat(ready); !os.IsNotExist(err) {
 		t.Errorf("stale ready file kept: %v", err)
+	}
+}
+
+// TestWarmJSONOnEarlyFailure: --json prints exactly one object, with an
+// error and the stable exit code, also when the warm fails before it has a
+// report (F3).
+func TestWarmJSONOnEarlyFailure(t *testing.T) {
+	host := testimage.Registry(t)
+	// A registry that wants credentials and refuses the ones kiln has.
+	authSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="kiln-test"`)
+		http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+	}))
+	defer authSrv.Close()
+	authHost := strings.TrimPrefix(authSrv.URL, "http://")
+	cfg := t.TempDir()
+	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"auths":{"`+authHost+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("kiln:wrong"))+`"}}}`), 0o600)
+	t.Setenv("DOCKER_CONFIG", cfg)
+	dir := filepath.Join(t.TempDir(), "oci")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"unreachable registry", []string{"127.0.0.1:1/kiln/none:v1", "--target", "oci:" + dir}, ExitFailure},
+		{"unknown tag", []string{host + "/kiln/none:v1", "--target", "oci:" + dir}, ExitFailure},
+		{"wrong credentials", []string{authHost + "/kiln/private:v1", "--target", "oci:" + dir}, ExitFailure},
+		{"missing socket", []string{host + "/kiln/none:v1", "--target", "containerd:" + filepath.Join(t.TempDir(), "none.sock")}, ExitFailure},
+		{"usage", []string{host + "/kiln/none:v1", "--target", "oci:" + dir, "--limit-rate", "fast"}, ExitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append([]string{"warm", "--json", "--progress", "none"}, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			dec := json.NewDecoder(strings.NewReader(out))
+			var r warm.Report
+			if err := dec.Decode(&r); err != nil {
+				t.Fatalf("--json printed no JSON object: %v\nstdout: %q\nstderr: %s", err, out, errOut)
+			}
+			if dec.More() {
+				t.Fatalf("--json printed more than one object:\n%s", out)
+			}
+			if r.Schema != warm.Schema || r.Error == "" || r.Ready || r.Images == nil || r.Blobs == nil {
+				t.Fatalf("report: %+v", r)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -114,7 +113,7 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 
 // runWeights warms vols into dir in the background; wait returns the
 // reports and the first error.
-func runWeights(ctx context.Context, vols []*warm.Volume, dir string, dryRun bool, progress *atomic.Int64) (wait func() ([]*warm.WeightsReport, error)) {
+func runWeights(ctx context.Context, vols []*warm.Volume, dir string, wo warm.WeightsOptions) (wait func() ([]*warm.WeightsReport, error)) {
 	type out struct {
 		reps []*warm.WeightsReport
 		err  error
@@ -123,7 +122,7 @@ func runWeights(ctx context.Context, vols []*warm.Volume, dir string, dryRun boo
 	go func() {
 		var o out
 		for _, v := range vols {
-			r, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{DryRun: dryRun, Progress: progress})
+			r, err := warm.WarmWeights(ctx, v, dir, wo)
 			o.reps = append(o.reps, r)
 			if err != nil && o.err == nil {
 				o.err = err

@@ -2,10 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/weights"
@@ -143,4 +151,67 @@ func TestWarmWeightsArguments(t *testing.T) {
 	if vr, err := weights.Verify(t.Context(), vol2, nil, 2); err != nil || !vr.OK {
 		t.Fatalf("volume from the manifest file: %+v %v", vr, err)
 	}
+}
+
+// TestWarmWeightsIntoPassesTransferFlags: warm's --concurrency,
+// --chunk-size and --limit-rate reach the --weights-into pull: Range
+// requests of the chunk size, at most 2×concurrency in flight, and the
+// rate cap (the 20 MiB volume at 20 MiB/s takes about a second).
+func TestWarmWeightsIntoPassesTransferFlags(t *testing.T) {
+	var mu sync.Mutex
+	var inFlight, maxInFlight int
+	var maxRange int64
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/serve-weights/blobs/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		inFlight++
+		maxInFlight = max(maxInFlight, inFlight)
+		mu.Unlock()
+		cw := &countingBody{ResponseWriter: w}
+		h.ServeHTTP(cw, r)
+		mu.Lock()
+		inFlight--
+		maxRange = max(maxRange, cw.n)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	slimRef, _ := strippedAppOn(t, strings.TrimPrefix(srv.URL, "http://"))
+	dir := t.TempDir()
+	mu.Lock()
+	maxInFlight, maxRange = 0, 0
+	mu.Unlock()
+	start := time.Now()
+	code, out, errOut := run(t, "warm", slimRef, "--target", "oci:"+filepath.Join(dir, "oci"), "--weights-into", filepath.Join(dir, "vol"),
+		"--platform", "linux/amd64", "--json", "--progress", "none", "--concurrency", "1", "--chunk-size", "1MiB", "--limit-rate", "20MiB")
+	el := time.Since(start)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if maxRange > 1<<20 {
+		t.Errorf("weights pull read %d bytes in one request; --chunk-size 1MiB", maxRange)
+	}
+	if maxInFlight > 2 {
+		t.Errorf("weights pull had %d requests in flight; --concurrency 1 allows 2", maxInFlight)
+	}
+	if el < 700*time.Millisecond {
+		t.Errorf("20 MiB of weights in %v: --limit-rate 20MiB not applied", el)
+	}
+}
+
+// countingBody counts the body bytes of a response.
+type countingBody struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingBody) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
 }

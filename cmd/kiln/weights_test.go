@@ -34,13 +34,18 @@ func safetensors(name string, n int) testimage.Entry {
 // slim image ref, the weights ref and the registry host.
 func strippedApp(t *testing.T) (string, string) {
 	t.Helper()
+	return strippedAppOn(t, testimage.Registry(t))
+}
+
+// strippedAppOn is strippedApp on the registry at host reg.
+func strippedAppOn(t *testing.T, reg string) (string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	img := testimage.Image(t, testimage.Config{Env: []string{"PATH=/usr/bin"}},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/bin/python3", 3000)}, "gzip"),
 		testimage.Layer(t, []testimage.Entry{testimage.File("app/serve.py", []byte("print('hi')\n")),
 			safetensors("app/models/m-00001.safetensors", 20<<20), safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
 	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
-	reg := testimage.Registry(t)
 	slimRef := reg + "/acme/serve:slim"
 	wref := reg + "/acme/serve-weights:v1"
 	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", wref, "--json", "--progress", "none")

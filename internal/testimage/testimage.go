@@ -7,11 +7,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -310,4 +314,77 @@ func WriteLayoutIndex(t testing.TB, dir, tag string, idx v1.ImageIndex) {
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag})); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// OneFileTars returns n uncompressed layer tars, the i-th holding one file
+// named fmt.Sprintf(format, i).
+func OneFileTars(t testing.TB, n int, format string) [][]byte {
+	t.Helper()
+	tars := make([][]byte, n)
+	for i := range tars {
+		tars[i] = Tar(t, []Entry{File(fmt.Sprintf(format, i), []byte{byte(i)})})
+	}
+	return tars
+}
+
+// WriteTarLayout writes an OCI layout at dir holding one linux/amd64
+// image tagged tag whose layers are the uncompressed tars given, by hand:
+// ggcr's mutate and layout writers take seconds over thousands of layers.
+func WriteTarLayout(t testing.TB, dir, tag string, tars [][]byte) {
+	t.Helper()
+	blob := func(b []byte) v1.Hash {
+		h := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(b))}
+		p := filepath.Join(dir, "blobs", "sha256", h.Hex)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	cfg := v1.ConfigFile{OS: "linux", Architecture: "amd64", RootFS: v1.RootFS{Type: "layers"}}
+	m := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1}
+	for _, b := range tars {
+		h := blob(b)
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, h)
+		m.Layers = append(m.Layers, v1.Descriptor{MediaType: types.OCIUncompressedLayer, Size: int64(len(b)), Digest: h})
+	}
+	cb, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Size: int64(len(cb)), Digest: blob(cb)}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{
+		MediaType: types.OCIManifestSchema1, Size: int64(len(mb)), Digest: blob(mb),
+		Annotations: map[string]string{"org.opencontainers.image.ref.name": tag}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.json"), idx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// LimitOpenFiles lowers this process's open-file limit to n for the rest
+// of the test (skipping the test when it cannot).
+func LimitOpenFiles(t testing.TB, n uint64) {
+	t.Helper()
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	lim := old
+	lim.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
