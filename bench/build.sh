@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: kiln's two-stage image vs the naive single-stage Dockerfile on
-# the devel base (built with buildctl), same content: stand-in torch /
-# flash_attn / bitsandbytes wheels from a local PEP 503 index, and an app.
+# the devel base (built with buildctl), same content: the fixtures' real CUDA
+# torch 2.6.0+cu124 and nvidia-*-cu12 wheels (repackaged from Debian trixie's
+# CUDA 12.4 binaries), FlashAttention compiled from source by nvcc 12.4, the
+# stand-in bitsandbytes, from a local PEP 503/691 index, and an app.
 #
 #   bash bench/build.sh
 #
@@ -15,6 +17,7 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 
 REG=${KILN_REGISTRY:-127.0.0.1:5000}
+FIX=${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}
 TORCH_MB=${TORCH_MB:-64}
 PORT=${KILN_BENCH_INDEX_PORT:-39518}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench-build.XXXXXX")
@@ -23,29 +26,31 @@ trap 'kill "${WPID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 bash scripts/buildkitd.sh start
 eval "$(bash scripts/buildkitd.sh env)"
 BUILDCTL="buildctl --addr $BUILDKIT_HOST"
-for tag in 11.8.0-devel-debian12 11.8.0-runtime-debian12; do
+[[ -f $FIX/wheels/SHA256SUMS ]] || { echo "fixture wheels missing in $FIX/wheels: bash scripts/fixtures.sh" >&2; exit 1; }
+for tag in 12.4.1-devel-debian13 12.4.1-base-debian13; do
 	curl -fsS -o /dev/null "http://$REG/v2/nvidia/cuda/manifests/$tag" -H 'Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' ||
 		{ echo "fixture $REG/nvidia/cuda:$tag missing: bash scripts/fixtures.sh" >&2; exit 1; }
 done
 
 go build -o "$WORK/kiln" ./cmd/kiln
 go build -o "$WORK/kiln-wheels" ./builder/internal/wheelserve/kiln-wheels
-"$WORK/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb "$TORCH_MB" >"$WORK/index.url" &
+"$WORK/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb "$TORCH_MB" -dir "$FIX/wheels" >"$WORK/index.url" &
 WPID=$!
 for _ in $(seq 1 50); do [[ -s $WORK/index.url ]] && break; sleep 0.1; done
 INDEX=$(cat "$WORK/index.url")
 
 mkdir -p "$WORK/ctx/app"
-# The embedded default recipe (the offline Debian CUDA 11.8 stack), as a
-# user would start from it.
-"$WORK/kiln" recipes init debian-cuda11.8 -o "$WORK/ctx/kiln.yaml" >/dev/null
+# The embedded default recipe (CUDA 12.4.1, torch 2.6.0+cu124, Debian 13),
+# as a user would start from it.
+"$WORK/kiln" recipes init -o "$WORK/ctx/kiln.yaml" >/dev/null
 echo "print('v1')" >"$WORK/ctx/app/main.py"
 
 # The naive image: everything on the devel base, one stage.
 cat >"$WORK/ctx/Dockerfile" <<EOF
-FROM $REG/nvidia/cuda:11.8.0-devel-debian12
-RUN --network=host apt-get update && apt-get install -y --no-install-recommends python3 python3-pip
-RUN --network=host pip install --break-system-packages --index-url $INDEX --trusted-host 127.0.0.1 torch==2.5.1+cu118 flash-attn==2.7.0.post2 bitsandbytes==0.45.5
+FROM $REG/nvidia/cuda:12.4.1-devel-debian13
+RUN --network=host apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-dev python3-setuptools build-essential
+RUN --network=host pip install --break-system-packages --index-url $INDEX --trusted-host 127.0.0.1 torch==2.6.0+cu124 bitsandbytes==0.45.5
+RUN --network=host FLASH_ATTN_CUDA_ARCHS="80;90" pip install --break-system-packages --no-build-isolation --index-url $INDEX --trusted-host 127.0.0.1 flash-attn==2.7.4.post1
 COPY app /app
 WORKDIR /app
 ENTRYPOINT ["python3", "main.py"]

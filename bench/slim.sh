@@ -4,7 +4,7 @@
 #   POLICY=runtime-strict bash bench/slim.sh   # also prune unreferenced libraries
 #   PROBE="python3 -c 'import torch'" ...       # run the probe through BuildKit
 # SOURCE defaults to the fixture's OCI layout (zstd layers, as pulled);
-# docker-archive:$KILN_FIXTURES/app.tar or 127.0.0.1:5000/kiln/naive-app:latest
+# docker-archive:$KILN_FIXTURES/app.tar or 127.0.0.1:5000/kiln/naive-app:cu124
 # work too. Prints size before/after by class, the size ratio (weights moved
 # out with --weights-to), and the rewrite throughput next to what this
 # machine's zstd (same level, one core per layer) and sha256 can do on a

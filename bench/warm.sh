@@ -7,7 +7,7 @@
 # MB/s and ratios. Each containerd run starts from an empty root.
 #
 # Default image: the CUDA runtime base (~1 GB). The 7 GiB naive app image
-# (127.0.0.1:5000/kiln/naive-app:latest) works too, given ~25 GB of scratch.
+# (127.0.0.1:5000/kiln/naive-app:cu124) works too, given ~25 GB of scratch.
 # REPEAT=N runs every row N times and keeps the best (default 1).
 #
 # Limits: besides loopback read and the machine's best sha256 (openssl with
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
-IMG=${1:-127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-debian12}
+IMG=${1:-127.0.0.1:5000/nvidia/cuda:12.4.1-runtime-debian13}
 REG=${IMG%%/*}
 REPO_TAG=${IMG#*/}
 ZIMG="$REG/kiln-warm-bench/${REPO_TAG//\//-}"  # zstd copy lives in our own repo

@@ -3,6 +3,7 @@ package builder
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
@@ -42,7 +43,7 @@ func e2eEnv(t *testing.T) (*client.Client, string) {
 	if reg == "" {
 		miss("KILN_REGISTRY not set (bash scripts/registry.sh start && bash scripts/fixtures.sh)")
 	}
-	for _, tag := range []string{"11.8.0-devel-debian12", "11.8.0-runtime-debian12"} {
+	for _, tag := range []string{"12.4.1-devel-debian13", "12.4.1-base-debian13"} {
 		req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/"+tag, nil)
 		req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json")
 		resp, err := http.DefaultClient.Do(req)
@@ -63,45 +64,62 @@ func e2eEnv(t *testing.T) (*client.Client, string) {
 	return c, reg
 }
 
-const e2eRecipe = `name: kiln-e2e
-cuda: 11.8.0
-cudnn: none
-os: debian12
-python: "3.11"
-torch:
-  version: 2.5.1
-flash_attn:
-  version: 2.7.0.post2
-  build: wheel
-bitsandbytes:
-  version: 0.45.5
-gpus: [a100]
-platforms: [linux/amd64]
-app:
-  files:
-    - src: app
-      dst: /app
-  workdir: /app
-  entrypoint: [python3, main.py]
-test:
-  - python3 -c "import torch, flash_attn, bitsandbytes; print(torch.__version__, flash_attn.__version__)"
-  - test ! -e /wheelhouse && ! command -v nvcc
-`
-
-// e2eIndex serves the stand-in wheels and the flash_attn sdist as a PEP 503
-// index until the test ends, and returns its URL.
-func e2eIndex(t *testing.T) string {
+// e2eRecipe is the embedded default recipe (CUDA 12.4.1, torch 2.6.0+cu124
+// from the fixtures' PyPI-shaped index, FlashAttention compiled from source
+// by nvcc 12.4 for A100 and H100, bitsandbytes), as a user gets it.
+func e2eRecipe(t *testing.T) []byte {
 	t.Helper()
-	ix, err := wheelserve.NewIndex(wheelserve.StandIns(8)...)
+	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ix.AddSDist(wheelserve.FlashAttnSDist(wheelserve.FlashAttnVersion)); err != nil {
+	return b
+}
+
+// fixtureWheels is the fixtures' wheel directory (real torch and nvidia-*
+// wheels repackaged from Debian's CUDA 12.4 binaries).
+func fixtureWheels(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("KILN_FIXTURES")
+	if dir == "" {
+		cache := os.Getenv("KILN_FIXTURE_CACHE")
+		if cache == "" {
+			cache = "/var/cache/kiln-fixtures"
+		}
+		dir = filepath.Join(cache, "out")
+	}
+	w := filepath.Join(dir, "wheels")
+	if _, err := os.Stat(filepath.Join(w, "SHA256SUMS")); err != nil {
+		if os.Getenv("KILN_REQUIRE_BUILDKIT") == "1" {
+			t.Fatalf("fixture wheels missing: %v (bash scripts/fixtures.sh)", err)
+		}
+		t.Skipf("fixture wheels missing: %v (bash scripts/fixtures.sh)", err)
+	}
+	return w
+}
+
+// e2eIndex serves the fixtures' real torch and nvidia-* wheels, the
+// stand-in bitsandbytes wheel and the flash_attn sdists as a PEP 503/691
+// index until the test ends, and returns its URL.
+func e2eIndex(t *testing.T) string {
+	t.Helper()
+	wheels := fixtureWheels(t)
+	ix, err := wheelserve.NewIndex(wheelserve.StandIns(0)...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	ix.Remove("torch")
+	if err := ix.AddDir(wheels); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{wheelserve.FlashAttnVersion, wheelserve.FlashAttnVersionCU12} {
+		if err := ix.AddSDist(wheelserve.FlashAttnSDist(v)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// A fixed port keeps the plan, and so BuildKit's cache keys, stable
 	// across runs (the URL also names the index's contents, so a changed
-	// stand-in is fetched and built again); fall back to any port.
+	// wheel is fetched and built again); fall back to any port.
 	idx, stop, err := wheelserve.Serve(ix, "127.0.0.1:39517")
 	if err != nil {
 		idx, stop, err = wheelserve.Serve(ix, "127.0.0.1:0")
@@ -111,6 +129,27 @@ func e2eIndex(t *testing.T) string {
 	}
 	t.Cleanup(stop)
 	return idx
+}
+
+// pruneAll empties BuildKit's cache, as on a machine that never built.
+func pruneAll(t *testing.T, c *client.Client) {
+	t.Helper()
+	ch := make(chan client.UsageInfo)
+	done := make(chan int64)
+	go func() {
+		var n int64
+		for u := range ch {
+			n += u.Size
+		}
+		done <- n
+	}()
+	err := c.Prune(context.Background(), ch, client.PruneAll)
+	close(ch)
+	n := <-done
+	if err != nil {
+		t.Fatalf("buildctl prune --all: %v", err)
+	}
+	t.Logf("pruned BuildKit's cache: %d MB", n>>20)
 }
 
 // checkRuntimeRules checks img against testdata/rules/runtime.yaml: rules
@@ -161,6 +200,13 @@ func checkRuntimeRules(t *testing.T, ctx context.Context, img *layers.Image, run
 	return base
 }
 
+// TestEndToEnd builds the default recipe as a new user would, twice from an
+// empty BuildKit cache (one digest: reproducible from nothing, not only a
+// cached rebuild), then once more on the warm cache (nothing executed).
+// The runtime image is checked against the runtime rules (CUDA shipped
+// once), its probes import the real CUDA torch (torch.version.cuda ==
+// "12.4", libtorch_cuda loaded) and the FlashAttention stand-in, which nvcc
+// 12.4 compiled for sm_80 and sm_90.
 func TestEndToEnd(t *testing.T) {
 	c, reg := e2eEnv(t)
 	ctx := context.Background()
@@ -168,7 +214,7 @@ func TestEndToEnd(t *testing.T) {
 	idx := e2eIndex(t)
 
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "kiln.yaml"), []byte(e2eRecipe), 0o644)
+	os.WriteFile(filepath.Join(dir, "kiln.yaml"), e2eRecipe(t), 0o644)
 	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
 	writeApp := func(s string) {
 		if err := os.WriteFile(filepath.Join(dir, "app", "main.py"), []byte(s), 0o644); err != nil {
@@ -183,6 +229,12 @@ func TestEndToEnd(t *testing.T) {
 	plan, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes(idx))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if plan.RuntimeFlavor != "base" || !strings.HasSuffix(plan.BaseImages.Runtime, "-base-debian13") {
+		t.Fatalf("runtime base %s (%s), want -base: the wheels bring CUDA", plan.BaseImages.Runtime, plan.RuntimeFlavor)
+	}
+	if plan.FlashAttnBuild == nil || plan.FlashAttnBuild.CUDAArchs != "80;90" {
+		t.Fatalf("flash_attn build %+v, want a source build for 80;90", plan.FlashAttnBuild)
 	}
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
@@ -201,9 +253,17 @@ func TestEndToEnd(t *testing.T) {
 		return res
 	}
 
+	pruneAll(t, c)
 	r1 := build("v1")
 	if r1.Digest == "" {
 		t.Fatal("no digest")
+	}
+	// Reproducible from nothing: the same inputs on an empty cache.
+	pruneAll(t, c)
+	r1b := build("v1-clean")
+	if r1b.Digest != r1.Digest {
+		t.Errorf("two builds from an empty cache, two digests: %s vs %s", r1.Digest, r1b.Digest)
+		diffLayers(t, ctx, repo+"@"+r1.Digest, repo+"@"+r1b.Digest)
 	}
 
 	// A rebuild executes nothing and gives the same digest.
@@ -217,7 +277,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	t.Logf("no-op rebuild: %s", time.Since(start).Round(time.Millisecond))
 
-	// The runtime image carries no nvcc, headers, static libs or caches.
+	// The runtime image carries no nvcc, headers, static libs, caches, or
+	// CUDA library twice.
 	img1, err := layers.Open(ctx, repo+"@"+r1.Digest)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +294,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	env := strings.Join(img1.Config.Config.Env, "\n")
-	for _, want := range []string{"NVIDIA_REQUIRE_CUDA=cuda>=11.8", "NVIDIA_VISIBLE_DEVICES=all", "LD_LIBRARY_PATH=" + DefaultLDLibraryPath} {
+	for _, want := range []string{"NVIDIA_REQUIRE_CUDA=cuda>=12.4", "CUDA_VERSION=12.4.1", "NVIDIA_VISIBLE_DEVICES=all", "LD_LIBRARY_PATH=" + DefaultLDLibraryPath} {
 		if !strings.Contains(env, want) {
 			t.Errorf("config env lacks %s:\n%s", want, env)
 		}
@@ -246,6 +307,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("layer %d is %s, want zstd", l.Index, l.MediaType)
 		}
 	}
+	checkFlashAttnCubins(t, ctx, img1, len(base.Layers))
 
 	// An app-only change re-pushes only the app layer.
 	writeApp("print('hello again')\n")
@@ -282,82 +344,66 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// The stand-in torch brings no CUDA libraries (real torch+cu118 wheels do,
-// and would get -base): the compiled flash_attn needs the -runtime base's
-// libcudart.so.11.0.
-const e2eSourceRecipe = `name: kiln-e2e-fa-source
-cuda: 11.8.0
-cudnn: none
-runtime_base: runtime
-os: debian12
-python: "3.11"
-torch:
-  version: 2.5.1
-flash_attn:
-  version: 2.7.0.post2
-  build: source
-gpus: [a100, h100]
-platforms: [linux/amd64]
-test:
-  - python3 -c "import flash_attn, flash_attn.build_info as b; print(flash_attn.__version__, flash_attn.lib, flash_attn.cudart_build_version(), b.GENCODE)"
-  - test ! -e /wheelhouse && ! command -v nvcc
-`
-
-// TestEndToEndFlashAttnSource builds FlashAttention from source: the
-// stand-in sdist's setup.py compiles real .cu files with the devel fixture's
-// nvcc for the recipe's GPUs (A100, H100: FLASH_ATTN_CUDA_ARCHS=80;90); the
-// runtime image imports it, carries no compiler, headers or static libs, and
-// its library holds an sm_80 and an sm_90 cubin of the kernels.
-func TestEndToEndFlashAttnSource(t *testing.T) {
-	c, reg := e2eEnv(t)
-	ctx := context.Background()
-	idx := e2eIndex(t)
-
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "kiln.yaml"), []byte(e2eSourceRecipe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := recipes.Load(filepath.Join(dir, "kiln.yaml"))
+// diffLayers names the layers (and, for each, a few paths) where two
+// builds that should be one differ, so a reproducibility failure says what
+// to fix.
+func diffLayers(t *testing.T, ctx context.Context, a, b string) {
+	t.Helper()
+	ia, err := layers.Open(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes(idx))
+	defer ia.Close()
+	ib, err := layers.Open(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.FlashAttnBuild == nil || plan.FlashAttnBuild.CUDAArchs != "80;90" {
-		t.Fatalf("flash_attn build %+v, want a source build for 80;90", plan.FlashAttnBuild)
+	defer ib.Close()
+	sums := func(l *layers.Layer) map[string]string {
+		m := map[string]string{}
+		_, err := l.Walk(ctx, layers.WalkOptions{}, func(e *layers.Entry, body io.Reader) error {
+			h := sha256.New()
+			io.Copy(h, body)
+			m[e.Path] = fmt.Sprintf("%x %o %s %d:%d", h.Sum(nil), e.Header.Mode, e.Header.Linkname, e.Header.Uid, e.Header.Gid)
+			return nil
+		})
+		if err != nil {
+			t.Logf("walk: %v", err)
+		}
+		return m
 	}
-	if !strings.HasSuffix(plan.BaseImages.Runtime, "-runtime-debian12") {
-		t.Fatalf("runtime base %s, want -runtime (libcudart)", plan.BaseImages.Runtime)
+	for i := range ia.Layers {
+		if i >= len(ib.Layers) || ia.Layers[i].DiffID == ib.Layers[i].DiffID {
+			continue
+		}
+		ma, mb := sums(ia.Layers[i]), sums(ib.Layers[i])
+		var diff []string
+		for p, v := range ma {
+			if mb[p] != v {
+				diff = append(diff, p)
+			}
+		}
+		for p := range mb {
+			if _, ok := ma[p]; !ok {
+				diff = append(diff, p)
+			}
+		}
+		slices.Sort(diff)
+		if len(diff) > 20 {
+			diff = diff[:20]
+		}
+		t.Errorf("layer %d (%s) differs: %v", i, ia.Layers[i].CreatedBy, diff)
 	}
-	epoch := int64(1700000000)
-	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
-	ref := fmt.Sprintf("%s/kiln-e2e/fa-source:v1", reg)
-	start := time.Now()
-	res, err := Build(ctx, plan, in, Options{
-		Client: c, ContextDir: dir, Progress: "quiet",
-		Outputs: []Output{{Type: "image", Path: ref}},
-	})
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	t.Logf("build: %s in %s, %d steps, %d cached, %d executed", res.Digest, time.Since(start).Round(time.Millisecond), res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+}
 
-	img, err := layers.Open(ctx, ref+"@"+res.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer img.Close()
-	base := checkRuntimeRules(t, ctx, img, plan.BaseImages.Runtime)
-	if len(img.Layers) != len(base.Layers)+3 {
-		t.Errorf("%d layers on a %d-layer base, want system, torch, extensions", len(img.Layers), len(base.Layers))
-	}
-
-	// Find the compiled library in kiln's layers and read its fatbin.
+// checkFlashAttnCubins finds the compiled FlashAttention library in kiln's
+// layers and checks its fat binary: an sm_80 and an sm_90 cubin of the
+// kernels, as FLASH_ATTN_CUDA_ARCHS=80;90 asked of nvcc 12.4.
+func checkFlashAttnCubins(t *testing.T, ctx context.Context, img *layers.Image, baseLayers int) {
+	t.Helper()
 	var so, info []byte
 	var soPath string
-	for _, l := range img.Layers[len(base.Layers):] {
+	for _, l := range img.Layers[baseLayers:] {
 		_, err := l.Walk(ctx, layers.WalkOptions{}, func(e *layers.Entry, body io.Reader) error {
 			name := path.Base(e.Path)
 			if !e.IsRegular() || path.Base(path.Dir(e.Path)) != "flash_attn" {
@@ -381,8 +427,8 @@ func TestEndToEndFlashAttnSource(t *testing.T) {
 		t.Fatal("no flash_attn/flash_attn_cuda*.so in the runtime image")
 	}
 	t.Logf("flash_attn/build_info.py:\n%s", info)
-	if !strings.Contains(string(info), "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90") {
-		t.Errorf("setup.py did not compile for 80;90: %s", info)
+	if !strings.Contains(string(info), "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90") || !strings.Contains(string(info), "release 12.4") {
+		t.Errorf("setup.py did not compile for 80;90 with nvcc 12.4: %s", info)
 	}
 	cubins, err := fatbinCubins(so)
 	if err != nil {
@@ -504,7 +550,7 @@ func TestEndToEndUnsupportedPlatform(t *testing.T) {
 			}
 		}
 	}
-	b, err := recipes.CatalogRecipe("debian-cuda11.8")
+	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}

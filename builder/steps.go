@@ -91,6 +91,10 @@ var aptMounts = []Mount{
 	{Kind: MountCache, Target: "/var/lib/apt/lists", ID: "kiln-apt-lists", Locked: true},
 }
 
+// rmBuildLogs removes the files an apt-get install writes whose contents
+// depend on when it ran, not on what it installed.
+const rmBuildLogs = "rm -f /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/log/apt/eipp.log.xz /var/cache/ldconfig/aux-cache"
+
 var pipCache = Mount{Kind: MountCache, Target: "/root/.cache/pip", ID: "kiln-pip-cache"}
 
 // group is a set of pip packages that become one runtime layer.
@@ -246,6 +250,10 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	// Debian's python3 postinst byte-compiles the stdlib: caches a runtime
 	// image should not carry (Python works without them).
 	sys += "; find / -xdev -depth -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true"
+	// apt's and dpkg's logs record wall-clock times, and ldconfig's
+	// aux-cache file times; timestamp rewriting does not touch contents,
+	// so without this two builds from clean caches differ in this layer.
+	sys += "; " + rmBuildLogs
 	L.Runtime.Steps = append(L.Runtime.Steps, Step{
 		Name:        "runtime: system packages",
 		Component:   ComponentSystem,

@@ -3,7 +3,8 @@
 # start a local registry and buildkitd, build the realistic CUDA fixture
 # images from Debian's packages, then run kiln's main jobs on them:
 #   1. analyze the naive image people build today;
-#   2. build the embedded default recipe (debian-cuda11.8) as a two-stage
+#   2. build the embedded default recipe (debian13-cu124: CUDA 12.4.1, real
+#      CUDA torch 2.6.0+cu124 from a PyPI-shaped index) as a two-stage
 #      image, beside the naive single-stage Dockerfile, and compare;
 #   3. gate kiln's image with the runtime rules (and the naive one: exit 3);
 #   4. slim the naive app image without a rebuild: runtime-strict policy, the
@@ -32,7 +33,7 @@ hr "1. kiln analyze: the naive CUDA app image (docker-archive:$KILN_FIXTURES/app
 bin/kiln analyze --top 5 "docker-archive:$KILN_FIXTURES/app.tar"
 
 hr "2. kiln build: the embedded default recipe, two-stage, vs the naive single-stage Dockerfile"
-bin/kiln recipes show debian-cuda11.8 | sed 's/^/    /'
+bin/kiln recipes show debian13-cu124 | sed 's/^/    /'
 echo
 bash bench/build.sh
 
@@ -50,9 +51,9 @@ set -e
 hr "4. kiln slim: the naive app image, rewritten without a rebuild (weights moved out, probed)"
 SLIM="$REG/kiln-demo/app:slim"
 WREF="$REG/kiln-demo/app-weights:v1"
-bin/kiln slim "$REG/kiln/naive-app:latest" --to "$SLIM" --policy runtime-strict \
+bin/kiln slim "$REG/kiln/naive-app:cu124" --to "$SLIM" --policy runtime-strict \
 	--weights-to "$WREF" --progress none \
-	--probe "python3 -c 'import torch; print(\"probe: torch\", torch.__version__, torch.ones(3).sum().item())'"
+	--probe "python3 -c 'import torch, ctypes; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); print(\"probe: torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.ones(3).sum().item())'"
 echo
 bin/kiln analyze --progress none --ci testdata/rules/runtime.yaml "$SLIM" | tail -n 2
 
@@ -64,7 +65,7 @@ bin/kiln weights verify "$VOL"
 bin/kiln weights run-args "$SLIM" --volume "$VOL" --format docker
 
 hr "6. kiln host check: will the slim image run on these hosts?"
-for h in h100-535 rtx4090-550 geforce-470; do
+for h in h200-570 h100-535 b200-580 rtx5090-575 geforce-470; do
 	set +e
 	bin/kiln host check --host-info "testdata/hostcheck/hosts/$h.json" --image "$SLIM" --progress none | sed -n '1,2p;/^FAIL  \|^WARN  /p;$p'
 	echo "  -> exit ${PIPESTATUS[0]} (1 = an item failed)"
