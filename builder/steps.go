@@ -211,6 +211,15 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 			sort.Strings(keys)
 			var envs []string
 			envs = append(envs, "FLASH_ATTN_CUDA_ARCHS="+shq(fab.CUDAArchs), fmt.Sprintf("MAX_JOBS=%d", fab.MaxJobs))
+			if _, ok := fab.Env["LDFLAGS"]; !ok {
+				// nvcc hands the host compiler temporary files named
+				// after its pid (tmpxft_<pid>_..._x.cudafe1.cpp), which
+				// land as FILE symbols in the library's .symtab: two
+				// builds from clean caches would differ there alone.
+				// A runtime needs only .dynsym, so the link strips the
+				// symbol table (the fat binary is unaffected).
+				envs = append(envs, "LDFLAGS=-Wl,--strip-all")
+			}
 			if fab.NvccThreads > 0 {
 				envs = append(envs, fmt.Sprintf("NVCC_THREADS=%d", fab.NvccThreads))
 			}

@@ -37,6 +37,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
 )
 
 const (
@@ -157,7 +159,7 @@ func GenWheels(root, out string, epoch time.Time) error {
 		}
 	}
 	sort.Slice(sums, func(i, j int) bool { return sums[i][66:] < sums[j][66:] })
-	return writeFileAtomic(filepath.Join(out, "SHA256SUMS"), []byte(strings.Join(sums, "\n")+"\n"))
+	return atomicfile.WriteFile(filepath.Join(out, "SHA256SUMS"), []byte(strings.Join(sums, "\n")+"\n"), 0o644)
 }
 
 // searchPath is the dynamic linker's: the multiarch dirs, then ld.so.conf.d.
@@ -616,12 +618,11 @@ func (g *wheelsGen) writeWheel(fn, name, version, tag string, meta []byte, entri
 		wheelEntry{name: dist + "/WHEEL", data: []byte(fmt.Sprintf("Wheel-Version: 1.0\nGenerator: kiln-fixturegen\nRoot-Is-Purelib: %s\nTag: %s\n", purelib, tag)), mode: 0o644},
 		wheelEntry{name: dist + "/top_level.txt", data: []byte(strings.Join(topList, "\n") + "\n"), mode: 0o644},
 	)
-	tmp := filepath.Join(g.out, fn+".tmp")
-	f, err := os.Create(tmp)
+	f, err := atomicfile.Create(filepath.Join(g.out, fn), 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	defer f.Abort()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	z := zip.NewWriter(bw)
 	z.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, 6) })
@@ -666,13 +667,7 @@ func (g *wheelsGen) writeWheel(fn, name, version, tag string, meta []byte, entri
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(g.out, fn))
+	return f.Commit()
 }
 
 func patchelf(p string, args ...string) error {
@@ -714,12 +709,4 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func writeFileAtomic(p string, b []byte) error {
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
 }

@@ -108,8 +108,8 @@ func FlashAttnSDist(version string) SDist {
 
 const faSetupPy = `# kiln test stand-in for FlashAttention's setup.py: compiles csrc/*.cu with
 # nvcc into flash_attn/flash_attn_cuda*.so. Honours FLASH_ATTN_CUDA_ARCHS
-# ("80;90"), MAX_JOBS (parallel nvcc processes), NVCC_THREADS, CUDA_HOME and
-# CUDAHOSTCXX. Needs only setuptools: build with --no-build-isolation.
+# ("80;90"), MAX_JOBS (parallel nvcc processes), NVCC_THREADS, CUDA_HOME,
+# CUDAHOSTCXX and LDFLAGS (-Wl,... flags). Needs only setuptools: build with --no-build-isolation.
 import os
 import re
 import shlex
@@ -187,7 +187,13 @@ class NvccBuildExt(build_ext):
 
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             objs = list(ex.map(compile_one, ext.sources))
-        run([nvcc] + ccbin + ["-shared", "-cudart", "shared"] + gen + objs + ["-o", out])
+        # LDFLAGS as setuptools honours it: -Wl,a,b reach the linker.
+        ld = []
+        for f in shlex.split(os.environ.get("LDFLAGS", "")):
+            if f.startswith("-Wl,"):
+                for a in f[4:].split(","):
+                    ld += ["-Xlinker", a]
+        run([nvcc] + ccbin + ["-shared", "-cudart", "shared"] + gen + objs + ld + ["-o", out])
         ver = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout.strip().splitlines()
         with open(os.path.join(os.path.dirname(out), "build_info.py"), "w") as f:
             f.write("# written by setup.py when this wheel was built\n")
