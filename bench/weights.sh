@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: `kiln weights pull` against `crane blob` on the same blobs.
 #   bash bench/weights.sh [IMAGE] [REPO]
-# Publishes the fixture app image's 300 MB safetensors (layer 5 of app.tar)
+# Publishes the fixture app image's 300 MB safetensors (layer 6 of app.tar, appsrc)
 # as a weights artifact in the local registry (bench/weightspub: no image
 # rewrite), then pulls it RUNS times with each tool into fresh directories
 # on the same disk and prints the best time, MB/s and the kiln/crane
@@ -17,7 +17,7 @@ export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
 FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 IMAGE="${1:-docker-archive:$FIX/app.tar}"
 REPO="${2:-127.0.0.1:5000/kiln-weights/bench}"
-LAYER="${LAYER:-5}"
+LAYER="${LAYER:-6}"
 RUNS="${RUNS:-3}"
 KILN_ARGS="${KILN_ARGS:-}"
 SCRATCH="${SCRATCH:-/var/tmp/kiln-weights-bench}"
