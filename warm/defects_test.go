@@ -72,6 +72,17 @@ func testVolume(t *testing.T) *Volume {
 	return v
 }
 
+// warmedVolume is testVolume warmed into a directory.
+func warmedVolume(t *testing.T) (*Volume, string) {
+	t.Helper()
+	v := testVolume(t)
+	dir := filepath.Join(t.TempDir(), "vol")
+	if _, err := WarmWeights(context.Background(), v, dir, WeightsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return v, dir
+}
+
 // flipByte rewrites one byte of file in place; keepTimes restores its
 // modification time afterwards (a rewrite that only hashing finds).
 func flipByte(t *testing.T, file string, keepTimes bool) {
@@ -101,11 +112,7 @@ func flipByte(t *testing.T, file string, keepTimes bool) {
 // heals the file.
 func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 	ctx := context.Background()
-	v := testVolume(t)
-	dir := filepath.Join(t.TempDir(), "vol")
-	if _, err := WarmWeights(ctx, v, dir, WeightsOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	v, dir := warmedVolume(t)
 	marker := filepath.Join(dir, weights.ReadyMarker)
 	flipByte(t, filepath.Join(dir, "m-0.safetensors"), false)
 
@@ -142,11 +149,7 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 // volume and heals it rather than reporting it already ready.
 func TestWarmWeightsHealsRewriteKeepingTimes(t *testing.T) {
 	ctx := context.Background()
-	v := testVolume(t)
-	dir := filepath.Join(t.TempDir(), "vol")
-	if _, err := WarmWeights(ctx, v, dir, WeightsOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	v, dir := warmedVolume(t)
 	flipByte(t, filepath.Join(dir, "m-0.safetensors"), true)
 	rep, err := WarmWeights(ctx, v, dir, WeightsOptions{})
 	if err != nil || rep.State != StateFetched || rep.FetchedBytes != 64<<10 {
