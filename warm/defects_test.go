@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,8 +126,9 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
+	var waited atomic.Bool
 	go func() {
-		rep, err := WarmWeights(ctx, v, dir, WeightsOptions{})
+		rep, err := WarmWeights(ctx, v, dir, WeightsOptions{OnWait: func() { waited.Store(true) }})
 		done <- result{rep, err}
 	}()
 	time.Sleep(500 * time.Millisecond) // the warm verifies, then waits for the lock
@@ -138,6 +140,9 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 	}
 	if r.err != nil || r.rep.State != StateFetched {
 		t.Fatalf("warm after the lock was released: %+v %v", r.rep, r.err)
+	}
+	if !waited.Load() {
+		t.Error("OnWait was not called while the warm waited for the lock")
 	}
 	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {
 		t.Fatalf("volume does not verify after the warm: %+v %v", vr, err)

@@ -162,6 +162,9 @@ type WeightsOptions struct {
 	ChunkSize   int64
 	Limiter     *rate.Limiter
 	Progress    *atomic.Int64
+	// OnWait goes to the pull: called once if another pull holds the
+	// volume's lock and this warm waits for it.
+	OnWait func()
 }
 
 // WarmWeights makes dir hold volume v, verified. It verifies first (every
@@ -210,7 +213,7 @@ func WarmWeights(ctx context.Context, v *Volume, dir string, o WeightsOptions) (
 	// not verify here, hashing what is present; it heals what is wrong
 	// and rewrites the marker last.
 	pr, err := weights.Pull(ctx, m, v.Source, dir, weights.PullOptions{Jobs: o.Jobs, Progress: o.Progress,
-		Concurrency: o.Concurrency, ChunkSize: o.ChunkSize, Limiter: o.Limiter, Recheck: len(bad) > 0})
+		Concurrency: o.Concurrency, ChunkSize: o.ChunkSize, Limiter: o.Limiter, Recheck: len(bad) > 0, OnWait: o.OnWait})
 	if pr != nil {
 		rep.FetchedBytes, rep.ResumedBytes = pr.Fetched, pr.Resumed
 	}
