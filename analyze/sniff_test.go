@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -51,14 +50,6 @@ func TestSniffSmallExtensionlessWeights(t *testing.T) {
 	}
 }
 
-// sizeLie is a layer whose descriptor names another size.
-type sizeLie struct {
-	v1.Layer
-	size int64
-}
-
-func (l sizeLie) Size() (int64, error) { return l.size, nil }
-
 // F13: an image whose second layer reuses the first one's digest with a
 // false size is never reported verified: it does not open.
 func TestAnalyzeRefusesDuplicateDigestFalseSize(t *testing.T) {
@@ -66,7 +57,7 @@ func TestAnalyzeRefusesDuplicateDigestFalseSize(t *testing.T) {
 	ref := testimage.Registry(t) + "/hostile/dup:x"
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good))
 	n, _ := good.Size()
-	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good, sizeLie{good, n + 512}))
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good, testimage.SizeLie(good, n+512)))
 	img, err := layers.Open(context.Background(), ref)
 	if err == nil {
 		defer img.Close()

@@ -163,6 +163,11 @@ func (c *checker) registry() Item {
 		it.Summary = fmt.Sprintf("no explicit entry for %s; the credsStore %q may hold one (not asked: captured description)", host, r.CredsStore)
 		return it
 	}
+	if e := r.HelperErrors[host]; e != "" {
+		it.Summary = fmt.Sprintf("credentials for %s unknown: %s", host, e)
+		it.Fix = []string{fmt.Sprintf("make the credential helper named above answer (a locked keyring? a prompt nobody sees?), or docker login %s", host)}
+		return it
+	}
 	it.Summary = fmt.Sprintf("no credentials for %s: fine for a public image, a private one fails with 401/denied", host)
 	it.Fix = []string{fmt.Sprintf("docker login %s (or a credential helper in ~/.docker/config.json)", host)}
 	return it

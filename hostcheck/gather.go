@@ -38,6 +38,9 @@ type GatherOptions struct {
 	Volumes []string
 	// Timeout bounds each probe (nvidia-smi, an engine); default 10s.
 	Timeout time.Duration
+	// HelperTimeout bounds each credential helper asked about Registries
+	// (default layers.DefaultHelperTimeout, as for every registry lookup).
+	HelperTimeout time.Duration
 }
 
 func (o *GatherOptions) path(p string) string { return filepath.Join(o.Root, p) }
@@ -63,7 +66,7 @@ func Gather(ctx context.Context, o GatherOptions) (*Host, error) {
 	gatherToolkit(&o, h)
 	h.Engines = probeEngines(ctx, &o)
 	h.Compose = findCompose(ctx, &o)
-	h.Registry = readRegistryAuth(&o)
+	h.Registry = readRegistryAuth(ctx, &o)
 	for _, v := range o.Volumes {
 		h.Volumes = append(h.Volumes, ProbeVolume(v))
 	}

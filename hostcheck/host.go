@@ -120,6 +120,10 @@ type Registry struct {
 	Registries  []string `json:"registries"`             // auths entries and credHelpers keys
 	CredsStore  string   `json:"creds_store,omitempty"`  // a helper that may hold any registry
 	CredHelpers []string `json:"cred_helpers,omitempty"` // helper names in use
+	// HelperErrors are the registries whose credential helper failed or
+	// did not answer in time, with the error (the helper and its exit
+	// status, never its output).
+	HelperErrors map[string]string `json:"helper_errors,omitempty"`
 }
 
 // Volume is a directory meant for persistent data (weights, caches).

@@ -1,6 +1,7 @@
 package hostcheck
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,10 +10,10 @@ import (
 
 	"github.com/docker/cli/cli/config"
 	"github.com/docker/cli/cli/config/configfile"
-)
+	"github.com/google/go-containerregistry/pkg/name"
 
-// dockerHubKey is the key Docker keeps Docker Hub's credentials under.
-const dockerHubKey = "https://index.docker.io/v1/"
+	"github.com/kiln-build/kiln/layers"
+)
 
 // configDir is where config.json is read from: the option, $DOCKER_CONFIG
 // on the live root, else ~/.docker (under Root).
@@ -32,9 +33,11 @@ func (o *GatherOptions) configDir() string {
 
 // readRegistryAuth records which registries have credentials, never the
 // credentials: auths keys, credHelpers keys, the credsStore's name. For
-// o.Registries it asks the config the way go-containerregistry's Docker
-// keychain does (credential helpers included) whether credentials exist.
-func readRegistryAuth(o *GatherOptions) Registry {
+// o.Registries it asks the credential helper the config names, through
+// layers' helper runner (time-limited by o.HelperTimeout, its output never
+// quoted), whether credentials exist; a helper that fails or hangs is
+// recorded by its error alone.
+func readRegistryAuth(ctx context.Context, o *GatherOptions) Registry {
 	dir := o.configDir()
 	r := Registry{Registries: []string{}}
 	path := filepath.Join(dir, config.ConfigFileName)
@@ -79,14 +82,22 @@ func readRegistryAuth(o *GatherOptions) Registry {
 	// Ask the helpers about the registries the check needs; only the
 	// answer "has credentials" is kept.
 	for _, reg := range o.Registries {
-		key := reg
-		if registryHost(reg) == "docker.io" {
-			key = dockerHubKey
+		if slices.Contains(r.Registries, registryHost(reg)) {
+			continue
 		}
-		if (r.CredsStore != "" || cf.CredentialHelpers[reg] != "") && !slices.Contains(r.Registries, registryHost(reg)) {
-			if ac, err := cf.GetAuthConfig(key); err == nil && (ac.Username != "" || ac.Password != "" || ac.IdentityToken != "" || ac.RegistryToken != "" || ac.Auth != "") {
-				add(reg)
+		nr, err := name.NewRegistry(registryHost(reg))
+		if err != nil {
+			continue
+		}
+		_, found, err := layers.HelperCredentials(ctx, cf, nr, o.HelperTimeout)
+		switch {
+		case err != nil:
+			if r.HelperErrors == nil {
+				r.HelperErrors = map[string]string{}
 			}
+			r.HelperErrors[registryHost(reg)] = err.Error()
+		case found:
+			add(reg)
 		}
 	}
 	sort.Strings(r.Registries)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/hostcheck"
 )
@@ -57,5 +58,56 @@ func TestRegistryCredentials(t *testing.T) {
 		if it.Status != c.status || !strings.Contains(it.Summary, c.summary) {
 			t.Errorf("%s: %s %q", c.registry, it.Status, it.Summary)
 		}
+	}
+}
+
+// A credential helper that hangs is killed after the helper timeout, and
+// one that fails says so without its output (which may hold a secret)
+// reaching the description or the check.
+func TestRegistryCredentialHelperTimeoutAndOutput(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	hang := "#!/bin/sh\nexec sleep 60\n"
+	leak := "#!/bin/sh\necho '{\"Username\":\"bot\",\"Secret\":\"leaked-s3cr3t\"}'\necho 'fatal: leaked-s3cr3t' >&2\nexit 3\n"
+	os.WriteFile(filepath.Join(bin, "docker-credential-hang"), []byte(hang), 0o755)
+	os.WriteFile(filepath.Join(bin, "docker-credential-leak"), []byte(leak), 0o755)
+	t.Setenv("PATH", bin+":/usr/bin:/bin")
+	cfg := filepath.Join(dir, "docker")
+	os.Mkdir(cfg, 0o700)
+	os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"credHelpers":{"ghcr.io":"hang","quay.io":"leak"}}`), 0o600)
+
+	start := time.Now()
+	h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: t.TempDir(), NvidiaSMI: "-", DockerConfig: cfg,
+		Registries: []string{"ghcr.io", "quay.io"}, HelperTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Gather took %s with a hanging credential helper (no timeout)", d)
+	}
+	if len(h.Registry.Registries) != 0 {
+		t.Errorf("registries = %v, want none", h.Registry.Registries)
+	}
+	if e := h.Registry.HelperErrors["ghcr.io"]; !strings.Contains(e, "docker-credential-hang") || !strings.Contains(e, "within") {
+		t.Errorf("hanging helper: %q", e)
+	}
+	if e := h.Registry.HelperErrors["quay.io"]; !strings.Contains(e, "docker-credential-leak") {
+		t.Errorf("failing helper: %q", e)
+	}
+	b, _ := h.Marshal()
+	for _, reg := range []string{"ghcr.io", "quay.io"} {
+		im := &hostcheck.Image{Ref: reg + "/app:1", Registry: reg}
+		it := hostcheck.Check(h, im, hostcheck.Options{}).Item(hostcheck.IDRegistry)
+		if it.Status != hostcheck.Warn || !strings.Contains(it.Summary, "docker-credential-") {
+			t.Errorf("%s: %s %q", reg, it.Status, it.Summary)
+		}
+		b = append(b, it.Summary...)
+		for _, f := range it.Fix {
+			b = append(b, f...)
+		}
+	}
+	if strings.Contains(string(b), "leaked-s3cr3t") {
+		t.Errorf("the helper's output was quoted: %s", b)
 	}
 }

@@ -129,18 +129,7 @@ func resolveDockerConfig(ctx context.Context, r authn.Resource, timeout time.Dur
 	if cf == nil {
 		return authn.Resolve(ctx, authn.DefaultKeychain, r)
 	}
-	host := r.RegistryStr()
-	key := host
-	if key == name.DefaultRegistry {
-		key = authn.DefaultAuthKey
-	}
-	helper := cf.CredentialHelpers[key]
-	if helper == "" {
-		helper = cf.CredentialHelpers[host]
-	}
-	if helper == "" {
-		helper = cf.CredentialsStore
-	}
+	helper, key := credentialHelper(cf, r.RegistryStr())
 	if helper == "" {
 		return authn.Resolve(ctx, authn.DefaultKeychain, r)
 	}
@@ -155,6 +144,43 @@ func resolveDockerConfig(ctx context.Context, r authn.Resource, timeout time.Dur
 			IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken}), nil
 	}
 	return authn.Anonymous, nil
+}
+
+// credentialHelper names the credential helper cf has for the registry
+// host (its credHelpers entry, else the credsStore; "" when none) and the
+// server URL to ask it for (Docker Hub's is "https://index.docker.io/v1/").
+func credentialHelper(cf *configfile.ConfigFile, host string) (helper, key string) {
+	key = host
+	if key == name.DefaultRegistry {
+		key = authn.DefaultAuthKey
+	}
+	helper = cf.CredentialHelpers[key]
+	if helper == "" {
+		helper = cf.CredentialHelpers[host]
+	}
+	if helper == "" {
+		helper = cf.CredentialsStore
+	}
+	return helper, key
+}
+
+// HelperCredentials asks the credential helper that the Docker config cf
+// names for reg, the way kiln's keychain does: the helper is killed after
+// timeout (DefaultHelperTimeout when <= 0), an error names the helper and
+// its exit status but never quotes its output, and the secret is
+// remembered for Redact. found is false when cf names no helper for reg or
+// the helper holds nothing for it.
+func HelperCredentials(ctx context.Context, cf *configfile.ConfigFile, reg name.Registry, timeout time.Duration) (a authn.Authenticator, found bool, err error) {
+	helper, key := credentialHelper(cf, reg.RegistryStr())
+	if helper == "" {
+		return nil, false, nil
+	}
+	if timeout <= 0 {
+		timeout = DefaultHelperTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return runCredentialHelper(ctx, helper, key, timeout)
 }
 
 // loadDockerConfig finds the config the way go-containerregistry does

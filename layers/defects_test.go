@@ -24,14 +24,6 @@ import (
 	"github.com/kiln-build/kiln/layers"
 )
 
-// sizeLie is a layer whose descriptor names another size.
-type sizeLie struct {
-	v1.Layer
-	size int64
-}
-
-func (l sizeLie) Size() (int64, error) { return l.size, nil }
-
 // F13: a descriptor that reuses another layer's digest with a false size is
 // refused (never walked as verified). ggcr's remote layer looks the blob up
 // by digest and so verifies the first descriptor's size, not this one's.
@@ -39,7 +31,7 @@ func TestDuplicateDigestFalseSize(t *testing.T) {
 	tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("a", 3000)})
 	good := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
 	for _, lie := range []int64{int64(len(tarb)) + 512, int64(len(tarb)) - 512} {
-		img := testimage.Image(t, testimage.Config{}, good, sizeLie{good, lie})
+		img := testimage.Image(t, testimage.Config{}, good, testimage.SizeLie(good, lie))
 		ref := testimage.Registry(t) + "/hostile/dup:x"
 		testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good)) // the blob, uploaded honestly
 		testimage.Push(t, ref, img)

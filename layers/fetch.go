@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -82,13 +81,9 @@ func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOpti
 	} else if r, err = name.NewRepository(repo, nopts...); err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
 	}
-	auth, err := authn.Resolve(ctx, o.keychain, r)
+	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(transport.PullScope)})
 	if err != nil {
-		return nil, fmt.Errorf("repository %q: %v", repo, err)
-	}
-	rt, err := transport.NewWithContext(ctx, r.Registry, auth, o.roundTripper(), []string{r.Scope(transport.PullScope)})
-	if err != nil {
-		return nil, fmt.Errorf("repository %q: %w", repo, RedactError(err))
+		return nil, fmt.Errorf("repository %q: %w", repo, err)
 	}
 	f := &Fetcher{
 		repo:    r,

@@ -101,21 +101,33 @@ func checkLayersAgainstConfig(ref Ref, cfg *v1.ConfigFile, ls []*Layer) error {
 	if len(cfg.RootFS.DiffIDs) != len(ls) {
 		return fmt.Errorf("image %q: config lists %d diff_ids but the manifest has %d layers", ref.Raw, len(cfg.RootFS.DiffIDs), len(ls))
 	}
-	sizes := map[v1.Hash]int64{}
+	sizes := BlobSizes{}
 	for i, l := range ls {
 		l.Index = i
 		l.DiffID = cfg.RootFS.DiffIDs[i]
-		// A blob has one size: a descriptor that reuses another layer's
-		// digest with another size lies, and a registry transport that
-		// looks blobs up by digest would verify the first one's size.
 		if l.Digest.Hex == "" {
 			continue // a docker archive's gzipped layer: named by its diff ID
 		}
-		if n, ok := sizes[l.Digest]; ok && n != l.Size {
-			return fmt.Errorf("image %q: layer %d (%s): %w: the manifest gives this blob %d bytes here and %d bytes for an earlier layer", ref.Raw, i, l.Digest, ErrSizeMismatch, l.Size, n)
+		if err := sizes.Check(l.Digest.String(), l.Size); err != nil {
+			return fmt.Errorf("image %q: layer %d (%s): %w", ref.Raw, i, l.Digest, err)
 		}
-		sizes[l.Digest] = l.Size
 	}
+	return nil
+}
+
+// BlobSizes holds the one size each blob digest has (F13): a descriptor
+// that reuses another descriptor's digest with another size lies, and a
+// registry transport that looks blobs up by digest would verify the first
+// one's size, so such a set of descriptors is refused wherever it is read.
+type BlobSizes map[string]int64
+
+// Check records size for the blob digest dg and fails (ErrSizeMismatch) if
+// an earlier descriptor gave dg another size.
+func (s BlobSizes) Check(dg string, size int64) error {
+	if n, ok := s[dg]; ok && n != size {
+		return fmt.Errorf("%w: this descriptor gives the blob %d bytes and an earlier one %d bytes", ErrSizeMismatch, size, n)
+	}
+	s[dg] = size
 	return nil
 }
 

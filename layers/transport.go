@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // ErrIdleTimeout is returned (wrapped) when a registry sent nothing for the
@@ -45,6 +50,29 @@ func (o *options) roundTripper() http.RoundTripper {
 		return g
 	}
 	return &guardTransport{inner: o.transport, idle: o.idle}
+}
+
+// RegistryTransport is an authenticated transport to reg with pull access
+// to scopes, for packages that make registry requests themselves (a proxy
+// to the registry): kiln's keychain (credential helpers time-limited, their
+// output never quoted, secrets redacted) and guarded transport (idle
+// timeout, redacted error bodies), the ones every Fetcher uses. The token
+// exchange happens here, so a bad credential fails early.
+func RegistryTransport(ctx context.Context, reg name.Registry, scopes []string, opts ...Option) (http.RoundTripper, error) {
+	return makeOptions(opts).registryTransport(ctx, reg, scopes)
+}
+
+func (o *options) registryTransport(ctx context.Context, reg name.Registry, scopes []string) (http.RoundTripper, error) {
+	auth, err := authn.Resolve(ctx, o.keychain, reg)
+	if err != nil {
+		// The message only: it is redacted, what it wraps may not be.
+		return nil, errors.New(err.Error())
+	}
+	rt, err := transport.NewWithContext(ctx, reg, auth, o.roundTripper(), scopes)
+	if err != nil {
+		return nil, RedactError(err)
+	}
+	return rt, nil
 }
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -165,5 +193,9 @@ func redactErrorBody(resp *http.Response) *http.Response {
 	clean := []byte(Redact(string(b)))
 	resp.Body = io.NopCloser(bytes.NewReader(clean))
 	resp.ContentLength = int64(len(clean))
+	if resp.Header.Get("Content-Length") != "" {
+		// A proxy hands the header on: it must name the body it sends.
+		resp.Header.Set("Content-Length", strconv.Itoa(len(clean)))
+	}
 	return resp
 }

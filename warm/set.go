@@ -133,13 +133,19 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 		return nil, fmt.Errorf("--compression zstd: %s", o.NoZstd)
 	}
 	s := &Set{}
+	// One blob, one size (F13), across the whole set: the set holds one
+	// copy of each digest, warmed under the first descriptor's size.
+	sizes := layers.BlobSizes{}
 	seen := map[digest.Digest]bool{}
-	add := func(b *Blob) {
-		if seen[b.Digest] {
-			return
+	add := func(b *Blob) error {
+		if err := sizes.Check(b.Digest.String(), b.Size); err != nil {
+			return fmt.Errorf("%s %s: %w", b.Kind, b.Digest, err)
 		}
-		seen[b.Digest] = true
-		s.Blobs = append(s.Blobs, b)
+		if !seen[b.Digest] {
+			seen[b.Digest] = true
+			s.Blobs = append(s.Blobs, b)
+		}
+		return nil
 	}
 	for _, ref := range refs {
 		img, blobs, err := resolveOne(ctx, ref, o)
@@ -152,7 +158,9 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 		}
 		s.Images = append(s.Images, img)
 		for _, b := range blobs {
-			add(b)
+			if err := add(b); err != nil {
+				return nil, fmt.Errorf("image %q: %w", ref, err)
+			}
 		}
 	}
 	// Metadata first: it is small, and a target may record images as soon

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -163,13 +162,16 @@ type WeightsOptions struct {
 	ChunkSize   int64
 	Limiter     *rate.Limiter
 	Progress    *atomic.Int64
+	// OnWait goes to the pull: called once if another pull holds the
+	// volume's lock and this warm waits for it.
+	OnWait func()
 }
 
 // WarmWeights makes dir hold volume v, verified. It verifies first (every
-// file hashed): a volume that verifies is left alone; otherwise the stale
-// marker is removed (so a tampered file is not hidden behind it) and
-// weights.Pull fetches what is missing or wrong, resuming partial blobs;
-// then the volume is verified again. The report is always returned; err
+// file hashed): a volume that verifies is left alone; otherwise
+// weights.Pull fetches what is missing or wrong, resuming partial blobs,
+// told to recheck the files when one did not verify (so a tampered file is
+// not hidden behind a stale marker); then the volume is verified again. The report is always returned; err
 // says why the volume is not ready.
 func WarmWeights(ctx context.Context, v *Volume, dir string, o WeightsOptions) (*WeightsReport, error) {
 	start := time.Now()
@@ -206,13 +208,12 @@ func WarmWeights(ctx context.Context, v *Volume, dir string, o WeightsOptions) (
 		rep.Seconds = time.Since(start).Seconds()
 		return rep, nil
 	}
-	// A marker that holds the set digest while a file does not verify
-	// would make Pull stop at once: the volume is not ready, so it goes.
-	if err := os.Remove(filepath.Join(dir, weights.ReadyMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(fmt.Errorf("weights %s: %v", dir, err))
-	}
+	// Pull decides under the volume's lock (another pull may be writing
+	// the volume now): its ready check, or with Recheck, when a file did
+	// not verify here, hashing what is present; it heals what is wrong
+	// and rewrites the marker last.
 	pr, err := weights.Pull(ctx, m, v.Source, dir, weights.PullOptions{Jobs: o.Jobs, Progress: o.Progress,
-		Concurrency: o.Concurrency, ChunkSize: o.ChunkSize, Limiter: o.Limiter})
+		Concurrency: o.Concurrency, ChunkSize: o.ChunkSize, Limiter: o.Limiter, Recheck: len(bad) > 0, OnWait: o.OnWait})
 	if pr != nil {
 		rep.FetchedBytes, rep.ResumedBytes = pr.Fetched, pr.Resumed
 	}

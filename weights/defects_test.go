@@ -104,6 +104,40 @@ func TestPullHealsDamagedReadyVolume(t *testing.T) {
 	}
 }
 
+// Recheck: a same-size rewrite that keeps its modification time passes the
+// cheap ready check (only hashing finds it); a caller whose Verify found it
+// asks for a recheck, and the pull hashes the volume and heals it.
+func TestPullRecheckHealsRewriteKeepingTimes(t *testing.T) {
+	ctx := context.Background()
+	res, _ := publishLayout(t, modelFiles)
+	dir := t.TempDir()
+	if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "llm/model-00002.safetensors")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("tampered"), 1000)
+	f.Close()
+	os.Chtimes(file, fi.ModTime(), fi.ModTime())
+	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady {
+		t.Fatalf("without Recheck the cheap check decides (ready): %+v %v", r, err)
+	}
+	r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{Recheck: true})
+	if err != nil || r.AlreadyReady || r.Fetched == 0 {
+		t.Fatalf("Recheck: %+v %v", r, err)
+	}
+	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+		t.Errorf("after the rechecking pull: %+v %v", rep, err)
+	}
+}
+
 // barrierSource holds the first opens until two are in flight (or a short
 // wait passes) and records how many were ever in flight at once.
 type barrierSource struct {

@@ -58,6 +58,12 @@ type PullOptions struct {
 	// Limiter, when set, paces the pull instead of LimitRate: one limiter
 	// shared with other transfers (kiln warm --weights-into) caps them all.
 	Limiter *rate.Limiter
+	// Recheck skips the ready shortcut: every file present is hashed and
+	// what is wrong is fetched again, the marker rewritten, all under the
+	// volume's lock. For a caller whose own Verify found a file that does
+	// not match though the marker and the cheap check say ready (a
+	// same-size rewrite that kept its modification time).
+	Recheck bool
 
 	sync syncMode // benchmarks compare durability strategies
 }
@@ -110,14 +116,14 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	if err != nil {
 		// A ready volume on a read-only mount without a lock file (an
 		// init check) is still ready; nothing can be changed there anyway.
-		if !errors.Is(err, ErrVolumeBusy) && readyIntact(dir, m) {
+		if !errors.Is(err, ErrVolumeBusy) && !opts.Recheck && readyIntact(dir, m) {
 			unlock = func() {}
 		} else {
 			return nil, err
 		}
 	}
 	defer unlock()
-	if readyIntact(dir, m) {
+	if !opts.Recheck && readyIntact(dir, m) {
 		res.AlreadyReady = true
 		if opts.Progress != nil {
 			opts.Progress.Add(m.Size)

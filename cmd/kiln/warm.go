@@ -340,6 +340,9 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		waitWeights = runWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
 			ChunkSize: chunk, Limiter: limiter,
+			OnWait: func() {
+				fmt.Fprintf(opts.IO.ErrOut, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+			},
 		})
 	}
 	var rep *warm.Report

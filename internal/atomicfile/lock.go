@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"syscall"
-	"time"
 )
 
 // Lock takes an exclusive flock on path, creating the file if needed, and
@@ -22,26 +21,18 @@ func Lock(ctx context.Context, path string, onWait func()) (unlock func(), err e
 	if err != nil {
 		return nil, err
 	}
-	for waited := false; ; {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil // closing releases the flock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, err
-		}
-		if !waited && onWait != nil {
+	// One try without waiting tells whether onWait is due; the wait itself
+	// is LockFile's.
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
+		if onWait != nil {
 			onWait()
 		}
-		waited = true
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			f.Close()
-			return nil, context.Cause(ctx)
-		case <-t.C:
-		}
+		err = LockFile(ctx, f)
 	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil // closing releases the flock
 }

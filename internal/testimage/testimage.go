@@ -250,6 +250,17 @@ func Lying(b []byte, digest, diffID v1.Hash, mt types.MediaType) v1.Layer {
 	return &rawLayer{blob: b, digest: digest, diffID: diffID, mt: mt}
 }
 
+// SizeLie is l under a descriptor that names size instead of l's own
+// (F13: a descriptor that reuses another layer's digest with a false size).
+func SizeLie(l v1.Layer, size int64) v1.Layer { return sizeLie{l, size} }
+
+type sizeLie struct {
+	v1.Layer
+	size int64
+}
+
+func (l sizeLie) Size() (int64, error) { return l.size, nil }
+
 func (l *rawLayer) Digest() (v1.Hash, error) { return l.digest, nil }
 func (l *rawLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
 func (l *rawLayer) Compressed() (io.ReadCloser, error) {

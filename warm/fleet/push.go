@@ -11,9 +11,7 @@ import (
 	"net/http/httputil"
 	"sync/atomic"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -90,13 +88,9 @@ func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []stri
 			scopes = append(scopes, ref.Name.Scope(transport.PullScope))
 		}
 	}
-	auth, err := authn.DefaultKeychain.Resolve(reg)
+	proxy, err := registryProxy(ctx, reg, scopes, lopts, sent)
 	if err != nil {
-		return nil, fmt.Errorf("registry %s: credentials: %v", reg, err)
-	}
-	rt, err := transport.NewWithContext(ctx, reg, auth, remote.DefaultTransport, scopes)
-	if err != nil {
-		return nil, fmt.Errorf("registry %s (from here, for mode push): %v", reg, err)
+		return nil, err
 	}
 	// A stable port per registry keeps the host's command line (and a
 	// --ready-file's content) the same from one run to the next; image
@@ -107,6 +101,22 @@ func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []stri
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open a loopback port on the host through SSH (is AllowTcpForwarding off in its sshd_config?): %v", err)
+	}
+	srv := &http.Server{Handler: proxy, ErrorLog: proxy.ErrorLog}
+	go func() { _ = srv.Serve(ln) }()
+	return &tunnel{remoteAddr: ln.Addr().String(), ln: ln, srv: srv}, nil
+}
+
+// registryProxy is the read-only registry the host is served: every
+// request goes to reg through layers' one registry transport (the
+// keychain of lopts with its time-limited helpers, the idle timeout,
+// redacted error bodies), so a stalled registry fails the host's request
+// instead of freezing it, and an error body that echoes this machine's
+// credentials reaches the host redacted. sent counts the bytes served.
+func registryProxy(ctx context.Context, reg name.Registry, scopes []string, lopts []layers.Option, sent *atomic.Int64) (*httputil.ReverseProxy, error) {
+	rt, err := layers.RegistryTransport(ctx, reg, scopes, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("registry %s (from here, for mode push): %v", reg, err)
 	}
 	// Redirects (blob storage behind the registry) are followed here: the
 	// host could not reach their targets either. The client drops the
@@ -136,9 +146,7 @@ func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []stri
 	// The host sees a failed request as a 502 and reports it; the proxy's
 	// own log line would only interleave with the table here.
 	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	srv := &http.Server{Handler: proxy, ErrorLog: proxy.ErrorLog}
-	go func() { _ = srv.Serve(ln) }()
-	return &tunnel{remoteAddr: ln.Addr().String(), ln: ln, srv: srv}, nil
+	return proxy, nil
 }
 
 // tunnelPort is a port in 41000-48999 chosen by the registry's name.

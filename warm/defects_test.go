@@ -1,0 +1,166 @@
+package warm
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/weights"
+)
+
+// F13: a layer descriptor that reuses another layer's digest with a false
+// size is refused when the set is resolved, within one image and across
+// the images of a set; the set's one copy of the blob would otherwise be
+// warmed under the first size and reported READY while containerd's run
+// fails "wrong diff id".
+func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
+	ctx := context.Background()
+	reg := newTestRegistry(t)
+	good := randomLayer(t, "a.bin", 3000, 13)
+	n, _ := good.Size()
+	honest := reg.Host + "/hostile/dup:honest"
+	testimage.Push(t, honest, testimage.Image(t, testimage.Config{}, good)) // the blob, uploaded honestly
+	for _, lie := range []int64{n + 512, n - 512} {
+		one := reg.Host + "/hostile/dup:one"
+		testimage.Push(t, one, testimage.Image(t, testimage.Config{}, good, testimage.SizeLie(good, lie)))
+		other := reg.Host + "/hostile/dup:other"
+		testimage.Push(t, other, testimage.Image(t, testimage.Config{}, testimage.SizeLie(good, lie)))
+		for name, refs := range map[string][]string{"one image": {one}, "two images": {honest, other}} {
+			_, err := Resolve(ctx, refs, ResolveOptions{Platform: amd64, Source: fastSource()})
+			if !errors.Is(err, layers.ErrSizeMismatch) {
+				t.Errorf("%s (false size %d of %d): err = %v, want a size mismatch", name, lie, n, err)
+			}
+		}
+	}
+}
+
+// testVolume publishes two weight files to an OCI layout and resolves the
+// volume back as warm does.
+func testVolume(t *testing.T) *Volume {
+	t.Helper()
+	c, err := weights.NewCollector(t.TempDir(), weights.WithLargeFileThreshold(1<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{64 << 10, 8 << 10} {
+		b := make([]byte, n)
+		rand.New(rand.NewSource(int64(i))).Read(b)
+		p := fmt.Sprintf("/models/m-%d.safetensors", i)
+		if err := c.Divert(p, &tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(n), Mode: 0o644}, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lay := filepath.Join(t.TempDir(), "layout")
+	if _, _, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ResolveVolume(context.Background(), "oci:"+lay+":w", "", Mirrors{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// warmedVolume is testVolume warmed into a directory.
+func warmedVolume(t *testing.T) (*Volume, string) {
+	t.Helper()
+	v := testVolume(t)
+	dir := filepath.Join(t.TempDir(), "vol")
+	if _, err := WarmWeights(context.Background(), v, dir, WeightsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return v, dir
+}
+
+// flipByte rewrites one byte of file in place; keepTimes restores its
+// modification time afterwards (a rewrite that only hashing finds).
+func flipByte(t *testing.T, file string, keepTimes bool) {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(file, b, fi.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
+	if keepTimes {
+		if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// WarmWeights leaves the volume's marker to weights.Pull, which changes it
+// only under the volume's lock: while another pull holds the lock, a warm
+// that found a damaged file waits without touching .kiln-ready, and then
+// heals the file.
+func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
+	ctx := context.Background()
+	v, dir := warmedVolume(t)
+	marker := filepath.Join(dir, weights.ReadyMarker)
+	flipByte(t, filepath.Join(dir, "m-0.safetensors"), false)
+
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(dir, weights.LockFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rep *WeightsReport
+		err error
+	}
+	done := make(chan result, 1)
+	var waited atomic.Bool
+	go func() {
+		rep, err := WarmWeights(ctx, v, dir, WeightsOptions{OnWait: func() { waited.Store(true) }})
+		done <- result{rep, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the warm verifies, then waits for the lock
+	_, merr := os.Stat(marker)
+	unlock()
+	r := <-done
+	if merr != nil {
+		t.Errorf("the marker changed while another pull held the volume's lock: %v", merr)
+	}
+	if r.err != nil || r.rep.State != StateFetched {
+		t.Fatalf("warm after the lock was released: %+v %v", r.rep, r.err)
+	}
+	if !waited.Load() {
+		t.Error("OnWait was not called while the warm waited for the lock")
+	}
+	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {
+		t.Fatalf("volume does not verify after the warm: %+v %v", vr, err)
+	}
+}
+
+// A same-size rewrite that keeps its modification time passes Pull's cheap
+// ready check; the warm's verification found it, so the pull hashes the
+// volume and heals it rather than reporting it already ready.
+func TestWarmWeightsHealsRewriteKeepingTimes(t *testing.T) {
+	ctx := context.Background()
+	v, dir := warmedVolume(t)
+	flipByte(t, filepath.Join(dir, "m-0.safetensors"), true)
+	rep, err := WarmWeights(ctx, v, dir, WeightsOptions{})
+	if err != nil || rep.State != StateFetched || rep.FetchedBytes != 64<<10 {
+		t.Fatalf("warm of a volume with a rewritten file: %+v %v", rep, err)
+	}
+	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {
+		t.Fatalf("volume does not verify after the warm: %+v %v", vr, err)
+	}
+}
