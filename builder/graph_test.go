@@ -421,3 +421,65 @@ func TestConnectNamedAddressNoFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultRecipeShipsCUDAOnce: the default recipe (torch cu124 wheels on
+// an nvidia/cuda 12.4.1 -base image, whose cudart is the same 12.4) leaves
+// the nvidia-cuda-runtime wheel out in the step that installs torch; a
+// -runtime base, or a base of another CUDA minor, keeps it. The system step
+// drops apt/dpkg logs (wall-clock times) and a source-built extension links
+// with --strip-all (nvcc's pid-named temp files in .symtab): both broke
+// "two builds from an empty cache, one digest".
+func TestDefaultRecipeShipsCUDAOnce(t *testing.T) {
+	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Parse("kiln.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := recipes.Resolve(context.Background(), r, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	torchStep := func(p *recipes.Plan) (string, *Layout) {
+		L, err := Lower(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range L.Runtime.Steps {
+			if s.Component == ComponentTorch {
+				return s.Shell, L
+			}
+		}
+		t.Fatal("no torch step")
+		return "", nil
+	}
+	sh, L := torchStep(p)
+	if !strings.HasSuffix(sh, "&& python3 -m pip uninstall -y -q nvidia-cuda-runtime-cu12") {
+		t.Errorf("-base with the same cudart: torch step %q does not drop the wheel's copy", sh)
+	}
+	if !strings.Contains(L.Runtime.Steps[0].Shell, rmBuildLogs) {
+		t.Errorf("system step keeps apt/dpkg logs: %s", L.Runtime.Steps[0].Shell)
+	}
+	var fa bool
+	for _, s := range L.Devel.Steps {
+		if strings.Contains(s.Shell, "pip wheel") {
+			fa = strings.Contains(s.Shell, "LDFLAGS=-Wl,--strip-all ")
+		}
+	}
+	if !fa {
+		t.Error("the FlashAttention source build does not link with --strip-all")
+	}
+	for name, change := range map[string]func(*recipes.Plan){
+		"runtime base":  func(p *recipes.Plan) { p.RuntimeFlavor = "runtime" },
+		"other minor":   func(p *recipes.Plan) { p.CUDA = "12.6.3" },
+		"no torch cuda": func(p *recipes.Plan) { p.TorchCUDAVariant = nil },
+	} {
+		q := *p
+		change(&q)
+		if sh, _ := torchStep(&q); strings.Contains(sh, "uninstall") {
+			t.Errorf("%s: %q drops the CUDA runtime wheel", name, sh)
+		}
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -147,5 +150,70 @@ func TestServeContentAddressed(t *testing.T) {
 	}
 	if ix2.Digest() == d1 {
 		t.Error("an added sdist did not change the digest")
+	}
+}
+
+// TestAddDirServesRealWheels: wheels listed in SHA256SUMS are served from
+// their files (Range answered, as pip and kiln's fetcher ask), listed in the
+// PEP 691 JSON page with their sha256, and replace a stand-in of the same
+// project; a malformed SHA256SUMS line is refused, naming the file and line.
+func TestAddDirServesRealWheels(t *testing.T) {
+	dir := t.TempDir()
+	body := bytes.Repeat([]byte("torch-bytes "), 1000)
+	fn := "torch-2.6.0+cu124-cp313-cp313-manylinux_2_28_x86_64.whl"
+	if err := os.WriteFile(filepath.Join(dir, fn), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte(hex.EncodeToString(sum[:])+"  "+fn+"\n"), 0o644)
+	ix, err := NewIndex(StandIns(0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ix.Digest()
+	ix.Remove("torch")
+	if err := ix.AddDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Digest() == before {
+		t.Error("the index digest does not name the new wheel")
+	}
+	srv := httptest.NewServer(ix)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/simple/torch/", nil)
+	req.Header.Set("Accept", "application/vnd.pypi.simple.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page struct {
+		Files []struct {
+			Filename string
+			URL      string
+			Hashes   map[string]string
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&page)
+	resp.Body.Close()
+	if err != nil || resp.Header.Get("Content-Type") != "application/vnd.pypi.simple.v1+json" {
+		t.Fatalf("json page: %v, %s", err, resp.Header.Get("Content-Type"))
+	}
+	if len(page.Files) != 1 || page.Files[0].Filename != fn || page.Files[0].Hashes["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("torch page %+v, want only the real wheel with its sha256 (the stand-in replaced)", page.Files)
+	}
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/files/"+fn, nil)
+	req.Header.Set("Range", "bytes=12-23")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || string(got) != "torch-bytes " {
+		t.Errorf("range: %d %q", resp.StatusCode, got)
+	}
+	os.WriteFile(filepath.Join(dir, "SHA256SUMS"), []byte("nothex  ../evil.whl\n"), 0o644)
+	if err := ix.AddDir(dir); err == nil || !strings.Contains(err.Error(), "SHA256SUMS:1") {
+		t.Errorf("bad SHA256SUMS: %v", err)
 	}
 }
