@@ -2,6 +2,7 @@ package hostcheck
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -465,13 +466,28 @@ func (c *checker) kernels() Item {
 			continue
 		}
 		sm := ccSM(g.ComputeCapability)
+		tooling, compute := splitTooling(s.Missing)
 		switch {
+		case !s.Covered && len(compute) == 0:
+			// Only profiling and debugging libraries (CUPTI, which torch
+			// loads for its profiler, the checkpoint and injection
+			// libraries) lack code for this GPU: containers start and
+			// compute; profiling on this GPU fails.
+			if it.Status == Pass {
+				it.Status = Warn
+			}
+			msg := fmt.Sprintf("%s: only profiling/debugging libraries have no code for %s (%s): the profiler fails on this GPU, compute does not", gpuLabel(g), sm, listSome(tooling, 5))
+			if len(s.JIT) > 0 {
+				msg += fmt.Sprintf("; %d libraries only through PTX JIT (%s): slow first start, JIT cache in ~/.nv/ComputeCache", len(s.JIT), listSome(s.JIT, 5))
+			}
+			it.Evidence = append(it.Evidence, msg)
+			sums = append(sums, fmt.Sprintf("%s: PTX JIT, no profiler kernels", g.Name))
 		case !s.Covered:
 			it.Status = Fail
 			if !slices.Contains(missingSM, sm) {
 				missingSM = append(missingSM, sm)
 			}
-			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: no SASS for %s and no PTX at or below it in %d libraries: %s", gpuLabel(g), sm, len(s.Missing), listSome(s.Missing, 5)))
+			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: no SASS for %s and no PTX at or below it in %d libraries: %s", gpuLabel(g), sm, len(compute), listSome(compute, 5)))
 			sums = append(sums, fmt.Sprintf("%s: no kernel image for %s", g.Name, sm))
 		case len(s.JIT) > 0 && !jitOK:
 			it.Status = Fail
@@ -499,6 +515,23 @@ func (c *checker) kernels() Item {
 		it.Summary = strings.Join(sums, "; ")
 	}
 	return it
+}
+
+// toolingLibRe names libraries whose device code serves profiling and
+// debugging, not the application's compute: a GPU they lack code for still
+// runs the container.
+var toolingLibRe = regexp.MustCompile(`/lib(cupti|nvperf_host|nvperf_target|pcsamplingutil|checkpoint|accinj64|cuinj64)\.so[^/]*$`)
+
+// splitTooling separates profiling/debugging libraries from the rest.
+func splitTooling(libs []string) (tooling, compute []string) {
+	for _, l := range libs {
+		if toolingLibRe.MatchString(l) {
+			tooling = append(tooling, l)
+		} else {
+			compute = append(compute, l)
+		}
+	}
+	return tooling, compute
 }
 
 func driverVersion(h *Host) string {

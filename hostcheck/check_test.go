@@ -50,11 +50,16 @@ func scannedImage(t *testing.T, env string, libs ...string) *hostcheck.Image {
 	t.Helper()
 	var entries []testimage.Entry
 	for _, l := range libs {
-		b, err := os.ReadFile(filepath.Join(testdata, "fatbin", l))
+		// "SRC=NAME" installs testdata's SRC under another name.
+		src, name, ok := strings.Cut(l, "=")
+		if !ok {
+			name = src
+		}
+		b, err := os.ReadFile(filepath.Join(testdata, "fatbin", src))
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries = append(entries, testimage.File("usr/lib/x86_64-linux-gnu/"+l, b))
+		entries = append(entries, testimage.File("usr/lib/x86_64-linux-gnu/"+name, b))
 	}
 	entries = append(entries, testimage.Sized("usr/bin/app", 4096))
 	dir := t.TempDir()
@@ -151,6 +156,22 @@ func TestDoneWhen(t *testing.T) {
 					"no SASS for sm_90 and no PTX at or below it in 1 libraries: /usr/lib/x86_64-linux-gnu/libk_sm80.so",
 					"rebuild for sm_90",
 				}},
+			},
+		},
+		{
+			// The CUDA 12.4 stack on Blackwell: compute through PTX JIT;
+			// CUPTI (kept for torch's profiler) has SASS only.
+			name: "B200: only CUPTI lacks sm_100 code, compute through PTX JIT", host: "b200-580", env: "cuda-12.4.1",
+			libs: []string{"libk_sm80_ptx.so", "libk_sm80_sm90.so=libcupti.so.2024.1.1"}, ok: true,
+			items: map[string]want{
+				hostcheck.IDKernels: {hostcheck.Warn, []string{"only profiling/debugging libraries have no code for sm_100", "libcupti.so.2024.1.1", "1 libraries only through PTX JIT"}},
+			},
+		},
+		{
+			name: "B200: a compute library without sm_100 code or PTX fails", host: "b200-580", env: "cuda-12.4.1",
+			libs: []string{"libk_sm80_sm90.so", "libk_sm80_sm90.so=libcupti.so.2024.1.1"}, ok: false,
+			items: map[string]want{
+				hostcheck.IDKernels: {hostcheck.Fail, []string{"no SASS for sm_100 and no PTX at or below it in 1 libraries: /usr/lib/x86_64-linux-gnu/libk_sm80_sm90.so"}},
 			},
 		},
 		{
