@@ -115,12 +115,42 @@ status() {
 	fi
 }
 
+# prune: drop every repository but the fixtures' (nvidia/cuda, kiln/naive-app:
+# what scripts/fixtures.sh pushes) and garbage-collect their blobs. Tests and
+# benchmarks push gigabytes of images under their own names (kiln-e2e,
+# kiln-slim-it, kiln-bench, ...); on a shared disk they must not pile up run
+# after run. The registry is stopped for the collection and started again
+# if it was running. The fixtures' blobs, hard links into the blob cache,
+# are kept.
+prune() {
+	local repos=$DATA/docker/registry/v2/repositories was=0 d
+	[[ -d $repos ]] || return 0
+	our_pid >/dev/null && was=1
+	((was)) && stop
+	for d in "$repos"/*; do
+		case $(basename "$d") in
+		nvidia) ;;
+		kiln)
+			for r in "$d"/*; do [[ $(basename "$r") == naive-app ]] || rm -rf "$r"; done
+			;;
+		*) rm -rf "$d" ;;
+		esac
+	done
+	[[ -f $STATE/config.yml ]] || { ((was)) && start; return 0; }
+	docker-registry garbage-collect --delete-untagged=false "$STATE/config.yml" >"$STATE/gc.log" 2>&1 ||
+		{ log "garbage-collect failed; see $STATE/gc.log"; tail -5 "$STATE/gc.log" >&2; }
+	log "pruned to the fixtures' repositories: $(du -sh "$DATA" | cut -f1) in $DATA"
+	((was)) && start
+	return 0
+}
+
 case ${1:-} in
 start) start ;;
 stop) stop ;;
 status) status ;;
+prune) prune ;;
 *)
-	echo "usage: $0 start|stop|status" >&2
+	echo "usage: $0 start|stop|status|prune" >&2
 	exit 2
 	;;
 esac
