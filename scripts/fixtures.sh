@@ -4,6 +4,7 @@
 #
 #   bash scripts/fixtures.sh          # build layers (cached) + assemble images + push if a registry answers
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
+#   bash scripts/fixtures.sh smoke    # only the base and cudart layers (a fresh-cache check)
 #
 # Environment:
 #   KILN_FIXTURE_CACHE       download/layer cache (default /var/cache/kiln-fixtures)
@@ -511,6 +512,17 @@ main() {
 	standin_debs
 	build_base
 	build_cudart
+	if [[ ${1:-} == smoke ]]; then
+		# The first steps of a fresh machine's build, from whatever cache
+		# was given (CI gives an empty one): host tools, debootstrap, an
+		# overlay chroot with apt, the stand-in packages.
+		in_layer_has() { [[ -e $LAYERS/$1/rootfs/$2 ]] || die "smoke: layer $1 lacks /$2"; }
+		in_layer_has base usr/bin/apt-get
+		in_layer_has cudart usr/lib/x86_64-linux-gnu/libcudart.so.12
+		[[ -f $STANDIN/libcuda1.deb ]] || die "smoke: no stand-in libcuda1.deb"
+		log "smoke: base and cudart layers built from $CACHE in $((SECONDS - t0))s"
+		return
+	fi
 	build_runtime
 	build_devel
 	build_torch
