@@ -466,23 +466,16 @@ func (c *checker) kernels() Item {
 			continue
 		}
 		sm := ccSM(g.ComputeCapability)
+		// Profiling and debugging libraries (CUPTI, which torch loads for
+		// its profiler, the checkpoint and injection libraries) without
+		// code for this GPU do not stop a container from computing: they
+		// are left out of what must run, and said.
 		tooling, compute := splitTooling(s.Missing)
+		if len(tooling) > 0 && len(compute) == 0 {
+			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: only profiling/debugging libraries have no code for %s (%s): the profiler fails on this GPU, compute does not", gpuLabel(g), sm, listSome(tooling, 5)))
+		}
 		switch {
-		case !s.Covered && len(compute) == 0:
-			// Only profiling and debugging libraries (CUPTI, which torch
-			// loads for its profiler, the checkpoint and injection
-			// libraries) lack code for this GPU: containers start and
-			// compute; profiling on this GPU fails.
-			if it.Status == Pass {
-				it.Status = Warn
-			}
-			msg := fmt.Sprintf("%s: only profiling/debugging libraries have no code for %s (%s): the profiler fails on this GPU, compute does not", gpuLabel(g), sm, listSome(tooling, 5))
-			if len(s.JIT) > 0 {
-				msg += fmt.Sprintf("; %d libraries only through PTX JIT (%s): slow first start, JIT cache in ~/.nv/ComputeCache", len(s.JIT), listSome(s.JIT, 5))
-			}
-			it.Evidence = append(it.Evidence, msg)
-			sums = append(sums, fmt.Sprintf("%s: PTX JIT, no profiler kernels", g.Name))
-		case !s.Covered:
+		case len(compute) > 0:
 			it.Status = Fail
 			if !slices.Contains(missingSM, sm) {
 				missingSM = append(missingSM, sm)
@@ -496,12 +489,19 @@ func (c *checker) kernels() Item {
 			if c.md != nil {
 				it.Fix = appendOnce(it.Fix, fmt.Sprintf("upgrade the driver to ≥ %s so it can JIT the image's PTX", c.md.Toolkit))
 			}
-		case len(s.JIT) > 0:
+		case len(s.JIT) > 0 || len(tooling) > 0:
 			if it.Status == Pass {
 				it.Status = Warn
 			}
-			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: %d libraries only through PTX JIT (%s): slow first start, JIT cache in ~/.nv/ComputeCache", gpuLabel(g), len(s.JIT), listSome(s.JIT, 5)))
-			sums = append(sums, fmt.Sprintf("%s: PTX JIT", g.Name))
+			var sum []string
+			if len(s.JIT) > 0 {
+				it.Evidence = append(it.Evidence, fmt.Sprintf("%s: %d libraries only through PTX JIT (%s): slow first start, JIT cache in ~/.nv/ComputeCache", gpuLabel(g), len(s.JIT), listSome(s.JIT, 5)))
+				sum = append(sum, "PTX JIT")
+			}
+			if len(tooling) > 0 {
+				sum = append(sum, "no profiler kernels")
+			}
+			sums = append(sums, g.Name+": "+strings.Join(sum, ", "))
 		default:
 			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: SASS in every library", gpuLabel(g)))
 		}

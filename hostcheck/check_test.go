@@ -168,6 +168,14 @@ func TestDoneWhen(t *testing.T) {
 			},
 		},
 		{
+			// Both said: the JIT library and CUPTI's missing sm_90 code.
+			name: "H100: CUPTI without sm_90 code beside a PTX-JIT library warns with both", host: "h100-535", env: "cuda-12.8.1",
+			libs: []string{"libk_sm80_ptx.so", "libk_sm80.so=libcupti.so.2024.1.1"}, ok: true,
+			items: map[string]want{
+				hostcheck.IDKernels: {hostcheck.Warn, []string{"PTX JIT, no profiler kernels", "only profiling/debugging libraries have no code for sm_90", "1 libraries only through PTX JIT"}},
+			},
+		},
+		{
 			name: "B200: a compute library without sm_100 code or PTX fails", host: "b200-580", env: "cuda-12.4.1",
 			libs: []string{"libk_sm80_sm90.so", "libk_sm80_sm90.so=libcupti.so.2024.1.1"}, ok: false,
 			items: map[string]want{
