@@ -341,13 +341,13 @@ func (g *wheelsGen) torchWheel(add func(string, error) error) (map[string]bool, 
 	}
 	// torch's own libraries under their unversioned names, then the
 	// closure of what they and the extension modules link.
-	own, err := filepath.Glob(filepath.Join(g.root, "usr/lib/x86_64-linux-gnu", "lib*.so.2.6"))
+	ownLibs, err := filepath.Glob(filepath.Join(g.root, "usr/lib/x86_64-linux-gnu", "lib*.so.2.6"))
 	if err != nil {
 		return nil, err
 	}
 	renames := map[string]string{} // versioned soname -> unversioned
-	queue := []string{}
-	for _, p := range own {
+	ownRels := map[string]bool{}   // torch/lib paths of torch's own libraries
+	for _, p := range ownLibs {
 		so := filepath.Base(p)
 		m := torchOwnRe.FindStringSubmatch(so)
 		if m == nil {
@@ -364,11 +364,12 @@ func (g *wheelsGen) torchWheel(add func(string, error) error) (map[string]bool, 
 		}
 		entries = append(entries, wheelEntry{name: rel, src: filepath.Join(stage, rel), mode: 0o755})
 		elfs = append(elfs, rel)
+		ownRels[rel] = true
 	}
 	if len(renames) == 0 {
 		return nil, fmt.Errorf("wheels: no libtorch*.so.2.6 under %s/usr/lib/x86_64-linux-gnu (is python3-torch-cuda installed?)", g.root)
 	}
-	queue = append(queue, elfs...)
+	queue := slices.Clone(elfs)
 	vendored := map[string]bool{}
 	usedNvidia := map[string]bool{}
 	for len(queue) > 0 {
@@ -435,15 +436,23 @@ func (g *wheelsGen) torchWheel(add func(string, error) error) (map[string]bool, 
 		}
 	}
 	for _, rel := range elfs {
-		// $ORIGIN-relative: torch/lib/x -> ../../nvidia, torch/x -> ../nvidia.
-		depth := strings.Count(rel, "/")
-		up := strings.Repeat("/..", depth)
+		// $ORIGIN-relative paths from the file's own directory to torch/lib
+		// and each nvidia/<lib>/lib (torch/_C -> lib, functorch/_C ->
+		// ../torch/lib, torch/lib/x -> ../../nvidia/cublas/lib).
+		dir := path.Dir(rel)
+		from := func(target string) string {
+			r, err := filepath.Rel(dir, target)
+			if err != nil {
+				panic(err) // both are clean relative paths inside the wheel
+			}
+			return "$ORIGIN/" + filepath.ToSlash(r)
+		}
 		rp := []string{"$ORIGIN"}
-		if !strings.HasPrefix(rel, "torch/lib/") {
-			rp = append(rp, "$ORIGIN"+strings.Repeat("/..", depth-1)+"/lib")
+		if dir != "torch/lib" {
+			rp = append(rp, from("torch/lib"))
 		}
 		for _, d := range rpathDirs {
-			rp = append(rp, "$ORIGIN"+up+"/nvidia/"+d+"/lib")
+			rp = append(rp, from("nvidia/"+d+"/lib"))
 		}
 		// One edit per patchelf run: patchelf 0.14 (bookworm) writes a
 		// wrong RUNPATH when --set-rpath and --replace-needed share a run.
@@ -456,7 +465,7 @@ func (g *wheelsGen) torchWheel(add func(string, error) error) (map[string]bool, 
 				}
 			}
 		}
-		if m := torchOwnRe.FindStringSubmatch(path.Base(rel) + ".2.6"); m != nil && strings.HasPrefix(rel, "torch/lib/") {
+		if ownRels[rel] {
 			if err := patchelf(p, "--set-soname", path.Base(rel)); err != nil {
 				return nil, err
 			}
