@@ -271,12 +271,13 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		HostNetwork: true,
 	})
 	var links []string
+	shared := sharedCUDARuntime(p)
 	for _, g := range groups(p) {
 		links = append(links, "--find-links "+path.Join(wheelhouse, g.dir))
 		sh := "python3 -m pip install --no-index --no-compile --no-cache-dir " + strings.Join(links, " ") + " " + reqNames(g.pkgs)
-		if w := sharedCUDARuntime(p); w != "" && g.comp == ComponentTorch {
+		if shared != "" && g.comp == ComponentTorch {
 			// Same step, so the wheel's copy never reaches a layer.
-			sh += " && python3 -m pip uninstall -y -q " + w
+			sh += " && python3 -m pip uninstall -y -q " + shared
 		}
 		L.Runtime.Steps = append(L.Runtime.Steps, Step{
 			Name:      fmt.Sprintf("runtime: install %s", g.comp),
