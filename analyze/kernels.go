@@ -1,36 +1,18 @@
 package analyze
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// Fat binaries (.nv_fatbin) hold a library's device code: cubins (SASS for
-// one architecture) and PTX (JIT-compiled by the driver). Their layout, as
-// nvcc writes it: a 16-byte header (magic 0xBA55ED50, version u16, header
-// size u16, size of the entries u64), then entries with a header of their
-// own (kind u16: 1 PTX, 2 ELF cubin; header size u32 at 4; payload size
-// u64 at 8; architecture u32 at 28, e.g. 90 for sm_90).
-var fatbinMagic = []byte{0x50, 0xed, 0x55, 0xba}
-
-const (
-	fatbinKindPTX   = 1
-	fatbinKindCubin = 2
-	// scanWindow is how much of a library is examined at once while
-	// looking for fat binaries; the scan streams, it never holds a file.
-	scanWindow = 1 << 20
-)
-
-// kernelArchs is the device code found in one file.
+// kernelArchs is the device code found in one file: the architectures of
+// its cubins and of its PTX (fatbin.Scan reads them).
 type kernelArchs struct {
 	sm, ptx map[int]bool
 }
@@ -38,79 +20,27 @@ type kernelArchs struct {
 func (k *kernelArchs) empty() bool { return k == nil || len(k.sm)+len(k.ptx) == 0 }
 
 // isSharedObject says whether a file is worth scanning for device code.
-func isSharedObject(p string) bool {
-	b := path.Base(p)
-	return strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.")
-}
+func isSharedObject(p string) bool { return fatbin.IsSharedObject(p) }
 
-// scanFatbins streams r looking for fat binaries and collects the
-// architectures of their cubins and PTX. Bytes that merely look like the
-// magic are rejected by the header checks and the scan goes on.
+// scanFatbins streams r through the fat-binary reader and collects the
+// architectures of every cubin and PTX it found.
 func scanFatbins(r io.Reader) (*kernelArchs, error) {
+	f, err := fatbin.Scan(r)
+	if err != nil {
+		return nil, err
+	}
 	k := &kernelArchs{sm: map[int]bool{}, ptx: map[int]bool{}}
-	br := bufio.NewReaderSize(r, scanWindow)
-	le := binary.LittleEndian
-	for {
-		win, err := br.Peek(scanWindow)
-		if len(win) < 16 {
-			if err == io.EOF || err == nil {
-				return k, nil
+	for _, c := range f.Containers {
+		for _, e := range c.Entries {
+			switch e.Kind {
+			case fatbin.KindCubin:
+				k.sm[e.Arch] = true
+			case fatbin.KindPTX:
+				k.ptx[e.Arch] = true
 			}
-			return k, err
-		}
-		i := bytes.Index(win, fatbinMagic)
-		if i < 0 {
-			if _, err := br.Discard(len(win) - 3); err != nil {
-				return k, err
-			}
-			continue
-		}
-		if _, err := br.Discard(i); err != nil {
-			return k, err
-		}
-		hdr, err := br.Peek(16)
-		if err != nil {
-			return k, nil // a magic in the last bytes of the file
-		}
-		version, hsize, total := le.Uint16(hdr[4:]), int64(le.Uint16(hdr[6:])), int64(le.Uint64(hdr[8:]))
-		if version != 1 || hsize < 16 || hsize > 256 || total <= 0 || total > 8<<30 {
-			br.Discard(1) // not a fat binary: keep looking after this byte
-			continue
-		}
-		br.Discard(int(hsize))
-		if err := readFatbinEntries(br, total, k); err != nil {
-			return k, err
 		}
 	}
-}
-
-// readFatbinEntries walks the entries of one fat binary (total bytes).
-func readFatbinEntries(br *bufio.Reader, total int64, k *kernelArchs) error {
-	le := binary.LittleEndian
-	for total >= 32 {
-		e, err := br.Peek(32)
-		if err != nil {
-			return nil
-		}
-		kind, hs, size, arch := le.Uint16(e[0:]), int64(le.Uint32(e[4:])), int64(le.Uint64(e[8:])), int(le.Uint32(e[28:]))
-		if hs < 32 || hs > 4096 || size < 0 || hs+size > total || arch < 10 || arch > 1000 {
-			return nil // not what nvcc writes: stop reading this fat binary
-		}
-		switch kind {
-		case fatbinKindCubin:
-			k.sm[arch] = true
-		case fatbinKindPTX:
-			k.ptx[arch] = true
-		}
-		if _, err := br.Discard(int(hs)); err != nil {
-			return nil
-		}
-		if _, err := io.CopyN(io.Discard, br, size); err != nil {
-			return nil
-		}
-		total -= hs + size
-	}
-	return nil
+	return k, nil
 }
 
 // KernelReport describes the device code in the image's shared libraries:

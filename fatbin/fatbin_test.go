@@ -2,96 +2,23 @@ package fatbin
 
 import (
 	"bytes"
-	"encoding/binary"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/kiln-build/kiln/internal/testimage"
 )
 
-// ent is an entry to synthesise: kind, arch, flags and payload length.
-type ent struct {
-	kind  Kind
-	arch  int
-	flags uint64
-	n     int
-}
+type ent = testimage.FatbinEntry
 
-func cubin(arch, n int) ent  { return ent{KindCubin, arch, flag64Bit | flagLinux | flagCompressed, n} }
-func cubinA(arch, n int) ent { return ent{KindCubin, arch, flag64Bit | flagLinux | flagCompressed | flagArchSpecific, n} }
-func ptx(arch, n int) ent    { return ent{KindPTX, arch, flag64Bit | flagLinux | flagCompressed, n} }
-
-// container builds a fat binary as nvcc lays it out; payload bytes are
-// derived from the container, entry and position so moves are visible.
-func container(id int, es ...ent) []byte {
-	le := binary.LittleEndian
-	var body bytes.Buffer
-	for j, e := range es {
-		h := make([]byte, 72)
-		le.PutUint16(h[0:], uint16(e.kind))
-		le.PutUint16(h[2:], 0x0101)
-		le.PutUint32(h[4:], 72)
-		le.PutUint64(h[8:], uint64(e.n))
-		le.PutUint32(h[16:], uint32(e.n))
-		le.PutUint32(h[28:], uint32(e.arch))
-		le.PutUint64(h[40:], e.flags)
-		body.Write(h)
-		for k := 0; k < e.n; k++ {
-			body.WriteByte(byte(1 + (id*31+j*7+k)%250))
-		}
-	}
-	hdr := make([]byte, 16)
-	copy(hdr, magic)
-	le.PutUint16(hdr[4:], 1)
-	le.PutUint16(hdr[6:], 16)
-	le.PutUint64(hdr[8:], uint64(body.Len()))
-	return append(hdr, body.Bytes()...)
-}
-
-// elfWith builds a little-endian ELF64 file: a header, some text, the
-// given containers in .nv_fatbin, more data (with a magic look-alike in
-// it), .shstrtab and the section header table at the end, as ld lays
-// them out.
-func elfWith(containers ...[]byte) []byte {
-	le := binary.LittleEndian
-	f := make([]byte, 64)
-	copy(f, "\x7fELF")
-	f[4], f[5], f[6] = 2, 1, 1
-	f = append(f, bytes.Repeat([]byte{0x90}, 200)...)
-	fatOff := len(f)
-	for _, c := range containers {
-		f = append(f, c...)
-	}
-	fatSize := len(f) - fatOff
-	// data after the section: a magic that is not a fat binary
-	f = append(f, magic...)
-	f = append(f, 7, 7, 7, 7, 1, 2, 3, 4)
-	strOff := len(f)
-	names := "\x00.text\x00.nv_fatbin\x00.shstrtab\x00"
-	f = append(f, names...)
-	for len(f)%8 != 0 {
-		f = append(f, 0)
-	}
-	shoff := len(f)
-	sec := func(name, typ uint32, flags uint64, off, size int) {
-		s := make([]byte, 64)
-		le.PutUint32(s[0:], name)
-		le.PutUint32(s[4:], typ)
-		le.PutUint64(s[8:], flags)
-		le.PutUint64(s[24:], uint64(off))
-		le.PutUint64(s[32:], uint64(size))
-		f = append(f, s...)
-	}
-	sec(0, 0, 0, 0, 0)
-	sec(1, 1, 6, 64, 200)
-	sec(7, 1, 2, fatOff, fatSize)
-	sec(18, 3, 0, strOff, len(names))
-	le.PutUint64(f[0x28:], uint64(shoff))
-	le.PutUint16(f[0x3a:], 64)
-	le.PutUint16(f[0x3c:], 4)
-	le.PutUint16(f[0x3e:], 3)
-	return f
-}
+var (
+	cubin     = testimage.Cubin
+	cubinA    = testimage.CubinA
+	ptx       = testimage.PTX
+	container = testimage.FatbinContainer
+	elfWith   = testimage.FatbinELF
+)
 
 func torchLike() []byte {
 	return elfWith(
@@ -170,13 +97,15 @@ func TestSelect(t *testing.T) {
 		{"l4 runs sm_86 code", full, []GPU{l4}, false, []string{"sm_86"}, nil},
 		{"l4 on sm_80/sm_90 runs sm_80", fa, []GPU{l4}, false, []string{"sm_80"}, nil},
 		{"mixed fleet", full, []GPU{h100, l4, t4}, true, []string{"sm_70", "sm_86", "sm_90a", "sm_90", "compute_90"}, nil},
-		{"nothing for a t4 in an sm_80/sm_90 container: kept whole", fa, []GPU{t4}, true, []string{"sm_80", "sm_90"}, []string{"t4"}},
+		{"nothing for a t4 in an sm_80/sm_90 container: its newest cubin stays", fa, []GPU{t4}, true, []string{"sm_90"}, []string{"t4"}},
+		{"nothing for a t4, PTX newer than it kept by keepPTX", []ent{cubin(80, 1), cubin(86, 1), ptx(86, 1)}, []GPU{t4}, true, []string{"sm_86", "compute_86"}, []string{"t4"}},
+		{"nothing for an h100 but sm_80a-like specific code: it stays", []ent{cubinA(80, 1)}, []GPU{h100}, false, []string{"sm_80a"}, []string{"h100"}},
 		{"a t4 lacking code beside an h100 does not keep it whole", fa, []GPU{t4, h100}, true, []string{"sm_90"}, []string{"t4"}},
 		{"a newer GPU than every cubin JITs the newest PTX at or below it", full, []GPU{b200}, false, []string{"compute_90"}, nil},
 		{"v100 uses sm_70 even when sm_50 exists", full, []GPU{v100}, false, []string{"sm_70"}, nil},
 		{"a100 with sm_86 present does not take sm_86", full, []GPU{a100}, false, []string{"sm_80"}, nil},
-		{"unknown flags are kept", []ent{cubin(50, 1), {KindCubin, 60, 0x80000000, 1}, cubin(90, 1)}, []GPU{h100}, true, []string{"sm_60", "sm_90"}, nil},
-		{"unknown kinds are kept", []ent{{7, 50, flag64Bit, 1}, cubin(90, 1)}, []GPU{h100}, true, []string{"kind7_50", "sm_90"}, nil},
+		{"unknown flags are kept", []ent{cubin(50, 1), {Kind: 2, Arch: 60, Flags: 0x80000000, N: 1}, cubin(90, 1)}, []GPU{h100}, true, []string{"sm_60", "sm_90"}, nil},
+		{"unknown kinds are kept", []ent{{Kind: 7, Arch: 50, Flags: 1, N: 1}, cubin(90, 1)}, []GPU{h100}, true, []string{"kind7_50", "sm_90"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := scan(t, elfWith(container(1, tc.es...)))
@@ -274,19 +203,36 @@ func TestPruneRefusesAnotherFile(t *testing.T) {
 	}
 }
 
-func TestPlanIdleContainerKeptWhole(t *testing.T) {
+func TestPlanIdleContainerKeepsOneCubin(t *testing.T) {
 	f := scan(t, elfWith(
 		container(1, cubin(50, 5), cubin(75, 5), cubin(80, 5), cubin(90, 5)),
-		container(2, cubin(80, 5)), // an Ampere-only kernel, as cuBLAS has
+		container(2, cubin(80, 5), cubin(86, 5)), // Ampere-only kernels, as cuBLAS has
 	))
 	p := PlanFile(f, []GPU{{"h100", 90}}, false)
-	if p.Edited != 1 || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "1 of 2 fat binaries have code for none") || p.Missing["h100"] != 1 {
+	if p.Edited != 2 || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "1 of 2 fat binaries have code for none") || p.Missing["h100"] != 1 {
 		t.Fatalf("%+v", p)
 	}
-	if want := []string{"sm_80", "sm_90"}; !reflect.DeepEqual(p.Kept, want) {
+	if want := []string{"sm_86", "sm_90"}; !reflect.DeepEqual(p.Kept, want) {
 		t.Errorf("kept %v", p.Kept)
 	}
-	if want := []string{"sm_50", "sm_75"}; !reflect.DeepEqual(p.Dropped, want) {
+	if want := []string{"sm_50", "sm_75", "sm_80"}; !reflect.DeepEqual(p.Dropped, want) {
 		t.Errorf("dropped %v", p.Dropped)
+	}
+}
+
+// Dropping the PTX of a GPU that keeps its cubin is not a loss: the plan's
+// own coverage check must let it through (it once refused it).
+func TestPlanDropPTXWhereSASSServes(t *testing.T) {
+	p := PlanFile(scan(t, torchLike()), []GPU{{"h100", 90}}, false)
+	if p.Whole != "" || p.Edited != 2 {
+		t.Fatalf("%+v", p)
+	}
+	if want := []string{"sm_90", "sm_90a"}; !reflect.DeepEqual(p.Kept, want) {
+		t.Errorf("kept %v", p.Kept)
+	}
+	// A GPU served only through PTX keeps it.
+	p = PlanFile(scan(t, torchLike()), []GPU{{"b200", 100}}, false)
+	if want := []string{"compute_90"}; p.Whole != "" || !reflect.DeepEqual(p.Kept, want) {
+		t.Errorf("b200: %+v", p)
 	}
 }

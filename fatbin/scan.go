@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Kind is what an entry's payload is.
@@ -129,6 +131,13 @@ func (f *File) Archs() []string {
 func (f *File) Editable(c *Container) bool {
 	s := f.FatbinSection
 	return c.Complete && s != nil && c.Off >= s.Off && c.End() <= s.Off+s.Size
+}
+
+// IsSharedObject says whether a file name is a shared library's (lib.so,
+// lib.so.12.4): the files worth scanning for device code.
+func IsSharedObject(p string) bool {
+	b := path.Base(p)
+	return strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.")
 }
 
 // Scan reads r to its end and returns the fat binaries in it. Bytes that

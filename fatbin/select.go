@@ -2,7 +2,7 @@ package fatbin
 
 import (
 	"fmt"
-		"strconv"
+	"strconv"
 	"strings"
 )
 
@@ -23,9 +23,9 @@ type GPU struct {
 //
 // missing names the fleet GPUs c has no code for (it never had any: Select
 // only drops code a fleet GPU cannot run, or runs less well than what
-// stays). A container with code for none of the fleet is kept whole:
-// emptying it would give the driver a container nvcc never writes, for no
-// GPU the fleet has.
+// stays). A container with code for none of the fleet keeps its newest
+// cubin (and the newest PTX with keepPTX) rather than nothing: an empty
+// container is not something nvcc writes, and one cubin costs little.
 func Select(c *Container, fleet []GPU, keepPTX bool) (keep []bool, missing []string) {
 	keep = make([]bool, len(c.Entries))
 	for i, e := range c.Entries {
@@ -80,10 +80,29 @@ func Select(c *Container, fleet []GPU, keepPTX bool) (keep []bool, missing []str
 		}
 	}
 	if len(missing) == len(fleet) {
-		for i := range keep {
-			keep[i] = true
+		// Code for other GPUs only (cuBLAS has Ampere-only kernels): the
+		// fleet runs none of it, before or after. One cubin stays, so the
+		// container is still one that nvcc writes (a single-arch build).
+		best, bestSpecific := -1, -1
+		for _, e := range c.Entries {
+			if e.Known() && e.Kind == KindCubin {
+				if e.ArchSpecific() {
+					bestSpecific = max(bestSpecific, e.Arch)
+				} else {
+					best = max(best, e.Arch)
+				}
+			}
 		}
-		return keep, missing
+		switch {
+		case best >= 0:
+			keepArch(KindCubin, best, false)
+		case bestSpecific >= 0:
+			keepArch(KindCubin, bestSpecific, true)
+		default:
+			for i := range keep {
+				keep[i] = true
+			}
+		}
 	}
 	if keepPTX {
 		if p := newestPTX(1 << 30); p >= 0 {
@@ -180,16 +199,16 @@ func PlanFile(f *File, fleet []GPU, keepPTX bool) *Plan {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries could not be read to their end or lie outside .nv_fatbin: kept whole", unreadable, len(f.Containers)))
 	}
 	if idle > 0 {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries have code for none of the fleet's GPUs: kept whole", idle, len(f.Containers)))
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries have code for none of the fleet's GPUs: their newest cubin kept", idle, len(f.Containers)))
 	}
 	p.Missing = missing
 	// The guarantee, checked rather than assumed: every fleet GPU the file
-	// had code for still has code of the same kind (native or JIT).
+	// had code for still has code, native code where it had native code.
 	if p.Whole == "" {
 		for _, g := range fleet {
 			bs, bj := serves(f, nil, g)
 			as, aj := serves(f, p.Edits, g)
-			if bs && !as || bj && !aj {
+			if bs && !as || (bs || bj) && !(as || aj) {
 				p.Whole = "pruning would leave " + g.Name + " without code it had"
 			}
 		}
@@ -227,13 +246,10 @@ func NewGPU(name, cc string) (GPU, error) {
 // serves says whether some entry of f, after edits, runs natively (sass)
 // or through JIT on g.
 func serves(f *File, edits []Edit, g GPU) (sass, jit bool) {
-	kept := map[int64]bool{}
 	dropped := map[int64]bool{}
 	for _, ed := range edits {
 		for i, e := range ed.Container.Entries {
-			if ed.Keep[i] {
-				kept[e.Off] = true
-			} else {
+			if !ed.Keep[i] {
 				dropped[e.Off] = true
 			}
 		}

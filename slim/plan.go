@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -36,6 +37,7 @@ type action struct {
 	stash  bool // keep the content on disk for a materialized hardlink
 	link   string
 	src    *rec
+	fat    *fatbin.Plan // fat-binary pruning applied while copying
 }
 
 // Why a visible file left the image (report reasons).
@@ -340,6 +342,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			rep.after(r, a)
 		}
 	})
+	pl.gpuCode(scans, opt)
 	rep.finishPlan(pl.removed)
 	return pl, nil
 }

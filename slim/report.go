@@ -44,6 +44,8 @@ type Report struct {
 	// Prune accounts for prune_libs (absent when the policy keeps every
 	// library).
 	Prune *PruneReport `json:"prune,omitempty"`
+	// GPUCode accounts for fat-binary pruning (absent without a fleet).
+	GPUCode *GPUCodeReport `json:"gpu_code,omitempty"`
 	// JIT lists run-time kernel compilers found in the image.
 	JIT []JITPackage `json:"jit"`
 	// Diverted is the number and size of the files handed to the diverter.
@@ -346,6 +348,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "  needed but not in the image (the host may provide them): %s\n", strings.Join(names, ", "))
 		}
 	}
+	if g := r.GPUCode; g != nil {
+		ptx := "newest PTX kept"
+		if !g.KeepPTX {
+			ptx = "PTX dropped where a cubin serves the fleet"
+		}
+		fmt.Fprintf(w, "\nGPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, analyze.HumanBytes(g.ZeroedBytes), len(g.Libraries))
+		for _, l := range g.Libraries[:min(len(g.Libraries), 10)] {
+			fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", analyze.HumanBytes(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
+			if l.Whole != "" {
+				fmt.Fprintf(w, "              left whole: %s\n", l.Whole)
+			}
+			for _, wn := range l.Warnings {
+				fmt.Fprintf(w, "              %s\n", wn)
+			}
+		}
+		if len(g.NotPruned) > 0 {
+			var zero int64
+			for _, l := range g.NotPruned {
+				zero += l.ZeroedBytes
+			}
+			fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), analyze.HumanBytes(zero))
+		}
+		fmt.Fprintf(w, "  %s\n", g.License)
+	}
 	for _, j := range r.JIT {
 		fmt.Fprintf(w, "\nrun-time kernel compiler: %s — %s; needs %s\n", j.Package, j.What, j.Needs)
 	}
@@ -369,4 +395,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\nrewrite: %.1fs, %.0f MB/s of source layers\n", r.Seconds, r.MBps)
 	}
 	return nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "nothing"
+	}
+	return strings.Join(s, " ")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -59,6 +60,13 @@ type Options struct {
 	// Progress, when set, advances by stored bytes read (both passes read
 	// every layer: the total is twice the image's compressed size).
 	Progress *atomic.Int64
+	// GPUs, when set, prunes the GPU code in shared libraries' fat binaries
+	// to what this fleet runs (fatbin.Select): the native cubin per GPU and
+	// the newest PTX, unless DropPTX. NVIDIA's redistributable libraries
+	// are only scanned and reported unless PruneNVIDIA.
+	GPUs        []fatbin.GPU
+	DropPTX     bool
+	PruneNVIDIA bool
 }
 
 // Result is a rewritten image whose blobs wait in WorkDir.
@@ -314,7 +322,14 @@ func (w *writer) rewriteLayer(ctx context.Context, l *layers.Layer) error {
 		}
 		seg.entries++
 		if h.Typeflag == tar.TypeReg && h.Size > 0 {
-			n, err := io.Copy(seg.tw, content)
+			var n int64
+			var err error
+			if a.fat != nil {
+				// Same size, same offsets: only fat-binary entries move.
+				n, err = fatbin.Prune(seg.tw, content, a.fat)
+			} else {
+				n, err = io.Copy(seg.tw, content)
+			}
 			if err != nil {
 				return fmt.Errorf("copying %s: %w", e.Path, err)
 			}

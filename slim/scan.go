@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -40,9 +41,10 @@ type rec struct {
 	sum        [32]byte // content hash, for CUDA libraries (dedupe)
 	hasSum     bool
 	jit        *jitHit
-	linkTo     *rec     // hardlinks: the record holding the content
-	elf        *elfInfo // ELF objects, when the policy prunes libraries
-	text       []byte   // the dynamic linker's configuration (etc/ld.so.conf*), when pruning
+	linkTo     *rec         // hardlinks: the record holding the content
+	elf        *elfInfo     // ELF objects, when the policy prunes libraries
+	text       []byte       // the dynamic linker's configuration (etc/ld.so.conf*), when pruning
+	fat        *fatbin.Plan // GPU code pruning of a shared library, when Options.GPUs
 }
 
 // layerScan is the first pass's result for one layer.
@@ -96,7 +98,7 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 			var rd io.Reader = body
 			var peek []byte
 			weightCand := analyze.WeightCandidate(e.Path, r.size)
-			if weightCand || prune && r.size >= 64 {
+			if weightCand || (prune || len(opt.GPUs) > 0) && r.size >= 64 {
 				n, err := io.ReadFull(body, head)
 				if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 					return fmt.Errorf("reading %s: %w", e.Path, err)
@@ -109,45 +111,76 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 				}
 				rd = io.MultiReader(bytes.NewReader(peek), body)
 			}
-			isObj := prune && isELF(peek)
-			switch {
-			case isObj:
-				// The dynamic facts, read as the file streams; CUDA
-				// libraries are hashed on the way.
-				var hs hash.Hash
-				var tee io.Writer
-				if r.class == analyze.ClassCUDALibs {
-					hs = sha256.New()
-					tee = hs
-				}
-				info, err := readELF(peek, body, tee, elfHead, opt.WorkDir)
-				if err != nil {
+			var fat *fatScan
+			if opt.gpuScan(e.Path, peek) {
+				// The fat binaries are read from the same stream, whichever
+				// reader below consumes it; the rest is drained after.
+				fat = newFatScan()
+				if _, err := fat.Write(peek); err != nil {
+					fat.abort(err)
 					return fmt.Errorf("reading %s: %w", e.Path, err)
 				}
-				r.elf = info
-				if hs != nil {
+				body = io.TeeReader(body, fat)
+				rd = io.MultiReader(bytes.NewReader(peek), body)
+			}
+			isObj := prune && isELF(peek)
+			if err := func() error {
+				switch {
+				case isObj:
+					// The dynamic facts, read as the file streams; CUDA
+					// libraries are hashed on the way.
+					var hs hash.Hash
+					var tee io.Writer
+					if r.class == analyze.ClassCUDALibs {
+						hs = sha256.New()
+						tee = hs
+					}
+					info, err := readELF(peek, body, tee, elfHead, opt.WorkDir)
+					if err != nil {
+						return fmt.Errorf("reading %s: %w", e.Path, err)
+					}
+					r.elf = info
+					if hs != nil {
+						copy(r.sum[:], hs.Sum(nil))
+						r.hasSum = true
+					}
+				case prune && isLdSoConf(e.Path) && r.size <= 64<<10:
+					b, err := io.ReadAll(rd)
+					if err != nil {
+						return fmt.Errorf("reading %s: %w", e.Path, err)
+					}
+					r.text = b
+				case r.class == analyze.ClassCUDALibs && r.size > 0:
+					hs := sha256.New()
+					if _, err := io.Copy(hs, rd); err != nil {
+						return fmt.Errorf("reading %s: %w", e.Path, err)
+					}
 					copy(r.sum[:], hs.Sum(nil))
 					r.hasSum = true
+				default:
+					hit, err := detectJIT(e.Path, r.size, rd)
+					if err != nil {
+						return fmt.Errorf("reading %s: %w", e.Path, err)
+					}
+					r.jit = hit
 				}
-			case prune && isLdSoConf(e.Path) && r.size <= 64<<10:
-				b, err := io.ReadAll(rd)
+				return nil
+			}(); err != nil {
+				if fat != nil {
+					fat.abort(err)
+				}
+				return err
+			}
+			if fat != nil {
+				if _, err := io.Copy(io.Discard, body); err != nil {
+					fat.abort(err)
+					return fmt.Errorf("reading %s: %w", e.Path, err)
+				}
+				pl, err := fat.finish(opt)
 				if err != nil {
 					return fmt.Errorf("reading %s: %w", e.Path, err)
 				}
-				r.text = b
-			case r.class == analyze.ClassCUDALibs && r.size > 0:
-				hs := sha256.New()
-				if _, err := io.Copy(hs, rd); err != nil {
-					return fmt.Errorf("reading %s: %w", e.Path, err)
-				}
-				copy(r.sum[:], hs.Sum(nil))
-				r.hasSum = true
-			default:
-				hit, err := detectJIT(e.Path, r.size, rd)
-				if err != nil {
-					return fmt.Errorf("reading %s: %w", e.Path, err)
-				}
-				r.jit = hit
+				r.fat = pl
 			}
 		default:
 			r.kind = kOther

@@ -38,6 +38,9 @@ type SlimOptions struct {
 	NoVerify      bool
 	Progress      string
 	WorkDir       string
+	GPUs          []string
+	KeepPTX       bool
+	PruneNVIDIA   bool
 	imageFlags
 }
 
@@ -74,13 +77,24 @@ Packages that compile kernels at run time (Triton, FlashInfer, DeepGEMM,
 torch cpp_extension users) need nvcc and headers: kiln keeps them, or with
 "jit: refuse" in the policy refuses unless --force.
 
+--gpus h100,l4 prunes the GPU code in shared libraries' fat binaries to what
+that fleet runs: per GPU the cubin that runs on it natively (sm_86 code
+serves an L4's sm_89; sm_90a is kept for exactly sm_90), plus each fat
+binary's newest PTX so a newer GPU still starts through JIT (--keep-ptx=false
+drops it where a cubin serves the fleet). Files keep their size and every
+offset: dropped code becomes zeros. Framework and extension libraries (torch,
+FlashAttention, bitsandbytes, ...) by default; NVIDIA's redistributable
+libraries (cuBLAS, cuDNN, NCCL, cuFFT, ...) only with --prune-nvidia-libs,
+since whether their license allows modified copies is your call.
+
 --probe CMD pushes the slim image to a local registry and runs CMD in it
 through BuildKit before anything is written to DEST; the slim fails when the
 probe does.`,
 		Example: `  kiln slim 127.0.0.1:5000/kiln/naive-app:latest --to 127.0.0.1:5000/kiln/app:slim
   kiln slim docker-archive:app.tar --to oci:./slim:app --weights-to oci:./weights:app
   kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
-  kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9`,
+  kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9
+  kiln slim IMAGE --to REPO:h100 --policy runtime-strict --gpus h100 --probe 'python3 -c "import torch"'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -103,6 +117,9 @@ probe does.`,
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
+	f.StringSliceVar(&opts.GPUs, "gpus", nil, "prune GPU code to what these GPUs run (names such as h100,l4 or sm_90)")
+	f.BoolVar(&opts.KeepPTX, "keep-ptx", true, "with --gpus: keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")
+	f.BoolVar(&opts.PruneNVIDIA, "prune-nvidia-libs", false, "with --gpus: prune NVIDIA's redistributable libraries too (check that their license allows modified copies)")
 	return cmd
 }
 
@@ -156,6 +173,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 			return usageErr("--weights-to: policy %s says weights: %s; use a policy with weights: divert", pol.Name, pol.Weights)
 		}
 	}
+	fleet, err := slim.ParseFleet(opts.GPUs)
+	if err != nil {
+		return usageErr("--gpus: %v", err)
+	}
+	if len(fleet) == 0 && opts.PruneNVIDIA {
+		return usageErr("--prune-nvidia-libs needs --gpus")
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -169,7 +193,8 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 		defer os.RemoveAll(work)
 	}
-	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify}
+	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify,
+		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
 	var col *weights.Collector
 	if opts.WeightsTo != "" {
 		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
