@@ -2,10 +2,12 @@ package fatbin
 
 import (
 	"bytes"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
@@ -234,5 +236,44 @@ func TestPlanDropPTXWhereSASSServes(t *testing.T) {
 	p = PlanFile(scan(t, torchLike()), []GPU{{"b200", 100}}, false)
 	if want := []string{"compute_90"}; p.Whole != "" || !reflect.DeepEqual(p.Kept, want) {
 		t.Errorf("b200: %+v", p)
+	}
+}
+
+func TestPruneFile(t *testing.T) {
+	dir := t.TempDir()
+	lib := dir + "/libx.so.1"
+	src := torchLike()
+	if err := os.WriteFile(lib, src, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2024, 3, 28, 0, 0, 0, 0, time.UTC)
+	os.Chtimes(lib, old, old)
+	fleet := []GPU{{"h100", 90}}
+	p, err := PruneFile(lib, fleet, true, true)
+	if err != nil || p.Edited != 2 {
+		t.Fatalf("dry run: %v %+v", err, p)
+	}
+	if b, _ := os.ReadFile(lib); !bytes.Equal(b, src) {
+		t.Fatal("dry run changed the file")
+	}
+	if _, err := PruneFile(lib, fleet, true, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(lib)
+	var want bytes.Buffer
+	Prune(&want, bytes.NewReader(src), p)
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Error("file differs from Prune's output")
+	}
+	fi, _ := os.Stat(lib)
+	if fi.Mode().Perm() != 0o751 || !fi.ModTime().Equal(old) {
+		t.Errorf("mode %v mtime %v", fi.Mode(), fi.ModTime())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("left %d files", len(ents))
+	}
+	// Again: nothing to do, the file is not rewritten.
+	if p, err := PruneFile(lib, fleet, true, false); err != nil || p.Edited != 0 {
+		t.Errorf("second run: %v %+v", err, p)
 	}
 }

@@ -45,14 +45,17 @@ type GPULibrary struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-const nvidiaLicenseNote = "NVIDIA's redistributable libraries were modified (GPU code removed): whether their license allows distributing modified copies is your call"
+// NVIDIALicenseNote and NVIDIAOptInNote are the report's license line
+// with and without the opt-in.
+const NVIDIALicenseNote = "NVIDIA's redistributable libraries were modified (GPU code removed): whether their license allows distributing modified copies is your call"
 
-const nvidiaOptInNote = "NVIDIA's redistributable libraries (cuBLAS, cuDNN, NCCL, cuFFT, ...) are left whole; --prune-nvidia-libs prunes them too if their license allows you to ship modified copies"
+const NVIDIAOptInNote = "NVIDIA's redistributable libraries (cuBLAS, cuDNN, NCCL, cuFFT, ...) are left whole; --prune-nvidia-libs prunes them too if their license allows you to ship modified copies"
 
-// isNVIDIALib reports NVIDIA's own redistributable libraries: the CUDA
+// IsNVIDIALib reports NVIDIA's own redistributable libraries: the CUDA
 // libraries by name, anything under a CUDA toolkit root, and the PyPI
-// nvidia-* wheels' site-packages/nvidia tree.
-func isNVIDIALib(p string) bool {
+// nvidia-* wheels' site-packages/nvidia tree (p relative to the root,
+// without a leading slash).
+func IsNVIDIALib(p string) bool {
 	return analyze.IsCUDALibName(path.Base(p)) || analyze.InCUDARoot(p) ||
 		strings.Contains(p, "site-packages/nvidia/") || strings.Contains(p, "dist-packages/nvidia/")
 }
@@ -64,7 +67,7 @@ func (o *Options) gpuScan(p string, head []byte) bool {
 
 // gpuPrunes reports whether p's plan is applied (the opt-in for NVIDIA's).
 func (o *Options) gpuPrunes(p string) bool {
-	return o.PruneNVIDIA || !isNVIDIALib(p)
+	return o.PruneNVIDIA || !IsNVIDIALib(p)
 }
 
 // fatScan runs the fat-binary scan beside the first pass's other readers.
@@ -113,15 +116,7 @@ func (pl *plan) gpuCode(scans []*layerScan, opt *Options) {
 	if len(opt.GPUs) == 0 {
 		return
 	}
-	g := &GPUCodeReport{KeepPTX: !opt.DropPTX, NVIDIALibraries: opt.PruneNVIDIA, Libraries: []GPULibrary{}, NotPruned: []GPULibrary{}}
-	for _, gpu := range opt.GPUs {
-		g.Fleet = append(g.Fleet, fmt.Sprintf("%s (sm_%s)", gpu.Name, strconv.Itoa(gpu.CC)))
-	}
-	if opt.PruneNVIDIA {
-		g.License = nvidiaLicenseNote
-	} else {
-		g.License = nvidiaOptInNote
-	}
+	g := NewGPUCodeReport(opt.GPUs, !opt.DropPTX, opt.PruneNVIDIA)
 	for _, s := range scans {
 		for _, r := range s.recs {
 			if r.fat == nil {
@@ -131,17 +126,9 @@ func (pl *plan) gpuCode(scans []*layerScan, opt *Options) {
 			if a == nil || a.op != opEmit {
 				continue
 			}
-			lib := GPULibrary{Path: "/" + r.path, Bytes: r.size, Kept: r.fat.Kept, Dropped: r.fat.Dropped,
-				ZeroedBytes: r.fat.Zeroed, FatBinaries: r.fat.Containers, Edited: r.fat.Edited, Whole: r.fat.Whole, Warnings: r.fat.Warnings}
-			if !opt.gpuPrunes(r.path) {
-				g.NotPruned = append(g.NotPruned, lib)
-				continue
-			}
-			if len(r.fat.Edits) > 0 {
+			if g.Add("/"+r.path, r.size, r.fat, opt.gpuPrunes(r.path)) {
 				a.fat = r.fat
-				g.ZeroedBytes += r.fat.Zeroed
 			}
-			g.Libraries = append(g.Libraries, lib)
 		}
 	}
 	// Hardlinks written as files carry their content's plan.
@@ -152,7 +139,40 @@ func (pl *plan) gpuCode(scans []*layerScan, opt *Options) {
 			}
 		}
 	}
-	bySize := func(l []GPULibrary) {
+	g.Sort()
+	pl.report.GPUCode = g
+}
+
+// NewGPUCodeReport starts the report of a pruning for fleet.
+func NewGPUCodeReport(fleet []fatbin.GPU, keepPTX, nvidia bool) *GPUCodeReport {
+	g := &GPUCodeReport{KeepPTX: keepPTX, NVIDIALibraries: nvidia, License: NVIDIAOptInNote, Libraries: []GPULibrary{}, NotPruned: []GPULibrary{}}
+	if nvidia {
+		g.License = NVIDIALicenseNote
+	}
+	for _, gpu := range fleet {
+		g.Fleet = append(g.Fleet, fmt.Sprintf("%s (sm_%s)", gpu.Name, strconv.Itoa(gpu.CC)))
+	}
+	return g
+}
+
+// Add records one library's plan: among the pruned when applied, else
+// among those left as they are. It reports whether the plan changes the
+// file (applied and with edits).
+func (g *GPUCodeReport) Add(path string, size int64, p *fatbin.Plan, applied bool) bool {
+	lib := GPULibrary{Path: path, Bytes: size, Kept: p.Kept, Dropped: p.Dropped, ZeroedBytes: p.Zeroed,
+		FatBinaries: p.Containers, Edited: p.Edited, Whole: p.Whole, Warnings: p.Warnings}
+	if !applied {
+		g.NotPruned = append(g.NotPruned, lib)
+		return false
+	}
+	g.Libraries = append(g.Libraries, lib)
+	g.ZeroedBytes += p.Zeroed
+	return len(p.Edits) > 0
+}
+
+// Sort orders the libraries by bytes zeroed, largest first, then path.
+func (g *GPUCodeReport) Sort() {
+	for _, l := range [][]GPULibrary{g.Libraries, g.NotPruned} {
 		sort.SliceStable(l, func(i, j int) bool {
 			if l[i].ZeroedBytes != l[j].ZeroedBytes {
 				return l[i].ZeroedBytes > l[j].ZeroedBytes
@@ -160,9 +180,6 @@ func (pl *plan) gpuCode(scans []*layerScan, opt *Options) {
 			return l[i].Path < l[j].Path
 		})
 	}
-	bySize(g.Libraries)
-	bySize(g.NotPruned)
-	pl.report.GPUCode = g
 }
 
 // ParseFleet resolves GPU names ("h100", "l4") or architectures ("sm_90")
@@ -185,4 +202,30 @@ func ParseFleet(names []string) ([]fatbin.GPU, error) {
 		}
 	}
 	return out, nil
+}
+
+// WriteTable prints the report for humans.
+func (g *GPUCodeReport) WriteTable(w io.Writer) {
+	ptx := "newest PTX kept"
+	if !g.KeepPTX {
+		ptx = "PTX dropped where a cubin serves the fleet"
+	}
+	fmt.Fprintf(w, "GPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, analyze.HumanBytes(g.ZeroedBytes), len(g.Libraries))
+	for _, l := range g.Libraries[:min(len(g.Libraries), 10)] {
+		fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", analyze.HumanBytes(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
+		if l.Whole != "" {
+			fmt.Fprintf(w, "              left whole: %s\n", l.Whole)
+		}
+		for _, wn := range l.Warnings {
+			fmt.Fprintf(w, "              %s\n", wn)
+		}
+	}
+	if len(g.NotPruned) > 0 {
+		var zero int64
+		for _, l := range g.NotPruned {
+			zero += l.ZeroedBytes
+		}
+		fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), analyze.HumanBytes(zero))
+	}
+	fmt.Fprintf(w, "  %s\n", g.License)
 }

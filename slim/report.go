@@ -349,28 +349,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if g := r.GPUCode; g != nil {
-		ptx := "newest PTX kept"
-		if !g.KeepPTX {
-			ptx = "PTX dropped where a cubin serves the fleet"
-		}
-		fmt.Fprintf(w, "\nGPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, analyze.HumanBytes(g.ZeroedBytes), len(g.Libraries))
-		for _, l := range g.Libraries[:min(len(g.Libraries), 10)] {
-			fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", analyze.HumanBytes(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
-			if l.Whole != "" {
-				fmt.Fprintf(w, "              left whole: %s\n", l.Whole)
-			}
-			for _, wn := range l.Warnings {
-				fmt.Fprintf(w, "              %s\n", wn)
-			}
-		}
-		if len(g.NotPruned) > 0 {
-			var zero int64
-			for _, l := range g.NotPruned {
-				zero += l.ZeroedBytes
-			}
-			fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), analyze.HumanBytes(zero))
-		}
-		fmt.Fprintf(w, "  %s\n", g.License)
+		fmt.Fprintln(w)
+		g.WriteTable(w)
 	}
 	for _, j := range r.JIT {
 		fmt.Fprintf(w, "\nrun-time kernel compiler: %s — %s; needs %s\n", j.Package, j.What, j.Needs)
