@@ -13,8 +13,10 @@ PKGS := ./...
 
 all: build
 
+# Static (CGO_ENABLED=0): kiln build runs this binary inside the images it
+# builds, to prune GPU code, whatever C library they have.
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/kiln ./cmd/kiln
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/kiln ./cmd/kiln
 
 # test: formatting, vet, staticcheck, then every test with the race detector.
 # Integration tests use the fixture images and local registry when present

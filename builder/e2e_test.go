@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/moby/buildkit/client"
@@ -236,6 +238,10 @@ func TestEndToEnd(t *testing.T) {
 	if plan.FlashAttnBuild == nil || plan.FlashAttnBuild.CUDAArchs != "80;90" {
 		t.Fatalf("flash_attn build %+v, want a source build for 80;90", plan.FlashAttnBuild)
 	}
+	if plan.GPUCode == nil || strings.Join(plan.GPUCode.Archs, ",") != "sm_80,sm_90" {
+		t.Fatalf("gpu_code %+v, want pruning to sm_80,sm_90", plan.GPUCode)
+	}
+	tools := staticKiln(t)
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 	repo := fmt.Sprintf("%s/kiln-e2e/app", reg)
@@ -243,7 +249,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		res, err := Build(ctx, plan, in, Options{
-			Client: c, ContextDir: dir, Progress: "quiet",
+			Client: c, ContextDir: dir, Progress: "quiet", Tools: tools,
 			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}},
 		})
 		if err != nil {
@@ -311,6 +317,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	checkFlashAttnCubins(t, ctx, img1, len(base.Layers))
+	checkTorchPruned(t, ctx, img1, len(base.Layers))
 
 	// An app-only change re-pushes only the app layer.
 	writeApp("print('hello again')\n")
@@ -342,7 +349,7 @@ func TestEndToEnd(t *testing.T) {
 	// A failing probe fails the build.
 	bad := *plan
 	bad.Test = []string{"python3 -c 'import does_not_exist'"}
-	if _, err := Build(ctx, &bad, in, Options{Client: c, ContextDir: dir, Progress: "quiet"}); err == nil {
+	if _, err := Build(ctx, &bad, in, Options{Client: c, ContextDir: dir, Progress: "quiet", Tools: tools}); err == nil {
 		t.Error("a failing test: command did not fail the build")
 	}
 }
@@ -396,6 +403,53 @@ func diffLayers(t *testing.T, ctx context.Context, a, b string) {
 			diff = diff[:20]
 		}
 		t.Errorf("layer %d (%s) differs: %v", i, ia.Layers[i].CreatedBy, diff)
+	}
+}
+
+// staticKiln builds the kiln CLI statically linked, as the build's
+// GPU-code pruning needs (it runs inside the image).
+func staticKiln(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kiln")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/kiln")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build kiln: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// checkTorchPruned reads libtorch_cuda from the torch layer: the recipe's
+// gpus (a100, h100) leave it the sm_80, sm_90 and sm_90a cubins and the
+// compute_90 PTX of its sm_50…sm_90 build, at its original size.
+func checkTorchPruned(t *testing.T, ctx context.Context, img *layers.Image, baseLayers int) {
+	t.Helper()
+	var found bool
+	for _, l := range img.Layers[baseLayers:] {
+		_, err := l.Walk(ctx, layers.WalkOptions{}, func(e *layers.Entry, body io.Reader) error {
+			if !e.IsRegular() || path.Base(e.Path) != "libtorch_cuda.so" {
+				return nil
+			}
+			f, err := fatbin.Scan(body)
+			if err != nil {
+				return err
+			}
+			found = true
+			t.Logf("%s (%d bytes): %v", e.Path, f.Size, f.Archs())
+			if want := []string{"sm_80", "sm_90", "sm_90a", "compute_90"}; !slices.Equal(f.Archs(), want) {
+				t.Errorf("%s: GPU code %v, want %v", e.Path, f.Archs(), want)
+			}
+			if f.Size != e.Header.Size {
+				t.Errorf("%s: scanned %d of %d bytes", e.Path, f.Size, e.Header.Size)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Error("no libtorch_cuda.so in the runtime image")
 	}
 }
 

@@ -140,6 +140,14 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 				opts = append(opts, llb.AddMount(m.Target, llb.Scratch(), llb.AsPersistentCacheDir(m.ID, mode)))
 			case MountBind:
 				opts = append(opts, llb.AddMount(m.Target, stages[m.ID], llb.SourcePath(m.Source), llb.Readonly))
+			case MountTools:
+				tools := llb.Local(ToolsName,
+					llb.IncludePatterns([]string{ToolsBinary}),
+					llb.SharedKeyHint(ToolsName),
+					llb.LocalUniqueID("kiln-"+ToolsName),
+					llb.WithCustomName("kiln tools"),
+				)
+				opts = append(opts, llb.AddMount(m.Target, tools, llb.Readonly))
 			}
 		}
 		s = s.Run(opts...).Root()

@@ -456,7 +456,7 @@ func TestDefaultRecipeShipsCUDAOnce(t *testing.T) {
 		return "", nil
 	}
 	sh, L := torchStep(p)
-	if !strings.HasSuffix(sh, "&& python3 -m pip uninstall -y -q nvidia-cuda-runtime-cu12") {
+	if !strings.Contains(sh, "&& python3 -m pip uninstall -y -q nvidia-cuda-runtime-cu12 &&") {
 		t.Errorf("-base with the same cudart: torch step %q does not drop the wheel's copy", sh)
 	}
 	if !strings.Contains(L.Runtime.Steps[0].Shell, rmBuildLogs) {
@@ -481,5 +481,73 @@ func TestDefaultRecipeShipsCUDAOnce(t *testing.T) {
 		if sh, _ := torchStep(&q); strings.Contains(sh, "uninstall") {
 			t.Errorf("%s: %q drops the CUDA runtime wheel", name, sh)
 		}
+	}
+}
+
+// The recipe's gpus prune the GPU code of what the torch and extensions
+// steps install, in those steps, with the kiln-tools mount; gpu_code.prune:
+// false (or no gpus) keeps it all and needs no tools.
+func TestGPUCodePruneSteps(t *testing.T) {
+	base := func(extra string) *recipes.Plan {
+		r, err := recipes.Parse("kiln.yaml", []byte("name: t\ncuda: \"12.4\"\nos: debian13\npython: \"3.13\"\ntorch: {version: 2.6.0}\nbitsandbytes: {version: 0.45.5}\ngpus: [h100, l4]\n"+extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := recipes.Resolve(context.Background(), r, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(testIndex))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := base("")
+	if p.GPUCode == nil || strings.Join(p.GPUCode.Archs, ",") != "sm_89,sm_90" || !p.GPUCode.KeepPTX || p.GPUCode.NVIDIALibs {
+		t.Fatalf("plan gpu_code %+v", p.GPUCode)
+	}
+	L, err := Lower(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !L.NeedsTools() {
+		t.Fatal("no step mounts the kiln tools")
+	}
+	pruned := map[Component]bool{}
+	for _, s := range L.Runtime.Steps {
+		if strings.Contains(s.Shell, "/kiln-tools/kiln fatbin prune --gpus sm_89,sm_90 $(") {
+			pruned[s.Component] = true
+		}
+	}
+	if !pruned[ComponentTorch] || !pruned[ComponentExtensions] || pruned[ComponentPip] || pruned[ComponentSystem] {
+		t.Errorf("pruning steps %v", pruned)
+	}
+	df, err := Dockerfile(p, Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(df, "--mount=type=bind,from=kiln-tools,target=/kiln-tools") || !strings.Contains(df, "--build-context kiln-tools=DIR") {
+		t.Errorf("Dockerfile lacks the tools mount:\n%s", df)
+	}
+	p = base("gpu_code: {keep_ptx: false, nvidia_libs: true}\n")
+	L, _ = Lower(p)
+	var sh string
+	for _, s := range L.Runtime.Steps {
+		if s.Component == ComponentTorch {
+			sh = s.Shell
+		}
+	}
+	if !strings.Contains(sh, "--keep-ptx=false --prune-nvidia-libs") {
+		t.Errorf("torch step %q", sh)
+	}
+	p = base("gpu_code: {prune: false}\n")
+	if L, _ := Lower(p); p.GPUCode != nil || L.NeedsTools() {
+		t.Errorf("gpu_code.prune: false still prunes: %+v", p.GPUCode)
+	}
+	if _, _, err := toolsDir(""); err == nil || !strings.Contains(err.Error(), "no kiln executable") {
+		t.Errorf("toolsDir without a binary: %v", err)
+	}
+	exe, _ := os.Executable()
+	if _, done, err := toolsDir(exe); err != nil && !strings.Contains(err.Error(), "dynamically linked") {
+		t.Errorf("toolsDir(test binary): %v", err)
+	} else if err == nil {
+		done()
 	}
 }

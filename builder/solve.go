@@ -2,12 +2,14 @@ package builder
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -219,6 +221,9 @@ type Options struct {
 	NoProbes    bool
 	// Insecure registries (plain HTTP) for push; loopback hosts always are.
 	Insecure []string
+	// Tools is a statically linked kiln executable, mounted into the steps
+	// that prune GPU code (plans with gpu_code); kiln build passes itself.
+	Tools string
 }
 
 // Result is what a build produced.
@@ -287,6 +292,18 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	}
 	if in.SourceDateEpoch != nil {
 		solveOpt.FrontendAttrs["build-arg:SOURCE_DATE_EPOCH"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
+	}
+	if graphs[0].Layout.NeedsTools() {
+		dir, cleanup, err := toolsDir(o.Tools)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		tfs, err := fsutil.NewFS(dir)
+		if err != nil {
+			return nil, err
+		}
+		solveOpt.LocalMounts[ToolsName] = tfs
 	}
 	ctxDir := o.ContextDir
 	if ctxDir == "" {
@@ -588,4 +605,54 @@ func checkPlatforms(ctx context.Context, c *client.Client, graphs []*Graph) erro
 		}
 	}
 	return nil
+}
+
+// toolsDir makes the kiln-tools context: a directory holding exe as
+// ToolsBinary (a hard link, else a copy). exe must be statically linked:
+// it runs inside the image being built, whatever C library that has.
+func toolsDir(exe string) (string, func(), error) {
+	if exe == "" {
+		return "", nil, errors.New("builder: the plan prunes GPU code (gpu_code) but no kiln executable was given to run it in the build (Options.Tools)")
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return "", nil, fmt.Errorf("kiln tools %s: %w", exe, err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			f.Close()
+			return "", nil, fmt.Errorf("kiln tools %s is dynamically linked: kiln build prunes GPU code inside the image with kiln itself, which must be static; rebuild with CGO_ENABLED=0 (make build does) or set gpu_code.prune: false in the recipe", exe)
+		}
+	}
+	f.Close()
+	dir, err := os.MkdirTemp("", "kiln-tools-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	dst := filepath.Join(dir, ToolsBinary)
+	if err := os.Link(exe, dst); err != nil {
+		if err := copyFile(exe, dst); err != nil {
+			cleanup()
+			return "", nil, fmt.Errorf("kiln tools: %w", err)
+		}
+	}
+	return dir, cleanup, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

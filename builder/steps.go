@@ -37,6 +37,17 @@ const (
 const (
 	MountCache = "cache" // a persistent BuildKit cache directory
 	MountBind  = "bind"  // a read-only bind of another stage's directory
+	// MountTools is a read-only bind of the kiln-tools local context: a
+	// directory holding the kiln executable (ToolsBinary), which prunes
+	// the installed libraries' GPU code in the step that installs them.
+	MountTools = "tools"
+)
+
+// The kiln-tools context: its name, where steps see it, the binary in it.
+const (
+	ToolsName   = "kiln-tools"
+	ToolsTarget = "/kiln-tools"
+	ToolsBinary = "kiln"
 )
 
 // Mount is a mount of a run step.
@@ -76,6 +87,36 @@ type Layout struct {
 	Devel   Stage
 	Runtime Stage
 	Probes  []string // shell commands run in the runtime image, not exported
+}
+
+// NeedsTools reports whether a step mounts the kiln-tools context.
+func (l *Layout) NeedsTools() bool {
+	for _, st := range []Stage{l.Devel, l.Runtime} {
+		for _, step := range st.Steps {
+			for _, m := range step.Mounts {
+				if m.Kind == MountTools {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// pruneGPUCode is the shell that prunes the GPU code of what pip installed
+// (its purelib and platlib directories) to the plan's fleet, in the step
+// that installed it, so the unpruned libraries never reach a layer. Files
+// with nothing to prune are not rewritten: a later step that scans torch
+// again changes nothing in its layer.
+func pruneGPUCode(gc *recipes.PlanGPUCode) string {
+	args := []string{ToolsTarget + "/" + ToolsBinary, "fatbin", "prune", "--gpus", strings.Join(gc.Archs, ",")}
+	if !gc.KeepPTX {
+		args = append(args, "--keep-ptx=false")
+	}
+	if gc.NVIDIALibs {
+		args = append(args, "--prune-nvidia-libs")
+	}
+	return strings.Join(args, " ") + ` $(python3 -c 'import sysconfig as s; print(*sorted({s.get_path("purelib"), s.get_path("platlib")}))')`
 }
 
 const (
@@ -279,11 +320,16 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 			// Same step, so the wheel's copy never reaches a layer.
 			sh += " && python3 -m pip uninstall -y -q " + shared
 		}
+		mounts := []Mount{{Kind: MountBind, Target: wheelhouse, ID: "devel", Source: wheelhouse}}
+		if p.GPUCode != nil && (g.comp == ComponentTorch || g.comp == ComponentExtensions) {
+			sh += " && " + pruneGPUCode(p.GPUCode)
+			mounts = append(mounts, Mount{Kind: MountTools, Target: ToolsTarget, ID: ToolsName})
+		}
 		L.Runtime.Steps = append(L.Runtime.Steps, Step{
 			Name:      fmt.Sprintf("runtime: install %s", g.comp),
 			Component: g.comp,
 			Shell:     sh,
-			Mounts:    []Mount{{Kind: MountBind, Target: wheelhouse, ID: "devel", Source: wheelhouse}},
+			Mounts:    mounts,
 		})
 	}
 	if p.App != nil && len(p.App.Files) > 0 {

@@ -30,22 +30,25 @@ type Recipe struct {
 	// RuntimeBase picks the runtime stage's nvidia/cuda flavour: auto
 	// (default: -base when the torch wheels bring their own CUDA libraries,
 	// else -runtime), base or runtime.
-	RuntimeBase    string     `yaml:"runtime_base,omitempty" json:"runtime_base,omitempty"`
-	OS             string     `yaml:"os,omitempty" json:"os,omitempty"` // ubuntu22.04, ubuntu24.04, ...
-	Python         string     `yaml:"python,omitempty" json:"python,omitempty"`
-	Torch          *TorchSpec `yaml:"torch,omitempty" json:"torch,omitempty"`
-	FlashAttn      *FASpec    `yaml:"flash_attn,omitempty" json:"flash_attn,omitempty"`
-	BitsAndBytes   *BNBSpec   `yaml:"bitsandbytes,omitempty" json:"bitsandbytes,omitempty"`
-	Pip            []string   `yaml:"pip,omitempty" json:"pip,omitempty"`
-	Apt            []string   `yaml:"apt,omitempty" json:"apt,omitempty"`
-	GPUs           []string   `yaml:"gpus,omitempty" json:"gpus,omitempty"`
-	Platforms      []string   `yaml:"platforms,omitempty" json:"platforms,omitempty"`
-	App            *AppSpec   `yaml:"app,omitempty" json:"app,omitempty"`
-	Weights        []Weight   `yaml:"weights,omitempty" json:"weights,omitempty"`
-	RegistryMirror string     `yaml:"registry_mirror,omitempty" json:"registry_mirror,omitempty"`
-	WheelIndexes   []string   `yaml:"wheel_indexes,omitempty" json:"wheel_indexes,omitempty"`
-	Build          *BuildSpec `yaml:"build,omitempty" json:"build,omitempty"`
-	Test           []string   `yaml:"test,omitempty" json:"test,omitempty"`
+	RuntimeBase  string     `yaml:"runtime_base,omitempty" json:"runtime_base,omitempty"`
+	OS           string     `yaml:"os,omitempty" json:"os,omitempty"` // ubuntu22.04, ubuntu24.04, ...
+	Python       string     `yaml:"python,omitempty" json:"python,omitempty"`
+	Torch        *TorchSpec `yaml:"torch,omitempty" json:"torch,omitempty"`
+	FlashAttn    *FASpec    `yaml:"flash_attn,omitempty" json:"flash_attn,omitempty"`
+	BitsAndBytes *BNBSpec   `yaml:"bitsandbytes,omitempty" json:"bitsandbytes,omitempty"`
+	Pip          []string   `yaml:"pip,omitempty" json:"pip,omitempty"`
+	Apt          []string   `yaml:"apt,omitempty" json:"apt,omitempty"`
+	GPUs         []string   `yaml:"gpus,omitempty" json:"gpus,omitempty"`
+	// GPUCode says what kiln build does with the GPU code of the libraries
+	// it installs (default: pruned to gpus when gpus are set).
+	GPUCode        *GPUCodeSpec `yaml:"gpu_code,omitempty" json:"gpu_code,omitempty"`
+	Platforms      []string     `yaml:"platforms,omitempty" json:"platforms,omitempty"`
+	App            *AppSpec     `yaml:"app,omitempty" json:"app,omitempty"`
+	Weights        []Weight     `yaml:"weights,omitempty" json:"weights,omitempty"`
+	RegistryMirror string       `yaml:"registry_mirror,omitempty" json:"registry_mirror,omitempty"`
+	WheelIndexes   []string     `yaml:"wheel_indexes,omitempty" json:"wheel_indexes,omitempty"`
+	Build          *BuildSpec   `yaml:"build,omitempty" json:"build,omitempty"`
+	Test           []string     `yaml:"test,omitempty" json:"test,omitempty"`
 	path           string
 }
 
@@ -62,6 +65,18 @@ type TorchSpec struct {
 type FASpec struct {
 	Version string `yaml:"version,omitempty" json:"version,omitempty"`
 	Build   string `yaml:"build,omitempty" json:"build,omitempty"` // auto (default), wheel, source
+}
+
+// GPUCodeSpec tunes fat-binary pruning in kiln build: the framework's and
+// extensions' libraries keep, per GPU in gpus, the cubin that runs on it
+// natively and (keep_ptx) each fat binary's newest PTX.
+type GPUCodeSpec struct {
+	Prune   *bool `yaml:"prune,omitempty" json:"prune,omitempty"`       // default true when gpus are set
+	KeepPTX *bool `yaml:"keep_ptx,omitempty" json:"keep_ptx,omitempty"` // default true
+	// NVIDIALibs prunes NVIDIA's redistributable libraries (the nvidia-*
+	// wheels) too: whether their license allows modified copies is the
+	// user's call.
+	NVIDIALibs bool `yaml:"nvidia_libs,omitempty" json:"nvidia_libs,omitempty"`
 }
 
 // BNBSpec asks for bitsandbytes.
@@ -531,6 +546,9 @@ func (r *Recipe) validate() []problem {
 		if _, err := GPU(g); err != nil {
 			add(fmt.Sprintf("gpus[%d]", i), "%v", err)
 		}
+	}
+	if c := r.GPUCode; c != nil && len(r.GPUs) == 0 && (c.Prune != nil && *c.Prune || c.NVIDIALibs) {
+		add("gpu_code", "pruning GPU code needs the fleet: set gpus (e.g. [h100])")
 	}
 	for i, p := range r.Platforms {
 		if !platformRe.MatchString(p) {

@@ -33,9 +33,12 @@ type Plan struct {
 	// RuntimeFlavor is the runtime base's nvidia/cuda flavour: "base" when
 	// the torch wheels bring the CUDA libraries (never ship CUDA twice),
 	// else "runtime".
-	RuntimeFlavor  string        `json:"runtime_flavor"`
-	CUDAArchs      []string      `json:"cuda_archs"`
-	GPUs           []PlanGPU     `json:"gpus"`
+	RuntimeFlavor string    `json:"runtime_flavor"`
+	CUDAArchs     []string  `json:"cuda_archs"`
+	GPUs          []PlanGPU `json:"gpus"`
+	// GPUCode is the fat-binary pruning kiln build applies; nil keeps every
+	// library's GPU code.
+	GPUCode        *PlanGPUCode  `json:"gpu_code"`
 	MinDriver      PlanMinDriver `json:"min_driver"`
 	Platforms      []string      `json:"platforms"`
 	RegistryMirror string        `json:"registry_mirror,omitempty"`
@@ -66,6 +69,16 @@ type PlanMinDriver struct {
 type PlanGPU struct {
 	Name              string `json:"name"`
 	ComputeCapability string `json:"compute_capability"`
+}
+
+// PlanGPUCode is what kiln build keeps of the installed libraries' GPU
+// code: for each architecture in Archs (sm_90) its native cubin, and with
+// KeepPTX each fat binary's newest PTX; NVIDIA's libraries only with
+// NVIDIALibs.
+type PlanGPUCode struct {
+	Archs      []string `json:"archs"`
+	KeepPTX    bool     `json:"keep_ptx"`
+	NVIDIALibs bool     `json:"nvidia_libs"`
 }
 
 // FABuild holds the settings for building FlashAttention from source.
@@ -214,6 +227,24 @@ func (s *resolver) gpusStep() error {
 	}
 	if len(s.gpus) == 0 {
 		s.warn("no target gpus: kiln cannot check that the wheels have kernels for your GPUs; set gpus (e.g. [h100] or [sm_90])")
+		return nil
+	}
+	if c := s.r.GPUCode; c == nil || c.Prune == nil || *c.Prune {
+		gc := &PlanGPUCode{KeepPTX: true}
+		if c != nil {
+			gc.NVIDIALibs = c.NVIDIALibs
+			if c.KeepPTX != nil {
+				gc.KeepPTX = *c.KeepPTX
+			}
+		}
+		var ccs []string
+		for _, g := range s.gpus {
+			ccs = append(ccs, g.ComputeCapability)
+		}
+		for _, cc := range archList(ccs) {
+			gc.Archs = append(gc.Archs, ccToSM(cc))
+		}
+		s.plan.GPUCode = gc
 	}
 	return nil
 }

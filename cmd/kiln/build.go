@@ -291,6 +291,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		ProgressOut: opts.IO.ErrOut,
 		NoProbes:    opts.NoTest,
 		Insecure:    opts.Insecure,
+		Tools:       toolsExecutable(),
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
@@ -441,4 +442,17 @@ func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in buil
 		fmt.Fprintf(opts.IO.Out, "graph %s  %s (%d ops)\n", g.Platform, g.Digest, g.Ops)
 	}
 	return nil
+}
+
+// toolsExecutable is the kiln binary that prunes GPU code inside builds:
+// $KILN_TOOLS, else this executable.
+func toolsExecutable() string {
+	if p := os.Getenv("KILN_TOOLS"); p != "" {
+		return p
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
 }
