@@ -7,7 +7,7 @@ import (
 )
 
 func TestParseMatrix(t *testing.T) {
-	b, err := os.ReadFile("testdata/RELEASE.md")
+	b, err := os.ReadFile("refreshtest/RELEASE.md")
 	if err != nil {
 		t.Fatal(err)
 	}

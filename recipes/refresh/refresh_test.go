@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,36 +14,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/recipes/refresh/refreshtest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 var readDay = time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
 
-type standIns struct {
-	index  *wheelIndex
-	idxSrv *httptest.Server
-	reg    *httptest.Server
-	hub    *dockerHub
-	push   func(tags ...string)
-	matrix *httptest.Server
-}
-
-func newStandIns(t *testing.T, db *recipes.DB) *standIns {
-	t.Helper()
-	s := &standIns{index: newWheelIndex(db.Torch), matrix: matrixStandIn(t)}
-	s.idxSrv = httptest.NewServer(s.index)
-	t.Cleanup(s.idxSrv.Close)
-	s.reg, s.hub, s.push = registryStandIn(t, standinTags(db.Images))
-	return s
-}
-
-func (s *standIns) options(db *recipes.DB) Options {
+func options(s *refreshtest.Set, db *recipes.DB) Options {
 	return Options{
 		Base:       db,
-		IndexURL:   s.idxSrv.URL + "/whl",
-		MatrixURL:  s.matrix.URL + "/pytorch/pytorch/main/RELEASE.md",
-		Repository: strings.TrimPrefix(s.reg.URL, "http://") + "/nvidia/cuda",
+		IndexURL:   s.IndexURL(),
+		MatrixURL:  s.MatrixURL(),
+		Repository: s.Repository(),
 		HTTP:       layers.HTTPClient(nil, layers.WithRetries(3, time.Millisecond)),
 		Remote:     []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3})},
 		Now:        func() time.Time { return readDay },
@@ -65,11 +47,11 @@ func embedded(t *testing.T) *recipes.DB {
 // release matrix in RELEASE.md's own format) and tag as embedded.
 func TestRefreshAgreesWithEmbeddedData(t *testing.T) {
 	db := embedded(t)
-	s := newStandIns(t, db)
+	s := refreshtest.New(t, db)
 	// One busy answer from each source: retried, not fatal.
-	s.index.fail["/whl/cu124/torch/"] = 1
-	s.hub.failPage = 2
-	f, err := Run(context.Background(), s.options(db))
+	s.Index.Fail["/whl/cu124/torch/"] = 1
+	s.Hub.FailPage = 2
+	f, err := Run(context.Background(), options(s, db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,18 +80,18 @@ func TestRefreshAgreesWithEmbeddedData(t *testing.T) {
 		t.Errorf("images: %d tags (embedded %d), dates %s %s", len(f.Images.Tags), len(db.Images.Tags), f.Images.DataDate, f.Torch.DataDate)
 	}
 	// The registry was read the Docker Hub way: a token, then pages.
-	if s.hub.tokens == 0 || s.hub.pages < 6 || s.hub.sawBadAuth {
-		t.Errorf("registry: %d tokens, %d pages, bad auth %v", s.hub.tokens, s.hub.pages, s.hub.sawBadAuth)
+	if s.Hub.Tokens == 0 || s.Hub.Pages < 6 || s.Hub.SawBadAuth {
+		t.Errorf("registry: %d tokens, %d pages, bad auth %v", s.Hub.Tokens, s.Hub.Pages, s.Hub.SawBadAuth)
 	}
 	// Every variant index (8) was read for the three projects, plus the retry.
-	if s.index.gets != 8*3+1 {
-		t.Errorf("index GETs: %d", s.index.gets)
+	if s.Index.Gets() != 8*3+1 {
+		t.Errorf("index GETs: %d", s.Index.Gets())
 	}
 	if f.DataVersion != db.Version()+"+refresh.20270102" || f.BaseDataVersion != db.Version() || len(f.Sources) != 8*3+2 {
 		t.Errorf("file: %s %s, %d sources", f.DataVersion, f.BaseDataVersion, len(f.Sources))
 	}
 	for _, src := range f.Sources {
-		if strings.Contains(src.URL, s.hub.token) || src.Date != "2027-01-02" {
+		if strings.Contains(src.URL, s.Hub.Token) || src.Date != "2027-01-02" {
 			t.Errorf("source %+v", src)
 		}
 	}
@@ -119,32 +101,32 @@ func TestRefreshAgreesWithEmbeddedData(t *testing.T) {
 // source and date; the refreshed file loads and the resolver uses it.
 func TestRefreshDiffForChangedSources(t *testing.T) {
 	db := embedded(t)
-	s := newStandIns(t, db)
+	s := refreshtest.New(t, db)
 	plat := "manylinux_2_28_x86_64"
 	// torch 2.11.0+cu129: on the cu129 index, not in the release matrix.
 	for py := 10; py <= 14; py++ {
-		s.index.add("cu129", "torch", wheel("torch", "2.11.0", "cu129", py, plat))
+		s.Index.Add("cu129", "torch", refreshtest.Wheel("torch", "2.11.0", "cu129", py, plat))
 	}
 	// torch 2.12.1 and a torchaudio 2.12 on the official variants.
 	for _, v := range []string{"cu126", "cu130", "cu132"} {
 		for py := 10; py <= 14; py++ {
-			s.index.add(v, "torch", wheel("torch", "2.12.1", v, py, plat))
-			s.index.add(v, "torchvision", wheel("torchvision", "0.27.1", v, py, plat))
+			s.Index.Add(v, "torch", refreshtest.Wheel("torch", "2.12.1", v, py, plat))
+			s.Index.Add(v, "torchvision", refreshtest.Wheel("torchvision", "0.27.1", v, py, plat))
 		}
 	}
 	for py := 10; py <= 14; py++ {
-		s.index.add("cu130", "torchaudio", wheel("torchaudio", "2.12.0", "cu130", py, plat), wheel("torchaudio", "2.12.1", "cu130", py, plat))
+		s.Index.Add("cu130", "torchaudio", refreshtest.Wheel("torchaudio", "2.12.0", "cu130", py, plat), refreshtest.Wheel("torchaudio", "2.12.1", "cu130", py, plat))
 	}
 	// torchvision 0.20 gains cp313 wheels; torch 2.1+cu121 is withdrawn.
 	for _, v := range []string{"cu118", "cu121", "cu124"} {
-		s.index.add(v, "torchvision", wheel("torchvision", "0.20.1", v, 13, plat))
+		s.Index.Add(v, "torchvision", refreshtest.Wheel("torchvision", "0.20.1", v, 13, plat))
 	}
-	s.index.remove("cu121", "torch", "torch-2.1.")
+	s.Index.Remove("cu121", "torch", "torch-2.1.")
 	// nvidia/cuda: 13.0.4 and 13.4.0 published, 11.4.3 deleted.
-	s.push("13.0.4-base-ubuntu24.04", "13.0.4-cudnn-devel-ubuntu24.04", "13.4.0-base-ubuntu24.04")
-	deleteTags(t, s.reg, s.hub, "11.4.3-base-ubuntu22.04", "11.4.3-runtime-ubuntu22.04", "11.4.3-devel-ubuntu22.04", "11.4.3-cudnn8-runtime-ubuntu22.04", "11.4.3-cudnn8-devel-ubuntu22.04")
+	s.Push("13.0.4-base-ubuntu24.04", "13.0.4-cudnn-devel-ubuntu24.04", "13.4.0-base-ubuntu24.04")
+	refreshtest.DeleteTags(t, s.Reg, s.Hub, "11.4.3-base-ubuntu22.04", "11.4.3-runtime-ubuntu22.04", "11.4.3-devel-ubuntu22.04", "11.4.3-cudnn8-runtime-ubuntu22.04", "11.4.3-cudnn8-devel-ubuntu22.04")
 
-	f, err := Run(context.Background(), s.options(db))
+	f, err := Run(context.Background(), options(s, db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +134,7 @@ func TestRefreshDiffForChangedSources(t *testing.T) {
 	if err := WriteDiff(&b, f); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.NewReplacer(s.idxSrv.URL, "INDEX", s.matrix.URL, "MATRIX", strings.TrimPrefix(s.reg.URL, "http://"), "REGISTRY").Replace(b.String())
+	got := strings.NewReplacer(s.IndexSrv.URL, "INDEX", s.MatrixS.URL, "MATRIX", strings.TrimPrefix(s.Reg.URL, "http://"), "REGISTRY").Replace(b.String())
 	golden := filepath.Join("testdata", "changed.diff.golden")
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -209,25 +191,25 @@ func TestRefreshDiffForChangedSources(t *testing.T) {
 
 func TestRefreshFailsOnUnreadableSource(t *testing.T) {
 	db := embedded(t)
-	s := newStandIns(t, db)
-	o := s.options(db)
-	o.MatrixURL = s.matrix.URL + "/missing.md"
+	s := refreshtest.New(t, db)
+	o := options(s, db)
+	o.MatrixURL = s.MatrixS.URL + "/missing.md"
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "release matrix") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing matrix: %v", err)
 	}
-	o = s.options(db)
-	o.Repository = strings.TrimPrefix(s.reg.URL, "http://") + "/nvidia/cudax"
-	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "nvidia/cuda tags") || strings.Contains(err.Error(), s.hub.token) {
+	o = options(s, db)
+	o.Repository = strings.TrimPrefix(s.Reg.URL, "http://") + "/nvidia/cudax"
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "nvidia/cuda tags") || strings.Contains(err.Error(), s.Hub.Token) {
 		t.Errorf("wrong repository: %v", err)
 	}
-	o = s.options(db)
+	o = options(s, db)
 	o.Variants = []string{"cuda12"}
 	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), `variant "cuda12"`) {
 		t.Errorf("bad variant: %v", err)
 	}
 	// A password in an index URL never reaches an error or a source.
-	o = s.options(db)
-	o.IndexURL = strings.Replace(s.idxSrv.URL, "http://", "http://user:hunter2pass@", 1) + "/whl"
+	o = options(s, db)
+	o.IndexURL = strings.Replace(s.IndexSrv.URL, "http://", "http://user:hunter2pass@", 1) + "/whl"
 	f, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

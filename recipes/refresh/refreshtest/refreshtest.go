@@ -1,9 +1,12 @@
-package refresh
-
-// Stand-ins for the live sources, shaped like them: download.pytorch.org's
-// per-variant PEP 503 pages (and a PEP 691 JSON one), a Docker Hub-style
-// registry (bearer token from a realm, tag list paginated by Link headers)
-// built on go-containerregistry's in-process registry, and RELEASE.md.
+// Package refreshtest has stand-ins for the live sources kiln compat
+// refresh reads, shaped like them, for tests that cannot reach them:
+// download.pytorch.org's per-variant PEP 503 pages (and a PEP 691 JSON
+// one), a Docker Hub-style registry (401 with a Bearer challenge, a token
+// from the realm, tag lists paginated by Link headers) built on
+// go-containerregistry's in-process registry, and pytorch/pytorch's
+// RELEASE.md. Built from kiln's data, they agree with it; tests change
+// them to see what a refresh reports.
+package refreshtest
 
 import (
 	"encoding/json"
@@ -14,12 +17,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	_ "embed"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -29,15 +33,23 @@ import (
 )
 
 // wheelIndex serves /whl/<variant>/<project>/ like download.pytorch.org.
-type wheelIndex struct {
+type WheelIndex struct {
 	mu    sync.Mutex
 	files map[string]map[string][]string // variant → project → file names
 	json  map[string]bool                // variants answered as PEP 691 JSON
-	fail  map[string]int                 // path → 503 answers still to give
-	gets  int
+	// Fail answers a path 503 (Retry-After: 0) this many more times.
+	Fail map[string]int
+	gets int
 }
 
-func (x *wheelIndex) add(variant, project string, names ...string) {
+// Gets is the number of requests served.
+func (x *WheelIndex) Gets() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.gets
+}
+
+func (x *WheelIndex) Add(variant, project string, names ...string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.files[variant] == nil {
@@ -46,18 +58,18 @@ func (x *wheelIndex) add(variant, project string, names ...string) {
 	x.files[variant][project] = append(x.files[variant][project], names...)
 }
 
-func (x *wheelIndex) remove(variant, project, prefix string) {
+func (x *WheelIndex) Remove(variant, project, prefix string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.files[variant][project] = slices.DeleteFunc(x.files[variant][project], func(n string) bool { return strings.HasPrefix(n, prefix) })
 }
 
-func (x *wheelIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (x *WheelIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.gets++
-	if x.fail[r.URL.Path] > 0 {
-		x.fail[r.URL.Path]--
+	if x.Fail[r.URL.Path] > 0 {
+		x.Fail[r.URL.Path]--
 		w.Header().Set("Retry-After", "0")
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return
@@ -108,7 +120,7 @@ func pyList(lo, hi string) []int {
 	return out
 }
 
-func wheel(project, version, variant string, py int, plat string) string {
+func Wheel(project, version, variant string, py int, plat string) string {
 	return fmt.Sprintf("%s-%s+%s-cp3%d-cp3%d-%s.whl", project, version, variant, py, py, plat)
 }
 
@@ -117,8 +129,8 @@ func wheel(project, version, variant string, py int, plat string) string {
 // Python), torchvision for its own range, torchaudio unless unsettled; plus
 // what a real index also has and a refresh must ignore (Windows wheels,
 // free-threaded builds, pre-releases, releases older than kiln's data).
-func newWheelIndex(td recipes.TorchData) *wheelIndex {
-	x := &wheelIndex{files: map[string]map[string][]string{}, json: map[string]bool{"cu126": true}, fail: map[string]int{}}
+func NewWheelIndex(td recipes.TorchData) *WheelIndex {
+	x := &WheelIndex{files: map[string]map[string][]string{}, json: map[string]bool{"cu126": true}, Fail: map[string]int{}}
 	for _, rel := range td.Releases {
 		for _, v := range rel.Variants {
 			if v.Unofficial {
@@ -136,23 +148,23 @@ func newWheelIndex(td recipes.TorchData) *wheelIndex {
 			for _, p := range rel.Patches {
 				pt := strings.SplitN(p, ".", 3)[2]
 				for _, py := range tpy {
-					x.add(v.Name, "torch", wheel("torch", p, v.Name, py, plat), wheel("torch", p, v.Name, py, "win_amd64"))
+					x.Add(v.Name, "torch", Wheel("torch", p, v.Name, py, plat), Wheel("torch", p, v.Name, py, "win_amd64"))
 					if !rel.TorchaudioUnsettled {
-						x.add(v.Name, "torchaudio", wheel("torchaudio", p, v.Name, py, plat))
+						x.Add(v.Name, "torchaudio", Wheel("torchaudio", p, v.Name, py, plat))
 					}
 				}
-				x.add(v.Name, "torch", fmt.Sprintf("torch-%s+%s-cp313-cp313t-%s.whl", p, v.Name, plat))
+				x.Add(v.Name, "torch", fmt.Sprintf("torch-%s+%s-cp313-cp313t-%s.whl", p, v.Name, plat))
 				for _, py := range pyList(lo, hi) {
-					x.add(v.Name, "torchvision", wheel("torchvision", rel.TorchvisionMinor+"."+pt, v.Name, py, plat))
+					x.Add(v.Name, "torchvision", Wheel("torchvision", rel.TorchvisionMinor+"."+pt, v.Name, py, plat))
 				}
 			}
 			if _, ok := x.files[v.Name]["torchaudio"]; !ok {
-				x.add(v.Name, "torchaudio") // the project page exists, empty
+				x.Add(v.Name, "torchaudio") // the project page exists, empty
 			}
 		}
 	}
-	x.add("cu118", "torch", wheel("torch", "2.0.1", "cu118", 10, "manylinux1_x86_64"))
-	x.add("cu126", "torch", wheel("torch", "2.13.0rc1", "cu126", 12, "manylinux_2_28_x86_64"))
+	x.Add("cu118", "torch", Wheel("torch", "2.0.1", "cu118", 10, "manylinux1_x86_64"))
+	x.Add("cu126", "torch", Wheel("torch", "2.13.0rc1", "cu126", 12, "manylinux_2_28_x86_64"))
 	return x
 }
 
@@ -160,18 +172,20 @@ func newWheelIndex(td recipes.TorchData) *wheelIndex {
 // does: 401 with a Bearer challenge naming a token realm, the token from
 // that realm, and tag lists in pages of at most pageSize with a Link
 // header to the next page.
-type dockerHub struct {
-	inner      http.Handler
-	token      string
-	pageSize   int
-	mu         sync.Mutex
-	tokens     int
-	pages      int
-	failPage   int // answer this page (1-based) 503 once
-	sawBadAuth bool
+type DockerHub struct {
+	inner    http.Handler
+	Token    string
+	pageSize int
+	mu       sync.Mutex
+	// Tokens and Pages count token grants and tag list pages served.
+	Tokens, Pages int
+	// FailPage answers that tag list page (1-based) 503 once.
+	FailPage int
+	// SawBadAuth: a request came with a credential other than the token.
+	SawBadAuth bool
 }
 
-func (h *dockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *DockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/token" {
 		q := r.URL.Query()
 		if q.Get("service") != "registry.docker.io" || q.Get("scope") != "repository:nvidia/cuda:pull" {
@@ -179,15 +193,15 @@ func (h *dockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.mu.Lock()
-		h.tokens++
+		h.Tokens++
 		h.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"token":%q,"access_token":%q,"expires_in":300,"issued_at":"2027-01-02T03:04:05Z"}`, h.token, h.token)
+		fmt.Fprintf(w, `{"token":%q,"access_token":%q,"expires_in":300,"issued_at":"2027-01-02T03:04:05Z"}`, h.Token, h.Token)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+h.token {
+	if r.Header.Get("Authorization") != "Bearer "+h.Token {
 		if r.Header.Get("Authorization") != "" {
-			h.sawBadAuth = true
+			h.SawBadAuth = true
 		}
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="registry.docker.io",scope="repository:nvidia/cuda:pull"`, r.Host))
 		w.Header().Set("Content-Type", "application/json")
@@ -200,9 +214,9 @@ func (h *dockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
-	h.pages++
-	page := h.pages
-	fail := page == h.failPage
+	h.Pages++
+	page := h.Pages
+	fail := page == h.FailPage
 	h.mu.Unlock()
 	if fail {
 		http.Error(w, `{"errors":[{"code":"UNAVAILABLE"}]}`, http.StatusServiceUnavailable)
@@ -237,11 +251,11 @@ func (h *dockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // standinTags are the nvidia/cuda tags of im's versions: base, runtime and
 // devel for ubuntu22.04 (and 24.04 from 12.5.1), the cuDNN variants, and
 // tags a refresh must ignore.
-func standinTags(im recipes.ImageData) []string {
+func Tags(im recipes.ImageData) []string {
 	var out []string
 	for _, t := range im.Tags {
 		oses := []string{"ubuntu22.04"}
-		if cmpV(t.CUDA, "12.5.1") >= 0 {
+		if newerOrSame(t.CUDA, "12.5.1") {
 			oses = append(oses, "ubuntu24.04")
 		}
 		for _, os := range oses {
@@ -258,12 +272,12 @@ func standinTags(im recipes.ImageData) []string {
 
 // registryStandIn starts the registry with tags pushed (through a second,
 // unauthenticated server on the same storage).
-func registryStandIn(t *testing.T, tags []string) (*httptest.Server, *dockerHub, func(tags ...string)) {
+func Registry(t testing.TB, tags []string) (*httptest.Server, *DockerHub, func(tags ...string)) {
 	t.Helper()
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	push := httptest.NewServer(inner)
 	t.Cleanup(push.Close)
-	hub := &dockerHub{inner: inner, token: "hub-token-Zm9vYmFyYmF6cXV4", pageSize: 50}
+	hub := &DockerHub{inner: inner, Token: "hub-token-Zm9vYmFyYmF6cXV4", pageSize: 50}
 	srv := httptest.NewServer(hub)
 	t.Cleanup(srv.Close)
 	img, err := random.Image(64, 1)
@@ -287,11 +301,11 @@ func registryStandIn(t *testing.T, tags []string) (*httptest.Server, *dockerHub,
 }
 
 // deleteTags removes tags from the in-process registry (DELETE by tag).
-func deleteTags(t *testing.T, srv *httptest.Server, hub *dockerHub, tags ...string) {
+func DeleteTags(t testing.TB, srv *httptest.Server, hub *DockerHub, tags ...string) {
 	t.Helper()
 	for _, tag := range tags {
 		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/v2/nvidia/cuda/manifests/"+tag, nil)
-		req.Header.Set("Authorization", "Bearer "+hub.token)
+		req.Header.Set("Authorization", "Bearer "+hub.Token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -303,14 +317,19 @@ func deleteTags(t *testing.T, srv *httptest.Server, hub *dockerHub, tags ...stri
 	}
 }
 
-func matrixStandIn(t *testing.T) *httptest.Server {
+//go:embed RELEASE.md
+var releaseMD []byte
+
+// MatrixPath is where Matrix serves RELEASE.md.
+const MatrixPath = "/pytorch/pytorch/main/RELEASE.md"
+
+// Matrix serves a RELEASE.md in pytorch/pytorch's layout whose release
+// matrix agrees with kiln's embedded torch data, at MatrixPath.
+func Matrix(t testing.TB) *httptest.Server {
 	t.Helper()
-	body, err := os.ReadFile("testdata/RELEASE.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := releaseMD
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/pytorch/pytorch/main/RELEASE.md" {
+		if r.URL.Path != MatrixPath {
 			http.NotFound(w, r)
 			return
 		}
@@ -320,3 +339,34 @@ func matrixStandIn(t *testing.T) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+func newerOrSame(a, b string) bool {
+	va, _ := recipes.ParseVersion(a)
+	vb, _ := recipes.ParseVersion(b)
+	return va.Compare(vb) >= 0
+}
+
+// Set is every stand-in, built from db.
+type Set struct {
+	Index    *WheelIndex
+	IndexSrv *httptest.Server
+	Reg      *httptest.Server
+	Hub      *DockerHub
+	Push     func(tags ...string)
+	MatrixS  *httptest.Server
+}
+
+// New starts the three stand-ins for db's facts.
+func New(t testing.TB, db *recipes.DB) *Set {
+	t.Helper()
+	s := &Set{Index: NewWheelIndex(db.Torch), MatrixS: Matrix(t)}
+	s.IndexSrv = httptest.NewServer(s.Index)
+	t.Cleanup(s.IndexSrv.Close)
+	s.Reg, s.Hub, s.Push = Registry(t, Tags(db.Images))
+	return s
+}
+
+// IndexURL, MatrixURL and Repository are what kiln compat refresh is pointed at.
+func (s *Set) IndexURL() string   { return s.IndexSrv.URL + "/whl" }
+func (s *Set) MatrixURL() string  { return s.MatrixS.URL + MatrixPath }
+func (s *Set) Repository() string { return strings.TrimPrefix(s.Reg.URL, "http://") + "/nvidia/cuda" }
