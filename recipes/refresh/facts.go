@@ -58,7 +58,7 @@ func (r *run) facts(td recipes.TorchData, im recipes.ImageData) map[string]fact 
 		add(fact{key: "torchvision for torch " + rel.Minor, value: tv, url: idx("torchvision")})
 		ta := "torchaudio = torch's version"
 		if rel.TorchaudioUnsettled {
-			ta = "unsettled (no torchaudio " + rel.Patches[len(rel.Patches)-1] + ")"
+			ta = "unsettled (no torchaudio of the newest torch patch)"
 		}
 		add(fact{key: "torchaudio for torch " + rel.Minor, value: ta, url: idx("torchaudio")})
 	}
