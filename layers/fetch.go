@@ -31,13 +31,10 @@ import (
 // Only when the budget is spent does a read fail; the caller may then keep
 // the bytes it has for a later run.
 type Fetcher struct {
-	repo    name.Repository
-	base    string // scheme://host/v2/repo/blobs/
-	client  *http.Client
-	retries int
-	backoff time.Duration
-	maxWait time.Duration
-	sleep   func(context.Context, time.Duration) error
+	repo   name.Repository
+	base   string // scheme://host/v2/repo/blobs/
+	client *http.Client
+	retryPolicy
 
 	mu sync.Mutex
 	// Requests counts HTTP requests sent (tests and reports read it).
@@ -86,13 +83,10 @@ func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOpti
 		return nil, fmt.Errorf("repository %q: %w", repo, err)
 	}
 	f := &Fetcher{
-		repo:    r,
-		base:    fmt.Sprintf("%s://%s/v2/%s/blobs/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
-		client:  &http.Client{Transport: rt},
-		retries: 5,
-		backoff: 200 * time.Millisecond,
-		maxWait: 30 * time.Second,
-		sleep:   sleepCtx,
+		repo:        r,
+		base:        fmt.Sprintf("%s://%s/v2/%s/blobs/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
+		client:      &http.Client{Transport: rt},
+		retryPolicy: defaultRetryPolicy(),
 	}
 	for _, fo := range append(o.fetch[:len(o.fetch):len(o.fetch)], fopts...) {
 		fo(f)
@@ -210,15 +204,29 @@ func (b *resumingBody) Close() error {
 	return err
 }
 
+// retryPolicy is kiln's one retry policy for network reads: the Fetcher's
+// blob requests and HTTPClient's GETs share it, so a flaky mirror is
+// treated the same whichever command reads from it.
+type retryPolicy struct {
+	retries int
+	backoff time.Duration
+	maxWait time.Duration
+	sleep   func(context.Context, time.Duration) error
+}
+
+func defaultRetryPolicy() retryPolicy {
+	return retryPolicy{retries: 5, backoff: 200 * time.Millisecond, maxWait: 30 * time.Second, sleep: sleepCtx}
+}
+
 // wait is the policy's backoff before retry number attempt (0-based):
 // backoff doubling per attempt, at least retryAfter, at most maxWait.
-func (f *Fetcher) wait(attempt int, retryAfter time.Duration) time.Duration {
-	d := f.backoff
-	for i := 0; i < attempt && d < f.maxWait; i++ {
+func (p *retryPolicy) wait(attempt int, retryAfter time.Duration) time.Duration {
+	d := p.backoff
+	for i := 0; i < attempt && d < p.maxWait; i++ {
 		d *= 2
 	}
 	d = max(d, retryAfter)
-	return min(d, f.maxWait)
+	return min(d, p.maxWait)
 }
 
 func (f *Fetcher) open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {

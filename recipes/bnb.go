@@ -106,11 +106,33 @@ func (s *resolver) bnbStep() error {
 				break
 			}
 		}
+		if bad == nil && rel.Platforms != nil {
+			if p, ok := platformsKnown(rel.Platforms, s.plan.Platforms); !ok {
+				var alts []string
+				for i := len(s.db.BNB.Releases) - 1; i >= 0; i-- {
+					o := &s.db.BNB.Releases[i]
+					if _, ok := platformsKnown(o.Platforms, s.plan.Platforms); ok {
+						alts = append(alts, "bitsandbytes "+o.latest())
+						break
+					}
+				}
+				bad = refuse("platforms", append(alts, "platforms: [linux/amd64]"), "bitsandbytes %s publishes no %s wheels (it has %s)", ver, p, strings.Join(rel.Platforms, ", "))
+			}
+		}
 		if bad != nil {
 			if firstErr == nil {
 				firstErr = bad
 			}
 			continue
+		}
+		if rel.Platforms != nil {
+			s.fact(fmt.Sprintf("bitsandbytes %s wheels for %s", ver, strings.Join(rel.Platforms, ", ")), rel.PlatformsSource, rel.PlatformsConfidence)
+		} else {
+			for _, p := range s.plan.Platforms {
+				if p != DefaultPlatform {
+					s.warn("kiln has no data on bitsandbytes %s wheels for %s (only x86_64 is confirmed); kiln lock checks the index", ver, p)
+				}
+			}
 		}
 		s.plan.BitsAndBytes = strp(ver)
 		s.plan.BitsAndBytesLib = strp("libbitsandbytes_cuda" + strings.ReplaceAll(lib, ".", "") + ".so")

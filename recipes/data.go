@@ -99,12 +99,16 @@ type gpuData struct {
 	Arch        []ArchSupport `json:"arch_support"`
 }
 
-// ImageTag is a known nvidia/cuda image version and its cuDNN.
+// ImageTag is a known nvidia/cuda image version and its cuDNN. CuDNNToken
+// is the tag's cuDNN infix ("cudnn8", "cudnn9", "cudnn"; "" when no cuDNN
+// variant is known); CuDNN is the exact version when kiln has read it from
+// the image's Dockerfile ("" when only the tag is known, e.g. a tag a
+// refresh found in the registry).
 type ImageTag struct {
 	CUDA         string `json:"cuda"`
 	CuDNNToken   string `json:"cudnn_token"`
-	CuDNN        string `json:"cudnn"`
-	CuDNNPackage string `json:"cudnn_package"`
+	CuDNN        string `json:"cudnn,omitempty"`
+	CuDNNPackage string `json:"cudnn_package,omitempty"`
 	Cudart       string `json:"cudart,omitempty"`
 	Source       string `json:"source"`
 	Confidence   string `json:"confidence"`
@@ -122,46 +126,87 @@ type OSFlavor struct {
 	PythonConfidence string `json:"python_confidence,omitempty"`
 }
 
-type imageData struct {
-	DataVersion string     `json:"data_version"`
-	Tags        []ImageTag `json:"tags"`
-	OS          []OSFlavor `json:"os"`
+// ImageData is images.json: the nvidia/cuda tags and OS flavours.
+type ImageData struct {
+	DataVersion          string `json:"data_version"`
+	DataDate             string `json:"data_date"`
+	DataDateNote         string `json:"data_date_note,omitempty"`
+	TagPattern           string `json:"tag_pattern,omitempty"`
+	TagPatternSource     string `json:"tag_pattern_source,omitempty"`
+	TagPatternConfidence string `json:"tag_pattern_confidence,omitempty"`
+	SupportPolicy        *struct {
+		Text       string `json:"text"`
+		Source     string `json:"source"`
+		Confidence string `json:"confidence"`
+	} `json:"support_policy,omitempty"`
+	Tags []ImageTag `json:"tags"`
+	OS   []OSFlavor `json:"os"`
 }
 
-// TorchVariant is one CUDA build of a torch release.
+// TorchVariant is one CUDA build of a torch release. Stable and
+// experimental variants are those of PyTorch's release matrix; a variant
+// whose wheels a wheel index lists but the matrix does not (2.11.0+cu129)
+// is Unofficial, and the resolver never picks it unless torch.variant names
+// it. CuDNN and Archs are "" when no source says (rows a refresh added).
 type TorchVariant struct {
 	Name            string `json:"name"`
 	CUDA            string `json:"cuda"`
 	CuDNN           string `json:"cudnn"`
 	CXX11ABI        bool   `json:"cxx11_abi"`
 	Stable          bool   `json:"stable"`
+	Unofficial      bool   `json:"unofficial,omitempty"`
 	Archs           string `json:"archs"`
 	ArchsConfidence string `json:"archs_confidence"`
+	// Source and Confidence, when set, are the variant's own (a refresh
+	// records the index that lists it); otherwise the release's apply.
+	Source     string `json:"source,omitempty"`
+	Confidence string `json:"confidence,omitempty"`
 }
 
 // TorchRelease is a torch minor release.
 type TorchRelease struct {
-	Minor              string         `json:"minor"`
-	Patches            []string       `json:"patches"`
-	PatchesSource      string         `json:"patches_source"`
-	PatchesConfidence  string         `json:"patches_confidence"`
-	PythonMin          string         `json:"python_min"`
-	PythonMax          string         `json:"python_max"`
-	PythonExperimental string         `json:"python_experimental,omitempty"`
-	TorchvisionMinor   string         `json:"torchvision_minor"`
-	Variants           []TorchVariant `json:"variants"`
-	PyPIDefault        string         `json:"pypi_default,omitempty"`
-	Source             string         `json:"source"`
-	Confidence         string         `json:"confidence"`
-	ABISource          string         `json:"cxx11_abi_source"`
-	ABIConfidence      string         `json:"cxx11_abi_confidence"`
-	ArchsSource        string         `json:"archs_source"`
+	Minor              string   `json:"minor"`
+	Patches            []string `json:"patches"`
+	PatchesSource      string   `json:"patches_source"`
+	PatchesConfidence  string   `json:"patches_confidence"`
+	PythonMin          string   `json:"python_min"`
+	PythonMax          string   `json:"python_max"`
+	PythonExperimental string   `json:"python_experimental,omitempty"`
+	TorchvisionMinor   string   `json:"torchvision_minor"`
+	// TorchvisionPython is the CPython range torchvision's wheels cover,
+	// "3.9-3.12" ("" when unknown): torchvision 0.20 has no cp313 wheels
+	// although torch 2.5 has experimental ones.
+	TorchvisionPython           string `json:"torchvision_python,omitempty"`
+	TorchvisionPythonSource     string `json:"torchvision_python_source,omitempty"`
+	TorchvisionPythonConfidence string `json:"torchvision_python_confidence,omitempty"`
+	// TorchaudioUnsettled: no torchaudio release is known to pair with this
+	// torch (the rule "torchaudio = torch version" would name one that may
+	// not exist).
+	TorchaudioUnsettled  bool           `json:"torchaudio_unsettled,omitempty"`
+	TorchaudioSource     string         `json:"torchaudio_source,omitempty"`
+	TorchaudioConfidence string         `json:"torchaudio_confidence,omitempty"`
+	Variants             []TorchVariant `json:"variants"`
+	PyPIDefault          string         `json:"pypi_default,omitempty"`
+	Source               string         `json:"source"`
+	Confidence           string         `json:"confidence"`
+	ABISource            string         `json:"cxx11_abi_source"`
+	ABIConfidence        string         `json:"cxx11_abi_confidence"`
+	ArchsSource          string         `json:"archs_source"`
 }
 
-type torchData struct {
-	DataVersion string         `json:"data_version"`
-	IndexURL    string         `json:"index_url"`
-	Releases    []TorchRelease `json:"releases"`
+// TorchData is torch.json: torch releases, their CUDA variants and the
+// torchvision/torchaudio pairing.
+type TorchData struct {
+	DataVersion               string         `json:"data_version"`
+	DataDate                  string         `json:"data_date"`
+	DataDateNote              string         `json:"data_date_note,omitempty"`
+	IndexURL                  string         `json:"index_url"`
+	IndexURLSource            string         `json:"index_url_source,omitempty"`
+	IndexURLConfidence        string         `json:"index_url_confidence,omitempty"`
+	TorchvisionRule           string         `json:"torchvision_rule,omitempty"`
+	TorchvisionRuleSource     string         `json:"torchvision_rule_source,omitempty"`
+	TorchvisionRuleConfidence string         `json:"torchvision_rule_confidence,omitempty"`
+	Releases                  []TorchRelease `json:"releases"`
 }
 
 // FARelease is one FlashAttention release and its prebuilt wheel matrix.
@@ -205,9 +250,14 @@ type BNBRelease struct {
 	SASS         map[string]string `json:"sass"`
 	MinCC        string            `json:"min_compute_capability"`
 	FallbackSame bool              `json:"fallback_same_major"`
-	Note         string            `json:"note,omitempty"`
-	Source       string            `json:"source"`
-	Confidence   string            `json:"confidence"`
+	// Platforms are the wheel architectures ("x86_64", "aarch64") a source
+	// confirms; nil means only x86_64 is known.
+	Platforms           []string `json:"platforms,omitempty"`
+	PlatformsSource     string   `json:"platforms_source,omitempty"`
+	PlatformsConfidence string   `json:"platforms_confidence,omitempty"`
+	Note                string   `json:"note,omitempty"`
+	Source              string   `json:"source"`
+	Confidence          string   `json:"confidence"`
 }
 
 type bnbData struct {
@@ -216,14 +266,38 @@ type bnbData struct {
 	Releases    []BNBRelease `json:"releases"`
 }
 
-// DB is the embedded compatibility database.
+// DB is a compatibility database: the embedded one (Data), or the
+// embedded one with the torch and image facts of a refreshed data file
+// (LoadDataFile).
 type DB struct {
 	Drivers driverData
 	GPUs    gpuData
-	Images  imageData
-	Torch   torchData
+	Images  ImageData
+	Torch   TorchData
 	FA      faData
 	BNB     bnbData
+
+	// Origin is "embedded" or the refreshed data file's path.
+	Origin string
+	// version is the data set's version (recorded in plans and locks).
+	version string
+}
+
+// OriginEmbedded is DB.Origin of the data compiled into kiln.
+const OriginEmbedded = "embedded"
+
+// Version identifies the data set: the embedded data_version, or a
+// refreshed file's.
+func (db *DB) Version() string { return db.version }
+
+// Date is when the facts that go stale fastest (torch releases and
+// variants, torchvision/torchaudio, nvidia/cuda tags) were last checked
+// against their sources, YYYY-MM-DD: the older of the torch and image dates.
+func (db *DB) Date() string {
+	if db.Images.DataDate < db.Torch.DataDate {
+		return db.Images.DataDate
+	}
+	return db.Torch.DataDate
 }
 
 var (
@@ -250,7 +324,7 @@ func mustDB() *DB {
 func DataVersion() string { return mustDB().Drivers.DataVersion }
 
 func loadDB() (*DB, error) {
-	db := &DB{}
+	db := &DB{Origin: OriginEmbedded}
 	files := []struct {
 		name string
 		v    any
@@ -267,5 +341,6 @@ func loadDB() (*DB, error) {
 			return nil, fmt.Errorf("recipes: embedded %s: %w", f.name, err)
 		}
 	}
+	db.version = db.Drivers.DataVersion
 	return db, nil
 }

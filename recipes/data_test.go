@@ -2,10 +2,12 @@ package recipes
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var confidences = []string{ConfA, ConfB, ConfC, ConfUnverified}
@@ -52,6 +54,32 @@ func TestDataEveryRowHasSourceAndConfidence(t *testing.T) {
 	}
 }
 
+func TestDataDates(t *testing.T) {
+	db := mustDB()
+	for _, d := range []string{db.Torch.DataDate, db.Images.DataDate} {
+		if _, err := time.Parse(time.DateOnly, d); err != nil {
+			t.Errorf("data_date %q: %v", d, err)
+		}
+	}
+	if db.Date() == "" || db.Origin != OriginEmbedded || db.Version() != DataVersion() {
+		t.Errorf("db: date %q origin %q version %q", db.Date(), db.Origin, db.Version())
+	}
+}
+
+func TestDataTorchCompanions(t *testing.T) {
+	for _, r := range mustDB().Torch.Releases {
+		if r.TorchvisionPython == "" || !validPyRange(r.TorchvisionPython) || r.TorchvisionPythonSource == "" || !slices.Contains(confidences, r.TorchvisionPythonConfidence) {
+			t.Errorf("torch %s: torchvision_python %q without a range, source or confidence", r.Minor, r.TorchvisionPython)
+		}
+		if r.TorchaudioUnsettled && (r.TorchaudioSource == "" || !slices.Contains(confidences, r.TorchaudioConfidence)) {
+			t.Errorf("torch %s: torchaudio_unsettled without source/confidence", r.Minor)
+		}
+		if want := fmt.Sprintf("0.%d", mustVersion(r.Minor)[1]+15); r.TorchvisionMinor != want {
+			t.Errorf("torch %s: torchvision_minor %s, the pairing rule says %s", r.Minor, r.TorchvisionMinor, want)
+		}
+	}
+}
+
 func TestDataTorchVariantsKnownToDriverTable(t *testing.T) {
 	db := mustDB()
 	for _, r := range db.Torch.Releases {
@@ -88,19 +116,16 @@ func TestDataImagesAgree(t *testing.T) {
 		if !driverKnows(t, tag.CUDA) {
 			t.Errorf("image %s: not in the driver table", tag.CUDA)
 		}
-		if tag.CuDNN == "" || tag.CuDNNToken == "" {
+		// Every tag has a cuDNN variant; the exact version is known for
+		// those read from the Dockerfiles, and agrees with the tag's infix.
+		if tag.CuDNNToken == "" {
 			t.Errorf("image %s: no cuDNN entry", tag.CUDA)
 		}
-		major := strings.SplitN(tag.CuDNN, ".", 2)[0]
-		switch tag.CuDNNToken {
-		case "cudnn8":
-			if major != "8" {
-				t.Errorf("image %s: token cudnn8 but cuDNN %s", tag.CUDA, tag.CuDNN)
-			}
-		case "cudnn9", "cudnn":
-			if major != "9" {
-				t.Errorf("image %s: token %s but cuDNN %s", tag.CUDA, tag.CuDNNToken, tag.CuDNN)
-			}
+		if tag.CuDNN == "" && !strings.Contains(tag.Source, "cuDNN version of these tags is not in kiln's data") {
+			t.Errorf("image %s: no cuDNN version and the source does not say why", tag.CUDA)
+		}
+		if tag.CuDNN != "" && tagCuDNNMajor(&ImageTag{CuDNNToken: tag.CuDNNToken}) != tagCuDNNMajor(&tag) {
+			t.Errorf("image %s: token %s but cuDNN %s", tag.CUDA, tag.CuDNNToken, tag.CuDNN)
 		}
 	}
 	for _, r := range db.Drivers.RequireCUDA {

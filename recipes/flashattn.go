@@ -68,8 +68,7 @@ func (s *resolver) faWheel(rel *FARelease) (string, string, []string) {
 		return "", fmt.Sprintf("FlashAttention %s has no cxx11abi%s wheels", rel.Version, strings.ToUpper(fmt.Sprint(s.tvar.CXX11ABI))), nil
 	}
 	for _, p := range s.plan.Platforms {
-		arch := map[string]string{"linux/amd64": "x86_64", "linux/arm64": "aarch64"}[p]
-		if !slices.Contains(rel.Platforms, arch) {
+		if !slices.Contains(rel.Platforms, wheelArch(p)) {
 			return "", fmt.Sprintf("FlashAttention %s publishes no %s wheels", rel.Version, p), nil
 		}
 	}
@@ -166,7 +165,7 @@ func (s *resolver) faStep() error {
 		return refuse("flash_attn", nil, "%s", firstWhy)
 	}
 	if fa.Build == "wheel" {
-		return refuse("flash_attn.build", []string{"flash_attn.build: auto (build from source)"}, "no prebuilt FlashAttention wheel fits: %s", firstWhy)
+		return refuse("flash_attn.build", s.faWheelAlternatives(cands), "no prebuilt FlashAttention wheel fits: %s", firstWhy)
 	}
 	reason := firstWhy
 	if fa.Build == "source" {
@@ -258,4 +257,32 @@ func (s *resolver) faSource(version, reason string, rel *FARelease) error {
 		s.fact(fmt.Sprintf("FlashAttention %s needs CUDA >= %s, torch >= %s", rel.Version, rel.MinCUDA, rel.MinTorch), rel.Source, rel.Confidence)
 	}
 	return nil
+}
+
+// faWheelAlternatives says what would give a prebuilt wheel when none fits
+// the plan's Python or platforms: a Python the newest release with wheels
+// for this torch covers, amd64 when no release publishes the platform, or
+// a source build.
+func (s *resolver) faWheelAlternatives(cands []*FARelease) []string {
+	var alts []string
+	for _, rel := range cands {
+		if !slices.ContainsFunc(rel.Torch, func(t string) bool { return majorMinor(t) == s.torch.Minor }) {
+			continue
+		}
+		if !pyInRange(s.plan.Python, rel.Python) {
+			_, hi, _ := strings.Cut(rel.Python, "-")
+			hi = pyClamp(hi, s.torch.PythonMax)
+			if pyMinor(hi) >= pyMinor(s.torch.PythonMin) {
+				alts = append(alts, fmt.Sprintf("python: %q (FlashAttention %s wheels are for Python %s)", hi, rel.Version, rel.Python))
+			}
+		}
+		break
+	}
+	for _, p := range s.plan.Platforms {
+		if !slices.ContainsFunc(cands, func(r *FARelease) bool { return slices.Contains(r.Platforms, wheelArch(p)) }) {
+			alts = append(alts, fmt.Sprintf("platforms: [linux/amd64] (no FlashAttention release kiln knows publishes %s wheels)", p))
+			break
+		}
+	}
+	return append(alts, "flash_attn.build: auto (build from source)")
 }

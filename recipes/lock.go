@@ -292,7 +292,7 @@ func (l *Lock) Stale(r *Recipe, plan *Plan) []string {
 
 func withoutNotes(p *Plan) Plan {
 	c := *p
-	c.Warnings, c.Sources, c.DataVersion = nil, nil, ""
+	c.Warnings, c.Sources, c.DataVersion, c.Data = nil, nil, "", nil
 	return c
 }
 

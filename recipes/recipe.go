@@ -628,8 +628,10 @@ func checkURL(s string) error {
 	return nil
 }
 
-func osFlavor(name string) *OSFlavor {
-	db := mustDB()
+func osFlavor(name string) *OSFlavor { return (&resolver{db: mustDB()}).osFlavor(name) }
+
+func (s *resolver) osFlavor(name string) *OSFlavor {
+	db := s.db
 	for i := range db.Images.OS {
 		if db.Images.OS[i].Name == name {
 			return &db.Images.OS[i]

@@ -232,10 +232,17 @@ func (r Requirement) Brands() []string {
 
 // ImageRequireCUDA returns NVIDIA_REQUIRE_CUDA as set by the nvidia/cuda
 // image of that version (ubuntu22.04 amd64, latest refresh), when kiln's
-// data has it. Versions given as X.Y use the newest known X.Y.Z image.
+// data has it. Versions given as X.Y use the newest known X.Y.Z image. An
+// X.Y.Z that kiln has no row for (a newer update, e.g. 13.0.3) gets the
+// row of the newest older update of the same minor, marked inferred
+// (confidence C): NVIDIA sets the brand clauses per CUDA minor.
 func ImageRequireCUDA(cuda string) (Requirement, *ImageRequire, bool) {
 	db := mustDB()
 	var best *ImageRequire
+	v, err := ParseVersion(cuda)
+	if err != nil {
+		return Requirement{}, nil, false
+	}
 	for i := range db.Drivers.RequireCUDA {
 		ir := &db.Drivers.RequireCUDA[i]
 		if ir.Image == cuda {
@@ -244,6 +251,21 @@ func ImageRequireCUDA(cuda string) (Requirement, *ImageRequire, bool) {
 		}
 		if majorMinor(ir.Image) == cuda && (best == nil || cmpVer(ir.Image, best.Image) > 0) {
 			best = ir
+		}
+	}
+	if best == nil && len(v) >= 3 {
+		for i := range db.Drivers.RequireCUDA {
+			ir := &db.Drivers.RequireCUDA[i]
+			if majorMinor(ir.Image) == v.MajorMinor() && cmpVer(ir.Image, cuda) < 0 && (best == nil || cmpVer(ir.Image, best.Image) > 0) {
+				best = ir
+			}
+		}
+		if best != nil {
+			inferred := *best
+			inferred.Image = cuda
+			inferred.Source = fmt.Sprintf("nvidia/cuda:%s is not in kiln's NVIDIA_REQUIRE_CUDA data; inferred from nvidia/cuda:%s (%s)", cuda, best.Image, best.Source)
+			inferred.Confidence = ConfC
+			best = &inferred
 		}
 	}
 	if best == nil {

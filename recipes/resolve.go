@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Plan is a resolved recipe: exact versions and everything the builder needs.
@@ -51,6 +52,24 @@ type Plan struct {
 	Warnings       []string      `json:"warnings"`
 	Sources        []FactSource  `json:"sources"`
 	DataVersion    string        `json:"data_version"`
+	// Data says which compatibility data the plan used and how old it is;
+	// set only when the caller asks (WithDataAge), so that a lock does not
+	// change with the calendar.
+	Data *PlanData `json:"data,omitempty"`
+}
+
+// PlanData is the compatibility data a plan was resolved with.
+type PlanData struct {
+	Version string `json:"version"`
+	// Origin is "embedded" or the refreshed data file's path.
+	Origin string `json:"origin"`
+	// Date is when the torch, torchvision/torchaudio and nvidia/cuda facts
+	// were last checked against their sources (YYYY-MM-DD).
+	Date       string `json:"date"`
+	AgeDays    int    `json:"age_days"`
+	MaxAgeDays int    `json:"max_age_days"`
+	// Stale is AgeDays > MaxAgeDays: a warning says so too.
+	Stale bool `json:"stale"`
 }
 
 // BaseImages are the nvidia/cuda images the build starts from.
@@ -140,6 +159,30 @@ type resolveConfig struct {
 	indexes  []string
 	memoryGB int
 	cpus     int
+	db       *DB
+	now      time.Time
+	maxAge   int
+}
+
+// WithData resolves against db (a refreshed data file, LoadDataFile)
+// instead of the embedded data.
+func WithData(db *DB) ResolveOption { return func(c *resolveConfig) { c.db = db } }
+
+// DefaultMaxDataAgeDays is how old the torch and nvidia/cuda facts may be
+// before a plan warns: PyTorch releases every two to three months and
+// nvidia/cuda tags change more often.
+const DefaultMaxDataAgeDays = 90
+
+// WithDataAge reports the data's age as of now in Plan.Data and warns when
+// it is older than maxAgeDays (0: DefaultMaxDataAgeDays).
+func WithDataAge(now time.Time, maxAgeDays int) ResolveOption {
+	return func(c *resolveConfig) {
+		c.now = now
+		c.maxAge = maxAgeDays
+		if c.maxAge <= 0 {
+			c.maxAge = DefaultMaxDataAgeDays
+		}
+	}
 }
 
 // WithMirror overrides the recipe's registry_mirror ("" removes it).
@@ -198,21 +241,45 @@ func Resolve(ctx context.Context, r *Recipe, opts ...ResolveOption) (*Plan, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	db, err := Data()
-	if err != nil {
-		return nil, err
-	}
-	s := &resolver{r: r, db: db, plan: &Plan{Name: r.Name, Warnings: []string{}, Sources: []FactSource{}, DataVersion: db.Drivers.DataVersion}}
+	var cfg resolveConfig
 	for _, o := range opts {
-		o(&s.cfg)
+		o(&cfg)
 	}
-	steps := []func() error{s.gpusStep, s.torchAndCUDA, s.archStep, s.pythonStep, s.cudnnStep, s.imagesStep, s.faStep, s.bnbStep, s.finish}
+	db := cfg.db
+	if db == nil {
+		var err error
+		if db, err = Data(); err != nil {
+			return nil, err
+		}
+	}
+	s := &resolver{r: r, db: db, cfg: cfg, plan: &Plan{Name: r.Name, Warnings: []string{}, Sources: []FactSource{}, DataVersion: db.Version()}}
+	steps := []func() error{s.dataStep, s.gpusStep, s.torchAndCUDA, s.archStep, s.pythonStep, s.cudnnStep, s.imagesStep, s.companionStep, s.faStep, s.bnbStep, s.finish}
 	for _, st := range steps {
 		if err := st(); err != nil {
 			return nil, err
 		}
 	}
 	return s.plan, nil
+}
+
+// dataStep records which data the plan uses and, when asked, its age.
+func (s *resolver) dataStep() error {
+	if s.db.Origin != OriginEmbedded {
+		s.fact(fmt.Sprintf("torch, torchvision/torchaudio and nvidia/cuda facts from the refreshed data file %s (checked %s)", s.db.Origin, s.db.Date()), "kiln compat refresh (wheel indexes, PyTorch release matrix, registry tags)", ConfA)
+	}
+	if s.cfg.now.IsZero() {
+		return nil
+	}
+	d := &PlanData{Version: s.db.Version(), Origin: s.db.Origin, Date: s.db.Date(), MaxAgeDays: s.cfg.maxAge}
+	if t, err := time.Parse(time.DateOnly, d.Date); err == nil {
+		d.AgeDays = max(int(s.cfg.now.Sub(t).Hours()/24), 0)
+	}
+	d.Stale = d.AgeDays > d.MaxAgeDays
+	s.plan.Data = d
+	if d.Stale {
+		s.warn("kiln's torch and nvidia/cuda data is %d days old (checked %s; the threshold is %d days): releases and tags since then are unknown to it; run kiln compat refresh -o compat.json and resolve with --compat-data compat.json (or %s=compat.json)", d.AgeDays, d.Date, d.MaxAgeDays, DataEnv)
+	}
+	return nil
 }
 
 func (s *resolver) gpusStep() error {
@@ -267,10 +334,21 @@ func (t *TorchRelease) variant(name string) *TorchVariant {
 	return nil
 }
 
+// official is the variant name when PyTorch's release matrix lists it.
+func (t *TorchRelease) official(name string) *TorchVariant {
+	if v := t.variant(name); v != nil && !v.Unofficial {
+		return v
+	}
+	return nil
+}
+
+// variantNames are the release's official variants, the ones kiln offers.
 func variantNames(t *TorchRelease) []string {
 	var out []string
 	for _, v := range t.Variants {
-		out = append(out, v.Name)
+		if !v.Unofficial {
+			out = append(out, v.Name)
+		}
 	}
 	return out
 }
@@ -300,8 +378,13 @@ func (s *resolver) imageTag(cuda string) *ImageTag {
 	return nil
 }
 
-// gpuFitsVariant checks that a torch variant has kernels for every GPU.
+// gpuFitsVariant checks that a torch variant has kernels for every GPU. A
+// variant without arch data (one a refresh found) is not refused here; the
+// plan warns instead (archStep).
 func (s *resolver) gpuFitsVariant(tv *TorchVariant) (string, bool) {
+	if tv.Archs == "" {
+		return "", true
+	}
 	for _, g := range s.gpus {
 		if ok, _ := ccCovered(tv.Archs, g.ComputeCapability); !ok {
 			return fmt.Sprintf("%s (sm_%s)", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", "")), false
@@ -338,7 +421,11 @@ func (s *resolver) torchAndCUDA() error {
 			for _, x := range s.db.Torch.Releases {
 				known = append(known, x.Minor)
 			}
-			return refuse("torch.version", []string{"torch " + known[len(known)-1]}, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
+			alts := []string{"torch " + known[len(known)-1]}
+			if cmpVer(mm, known[len(known)-1]) > 0 {
+				alts = append(alts, fmt.Sprintf("refresh kiln's data: kiln compat refresh -o compat.json, then --compat-data compat.json (or %s)", DataEnv))
+			}
+			return refuse("torch.version", alts, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
 		}
 		if strings.Count(t.Version, ".") == 2 && !slices.Contains(rel.Patches, t.Version) {
 			return refuse("torch.version", []string{"torch " + rel.Patches[len(rel.Patches)-1]}, "torch %s is not a known release (known %s.x: %s)", t.Version, mm, strings.Join(rel.Patches, ", "))
@@ -391,6 +478,9 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 		if tv == nil {
 			return refuse("torch.variant", []string{"variant: " + strings.Join(variantNames(rel), ", variant: ")}, "torch %s has no %s wheels (it has %s)", rel.Minor, t.Variant, strings.Join(variantNames(rel), ", "))
 		}
+		if tv.Unofficial {
+			s.warn("torch %s+%s is on the wheel index but not in PyTorch's release matrix (unofficial): used because torch.variant asks for it", rel.Minor, tv.Name)
+		}
 		if r.CUDA != "" {
 			iv, vv := mustVersion(r.CUDA), mustVersion(tv.CUDA)
 			if iv.Major() != vv.Major() {
@@ -403,7 +493,7 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 		cands = []*TorchVariant{tv}
 	case r.CUDA != "":
 		want := cudaVariant(r.CUDA)
-		tv := rel.variant(want)
+		tv := rel.official(want)
 		if tv == nil {
 			return s.noVariant(rel, want)
 		}
@@ -411,12 +501,12 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 	default:
 		// Newest stable variant first, then experimental ones.
 		for i := len(rel.Variants) - 1; i >= 0; i-- {
-			if rel.Variants[i].Stable {
+			if rel.Variants[i].Stable && !rel.Variants[i].Unofficial {
 				cands = append(cands, &rel.Variants[i])
 			}
 		}
 		for i := len(rel.Variants) - 1; i >= 0; i-- {
-			if !rel.Variants[i].Stable {
+			if !rel.Variants[i].Stable && !rel.Variants[i].Unofficial {
 				cands = append(cands, &rel.Variants[i])
 			}
 		}
@@ -426,7 +516,7 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 		if g, ok := s.gpuFitsVariant(tv); !ok {
 			var alts []string
 			for _, o := range rel.Variants {
-				if _, ok := s.gpuFitsVariant(&o); ok && o.Name != tv.Name {
+				if _, ok := s.gpuFitsVariant(&o); ok && o.Name != tv.Name && !o.Unofficial {
 					alts = append(alts, fmt.Sprintf("torch %s with cuda %s (%s)", rel.Minor, o.CUDA, o.Name))
 				}
 			}
@@ -457,7 +547,7 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 		if t.Version != "" && strings.Count(t.Version, ".") == 2 {
 			s.tver = t.Version
 		}
-		if !tv.Stable {
+		if !tv.Stable && !tv.Unofficial {
 			s.warn("torch %s+%s is an experimental CUDA variant in PyTorch's release matrix", rel.Minor, tv.Name)
 		}
 		return s.setCUDA(cuda)
@@ -469,20 +559,22 @@ func (s *resolver) noVariant(rel *TorchRelease, want string) error {
 	var alts []string
 	var cudas []string
 	for _, v := range rel.Variants {
-		if mustVersion(v.CUDA).Major() == mustVersion(s.r.CUDA).Major() {
+		if !v.Unofficial && mustVersion(v.CUDA).Major() == mustVersion(s.r.CUDA).Major() {
 			cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
 		}
 	}
 	if len(cudas) == 0 {
 		for _, v := range rel.Variants {
-			cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
+			if !v.Unofficial {
+				cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
+			}
 		}
 	}
 	alts = append(alts, fmt.Sprintf("cuda: %s with torch %s", strings.Join(cudas, " or "), rel.Minor))
 	var others []string
 	for i := len(s.db.Torch.Releases) - 1; i >= 0 && len(others) < 2; i-- {
 		o := &s.db.Torch.Releases[i]
-		if o.variant(want) != nil {
+		if o.official(want) != nil {
 			others = append(others, o.Minor)
 		}
 	}
@@ -490,6 +582,15 @@ func (s *resolver) noVariant(rel *TorchRelease, want string) error {
 		alts = append(alts, fmt.Sprintf("torch %s with cuda %s", strings.Join(others, " or "), majorMinor(s.r.CUDA)))
 	}
 	s.fact(fmt.Sprintf("torch %s wheel variants: %s", rel.Minor, strings.Join(variantNames(rel), ", ")), rel.Source, rel.Confidence)
+	if u := rel.variant(want); u != nil {
+		// On the index, not in the release matrix: say so, and how to opt in.
+		alts = append(alts, fmt.Sprintf("torch: {version: %q, variant: %s} to use the unofficial wheels anyway", rel.Patches[len(rel.Patches)-1], want))
+		src := u.Source
+		if src == "" {
+			src = rel.Source
+		}
+		return refuse("torch.version", alts, "torch %s+%s wheels are on the wheel index but not in PyTorch's release matrix (unofficial; %s); kiln does not pick them unless torch.variant asks (official: %s)", rel.Minor, want, src, strings.Join(variantNames(rel), ", "))
+	}
 	return refuse("torch.version", alts, "torch %s has no %s wheels (it has %s)", rel.Minor, want, strings.Join(variantNames(rel), ", "))
 }
 
@@ -521,7 +622,14 @@ func (s *resolver) setCUDA(cuda string) error {
 		abi := s.tvar.CXX11ABI
 		s.plan.TorchCXX11ABI = &abi
 		s.fact(fmt.Sprintf("torch %s wheel variants: %s", s.torch.Minor, strings.Join(variantNames(s.torch), ", ")), s.torch.Source, s.torch.Confidence)
-		s.fact(fmt.Sprintf("torch %s+%s compiled archs: %s", s.torch.Minor, s.tvar.Name, s.tvar.Archs), s.torch.ArchsSource, s.tvar.ArchsConfidence)
+		if s.tvar.Archs != "" {
+			s.fact(fmt.Sprintf("torch %s+%s compiled archs: %s", s.torch.Minor, s.tvar.Name, s.tvar.Archs), s.torch.ArchsSource, s.tvar.ArchsConfidence)
+		} else if len(s.gpus) > 0 {
+			s.warn("kiln has no compiled-arch data for torch %s+%s: it cannot check that the wheels have kernels for %s", s.torch.Minor, s.tvar.Name, strings.TrimPrefix(s.gpuSuffix(), " and "))
+		}
+		if s.tvar.Source != "" {
+			s.fact(fmt.Sprintf("torch %s+%s wheels", s.torch.Minor, s.tvar.Name), s.tvar.Source, s.tvar.Confidence)
+		}
 		s.fact(fmt.Sprintf("torch %s+%s C++11 ABI = %v", s.torch.Minor, s.tvar.Name, abi), s.torch.ABISource, s.torch.ABIConfidence)
 		if s.torch.PatchesConfidence != ConfA {
 			s.fact(fmt.Sprintf("torch %s patch releases: %s", s.torch.Minor, strings.Join(s.torch.Patches, ", ")), s.torch.PatchesSource, s.torch.PatchesConfidence)
@@ -598,13 +706,21 @@ func (s *resolver) pythonStep() error {
 		return nil
 	}
 	if s.torch == nil {
-		if of := osFlavor(s.osName()); of != nil && of.Python != "" {
+		if of := s.osFlavor(s.osName()); of != nil && of.Python != "" {
 			s.plan.Python = of.Python
 			return nil
 		}
 	}
-	// Newest Python that torch (and a prebuilt FlashAttention wheel, when asked for) supports.
+	// Newest Python that torch (and torchvision's wheels and a prebuilt
+	// FlashAttention wheel, when asked for) supports.
 	p := hi
+	if s.torch != nil && s.torch.TorchvisionPython != "" && r.Torch.Torchvision == "true" {
+		tv := s.torch.TorchvisionPython
+		if _, tvHi, _ := strings.Cut(tv, "-"); pyMinor(tvHi) < pyMinor(p) {
+			s.warn("Python %s chosen instead of %s: torchvision %s ships wheels for Python %s", tvHi, p, s.torch.TorchvisionMinor, tv)
+			p = tvHi
+		}
+	}
 	if r.FlashAttn != nil && pyMinor(p) > 13 {
 		p = "3.13"
 		s.warn("Python %s chosen instead of %s: no FlashAttention release kiln knows ships wheels for Python > 3.13", p, hi)
@@ -626,47 +742,85 @@ func (s *resolver) cudnnStep() error {
 	switch mode {
 	case "auto":
 		if s.tvar != nil {
-			s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tvar.CuDNN), "torch-wheel"
-			s.fact(fmt.Sprintf("torch %s+%s bundles cuDNN %s (pip nvidia-cudnn-*)", s.torch.Minor, s.tvar.Name, s.tvar.CuDNN), s.torch.Source, s.torch.Confidence)
-		} else if tag != nil {
-			s.plan.CuDNN, s.plan.CuDNNSource = strp(tag.CuDNN), "image"
+			s.plan.CuDNNSource = "torch-wheel"
+			if s.tvar.CuDNN != "" {
+				s.plan.CuDNN = strp(s.tvar.CuDNN)
+				s.fact(fmt.Sprintf("torch %s+%s bundles cuDNN %s (pip nvidia-cudnn-*)", s.torch.Minor, s.tvar.Name, s.tvar.CuDNN), s.torch.Source, s.torch.Confidence)
+			} else {
+				s.warn("kiln does not know which cuDNN torch %s+%s bundles (pip nvidia-cudnn-*)", s.torch.Minor, s.tvar.Name)
+			}
+		} else if tag != nil && tag.CuDNNToken != "" {
+			s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tagCuDNN(tag)), "image"
 		} else {
 			s.plan.CuDNNSource = "none"
 			s.warn("no cuDNN: kiln has no cuDNN data for nvidia/cuda:%s", s.plan.CUDA)
 		}
 	case "none":
 		if s.tvar != nil {
-			s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tvar.CuDNN), "torch-wheel"
+			s.plan.CuDNNSource = "torch-wheel"
+			if s.tvar.CuDNN != "" {
+				s.plan.CuDNN = strp(s.tvar.CuDNN)
+			}
 		} else {
 			s.plan.CuDNNSource = "none"
 		}
 	case "8", "9":
-		if tag == nil {
+		if tag == nil || tag.CuDNNToken == "" {
 			return refuse("cudnn", []string{"cudnn: auto"}, "kiln has no cuDNN data for nvidia/cuda:%s", s.plan.CUDA)
 		}
-		if !strings.HasPrefix(tag.CuDNN, mode+".") {
+		if tagCuDNNMajor(tag) != mode {
 			var alts []string
 			var last string
 			for _, t := range s.db.Images.Tags {
-				if strings.HasPrefix(t.CuDNN, mode+".") {
+				if t.CuDNNToken != "" && tagCuDNNMajor(&t) == mode {
 					last = t.CUDA
 				}
 			}
 			if last != "" {
 				alts = append(alts, fmt.Sprintf("cuda: %q (the newest image with cuDNN %s)", last, mode))
 			}
-			alts = append(alts, fmt.Sprintf("cudnn: %q", string(tag.CuDNN[0])))
-			return refuse("cudnn", alts, "nvidia/cuda:%s images ship cuDNN %s, not cuDNN %s", s.plan.CUDA, tag.CuDNN, mode)
+			alts = append(alts, fmt.Sprintf("cudnn: %q", tagCuDNNMajor(tag)))
+			return refuse("cudnn", alts, "nvidia/cuda:%s images ship cuDNN %s, not cuDNN %s", s.plan.CUDA, s.tagCuDNN(tag), mode)
 		}
-		s.plan.CuDNN, s.plan.CuDNNSource = strp(tag.CuDNN), "image"
-		if s.tvar != nil && s.tvar.CuDNN != tag.CuDNN {
+		s.plan.CuDNN, s.plan.CuDNNSource = strp(s.tagCuDNN(tag)), "image"
+		if s.tvar != nil && tag.CuDNN != "" && s.tvar.CuDNN != tag.CuDNN {
 			s.warn("the image's cuDNN %s differs from the cuDNN %s that torch %s+%s bundles; torch uses its own", tag.CuDNN, s.tvar.CuDNN, s.tver, s.tvar.Name)
 		}
 	}
 	if s.plan.CuDNNSource == "image" && tag != nil {
-		s.fact(fmt.Sprintf("nvidia/cuda:%s ships cuDNN %s (%s-)", tag.CUDA, tag.CuDNN, tag.CuDNNToken), tag.Source, tag.Confidence)
+		s.fact(fmt.Sprintf("nvidia/cuda:%s ships cuDNN %s (%s-)", tag.CUDA, s.tagCuDNN(tag), tag.CuDNNToken), tag.Source, tag.Confidence)
 	}
 	return nil
+}
+
+// tagCuDNNMajor is the cuDNN major of a tag's cuDNN variant: from the
+// version when known, else from the tag's infix (cudnn8 → 8; cudnn9 and,
+// from 12.4.1 on, plain cudnn → 9).
+func tagCuDNNMajor(t *ImageTag) string {
+	if t.CuDNN != "" {
+		return strings.SplitN(t.CuDNN, ".", 2)[0]
+	}
+	switch t.CuDNNToken {
+	case "cudnn8":
+		return "8"
+	case "cudnn9", "cudnn":
+		return "9"
+	}
+	return ""
+}
+
+// tagCuDNN is the cuDNN a tag ships: the exact version when kiln has read
+// it, else only its major, with a warning.
+func (s *resolver) tagCuDNN(t *ImageTag) string {
+	if t.CuDNN != "" {
+		return t.CuDNN
+	}
+	m := tagCuDNNMajor(t)
+	msg := fmt.Sprintf("kiln does not know the exact cuDNN of nvidia/cuda:%s-%s-* images (cuDNN %s by the tag); kiln analyze reads it from the image", t.CUDA, t.CuDNNToken, m)
+	if !slices.Contains(s.plan.Warnings, msg) {
+		s.warn("%s", msg)
+	}
+	return m
 }
 
 func (s *resolver) osName() string {
@@ -683,7 +837,7 @@ func (s *resolver) imagesStep() error {
 	r := s.r
 	osName := s.osName()
 	s.plan.OS = osName
-	of := osFlavor(osName)
+	of := s.osFlavor(osName)
 	if of == nil {
 		return refuse("os", nil, "unknown OS flavour %q", osName)
 	}
@@ -801,13 +955,11 @@ func (s *resolver) finish() error {
 		}
 		p.TorchIndexURL = idx
 		pip = append(pip, PipPackage{Name: "torch", Requirement: "torch==" + s.tver + "+" + s.tvar.Name, IndexURL: idx})
-		if v := s.companion("torchvision", r.Torch.Torchvision); v != "" {
-			p.Torchvision = strp(v)
-			pip = append(pip, PipPackage{Name: "torchvision", Requirement: "torchvision==" + v + "+" + s.tvar.Name, IndexURL: idx})
+		if p.Torchvision != nil {
+			pip = append(pip, PipPackage{Name: "torchvision", Requirement: "torchvision==" + *p.Torchvision + "+" + s.tvar.Name, IndexURL: idx})
 		}
-		if v := s.companion("torchaudio", r.Torch.Torchaudio); v != "" {
-			p.Torchaudio = strp(v)
-			pip = append(pip, PipPackage{Name: "torchaudio", Requirement: "torchaudio==" + v + "+" + s.tvar.Name, IndexURL: idx})
+		if p.Torchaudio != nil {
+			pip = append(pip, PipPackage{Name: "torchaudio", Requirement: "torchaudio==" + *p.Torchaudio + "+" + s.tvar.Name, IndexURL: idx})
 		}
 	}
 	if p.FlashAttn != nil {
@@ -835,30 +987,6 @@ func (s *resolver) finish() error {
 	}
 	p.Pip = pip
 	return nil
-}
-
-// companion resolves torchvision/torchaudio from the pairing rule.
-func (s *resolver) companion(name, want string) string {
-	if want == "" || want == "false" {
-		return ""
-	}
-	tv := mustVersion(s.tver)
-	patch := 0
-	if len(tv) > 2 {
-		patch = tv[2]
-	}
-	var paired string
-	if name == "torchvision" {
-		paired = fmt.Sprintf("0.%d.%d", tv[1]+15, patch)
-	} else {
-		paired = s.tver
-	}
-	s.fact(fmt.Sprintf("%s %s pairs with torch %s", name, paired, s.tver), "pytorch/vision README table; pytorch.org previous-versions (torchvision minor = torch minor + 15, torchaudio = torch version)", ConfA)
-	if want != "true" && want != paired {
-		s.warn("%s %s requested; torch %s pairs with %s %s", name, want, s.tver, name, paired)
-		return want
-	}
-	return paired
 }
 
 func reqName(req string) string {

@@ -141,7 +141,11 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 		}
 		plan = l.LockedPlan()
 	} else {
-		plan, err = recipes.Resolve(ctx, r, opts.resolveOptions()...)
+		ropts, oerr := opts.resolveOptions()
+		if oerr != nil {
+			return nil, in, "", oerr
+		}
+		plan, err = recipes.Resolve(ctx, r, ropts...)
 		if err != nil {
 			return nil, in, "", refusal(opts.IO, opts.JSON, err)
 		}

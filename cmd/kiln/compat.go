@@ -30,15 +30,16 @@ type CompatGPUOptions struct {
 func newCompatCmd(ios *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compat",
-		Short: "Check CUDA/driver and GPU/toolkit compatibility",
+		Short: "Check CUDA/driver and GPU/toolkit compatibility; refresh the compatibility data",
 		Example: `  kiln compat driver --cuda 12.8 --driver 550.54.15 --gpu rtx4090
-  kiln compat gpu t4 --cuda 13.0`,
+  kiln compat gpu t4 --cuda 13.0
+  kiln compat refresh -o compat.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageErr("compat needs a subcommand: driver or gpu")
+			return usageErr("compat needs a subcommand: driver, gpu or refresh")
 		},
 	}
-	cmd.AddCommand(newCompatDriverCmd(ios), newCompatGPUCmd(ios))
+	cmd.AddCommand(newCompatDriverCmd(ios), newCompatGPUCmd(ios), newCompatRefreshCmd(ios))
 	return cmd
 }
 

@@ -71,7 +71,11 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	if out == "" {
 		out = recipes.LockPath(file)
 	}
-	plan, err := recipes.Resolve(ctx, r, opts.resolveOptions()...)
+	ropts, err := opts.resolveOptions()
+	if err != nil {
+		return err
+	}
+	plan, err := recipes.Resolve(ctx, r, ropts...)
 	if err != nil {
 		return refusal(opts.IO, false, err)
 	}

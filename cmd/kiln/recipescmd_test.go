@@ -42,7 +42,7 @@ func TestRecipesCommands(t *testing.T) {
 	if !strings.Contains(string(b), "name: cuda13-torch29") {
 		t.Errorf("init wrote %s", b)
 	}
-	if code, out, _ := kilnRun(t, "resolve", dst); code != 0 || !strings.Contains(out, "13.0.0") {
+	if code, out, _ := kilnRun(t, "resolve", dst); code != 0 || !strings.Contains(out, "13.0.3") { // the newest published 13.0 patch
 		t.Errorf("resolve init'ed recipe: %d %s", code, out)
 	}
 	if code, _, _ := kilnRun(t, "recipes"); code != 2 {

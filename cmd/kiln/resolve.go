@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/spf13/cobra"
@@ -15,20 +16,37 @@ import (
 
 func init() { subcommands = append(subcommands, newResolveCmd) }
 
-// recipeFlags are shared by resolve and lock: overrides for the recipe's
-// registry mirror and wheel indexes.
+// recipeFlags are shared by resolve, lock and build: overrides for the
+// recipe's registry mirror and wheel indexes, and the compatibility data.
 type recipeFlags struct {
 	Mirror       string
 	mirrorSet    bool
 	WheelIndexes []string
+	// CompatData is a refreshed data file (kiln compat refresh); "" means
+	// $KILN_COMPAT_DATA, and unset that, the embedded data.
+	CompatData string
 }
 
 func (f *recipeFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.Mirror, "mirror", "", "pull nvidia/cuda base images through this registry (overrides registry_mirror; \"\" removes it)")
 	cmd.Flags().StringSliceVar(&f.WheelIndexes, "wheel-index", nil, "PEP 503/691 index URL for torch, flash-attn, bitsandbytes and pip extras (repeatable; overrides wheel_indexes)")
+	cmd.Flags().StringVar(&f.CompatData, "compat-data", "", "compatibility data file written by kiln compat refresh (default $"+recipes.DataEnv+"; unset: kiln's embedded data)")
 }
 
-func (f *recipeFlags) resolveOptions() []recipes.ResolveOption {
+// compatData loads the data file the flag or the environment names; nil
+// means the embedded data.
+func (f *recipeFlags) compatData() (*recipes.DB, error) {
+	path := f.CompatData
+	if path == "" {
+		path = os.Getenv(recipes.DataEnv)
+	}
+	if path == "" {
+		return nil, nil
+	}
+	return recipes.LoadDataFile(path)
+}
+
+func (f *recipeFlags) resolveOptions() ([]recipes.ResolveOption, error) {
 	var o []recipes.ResolveOption
 	if f.mirrorSet {
 		o = append(o, recipes.WithMirror(f.Mirror))
@@ -36,7 +54,14 @@ func (f *recipeFlags) resolveOptions() []recipes.ResolveOption {
 	if len(f.WheelIndexes) > 0 {
 		o = append(o, recipes.WithWheelIndexes(f.WheelIndexes...))
 	}
-	return o
+	db, err := f.compatData()
+	if err != nil {
+		return nil, err
+	}
+	if db != nil {
+		o = append(o, recipes.WithData(db))
+	}
+	return o, nil
 }
 
 // ResolveOptions are kiln resolve's inputs.
@@ -45,7 +70,12 @@ type ResolveOptions struct {
 	File   string
 	JSON   bool
 	Locked bool
+	// MaxDataAge is how many days old the torch and nvidia/cuda facts may
+	// be before the plan warns (0: recipes.DefaultMaxDataAgeDays).
+	MaxDataAge int
 	recipeFlags
+	// Now is the clock the data's age is measured with (nil: time.Now).
+	Now func() time.Time
 }
 
 func newResolveCmd(ios *IO) *cobra.Command {
@@ -61,11 +91,17 @@ CUDA architectures of the target GPUs and the minimum host driver.
 Unpinned fields get the newest compatible choice. Combinations that cannot
 work are refused (exit 1) with the reason and the nearest alternatives.
 With --locked the plan comes from kiln.lock alone, base images pinned by
-digest, without any look-up.`,
+digest, without any look-up.
+
+The plan says which compatibility data it used and how old its torch and
+nvidia/cuda facts are (JSON key data: version, origin, date, age_days,
+max_age_days, stale), and warns past --max-data-age days. kiln compat
+refresh writes newer data; --compat-data or $KILN_COMPAT_DATA uses it.`,
 		Example: `  kiln resolve
   kiln resolve testdata/recipes/torch25-cu124.yaml --json
   kiln resolve kiln.yaml --mirror registry.internal:5000
-  kiln resolve --locked --json | jq .base_images`,
+  kiln resolve --locked --json | jq .base_images
+  kiln resolve --compat-data compat.json --json | jq .data`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -77,6 +113,7 @@ digest, without any look-up.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the plan as JSON")
 	cmd.Flags().BoolVar(&opts.Locked, "locked", false, "print the plan recorded in kiln.lock (fails when the lock is stale)")
+	cmd.Flags().IntVar(&opts.MaxDataAge, "max-data-age", recipes.DefaultMaxDataAgeDays, "warn when the torch and nvidia/cuda facts are older than this many days")
 	opts.recipeFlags.register(cmd)
 	return cmd
 }
@@ -105,7 +142,18 @@ func runResolve(ctx context.Context, opts *ResolveOptions) error {
 		}
 		plan = l.LockedPlan()
 	} else {
-		plan, err = recipes.Resolve(ctx, r, opts.resolveOptions()...)
+		ropts, err := opts.resolveOptions()
+		if err != nil {
+			return dataErr(opts.IO, opts.JSON, err)
+		}
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		if opts.MaxDataAge < 0 {
+			return usageErr("--max-data-age: %d: want a number of days (0 for the default %d)", opts.MaxDataAge, recipes.DefaultMaxDataAgeDays)
+		}
+		plan, err = recipes.Resolve(ctx, r, append(ropts, recipes.WithDataAge(now(), opts.MaxDataAge))...)
 		if err != nil {
 			return refusal(opts.IO, opts.JSON, err)
 		}
@@ -144,6 +192,15 @@ func refusal(ios *IO, asJSON bool, err error) error {
 		fmt.Fprintf(ios.ErrOut, "  try: %s\n", a)
 	}
 	return silentExit(ExitFailure)
+}
+
+// dataErr reports a compatibility data file that cannot be used: with
+// --json as one object on stdout too, like every failure a machine reads.
+func dataErr(ios *IO, asJSON bool, err error) error {
+	if asJSON {
+		_ = writeJSON(ios.Out, map[string]any{"error": err.Error(), "field": "compat-data"})
+	}
+	return err
 }
 
 func nonNil(s []string) []string {
@@ -197,4 +254,11 @@ func printPlan(w io.Writer, p *recipes.Plan) {
 	fmt.Fprintf(w, "cuda archs    %s\n", strings.Join(p.CUDAArchs, " "))
 	fmt.Fprintf(w, "min driver    %s (toolkit), %s (minor-version compatibility)\n", p.MinDriver.Toolkit, p.MinDriver.MinorVersionCompat)
 	fmt.Fprintf(w, "platforms     %s\n", strings.Join(p.Platforms, " "))
+	if d := p.Data; d != nil {
+		stale := ""
+		if d.Stale {
+			stale = fmt.Sprintf(", older than %d days: run kiln compat refresh", d.MaxAgeDays)
+		}
+		fmt.Fprintf(w, "data          %s (%s; torch and nvidia/cuda facts checked %s, %d days ago%s)\n", d.Version, d.Origin, d.Date, d.AgeDays, stale)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/recipes/*.golden")
@@ -28,7 +29,7 @@ func TestResolveGolden(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := runResolve(context.Background(), &ResolveOptions{IO: &IO{Out: &out, ErrOut: &errOut}, File: f, JSON: true})
+			err := runResolve(context.Background(), &ResolveOptions{IO: &IO{Out: &out, ErrOut: &errOut}, File: f, JSON: true, Now: goldenNow})
 			if err != nil {
 				t.Fatalf("%v: %s", err, errOut.String())
 			}
@@ -36,7 +37,7 @@ func TestResolveGolden(t *testing.T) {
 			if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []string{"cuda", "cudnn", "python", "torch", "torch_cuda_variant", "flash_attn", "flash_attn_wheel", "bitsandbytes", "base_images", "cuda_archs", "min_driver", "warnings"} {
+			for _, k := range []string{"cuda", "cudnn", "python", "torch", "torch_cuda_variant", "flash_attn", "flash_attn_wheel", "bitsandbytes", "base_images", "cuda_archs", "min_driver", "warnings", "data"} {
 				if _, ok := plan[k]; !ok {
 					t.Errorf("plan lacks key %q", k)
 				}
@@ -58,6 +59,10 @@ func TestResolveGolden(t *testing.T) {
 		})
 	}
 }
+
+// goldenNow is the clock of golden plans: their data age must not change
+// with the calendar.
+func goldenNow() time.Time { return time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC) }
 
 func writeRecipe(t *testing.T, body string) string {
 	t.Helper()
