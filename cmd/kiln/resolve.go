@@ -254,6 +254,17 @@ func printPlan(w io.Writer, p *recipes.Plan) {
 	fmt.Fprintf(w, "cuda archs    %s\n", strings.Join(p.CUDAArchs, " "))
 	fmt.Fprintf(w, "min driver    %s (toolkit), %s (minor-version compatibility)\n", p.MinDriver.Toolkit, p.MinDriver.MinorVersionCompat)
 	fmt.Fprintf(w, "platforms     %s\n", strings.Join(p.Platforms, " "))
+	if g := p.GPUCode; g != nil {
+		what := "cubins for " + strings.Join(g.Archs, " ")
+		if g.KeepPTX {
+			what += " + newest PTX"
+		}
+		scope := "framework and extension libraries"
+		if g.NVIDIALibs {
+			scope += " and NVIDIA's"
+		}
+		fmt.Fprintf(w, "gpu code      pruned to %s (%s; gpu_code.prune: false keeps all)\n", what, scope)
+	}
 	if d := p.Data; d != nil {
 		stale := ""
 		if d.Stale {
