@@ -12,7 +12,14 @@
 #      Container Toolkit) or ctr --gpus when one is present; without an
 #      engine, a host python3 that imports torch runs the same probe.
 #
-#   bash scripts/gpu-check.sh [IMAGE]
+#   4. with PRUNED (a second image: the same one after kiln slim --gpus or
+#      kiln build's gpu_code pruning), runs the same seeded kernels in both —
+#      a matmul (cuBLAS), a convolution with cuDNN off (torch's own CUDA
+#      kernels, in libtorch_cuda) and scaled-dot-product attention on the
+#      flash backend (torch's FlashAttention kernels) — and compares: the
+#      kept cubins are byte-identical, so the results must be too.
+#
+#   bash scripts/gpu-check.sh [IMAGE [PRUNED]]
 #
 # IMAGE is anything the engine can run (a tag it has, or a docker-archive
 # file it loads first: docker-archive:PATH). Results go to $OUT (default
@@ -22,6 +29,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
 IMAGE=${1:-${KILN_GPU_IMAGE:-}}
+PRUNED=${2:-${KILN_GPU_PRUNED_IMAGE:-}}
 mkdir -p "$OUT/testdata/hostcheck"
 SUM=$OUT/summary.txt
 : >"$SUM"
@@ -81,26 +89,72 @@ fi
 
 # 3. torch on the GPU, in the image when an engine can run it.
 ok=1
-run_probe() {
-	if [[ -n $IMAGE ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-		local ref=$IMAGE
-		if [[ $IMAGE == docker-archive:* ]]; then
-			ref=$(docker load -i "${IMAGE#docker-archive:}" | sed -n 's/^Loaded image: //p' | tail -1)
+# run_in IMAGE SCRIPT: python3 -c SCRIPT in IMAGE on the GPU.
+run_in() {
+	local img=$1 script=$2
+	if [[ -n $img ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+		local ref=$img
+		if [[ $img == docker-archive:* ]]; then
+			ref=$(docker load -i "${img#docker-archive:}" | sed -n 's/^Loaded image: //p' | tail -1)
 		fi
 		say "probe: docker run --gpus all $ref"
-		docker run --rm --gpus all "$ref" python3 -c "$PROBE"
-	elif [[ -n $IMAGE ]] && command -v ctr >/dev/null; then
-		say "probe: ctr run --gpus 0 $IMAGE"
-		ctr run --rm --gpus 0 "$IMAGE" kiln-gpu-check python3 -c "$PROBE"
+		docker run --rm --gpus all -e CUBLAS_WORKSPACE_CONFIG=:4096:8 "$ref" python3 -c "$script"
+	elif [[ -n $img ]] && command -v ctr >/dev/null; then
+		say "probe: ctr run --gpus 0 $img"
+		ctr run --rm --gpus 0 --env CUBLAS_WORKSPACE_CONFIG=:4096:8 "$img" "kiln-gpu-check-$$" python3 -c "$script"
 	elif python3 -c 'import torch' 2>/dev/null; then
 		say "probe: host python3 (no engine or no image)"
-		python3 -c "$PROBE"
+		CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -c "$script"
 	else
 		say "probe: nothing can run torch here (no engine with an image, no host torch)"
 		return 1
 	fi
 }
-run_probe >"$OUT/probe.txt" 2>&1 && grep -q "GPU CHECK OK" "$OUT/probe.txt" && ok=0
+run_in "$IMAGE" "$PROBE" >"$OUT/probe.txt" 2>&1 && grep -q "GPU CHECK OK" "$OUT/probe.txt" && ok=0
 cat "$OUT/probe.txt" | tee -a "$SUM" | tail -8
 say "result: $([[ $ok == 0 ]] && echo "GPU ran the matmul" || echo "no GPU matmul")"
+
+# 4. The pruned image against the unpruned one, kernel for kernel.
+KERNELS='
+import hashlib, torch
+torch.manual_seed(0)
+torch.use_deterministic_algorithms(True)
+d = torch.device("cuda")
+def digest(t):
+    t = t.detach().float().cpu().contiguous()
+    try:
+        b = t.numpy().tobytes()
+    except Exception:
+        b = bytes(t.view(torch.uint8).flatten().tolist())
+    return hashlib.sha256(b).hexdigest()[:16]
+out = {}
+a = torch.randn(2048, 2048, device=d); b = torch.randn(2048, 2048, device=d)
+out["matmul_fp32"] = a @ b
+out["matmul_bf16"] = a.bfloat16() @ b.bfloat16()
+torch.backends.cudnn.enabled = False  # the native kernels, in libtorch_cuda
+x = torch.randn(8, 64, 56, 56, device=d); w = torch.randn(128, 64, 3, 3, device=d)
+out["conv2d"] = torch.nn.functional.conv2d(x, w, padding=1)
+q, k, v = (torch.randn(4, 16, 512, 64, device=d, dtype=torch.bfloat16) for _ in range(3))
+from torch.nn.attention import sdpa_kernel, SDPBackend
+with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    out["sdpa_flash"] = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+ref = torch.softmax((q.float() @ k.float().transpose(-1, -2)) / 8 + torch.triu(torch.full((512, 512), float("-inf"), device=d), 1), -1) @ v.float()
+print("sdpa_flash_vs_math_maxerr %.3e" % (out["sdpa_flash"].float() - ref).abs().max().item())
+torch.cuda.synchronize()
+for k_, t in out.items():
+    print("KERNEL", k_, digest(t))
+print("KERNELS OK")
+'
+if [[ -n $PRUNED && -n $IMAGE ]]; then
+	run_in "$IMAGE" "$KERNELS" >"$OUT/kernels-full.txt" 2>&1
+	run_in "$PRUNED" "$KERNELS" >"$OUT/kernels-pruned.txt" 2>&1
+	cat "$OUT/kernels-full.txt" "$OUT/kernels-pruned.txt" >>"$SUM"
+	if grep -q "KERNELS OK" "$OUT/kernels-full.txt" && grep -q "KERNELS OK" "$OUT/kernels-pruned.txt" &&
+		diff <(grep ^KERNEL "$OUT/kernels-full.txt") <(grep ^KERNEL "$OUT/kernels-pruned.txt") >"$OUT/kernels.diff"; then
+		say "pruned image: matmul, conv2d and flash attention bitwise equal to the unpruned image's"
+	else
+		say "pruned image: kernels failed or differ (kernels-full.txt, kernels-pruned.txt, kernels.diff)"
+		ok=1
+	fi
+fi
 exit "$ok"
