@@ -24,39 +24,15 @@ W=${KILN_BENCH_DIR:-/var/tmp/kiln-coldstart}
 PROBE='import os, ctypes, torch; ctypes.CDLL("libtorch_cuda.so.2.6"); f="/app/models/model.safetensors"; n=len(open(f,"rb").read()); print("torch", torch.__version__, "cuda", torch.version.cuda, "weights", n)'
 
 make -s build
-ctrd_start() {
-	rm -rf "$W/c"
-	mkdir -p "$W/c"
-	cat >"$W/c/config.toml" <<TOML
-version = 2
-root = "$W/c/root"
-state = "$W/c/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "$W/c/c.sock"
-[ttrpc]
-  address = "$W/c/c.sock.ttrpc"
-TOML
-	containerd --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
-	echo $! >"$W/pid"
-	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
-}
-ctrd_stop() {
-	if [ -f "$W/pid" ]; then kill "$(cat "$W/pid")" 2>/dev/null || true; sleep 1; fi
-	grep -o " $W/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-	rm -rf "$W/c" "$W/weights"
-}
+. bench/lib/containerd.sh
 trap 'ctrd_stop; rm -rf "$W"' EXIT
-now() { date +%s.%N; }
-CTR() { ctr --address "$W/c/c.sock" "$@"; }
 
 mkdir -p "$W"
 if ! crane digest --insecure "$SLIM" >/dev/null 2>&1; then
 	echo "making the slim image once (not timed): kiln slim --policy runtime-strict --weights-to" >&2
 	bin/kiln slim "$NAIVE" --to "$SLIM" --policy runtime-strict --weights-to "$WREF" --progress none >/dev/null
 fi
-sync
-echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+drop_caches
 
 ctrd_start
 t0=$(now)
@@ -67,8 +43,7 @@ t2=$(now)
 
 ctrd_stop
 
-sync
-echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+drop_caches
 ctrd_start
 t3=$(now)
 bin/kiln warm "$SLIM" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
