@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -260,4 +261,22 @@ func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []recipes.GPUInfo
 		kr.GPUs = append(kr.GPUs, support(libs, archs, g.Name, g.ComputeCapability, cc))
 	}
 	return kr
+}
+
+// toolingLibRe names libraries whose device code serves profiling and
+// debugging, not the application's compute: a GPU they lack code for still
+// runs the container.
+var toolingLibRe = regexp.MustCompile(`/lib(cupti|nvperf_host|nvperf_target|pcsamplingutil|checkpoint|accinj64|cuinj64)\.so[^/]*$`)
+
+// SplitTooling separates profiling and debugging libraries (CUPTI, the
+// injection and checkpoint libraries) from the libraries that compute.
+func SplitTooling(libs []string) (tooling, compute []string) {
+	for _, l := range libs {
+		if toolingLibRe.MatchString(l) {
+			tooling = append(tooling, l)
+		} else {
+			compute = append(compute, l)
+		}
+	}
+	return tooling, compute
 }

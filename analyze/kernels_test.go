@@ -167,3 +167,31 @@ func TestKernelInventoryRealFatbins(t *testing.T) {
 		}
 	}
 }
+
+// A profiling library without code for the GPU (CUPTI) does not break
+// require_gpus, as it does not stop the container computing; a compute
+// library does.
+func TestRequireGPUsIgnoresProfilingLibraries(t *testing.T) {
+	const cubin = 2
+	for _, tc := range []struct {
+		lib  string
+		fail bool
+	}{
+		{"usr/lib/x86_64-linux-gnu/libcupti.so.2024.1.1", false},
+		{"usr/lib/x86_64-linux-gnu/libaccinj64.so.12.4.127", false},
+		{"usr/lib/x86_64-linux-gnu/libcufftw.so.11", true},
+	} {
+		dir := t.TempDir()
+		l := testimage.Layer(t, []testimage.Entry{
+			testimage.File("usr/lib/libops.so.1", library(5000, fatbin([2]int{cubin, 90}))),
+			testimage.File(tc.lib, library(5000, fatbin([2]int{cubin, 80}))),
+		}, "zstd")
+		testimage.WriteLayout(t, dir, "k", testimage.Image(t, testimage.Config{}, l))
+		gpus, _ := analyze.ParseGPUTargets([]string{"h100"})
+		r := openAndAnalyze(t, "oci:"+dir+":k", analyze.Options{GPUs: gpus})
+		rules, _ := analyze.ParseRules("r.yaml", []byte("require_gpus: [h100]\n"))
+		if v := rules.Check(r); (len(v) > 0) != tc.fail {
+			t.Errorf("%s: violations %+v, want failure %v", tc.lib, v, tc.fail)
+		}
+	}
+}

@@ -2,11 +2,11 @@ package hostcheck
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -470,7 +470,7 @@ func (c *checker) kernels() Item {
 		// its profiler, the checkpoint and injection libraries) without
 		// code for this GPU do not stop a container from computing: they
 		// are left out of what must run, and said.
-		tooling, compute := splitTooling(s.Missing)
+		tooling, compute := analyze.SplitTooling(s.Missing)
 		if len(tooling) > 0 && len(compute) == 0 {
 			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: only profiling/debugging libraries have no code for %s (%s): the profiler fails on this GPU, compute does not", gpuLabel(g), sm, listSome(tooling, 5)))
 		}
@@ -515,23 +515,6 @@ func (c *checker) kernels() Item {
 		it.Summary = strings.Join(sums, "; ")
 	}
 	return it
-}
-
-// toolingLibRe names libraries whose device code serves profiling and
-// debugging, not the application's compute: a GPU they lack code for still
-// runs the container.
-var toolingLibRe = regexp.MustCompile(`/lib(cupti|nvperf_host|nvperf_target|pcsamplingutil|checkpoint|accinj64|cuinj64)\.so[^/]*$`)
-
-// splitTooling separates profiling/debugging libraries from the rest.
-func splitTooling(libs []string) (tooling, compute []string) {
-	for _, l := range libs {
-		if toolingLibRe.MatchString(l) {
-			tooling = append(tooling, l)
-		} else {
-			compute = append(compute, l)
-		}
-	}
-	return tooling, compute
 }
 
 func driverVersion(h *Host) string {
