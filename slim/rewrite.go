@@ -49,6 +49,10 @@ type Options struct {
 	// Level is the zstd level, 1 (fastest) to 22 (smallest); 0 means
 	// DefaultLevel.
 	Level int
+	// MaxLayerSize caps an output layer's uncompressed tar, in bytes: a
+	// group larger than that is split by files into several layers (see
+	// splitGroups). 0 keeps one layer per group.
+	MaxLayerSize int64
 	// Force drops what run-time kernel compilers need when the policy says
 	// jit: refuse.
 	Force bool
@@ -106,7 +110,10 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	for r := range pl.stashIDs {
 		w.stashes[r] = &stashFile{ready: make(chan struct{}), file: filepath.Join(opts.WorkDir, fmt.Sprintf("stash-%d", pl.stashIDs[r]))}
 	}
-	w.segs = make([][numBuckets]*segment, len(src.Layers))
+	w.segs = make([][]*segment, len(src.Layers))
+	for i := range w.segs {
+		w.segs[i] = make([]*segment, len(pl.layerNames))
+	}
 	if err := forEachLayer(ctx, len(src.Layers), opts.Concurrency, func(ctx context.Context, i int) error {
 		return w.rewriteLayer(ctx, src.Layers[i])
 	}); err != nil {
@@ -154,7 +161,7 @@ type writer struct {
 	opts    *Options
 	plan    *plan
 	stashes map[*rec]*stashFile
-	segs    [][numBuckets]*segment
+	segs    [][]*segment // [source layer][output layer]
 	divert  sync.Mutex
 }
 
@@ -165,11 +172,11 @@ func (w *writer) encoder(out io.Writer) (*zstd.Encoder, error) {
 		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithZeroFrames(false), zstd.WithLowerEncoderMem(true))
 }
 
-func (w *writer) segment(layer int, b uint8) (*segment, error) {
+func (w *writer) segment(layer int, b uint16) (*segment, error) {
 	if s := w.segs[layer][b]; s != nil {
 		return s, nil
 	}
-	s := &segment{file: filepath.Join(w.opts.WorkDir, fmt.Sprintf("seg-%03d-%s.zst", layer, bucketNames[b]))}
+	s := &segment{file: filepath.Join(w.opts.WorkDir, fmt.Sprintf("seg-%03d-%s.zst", layer, w.plan.layerNames[b]))}
 	f, err := os.Create(s.file)
 	if err != nil {
 		return nil, err
@@ -377,14 +384,15 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	var out [numBuckets]*blobLayer
-	var names [numBuckets][]int
-	err = forEachLayer(ctx, numBuckets, w.opts.Concurrency, func(ctx context.Context, b int) error {
+	nout := len(w.plan.layerNames)
+	out := make([]*blobLayer, nout)
+	names := make([][]int, nout)
+	err = forEachLayer(ctx, nout, w.opts.Concurrency, func(ctx context.Context, b int) error {
 		// The segments are opened one after another as the output reaches
-		// them: an image of 1500 layers holds one open per bucket.
+		// them: an image of 1500 layers holds one open per output layer.
 		segs := &seqFiles{}
 		defer segs.Close()
-		bl := &blobLayer{name: bucketNames[b]}
+		bl := &blobLayer{name: w.plan.layerNames[b]}
 		for i := range w.segs {
 			s := w.segs[i][b]
 			if s == nil {
