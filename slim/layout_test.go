@@ -4,8 +4,12 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -140,5 +144,91 @@ func TestMaxLayerSizeTooSmall(t *testing.T) {
 	_, err := Rewrite(context.Background(), src, Options{Policy: runtimePolicy(t), WorkDir: t.TempDir(), MaxLayerSize: 1024})
 	if err == nil || !strings.Contains(err.Error(), "raise it") {
 		t.Fatalf("err %v, want a refusal", err)
+	}
+}
+
+// Gzip and zstd blobs of one result hold the same tars (same diff IDs,
+// same config), the gzip ones deterministic: a second run gives the same
+// bytes; each image's layers decode to their diff IDs.
+func TestCompressionBoth(t *testing.T) {
+	src := openLayout(t, testimage.Image(t, testimage.Config{}, testimage.Layer(t, splitSource(t, "print(1)"), "gzip")))
+	var digests [2]map[layers.Compression]string
+	for i := range digests {
+		res := rewrite(t, src, Options{Policy: runtimePolicy(t), MaxLayerSize: 8 << 10, Compression: []layers.Compression{layers.Gzip, layers.Zstd}})
+		digests[i] = map[layers.Compression]string{}
+		var cfgs []string
+		for _, c := range []layers.Compression{layers.Gzip, layers.Zstd} {
+			img, err := res.ImageFor(c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := img.Digest()
+			cn, _ := img.ConfigName()
+			digests[i][c] = d.String()
+			cfgs = append(cfgs, cn.String())
+			m, _ := img.Manifest()
+			for _, l := range m.Layers {
+				want := types.OCILayerZStd
+				if c == layers.Gzip {
+					want = types.OCILayer
+				}
+				if l.MediaType != want {
+					t.Errorf("%s image: layer media type %s", c, l.MediaType)
+				}
+			}
+			ls, _ := img.Layers()
+			for j, l := range ls {
+				checkBlob(t, l)
+				if mt, _ := l.MediaType(); mt != m.Layers[j].MediaType {
+					t.Errorf("%s layer %d: %s", c, j, mt)
+				}
+			}
+		}
+		if cfgs[0] != cfgs[1] {
+			t.Errorf("gzip and zstd images have different configs: %v", cfgs)
+		}
+		if d, _ := res.Image(nil); d == nil {
+			t.Fatal("no image")
+		}
+		if got := res.Report.Layers[0].Blobs; len(got) != 2 || got[0].Compression != "gzip" || res.Report.Layers[0].Digest != got[0].Digest {
+			t.Errorf("report blobs %+v", got)
+		}
+	}
+	if digests[0][layers.Gzip] != digests[1][layers.Gzip] || digests[0][layers.Zstd] != digests[1][layers.Zstd] {
+		t.Errorf("two runs: %v vs %v", digests[0], digests[1])
+	}
+	if digests[0][layers.Gzip] == digests[0][layers.Zstd] {
+		t.Error("gzip and zstd images have one digest")
+	}
+	res := rewrite(t, src, Options{Policy: runtimePolicy(t), Compression: []layers.Compression{layers.Gzip}})
+	if _, err := res.ImageFor(layers.Zstd, nil); err == nil {
+		t.Error("ImageFor(zstd) of a gzip-only result")
+	}
+}
+
+// checkBlob reads l's blob and its tar: they must hash to its digest and
+// diff ID, and the blob must be the size it says.
+func checkBlob(t *testing.T, l v1.Layer) {
+	t.Helper()
+	for _, tc := range []struct {
+		open func() (io.ReadCloser, error)
+		want func() (v1.Hash, error)
+	}{{l.Compressed, l.Digest}, {l.Uncompressed, l.DiffID}} {
+		rc, err := tc.open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := v1.SHA256(rc)
+		rc.Close()
+		want, _ := tc.want()
+		if err != nil || got != want {
+			t.Errorf("content hashes to %s (%v), want %s", got, err, want)
+		}
+	}
+	rc, _ := l.Compressed()
+	_, n, _ := v1.SHA256(rc)
+	rc.Close()
+	if size, _ := l.Size(); n != size {
+		t.Errorf("blob is %d bytes, Size says %d", n, size)
 	}
 }

@@ -101,6 +101,16 @@ type OutLayer struct {
 	Files            int    `json:"files"`
 	Bytes            int64  `json:"bytes"`
 	FromLayers       []int  `json:"from_layers"`
+	// Blobs are the layer's blobs, one per compression written (Digest
+	// and CompressedSize above are the first's).
+	Blobs []LayerBlob `json:"blobs"`
+}
+
+// LayerBlob is one encoding of an output layer.
+type LayerBlob struct {
+	Compression    string `json:"compression"`
+	Digest         string `json:"digest"`
+	CompressedSize int64  `json:"compressed_size"`
 }
 
 // RemovedSum totals one removal reason.
