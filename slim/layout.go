@@ -6,6 +6,10 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
+// DefaultMaxLayerSize is kiln slim's --max-layer-size: see docs/slim.md
+// for the pulls it was measured on.
+const DefaultMaxLayerSize = "512MiB"
+
 // MaxOutputLayers bounds how many layers a MaxLayerSize split may produce:
 // overlayfs stacks at most ~128 lower directories and Docker refuses images
 // of more than 125 layers, so a cap that small is a mistake to report, not
