@@ -131,7 +131,9 @@ func envOr(k, def string) string {
 }
 
 func loadSlimPolicy(s string) (*slim.Policy, error) {
-	if _, err := os.Stat(s); err == nil {
+	// A directory of that name (the repository's weights/ package, say)
+	// is not a policy file: the built-in is meant.
+	if fi, err := os.Stat(s); err == nil && !fi.IsDir() {
 		return slim.LoadPolicy(s)
 	}
 	p, err := slim.BuiltinPolicy(s)
