@@ -9,8 +9,12 @@ import (
 // with zstd layers: every reachable Docker/containerd must pull zstd for
 // the zstd variant to be named; none that can fails a zstd image.
 func TestPullCompression(t *testing.T) {
-	docker := func(v string) Engine { return Engine{Kind: EngineDocker, Socket: "/run/docker.sock", Reachable: true, Version: v, CanBuild: true} }
-	ctrd := func(v string) Engine { return Engine{Kind: EngineContainerd, Socket: "/run/containerd/containerd.sock", Reachable: true, Version: v} }
+	docker := func(v string) Engine {
+		return Engine{Kind: EngineDocker, Socket: "/run/docker.sock", Reachable: true, Version: v, CanBuild: true}
+	}
+	ctrd := func(v string) Engine {
+		return Engine{Kind: EngineContainerd, Socket: "/run/containerd/containerd.sock", Reachable: true, Version: v}
+	}
 	for _, tc := range []struct {
 		name    string
 		engines []Engine
