@@ -23,7 +23,9 @@ type DigestInputs struct {
 	ContextDir  string   // the recipe's directory (app files)
 	Platforms   []string // default: the plan's, else linux/amd64 (see Graphs)
 	Compression string
-	NoProbes    bool
+	// MaxLayerSize splits installs by the wheelhouse (Options.MaxLayerSize).
+	MaxLayerSize int64
+	NoProbes     bool
 	// Resolve pins a base image reference to digests; nil uses the
 	// registry (layers.PlatformDigests).
 	Resolve func(ctx context.Context, ref string) (string, error)
@@ -66,11 +68,12 @@ func InputsDigest(ctx context.Context, plan *recipes.Plan, d DigestInputs) (stri
 		fmt.Fprintf(h, "base %s %s\n", ref, dg)
 	}
 	cfg, err := json.Marshal(struct {
-		Plan        *recipes.Plan
-		Inputs      Inputs
-		Compression string
-		NoProbes    bool
-	}{plan, d.Inputs, d.Compression, d.NoProbes})
+		Plan         *recipes.Plan
+		Inputs       Inputs
+		Compression  string
+		NoProbes     bool
+		MaxLayerSize int64 `json:",omitempty"` // 0 keeps earlier addresses
+	}{plan, d.Inputs, d.Compression, d.NoProbes, d.MaxLayerSize})
 	if err != nil {
 		return "", err
 	}

@@ -346,6 +346,101 @@ func TestEndToEnd(t *testing.T) {
 	}
 	t.Logf("app-only change: %d new layer bytes of %d", pushed, img3.CompressedSize())
 
+	// Balanced layers and both compressions from one solve: the torch
+	// install split into layers of whole wheels (512 MiB cap), pushed as
+	// gzip under :split and zstd under :split-zstd, one config; the same
+	// filesystem and rules as the unsplit image; the same digest again;
+	// an app change re-pushes only the app layer.
+	splitBuild := func(tag string) *Result {
+		t.Helper()
+		start := time.Now()
+		res, err := Build(ctx, plan, in, Options{
+			Client: c, ContextDir: dir, Progress: "quiet", Compression: "gzip", MaxLayerSize: 512 << 20,
+			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}, {Type: "image", Path: repo + ":" + tag + "-zstd", Compression: "zstd"}},
+		})
+		if err != nil {
+			t.Fatalf("build %s: %v", tag, err)
+		}
+		t.Logf("build %s: %+v in %s", tag, res.Pushed, time.Since(start).Round(time.Millisecond))
+		if len(res.Pushed) != 2 || res.Digest != res.Pushed[0].Digest || res.Pushed[1].Compression != "zstd" {
+			t.Fatalf("pushed %+v", res.Pushed)
+		}
+		return res
+	}
+	writeApp("print('hello again')\n")
+	r4 := splitBuild("split")
+	img4, err := layers.Open(ctx, repo+"@"+r4.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img4.Close()
+	img4z, err := layers.Open(ctx, repo+"@"+r4.Pushed[1].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img4z.Close()
+	checkRuntimeRules(t, ctx, img4, plan.BaseImages.Runtime)
+	if len(img4.Layers) <= len(img3.Layers) || len(img4z.Layers) != len(img4.Layers) {
+		t.Errorf("split image: %d layers (zstd %d), unsplit %d", len(img4.Layers), len(img4z.Layers), len(img3.Layers))
+	}
+	for i, l := range img4.Layers[len(base.Layers):] {
+		if !strings.Contains(string(l.MediaType), "gzip") || !strings.Contains(string(img4z.Layers[len(base.Layers)+i].MediaType), "zstd") {
+			t.Errorf("layer %d: %s / %s, want gzip / zstd", l.Index, l.MediaType, img4z.Layers[l.Index].MediaType)
+		}
+	}
+	for i := range img4.Layers {
+		if img4.Layers[i].DiffID != img4z.Layers[i].DiffID {
+			t.Errorf("layer %d: gzip and zstd variants hold different tars", i)
+		}
+	}
+	if last := len(img4.Layers) - 1; img4.Layers[last].DiffID != img3.Layers[len(img3.Layers)-1].DiffID {
+		t.Error("the split image's app layer differs from the unsplit one's")
+	}
+	files := func(img *layers.Image) map[string]string {
+		m := map[string]string{}
+		for _, l := range img.Layers[len(base.Layers):] {
+			if _, err := l.Walk(ctx, layers.WalkOptions{}, func(e *layers.Entry, body io.Reader) error {
+				// pip marks the wheels a split step names REQUESTED
+				// (what was asked for, not pulled in as a dependency).
+				if e.Header.Typeflag != '5' && path.Base(e.Path) != "REQUESTED" {
+					m[e.Path] = fmt.Sprintf("%d %o %s", e.Header.Size, e.Header.Mode, e.Header.Linkname)
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+	f3, f4 := files(img3), files(img4)
+	for p, v := range f3 {
+		if f4[p] != v {
+			t.Errorf("split image: %s is %q, unsplit %q", p, f4[p], v)
+		}
+	}
+	if len(f4) != len(f3) {
+		t.Errorf("split image has %d files, unsplit %d", len(f4), len(f3))
+	}
+	if r4b := splitBuild("split-again"); r4b.Digest != r4.Digest || r4b.Pushed[1].Digest != r4.Pushed[1].Digest {
+		t.Errorf("split build twice: %+v vs %+v", r4b.Pushed, r4.Pushed)
+	}
+	writeApp("print('hello once more')\n")
+	r5 := splitBuild("split-app")
+	img5, err := layers.Open(ctx, repo+"@"+r5.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img5.Close()
+	changed = nil
+	for i := range img4.Layers {
+		if i < len(img5.Layers) && img4.Layers[i].Digest != img5.Layers[i].Digest {
+			changed = append(changed, i)
+		}
+	}
+	if len(img5.Layers) != len(img4.Layers) || len(changed) != 1 || changed[0] != len(img4.Layers)-1 {
+		t.Errorf("app change on the split image changed layers %v of %d (%d now), want only the last", changed, len(img4.Layers), len(img5.Layers))
+	}
+
 	// A failing probe fails the build.
 	bad := *plan
 	bad.Test = []string{"python3 -c 'import does_not_exist'"}

@@ -96,6 +96,12 @@ func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, e
 	if err != nil {
 		return nil, err
 	}
+	return graphFor(L, p, in, platform), nil
+}
+
+// graphFor renders a layout (Lower's, or one whose installs SplitComponent
+// split) as the LLB of one platform.
+func graphFor(L *Layout, p *recipes.Plan, in Inputs, platform ocispecs.Platform) *Graph {
 	g := &Graph{Platform: platform, Layout: L}
 	g.Devel = stageState(L.Devel, platform, in, nil)
 	g.Runtime = stageState(L.Runtime, platform, in, map[string]llb.State{"devel": g.Devel})
@@ -110,7 +116,7 @@ func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, e
 		).Root()
 		g.HasProbe = true
 	}
-	return g, nil
+	return g
 }
 
 func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[string]llb.State) llb.State {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb/sourceresolver"
@@ -117,6 +118,10 @@ func shortErr(err error) string {
 type Output struct {
 	Type string // "oci" (directory layout), "oci-tar", "docker-archive", or "image" (push)
 	Path string // directory or file; the reference for "image"
+	// Compression overrides Options.Compression for this output: two
+	// image outputs, gzip under TAG and zstd under TAG-zstd, publish both
+	// encodings of one solve.
+	Compression string
 }
 
 // CacheSpec is a --cache-from/--cache-to entry.
@@ -224,15 +229,28 @@ type Options struct {
 	// Tools is a statically linked kiln executable, mounted into the steps
 	// that prune GPU code (plans with gpu_code); kiln build passes itself.
 	Tools string
+	// MaxLayerSize caps the bytes a runtime pip layer installs: a
+	// component whose wheels install more is split into several install
+	// steps, one layer each (SplitWheels), decided from the devel stage's
+	// wheelhouse once it is built. 0 keeps one layer per component.
+	MaxLayerSize int64
 }
 
 // Result is what a build produced.
 type Result struct {
-	Digest      string            // image (or index) digest from the exporter
+	Digest      string            // image (or index) digest: the first pushed output's, else the exporter's
+	Pushed      []Pushed          // each image output, in Outputs order
 	Graph       string            // graph digest (the runtime definition of the first platform)
 	Response    map[string]string // the exporter's response
 	Status      Stats
 	ConfigBytes map[string][]byte // platform -> config JSON
+}
+
+// Pushed is an image output and the digest the registry has for it.
+type Pushed struct {
+	Ref         string `json:"ref"`
+	Compression string `json:"compression"`
+	Digest      string `json:"digest"`
 }
 
 // Stats counts the graph's steps (runs, copies and tests) in the solve.
@@ -261,18 +279,24 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		return nil, err
 	}
 
-	comp := o.Compression
-	if comp == "" {
-		comp = "zstd"
+	compression := func(c string) (string, error) {
+		if c == "" {
+			c = o.Compression
+		}
+		switch c {
+		case "", "zstd":
+			return "zstd", nil
+		case "gzip", "uncompressed":
+			return c, nil
+		case "none":
+			return "uncompressed", nil
+		}
+		return "", fmt.Errorf("compression %q: want zstd, gzip or none", c)
 	}
-	switch comp {
-	case "zstd", "gzip", "uncompressed":
-	case "none":
-		comp = "uncompressed"
-	default:
-		return nil, fmt.Errorf("compression %q: want zstd, gzip or none", o.Compression)
+	if _, err := compression(""); err != nil {
+		return nil, err
 	}
-	imgAttrs := func() map[string]string {
+	imgAttrs := func(comp string) map[string]string {
 		a := map[string]string{
 			"compression":       comp,
 			"force-compression": "true",
@@ -333,7 +357,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			// end up in it.
 			return nil, fmt.Errorf("an oci:DIR output cannot be combined with another oci or docker-archive output in one build; build again for the other (it is fully cached)")
 		}
-		a := imgAttrs()
+		oc, err := compression(out.Compression)
+		if err != nil {
+			return nil, fmt.Errorf("output %s: %v", out.Path, err)
+		}
+		a := imgAttrs(oc)
 		switch out.Type {
 		case "image":
 			name, err := NormalizeRef(out.Path)
@@ -365,7 +393,7 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 					a["name"] = "kiln.local/" + sanitizeName(p.Name) + ":latest"
 				}
 				// docker load wants the layers it can read.
-				if comp == "zstd" {
+				if oc == "zstd" {
 					a["oci-mediatypes"] = "false"
 					a["compression"] = "gzip"
 				}
@@ -387,6 +415,13 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		out := gateway.NewResult()
 		var eps exptypes.Platforms
 		for _, g := range graphs {
+			if o.MaxLayerSize > 0 {
+				sg, err := splitGraph(ctx, c, p, in, g, o.MaxLayerSize)
+				if err != nil {
+					return nil, err
+				}
+				g = sg
+			}
 			pl := g.Platform
 			_, _, base, err := c.ResolveImageConfig(ctx, g.Layout.Runtime.Base, sourceresolver.Opt{
 				LogName:  "resolve runtime base " + g.Layout.Runtime.Base,
@@ -493,7 +528,8 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		}
 	}
 	isStep := func(name string) bool {
-		return stepNames[name] || strings.HasPrefix(name, "test ")
+		// Split installs are named once the devel stage is built.
+		return stepNames[name] || strings.HasPrefix(name, "test ") || strings.HasPrefix(name, "runtime: install ")
 	}
 	eg.Go(func() error {
 		completed := map[string]bool{}
@@ -545,6 +581,22 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	}
 	res.Response = resp.ExporterResponse
 	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	// With several image exports the exporters' responses are merged
+	// into one map: each pushed reference is asked for its digest.
+	for _, out := range o.Outputs {
+		if out.Type != "image" {
+			continue
+		}
+		oc, _ := compression(out.Compression)
+		dg, _, err := layers.PlatformDigests(ctx, out.Path, layers.WithInsecureRegistries(o.Insecure...))
+		if err != nil {
+			return res, fmt.Errorf("output %s: pushed, but resolving its digest: %w", out.Path, err)
+		}
+		res.Pushed = append(res.Pushed, Pushed{Ref: out.Path, Compression: oc, Digest: dg})
+	}
+	if len(res.Pushed) > 0 {
+		res.Digest = res.Pushed[0].Digest
+	}
 	return res, nil
 }
 

@@ -57,6 +57,11 @@ type Report struct {
 	Host          *Host  `json:"host"`
 	Image         *Image `json:"image"`
 	Items         []Item `json:"items"`
+	// PullCompression is the layer compression to publish and pull for
+	// this host's container runtimes: "zstd" when every reachable Docker
+	// and containerd pulls it (Docker ≥ 23.0, containerd ≥ 1.5), else
+	// "gzip"; "" when none answers.
+	PullCompression string `json:"pull_compression"`
 }
 
 // Counts tallies the verdicts.
@@ -110,13 +115,15 @@ func Check(h *Host, im *Image, o Options) *Report {
 		}
 	}
 	r.OK = r.Counts.Fail == 0
+	r.PullCompression = c.pull
 	return r
 }
 
 type checker struct {
-	h  *Host
-	im *Image
-	o  Options
+	h    *Host
+	im   *Image
+	o    Options
+	pull string // the compression the runtimes pull (engine item)
 
 	imgMM    string // the image's CUDA major.minor
 	req      recipes.Requirement

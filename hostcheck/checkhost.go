@@ -136,6 +136,61 @@ func (c *checker) engine() Item {
 	} else {
 		it.Summary = fmt.Sprintf("%s reachable; run only: no builder (dockerd or buildkitd) here", strings.Join(run, ", "))
 	}
+	return c.pullCompression(it, up)
+}
+
+// pullCompression adds to the engine item which layer compression the
+// reachable runtimes pull: zstd only when every one of them can (Docker ≥
+// 23.0, containerd ≥ 1.5; an unreadable version counts as cannot), so the
+// variant named works whichever engine starts the container. kiln slim
+// and kiln build publish gzip under TAG and zstd under TAG-zstd. An image
+// whose layers are zstd fails on a host where no runtime pulls it, and
+// warns where some cannot.
+func (c *checker) pullCompression(it Item, up []Engine) Item {
+	var can, cannot []string
+	for _, e := range up {
+		ok, known := pullsZstd(e)
+		if _, runtime := zstdFloor[e.Kind]; !runtime {
+			continue
+		}
+		name := fmt.Sprintf("%s %s", e.Kind, dashOr(e.Version, "(version unknown)"))
+		switch {
+		case ok:
+			can = append(can, name)
+			it.Evidence = append(it.Evidence, fmt.Sprintf("%s pulls zstd and gzip layers", name))
+		case known:
+			cannot = append(cannot, name)
+			it.Evidence = append(it.Evidence, fmt.Sprintf("%s pulls gzip layers only (zstd needs %s)", name, zstdFloorText(e.Kind)))
+		default:
+			cannot = append(cannot, name)
+			it.Evidence = append(it.Evidence, fmt.Sprintf("%s: version unreadable, assumed to pull gzip only", name))
+		}
+	}
+	if len(can)+len(cannot) == 0 {
+		return it
+	}
+	c.pull = "gzip"
+	if len(cannot) == 0 {
+		c.pull = "zstd"
+		it.Summary += "; pull the zstd variant (TAG-zstd)"
+	} else {
+		it.Summary += "; pull the gzip image (TAG): " + strings.Join(cannot, ", ") + " cannot pull zstd"
+	}
+	if c.im == nil || !slices.Contains(c.im.LayerCompression, "zstd") || len(cannot) == 0 {
+		return it
+	}
+	fix := []string{
+		"publish a gzip variant: kiln slim / kiln build --compression both (the default) writes gzip under TAG and zstd under TAG-zstd; pull TAG",
+		fmt.Sprintf("or upgrade the engine (%s, %s)", zstdFloorText(EngineDocker), zstdFloorText(EngineContainerd)),
+	}
+	if len(can) == 0 {
+		it.Status = Fail
+		it.Summary = fmt.Sprintf("the image has zstd layers and %s cannot pull them", strings.Join(cannot, ", "))
+	} else {
+		it.Status = Warn
+		it.Summary = fmt.Sprintf("the image has zstd layers: %s can pull them, %s cannot", strings.Join(can, ", "), strings.Join(cannot, ", "))
+	}
+	it.Fix = fix
 	return it
 }
 

@@ -2,6 +2,7 @@ package hostcheck
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -42,6 +43,10 @@ type Image struct {
 	Kernels          *KernelSummary `json:"kernels"`
 	CompressedSize   int64          `json:"compressed_size,omitempty"`
 	UncompressedSize int64          `json:"uncompressed_size,omitempty"`
+	// LayerCompression lists the encodings of the image's layers (gzip,
+	// zstd, none), from their media types; empty when not known (a
+	// lock).
+	LayerCompression []string `json:"layer_compression,omitempty"`
 
 	report *analyze.KernelReport
 }
@@ -136,6 +141,18 @@ func FromLayers(ctx context.Context, img *layers.Image, scan bool, o analyze.Opt
 	im := ImageFromConfig(img.Ref.Raw, reg, img.Config)
 	im.Digest = img.Digest.String()
 	im.CompressedSize = img.CompressedSize()
+	for _, l := range img.Layers {
+		c := "gzip"
+		switch mt := string(l.MediaType); {
+		case strings.Contains(mt, "zstd"):
+			c = "zstd"
+		case !strings.Contains(mt, "gzip"):
+			c = "none"
+		}
+		if !slices.Contains(im.LayerCompression, c) {
+			im.LayerCompression = append(im.LayerCompression, c)
+		}
+	}
 	if !scan {
 		return im, nil
 	}

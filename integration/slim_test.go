@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -150,23 +151,58 @@ func TestSlimAppFixture(t *testing.T) {
 		}
 		DivertedFiles int    `json:"diverted_files"`
 		Digest        string `json:"digest"`
+		MaxLayerSize  int64  `json:"max_layer_size"`
 		Layers        []struct {
-			Name string `json:"name"`
+			Name             string `json:"name"`
+			UncompressedSize int64  `json:"uncompressed_size"`
+			Files            int    `json:"files"`
+			Blobs            []struct {
+				Compression    string `json:"compression"`
+				CompressedSize int64  `json:"compressed_size"`
+			} `json:"blobs"`
 		} `json:"layers"`
+		Images []struct {
+			Ref, Compression, Digest string
+		} `json:"images"`
 	}
 	r.slim(t, dest, probe, &rep)
 	if rep.DivertedFiles != 1 {
 		t.Errorf("diverted %d files, want the fixture's one safetensors file", rep.DivertedFiles)
 	}
+	// The defaults: groups in stability order, each split under
+	// --max-layer-size (512MiB) unless one file is larger; gzip under the
+	// tag and zstd under TAG-zstd.
+	group := regexp.MustCompile(`^(os|cuda|python|app)(-[0-9]+)?$`)
+	order := map[string]int{"os": 0, "cuda": 1, "python": 2, "app": 3}
 	var names []string
+	last := 0
+	sizes := map[string]int64{}
 	for _, l := range rep.Layers {
 		names = append(names, l.Name)
+		m := group.FindStringSubmatch(l.Name)
+		if m == nil || order[m[1]] < last {
+			t.Errorf("layer %s out of place", l.Name)
+			continue
+		}
+		last = order[m[1]]
+		// Directories ride along uncounted: allow a few MB over.
+		if l.UncompressedSize > rep.MaxLayerSize+4<<20 && l.Files > 1 {
+			t.Errorf("layer %s: %d bytes of tar, over the %d cap with %d files", l.Name, l.UncompressedSize, rep.MaxLayerSize, l.Files)
+		}
+		for _, b := range l.Blobs {
+			sizes[b.Compression] += b.CompressedSize
+		}
 	}
-	if got := strings.Join(names, ","); got != "os,cuda,python,app" {
-		t.Errorf("layers %s", got)
+	if rep.MaxLayerSize != 512<<20 || len(rep.Layers) <= 4 {
+		t.Errorf("max layer size %d, layers %s: the realistic image should split", rep.MaxLayerSize, strings.Join(names, ","))
 	}
-	t.Logf("compressed %d → %d bytes (%.2fx), %s", rep.Before.CompressedSize, rep.After.CompressedSize,
-		float64(rep.Before.CompressedSize)/float64(rep.After.CompressedSize), rep.Digest)
+	if len(rep.Images) != 2 || rep.Images[0].Ref != dest || rep.Images[0].Compression != "gzip" || rep.Images[1].Ref != dest+"-zstd" {
+		t.Errorf("images %+v", rep.Images)
+	}
+	t.Logf("layers %s", strings.Join(names, ","))
+	t.Logf("compressed %d → gzip %d (%.2fx), zstd %d (%.2fx), %s", rep.Before.CompressedSize, sizes["gzip"],
+		float64(rep.Before.CompressedSize)/float64(sizes["gzip"]), sizes["zstd"], float64(rep.Before.CompressedSize)/float64(sizes["zstd"]), rep.Digest)
 
 	r.analyzeCI(t, dest+"@"+rep.Digest)
+	r.analyzeCI(t, rep.Images[1].Ref+"@"+rep.Images[1].Digest)
 }

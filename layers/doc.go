@@ -6,4 +6,9 @@
 // Nothing here holds a layer in memory: every blob is an io.Reader pipeline,
 // and uncompressed layers in local files are read through io.SectionReader so
 // that callers can seek past file contents they do not need.
+//
+// Write stores an image in any of those places. A docker archive always
+// gets plain tar layers checked against the config's diff IDs as they
+// stream, whatever the image's blobs are: an archive exists to be loaded,
+// and docker load before Docker 23.0 reads no zstd.
 package layers

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 )
@@ -101,7 +101,11 @@ func writeArchive(r Ref, img v1.Image) error {
 		return err
 	}
 	defer f.Abort()
-	if err := tarball.Write(t, img, f); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := writeDockerArchive(bw, t, img); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	return f.Commit()

@@ -1,12 +1,19 @@
 package layers_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -78,5 +85,82 @@ func TestWriteRoundTrip(t *testing.T) {
 		if filepath.Ext(e.Name()) == ".tmp" {
 			t.Fatalf("leftover %s", e.Name())
 		}
+	}
+}
+
+// TestWriteDockerArchivePlainLayers: a docker archive's layers are plain
+// tar whatever the image's blobs are (Docker 20.10's docker load refuses
+// zstd with "archive/tar: invalid tar header"), each hashing to its diff ID
+// in the config, and the same image gives the same archive bytes.
+func TestWriteDockerArchivePlainLayers(t *testing.T) {
+	ctx := context.Background()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/a", []byte("alpha"))}, "zstd"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/b", []byte("beta"))}, "gzip"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/a", []byte("alpha"))}, "zstd"))
+	dir := t.TempDir()
+	var sums [2][]byte
+	for i := range sums {
+		file := filepath.Join(dir, fmt.Sprintf("img%d.tar", i))
+		if _, err := layers.Write(ctx, img, "docker-archive:"+file+":kiln/plain:v1"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums[i] = b
+	}
+	if !bytes.Equal(sums[0], sums[1]) {
+		t.Fatal("the same image gave two different archives")
+	}
+	members := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(sums[0]))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		members[h.Name] = b
+	}
+	var man []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(members["manifest.json"], &man); err != nil || len(man) != 1 {
+		t.Fatalf("manifest.json: %v %s", err, members["manifest.json"])
+	}
+	if len(man[0].RepoTags) != 1 || man[0].RepoTags[0] != "index.docker.io/kiln/plain:v1" && man[0].RepoTags[0] != "kiln/plain:v1" {
+		t.Errorf("RepoTags %v", man[0].RepoTags)
+	}
+	var cfg v1.ConfigFile
+	if err := json.Unmarshal(members[man[0].Config], &cfg); err != nil {
+		t.Fatalf("config %s: %v", man[0].Config, err)
+	}
+	if len(man[0].Layers) != 3 || len(cfg.RootFS.DiffIDs) != 3 {
+		t.Fatalf("layers %v, diff ids %v", man[0].Layers, cfg.RootFS.DiffIDs)
+	}
+	for i, f := range man[0].Layers {
+		b, ok := members[f]
+		if !ok {
+			t.Fatalf("layer %d: %s not in the archive", i, f)
+		}
+		if c := layers.DetectCompression(b); c != layers.Uncompressed {
+			t.Errorf("layer %d (%s) is %s, want a plain tar", i, f, c)
+		}
+		if _, err := tar.NewReader(bytes.NewReader(b)).Next(); err != nil {
+			t.Errorf("layer %d (%s): not a tar: %v", i, f, err)
+		}
+		if got := fmt.Sprintf("sha256:%x", sha256.Sum256(b)); got != cfg.RootFS.DiffIDs[i].String() {
+			t.Errorf("layer %d: hashes to %s, config says %s", i, got, cfg.RootFS.DiffIDs[i])
+		}
+	}
+	if n := len(members); n != 4 { // config, 2 distinct layers, manifest
+		t.Errorf("%d members, want 4 (identical layers stored once)", n)
 	}
 }

@@ -12,12 +12,23 @@
 // kept entries of each source layer into zstd-compressed tar segments on
 // disk, one per output layer, and the segments are concatenated into the
 // output blobs (zstd frames concatenate; tar segments without their end
-// marker do too), so no layer is ever held in memory.
+// marker do too), so no layer is ever held in memory. That stream is the
+// zstd blob; decoded once, it gives the diff ID and, when gzip is asked
+// for, feeds a gzip encoder writing the gzip blob of the same tar in the
+// same pass (Options.Compression: either or both; Result.ImageFor picks).
 //
 // Output layers are regrouped by how often their content changes: the OS
 // first, then CUDA libraries, then Python packages, then the application,
-// so a new application version only invalidates the last layer. Every byte
-// that goes into a blob is deterministic (original mtimes, source order,
-// fixed zstd settings with one encoder goroutine per segment), so the same
-// input and policy give the same digest.
+// so a new application version only invalidates the last layer. A group
+// larger than Options.MaxLayerSize is split into consecutive layers by
+// files, packed in path order (splitGroups): the split of a group depends
+// only on that group's files, so the application still invalidates only
+// its own layer, and pulls fetch and unpack several moderate layers instead
+// of waiting on one big one. Directories land in the lowest layer of what
+// they hold and hardlinks in their target's, as without a split.
+//
+// Every byte that goes into a blob is deterministic (original mtimes,
+// source order, path-ordered splits, fixed zstd settings with one encoder
+// goroutine per segment, gzip at GzipLevel with an empty header and one
+// goroutine), so the same input and policy give the same digests.
 package slim

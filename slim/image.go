@@ -5,61 +5,104 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/klauspost/compress/zstd"
+
+	"github.com/kiln-build/kiln/layers"
 )
 
-// blobLayer is an output layer: a zstd blob in the work directory.
+// blobLayer is an output layer: its tar, written as one blob per
+// compression in the work directory.
 type blobLayer struct {
 	name           string
-	path           string
-	digest, diffID v1.Hash
-	size, usize    int64
+	diffID         v1.Hash
+	usize          int64
 	entries, files int
 	bytes          int64
 	from           []int
+	blobs          []blob // in Options.Compression order
+}
+
+// blob is one encoding of a layer's tar.
+type blob struct {
+	comp   layers.Compression
+	path   string
+	digest v1.Hash
+	size   int64
 }
 
 func layersHash(hex string) v1.Hash { return v1.Hash{Algorithm: "sha256", Hex: hex} }
 
-func (l *blobLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
-func (l *blobLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
-func (l *blobLayer) Size() (int64, error)                { return l.size, nil }
-func (l *blobLayer) MediaType() (types.MediaType, error) { return types.OCILayerZStd, nil }
-func (l *blobLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
-func (l *blobLayer) Uncompressed() (io.ReadCloser, error) {
-	f, err := os.Open(l.path)
+// layerAs is an output layer in one of its encodings, as a v1.Layer.
+type layerAs struct {
+	l *blobLayer
+	b *blob
+}
+
+func (l layerAs) Digest() (v1.Hash, error) { return l.b.digest, nil }
+func (l layerAs) DiffID() (v1.Hash, error) { return l.l.diffID, nil }
+func (l layerAs) Size() (int64, error)     { return l.b.size, nil }
+
+// UncompressedSize lets writers that need the tar's size first (a docker
+// archive's entries) skip decoding the layer to count it.
+func (l layerAs) UncompressedSize() (int64, error) { return l.l.usize, nil }
+
+func (l layerAs) MediaType() (types.MediaType, error) {
+	if l.b.comp == layers.Gzip {
+		return types.OCILayer, nil
+	}
+	return types.OCILayerZStd, nil
+}
+func (l layerAs) Compressed() (io.ReadCloser, error) { return os.Open(l.b.path) }
+func (l layerAs) Uncompressed() (io.ReadCloser, error) {
+	f, err := os.Open(l.b.path)
 	if err != nil {
 		return nil, err
 	}
-	zr, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1))
+	r, _, closeDec, err := layers.Decompress(f)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("blob %s: %w", l.b.digest, err)
 	}
-	return &zstdReadCloser{zr: zr, f: f}, nil
+	return &decReadCloser{r: r, closeDec: closeDec, f: f}, nil
 }
 
-type zstdReadCloser struct {
-	zr *zstd.Decoder
-	f  *os.File
+type decReadCloser struct {
+	r        io.Reader
+	closeDec func()
+	f        *os.File
 }
 
-func (z *zstdReadCloser) Read(p []byte) (int, error) { return z.zr.Read(p) }
-func (z *zstdReadCloser) Close() error {
-	z.zr.Close()
+func (z *decReadCloser) Read(p []byte) (int, error) { return z.r.Read(p) }
+func (z *decReadCloser) Close() error {
+	z.closeDec()
 	return z.f.Close()
 }
 
-// Image assembles the slim image: the source config (env, entrypoint, cmd,
+// Compressions are the encodings the result has blobs in, the first being
+// Image's.
+func (r *Result) Compressions() []layers.Compression { return slices.Clone(r.comps) }
+
+// Image is ImageFor the first of Options.Compression.
+func (r *Result) Image(labels map[string]string) (v1.Image, error) {
+	return r.ImageFor(r.comps[0], labels)
+}
+
+// ImageFor assembles the slim image with its layers in compression c (one
+// of Options.Compression): the source config (env, entrypoint, cmd,
 // working dir, user, labels) with labels added, the new layers, and a
 // history whose entries say what each layer holds and what kiln removed.
-func (r *Result) Image(labels map[string]string) (v1.Image, error) {
+// The config is the same whatever c is (diff IDs name the tars), so every
+// encoding of a result has the same image ID.
+func (r *Result) ImageFor(c layers.Compression, labels map[string]string) (v1.Image, error) {
+	if !slices.Contains(r.comps, c) {
+		return nil, fmt.Errorf("slim: no %s blobs written (Options.Compression is %v)", c, r.comps)
+	}
 	var cfg v1.ConfigFile
 	if r.src.Config != nil {
 		cfg = *r.src.Config.DeepCopy()
@@ -85,7 +128,8 @@ func (r *Result) Image(labels map[string]string) (v1.Image, error) {
 			CreatedBy: fmt.Sprintf("kiln slim: %s layer, %d files (%d bytes) from source layers %v", l.name, l.files, l.bytes, l.from),
 			Comment:   "kiln slim",
 		}
-		adds = append(adds, mutate.Addendum{Layer: l, History: h})
+		b := &l.blobs[slices.IndexFunc(l.blobs, func(b blob) bool { return b.comp == c })]
+		adds = append(adds, mutate.Addendum{Layer: layerAs{l: l, b: b}, History: h})
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.diffID)
 		cfg.History = append(cfg.History, h)
 	}

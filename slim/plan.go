@@ -32,8 +32,11 @@ const (
 )
 
 type action struct {
-	op     uint8
-	bucket uint8
+	op uint8
+	// bucket is the output layer the entry goes to: an index into
+	// plan.layerNames (a group, or one of the layers a group was split
+	// into), not a group.
+	bucket uint16
 	stash  bool // keep the content on disk for a materialized hardlink
 	link   string
 	src    *rec
@@ -57,6 +60,9 @@ type plan struct {
 	report   *Report
 	removed  []RemovedFile
 	stashIDs map[*rec]int
+	// layerNames names the output layers, in stacking order: a group's
+	// name ("cuda"), or "cuda-1", "cuda-2", ... when MaxLayerSize split it.
+	layerNames []string
 }
 
 // layerKinds are the kinds of layers recognised from their history, for
@@ -303,6 +309,11 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		return b
 	}
 	assign(v.root)
+	out, names, err := splitGroups(v, bucket, state, opt.MaxLayerSize)
+	if err != nil {
+		return nil, err
+	}
+	pl.layerNames = names
 
 	// Hardlinks: keep the link when its target is emitted unchanged in the
 	// same output layer; otherwise write the content itself.
@@ -311,7 +322,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		if r == nil || n == v.root {
 			return
 		}
-		b := uint8(bucket[n])
+		b := uint16(out[n])
 		op := state[r]
 		a := &action{op: op, bucket: b}
 		switch op {
@@ -323,7 +334,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			if r.kind == kHardlink {
 				t := r.linkTo
 				tn := v.lookup(t.path)
-				if tn != nil && tn.r == t && state[t] == opEmit && bucket[tn] == int(b) && t.kind == kFile {
+				if tn != nil && tn.r == t && state[t] == opEmit && out[tn] == int(b) && t.kind == kFile {
 					a.link = t.path
 				} else if t.kind == kFile {
 					a.op, a.src = opMaterialize, t

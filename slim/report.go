@@ -23,9 +23,15 @@ type Report struct {
 	Policy        string `json:"policy"`
 	PolicySummary string `json:"policy_summary"`
 	Level         int    `json:"zstd_level"`
-	// Digest is the slim image's manifest digest (set by the caller that
-	// writes it).
-	Digest string `json:"digest,omitempty"`
+	// Digest is the slim image's manifest digest in its first encoding,
+	// ImageID its config digest (the same in every encoding: what docker
+	// images shows), and Images where each encoding was written (set by
+	// the caller that writes them).
+	Digest  string      `json:"digest,omitempty"`
+	ImageID string      `json:"image_id,omitempty"`
+	Images  []Published `json:"images,omitempty"`
+	// MaxLayerSize is the cap layers were split at (0: none).
+	MaxLayerSize int64 `json:"max_layer_size"`
 
 	Before Totals `json:"before"`
 	After  Totals `json:"after"`
@@ -103,6 +109,23 @@ type OutLayer struct {
 	Files            int    `json:"files"`
 	Bytes            int64  `json:"bytes"`
 	FromLayers       []int  `json:"from_layers"`
+	// Blobs are the layer's blobs, one per compression written (Digest
+	// and CompressedSize above are the first's).
+	Blobs []LayerBlob `json:"blobs"`
+}
+
+// Published is one encoding of the slim image, where it was written.
+type Published struct {
+	Ref         string `json:"ref"`
+	Compression string `json:"compression"` // gzip, zstd; none in a docker archive
+	Digest      string `json:"digest"`
+}
+
+// LayerBlob is one encoding of an output layer.
+type LayerBlob struct {
+	Compression    string `json:"compression"`
+	Digest         string `json:"digest"`
+	CompressedSize int64  `json:"compressed_size"`
 }
 
 // RemovedSum totals one removal reason.
@@ -141,7 +164,7 @@ type JITPackage struct {
 func newReport(img *layers.Image, opt *Options) *Report {
 	r := &Report{
 		SchemaVersion: ReportSchemaVersion, Source: img.Ref.Raw, SourceDigest: img.Digest.String(),
-		Policy: opt.Policy.Name, PolicySummary: opt.Policy.String(), Level: opt.Level,
+		Policy: opt.Policy.Name, PolicySummary: opt.Policy.String(), Level: opt.Level, MaxLayerSize: opt.MaxLayerSize,
 		Kept: []KeptReason{}, JIT: []JITPackage{}, Warnings: []string{},
 	}
 	r.Before.CompressedSize = img.CompressedSize()

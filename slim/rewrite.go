@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash"
@@ -13,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +50,15 @@ type Options struct {
 	// Level is the zstd level, 1 (fastest) to 22 (smallest); 0 means
 	// DefaultLevel.
 	Level int
+	// Compression lists the blob encodings to write, each a full set of
+	// layers for the same tars (Result.ImageFor picks one): layers.Zstd,
+	// layers.Gzip or both, in the order given; Image uses the first.
+	// Empty means zstd only.
+	Compression []layers.Compression
+	// MaxLayerSize caps an output layer's uncompressed tar, in bytes: a
+	// group larger than that is split by files into several layers (see
+	// splitGroups). 0 keeps one layer per group.
+	MaxLayerSize int64
 	// Force drops what run-time kernel compilers need when the policy says
 	// jit: refuse.
 	Force bool
@@ -75,6 +84,7 @@ type Result struct {
 	src    *layers.Image
 	layers []*blobLayer
 	policy *Policy
+	comps  []layers.Compression
 }
 
 // Rewrite slims src. It reads every layer twice as a stream (the first pass
@@ -96,6 +106,14 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	if opts.Level < 1 || opts.Level > 22 {
 		return nil, fmt.Errorf("zstd level %d: must be 1..22", opts.Level)
 	}
+	if len(opts.Compression) == 0 {
+		opts.Compression = []layers.Compression{layers.Zstd}
+	}
+	for i, c := range opts.Compression {
+		if c != layers.Zstd && c != layers.Gzip || slices.Contains(opts.Compression[:i], c) {
+			return nil, fmt.Errorf("compression %v: want zstd and/or gzip, each once", opts.Compression)
+		}
+	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = min(runtime.GOMAXPROCS(0), 4)
 	}
@@ -114,7 +132,10 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	for r := range pl.stashIDs {
 		w.stashes[r] = &stashFile{ready: make(chan struct{}), file: filepath.Join(opts.WorkDir, fmt.Sprintf("stash-%d", pl.stashIDs[r]))}
 	}
-	w.segs = make([][numBuckets]*segment, len(src.Layers))
+	w.segs = make([][]*segment, len(src.Layers))
+	for i := range w.segs {
+		w.segs[i] = make([]*segment, len(pl.layerNames))
+	}
 	if err := forEachLayer(ctx, len(src.Layers), opts.Concurrency, func(ctx context.Context, i int) error {
 		return w.rewriteLayer(ctx, src.Layers[i])
 	}); err != nil {
@@ -123,7 +144,7 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	for _, s := range w.stashes {
 		os.Remove(s.file)
 	}
-	res := &Result{Report: pl.report, src: src, policy: opts.Policy}
+	res := &Result{Report: pl.report, src: src, policy: opts.Policy, comps: opts.Compression}
 	if err := w.assemble(ctx, res); err != nil {
 		return nil, err
 	}
@@ -162,7 +183,7 @@ type writer struct {
 	opts    *Options
 	plan    *plan
 	stashes map[*rec]*stashFile
-	segs    [][numBuckets]*segment
+	segs    [][]*segment // [source layer][output layer]
 	divert  sync.Mutex
 }
 
@@ -173,11 +194,11 @@ func (w *writer) encoder(out io.Writer) (*zstd.Encoder, error) {
 		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithZeroFrames(false), zstd.WithLowerEncoderMem(true))
 }
 
-func (w *writer) segment(layer int, b uint8) (*segment, error) {
+func (w *writer) segment(layer int, b uint16) (*segment, error) {
 	if s := w.segs[layer][b]; s != nil {
 		return s, nil
 	}
-	s := &segment{file: filepath.Join(w.opts.WorkDir, fmt.Sprintf("seg-%03d-%s.zst", layer, bucketNames[b]))}
+	s := &segment{file: filepath.Join(w.opts.WorkDir, fmt.Sprintf("seg-%03d-%s.zst", layer, w.plan.layerNames[b]))}
 	f, err := os.Create(s.file)
 	if err != nil {
 		return nil, err
@@ -392,14 +413,15 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 	if err := zw.Close(); err != nil {
 		return err
 	}
-	var out [numBuckets]*blobLayer
-	var names [numBuckets][]int
-	err = forEachLayer(ctx, numBuckets, w.opts.Concurrency, func(ctx context.Context, b int) error {
+	nout := len(w.plan.layerNames)
+	out := make([]*blobLayer, nout)
+	names := make([][]int, nout)
+	err = forEachLayer(ctx, nout, w.opts.Concurrency, func(ctx context.Context, b int) error {
 		// The segments are opened one after another as the output reaches
-		// them: an image of 1500 layers holds one open per bucket.
+		// them: an image of 1500 layers holds one open per output layer.
 		segs := &seqFiles{}
 		defer segs.Close()
-		bl := &blobLayer{name: bucketNames[b]}
+		bl := &blobLayer{name: w.plan.layerNames[b]}
 		for i := range w.segs {
 			s := w.segs[i][b]
 			if s == nil {
@@ -414,7 +436,7 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 		if len(segs.paths) == 0 {
 			return nil
 		}
-		if err := writeBlob(ctx, blobs, io.MultiReader(segs, bytes.NewReader(trailer.Bytes())), bl); err != nil {
+		if err := writeBlobs(ctx, blobs, io.MultiReader(segs, bytes.NewReader(trailer.Bytes())), bl, w.opts.Compression); err != nil {
 			return fmt.Errorf("output layer %s: %w", bl.name, err)
 		}
 		bl.from = names[b]
@@ -436,11 +458,15 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 			continue
 		}
 		res.layers = append(res.layers, bl)
-		res.Report.Layers = append(res.Report.Layers, OutLayer{
-			Name: bl.name, Digest: bl.digest.String(), DiffID: bl.diffID.String(), CompressedSize: bl.size,
+		ol := OutLayer{
+			Name: bl.name, Digest: bl.blobs[0].digest.String(), DiffID: bl.diffID.String(), CompressedSize: bl.blobs[0].size,
 			UncompressedSize: bl.usize, Entries: bl.entries, Files: bl.files, Bytes: bl.bytes, FromLayers: bl.from,
-		})
-		res.Report.After.CompressedSize += bl.size
+		}
+		for _, b := range bl.blobs {
+			ol.Blobs = append(ol.Blobs, LayerBlob{Compression: string(b.comp), Digest: b.digest.String(), CompressedSize: b.size})
+		}
+		res.Report.Layers = append(res.Report.Layers, ol)
+		res.Report.After.CompressedSize += bl.blobs[0].size
 		res.Report.After.UncompressedSize += bl.usize
 	}
 	return nil
@@ -488,57 +514,6 @@ func (s *seqFiles) Close() error {
 }
 
 func hexHash(h hash.Hash) string { return fmt.Sprintf("%x", h.Sum(nil)) }
-
-func writeBlob(ctx context.Context, dir string, r io.Reader, bl *blobLayer) error {
-	tmp, err := os.CreateTemp(dir, ".blob-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	dig := sha256.New()
-	pr, pw := io.Pipe()
-	type res struct {
-		sum string
-		n   int64
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		zr, err := zstd.NewReader(pr, zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			pr.CloseWithError(err)
-			done <- res{err: err}
-			return
-		}
-		defer zr.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, zr)
-		pr.CloseWithError(err)
-		done <- res{sum: hexHash(h), n: n, err: err}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	n, err := io.Copy(io.MultiWriter(bw, dig, pw), &ctxReader{ctx: ctx, r: r})
-	pw.CloseWithError(err)
-	d := <-done
-	if err == nil {
-		err = d.err
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	bl.size = n
-	bl.usize = d.n
-	bl.digest = layersHash(hexHash(dig))
-	bl.diffID = layersHash(d.sum)
-	bl.path = filepath.Join(dir, bl.digest.Hex)
-	return os.Rename(tmp.Name(), bl.path)
-}
 
 type ctxReader struct {
 	ctx context.Context

@@ -13,8 +13,10 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/slim"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 )
@@ -39,6 +41,7 @@ type BuildOptions struct {
 	Push         string
 	Outputs      []string
 	Compression  string
+	MaxLayerSize string
 	CacheFrom    []string
 	CacheTo      []string
 	Progress     string
@@ -66,9 +69,15 @@ app: one layer per component, so an app change re-pushes only the app layer.
 The recipe's test: commands run in the runtime image as part of the build;
 one failing fails the build.
 
-Layers are zstd with OCI media types (--compression gzip|zstd|none) and
-timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same inputs
-give the same image digest.
+--push publishes gzip under REF and zstd under REF-zstd from one solve
+(--compression both, the default): gzip for every Docker and containerd
+(a platform that pulls your image may run Docker 20.10), zstd for Docker >=
+23.0, containerd >= 1.5 and kiln warm. --output gets the first (gzip; a
+docker archive is always gzip). A pip component whose wheels install more
+than --max-layer-size is installed in several steps, whole wheels in name
+order, one layer each, so pulls fetch and unpack them in parallel.
+Timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same
+inputs give the same image digest.
 
 The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
 build fails; kiln never falls back from it), else
@@ -102,7 +111,8 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.StringVar(&opts.TLSServerName, "tlsservername", "", "server name the builder's certificate is checked against")
 	f.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
 	f.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
-	f.StringVar(&opts.Compression, "compression", "zstd", "layer compression: zstd, gzip, none")
+	f.StringVar(&opts.Compression, "compression", "both", compressionHelp+", or none (uncompressed)")
+	f.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a pip component's install into several layers when its wheels install more than this (0: one layer per component)")
 	f.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "import build cache: REF, local:DIR or type=registry|local,k=v...; repeatable")
 	f.StringArrayVar(&opts.CacheTo, "cache-to", nil, "export build cache (mode=max, zstd): REF, local:DIR or type=...; repeatable")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
@@ -171,10 +181,17 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	default:
 		return usageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
 	}
-	switch opts.Compression {
+	comp := opts.Compression
+	switch comp {
 	case "zstd", "gzip", "none":
+	case "both":
+		comp = "gzip" // --push adds the zstd variant
 	default:
-		return usageErr("--compression: %q is not one of zstd, gzip, none", opts.Compression)
+		return usageErr("--compression: %q is not one of both, gzip, zstd, none", opts.Compression)
+	}
+	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
+	if err != nil {
+		return usageErr("--max-layer-size: %v", err)
 	}
 	if opts.DryRun && opts.Dockerfile {
 		return usageErr("--dry-run and --dockerfile print different things; pick one")
@@ -189,6 +206,13 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return usageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
 		}
 		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
+		if opts.Compression == "both" {
+			zd, err := zstdDest(opts.Push, nil)
+			if err != nil {
+				return usageErr("--compression both: %v", err)
+			}
+			outputs = append(outputs, builder.Output{Type: "image", Path: zd, Compression: "zstd"})
+		}
 	}
 	for _, o := range opts.Outputs {
 		ref, err := layers.ParseRef(o)
@@ -264,7 +288,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		if opts.Push == "" {
 			return usageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
 		}
-		content, err = findContentTag(ctx, opts, plan, in, dir)
+		content, err = findContentTag(ctx, opts, plan, in, dir, maxLayer)
 		if err != nil {
 			return err
 		}
@@ -285,17 +309,18 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	defer c.Close()
 	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
 	res, err := builder.Build(ctx, plan, in, builder.Options{
-		Client:      c,
-		ContextDir:  dir,
-		Outputs:     outputs,
-		Compression: opts.Compression,
-		CacheFrom:   cacheFrom,
-		CacheTo:     cacheTo,
-		Progress:    opts.Progress,
-		ProgressOut: opts.IO.ErrOut,
-		NoProbes:    opts.NoTest,
-		Insecure:    opts.Insecure,
-		Tools:       toolsExecutable(),
+		Client:       c,
+		ContextDir:   dir,
+		Outputs:      outputs,
+		Compression:  comp,
+		MaxLayerSize: maxLayer,
+		CacheFrom:    cacheFrom,
+		CacheTo:      cacheTo,
+		Progress:     opts.Progress,
+		ProgressOut:  opts.IO.ErrOut,
+		NoProbes:     opts.NoTest,
+		Insecure:     opts.Insecure,
+		Tools:        toolsExecutable(),
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
@@ -313,15 +338,15 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
-			"push": opts.Push, "outputs": opts.Outputs,
+			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed,
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
 	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
 	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
-	if opts.Push != "" {
-		fmt.Fprintf(opts.IO.Out, "pushed   %s\n", opts.Push)
+	for _, p := range res.Pushed {
+		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
 	}
 	for _, o := range opts.Outputs {
 		p := o

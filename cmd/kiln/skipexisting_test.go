@@ -10,8 +10,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/slim"
 )
 
 func TestBuildSkipExisting(t *testing.T) {
@@ -32,14 +34,16 @@ func TestBuildSkipExisting(t *testing.T) {
 	}
 
 	// Pretend an earlier build pushed its result under the content tag.
-	opts := &BuildOptions{IO: &IO{}, File: f, Push: reg + "/acme/app:1", Compression: "zstd"}
+	// The defaults: --compression both, --max-layer-size 512MiB.
+	opts := &BuildOptions{IO: &IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
 	opts.Mirror, opts.mirrorSet = reg, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	plan, in, dir, err := buildInputs(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := findContentTag(context.Background(), opts, plan, in, dir)
+	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
+	c, err := findContentTag(context.Background(), opts, plan, in, dir, maxLayer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +53,13 @@ func TestBuildSkipExisting(t *testing.T) {
 	built := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "gzip"))
 	testimage.Push(t, c.ref.String(), built)
 	want, _ := built.Digest()
+	// Half of both is not up to date: the zstd variant's content tag too.
+	if code, _, errOut := run(t, args...); code != ExitFailure || !strings.Contains(errOut, "buildkitd") {
+		t.Fatalf("gzip content tag alone: exit %d (want a build attempt): %s", code, errOut)
+	}
+	builtZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "zstd"))
+	testimage.Push(t, zstdTag(c.ref).String(), builtZ)
+	wantZ, _ := builtZ.Digest()
 
 	code, out, errOut := run(t, args...)
 	if code != ExitOK || !strings.Contains(out, "up to date") {
@@ -61,6 +72,11 @@ func TestBuildSkipExisting(t *testing.T) {
 	img.Close()
 	if img.Digest != want {
 		t.Errorf("--push tag points at %s, want the existing %s", img.Digest, want)
+	}
+	if img, err := layers.Open(context.Background(), reg+"/acme/app:1-zstd"); err != nil || img.Digest != wantZ {
+		t.Errorf("--push's zstd variant: %v, want the existing %s", err, wantZ)
+	} else {
+		img.Close()
 	}
 
 	// An app change is a new build.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
@@ -27,6 +28,8 @@ type SlimOptions struct {
 	To            string
 	Policy        string
 	Level         int
+	Compression   string
+	MaxLayerSize  string
 	Force         bool
 	PruneLibs     bool
 	Probe         string
@@ -54,8 +57,19 @@ stream (twice: once to squash and classify, once to write), drops the file
 classes the policy names (the classes kiln analyze reports), collapses files
 that later layers overwrote or deleted, keeps one copy of CUDA libraries
 installed twice (the other becomes a symlink), and regroups what is left
-into zstd layers ordered by how often they change: OS, CUDA libraries,
-Python packages, application. The same input and policy give the same digest.
+into layers ordered by how often they change: OS, CUDA libraries, Python
+packages, application. A group larger than --max-layer-size is split by
+files, in path order, into several layers, so pulls download and unpack in
+parallel instead of waiting on one big layer; an application change still
+re-pushes only the application layer. The same input and policy give the
+same digest.
+
+--compression both (the default) publishes the image twice from one run:
+gzip under the destination's name, which every Docker and containerd pulls
+(platforms that pull your image themselves may run Docker 20.10), and zstd
+under NAME-zstd, which kiln warm prefers and Docker >= 23.0 / containerd >=
+1.5 pull faster. A docker-archive destination holds plain tar layers, as
+docker save writes them, which every docker load reads.
 
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
 cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
@@ -94,6 +108,7 @@ probe does.`,
   kiln slim docker-archive:app.tar --to oci:./slim:app --weights-to oci:./weights:app
   kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
   kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9
+  kiln slim IMAGE --to 127.0.0.1:5000/kiln/app:slim --compression zstd --max-layer-size 1GiB
   kiln slim IMAGE --to REPO:h100 --policy runtime-strict --gpus h100 --probe 'python3 -c "import torch"'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,6 +121,8 @@ probe does.`,
 	f.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
 	f.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	f.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
+	f.StringVar(&opts.Compression, "compression", "both", compressionHelp)
+	f.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a layer group whose tar is larger than this into several layers by files (0: one layer per group)")
 	f.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
 	f.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
 	f.StringVar(&opts.Probe, "probe", "", "command to run in the slim image through BuildKit before writing it (fails the slim when it fails)")
@@ -131,7 +148,9 @@ func envOr(k, def string) string {
 }
 
 func loadSlimPolicy(s string) (*slim.Policy, error) {
-	if _, err := os.Stat(s); err == nil {
+	// A directory of that name (the repository's weights/ package, say)
+	// is not a policy file: the built-in is meant.
+	if fi, err := os.Stat(s); err == nil && !fi.IsDir() {
 		return slim.LoadPolicy(s)
 	}
 	p, err := slim.BuiltinPolicy(s)
@@ -151,12 +170,35 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if opts.Level < 1 || opts.Level > 22 {
 		return usageErr("--level %d: zstd levels are 1..22", opts.Level)
 	}
+	comps, err := parseCompression(opts.Compression)
+	if err != nil {
+		return usageErr("--compression: %v", err)
+	}
+	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
+	if err != nil {
+		return usageErr("--max-layer-size: %v", err)
+	}
 	lopts, err := opts.options()
 	if err != nil {
 		return err
 	}
-	if _, err := layers.ParseRef(opts.To, lopts...); err != nil {
+	to, err := layers.ParseRef(opts.To, lopts...)
+	if err != nil {
 		return usageErr("--to: %v", err)
+	}
+	// Where each encoding goes: the first under --to, zstd (with both)
+	// beside it. A docker archive stores plain tars whatever the blobs
+	// are: one encoding is enough to write it.
+	dests := []string{opts.To}
+	if to.Kind == layers.KindDockerArchive {
+		// zstd when it is among them: the cheaper to write.
+		comps = comps[len(comps)-1:]
+	} else if len(comps) > 1 {
+		zd, err := zstdDest(opts.To, lopts)
+		if err != nil {
+			return usageErr("--compression both: %v", err)
+		}
+		dests = append(dests, zd)
 	}
 	pol, err := loadSlimPolicy(opts.Policy)
 	if err != nil {
@@ -193,7 +235,8 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 		defer os.RemoveAll(work)
 	}
-	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify,
+	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Compression: comps, MaxLayerSize: maxLayer,
+		Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify,
 		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
 	var col *weights.Collector
 	if opts.WeightsTo != "" {
@@ -234,23 +277,38 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		labels[weights.LabelSetDigest] = man.SetDigest
 		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, ref, man.Mount)
 	}
-	out, err := res.Image(labels)
-	if err != nil {
-		return err
+	imgs := make([]v1.Image, len(comps))
+	for i, c := range comps {
+		if imgs[i], err = res.ImageFor(c, labels); err != nil {
+			return err
+		}
+		dig, err := imgs[i].Digest()
+		if err != nil {
+			return err
+		}
+		cn, err := imgs[i].ConfigName()
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			rep.Digest, rep.ImageID = dig.String(), cn.String()
+		}
+		if to.Kind == layers.KindDockerArchive {
+			c = layers.Uncompressed
+		}
+		rep.Images = append(rep.Images, slim.Published{Ref: dests[i], Compression: string(c), Digest: dig.String()})
 	}
-	dig, err := out.Digest()
-	if err != nil {
-		return err
-	}
-	rep.Digest = dig.String()
 
 	if opts.Probe != "" {
-		if err := probeSlim(ctx, opts, out, lopts); err != nil {
+		// The last encoding: zstd when there is one, the faster to pull.
+		if err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts); err != nil {
 			return err
 		}
 	}
-	if _, err := layers.Write(ctx, out, opts.To, lopts...); err != nil {
-		return err
+	for i, img := range imgs {
+		if _, err := layers.Write(ctx, img, dests[i], lopts...); err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		enc := json.NewEncoder(opts.IO.Out)
@@ -260,7 +318,11 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if err := rep.WriteTable(opts.IO.Out); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "\nwrote %s (%s)\n", opts.To, rep.Digest)
+	fmt.Fprintln(opts.IO.Out)
+	for _, p := range rep.Images {
+		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+	}
+	fmt.Fprintf(opts.IO.Out, "image ID %s\n", rep.ImageID)
 	return nil
 }
 
