@@ -59,6 +59,14 @@ type Containerd struct {
 	// earlyHits and earlyMisses count direct ingests whose early open
 	// (startEarly) hashed the whole blob, or caught up too soon.
 	earlyHits, earlyMisses atomic.Int64
+
+	// unpackConcurrency is TargetOptions.UnpackConcurrency; stage the
+	// stage mode the last unpack used (stageWhy why it was off), trace
+	// what it did per layer, unpackStart when it began (unpack_staged.go).
+	unpackConcurrency int
+	stage, stageWhy   string
+	trace             []*LayerTrace
+	unpackStart       time.Time
 }
 
 // Streamed returns how many layers --unpack applied in kiln's process
@@ -89,7 +97,7 @@ func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, 
 	if err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
 	}
-	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest}
+	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest, unpackConcurrency: o.UnpackConcurrency}
 	if _, err := c.Version(t.nsCtx(ctx)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)

@@ -18,4 +18,17 @@
 // that are written in order, rate-limits with a token bucket, and reports
 // per blob what it found and did: the report's Ready is the readiness gate
 // for a spot node (every digest of the warm set verified present).
+//
+// --unpack (containerd) keeps containerd's snapshot chain: each layer's
+// snapshot is committed under its chain ID, on its parent, in manifest
+// order, only after containerd committed (verified) the layer blob and the
+// uncompressed stream hashed to the config's diff ID; the blob then gets
+// the uncompressed label and the config the gc.ref.snapshot label, as
+// containerd's own unpack sets them. Layers are applied while they
+// download (from the growing direct ingest) and, on overlayfs, several at
+// once ahead of their parents (unpack_staged.go: a parentless snapshot
+// joined to the chain by rebase on containerd 2.x, by exchanging
+// directories on 1.6, with undeclared parent directories given the lower
+// layers' attributes). A snapshot that is not committed is removed; one a
+// killed run leaves is under the run's lease.
 package warm

@@ -293,6 +293,11 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs", streamed, local)
 			}
 		}
+		if tr, ok := t.(interface {
+			UnpackTrace() ([]LayerTrace, string, string)
+		}); ok && o.Log != nil {
+			logUnpackTrace(o.Log, tr)
+		}
 	} else if o.Unpack {
 		u, ok := t.(Unpacker)
 		if !ok {
@@ -433,4 +438,29 @@ func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 		return fetched, off, err
 	}
 	return fetched, off, nil
+}
+
+// logUnpackTrace logs, per layer, how --unpack applied it and when (from
+// the unpack's start): where the time of an unpack goes.
+func logUnpackTrace(log func(string, ...any), t interface {
+	UnpackTrace() ([]LayerTrace, string, string)
+}) {
+	trace, mode, why := t.UnpackTrace()
+	if mode == "" {
+		log("unpack: one layer at a time (%s)", why)
+	} else {
+		log("unpack: layers applied in parallel, joined to their chain by %s", mode)
+	}
+	for _, l := range trace {
+		staged := ""
+		if l.Staged {
+			staged = ", ahead of its parent"
+		}
+		if l.How == howPresent {
+			log("unpack: layer %s: present", l.Digest)
+			continue
+		}
+		log("unpack: layer %s (%s): %s%s, applied %.2f-%.2fs, blob verified at %.2fs, committed at %.2fs", l.Digest, analyze.HumanBytes(l.Size), l.How, staged,
+			l.Start.Seconds(), l.Applied.Seconds(), l.Verified.Seconds(), l.Committed.Seconds())
+	}
 }

@@ -23,6 +23,11 @@ type TargetOptions struct {
 	// ContainerdRoot overrides the content root found through the
 	// introspection API: the daemon's --root or its content directory.
 	ContainerdRoot string
+	// UnpackConcurrency is how many layers --unpack applies at once where
+	// the snapshotter keeps layers independent (overlayfs); 0 means
+	// DefaultUnpackConcurrency, 1 one layer at a time on its committed
+	// parent.
+	UnpackConcurrency int
 }
 
 // OpenTarget connects to the target spec names.

@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff/apply"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/labels"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
@@ -111,14 +112,20 @@ func (r *readiness) Wait(ctx context.Context, d digest.Digest) error {
 }
 
 // UnpackAsReady implements PipelinedUnpacker with containerd's own unpack
-// steps, one layer at a time in manifest order (each snapshot's parent is
-// the one below): rootfs.ApplyLayerWithOpts prepares a snapshot on the
-// parent chain, applies the blob through the daemon's diff service (which
-// decompresses it, checks the diff ID and writes the snapshot) and commits
-// it under its chain ID — what containerd's unpacker and `ctr images pull`
-// do, so the snapshots are the same. Then, as client.Image.Unpack does, the
+// steps. Every layer's snapshot is committed under its chain ID on its
+// parent chain, in manifest order, only after containerd has committed
+// (verified) the layer blob and the uncompressed stream matched the
+// config's diff ID — what containerd's unpacker and `ctr images pull` do,
+// so the snapshots are the same. Then, as client.Image.Unpack does, the
 // layer blobs get the uncompressed label and the config the
 // gc.ref.snapshot label that keeps the snapshots from garbage collection.
+//
+// How the bytes get there depends on the snapshotter (see unpack_staged.go):
+// on overlayfs, whose layers are independent directories, up to
+// TargetOptions.UnpackConcurrency layers are applied at once, each into a
+// snapshot of its own without a parent, and rebased (containerd 2.x) or
+// moved (1.6) onto its parent chain when that is committed; elsewhere one
+// layer at a time, each on its committed parent.
 func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error {
 	sn, err := t.pickSnapshotter(ctx)
 	if err != nil {
@@ -127,7 +134,10 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness)
 	t.snapshotter = sn
 	ctx = t.nsCtx(ctx)
 	snaps := t.c.SnapshotService(sn)
-	applier := t.c.DiffService()
+	mode, why := t.stageMode(ctx, sn)
+	t.mu.Lock()
+	t.stage, t.stageWhy, t.unpackStart, t.trace = mode, why, time.Now(), nil
+	t.mu.Unlock()
 	data := map[digest.Digest][]byte{}
 	for _, b := range s.Blobs {
 		if b.Data != nil {
@@ -149,46 +159,23 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness)
 		if len(diffIDs) != len(ls) {
 			return fmt.Errorf("image %s: config %s: rootfs.diff_ids has %d entries for %d layers", img.Name, img.Config.Digest, len(diffIDs), len(ls))
 		}
-		var chain []digest.Digest
+		layers := make([]rootfs.Layer, len(ls))
 		for i, l := range ls {
-			layer := rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
-			applied, err := t.applyStreaming(ctx, layer, chain, snaps, ready)
-			if err != nil {
-				return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
-			}
-			if !applied {
-				// Not streamed (present before, finished first, written
-				// through gRPC, or the stream failed): the committed
-				// blob is applied in-process when it is local, else (or
-				// if that fails) by containerd's diff service.
-				if err := ready.Wait(ctx, l.Digest); err != nil {
-					return err
-				}
-				applied, err = t.applyLocal(ctx, layer, chain, snaps, ready)
-				if err != nil {
-					return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
-				}
-			}
-			if !applied {
-				applied, err = rootfs.ApplyLayerWithOpts(ctx, layer, chain, snaps, applier, nil, nil)
-				if err != nil {
-					return fmt.Errorf("image %s into %s: layer %s: %v", img.Name, sn, l.Digest, err)
-				}
-			}
-			if applied {
-				// Set only after apply verified the diff ID.
-				info := content.Info{Digest: l.Digest, Labels: map[string]string{labels.LabelUncompressed: diffIDs[i].String()}}
-				if _, err := t.cs.Update(ctx, info, "labels."+labels.LabelUncompressed); err != nil {
-					return fmt.Errorf("labels on %s: %v", l.Digest, err)
-				}
-			}
-			chain = append(chain, diffIDs[i])
+			layers[i] = rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
+		}
+		if mode == stageNone {
+			err = t.unpackSequential(ctx, layers, snaps, ready)
+		} else {
+			err = t.unpackStaged(ctx, layers, snaps, ready, mode)
+		}
+		if err != nil {
+			return fmt.Errorf("image %s into %s: %v", img.Name, sn, err)
 		}
 		if err := ready.Wait(ctx, img.Config.Digest); err != nil {
 			return err
 		}
 		key := "containerd.io/gc.ref.snapshot." + sn
-		info := content.Info{Digest: img.Config.Digest, Labels: map[string]string{key: identity.ChainID(chain).String()}}
+		info := content.Info{Digest: img.Config.Digest, Labels: map[string]string{key: identity.ChainID(diffIDs).String()}}
 		if _, err := t.cs.Update(ctx, info, "labels."+key); err != nil {
 			return fmt.Errorf("labels on %s: %v", img.Config.Digest, err)
 		}
@@ -196,64 +183,135 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness)
 	return nil
 }
 
-// applyStreaming applies a layer while its blob is still being written
-// into a direct ingest: containerd's in-process file-system applier (the
-// same archive code the daemon's diff service runs: overlay whiteouts,
-// parent directories) reads the growing ingest file. The diff ID of what
-// was applied is checked, and the snapshot is committed under its chain ID
-// only after containerd has committed (verified) the blob as well. It
-// returns false, with nothing left behind, when the layer was not streamed:
-// the caller then has the daemon apply the committed blob.
-func (t *Containerd) applyStreaming(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness) (bool, error) {
-	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
-	if _, err := sn.Stat(ctx, chainID); err == nil {
-		return true, nil // an earlier run (or pull) made it
-	}
-	li := t.live.wait(ctx, layer.Blob.Digest, ready.Settled(layer.Blob.Digest))
-	if li == nil {
-		return false, ctx.Err()
-	}
-	r := li.reader()
-	if r == nil {
-		return false, nil // it finished first: see applyLocal
-	}
-	defer r.Close()
-	ok, err := t.applyWith(ctx, layer, chain, sn, r, ready)
-	if err == nil {
-		if ok {
-			t.streamed.Add(1)
-		} else {
-			t.inprocFailures.Add(1)
+// unpackSequential applies the layers one at a time, each on its
+// committed parent.
+func (t *Containerd) unpackSequential(ctx context.Context, layers []rootfs.Layer, snaps snapshots.Snapshotter, ready Readiness) error {
+	var chain []digest.Digest
+	for _, layer := range layers {
+		tr := t.traceStart(layer)
+		how, err := t.applyOnParent(ctx, layer, chain, snaps, ready, tr)
+		if err != nil {
+			return fmt.Errorf("layer %s: %v", layer.Blob.Digest, err)
 		}
+		t.traceDone(tr, how, false)
+		chain = append(chain, layer.Diff.Digest)
 	}
-	return ok, err
+	return nil
 }
 
-// applyLocal applies a committed layer in kiln's process from the blob
-// file in containerd's content root (when that root is on this host), not
-// through the daemon's diff service: the same archive code, but with
-// klauspost's gzip decoder (containerd 1.6's daemon uses the standard
-// library's, about half as fast) and no gRPC round trip. The blob was
-// verified by containerd when it was committed; the diff ID is checked
-// again here.
-func (t *Containerd) applyLocal(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness) (bool, error) {
-	root, _ := t.Direct()
-	if root == "" {
-		return false, nil
+// applyOnParent applies one layer on its committed parent chain: streamed
+// from the growing ingest, else in-process from the committed blob file,
+// else by containerd's diff service; then the blob gets the uncompressed
+// label. It returns how the layer got there (a how* constant).
+func (t *Containerd) applyOnParent(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness, tr *LayerTrace) (string, error) {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	if _, err := sn.Stat(ctx, chainID); err == nil {
+		return howPresent, nil // an earlier run (or pull) made it
 	}
-	f, err := os.Open(filepath.Join(root, "blobs", layer.Blob.Digest.Algorithm().String(), layer.Blob.Digest.Encoded()))
+	src, how, err := t.layerSource(ctx, layer.Blob, ready)
 	if err != nil {
-		return false, nil
+		return "", err
 	}
-	ok, err := t.applyWith(ctx, layer, chain, sn, sizedFile{f, layer.Blob.Size}, ready)
-	if err == nil {
-		if ok {
-			t.local.Add(1)
-		} else {
-			t.inprocFailures.Add(1)
+	t.traceMark(&tr.Start)
+	applied := false
+	if src != nil {
+		if applied, err = t.applyWith(ctx, layer, chain, sn, src, ready, tr); err != nil {
+			return "", err
+		}
+		if !applied && how == howStreamed {
+			// The stream failed (a write that stopped, say): the
+			// committed blob file is read next.
+			if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+				return "", err
+			}
+			if src, how = t.blobFile(layer.Blob); src != nil {
+				if applied, err = t.applyWith(ctx, layer, chain, sn, src, ready, tr); err != nil {
+					return "", err
+				}
+			}
 		}
 	}
-	return ok, err
+	if applied {
+		t.countHow(how)
+	} else {
+		if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+			return "", err
+		}
+		how = howDaemon
+		t.traceMark(&tr.Verified)
+		if applied, err = rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
+			return "", err
+		}
+		t.traceMark(&tr.Applied)
+		if !applied {
+			return howPresent, nil
+		}
+	}
+	return how, t.labelUncompressed(ctx, layer)
+}
+
+// labelUncompressed sets the blob's uncompressed label, only after an
+// apply verified the diff ID.
+func (t *Containerd) labelUncompressed(ctx context.Context, layer rootfs.Layer) error {
+	info := content.Info{Digest: layer.Blob.Digest, Labels: map[string]string{labels.LabelUncompressed: layer.Diff.Digest.String()}}
+	if _, err := t.cs.Update(ctx, info, "labels."+labels.LabelUncompressed); err != nil {
+		return fmt.Errorf("labels on %s: %v", layer.Blob.Digest, err)
+	}
+	return nil
+}
+
+// layerSource returns a reader of the layer blob for an in-process apply:
+// the direct ingest while it is still being written (the download and the
+// apply overlap: a read past the bytes written waits for the writer), or
+// the committed blob file in the local content root. nil when neither is
+// here (remote containerd, gRPC ingest): containerd's diff service applies
+// it. An error when the blob was not fetched.
+func (t *Containerd) layerSource(ctx context.Context, blob ocispec.Descriptor, ready Readiness) (content.ReaderAt, string, error) {
+	if li := t.live.wait(ctx, blob.Digest, ready.Settled(blob.Digest)); li != nil {
+		if r := li.reader(); r != nil {
+			return r, howStreamed, nil
+		}
+	}
+	if err := ready.Wait(ctx, blob.Digest); err != nil {
+		return nil, "", err
+	}
+	src, how := t.blobFile(blob)
+	return src, how, nil
+}
+
+// blobFile opens a committed blob in the local content root: applied in
+// kiln's process rather than through the daemon's diff service, it gets
+// klauspost's gzip decoder (containerd 1.6's daemon uses the standard
+// library's, about half as fast) and no gRPC round trip. containerd
+// verified the blob when it was committed; the diff ID is checked again by
+// the apply.
+func (t *Containerd) blobFile(blob ocispec.Descriptor) (content.ReaderAt, string) {
+	root, _ := t.Direct()
+	if root == "" {
+		return nil, ""
+	}
+	f, err := os.Open(filepath.Join(root, "blobs", blob.Digest.Algorithm().String(), blob.Digest.Encoded()))
+	if err != nil {
+		return nil, ""
+	}
+	return sizedFile{f, blob.Size}, howLocal
+}
+
+// countHow counts an in-process apply for Streamed.
+func (t *Containerd) countHow(how string) {
+	switch how {
+	case howStreamed:
+		t.streamed.Add(1)
+	case howLocal:
+		t.local.Add(1)
+	}
+}
+
+// noteFallback records why an in-process or staged apply was given up.
+func (t *Containerd) noteFallback(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streamErr = err
 }
 
 type sizedFile struct {
@@ -264,21 +322,17 @@ type sizedFile struct {
 func (f sizedFile) Size() int64 { return f.size }
 
 // applyWith prepares the layer's snapshot on its parent chain, applies the
-// blob read from src (decompressed in a goroutine of its own, see
-// decodedProvider) with containerd's file-system applier, checks the diff
-// ID, waits for containerd to have committed the blob, and commits the
-// snapshot under its chain ID. false (and nothing left behind) when it did
-// not work: the caller falls back to the daemon's apply. src is closed.
-func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready Readiness) (bool, error) {
-	prov := decodedProvider{src}
-	desc := layer.Blob
-	desc.MediaType = ocispec.MediaTypeImageLayer // decoded by prov
+// blob read from src (see applyInto), waits for containerd to have
+// committed the blob, and commits the snapshot under its chain ID. false
+// (and nothing left behind) when it did not work: the caller falls back to
+// the daemon's apply. src is closed.
+func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready Readiness, tr *LayerTrace) (bool, error) {
 	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
 	parent := identity.ChainID(chain).String()
 	if len(chain) == 0 {
 		parent = ""
 	}
-	key := fmt.Sprintf(snapshots.UnpackKeyFormat, fmt.Sprintf("%d-kiln", time.Now().UnixNano()), chainID)
+	key := unpackKey(chainID)
 	// Cleanup must run even when the warm was cancelled.
 	cctx := context.WithoutCancel(ctx)
 	mounts, err := sn.Prepare(ctx, key, parent)
@@ -288,14 +342,13 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 		src.Close()
 		return false, fmt.Errorf("prepare snapshot %s: %v", key, err)
 	}
-	diff, err := apply.NewFileSystemApplier(prov).Apply(ctx, desc, mounts)
-	if err == nil && diff.Digest != layer.Diff.Digest {
-		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
-	}
+	err = t.applyInto(ctx, layer, mounts, src)
 	if err == nil {
+		t.traceMark(&tr.Applied)
 		err = ready.Wait(ctx, layer.Blob.Digest)
 	}
 	if err == nil {
+		t.traceMark(&tr.Verified)
 		err = sn.Commit(ctx, chainID, key)
 		if errdefs.IsAlreadyExists(err) {
 			sn.Remove(cctx, key)
@@ -310,11 +363,25 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 	if rerr := sn.Remove(cctx, key); rerr != nil {
 		err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
 	}
-	t.mu.Lock()
-	t.streamErr = err
-	t.mu.Unlock()
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	t.inprocFailures.Add(1)
+	t.noteFallback(err)
 	return false, nil
+}
+
+// applyInto applies the blob read from src to mounts with containerd's
+// file-system applier (the archive code the daemon's diff service runs:
+// overlay whiteouts, parent directories from the lower layers), decoded
+// in a goroutine of its own (see decodedProvider), and checks the diff
+// ID. src is closed.
+func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) error {
+	desc := layer.Blob
+	desc.MediaType = ocispec.MediaTypeImageLayer // decoded by the provider
+	diff, err := apply.NewFileSystemApplier(decodedProvider{src}).Apply(ctx, desc, mounts)
+	if err == nil && diff.Digest != layer.Diff.Digest {
+		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
+	}
+	return err
 }

@@ -39,6 +39,8 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
+	// UnpackConcurrency is --unpack-concurrency (warm.TargetOptions).
+	UnpackConcurrency int
 	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
 	// real reference.
 	Mirrors []string
@@ -149,6 +151,7 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
 	f.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	f.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
+	f.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	f.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	f.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
 	f.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
@@ -253,6 +256,9 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if opts.Unpack && spec.Kind != "containerd" {
 		return nil, usageErr("--unpack: only a containerd target has a snapshotter to unpack into")
 	}
+	if opts.UnpackConcurrency < 0 {
+		return nil, usageErr("--unpack-concurrency: %d: want 1 or more (0: the default)", opts.UnpackConcurrency)
+	}
 	if (opts.DockerStage != "" || opts.KeepStage) && spec.Kind != "docker" {
 		return nil, usageErr("--docker-stage, --keep-stage: only with --target docker")
 	}
@@ -296,7 +302,8 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
-		DockerStage: opts.DockerStage, KeepStage: opts.KeepStage,
+		UnpackConcurrency: opts.UnpackConcurrency,
+		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
 	})
 	if err != nil {
 		return nil, err
