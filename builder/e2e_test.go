@@ -355,7 +355,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		res, err := Build(ctx, plan, in, Options{
-			Client: c, ContextDir: dir, Progress: "quiet", Compression: "gzip", MaxLayerSize: 512 << 20,
+			Client: c, ContextDir: dir, Progress: "quiet", Compression: "gzip", MaxLayerSize: 512 << 20, Tools: tools,
 			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}, {Type: "image", Path: repo + ":" + tag + "-zstd", Compression: "zstd"}},
 		})
 		if err != nil {

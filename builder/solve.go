@@ -2,7 +2,9 @@ package builder
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -660,8 +662,13 @@ func checkPlatforms(ctx context.Context, c *client.Client, graphs []*Graph) erro
 }
 
 // toolsDir makes the kiln-tools context: a directory holding exe as
-// ToolsBinary (a hard link, else a copy). exe must be statically linked:
-// it runs inside the image being built, whatever C library that has.
+// ToolsBinary. exe must be statically linked: it runs inside the image being
+// built, whatever C library that has. The directory is named by exe's
+// sha256 under the user's cache directory and its file has a fixed mode and
+// time, so the context's content key (and the cache of the steps that
+// mount it) stays the same from one build to the next while the binary's
+// bytes do; a fresh directory per build (new inode times, link counts) made
+// a no-op rebuild execute the pruning steps again.
 func toolsDir(exe string) (string, func(), error) {
 	if exe == "" {
 		return "", nil, errors.New("builder: the plan prunes GPU code (gpu_code) but no kiln executable was given to run it in the build (Options.Tools)")
@@ -677,19 +684,60 @@ func toolsDir(exe string) (string, func(), error) {
 		}
 	}
 	f.Close()
-	dir, err := os.MkdirTemp("", "kiln-tools-")
+	sum, err := fileSHA256(exe)
+	if err != nil {
+		return "", nil, fmt.Errorf("kiln tools: %w", err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "kiln", "tools", sum)
+	nop := func() {}
+	if fi, err := os.Stat(filepath.Join(dir, ToolsBinary)); err == nil && fi.Mode().IsRegular() {
+		return dir, nop, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tools-*")
 	if err != nil {
 		return "", nil, err
 	}
-	cleanup := func() { os.RemoveAll(dir) }
-	dst := filepath.Join(dir, ToolsBinary)
-	if err := os.Link(exe, dst); err != nil {
-		if err := copyFile(exe, dst); err != nil {
-			cleanup()
+	dst := filepath.Join(tmp, ToolsBinary)
+	epoch := time.Unix(0, 0)
+	err = copyFile(exe, dst)
+	if err == nil {
+		err = os.Chmod(dst, 0o755)
+	}
+	if err == nil {
+		err = os.Chtimes(dst, epoch, epoch)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, fmt.Errorf("kiln tools: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(filepath.Join(dir, ToolsBinary)); serr != nil {
 			return "", nil, fmt.Errorf("kiln tools: %w", err)
 		}
+		// Another build put the same binary there first.
 	}
-	return dir, cleanup, nil
+	return dir, nop, nil
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func copyFile(src, dst string) error {
