@@ -396,14 +396,23 @@ func TestEndToEnd(t *testing.T) {
 	if last := len(img4.Layers) - 1; img4.Layers[last].DiffID != img3.Layers[len(img3.Layers)-1].DiffID {
 		t.Error("the split image's app layer differs from the unsplit one's")
 	}
+	// The files kiln's layers leave visible (whiteouts applied), with
+	// their content hashes.
 	files := func(img *layers.Image) map[string]string {
 		m := map[string]string{}
 		for _, l := range img.Layers[len(base.Layers):] {
 			if _, err := l.Walk(ctx, layers.WalkOptions{}, func(e *layers.Entry, body io.Reader) error {
-				// pip marks the wheels a split step names REQUESTED
-				// (what was asked for, not pulled in as a dependency).
-				if e.Header.Typeflag != '5' && path.Base(e.Path) != "REQUESTED" {
-					m[e.Path] = fmt.Sprintf("%d %o %s", e.Header.Size, e.Header.Mode, e.Header.Linkname)
+				switch {
+				case e.Whiteout, e.Opaque:
+					for p := range m {
+						if p == e.Path && e.Whiteout || strings.HasPrefix(p, e.Path+"/") {
+							delete(m, p)
+						}
+					}
+				case e.Header.Typeflag != '5':
+					h := sha256.New()
+					io.Copy(h, body)
+					m[e.Path] = fmt.Sprintf("%x %o %s", h.Sum(nil), e.Header.Mode, e.Header.Linkname)
 				}
 				return nil
 			}); err != nil {

@@ -92,6 +92,7 @@ func (L *Layout) SplitComponent(comp Component, parts [][]string) error {
 		st.Name = fmt.Sprintf("runtime: install %s (%d/%d)", comp, k+1, len(parts))
 		if k < len(parts)-1 {
 			q := make([]string, len(files))
+			names := make([]string, len(files))
 			for j, f := range files {
 				// NAME==VERSION from the wheelhouse, not the file's path:
 				// pip records a path install as a direct URL
@@ -100,15 +101,32 @@ func (L *Layout) SplitComponent(comp Component, parts [][]string) error {
 				if !ok {
 					return fmt.Errorf("builder: %s in %s is not a wheel file name (NAME-VERSION-...whl)", f, dir)
 				}
-				q[j] = shq(name + "==" + ver)
+				q[j], names[j] = shq(name+"=="+ver), shq(name)
 			}
-			st.Shell = "python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --find-links " + dir + " " + strings.Join(q, " ") + prune
+			st.Shell = "python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --find-links " + dir + " " + strings.Join(q, " ") +
+				" && python3 -c " + shq(unrequest) + " " + strings.Join(names, " ") + prune
 		}
 		steps = append(steps, st)
 	}
 	L.Runtime.Steps = append(L.Runtime.Steps[:i], append(steps, L.Runtime.Steps[i+1:]...)...)
 	return nil
 }
+
+// unrequest undoes the one trace a split step leaves that the component's
+// own install would not: pip marks the distributions named on its command
+// line REQUESTED (a file in the .dist-info, and its line in RECORD), while
+// the unsplit install pulls them in as dependencies. Removing both makes
+// the installed files byte for byte those of the unsplit install. RECORD
+// is rewritten as bytes: pip writes it with CRLF line ends.
+const unrequest = `import sys, pathlib, importlib.metadata as m
+for n in sys.argv[1:]:
+    p = pathlib.Path(m.distribution(n)._path)
+    r = p / "REQUESTED"
+    if r.exists():
+        r.unlink()
+        rec = p / "RECORD"
+        drop = (p.name + "/REQUESTED,").encode()
+        rec.write_bytes(b"".join(l for l in rec.read_bytes().splitlines(True) if not l.startswith(drop)))`
 
 // wheelNameVersion reads a wheel file name (PEP 427:
 // NAME-VERSION[-BUILD]-PY-ABI-PLATFORM.whl).

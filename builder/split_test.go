@@ -85,7 +85,8 @@ func TestSplitComponent(t *testing.T) {
 			t.Errorf("step %s: pruning %v with gpu_code %+v, mounts %+v", s.Name, pruned, p.GPUCode, s.Mounts)
 		}
 	}
-	if s := L.Runtime.Steps[ti].Shell; !strings.Contains(s, "--no-deps") || !strings.Contains(s, "--find-links /wheelhouse/torch nvidia_cublas_cu12==12.4.5.8 sympy==1.13.1") {
+	if s := L.Runtime.Steps[ti].Shell; !strings.Contains(s, "--no-deps") || !strings.Contains(s, "--find-links /wheelhouse/torch nvidia_cublas_cu12==12.4.5.8 sympy==1.13.1 && python3 -c ") ||
+		!strings.Contains(s, "' nvidia_cublas_cu12 sympy") {
 		t.Errorf("part 1: %s", s)
 	}
 	if L.Runtime.Steps[ti+2].Shell != orig[ti].Shell {
