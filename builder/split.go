@@ -92,7 +92,17 @@ func (L *Layout) SplitComponent(comp Component, parts [][]string) error {
 		st.Name = fmt.Sprintf("runtime: install %s (%d/%d)", comp, k+1, len(parts))
 		if k < len(parts)-1 {
 			q := make([]string, len(files))
-			names := make([]string, len(files))
+			var names []string
+			// What the component's own install names keeps its REQUESTED
+			// marker: the unsplit install writes it for those (torch).
+			named := func(n string) bool {
+				for _, v := range []string{n, strings.ReplaceAll(n, "_", "-")} {
+					if strings.Contains(orig.Shell, " "+v+"==") || strings.Contains(orig.Shell, "'"+v+"==") {
+						return true
+					}
+				}
+				return false
+			}
 			for j, f := range files {
 				// NAME==VERSION from the wheelhouse, not the file's path:
 				// pip records a path install as a direct URL
@@ -101,10 +111,16 @@ func (L *Layout) SplitComponent(comp Component, parts [][]string) error {
 				if !ok {
 					return fmt.Errorf("builder: %s in %s is not a wheel file name (NAME-VERSION-...whl)", f, dir)
 				}
-				q[j], names[j] = shq(name+"=="+ver), shq(name)
+				q[j] = shq(name + "==" + ver)
+				if !named(name) {
+					names = append(names, shq(name))
+				}
 			}
-			st.Shell = "python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --find-links " + dir + " " + strings.Join(q, " ") +
-				" && python3 -c " + shq(unrequest) + " " + strings.Join(names, " ") + prune
+			st.Shell = "python3 -m pip install --no-index --no-deps --no-compile --no-cache-dir --find-links " + dir + " " + strings.Join(q, " ")
+			if len(names) > 0 {
+				st.Shell += " && python3 -c " + shq(unrequest) + " " + strings.Join(names, " ")
+			}
+			st.Shell += prune
 		}
 		steps = append(steps, st)
 	}
