@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
 )
 
@@ -63,7 +64,7 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 	vol := filepath.Join(t.TempDir(), "vol")
 	// Interrupt the pull after ~100 MB, then resume it.
 	cctx, cancel := context.WithCancel(ctx)
-	src := &cancelAfter{BlobSource: res.Source, cancel: cancel, after: 100 << 20}
+	src := &cancelAfter{Source: res.Source, cancel: cancel, after: 100 << 20}
 	if _, err := weights.Pull(cctx, res.Manifest, src, vol, weights.PullOptions{}); err == nil {
 		t.Fatal("pull survived its cancellation")
 	}
@@ -93,14 +94,14 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 // cancelAfter cancels the pull once `after` bytes have been read, over all
 // the requests together (a large blob is fetched in parallel chunks).
 type cancelAfter struct {
-	weights.BlobSource
+	blob.Source
 	cancel context.CancelFunc
 	after  int64
 	n      atomic.Int64
 }
 
 func (c *cancelAfter) Open(ctx context.Context, d v1.Hash, off, n int64) (io.ReadCloser, error) {
-	rc, err := c.BlobSource.Open(ctx, d, off, n)
+	rc, err := c.Source.Open(ctx, d, off, n)
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,7 @@ func openArchive(r Ref, o *options) (*Image, error) {
 	if base := strings.TrimSuffix(path.Base(pick.Config), ".json"); len(base) == 64 && base != cdg.Hex {
 		return nil, fmt.Errorf("image %q: config %q: %v: content hashes to %s", r.Raw, pick.Config, ErrDigestMismatch, cdg)
 	}
-	img := &Image{Ref: r, Digest: cdg, MediaType: types.DockerManifestSchema2, Config: cfg, RawConfig: raw}
+	img := &Image{Ref: r, Digest: cdg, MediaType: types.DockerManifestSchema2, Config: cfg, RawConfig: raw, Names: pick.RepoTags}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
 	img.closers = append(img.closers, f)
 	for _, lp := range pick.Layers {

@@ -24,6 +24,9 @@ type Image struct {
 	// RawConfig is the config blob as stored; its digest was verified.
 	RawConfig []byte
 	Layers    []*Layer
+	// Names are the image's names in its source when it has several
+	// (a docker archive's RepoTags), as stored.
+	Names []string
 
 	closers []io.Closer
 }
@@ -188,4 +191,14 @@ func platformList(ps []*v1.Platform) string {
 		s = "none"
 	}
 	return s
+}
+
+// Section says where a local layer's blob lies: in r at off, Size bytes
+// (OCI layouts and docker archives); ok is false for registry layers,
+// whose bytes are read through the registry.
+func (l *Layer) Section() (r io.ReaderAt, off int64, ok bool) {
+	if l.file == nil {
+		return nil, 0, false
+	}
+	return l.file, l.off, true
 }

@@ -50,6 +50,29 @@ func (l layoutDir) small(h v1.Hash, what string) ([]byte, error) {
 	return b, nil
 }
 
+// Annotations that name an image in a layout: the OCI tag, and the full
+// reference containerd's import and kiln warm's oci: target record.
+const (
+	AnnotationRefName        = refNameAnnotation
+	AnnotationContainerdName = "io.containerd.image.name"
+)
+
+// MatchesTag says whether a layout index entry with these annotations is
+// the one tag selects: its ref.name is the tag or ends in ":tag", or its
+// containerd name is the tag or ends in ":tag". An empty tag selects
+// every entry.
+func MatchesTag(ann map[string]string, tag string) bool {
+	if tag == "" {
+		return true
+	}
+	for _, k := range []string{refNameAnnotation, AnnotationContainerdName} {
+		if n := ann[k]; n != "" && (n == tag || strings.HasSuffix(n, ":"+tag)) {
+			return true
+		}
+	}
+	return false
+}
+
 func openLayout(r Ref, o *options) (*Image, error) {
 	ld := layoutDir{ref: r, dir: r.Path}
 	b, err := os.ReadFile(filepath.Join(r.Path, "index.json"))
@@ -70,12 +93,20 @@ func openLayout(r Ref, o *options) (*Image, error) {
 		if n != "" {
 			names = append(names, n)
 		}
-		if r.Tag == "" || n == r.Tag || strings.HasSuffix(n, ":"+r.Tag) {
+		if r.Digest.Hex != "" {
+			if d.Digest == r.Digest {
+				cands = append(cands, d)
+			}
+			continue
+		}
+		if MatchesTag(d.Annotations, r.Tag) {
 			cands = append(cands, d)
 		}
 	}
 	sort.Strings(names)
 	switch {
+	case len(cands) == 0 && r.Digest.Hex != "":
+		return nil, fmt.Errorf("image %q: index.json of %s has no manifest %s", r.Raw, r.Path, r.Digest)
 	case len(cands) == 0 && r.Tag != "":
 		return nil, fmt.Errorf("image %q: no image tagged %q in %s (tags: %s)", r.Raw, r.Tag, r.Path, strings.Join(names, ", "))
 	case len(cands) == 0:

@@ -35,6 +35,9 @@ type Ref struct {
 	// Tag selects an image inside a layout (its ref.name annotation) or an
 	// archive (its RepoTags); empty means "the only one".
 	Tag string
+	// Digest selects a layout's image by its index.json descriptor
+	// (oci:DIR@sha256:HEX); it excludes Tag.
+	Digest v1.Hash
 }
 
 func (r Ref) String() string { return r.Raw }
@@ -42,7 +45,7 @@ func (r Ref) String() string { return r.Raw }
 // ParseRef parses the reference syntax every kiln command shares:
 //
 //	REGISTRY/REPO[:TAG|@DIGEST]   a registry
-//	oci:DIR[:TAG]                 an OCI image layout
+//	oci:DIR[:TAG|@sha256:HEX]     an OCI image layout
 //	docker-archive:FILE[:TAG]     a 'docker save' tarball
 func ParseRef(s string, opts ...Option) (Ref, error) {
 	o := makeOptions(opts)
@@ -51,9 +54,17 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 	}
 	switch {
 	case strings.HasPrefix(s, "oci:"):
-		dir, tag := splitLocal(strings.TrimPrefix(s, "oci:"))
+		rest := strings.TrimPrefix(s, "oci:")
+		if i := strings.LastIndex(rest, "@sha256:"); i >= 0 {
+			h, err := v1.NewHash(rest[i+1:])
+			if err != nil || len(h.Hex) != 64 || rest[:i] == "" {
+				return Ref{}, fmt.Errorf("image %q: oci:DIR@sha256:HEX needs a directory and 64 hex digits", s)
+			}
+			return Ref{Kind: KindOCILayout, Raw: s, Path: rest[:i], Digest: h}, nil
+		}
+		dir, tag := splitLocal(rest)
 		if dir == "" {
-			return Ref{}, fmt.Errorf("image %q: oci: needs a directory (oci:DIR[:TAG])", s)
+			return Ref{}, fmt.Errorf("image %q: oci: needs a directory (oci:DIR[:TAG|@sha256:HEX])", s)
 		}
 		return Ref{Kind: KindOCILayout, Raw: s, Path: dir, Tag: tag}, nil
 	case strings.HasPrefix(s, "docker-archive:"):

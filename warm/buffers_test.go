@@ -8,10 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/opencontainers/go-digest"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/layers/blob"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -73,7 +74,7 @@ func TestDecodedLayerReusesBuffers(t *testing.T) {
 // zeroSource serves zeros for any range.
 type zeroSource struct{}
 
-func (zeroSource) OpenRange(ctx context.Context, repo name.Repository, dg digest.Digest, off, n int64) (io.ReadCloser, error) {
+func (zeroSource) Open(ctx context.Context, dg v1.Hash, off, n int64) (io.ReadCloser, error) {
 	return io.NopCloser(io.LimitReader(zeroReader{}, n)), nil
 }
 
@@ -89,10 +90,9 @@ func (zeroReader) Read(p []byte) (int, error) {
 // allocates a few MiB (F10).
 func TestChunkedReaderReusesBuffers(t *testing.T) {
 	const size, chunk, par = 128 << 20, 1 << 20, 4
-	repo, _ := name.NewRepository("127.0.0.1:1/kiln/x")
 	var n int64
 	alloc := allocated(func() {
-		cr := newChunkedReader(context.Background(), zeroSource{}, repo, digest.FromString("x"), 0, size, chunk, par)
+		cr := blob.NewOrderedReader(context.Background(), zeroSource{}, v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}, 0, size, chunk, par)
 		defer cr.Close()
 		k, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{cr}, make([]byte, 32<<10))
 		if err != nil {

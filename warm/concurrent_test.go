@@ -43,7 +43,7 @@ func warmBoth(t *testing.T, refs []string, open func() Target) []*Report {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = Warm(ctx, sets[i], tgt, src, Options{ChunkThreshold: 1 << 40, Attempts: 1})
+			reps[i], errs[i] = Warm(ctx, sets[i], tgt, Options{ChunkThreshold: 1 << 40, Attempts: 1})
 		}()
 	}
 	wg.Wait()

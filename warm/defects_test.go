@@ -38,7 +38,7 @@ func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 		other := reg.Host + "/hostile/dup:other"
 		testimage.Push(t, other, testimage.Image(t, testimage.Config{}, testimage.SizeLie(good, lie)))
 		for name, refs := range map[string][]string{"one image": {one}, "two images": {honest, other}} {
-			_, err := Resolve(ctx, refs, ResolveOptions{Platform: amd64, Source: fastSource()})
+			_, err := Resolve(ctx, refs, ResolveOptions{Platform: amd64, Blobs: fastSource()})
 			if !errors.Is(err, layers.ErrSizeMismatch) {
 				t.Errorf("%s (false size %d of %d): err = %v, want a size mismatch", name, lie, n, err)
 			}

@@ -58,7 +58,7 @@ func TestWarmContainerdIngestRoot(t *testing.T) {
 			if err == nil {
 				defer tgt.Close()
 				var rep *Report
-				rep, err = Warm(ctx, set, tgt, src, Options{Attempts: 1})
+				rep, err = Warm(ctx, set, tgt, Options{Attempts: 1})
 				if err == nil && (!rep.Ready || rep.FetchedBytes != set.find(f.big).Size+set.find(f.small).Size) {
 					t.Fatalf("ready=%v fetched=%d", rep.Ready, rep.FetchedBytes)
 				}
@@ -133,7 +133,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 		}
 		cancel()
 	})
-	rep, err := Warm(runCtx, set, tgt, src, Options{Unpack: true})
+	rep, err := Warm(runCtx, set, tgt, Options{Unpack: true})
 	if err == nil || rep.Ready {
 		t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 	}
@@ -143,7 +143,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	// The resumed run: the large layer arrives slowly (~1 s), so it is
 	// applied from the ingest while it downloads.
 	f.reg.Slow(f.big, 5*time.Millisecond)
-	rep, err = Warm(ctx, set, tgt, src, Options{Unpack: true})
+	rep, err = Warm(ctx, set, tgt, Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("resumed run: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}
@@ -210,7 +210,7 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
 	f.reg.Corrupt(f.big, true)
 	f.reg.Slow(f.big, 5*time.Millisecond)
-	rep, err := Warm(ctx, set, tgt, src, Options{Unpack: true, Attempts: 2})
+	rep, err := Warm(ctx, set, tgt, Options{Unpack: true, Attempts: 2})
 	if err == nil || rep.Ready {
 		t.Fatalf("corrupt layer: ready=%v err=%v", rep.Ready, err)
 	}
@@ -267,7 +267,7 @@ func TestWarmContainerdEarlyVerify(t *testing.T) {
 			set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
 			f.reg.Slow(f.big, tc.slow)
 			f.reg.Corrupt(f.big, tc.corrupt)
-			rep, err := Warm(ctx, set, tgt, src, Options{Attempts: 2})
+			rep, err := Warm(ctx, set, tgt, Options{Attempts: 2})
 			t.Logf("early opens: %d hashed the whole blob, %d caught up first", c.earlyHits.Load(), c.earlyMisses.Load())
 			if c.earlyHits.Load()+c.earlyMisses.Load() == 0 {
 				t.Fatal("no early open")

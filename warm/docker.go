@@ -26,7 +26,7 @@ import (
 // SelfWarmer is a target that runs the whole warm itself (Docker: the unit
 // is an image loaded whole, not a blob); Warm hands it the set.
 type SelfWarmer interface {
-	WarmSet(ctx context.Context, s *Set, src Source, o Options) (*Report, error)
+	WarmSet(ctx context.Context, s *Set, o Options) (*Report, error)
 }
 
 // Docker warms a Docker engine (its own image store, not containerd's)
@@ -312,7 +312,7 @@ func (s *Set) config(img Image) (*v1.ConfigFile, error) {
 
 // WarmSet implements SelfWarmer: per image, skip it when complete, else
 // stage the layers the engine lacks and stream them into docker load.
-func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*Report, error) {
+func (t *Docker) WarmSet(ctx context.Context, s *Set, o Options) (*Report, error) {
 	start := time.Now()
 	rep := NewReport(s)
 	rep.Target = t.String()
@@ -403,7 +403,7 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 			return fail(err)
 		}
 	}
-	if err := st.fetch(ctx, toStage, s, src, o, rep); err != nil {
+	if err := st.fetch(ctx, toStage, s, o, rep); err != nil {
 		return fail(fmt.Errorf("target %s: %w", t, err))
 	}
 	attempts := o.Attempts
@@ -431,7 +431,7 @@ func (t *Docker) WarmSet(ctx context.Context, s *Set, src Source, o Options) (*R
 					again = append(again, b)
 				}
 			}
-			if err := st.fetch(ctx, again, s, src, o, rep); err != nil {
+			if err := st.fetch(ctx, again, s, o, rep); err != nil {
 				return fail(fmt.Errorf("target %s: %w", t, err))
 			}
 		}

@@ -38,13 +38,13 @@ func TestWarmDockerEngine(t *testing.T) {
 	}
 
 	set := resolveD(f.ref)
-	rep, err := Warm(ctx, set, tgt, src, Options{DryRun: true})
+	rep, err := Warm(ctx, set, tgt, Options{DryRun: true})
 	if err != nil || rep.Ready || rep.blob(f.big).State != StateMissing {
 		t.Fatalf("dry run: ready=%v big=%+v err=%v", rep.Ready, rep.blob(f.big), err)
 	}
 	// Small chunks: the staged 6 MiB layer arrives as parallel Range
 	// requests, as on the oci: and containerd targets.
-	rep, err = Warm(ctx, set, tgt, src, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
+	rep, err = Warm(ctx, set, tgt, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
@@ -65,7 +65,7 @@ func TestWarmDockerEngine(t *testing.T) {
 
 	// Rerun: ready, nothing fetched.
 	f.reg.ResetCounts()
-	rep, err = Warm(ctx, resolveD(f.ref), tgt, src, Options{})
+	rep, err = Warm(ctx, resolveD(f.ref), tgt, Options{})
 	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || rep.MissingBytes != 0 {
 		t.Fatalf("rerun: ready=%v fetched=%d missing=%d err=%v", rep.Ready, rep.FetchedBytes, rep.MissingBytes, err)
 	}
@@ -85,7 +85,7 @@ func TestWarmDockerEngine(t *testing.T) {
 	refB := f.reg.Host + "/kiln-warm/app:v2"
 	testimage.Push(t, refB, imgB)
 	f.reg.ResetCounts()
-	rep, err = Warm(ctx, resolveD(refB), tgt, src, Options{})
+	rep, err = Warm(ctx, resolveD(refB), tgt, Options{})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm B: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestWarmDockerEngine(t *testing.T) {
 	testimage.Push(t, refC, testimage.Image(t, testimage.Config{}, bad))
 	before := len(dk.Images(t))
 	f.reg.Corrupt(digestOf(t, bad), true)
-	rep, err = Warm(ctx, resolveD(refC), tgt, src, Options{Attempts: 2})
+	rep, err = Warm(ctx, resolveD(refC), tgt, Options{Attempts: 2})
 	if err == nil || rep.Ready || !strings.Contains(err.Error(), "nothing was loaded") || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("corrupt layer: ready=%v err=%v", rep.Ready, err)
 	}
@@ -114,14 +114,14 @@ func TestWarmDockerEngine(t *testing.T) {
 		t.Errorf("a corrupted image reached the engine (found %v, images %d → %d)", ok, before, len(dk.Images(t)))
 	}
 	f.reg.Corrupt(digestOf(t, bad), false)
-	if rep, err := Warm(ctx, resolveD(refC), tgt, src, Options{}); err != nil || !rep.Ready {
+	if rep, err := Warm(ctx, resolveD(refC), tgt, Options{}); err != nil || !rep.Ready {
 		t.Fatalf("healed registry: %v", err)
 	}
 
 	// zstd only: refused, naming Docker 23.0.
 	refZ := f.reg.Host + "/kiln-warm/zonly:v1"
 	testimage.Push(t, refZ, testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("z", []byte("zstd"))}, "zstd")))
-	_, err = Resolve(ctx, []string{refZ}, ResolveOptions{Platform: amd64, Source: src, NoZstd: noZstd})
+	_, err = Resolve(ctx, []string{refZ}, ResolveOptions{Platform: amd64, Blobs: src, NoZstd: noZstd})
 	if err == nil || !strings.Contains(err.Error(), "23.0") || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("zstd-only image: err = %v", err)
 	}
@@ -158,7 +158,7 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.reg.ResetCounts()
-		rep, err := Warm(context.Background(), set, tiny, src, Options{})
+		rep, err := Warm(context.Background(), set, tiny, Options{})
 		tiny.Close()
 		if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "to stage") || !strings.Contains(err.Error(), small) || rep.Ready {
 			t.Fatalf("preflight on a 3 MiB stage: %v", err)
@@ -171,7 +171,7 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 	// Kill the run (cancel) after 2.5 MiB of the large layer arrived.
 	ctx, cancel := context.WithCancel(context.Background())
 	f.reg.StallAfter(f.big, 5<<19, func() { time.Sleep(300 * time.Millisecond); cancel() })
-	rep, err := Warm(ctx, set, tgt, src, Options{ChunkThreshold: 1 << 40})
+	rep, err := Warm(ctx, set, tgt, Options{ChunkThreshold: 1 << 40})
 	if err == nil || rep.Ready {
 		t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 	}
@@ -184,7 +184,7 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 	}
 
 	f.reg.ResetCounts()
-	rep, err = Warm(context.Background(), set, tgt, src, Options{ChunkThreshold: 1 << 40})
+	rep, err = Warm(context.Background(), set, tgt, Options{ChunkThreshold: 1 << 40})
 	if err != nil || !rep.Ready {
 		t.Fatalf("resumed run: ready=%v err=%v", rep.Ready, err)
 	}
@@ -230,8 +230,9 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 	}
 	f.reg.ResetCounts()
 	var logs []string
-	rep, err = Warm(context.Background(), resolve(t, context.Background(), src, ResolveOptions{NoZstd: noZstd}, refT), kept, src,
+	rep, err = Warm(context.Background(), resolve(t, context.Background(), src, ResolveOptions{NoZstd: noZstd}, refT), kept,
 		Options{Log: func(format string, a ...any) { logs = append(logs, format) }})
+
 	if err != nil || !rep.Ready {
 		t.Fatalf("tampered stage: ready=%v err=%v", rep.Ready, err)
 	}

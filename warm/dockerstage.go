@@ -57,12 +57,12 @@ func (st *dockerStage) held(b *Blob) int64 {
 // oci: target) and folds each blob's outcome into rep: bytes fetched,
 // resumed offset and seconds; a staged blob stays "missing" until the
 // engine has loaded it.
-func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, src Source, o Options, rep *Report) error {
+func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, o Options, rep *Report) error {
 	if len(blobs) == 0 {
 		return nil
 	}
 	o.DryRun, o.Unpack, o.SkipSpaceCheck = false, false, true
-	sub, err := Warm(ctx, &Set{Blobs: blobs}, st.layout, src, o)
+	sub, err := Warm(ctx, &Set{Blobs: blobs}, st.layout, o)
 	for _, br := range sub.Blobs {
 		_, bi := s.blob(digest.Digest(br.Digest))
 		r := &rep.Blobs[bi]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 )
@@ -128,12 +129,13 @@ func NewReport(s *Set) *Report {
 	return r
 }
 
-// Warm makes t hold every blob of s, fetching what is missing from src,
+// Warm makes t hold every blob of s, fetching what is missing from each
+// blob's Source,
 // then records the images (and unpacks them when asked). The report is
 // always returned; err says why the host is not ready.
-func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report, error) {
+func Warm(ctx context.Context, s *Set, t Target, o Options) (*Report, error) {
 	if sw, ok := t.(SelfWarmer); ok {
-		return sw.WarmSet(ctx, s, src, o)
+		return sw.WarmSet(ctx, s, o)
 	}
 	start := time.Now()
 	rep := NewReport(s)
@@ -229,7 +231,7 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 		b := s.Blobs[i]
 		g.Go(func() error {
 			t0 := time.Now()
-			n, resumed, err := fetchBlob(gctx, t, src, b, o, limit)
+			n, resumed, err := fetchBlob(gctx, t, b, o, limit)
 			rd.done(b.Digest, err)
 			mu.Lock()
 			defer mu.Unlock()
@@ -335,20 +337,15 @@ func Warm(ctx context.Context, s *Set, t Target, src Source, o Options) (*Report
 
 // NewLimiter paces reads to bps bytes per second, bursts of up to 1 MiB
 // (nil for bps <= 0: no limit).
-func NewLimiter(bps int64) *rate.Limiter {
-	if bps <= 0 {
-		return nil
-	}
-	return rate.NewLimiter(rate.Limit(bps), int(min(bps, 1<<20)))
-}
+func NewLimiter(bps int64) *rate.Limiter { return blob.NewLimiter(bps) }
 
 // fetchBlob writes b into t, resuming from what an earlier run left. It
 // returns the bytes read from the registry and the offset it resumed from.
-func fetchBlob(ctx context.Context, t Target, src Source, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+func fetchBlob(ctx context.Context, t Target, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
 	var total, resumed int64
 	var last error
 	for attempt := 1; attempt <= o.Attempts; attempt++ {
-		n, off, err := fetchOnce(ctx, t, src, b, o, limit)
+		n, off, err := fetchOnce(ctx, t, b, o, limit)
 		total += n
 		if attempt == 1 {
 			resumed = off
@@ -367,7 +364,7 @@ func fetchBlob(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 	return total, resumed, last
 }
 
-func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+func fetchOnce(ctx context.Context, t Target, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
 	w, err := t.Writer(ctx, b.Descriptor)
 	if err != nil {
 		return 0, 0, err
@@ -382,8 +379,11 @@ func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 	switch {
 	case b.Data != nil:
 		r = bytes.NewReader(b.Data[off:])
+	case b.Src == nil:
+		w.Close()
+		return 0, off, fmt.Errorf("blob %s: no source to read it from", b.Digest)
 	case b.Size-off >= o.ChunkThreshold && o.ChunksPerBlob > 1:
-		cr := newChunkedReader(ctx, src, b.Repo, b.Digest, off, b.Size, o.ChunkSize, o.ChunksPerBlob)
+		cr := blob.NewOrderedReader(ctx, b.Src, b.Hash(), off, b.Size, o.ChunkSize, o.ChunksPerBlob)
 		r, closer = cr, cr
 	case off < b.Size:
 		// A closed range: some registries do not understand "bytes=N-".
@@ -391,7 +391,7 @@ func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 		if off > 0 {
 			n = b.Size - off
 		}
-		rc, err := src.OpenRange(ctx, b.Repo, b.Digest, off, n)
+		rc, err := b.Src.Open(ctx, b.Hash(), off, n)
 		if err != nil {
 			w.Close()
 			return 0, off, err
@@ -400,16 +400,16 @@ func fetchOnce(ctx context.Context, t Target, src Source, b *Blob, o Options, li
 	default:
 		r = bytes.NewReader(nil)
 	}
-	m := &meter{ctx: ctx, r: r, progress: o.Progress, limit: limit}
+	m := &blob.Meter{Ctx: ctx, R: r, Progress: o.Progress, Limit: limit}
 	if b.Data != nil {
-		m.progress = nil
+		m.Progress = nil
 	}
 	buf := make([]byte, 1<<20)
 	_, err = io.CopyBuffer(w, m, buf)
 	if closer != nil {
 		closer.Close()
 	}
-	fetched := m.n
+	fetched := m.N
 	if b.Data != nil {
 		fetched = 0
 	}

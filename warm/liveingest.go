@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -199,7 +200,7 @@ func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) 
 	}
 	// Buffers in use at once: 8 queued, the one being read, the one
 	// being filled; reused for the whole layer.
-	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: newBuffers(1<<20, 10), done: make(chan struct{})}
+	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: blob.NewBuffers(1<<20, 10), done: make(chan struct{})}
 	go d.decode()
 	return d, nil
 }
@@ -213,7 +214,7 @@ type decodedReaderAt struct {
 	src    content.ReaderAt
 	rc     compression.DecompressReadCloser
 	chunks chan decodedChunk
-	bufs   *buffers
+	bufs   *blob.Buffers
 	done   chan struct{}
 	once   sync.Once
 
@@ -229,7 +230,7 @@ func (d *decodedReaderAt) decode() {
 	defer d.src.Close()
 	defer d.rc.Close()
 	for {
-		buf, ok := d.bufs.get(d.done)
+		buf, ok := d.bufs.Get(d.done)
 		if !ok {
 			return
 		}
@@ -258,7 +259,7 @@ func (d *decodedReaderAt) ReadAt(p []byte, off int64) (int, error) {
 			return 0, d.err
 		}
 		if d.curBuf != nil {
-			d.bufs.put(d.curBuf)
+			d.bufs.Put(d.curBuf)
 			d.curBuf = nil
 		}
 		c, ok := <-d.chunks

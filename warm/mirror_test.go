@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/layers"
 )
 
 func TestParseMirror(t *testing.T) {
@@ -52,8 +53,8 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 		t.Fatalf("image = %+v, want name %s read from %s", set.Images[0], realRef, f.reg.Host)
 	}
 	for _, b := range set.Blobs {
-		if b.Repo.RegistryStr() != f.reg.Host {
-			t.Errorf("blob %s read from %s, want the mirror", b.Digest, b.Repo)
+		if fe, ok := b.Src.(*layers.Fetcher); !ok || fe.Repository().RegistryStr() != f.reg.Host {
+			t.Errorf("blob %s read from %v, want the mirror", b.Digest, b.Src)
 		}
 		if got := b.Labels["containerd.io/distribution.source."+real.Host]; got != "kiln-warm/app" {
 			t.Errorf("blob %s: distribution source label %q, want the real repository (labels %v)", b.Digest, got, b.Labels)
@@ -64,7 +65,7 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Warm(ctx, set, tgt, src, Options{})
+	rep, err := Warm(ctx, set, tgt, Options{})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
@@ -105,7 +106,7 @@ func TestWarmContainerdThroughMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	if rep, err := Warm(ctx, set, tgt, src, Options{}); err != nil || !rep.Ready {
+	if rep, err := Warm(ctx, set, tgt, Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm: %v", err)
 	}
 	out, err := ci.Ctr(t, "images", "ls", "-q")

@@ -28,7 +28,7 @@ func TestOCILayoutVerifiesPresentBlobs(t *testing.T) {
 	if err := os.WriteFile(tgt.blobPath(small.Digest), make([]byte, small.Size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := Warm(ctx, set, tgt, src, Options{}); err != nil || !rep.Ready || rep.blob(f.small).State != StateFetched {
+	if rep, err := Warm(ctx, set, tgt, Options{}); err != nil || !rep.Ready || rep.blob(f.small).State != StateFetched {
 		t.Fatalf("foreign blob: ready=%v state=%s err=%v", rep.Ready, rep.blob(f.small).State, err)
 	}
 	checkBlob(t, tgt, small.Digest)
@@ -43,19 +43,19 @@ func TestOCILayoutVerifiesPresentBlobs(t *testing.T) {
 	b[0] ^= 0xff
 	fh.WriteAt(b, big.Size/2)
 	fh.Close()
-	rep, err := Warm(ctx, set, tgt, src, Options{DryRun: true})
+	rep, err := Warm(ctx, set, tgt, Options{DryRun: true})
 	if err != nil || rep.Ready || rep.blob(f.big).State != StateMissing {
 		t.Fatalf("dry run over a corrupted blob: ready=%v state=%s err=%v", rep.Ready, rep.blob(f.big).State, err)
 	}
 	f.reg.ResetCounts()
-	rep, err = Warm(ctx, set, tgt, src, Options{})
+	rep, err = Warm(ctx, set, tgt, Options{})
 	if err != nil || !rep.Ready || rep.blob(f.big).State != StateFetched || f.reg.Served(f.big) != f.size {
 		t.Fatalf("warm over a corrupted blob: ready=%v state=%s served=%d err=%v", rep.Ready, rep.blob(f.big).State, f.reg.Served(f.big), err)
 	}
 	checkBlob(t, tgt, big.Digest)
 	// Verified blobs are not fetched again.
 	f.reg.ResetCounts()
-	if rep, err := Warm(ctx, set, tgt, src, Options{}); err != nil || !rep.Ready || f.reg.TotalServed() != 0 {
+	if rep, err := Warm(ctx, set, tgt, Options{}); err != nil || !rep.Ready || f.reg.TotalServed() != 0 {
 		t.Fatalf("rerun: ready=%v served=%d err=%v", rep.Ready, f.reg.TotalServed(), err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // TestWarmProfileImage warms a real image into a fresh containerd, for
@@ -24,9 +25,9 @@ func TestWarmProfileImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	src := NewRegistrySource(nil)
+	src := blob.NewRegistry(nil)
 	set := resolve(t, ctx, src, ResolveOptions{Compression: CompressionGzip}, ref)
-	rep, err := Warm(ctx, set, tgt, src, Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
+	rep, err := Warm(ctx, set, tgt, Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
 	if err != nil || !rep.Ready {
 		t.Fatalf("ready=%v err=%v", rep.Ready, err)
 	}

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -35,8 +36,9 @@ const (
 type Blob struct {
 	ocispec.Descriptor
 	Kind Kind
-	// Repo is where the blob is read from.
-	Repo name.Repository
+	// Src is where the blob's bytes are read from (a registry
+	// repository, an OCI layout, a docker archive).
+	Src blob.Source
 	// Data holds index, manifest and config bytes, already read and
 	// verified while the set was computed (they are small); nil for layers.
 	Data []byte
@@ -77,6 +79,24 @@ type Set struct {
 	// images (kiln weights strip publishes them); they are warmed as
 	// volumes (--weights-into).
 	WeightsArgs []string
+
+	closers []io.Closer
+}
+
+// Close releases what the set's sources hold open (a docker archive's
+// file); the set's blobs cannot be read after it.
+func (s *Set) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c.Close())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// Hash is the blob's digest in the form layers and blob sources use.
+func (b *Blob) Hash() v1.Hash {
+	return v1.Hash{Algorithm: b.Digest.Algorithm().String(), Hex: b.Digest.Encoded()}
 }
 
 // Bytes is the total size of the set's blobs.
@@ -109,8 +129,8 @@ type ResolveOptions struct {
 	Platform v1.Platform
 	// Layers are the registry options (auth, insecure hosts).
 	Layers []layers.Option
-	// Source reads config blobs.
-	Source      Source
+	// Blobs reads registry blobs; nil makes one from Layers.
+	Blobs       *blob.Registry
 	Compression Compression
 	// NoZstd says the target cannot use zstd layers, and why (e.g. an old
 	// Docker engine); empty means it can.
@@ -123,8 +143,8 @@ type ResolveOptions struct {
 // Resolve computes the warm set of refs: for each, the index (if any), the
 // manifest for the platform, its config and layers.
 func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error) {
-	if o.Source == nil {
-		return nil, errors.New("warm: no blob source")
+	if o.Blobs == nil {
+		o.Blobs = blob.NewRegistry(o.Layers)
 	}
 	if o.Compression == "" {
 		o.Compression = CompressionAuto
@@ -148,17 +168,19 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 		return nil
 	}
 	for _, ref := range refs {
-		img, blobs, err := resolveOne(ctx, ref, o)
-		if errors.Is(err, errWeightsArtifact) {
-			s.WeightsArgs = append(s.WeightsArgs, ref)
-			continue
-		}
+		res, err := resolveOne(ctx, ref, o)
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
-		s.Images = append(s.Images, img)
-		for _, b := range blobs {
+		if res.closer != nil {
+			s.closers = append(s.closers, res.closer)
+		}
+		s.WeightsArgs = append(s.WeightsArgs, res.weights...)
+		s.Images = append(s.Images, res.images...)
+		for _, b := range res.blobs {
 			if err := add(b); err != nil {
+				s.Close()
 				return nil, fmt.Errorf("image %q: %w", ref, err)
 			}
 		}
@@ -198,14 +220,38 @@ func getManifest(ctx context.Context, ref name.Reference, o ResolveOptions) (*fe
 	return &fetched{ref: ref, raw: d.Manifest, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
 }
 
-func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Blob, error) {
+// resolved is what one argument adds to the warm set.
+type resolved struct {
+	images []Image
+	blobs  []*Blob
+	// weights are weights artifacts found (warmed as volumes).
+	weights []string
+	// closer releases what the blobs' source holds open (an archive).
+	closer io.Closer
+}
+
+func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, error) {
 	r, err := layers.ParseRef(ref, o.Layers...)
 	if err != nil {
-		return Image{}, nil, err
+		return nil, err
 	}
-	if r.Kind != layers.KindRegistry {
-		return Image{}, nil, fmt.Errorf("image %q: kiln warm reads images from a registry (REGISTRY/REPO:TAG or @sha256:...)", ref)
+	switch r.Kind {
+	case layers.KindOCILayout:
+		return resolveLayout(ctx, ref, r, o)
+	case layers.KindDockerArchive:
+		return resolveArchive(ctx, ref, r, o)
 	}
+	img, blobs, err := resolveRegistry(ctx, ref, r, o)
+	if errors.Is(err, errWeightsArtifact) {
+		return &resolved{weights: []string{ref}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &resolved{images: []Image{img}, blobs: blobs}, nil
+}
+
+func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (Image, []*Blob, error) {
 	img := Image{Name: r.Name.Name(), Source: r.Name.Name()}
 	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
@@ -239,12 +285,38 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 	// distribution source names the real repository, as a pull would.
 	repo := root.ref.Context()
 	real := r.Name.Context()
-	var blobs []*Blob
-	src := "containerd.io/distribution.source." + real.RegistryStr()
-	srcLabel := func(l map[string]string) map[string]string {
-		l[src] = real.RepositoryStr()
-		return l
+	src, err := o.Blobs.Repo(ctx, repo)
+	if err != nil {
+		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
+	label := "containerd.io/distribution.source." + real.RegistryStr()
+	w := walker{ref: ref, src: src, labels: func(l map[string]string) map[string]string {
+		l[label] = real.RepositoryStr()
+		return l
+	}, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
+		return getManifest(ctx, repo.Digest(d.Digest.String()), o)
+	}}
+	return w.image(ctx, img, root, o)
+}
+
+// walker turns a root manifest (an index or an image manifest) into the
+// warm set's blobs, whatever the source: a registry, a layout, an archive.
+type walker struct {
+	ref string // as typed, for errors
+	src blob.Source
+	// manifest reads and verifies an index's child manifest.
+	manifest func(ctx context.Context, d ocispec.Descriptor) (*fetched, error)
+	// labels adds the source's containerd labels (a registry's
+	// distribution source) to a blob's.
+	labels func(map[string]string) map[string]string
+}
+
+func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOptions) (Image, []*Blob, error) {
+	ref, src, srcLabel := w.ref, w.src, w.labels
+	if srcLabel == nil {
+		srcLabel = func(l map[string]string) map[string]string { return l }
+	}
+	var blobs []*Blob
 	if isWeightsArtifact(root.raw) {
 		return Image{}, nil, fmt.Errorf("%s: %w", ref, errWeightsArtifact)
 	}
@@ -273,12 +345,12 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 		if len(cands) == 0 {
 			return Image{}, nil, fmt.Errorf("image %q: no manifest for %s in index %s (it has: %s); choose one with --platform", ref, layers.PlatformString(o.Platform), root.desc.Digest, strings.Join(have, ", "))
 		}
-		blobs = append(blobs, &Blob{Descriptor: root.desc, Kind: KindIndex, Repo: repo, Data: root.raw, Labels: srcLabel(labels)})
+		blobs = append(blobs, &Blob{Descriptor: root.desc, Kind: KindIndex, Src: src, Data: root.raw, Labels: srcLabel(labels)})
 		// Several manifests for one platform: the same image with gzip and
 		// zstd layers. Take zstd when the target can run it.
 		var pick *fetched
 		for _, c := range cands {
-			m, err := getManifest(ctx, repo.Digest(c.Digest.String()), o)
+			m, err := w.manifest(ctx, c)
 			if err != nil {
 				return Image{}, nil, fmt.Errorf("image %q: manifest %s: %v", ref, c.Digest, err)
 			}
@@ -297,7 +369,7 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 	if m.Config.Digest == "" {
 		return Image{}, nil, fmt.Errorf("image %q: manifest %s: no config (field config.digest)", ref, man.desc.Digest)
 	}
-	cfgRaw, err := readSmall(ctx, o.Source, repo, m.Config)
+	cfgRaw, err := readSmall(ctx, src, m.Config)
 	if err != nil {
 		return Image{}, nil, fmt.Errorf("image %q: config %s: %v", ref, m.Config.Digest, err)
 	}
@@ -324,38 +396,24 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (Image, []*Bl
 	for i, l := range m.Layers {
 		ml["containerd.io/gc.ref.content.l."+strconv.Itoa(i)] = l.Digest.String()
 	}
-	blobs = append(blobs, &Blob{Descriptor: man.desc, Kind: KindManifest, Repo: repo, Data: man.raw, Labels: srcLabel(ml)})
-	blobs = append(blobs, &Blob{Descriptor: m.Config, Kind: KindConfig, Repo: repo, Data: cfgRaw, Labels: srcLabel(map[string]string{})})
+	blobs = append(blobs, &Blob{Descriptor: man.desc, Kind: KindManifest, Src: src, Data: man.raw, Labels: srcLabel(ml)})
+	blobs = append(blobs, &Blob{Descriptor: m.Config, Kind: KindConfig, Src: src, Data: cfgRaw, Labels: srcLabel(map[string]string{})})
 	for _, l := range m.Layers {
 		if l.Size <= 0 {
 			return Image{}, nil, fmt.Errorf("image %q: manifest %s: layer %s has size %d (field layers[].size)", ref, man.desc.Digest, l.Digest, l.Size)
 		}
-		blobs = append(blobs, &Blob{Descriptor: l, Kind: KindLayer, Repo: repo, Labels: srcLabel(map[string]string{})})
+		blobs = append(blobs, &Blob{Descriptor: l, Kind: KindLayer, Src: src, Labels: srcLabel(map[string]string{})})
 	}
 	return img, blobs, nil
 }
 
 // readSmall reads and verifies a small blob (a config).
-func readSmall(ctx context.Context, s Source, repo name.Repository, d ocispec.Descriptor) ([]byte, error) {
-	if d.Size > 64<<20 {
-		return nil, fmt.Errorf("%d bytes is too large for a config", d.Size)
-	}
-	rc, err := s.OpenRange(ctx, repo, d.Digest, 0, -1)
+func readSmall(ctx context.Context, src blob.Source, d ocispec.Descriptor) ([]byte, error) {
+	h, err := v1.NewHash(d.Digest.String())
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) != d.Size {
-		return nil, fmt.Errorf("got %d bytes, descriptor says %d: %w", len(b), d.Size, layers.ErrSizeMismatch)
-	}
-	if got := digest.FromBytes(b); got != d.Digest {
-		return nil, fmt.Errorf("content hashes to %s: %w", got, layers.ErrDigestMismatch)
-	}
-	return b, nil
+	return blob.ReadVerified(ctx, src, h, d.Size, 64<<20)
 }
 
 func isIndex(mt string) bool {

@@ -262,7 +262,7 @@ func TestWarmStagedUnpackMatchesPull(t *testing.T) {
 			dg, _ := ls[3].Digest()
 			reg.Slow(dg.String(), 2*time.Millisecond)
 			defer reg.Slow(dg.String(), 0)
-			rep, err := Warm(ctx, set, tgt, src, Options{Unpack: true, Log: t.Logf})
+			rep, err := Warm(ctx, set, tgt, Options{Unpack: true, Log: t.Logf})
 			if err != nil || !rep.Ready || !rep.Unpacked {
 				t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 			}

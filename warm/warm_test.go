@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 var amd64 = v1.Platform{OS: "linux", Architecture: "amd64"}
@@ -52,10 +53,10 @@ func pushFixture(t *testing.T, runnable bool) *fixture {
 	return &fixture{reg: reg, ref: ref, big: digestOf(t, big), size: sz, small: digestOf(t, small), img: img}
 }
 
-func resolve(t *testing.T, ctx context.Context, src Source, o ResolveOptions, refs ...string) *Set {
+func resolve(t *testing.T, ctx context.Context, src *blob.Registry, o ResolveOptions, refs ...string) *Set {
 	t.Helper()
 	o.Platform = amd64
-	o.Source = src
+	o.Blobs = src
 	s, err := Resolve(ctx, refs, o)
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +64,8 @@ func resolve(t *testing.T, ctx context.Context, src Source, o ResolveOptions, re
 	return s
 }
 
-func fastSource() *RegistrySource {
-	return NewRegistrySource(nil, layers.WithRetries(5, 10*time.Millisecond), layers.WithMaxWait(2*time.Second))
+func fastSource() *blob.Registry {
+	return blob.NewRegistry(nil, layers.WithRetries(5, 10*time.Millisecond), layers.WithMaxWait(2*time.Second))
 }
 
 func TestWarmOCILayout(t *testing.T) {
@@ -86,12 +87,12 @@ func TestWarmOCILayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Dry run on an empty target: everything missing, not ready.
-	rep, err := Warm(ctx, set, tgt, src, Options{DryRun: true})
+	rep, err := Warm(ctx, set, tgt, Options{DryRun: true})
 	if err != nil || rep.Ready || rep.MissingBytes != set.Bytes() {
 		t.Fatalf("dry run: ready=%v missing=%d (want %d) err=%v", rep.Ready, rep.MissingBytes, set.Bytes(), err)
 	}
 	// Small chunks so the 6 MiB layer goes through parallel Range requests.
-	rep, err = Warm(ctx, set, tgt, src, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
+	rep, err = Warm(ctx, set, tgt, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
@@ -131,7 +132,7 @@ func TestWarmOCILayout(t *testing.T) {
 	}
 	// Second run: everything present, no blob bytes read.
 	f.reg.ResetCounts()
-	rep, err = Warm(ctx, set, tgt, src, Options{})
+	rep, err = Warm(ctx, set, tgt, Options{})
 	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || f.reg.TotalServed() != 0 {
 		t.Fatalf("rerun: ready=%v fetched=%d served=%d err=%v", rep.Ready, rep.FetchedBytes, f.reg.TotalServed(), err)
 	}
@@ -152,7 +153,7 @@ func TestWarmResumesMidBlob(t *testing.T) {
 			// Kill the run (cancel) after 2.5 MiB of the large blob arrived.
 			ctx, cancel := context.WithCancel(context.Background())
 			f.reg.StallAfter(f.big, 5<<19, func() { time.Sleep(300 * time.Millisecond); cancel() })
-			rep, err := Warm(ctx, set, tgt, src, Options{ChunkThreshold: 1 << 40})
+			rep, err := Warm(ctx, set, tgt, Options{ChunkThreshold: 1 << 40})
 			if err == nil || rep.Ready {
 				t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 			}
@@ -160,7 +161,7 @@ func TestWarmResumesMidBlob(t *testing.T) {
 				t.Fatal("interrupted blob is committed")
 			}
 			f.reg.ResetCounts()
-			rep, err = Warm(context.Background(), set, tgt, src, Options{ChunkThreshold: 1 << 40})
+			rep, err = Warm(context.Background(), set, tgt, Options{ChunkThreshold: 1 << 40})
 			if err != nil || !rep.Ready {
 				t.Fatalf("resumed run: ready=%v err=%v", rep.Ready, err)
 			}
@@ -187,7 +188,7 @@ func TestWarmCorruptBlob(t *testing.T) {
 			src := fastSource()
 			set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
 			f.reg.Corrupt(f.big, true)
-			rep, err := Warm(ctx, set, tgt, src, Options{Attempts: 3})
+			rep, err := Warm(ctx, set, tgt, Options{Attempts: 3})
 			if err == nil || rep.Ready {
 				t.Fatalf("corrupt blob: ready=%v err=%v", rep.Ready, err)
 			}
@@ -204,7 +205,7 @@ func TestWarmCorruptBlob(t *testing.T) {
 			// The registry heals: the next run starts the blob over and succeeds.
 			f.reg.Corrupt(f.big, false)
 			f.reg.ResetCounts()
-			rep, err = Warm(ctx, set, tgt, src, Options{})
+			rep, err = Warm(ctx, set, tgt, Options{})
 			if err != nil || !rep.Ready {
 				t.Fatalf("after repair: ready=%v err=%v", rep.Ready, err)
 			}
@@ -224,7 +225,7 @@ func TestWarmRetries5xxAnd429(t *testing.T) {
 	f.reg.Answer(f.small, fault{code: 500})
 	tgt, _ := NewOCILayout(t.TempDir())
 	start := time.Now()
-	rep, err := Warm(ctx, set, tgt, src, Options{ChunkThreshold: 1 << 40, Concurrency: 1})
+	rep, err := Warm(ctx, set, tgt, Options{ChunkThreshold: 1 << 40, Concurrency: 1})
 	if err != nil || !rep.Ready {
 		t.Fatalf("ready=%v err=%v", rep.Ready, err)
 	}
@@ -243,7 +244,7 @@ func TestWarmRetries5xxAnd429(t *testing.T) {
 	set2 := resolve(t, ctx, src, ResolveOptions{}, f2.ref)
 	f2.reg.Answer(f2.big, fault{code: 404})
 	tgt2, _ := NewOCILayout(t.TempDir())
-	if _, err := Warm(ctx, set2, tgt2, src, Options{ChunkThreshold: 1 << 40, Attempts: 1}); err == nil {
+	if _, err := Warm(ctx, set2, tgt2, Options{ChunkThreshold: 1 << 40, Attempts: 1}); err == nil {
 		t.Fatal("404 did not fail")
 	}
 	if got := f2.reg.Gets(f2.big); got != 1 {
@@ -270,7 +271,7 @@ func TestWarmFullDisk(t *testing.T) {
 	}
 	// The preflight refuses before a byte is fetched.
 	f.reg.ResetCounts()
-	rep, err := Warm(ctx, set, tgt, src, Options{})
+	rep, err := Warm(ctx, set, tgt, Options{})
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "free in") {
 		t.Fatalf("preflight: %v", err)
 	}
@@ -279,7 +280,7 @@ func TestWarmFullDisk(t *testing.T) {
 	}
 	// Without it, the write hits ENOSPC: a clear error, and nothing
 	// half-written is committed.
-	rep, err = Warm(ctx, set, tgt, src, Options{SkipSpaceCheck: true, ChunkThreshold: 1 << 40})
+	rep, err = Warm(ctx, set, tgt, Options{SkipSpaceCheck: true, ChunkThreshold: 1 << 40})
 	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("write on a full disk: %v", err)
 	}
@@ -306,7 +307,7 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 	defer tgt.Close()
 	src := fastSource()
 	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-	rep, err := Warm(ctx, set, tgt, src, Options{Unpack: true})
+	rep, err := Warm(ctx, set, tgt, Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}

@@ -38,7 +38,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.Platform, tc.o.Source = amd64, src
+			tc.o.Platform, tc.o.Blobs = amd64, src
 			s, err := Resolve(ctx, []string{f.ref}, tc.o)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -64,12 +64,12 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 		})
 	}
 	// The warm of the zstd variant lands under the original name.
-	s, err := Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Source: src})
+	s, err := Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgt := openTestTarget(t, "oci")
-	rep, err := Warm(ctx, s, tgt, src, Options{})
+	rep, err := Warm(ctx, s, tgt, Options{})
 	if err != nil || !rep.Ready || rep.Images[0].Source != f.ref+ZstdTagSuffix {
 		t.Fatalf("ready=%v err=%v images=%+v", rep.Ready, err, rep.Images)
 	}

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/layers/blob"
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/time/rate"
 )
 
 // A large blob is fetched as parallel HTTP Range requests of ChunkSize
@@ -361,7 +361,7 @@ func (b *blobFetch) fetchRange(ctx context.Context, a, e int64, buf []byte) (n i
 	defer rc.Close()
 	for a+n < e {
 		want := min(int64(len(buf)), e-a-n)
-		if err := waitBytes(ctx, b.p.limit, int(want)); err != nil {
+		if err := blob.Wait(ctx, b.p.limit, int(want)); err != nil {
 			return n, err
 		}
 		k, rerr := io.ReadFull(rc, buf[:want])
@@ -423,29 +423,6 @@ func (p *puller) acquire(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// newLimiter paces the pull's reads to rate bytes per second with
-// golang.org/x/time/rate, as kiln warm does; the burst is 100ms worth of
-// bytes, what an idle pull may take at once. nil means no limit.
-func newLimiter(bps int64) *rate.Limiter {
-	if bps <= 0 {
-		return nil
-	}
-	return rate.NewLimiter(rate.Limit(bps), int(max(bps/10, 1)))
-}
-
-// waitBytes takes n bytes from l (nil: no limit), in pieces no larger than
-// its burst (WaitN refuses more).
-func waitBytes(ctx context.Context, l *rate.Limiter, n int) error {
-	for l != nil && n > 0 {
-		k := min(n, l.Burst())
-		if err := l.WaitN(ctx, k); err != nil {
-			return err
-		}
-		n -= k
-	}
-	return nil
 }
 
 // checkPartSize makes sure a verified partial holds exactly the blob: the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // F1: a partial longer than its blob (a previous run for another volume, a
@@ -141,7 +142,7 @@ func TestPullRecheckHealsRewriteKeepingTimes(t *testing.T) {
 // barrierSource holds the first opens until two are in flight (or a short
 // wait passes) and records how many were ever in flight at once.
 type barrierSource struct {
-	BlobSource
+	blob.Source
 	mu          sync.Mutex
 	inflight    int
 	maxInflight int
@@ -164,7 +165,7 @@ func (s *barrierSource) Open(ctx context.Context, d v1.Hash, off, n int64) (io.R
 	case s.arrived <- struct{}{}:
 	case <-time.After(300 * time.Millisecond):
 	}
-	rc, err := s.BlobSource.Open(ctx, d, off, n)
+	rc, err := s.Source.Open(ctx, d, off, n)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +186,7 @@ func TestPullConcurrentSameDir(t *testing.T) {
 	ctx := context.Background()
 	one := []testFile{{"m/only.safetensors", body("concurrent", 2<<20), 0o644}}
 	res, _ := publishLayout(t, one)
-	src := &barrierSource{BlobSource: res.Source, arrived: make(chan struct{})}
+	src := &barrierSource{Source: res.Source, arrived: make(chan struct{})}
 	dir := t.TempDir()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

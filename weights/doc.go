@@ -14,7 +14,7 @@
 // `sha256sum` output piped into sha256sum.
 //
 // Pull materialises a volume from an artifact or a manifest: blobs are
-// fetched in parallel through a BlobSource, resumed with HTTP Range after an
+// fetched in parallel through a blob.Source, resumed with HTTP Range after an
 // interruption (partial files live in DIR/.kiln-partial), verified before an
 // atomic rename into place, and a readiness marker (DIR/.kiln-ready holding
 // the set digest) is written last. Every path is checked component by

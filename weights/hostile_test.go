@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -121,7 +123,7 @@ type tarEntry struct {
 
 // tarVolume writes a one-layer (packed tar) artifact's blob into a layout
 // directory and returns a manifest that lists files for it.
-func tarVolume(t *testing.T, entries []tarEntry, files map[string]string) (*Manifest, BlobSource) {
+func tarVolume(t *testing.T, entries []tarEntry, files map[string]string) (*Manifest, blob.Source) {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -159,7 +161,7 @@ func tarVolume(t *testing.T, entries []tarEntry, files map[string]string) (*Mani
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return m, LayoutSource{Dir: lay}
+	return m, blob.Layout{Dir: lay}
 }
 
 func TestHostileTars(t *testing.T) {

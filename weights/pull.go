@@ -23,6 +23,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // ManifestFile is where Pull keeps the volume manifest inside the volume,
@@ -89,7 +90,7 @@ type PullResult struct {
 // place; the marker dir/.kiln-ready (the set digest) is written last. An
 // error before that point (a broken transfer, a corrupt blob, a full disk)
 // leaves every file of the volume as it was.
-func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts PullOptions) (*PullResult, error) {
+func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts PullOptions) (*PullResult, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("volume manifest: %v", err)
 	}
@@ -133,7 +134,7 @@ func Pull(ctx context.Context, m *Manifest, src BlobSource, dir string, opts Pul
 	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
 		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter}
 	if p.limit == nil {
-		p.limit = newLimiter(opts.LimitRate)
+		p.limit = blob.NewLimiter(opts.LimitRate)
 	}
 	if err := p.plan(); err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func readyIntact(dir string, m *Manifest) bool {
 
 type puller struct {
 	m    *Manifest
-	src  BlobSource
+	src  blob.Source
 	dir  string
 	opts PullOptions
 	res  *PullResult
@@ -424,7 +425,7 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 		// manifest says from one that is exactly right.
 		var src io.Reader = io.LimitReader(rc, size-have+1)
 		if p.limit != nil {
-			src = &limitedReader{ctx: ctx, r: src, l: p.limit}
+			src = &blob.Meter{Ctx: ctx, R: src, Limit: p.limit}
 		}
 		n, err := io.CopyBuffer(io.MultiWriter(f, h, progressWriter{p}), src, make([]byte, ioBuf))
 		rc.Close()
@@ -456,24 +457,6 @@ func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part strin
 		return resumed, err
 	}
 	return resumed, f.Close()
-}
-
-// limitedReader paces reads through the pull's limiter.
-type limitedReader struct {
-	ctx context.Context
-	r   io.Reader
-	l   *rate.Limiter
-}
-
-func (r *limitedReader) Read(b []byte) (int, error) {
-	if len(b) > ioBuf {
-		b = b[:ioBuf]
-	}
-	n, err := r.r.Read(b)
-	if werr := waitBytes(r.ctx, r.l, n); werr != nil && err == nil {
-		err = werr
-	}
-	return n, err
 }
 
 type progressWriter struct{ p *puller }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,44 +12,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 )
-
-// BlobSource reads a blob's bytes [off, off+n) (n < 0: to the end). The
-// caller verifies digests. *layers.Fetcher is the registry BlobSource;
-// LayoutSource reads an OCI layout.
-type BlobSource interface {
-	Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error)
-}
-
-// LayoutSource reads blobs from an OCI image layout directory.
-type LayoutSource struct{ Dir string }
-
-// Open implements BlobSource.
-func (s LayoutSource) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
-	if dgst.Algorithm != "sha256" || !isHex64(dgst.Hex) {
-		return nil, fmt.Errorf("blob %s: not a sha256 digest", dgst)
-	}
-	f, err := os.Open(filepath.Join(s.Dir, "blobs", "sha256", dgst.Hex))
-	if err != nil {
-		return nil, fmt.Errorf("blob %s: %v", dgst, err)
-	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if n < 0 {
-		return f, nil
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.LimitReader(f, n), f}, nil
-}
 
 // Resolved is a volume manifest and where its blobs come from.
 type Resolved struct {
 	Manifest *Manifest
-	Source   BlobSource
+	Source   blob.Source
 	// Ref is the artifact, by digest, when resolved from one.
 	Ref string
 	// Image is the application image when ref named one whose
@@ -105,10 +73,10 @@ func isManifestFile(ref string) bool {
 }
 
 // SourceFor is the blob source of a repository: oci:DIR or REGISTRY/REPO.
-func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (BlobSource, error) {
+func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.Source, error) {
 	if dir, ok := strings.CutPrefix(repo, "oci:"); ok {
 		dir, _, _ = strings.Cut(dir, "@")
-		return LayoutSource{Dir: dir}, nil
+		return blob.Layout{Dir: dir}, nil
 	}
 	return layers.NewFetcher(ctx, repo, opts)
 }
@@ -148,8 +116,8 @@ func resolveLayout(ref string, follow bool) (*Resolved, error) {
 	if pick == nil {
 		return nil, fmt.Errorf("weights %q: no such artifact in %s", ref, dir)
 	}
-	src := LayoutSource{Dir: dir}
-	raw, err := readVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
+	src := blob.Layout{Dir: dir}
+	raw, err := blob.ReadVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: manifest: %v", ref, err)
 	}
@@ -208,7 +176,7 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 // and checks it against the artifact's own layer list: a manifest that
 // points at blobs the artifact does not have, or names other sizes or media
 // types, is refused.
-func manifestFromArtifact(ctx context.Context, src BlobSource, raw []byte) (*Manifest, error) {
+func manifestFromArtifact(ctx context.Context, src blob.Source, raw []byte) (*Manifest, error) {
 	var am v1.Manifest
 	if err := json.Unmarshal(raw, &am); err != nil {
 		return nil, fmt.Errorf("not an OCI manifest: %v", err)
@@ -229,7 +197,7 @@ func manifestFromArtifact(ctx context.Context, src BlobSource, raw []byte) (*Man
 	if vm.Size > maxManifestBytes {
 		return nil, fmt.Errorf("volume manifest %s: %d bytes is more than kiln reads", vm.Digest, vm.Size)
 	}
-	b, err := readVerified(ctx, src, vm.Digest, vm.Size, maxManifestBytes)
+	b, err := blob.ReadVerified(ctx, src, vm.Digest, vm.Size, maxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("volume manifest: %v", err)
 	}
@@ -250,26 +218,9 @@ func manifestFromArtifact(ctx context.Context, src BlobSource, raw []byte) (*Man
 	return m, nil
 }
 
-// readVerified reads a small blob whole and checks its digest and size.
-func readVerified(ctx context.Context, src BlobSource, d v1.Hash, size, limit int64) ([]byte, error) {
-	if size > limit {
-		return nil, fmt.Errorf("blob %s: %d bytes, more than %d", d, size, limit)
-	}
-	rc, err := src.Open(ctx, d, 0, size)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	vr, err := layers.NewVerifyReader(rc, d, size)
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(vr)
-}
-
 // imageLabel reads the dev.kiln.weights.manifest label when raw is the
 // manifest of a runnable image (a slimmed one points at its weights).
-func imageLabel(ctx context.Context, src BlobSource, raw []byte) (string, bool, error) {
+func imageLabel(ctx context.Context, src blob.Source, raw []byte) (string, bool, error) {
 	var am v1.Manifest
 	if err := json.Unmarshal(raw, &am); err != nil {
 		return "", false, fmt.Errorf("not an OCI manifest: %v", err)
@@ -277,7 +228,7 @@ func imageLabel(ctx context.Context, src BlobSource, raw []byte) (string, bool, 
 	if !am.Config.MediaType.IsConfig() {
 		return "", false, nil
 	}
-	b, err := readVerified(ctx, src, am.Config.Digest, am.Config.Size, 16<<20)
+	b, err := blob.ReadVerified(ctx, src, am.Config.Digest, am.Config.Size, 16<<20)
 	if err != nil {
 		return "", false, fmt.Errorf("image config: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
 )
@@ -309,8 +310,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		return nil, err
 	}
 	defer tgt.Close()
-	src := warm.NewRegistrySource(lopts)
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Source: src, Compression: comp, Mirrors: mirrors}
+	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: comp, Mirrors: mirrors}
 	if zc, ok := tgt.(warm.ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
 	}
@@ -318,6 +318,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer set.Close()
 	vols, err := warmVolumes(ctx, opts, set, weightsArgs, mirrors, lopts)
 	if err != nil {
 		return nil, err
@@ -355,7 +356,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	var rep *warm.Report
 	var werr error
 	if len(set.Images) > 0 {
-		rep, werr = warm.Warm(ctx, set, tgt, src, eo)
+		rep, werr = warm.Warm(ctx, set, tgt, eo)
 	} else {
 		// Only weights: the target has nothing to hold.
 		rep = warm.NewReport(set)

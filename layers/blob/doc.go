@@ -1,0 +1,21 @@
+// Package blob is kiln's one way to read content-addressed blobs from
+// wherever they are: a registry (through layers.Fetcher, one per
+// repository, sharing one transport, keychain and retry policy), an OCI
+// image layout, or sections of a local file (a docker archive's members).
+// warm and weights read every blob through a Source; no other package
+// opens registry blobs or layout files by digest.
+//
+// Invariants:
+//   - A Source hands out bytes, never verdicts: Open returns exactly the
+//     range asked for (or an error), and the caller verifies the digest and
+//     size of the whole blob (layers.VerifyReader, ReadVerified) before it
+//     trusts or commits it. A Source never retries a range it handed out;
+//     retries with backoff and idle timeouts are the registry Fetcher's
+//     (layers/fetch.go), and the one policy for every remote read.
+//   - A digest is checked for shape before it becomes a path: a layout
+//     never opens anything outside blobs/<algorithm>/.
+//   - OrderedReader bounds memory by (parallel+2) chunk buffers reused for
+//     the whole blob, whatever the blob's size.
+//   - One Limiter paces every byte a run moves (image blobs and weights
+//     volumes alike), in pieces no larger than its burst.
+package blob

@@ -1,0 +1,59 @@
+package blob
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+
+	"golang.org/x/time/rate"
+)
+
+// NewLimiter paces reads to bps bytes per second, in bursts of up to
+// 1 MiB (nil for bps <= 0: no limit). One limiter shared by every stream
+// of a run holds the run, not each stream, to the rate.
+func NewLimiter(bps int64) *rate.Limiter {
+	if bps <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(bps), int(min(bps, 1<<20)))
+}
+
+// Wait takes n bytes from l (nil: no limit), in pieces no larger than its
+// burst (WaitN refuses more).
+func Wait(ctx context.Context, l *rate.Limiter, n int) error {
+	for l != nil && n > 0 {
+		k := min(n, l.Burst())
+		if err := l.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// Meter counts the bytes read through it, adds them to Progress and
+// paces them with Limit (each may be nil).
+type Meter struct {
+	Ctx      context.Context
+	R        io.Reader
+	N        int64
+	Progress *atomic.Int64
+	Limit    *rate.Limiter
+}
+
+func (m *Meter) Read(p []byte) (int, error) {
+	if m.Limit != nil && len(p) > m.Limit.Burst() {
+		p = p[:m.Limit.Burst()]
+	}
+	n, err := m.R.Read(p)
+	if n > 0 {
+		m.N += int64(n)
+		if m.Progress != nil {
+			m.Progress.Add(int64(n))
+		}
+		if werr := Wait(m.Ctx, m.Limit, n); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return n, err
+}

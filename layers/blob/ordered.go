@@ -1,0 +1,172 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// OrderedReader reads [off, size) of a blob as parallel Range requests of
+// chunk bytes, at most par in flight, and hands the bytes out in order: a
+// sequential writer (containerd's ingest) gets the throughput of several
+// connections while memory stays bounded by (par+2) × chunk, buffers that
+// are reused for the whole blob (a 2 GiB layer allocates no more than a
+// 64 MiB one). A chunk is one Open of the source: resuming a broken body
+// and backing off are the source's (the registry Fetcher's) policy, not
+// a second retry loop here.
+type OrderedReader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	queue  chan chan chunkResult
+	bufs   *Buffers
+	cur    *bytes.Reader
+	buf    []byte
+	err    error
+	wg     sync.WaitGroup
+}
+
+type chunkResult struct {
+	b   []byte
+	err error
+}
+
+// NewOrderedReader starts reading dg's bytes [off, size) from src.
+func NewOrderedReader(ctx context.Context, src Source, dg v1.Hash, off, size, chunk int64, par int) *OrderedReader {
+	ctx, cancel := context.WithCancel(ctx)
+	par = max(par, 1)
+	// In use at once: par queued (fetching or fetched), the one being
+	// read, and the one the dispatcher holds while the queue is full.
+	c := &OrderedReader{ctx: ctx, cancel: cancel, queue: make(chan chan chunkResult, par), bufs: NewBuffers(int(chunk), par+2)}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(c.queue)
+		// A buffered queue of par results bounds the chunks in flight or
+		// waiting to be read.
+		for o := off; o < size; o += chunk {
+			n := min(chunk, size-o)
+			buf, ok := c.bufs.Get(ctx.Done())
+			if !ok {
+				return
+			}
+			res := make(chan chunkResult, 1)
+			select {
+			case c.queue <- res:
+			case <-ctx.Done():
+				return
+			}
+			c.wg.Add(1)
+			go func(o, n int64) {
+				defer c.wg.Done()
+				res <- readChunk(ctx, src, dg, o, buf[:n])
+			}(o, n)
+		}
+	}()
+	return c
+}
+
+// readChunk fills buf with the bytes of dg at o.
+func readChunk(ctx context.Context, src Source, dg v1.Hash, o int64, buf []byte) chunkResult {
+	n := int64(len(buf))
+	rc, err := src.Open(ctx, dg, o, n)
+	if err == nil {
+		_, err = io.ReadFull(rc, buf)
+		rc.Close()
+	}
+	if err != nil {
+		return chunkResult{err: fmt.Errorf("blob %s: bytes %d-%d: %w", dg, o, o+n-1, err)}
+	}
+	return chunkResult{b: buf}
+}
+
+func (c *OrderedReader) Read(p []byte) (int, error) {
+	for {
+		if c.err != nil {
+			return 0, c.err
+		}
+		if c.cur != nil && c.cur.Len() > 0 {
+			return c.cur.Read(p)
+		}
+		res, ok := <-c.queue
+		if !ok {
+			c.err = io.EOF
+			return 0, io.EOF
+		}
+		r := <-res
+		if r.err != nil {
+			c.err = r.err
+			return 0, r.err
+		}
+		if c.buf != nil {
+			c.bufs.Put(c.buf)
+		}
+		c.buf = r.b
+		c.cur = bytes.NewReader(r.b)
+	}
+}
+
+// Close stops the fetches and waits for them.
+func (c *OrderedReader) Close() error {
+	// Fetches deliver into buffered channels and the dispatcher watches
+	// the context, so cancelling lets every goroutine exit.
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// Buffers is a set of at most max buffers of size bytes, made on demand
+// and reused: a stream that cycles through them allocates at most max,
+// however long it is, and gives the garbage collector nothing to chase.
+type Buffers struct {
+	size int
+	free chan []byte
+	mu   sync.Mutex
+	made int
+}
+
+// NewBuffers returns an empty set of at most max buffers of size bytes.
+func NewBuffers(size, max int) *Buffers {
+	return &Buffers{size: size, free: make(chan []byte, max)}
+}
+
+// Get returns a free buffer, a new one while fewer than max exist, or
+// waits for one to be put back; false when done closes first.
+func (b *Buffers) Get(done <-chan struct{}) ([]byte, bool) {
+	select {
+	case buf := <-b.free:
+		return buf, true
+	default:
+	}
+	b.mu.Lock()
+	if b.made < cap(b.free) {
+		b.made++
+		b.mu.Unlock()
+		return make([]byte, b.size), true
+	}
+	b.mu.Unlock()
+	select {
+	case buf := <-b.free:
+		return buf, true
+	case <-done:
+		return nil, false
+	}
+}
+
+// Put hands back a buffer Get returned (or a slice of one).
+func (b *Buffers) Put(buf []byte) {
+	select {
+	case b.free <- buf[:cap(buf)]:
+	default: // not one of ours: drop it
+	}
+}
+
+// Made is how many buffers were allocated so far.
+func (b *Buffers) Made() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.made
+}

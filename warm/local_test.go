@@ -1,0 +1,176 @@
+package warm
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// The persistent image cache of a spot fleet: warm once into oci:DIR,
+// then, with no registry at all, warm a new host's containerd from DIR.
+// The image is recorded under its registry name, so `ctr run REF` (what
+// a pod or a launch script names) starts it.
+func TestWarmFromOCILayoutCache(t *testing.T) {
+	if _, err := exec.LookPath("ctr"); err != nil {
+		t.Skip("no ctr")
+	}
+	ctx := context.Background()
+	f := pushFixture(t, true)
+	cache := filepath.Join(t.TempDir(), "cache")
+	tgt, err := NewOCILayout(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Warm(ctx, resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref), tgt, Options{}); err != nil || !rep.Ready {
+		t.Fatalf("warm into the cache: ready=%v err=%v", rep.Ready, err)
+	}
+	f.reg.Stop() // from here on nothing may come from the registry
+
+	for _, tc := range []struct{ arg, wantErr string }{
+		{arg: "oci:" + cache},
+		{arg: "oci:" + cache + ":v1"},
+		{arg: "oci:" + cache + ":v2", wantErr: `no image tagged "v2"`},
+		{arg: "oci:" + t.TempDir(), wantErr: "not an OCI image layout"},
+	} {
+		s, err := Resolve(ctx, []string{tc.arg}, ResolveOptions{Platform: amd64})
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err = %v, want %q", tc.arg, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.arg, err)
+		}
+		if len(s.Images) != 1 || s.Images[0].Name != f.ref || !strings.HasPrefix(s.Images[0].Source, "oci:") {
+			t.Fatalf("%s: images %+v, want %s read from the layout", tc.arg, s.Images, f.ref)
+		}
+	}
+	set, err := Resolve(ctx, []string{"oci:" + cache}, ResolveOptions{Platform: amd64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By digest, as the report names the source.
+	if _, err := Resolve(ctx, []string{"oci:" + cache + "@" + set.Images[0].Manifest.Digest.String()}, ResolveOptions{Platform: amd64}); err != nil {
+		t.Fatalf("by digest: %v", err)
+	}
+
+	ci := testdaemon.StartContainerd(t)
+	ct, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	var layerBytes int64
+	for _, b := range set.Blobs {
+		if b.Kind == KindLayer {
+			layerBytes += b.Size
+		}
+	}
+	rep, err := Warm(ctx, set, ct, Options{Unpack: true})
+	if err != nil || !rep.Ready || !rep.Unpacked || rep.FetchedBytes != layerBytes {
+		t.Fatalf("warm from the cache: ready=%v unpacked=%v fetched=%d of %d layer bytes, err=%v", rep.Ready, rep.Unpacked, rep.FetchedBytes, layerBytes, err)
+	}
+	out, err := ci.Ctr(t, "images", "check")
+	if err != nil || !strings.Contains(out, f.ref) || !strings.Contains(out, "complete") {
+		t.Fatalf("ctr images check: %v\n%s", err, out)
+	}
+	sn := ct.(*Containerd).Snapshotter()
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-local", "/bin/true"); err != nil {
+		t.Fatalf("ctr run of the image warmed from the cache: %v\n%s", err, out)
+	}
+}
+
+// A blob of the cache that rotted on disk is never committed to the new
+// host: the copy fails its digest, the host is not ready, and nothing of
+// that blob is visible in the target.
+func TestWarmFromOCILayoutCorruptBlob(t *testing.T) {
+	ctx := context.Background()
+	f := pushFixture(t, false)
+	cache := filepath.Join(t.TempDir(), "cache")
+	tgt, err := NewOCILayout(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Warm(ctx, resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref), tgt, Options{}); err != nil || !rep.Ready {
+		t.Fatalf("warm into the cache: ready=%v err=%v", rep.Ready, err)
+	}
+	p := filepath.Join(cache, "blobs", "sha256", strings.TrimPrefix(f.big, "sha256:"))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Resolve(ctx, []string{"oci:" + cache}, ResolveOptions{Platform: amd64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "host")
+	host, err := NewOCILayout(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Warm(ctx, set, host, Options{Attempts: 2})
+	if err == nil || rep.Ready || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("warm from a corrupt cache: ready=%v err=%v, want a digest failure", rep.Ready, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "blobs", "sha256", strings.TrimPrefix(f.big, "sha256:"))); !os.IsNotExist(err) {
+		t.Fatalf("the corrupt blob was committed: %v", err)
+	}
+}
+
+// A docker archive (docker save, kiln slim --to docker-archive:) warms
+// like a registry image: its layers as stored (plain tar: the blob is the
+// diff ID), a manifest written for it, the image named by its RepoTags.
+func TestWarmFromDockerArchive(t *testing.T) {
+	if _, err := exec.LookPath("ctr"); err != nil {
+		t.Skip("no ctr")
+	}
+	ctx := context.Background()
+	f := pushFixture(t, true)
+	f.reg.Stop()
+	archive := filepath.Join(t.TempDir(), "app.tar")
+	if _, err := layers.Write(ctx, f.img, "docker-archive:"+archive+":kiln/app:v1"); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Resolve(ctx, []string{"docker-archive:" + archive}, ResolveOptions{Platform: amd64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if len(set.Images) != 1 || set.Images[0].Name != "docker.io/kiln/app:v1" {
+		t.Fatalf("images %+v, want docker.io/kiln/app:v1", set.Images)
+	}
+	cfgDiffs, err := f.img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range set.Images[0].Layers {
+		if l.Digest.String() != cfgDiffs.RootFS.DiffIDs[i].String() || l.MediaType != "application/vnd.oci.image.layer.v1.tar" {
+			t.Errorf("layer %d: %s %s, want the diff ID as a plain tar", i, l.MediaType, l.Digest)
+		}
+	}
+	ci := testdaemon.StartContainerd(t)
+	ct, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	rep, err := Warm(ctx, set, ct, Options{Unpack: true})
+	if err != nil || !rep.Ready || !rep.Unpacked {
+		t.Fatalf("warm from the archive: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
+	}
+	sn := ct.(*Containerd).Snapshotter()
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, "docker.io/kiln/app:v1", "kiln-warm-archive", "/bin/true"); err != nil {
+		t.Fatalf("ctr run of the image warmed from the archive: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,201 @@
+package warm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// A warm set read from local sources: an OCI layout (kiln warm's own oci:
+// target is the persistent image cache of a spot fleet: warm it once,
+// then warm each relaunched host's store from it at disk speed) or a
+// docker archive. The blobs are read, verified and committed exactly as
+// registry blobs are; only the Source differs.
+
+// resolveLayout reads the images of an OCI layout that r selects: by
+// digest (oci:DIR@sha256:…), by tag (the ref.name or containerd name is
+// the tag or ends in :tag), or, with neither, every image the layout
+// names. Each is named as its index.json entry names it (containerd's
+// name, else ref.name), so an image cached by kiln warm is recorded
+// under its registry reference again.
+func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
+	src := blob.Layout{Dir: r.Path}
+	b, err := os.ReadFile(filepath.Join(r.Path, "index.json"))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", ref, r.Path)
+		}
+		return nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("image %q: %s: %v", ref, filepath.Join(r.Path, "index.json"), err)
+	}
+	var picks []ocispec.Descriptor
+	var names []string
+	for _, d := range idx.Manifests {
+		if n := entryName(d); n != "" {
+			names = append(names, n)
+		}
+		if r.Digest.Hex != "" && d.Digest.String() == r.Digest.String() || r.Digest.Hex == "" && layers.MatchesTag(d.Annotations, r.Tag) {
+			picks = append(picks, d)
+		}
+	}
+	slices.Sort(names)
+	if len(picks) == 0 {
+		switch {
+		case r.Digest.Hex != "":
+			return nil, fmt.Errorf("image %q: index.json of %s has no manifest %s", ref, r.Path, r.Digest)
+		case r.Tag != "":
+			return nil, fmt.Errorf("image %q: no image tagged %q in %s (it names: %s)", ref, r.Tag, r.Path, strings.Join(names, ", "))
+		}
+		return nil, fmt.Errorf("image %q: the layout %s holds no images (index.json field manifests)", ref, r.Path)
+	}
+	abs, _ := filepath.Abs(r.Path)
+	w := walker{ref: ref, src: src, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
+		return readLayoutManifest(ctx, src, d)
+	}}
+	out := &resolved{}
+	for i, d := range picks {
+		root, err := readLayoutManifest(ctx, src, d)
+		if err != nil {
+			return nil, fmt.Errorf("image %q: index.json manifests[%d]: %v", ref, i, err)
+		}
+		name := entryName(d)
+		if name == "" {
+			name = ref
+		}
+		img := Image{Name: name, Source: "oci:" + abs + "@" + d.Digest.String()}
+		im, blobs, err := w.image(ctx, img, root, o)
+		if errors.Is(err, errWeightsArtifact) {
+			// A weights artifact cached beside the images: warmed as a
+			// volume (--weights-into), as a registry one would be.
+			out.weights = append(out.weights, img.Source)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out.images = append(out.images, im)
+		out.blobs = append(out.blobs, blobs...)
+	}
+	return out, nil
+}
+
+// entryName is the image name a layout's index.json entry records.
+func entryName(d ocispec.Descriptor) string {
+	if n := d.Annotations[layers.AnnotationContainerdName]; n != "" {
+		return n
+	}
+	return d.Annotations[layers.AnnotationRefName]
+}
+
+// readLayoutManifest reads and verifies a manifest or index of a layout;
+// the descriptor loses its annotations (they name the entry, not the
+// content).
+func readLayoutManifest(ctx context.Context, src blob.Layout, d ocispec.Descriptor) (*fetched, error) {
+	h, err := v1.NewHash(d.Digest.String())
+	if err != nil {
+		return nil, fmt.Errorf("digest %q: %v", d.Digest, err)
+	}
+	raw, err := blob.ReadVerified(ctx, src, h, d.Size, 16<<20)
+	if err != nil {
+		return nil, err
+	}
+	d.Annotations = nil
+	return &fetched{desc: d, raw: raw}, nil
+}
+
+// resolveArchive reads the image of a docker archive (docker save, kiln
+// slim --to docker-archive:). An archive has no manifest, so one is
+// written here, as containerd's import does: an OCI manifest over the
+// archive's config and layers as stored (plain tar layers are blobs whose
+// digest is their diff ID; a compressed one is hashed once here). The
+// archive stays open until the set is closed.
+func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
+	li, err := layers.OpenRef(ctx, r, o.Layers...)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			li.Close()
+		}
+	}()
+	name := ""
+	switch {
+	case r.Tag != "":
+		name = r.Tag
+	case len(li.Names) > 0:
+		name = li.Names[0]
+	}
+	if name == "" {
+		return nil, fmt.Errorf("image %q: the archive names no image (manifest.json field RepoTags is empty); kiln warm records images by name", ref)
+	}
+	if n, err := reference.ParseNormalizedNamed(name); err == nil {
+		name = reference.TagNameOnly(n).String()
+	}
+	secs := blob.Sections{}
+	cdg := li.Digest
+	secs[cdg] = blob.Section{R: strings.NewReader(string(li.RawConfig)), Size: int64(len(li.RawConfig))}
+	m := ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.Digest(cdg.String()), Size: int64(len(li.RawConfig))},
+	}
+	for _, l := range li.Layers {
+		ra, off, local := l.Section()
+		if !local {
+			return nil, fmt.Errorf("image %q: layer %d is not stored in the archive", ref, l.Index)
+		}
+		dg := l.Digest
+		if dg.Hex == "" {
+			// A compressed member: its digest is not recorded anywhere.
+			h := sha256.New()
+			if _, err := io.Copy(h, io.NewSectionReader(ra, off, l.Size)); err != nil {
+				return nil, fmt.Errorf("image %q: layer %d: %v", ref, l.Index, err)
+			}
+			dg = v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
+		}
+		mt := ocispec.MediaTypeImageLayer
+		switch l.MediaType {
+		case types.DockerLayer, types.OCILayer:
+			mt = ocispec.MediaTypeImageLayerGzip
+		case types.OCILayerZStd:
+			mt = ocispec.MediaTypeImageLayerZstd
+		}
+		secs[dg] = blob.Section{R: ra, Off: off, Size: l.Size}
+		m.Layers = append(m.Layers, ocispec.Descriptor{MediaType: mt, Digest: digest.Digest(dg.String()), Size: l.Size})
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	root := &fetched{raw: raw, desc: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(raw), Size: int64(len(raw))}}
+	abs, _ := filepath.Abs(r.Path)
+	img := Image{Name: name, Source: "docker-archive:" + abs}
+	w := walker{ref: ref, src: secs}
+	im, blobs, err := w.image(ctx, img, root, o)
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return &resolved{images: []Image{im}, blobs: blobs, closer: li}, nil
+}
