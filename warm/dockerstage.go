@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -93,7 +94,7 @@ func (st *dockerStage) remove(s *Set) error {
 		if b.Kind != KindLayer {
 			continue
 		}
-		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()), st.layout.stampPath(b.Digest)} {
+		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()+blob.RangesSuffix), st.layout.stampPath(b.Digest)} {
 			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

@@ -1,17 +1,14 @@
 package warm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kiln-build/kiln/analyze"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
@@ -339,105 +336,33 @@ func Warm(ctx context.Context, s *Set, t Target, o Options) (*Report, error) {
 // (nil for bps <= 0: no limit).
 func NewLimiter(bps int64) *rate.Limiter { return blob.NewLimiter(bps) }
 
-// fetchBlob writes b into t, resuming from what an earlier run left. It
-// returns the bytes read from the registry and the offset it resumed from.
+// fetchBlob writes b into t, resuming from what an earlier run left
+// (blob.Copy: the one copy loop, with its retries and verify-before-
+// commit rules). It returns the bytes read from the source and the offset
+// it resumed from.
 func fetchBlob(ctx context.Context, t Target, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
-	var total, resumed int64
-	var last error
-	for attempt := 1; attempt <= o.Attempts; attempt++ {
-		n, off, err := fetchOnce(ctx, t, b, o, limit)
-		total += n
-		if attempt == 1 {
-			resumed = off
-		}
-		if err == nil || errors.Is(err, ErrAlreadyExists) {
-			return total, resumed, nil
-		}
-		last = err
-		if ctx.Err() != nil || errors.Is(err, errNoSpaceSys) {
-			break
-		}
-		if o.Log != nil {
-			o.Log("blob %s: try %d/%d failed: %v", b.Digest, attempt, o.Attempts, err)
-		}
-	}
-	return total, resumed, last
-}
-
-func fetchOnce(ctx context.Context, t Target, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
-	w, err := t.Writer(ctx, b.Descriptor)
-	if err != nil {
-		return 0, 0, err
-	}
-	off := w.Offset()
-	if off > b.Size {
-		w.Abort(ctx)
-		return 0, off, fmt.Errorf("blob %s: ingest holds %d bytes, more than its %d", b.Digest, off, b.Size)
-	}
-	var r io.Reader
-	var closer io.Closer
-	switch {
-	case b.Data != nil:
-		r = bytes.NewReader(b.Data[off:])
-	case b.Src == nil:
-		w.Close()
-		return 0, off, fmt.Errorf("blob %s: no source to read it from", b.Digest)
-	case b.Size-off >= o.ChunkThreshold && o.ChunksPerBlob > 1:
-		cr := blob.NewOrderedReader(ctx, b.Src, b.Hash(), off, b.Size, o.ChunkSize, o.ChunksPerBlob)
-		r, closer = cr, cr
-	case off < b.Size:
-		// A closed range: some registries do not understand "bytes=N-".
-		n := int64(-1)
-		if off > 0 {
-			n = b.Size - off
-		}
-		rc, err := b.Src.Open(ctx, b.Hash(), off, n)
-		if err != nil {
-			w.Close()
-			return 0, off, err
-		}
-		r, closer = rc, rc
-	default:
-		r = bytes.NewReader(nil)
-	}
-	m := &blob.Meter{Ctx: ctx, R: r, Progress: o.Progress, Limit: limit}
+	src, progress := b.Src, o.Progress
 	if b.Data != nil {
-		m.Progress = nil
+		// Read and verified while resolving: written from memory, and not
+		// counted as fetched.
+		src, progress = blob.Bytes(b.Data), nil
 	}
-	buf := make([]byte, 1<<20)
-	_, err = io.CopyBuffer(w, m, buf)
-	if closer != nil {
-		closer.Close()
+	if src == nil {
+		return 0, 0, fmt.Errorf("blob %s: no source to read it from", b.Digest)
 	}
-	fetched := m.N
+	open := func(ctx context.Context) (blob.Writer, error) { return t.Writer(ctx, b.Descriptor) }
+	res, err := blob.Copy(ctx, open, src, b.Hash(), b.Size, blob.CopyOptions{
+		Attempts: o.Attempts, ChunkSize: o.ChunkSize, ChunkThreshold: o.ChunkThreshold, Chunks: o.ChunksPerBlob,
+		Limit: limit, Progress: progress, Log: o.Log,
+	})
+	fetched := res.Fetched
 	if b.Data != nil {
 		fetched = 0
 	}
-	if err != nil {
-		// Keep the bytes: the next try (or run) resumes from them.
-		w.Close()
-		if isNoSpace(err) {
-			return fetched, off, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
-		}
-		if errors.Is(err, layers.ErrSizeMismatch) {
-			w.Abort(ctx)
-		}
-		return fetched, off, fmt.Errorf("blob %s: %w", b.Digest, err)
+	if err != nil && isNoSpace(err) {
+		return fetched, res.Resumed, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
 	}
-	if err := w.Commit(ctx); err != nil {
-		if errors.Is(err, ErrAlreadyExists) {
-			return fetched, off, nil
-		}
-		if isNoSpace(err) {
-			w.Close()
-			return fetched, off, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
-		}
-		// A blob that does not verify is never committed; its bytes are
-		// worthless, so the next try starts from zero.
-		w.Abort(ctx)
-		return fetched, off, err
-	}
-	return fetched, off, nil
+	return fetched, res.Resumed, err
 }
 
 // logUnpackTrace logs, per layer, how --unpack applied it and when (from

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"syscall"
 
+	"github.com/kiln-build/kiln/layers/blob"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// ErrAlreadyExists is returned by Writer or Commit when the blob is already
-// committed (another writer won the race): the blob is present.
-var ErrAlreadyExists = errors.New("blob already exists")
+// ErrAlreadyExists is blob.ErrAlreadyExists: returned by Writer or Commit
+// when the blob is already committed (another writer won the race).
+var ErrAlreadyExists = blob.ErrAlreadyExists
 
 // ErrNoSpace is returned (wrapped) when the target's disk cannot hold what
 // is missing.
@@ -38,16 +38,10 @@ type Target interface {
 	Close() error
 }
 
-// Writer writes one blob. Bytes become visible only at Commit, which
-// verifies size and digest; Close keeps the bytes written so far for a
-// later Writer of the same blob, Abort discards them.
-type Writer interface {
-	io.Writer
-	Offset() int64
-	Commit(ctx context.Context) error
-	Close() error
-	Abort(ctx context.Context) error
-}
+// Writer writes one blob: blob.Writer, the one resumable, verifying
+// writer shape of kiln (containerd's ingest, an OCI layout's partial, a
+// weights volume's partial).
+type Writer = blob.Writer
 
 // Unpacker is a target that can unpack images into a snapshotter, so the
 // first container start does no work.

@@ -19,45 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 )
-
-func TestRangeSet(t *testing.T) {
-	type op [2]int64
-	cases := []struct {
-		name    string
-		adds    []op
-		want    string
-		prefix  int64 // prefixEnd(0)
-		missing string
-	}{
-		{"empty", nil, "[]", 0, "[[0 4] [4 8] [8 10]]"},
-		{"one", []op{{0, 3}}, "[[0 3]]", 3, "[[3 7] [7 10]]"},
-		{"adjacent merge", []op{{0, 3}, {3, 5}}, "[[0 5]]", 5, "[[5 9] [9 10]]"},
-		{"out of order", []op{{6, 8}, {0, 2}}, "[[0 2] [6 8]]", 2, "[[2 6] [8 10]]"},
-		{"overlap merge", []op{{2, 5}, {4, 9}, {0, 1}}, "[[0 1] [2 9]]", 1, "[[1 2] [9 10]]"},
-		{"bridge", []op{{0, 2}, {5, 7}, {2, 5}}, "[[0 7]]", 7, "[[7 10]]"},
-		{"hole at start", []op{{1, 10}}, "[[1 10]]", 0, "[[0 1]]"},
-		{"complete", []op{{0, 10}}, "[[0 10]]", 10, "[]"},
-		{"empty range ignored", []op{{4, 4}}, "[]", 0, "[[0 4] [4 8] [8 10]]"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var s rangeSet
-			for _, a := range tc.adds {
-				s = s.add(a[0], a[1])
-			}
-			if got := fmt.Sprint([][2]int64(s)); got != tc.want {
-				t.Errorf("set %s, want %s", got, tc.want)
-			}
-			if got := s.prefixEnd(0); got != tc.prefix {
-				t.Errorf("prefixEnd(0) = %d, want %d", got, tc.prefix)
-			}
-			if got := fmt.Sprint(s.missing(10, 4)); got != tc.missing {
-				t.Errorf("missing(10, 4) = %s, want %s", got, tc.missing)
-			}
-		})
-	}
-}
 
 // rangeServer fronts an in-process registry and tampers with GETs of blob
 // (every blob when empty): cut(rng) >= 0 sends that many bytes of the
@@ -204,14 +167,14 @@ func TestPullChunkedResumesOnlyMissingBytes(t *testing.T) {
 				}
 			}
 			part := filepath.Join(dir, PartialDir, hexOf(large.data)+".part")
-			done, ok := readSidecar(part, int64(len(large.data)))
+			done, ok := blob.ReadRanges(part, int64(len(large.data)))
 			if !ok {
-				t.Fatalf("no usable %s after the cut", sidecarPath(part))
+				t.Fatalf("no usable %s after the cut", blob.RangesPath(part))
 			}
 			if conc == 1 && fmt.Sprint([][2]int64(done)) != fmt.Sprintf("[[0 %d]]", cutAt) {
 				t.Errorf("recorded %v, want [[0 %d]]: chunks in order, the cut one up to the cut", done, cutAt)
 			}
-			if done.prefixEnd(3<<20) != cutAt {
+			if done.PrefixEnd(3<<20) != cutAt {
 				t.Errorf("recorded %v: the bytes before the cut are not all there", done)
 			}
 			// What the record claims is on disk really is.
@@ -231,16 +194,16 @@ func TestPullChunkedResumesOnlyMissingBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			ranges, sent := s.reset()
-			if want := int64(len(large.data)) - done.bytes(); sent != want {
+			if want := int64(len(large.data)) - done.Bytes(); sent != want {
 				t.Errorf("the rerun moved %d bytes of the blob, want only the missing %d (ranges %q)", sent, want, ranges)
 			}
 			for _, rng := range ranges {
-				if a := rangeStart(rng); done.prefixEnd(a) != a {
+				if a := rangeStart(rng); done.PrefixEnd(a) != a {
 					t.Errorf("the rerun asked again for %s, which was already on disk", rng)
 				}
 			}
-			if r.Resumed != done.bytes() {
-				t.Errorf("resumed %d, want %d", r.Resumed, done.bytes())
+			if r.Resumed != done.Bytes() {
+				t.Errorf("resumed %d, want %d", r.Resumed, done.Bytes())
 			}
 			if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
 				t.Errorf("resumed volume: %+v %v", rep, err)
@@ -266,7 +229,7 @@ func TestPullChunkedRejectsCorruptChunk(t *testing.T) {
 		t.Errorf("requests %q, want the 5 chunks once per attempt (3): a source that keeps sending bad bytes fails after the bounded retries", ranges)
 	}
 	part := filepath.Join(dir, PartialDir, hexOf(large.data)+".part")
-	for _, f := range []string{part, sidecarPath(part)} {
+	for _, f := range []string{part, blob.RangesPath(part)} {
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s kept after a corrupt blob", filepath.Base(f))
 		}
@@ -302,7 +265,7 @@ func TestPullChunkedRefetchesLostBytes(t *testing.T) {
 		t.Fatal("cut transfer did not fail")
 	}
 	part := filepath.Join(dir, PartialDir, hexOf(large.data)+".part")
-	done, _ := readSidecar(part, int64(len(large.data)))
+	done, _ := blob.ReadRanges(part, int64(len(large.data)))
 	f, err := os.OpenFile(part, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +277,7 @@ func TestPullChunkedRefetchesLostBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sent := s.reset()
-	if want := int64(len(large.data))*2 - done.bytes(); sent != want {
+	if want := int64(len(large.data))*2 - done.Bytes(); sent != want {
 		t.Errorf("moved %d bytes, want the missing ones then the whole blob again: %d", sent, want)
 	}
 	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {

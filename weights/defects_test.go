@@ -26,10 +26,10 @@ func TestPullTruncatesLongPartial(t *testing.T) {
 	size := int64(len(large.data))
 	for _, tc := range []struct {
 		name string
-		done rangeSet
+		done blob.Ranges
 	}{
-		{"complete record", rangeSet{{0, size}}},
-		{"half record", rangeSet{{0, 2 << 20}}},
+		{"complete record", blob.Ranges{{0, size}}},
+		{"half record", blob.Ranges{{0, 2 << 20}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -39,7 +39,7 @@ func TestPullTruncatesLongPartial(t *testing.T) {
 			if err := os.WriteFile(part, long, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeSidecar(part, size, tc.done); err != nil {
+			if err := blob.WriteRanges(part, size, tc.done); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{ChunkSize: 1 << 20}); err != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 )
 
@@ -66,7 +67,7 @@ type PullOptions struct {
 	// same-size rewrite that kept its modification time).
 	Recheck bool
 
-	sync syncMode // benchmarks compare durability strategies
+	sync blob.SyncMode // benchmarks compare durability strategies
 }
 
 // PullResult says what a pull did.
@@ -329,144 +330,55 @@ func (p *puller) copyFile(from, to string) error {
 	return out.Close()
 }
 
-// fetchBlob brings one blob to .kiln-partial/<hex>.part, verified. A broken
-// transfer is resumed from the bytes on disk (Range), and a corrupt one
-// fetched again from zero, up to Attempts times in this run; what is left
-// stays for the next run to resume. A blob that fails its digest after
-// resuming an earlier run's bytes gets one extra attempt from scratch:
-// those bytes may not have survived a crash.
+// fetchBlob brings layer l into .kiln-partial verified (blob.Dir: the
+// partial <hex>.part, resumed by Range after an interruption, in parallel
+// WriteAt chunks when large, renamed to <hex> once its size and sha256
+// check) and returns where it lies.
 func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	d, err := v1.NewHash(l.Digest)
 	if err != nil {
 		return "", err
 	}
-	part := p.partial(d.Hex + ".part")
-	fresh := false
-	for attempt := 1; ; attempt++ {
-		var resumed int64
-		if p.chunked(part, l.Size) {
-			resumed, err = p.downloadChunked(ctx, d, l.Size, part, attempt == 1)
-		} else {
-			resumed, err = p.download(ctx, d, l.Size, part, attempt == 1)
+	dir := blob.Dir{Root: p.partial(""), Partial: p.partial(""), Suffix: ".part", Sync: p.opts.sync}
+	first := true
+	open := func(ctx context.Context) (blob.Writer, error) {
+		w, err := dir.Writer(ctx, d, l.Size)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			return part, nil
-		}
-		if errors.Is(err, ErrCorrupt) && resumed > 0 && !fresh && ctx.Err() == nil {
-			fresh = true
-			continue
-		}
-		// A corrupt transfer was discarded: the next attempt starts from
-		// zero, as warm's does. Broken transfers were already retried
-		// with backoff inside the source (layers.Fetcher); what is left
-		// resumes from the bytes on disk.
-		if isNoSpace(err) || ctx.Err() != nil || attempt >= p.opts.Attempts {
-			return "", err
-		}
-	}
-}
-
-// download fetches a blob on one connection, resuming from the partial's
-// size. It returns how many bytes an earlier run had left.
-func (p *puller) download(ctx context.Context, d v1.Hash, size int64, part string, first bool) (int64, error) {
-	if _, err := os.Lstat(part); errors.Is(err, os.ErrNotExist) {
-		p.track(part)
-	}
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	have := st.Size()
-	if have > size {
-		if err := f.Truncate(0); err != nil {
-			return 0, err
-		}
-		have = 0
-	}
-	resumed := have
-	// Re-hash what an earlier attempt left, so the digest covers every
-	// byte of the file and not only those fetched now.
-	h := sha256.New()
-	if have > 0 {
-		if _, err := io.Copy(h, io.NewSectionReader(f, 0, have)); err != nil {
-			return resumed, err
+		if w.Created() {
+			p.track(w.PartialPath())
+			p.track(w.PartialPath() + blob.RangesSuffix)
 		}
 		if first {
-			p.resumed.Add(have)
-		}
-		if p.opts.Progress != nil && first {
-			p.opts.Progress.Add(have)
-		}
-	}
-	if have < size {
-		if _, err := f.Seek(have, io.SeekStart); err != nil {
-			return resumed, err
-		}
-		// A fresh blob is a plain GET; a resumed one asks for the rest.
-		want := int64(-1)
-		if have > 0 {
-			want = size - have
-		}
-		release, err := p.acquire(ctx)
-		if err != nil {
-			return resumed, err
-		}
-		rc, err := p.src.Open(ctx, d, have, want)
-		if err != nil {
-			release()
-			return resumed, err
-		}
-		// One byte more than needed tells a blob that is longer than the
-		// manifest says from one that is exactly right.
-		var src io.Reader = io.LimitReader(rc, size-have+1)
-		if p.limit != nil {
-			src = &blob.Meter{Ctx: ctx, R: src, Limit: p.limit}
-		}
-		n, err := io.CopyBuffer(io.MultiWriter(f, h, progressWriter{p}), src, make([]byte, ioBuf))
-		rc.Close()
-		release()
-		have += n
-		switch {
-		case have > size:
-			f.Close()
-			os.Remove(part)
-			return resumed, fmt.Errorf("blob %s: %w: the source sent more than the %d bytes the manifest names; the partial download was discarded", d, ErrCorrupt, size)
-		case err != nil:
-			if isNoSpace(err) {
-				return resumed, err
+			first = false
+			if r := w.Resumed(); r > 0 {
+				p.resumed.Add(r)
+				if p.opts.Progress != nil {
+					p.opts.Progress.Add(r)
+				}
 			}
-			return resumed, fmt.Errorf("blob %s: transfer broke at byte %d of %d (kept in %s to resume): %v", d, have, size, PartialDir, err)
-		case have < size:
-			return resumed, fmt.Errorf("blob %s: the source ended at byte %d of %d (kept in %s to resume)", d, have, size, PartialDir)
 		}
+		return w, nil
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
-		f.Close()
-		os.Remove(part)
-		return resumed, fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s; the partial download was discarded", d, ErrCorrupt, size, got)
+	res, err := blob.Copy(ctx, open, p.src, d, l.Size, blob.CopyOptions{
+		Attempts: p.opts.Attempts,
+		Fill:     blob.FillOptions{Chunk: p.opts.ChunkSize, Acquire: p.acquire, Conns: p.opts.Concurrency, Fetched: &p.fetched},
+		Limit:    p.limit, Progress: p.opts.Progress,
+	})
+	if err != nil {
+		switch {
+		case blob.IsNoSpace(err) || ctx.Err() != nil:
+			return "", err
+		case layers.IsIntegrityError(err):
+			return "", fmt.Errorf("%w: %v; the partial download was discarded", ErrCorrupt, err)
+		}
+		return "", fmt.Errorf("%w (kept in %s to resume)", err, PartialDir)
 	}
-	if err := checkPartSize(f, d, size); err != nil {
-		return resumed, err
+	if !res.Exists {
+		p.track(dir.Path(d))
 	}
-	if err := p.datasync(f); err != nil {
-		return resumed, err
-	}
-	return resumed, f.Close()
-}
-
-type progressWriter struct{ p *puller }
-
-func (w progressWriter) Write(b []byte) (int, error) {
-	w.p.fetched.Add(int64(len(b)))
-	if w.p.opts.Progress != nil {
-		w.p.opts.Progress.Add(int64(len(b)))
-	}
-	return len(b), nil
+	return dir.Path(d), nil
 }
 
 // fetchTar stages the files of a packed layer: the blob is verified whole,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // BenchmarkPull pulls the artifact named by KILN_WEIGHTS_BENCH_REF (bash
@@ -39,12 +40,12 @@ func BenchmarkPull(b *testing.B) {
 		name string
 		opts PullOptions
 	}{
-		{"one-conn/fsync", PullOptions{ChunkSize: -1, sync: syncFull}},
-		{"one-conn/fdatasync", PullOptions{ChunkSize: -1, sync: syncData}},
-		{"chunks/nosync", PullOptions{sync: syncNone}},
-		{"chunks/fsync", PullOptions{sync: syncFull}},
-		{"chunks/fdatasync", PullOptions{sync: syncData}},
-		{"chunks/writeback+fdatasync", PullOptions{sync: syncEarly}},
+		{"one-conn/fsync", PullOptions{ChunkSize: -1, sync: blob.SyncFull}},
+		{"one-conn/fdatasync", PullOptions{ChunkSize: -1, sync: blob.SyncData}},
+		{"chunks/nosync", PullOptions{sync: blob.SyncNone}},
+		{"chunks/fsync", PullOptions{sync: blob.SyncFull}},
+		{"chunks/fdatasync", PullOptions{sync: blob.SyncData}},
+		{"chunks/writeback+fdatasync", PullOptions{sync: blob.SyncEarly}},
 		{"chunks-8MiB-c4", PullOptions{ChunkSize: 8 << 20, Concurrency: 4}},
 		{"chunks-16MiB-c4", PullOptions{ChunkSize: 16 << 20, Concurrency: 4}},
 		{"chunks-32MiB-c4", PullOptions{ChunkSize: 32 << 20, Concurrency: 4}},

@@ -233,10 +233,12 @@ func TestOrderedReaderClose(t *testing.T) {
 
 func TestMeterAndWait(t *testing.T) {
 	var progress atomic.Int64
-	l := blob.NewLimiter(1 << 30) // fast enough not to slow the test; bursts of 1 MiB
-	if l.Burst() != 1<<20 {
-		t.Fatalf("burst %d, want 1 MiB", l.Burst())
+	for _, tc := range []struct{ bps, burst int64 }{{1 << 30, 1 << 20}, {6 << 20, 6 << 20 / 10}, {100 << 10, 32 << 10}, {1000, 1000}} {
+		if got := blob.NewLimiter(tc.bps).Burst(); int64(got) != tc.burst {
+			t.Errorf("NewLimiter(%d).Burst() = %d, want %d", tc.bps, got, tc.burst)
+		}
 	}
+	l := blob.NewLimiter(1 << 30) // fast enough not to slow the test
 	m := &blob.Meter{Ctx: context.Background(), R: bytes.NewReader(make([]byte, 3<<20)), Progress: &progress, Limit: l}
 	n, err := io.CopyBuffer(io.Discard, m, make([]byte, 4<<20))
 	if err != nil || n != 3<<20 || m.N != n || progress.Load() != n {

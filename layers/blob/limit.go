@@ -8,14 +8,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// NewLimiter paces reads to bps bytes per second, in bursts of up to
-// 1 MiB (nil for bps <= 0: no limit). One limiter shared by every stream
-// of a run holds the run, not each stream, to the rate.
+// NewLimiter paces reads to bps bytes per second (nil for bps <= 0: no
+// limit). The burst, what an idle limiter grants at once, is 100ms worth
+// of bytes (at least 32 KiB, at most 1 MiB, never more than a second's
+// worth): a paced run stays near its rate over any window a neighbour
+// would notice. One limiter shared by every stream of a run (image blobs
+// and weights volumes alike) holds the run, not each stream, to the rate.
 func NewLimiter(bps int64) *rate.Limiter {
 	if bps <= 0 {
 		return nil
 	}
-	return rate.NewLimiter(rate.Limit(bps), int(min(bps, 1<<20)))
+	burst := min(max(bps/10, 32<<10), 1<<20, bps)
+	return rate.NewLimiter(rate.Limit(bps), int(burst))
 }
 
 // Wait takes n bytes from l (nil: no limit), in pieces no larger than its

@@ -1,4 +1,4 @@
-package weights
+package blob
 
 import (
 	"errors"
@@ -7,33 +7,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncMode is how a staged file is made durable before its rename. The
+// SyncMode is how a blob file is made durable before its rename. The
 // default starts writeback of each chunk as it completes
 // (sync_file_range(SYNC_FILE_RANGE_WRITE), which promises nothing by
 // itself) and makes the file durable with fdatasync: the data and the
 // metadata needed to read it (size, block map), but not the timestamps,
-// which a volume does not need. The other modes exist so that
-// BenchmarkPullSync can measure what each step costs.
-type syncMode int
+// which a blob does not need. The other modes exist so that benchmarks
+// can measure what each step costs.
+type SyncMode int
 
+// The sync modes.
 const (
-	syncEarly syncMode = iota // sync_file_range per chunk, then fdatasync
-	syncData                  // fdatasync only
-	syncFull                  // fsync only
-	syncNone                  // benchmarks only: what durability costs
+	SyncEarly SyncMode = iota // sync_file_range per chunk, then fdatasync
+	SyncData                  // fdatasync only
+	SyncFull                  // fsync only
+	SyncNone                  // benchmarks only: what durability costs
 )
 
-func (p *puller) writeback(f *os.File, off, n int64) {
-	if p.opts.sync == syncEarly {
+func (m SyncMode) writeback(f *os.File, off, n int64) {
+	if m == SyncEarly {
 		_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 	}
 }
 
-func (p *puller) datasync(f *os.File) error {
-	switch p.opts.sync {
-	case syncFull:
+func (m SyncMode) sync(f *os.File) error {
+	switch m {
+	case SyncFull:
 		return f.Sync()
-	case syncNone:
+	case SyncNone:
 		return nil
 	}
 	for {

@@ -1,0 +1,223 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/layers"
+	"golang.org/x/time/rate"
+)
+
+// Writer writes one blob, containerd's content.Writer in small: Offset is
+// what an earlier, interrupted writer left; bytes become visible only at
+// Commit, which verifies size and digest and always closes; Close keeps
+// the bytes written so far for a later writer of the same blob; Abort
+// discards them. Commit (or the Ingester) returns ErrAlreadyExists when
+// the blob is already committed.
+type Writer interface {
+	io.Writer
+	Offset() int64
+	Commit(ctx context.Context) error
+	Close() error
+	Abort(ctx context.Context) error
+}
+
+// Bytes is a Source of one blob already in memory (a manifest or config
+// read while resolving).
+type Bytes []byte
+
+// Open implements Source.
+func (b Bytes) Open(ctx context.Context, dg v1.Hash, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || off > int64(len(b)) || (n >= 0 && off+n > int64(len(b))) {
+		return nil, fmt.Errorf("blob %s: range %d+%d is outside its %d bytes", dg, off, n, len(b))
+	}
+	if n < 0 {
+		n = int64(len(b)) - off
+	}
+	return io.NopCloser(bytes.NewReader(b[off : off+n])), nil
+}
+
+// CopyOptions configure Copy.
+type CopyOptions struct {
+	// Attempts bounds the tries of the whole blob (default 4). A broken
+	// transfer resumes from what was written; a blob that fails its digest
+	// is discarded and fetched from zero (once more than Attempts when the
+	// bad bytes may be an earlier run's).
+	Attempts int
+	// A stream of at least ChunkThreshold bytes to a plain Writer is read
+	// as Chunks ordered parallel Range requests of ChunkSize bytes
+	// (OrderedReader); a FileWriter instead gets Fill's WriteAt chunks
+	// when the blob has at least MinChunks of them or was begun that way.
+	ChunkSize, ChunkThreshold int64
+	Chunks                    int
+	// Fill configures FileWriter chunks (Chunk defaults to ChunkSize).
+	Fill FillOptions
+	// Limit paces the bytes read; Progress counts them.
+	Limit    *rate.Limiter
+	Progress *atomic.Int64
+	// Log reports a failed try that will be retried.
+	Log func(format string, a ...any)
+}
+
+// CopyResult says what a Copy moved.
+type CopyResult struct {
+	// Fetched is the bytes read from the source, over every try.
+	Fetched int64
+	// Resumed is what the first writer found already written.
+	Resumed int64
+	// Exists says the blob was already committed.
+	Exists bool
+}
+
+// Copy writes blob dg of size bytes from src into the writers open hands
+// out, one per try, resuming from each one's Offset. Nothing is committed
+// that did not verify; a full disk is never retried.
+func Copy(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions) (CopyResult, error) {
+	if o.Attempts <= 0 {
+		o.Attempts = 4
+	}
+	var res CopyResult
+	var last error
+	fresh := false
+	for attempt := 1; attempt <= o.Attempts; attempt++ {
+		n, resumed, err := copyOnce(ctx, open, src, dg, size, o)
+		res.Fetched += n
+		if attempt == 1 {
+			res.Resumed = resumed
+		}
+		if errors.Is(err, ErrAlreadyExists) {
+			res.Exists = n == 0
+			return res, nil
+		}
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		if ctx.Err() != nil || IsNoSpace(err) {
+			break
+		}
+		// The bytes that failed the digest may be an earlier run's: one
+		// more try from zero does not count against the attempts.
+		if errors.Is(err, layers.ErrDigestMismatch) && resumed > 0 && !fresh {
+			fresh = true
+			attempt--
+		}
+		if o.Log != nil && attempt < o.Attempts {
+			o.Log("blob %s: try %d/%d failed: %v", dg, attempt, o.Attempts, err)
+		}
+	}
+	return res, last
+}
+
+func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions) (int64, int64, error) {
+	w, err := open(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	off := w.Offset()
+	resumed := off
+	if fw, ok := w.(*FileWriter); ok {
+		resumed = fw.Resumed()
+	}
+	if off > size {
+		w.Abort(ctx)
+		return 0, resumed, fmt.Errorf("blob %s: the partial holds %d bytes, more than its %d", dg, off, size)
+	}
+	var fetched int64
+	fw, isFile := w.(*FileWriter)
+	chunk := o.Fill.Chunk
+	if chunk <= 0 {
+		chunk = o.ChunkSize
+	}
+	if isFile && chunk > 0 && (fw.Chunked() || size >= MinChunks*chunk) {
+		var counted atomic.Int64
+		fo := o.Fill
+		fo.Chunk = chunk
+		if fo.Limit == nil {
+			fo.Limit = o.Limit
+		}
+		if fo.Progress == nil {
+			fo.Progress = o.Progress
+		}
+		if fo.Conns <= 0 {
+			fo.Conns = max(o.Chunks, 1)
+		}
+		outer := fo.Fetched
+		fo.Fetched = &counted
+		err = fw.Fill(ctx, src, fo)
+		fetched = counted.Load()
+		if outer != nil {
+			outer.Add(fetched)
+		}
+	} else {
+		var r io.Reader
+		var closer io.Closer
+		switch {
+		case off >= size:
+			r = bytes.NewReader(nil)
+		case size-off >= o.ChunkThreshold && o.ChunkThreshold > 0 && o.Chunks > 1 && o.ChunkSize > 0:
+			cr := NewOrderedReader(ctx, src, dg, off, size, o.ChunkSize, o.Chunks)
+			r, closer = cr, cr
+		default:
+			// A closed range: some registries do not understand "bytes=N-".
+			n := int64(-1)
+			if off > 0 {
+				n = size - off
+			}
+			if o.Fill.Acquire != nil {
+				// One of the run's connection slots for this stream too.
+				release, aerr := o.Fill.Acquire(ctx)
+				if aerr != nil {
+					w.Close()
+					return 0, resumed, aerr
+				}
+				defer release()
+			}
+			rc, oerr := src.Open(ctx, dg, off, n)
+			if oerr != nil {
+				w.Close()
+				return 0, resumed, oerr
+			}
+			// One byte more than needed tells a blob that is longer than
+			// its descriptor from one that is exactly right.
+			r, closer = io.LimitReader(rc, size-off+1), rc
+		}
+		m := &Meter{Ctx: ctx, R: r, Progress: o.Progress, Limit: o.Limit}
+		_, err = io.CopyBuffer(w, m, make([]byte, 1<<20))
+		if closer != nil {
+			closer.Close()
+		}
+		fetched = m.N
+		if o.Fill.Fetched != nil {
+			o.Fill.Fetched.Add(fetched)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, layers.ErrSizeMismatch) {
+			// More bytes than the descriptor names: none can be trusted.
+			w.Abort(ctx)
+		} else {
+			// Keep the bytes: the next try (or run) resumes from them.
+			w.Close()
+		}
+		return fetched, resumed, fmt.Errorf("blob %s: %w", dg, err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		if errors.Is(err, ErrAlreadyExists) {
+			return fetched, resumed, nil
+		}
+		if IsNoSpace(err) {
+			return fetched, resumed, err
+		}
+		// A blob that does not verify is never committed; its bytes are
+		// worthless, so the next try starts from zero.
+		w.Abort(ctx)
+		return fetched, resumed, err
+	}
+	return fetched, resumed, nil
+}

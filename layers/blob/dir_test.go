@@ -1,0 +1,243 @@
+package blob_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
+)
+
+// countingSource serves data, counts the bytes it hands out, and can fail
+// (once) the range that starts at failAt or flip a byte of every answer.
+type countingSource struct {
+	data    []byte
+	served  atomic.Int64
+	failAt  atomic.Int64
+	corrupt bool
+}
+
+func newCounting(data []byte) *countingSource {
+	s := &countingSource{data: data}
+	s.failAt.Store(-1)
+	return s
+}
+
+func (s *countingSource) Open(ctx context.Context, dg v1.Hash, off, n int64) (io.ReadCloser, error) {
+	if s.failAt.CompareAndSwap(off, -1) {
+		return nil, errors.New("injected failure")
+	}
+	end := int64(len(s.data))
+	if n >= 0 {
+		end = off + n
+	}
+	b := append([]byte(nil), s.data[off:end]...)
+	if s.corrupt && len(b) > 0 {
+		b[len(b)/2] ^= 1
+	}
+	s.served.Add(int64(len(b)))
+	return io.NopCloser(bytesReader(b)), nil
+}
+
+func bytesReader(b []byte) io.Reader { return &sliceReader{b: b} }
+
+type sliceReader struct{ b []byte }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+func newDir(t *testing.T) blob.Dir {
+	d := t.TempDir()
+	return blob.Dir{Root: filepath.Join(d, "blobs"), Partial: filepath.Join(d, "partial"), Stamps: true}
+}
+
+func copyInto(ctx context.Context, d blob.Dir, src blob.Source, dg v1.Hash, size int64, o blob.CopyOptions) (blob.CopyResult, error) {
+	open := func(ctx context.Context) (blob.Writer, error) { return d.Writer(ctx, dg, size) }
+	return blob.Copy(ctx, open, src, dg, size, o)
+}
+
+func randomBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+func TestDirCopy(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(3<<20+17, 1)
+	dg, size := hashOf(data), int64(len(data))
+	stream := blob.CopyOptions{Attempts: 2}
+	chunks := blob.CopyOptions{Attempts: 2, Fill: blob.FillOptions{Chunk: 256 << 10, Conns: 3}}
+	for _, tc := range []struct {
+		name string
+		o    blob.CopyOptions
+		// partial is what an earlier run left (nil: nothing).
+		partial    []byte
+		wantServed int64
+	}{
+		{name: "one stream", o: stream, wantServed: size},
+		{name: "chunks", o: chunks, wantServed: size},
+		{name: "stream resumes", o: stream, partial: data[:1<<20], wantServed: size - 1<<20},
+		{name: "chunks resume a stream's partial", o: chunks, partial: data[:1<<20], wantServed: size - 1<<20},
+		// F1: a partial longer than the blob is never trusted.
+		{name: "stream: partial longer than the blob", o: stream, partial: append(append([]byte(nil), data...), "extra"...), wantServed: size},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDir(t)
+			if tc.partial != nil {
+				os.MkdirAll(d.Partial, 0o755)
+				if err := os.WriteFile(d.PartialPath(dg), tc.partial, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src := newCounting(data)
+			res, err := copyInto(ctx, d, src, dg, size, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := src.served.Load(); got != tc.wantServed || res.Fetched != got {
+				t.Errorf("served %d bytes (result says %d), want %d", got, res.Fetched, tc.wantServed)
+			}
+			b, err := os.ReadFile(d.Path(dg))
+			if err != nil || string(b) != string(data) {
+				t.Fatalf("committed blob: %d bytes, err %v; want the %d bytes of the blob", len(b), err, size)
+			}
+			if ok, err := d.Has(ctx, dg, size); !ok || err != nil {
+				t.Fatalf("Has = %v, %v", ok, err)
+			}
+			if _, err := os.Stat(d.PartialPath(dg)); !os.IsNotExist(err) {
+				t.Errorf("partial left after the commit: %v", err)
+			}
+			// A second copy finds it committed and moves nothing.
+			src.served.Store(0)
+			if res, err := copyInto(ctx, d, src, dg, size, tc.o); err != nil || !res.Exists || src.served.Load() != 0 {
+				t.Errorf("second copy: %+v, %v, served %d", res, err, src.served.Load())
+			}
+		})
+	}
+}
+
+// A broken chunk keeps the others: the record says what is on disk, and
+// the next copy fetches only the rest.
+func TestDirCopyChunksResume(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(2<<20, 2)
+	dg, size := hashOf(data), int64(len(data))
+	d := newDir(t)
+	src := newCounting(data)
+	src.failAt.Store(5 * 128 << 10)
+	o := blob.CopyOptions{Attempts: 1, Fill: blob.FillOptions{Chunk: 128 << 10, Conns: 1}}
+	if _, err := copyInto(ctx, d, src, dg, size, o); err == nil {
+		t.Fatal("a failed chunk committed the blob")
+	}
+	done, ok := blob.ReadRanges(d.PartialPath(dg), size)
+	if !ok || done.Bytes() == 0 || done.Bytes() == size {
+		t.Fatalf("record after the failure: %v (ok %v)", done, ok)
+	}
+	before := src.served.Load()
+	if _, err := copyInto(ctx, d, src, dg, size, o); err != nil {
+		t.Fatal(err)
+	}
+	if again := src.served.Load() - before; again != size-done.Bytes() {
+		t.Errorf("the rerun fetched %d bytes, want the %d missing", again, size-done.Bytes())
+	}
+	if _, err := os.Stat(blob.RangesPath(d.PartialPath(dg))); !os.IsNotExist(err) {
+		t.Errorf("record left after the commit: %v", err)
+	}
+}
+
+// Bytes that do not hash to the digest are never committed, whatever the
+// strategy, and are not kept for a resume.
+func TestDirCopyCorrupt(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(1<<20, 3)
+	dg, size := hashOf(data), int64(len(data))
+	for _, o := range []blob.CopyOptions{{Attempts: 2}, {Attempts: 2, Fill: blob.FillOptions{Chunk: 64 << 10, Conns: 2}}} {
+		d := newDir(t)
+		src := newCounting(data)
+		src.corrupt = true
+		_, err := copyInto(ctx, d, src, dg, size, o)
+		if !errors.Is(err, layers.ErrDigestMismatch) {
+			t.Fatalf("err = %v, want a digest mismatch", err)
+		}
+		if got := src.served.Load(); got != 2*size {
+			t.Errorf("served %d bytes, want the blob twice (2 attempts, each from zero)", got)
+		}
+		for _, p := range []string{d.Path(dg), d.PartialPath(dg), blob.RangesPath(d.PartialPath(dg))} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("%s exists after a corrupt copy: %v", p, err)
+			}
+		}
+	}
+}
+
+// Has trusts a file kiln verified only while it is unchanged: one flipped
+// in place (a rotting cache) is missing again.
+func TestDirHasStamps(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(64<<10, 4)
+	dg, size := hashOf(data), int64(len(data))
+	d := newDir(t)
+	if _, err := copyInto(ctx, d, newCounting(data), dg, size, blob.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(d.Path(dg), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{data[100] ^ 0xff}, 100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if ok, err := d.Has(ctx, dg, size); ok || err != nil {
+		t.Fatalf("Has of a corrupted blob = %v, %v; want false", ok, err)
+	}
+	if ok, _ := d.Has(ctx, dg, size+1); ok {
+		t.Fatal("Has with another size")
+	}
+}
+
+// Two writers of one blob: the second waits for the first's lock, then
+// finds the blob committed.
+func TestDirConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(4<<20, 5)
+	dg, size := hashOf(data), int64(len(data))
+	d := newDir(t)
+	src := newCounting(data)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = copyInto(ctx, d, src, dg, size, blob.CopyOptions{Fill: blob.FillOptions{Chunk: 512 << 10, Conns: 2}})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	if got := src.served.Load(); got != size {
+		t.Errorf("served %d bytes, want the blob once", got)
+	}
+	if ok, _ := d.Has(ctx, dg, size); !ok {
+		t.Fatal("blob not committed")
+	}
+}
