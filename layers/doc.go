@@ -11,4 +11,8 @@
 // gets plain tar layers checked against the config's diff IDs as they
 // stream, whatever the image's blobs are: an archive exists to be loaded,
 // and docker load before Docker 23.0 reads no zstd.
+//
+// Blob transfer (sources by digest, the resumable verified ingest, the one
+// copy loop, rate limiting) is the sub-package layers/blob, built on the
+// Fetcher here: warm and weights move every blob through it.
 package layers

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
@@ -255,6 +256,56 @@ func ReadLock(path string) (*Lock, error) {
 		return nil, fmt.Errorf("%s: no plan", path)
 	}
 	return &l, nil
+}
+
+// IsLockFile says whether arg names a kiln lock file rather than an image
+// reference or a volume manifest: a regular file holding a JSON object
+// with a lock_version. The one rule every command that takes either uses.
+func IsLockFile(arg string) bool {
+	if arg == "" || strings.HasPrefix(arg, "oci:") || strings.HasPrefix(arg, "docker-archive:") {
+		return false
+	}
+	fi, err := os.Stat(arg)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<20 {
+		return false
+	}
+	b, err := os.ReadFile(arg)
+	if err != nil {
+		return false
+	}
+	var probe struct {
+		LockVersion int `json:"lock_version"`
+	}
+	return json.Unmarshal(b, &probe) == nil && probe.LockVersion > 0
+}
+
+// RuntimeRefs returns the images the lock pins for platform (OS/ARCH as
+// layers.PlatformString writes it): each base image but the devel one
+// (build-only, never run on a GPU host), by its platform manifest digest,
+// in name order. path names the lock in errors.
+func (l *Lock) RuntimeRefs(path, platform string) ([]string, error) {
+	keys := make([]string, 0, len(l.BaseImages))
+	for k := range l.BaseImages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var refs []string
+	for _, k := range keys {
+		if k == "devel" {
+			continue
+		}
+		li := l.BaseImages[k]
+		dg, ok := li.Platforms[platform]
+		if !ok {
+			return nil, fmt.Errorf("lock file %s: base_images.%s (%s) has no %s manifest (field platforms)", path, k, li.Ref, platform)
+		}
+		pinned := li.Pinned()
+		refs = append(refs, pinned[:strings.LastIndex(pinned, "@")+1]+dg)
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("lock file %s: no runtime image to warm (field base_images)", path)
+	}
+	return refs, nil
 }
 
 // Stale says why the lock no longer matches the recipe and the plan

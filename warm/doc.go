@@ -12,10 +12,13 @@
 // visible. Nothing is committed that did not hash to its digest, and a
 // killed run resumes where it stopped.
 //
-// Targets are adapters (containerd, oci layout, docker engine); the Source
-// reads blobs from a registry with ranged, retried GETs. The engine runs
-// blobs in parallel (bounded), splits large blobs into parallel Range chunks
-// that are written in order, rate-limits with a token bucket, and reports
+// Targets are adapters (containerd, oci layout, docker engine). Every blob
+// of the set carries its layers/blob.Source: a registry repository (ranged,
+// retried GETs), an OCI layout or a docker archive (warm's local sources:
+// the persistent image cache of a spot fleet). The copy itself is
+// blob.Copy and the oci layout's ingest blob.Dir, the ones weights pull
+// uses. The engine runs blobs in parallel (bounded), splits large blobs
+// into parallel Range chunks, rate-limits with one token bucket, and reports
 // per blob what it found and did: the report's Ready is the readiness gate
 // for a spot node (every digest of the warm set verified present).
 //

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -478,15 +478,15 @@ func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob
 	if root != "" && sameDevice(root, st.dir) {
 		if need := stageNeed + engineNeed; stageAvail < need {
 			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, ErrNoSpace,
-				analyze.HumanBytes(stageNeed), st.dir, analyze.HumanBytes(engineNeed), analyze.HumanBytes(missing), analyze.HumanBytes(need), analyze.HumanBytes(stageAvail))
+				bytesize.Format(stageNeed), st.dir, bytesize.Format(engineNeed), bytesize.Format(missing), bytesize.Format(need), bytesize.Format(stageAvail))
 		}
 		return nil
 	}
 	if stageAvail < stageNeed {
-		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, ErrNoSpace, analyze.HumanBytes(stageNeed), analyze.HumanBytes(stageAvail), st.dir)
+		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), st.dir)
 	}
 	if root != "" && engineAvail < engineNeed {
-		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, analyze.HumanBytes(missing), analyze.HumanBytes(engineAvail), root)
+		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers/blob"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
@@ -188,7 +188,7 @@ func Warm(ctx context.Context, s *Set, t Target, o Options) (*Report, error) {
 	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
 		dir, avail, err := t.Free(ctx)
 		if err == nil && avail < rep.MissingBytes {
-			return fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, analyze.HumanBytes(rep.MissingBytes), analyze.HumanBytes(avail), dir))
+			return fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, bytesize.Format(rep.MissingBytes), bytesize.Format(avail), dir))
 		}
 	}
 	lt, leased := t.(Leaser)
@@ -385,7 +385,7 @@ func logUnpackTrace(log func(string, ...any), t interface {
 			log("unpack: layer %s: present", l.Digest)
 			continue
 		}
-		log("unpack: layer %s (%s): %s%s, applied %.2f-%.2fs, blob verified at %.2fs, committed at %.2fs", l.Digest, analyze.HumanBytes(l.Size), l.How, staged,
+		log("unpack: layer %s (%s): %s%s, applied %.2f-%.2fs, blob verified at %.2fs, committed at %.2fs", l.Digest, bytesize.Format(l.Size), l.How, staged,
 			l.Start.Seconds(), l.Applied.Seconds(), l.Verified.Seconds(), l.Committed.Seconds())
 	}
 }

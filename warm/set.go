@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
-	"github.com/kiln-build/kiln/recipes"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -451,60 +449,4 @@ func platformMatches(want, got v1.Platform) bool {
 
 func platformString(p ocispec.Platform) string {
 	return layers.PlatformString(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})
-}
-
-// RefsFromLock returns the images a kiln lock file pins for platform: the
-// runtime base image by its platform manifest digest. The devel base is
-// build-only and is not warmed on GPU hosts.
-func RefsFromLock(path string, platform v1.Platform) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var l recipes.Lock
-	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, fmt.Errorf("lock file %s: %v", path, err)
-	}
-	if l.LockVersion == 0 {
-		return nil, fmt.Errorf("lock file %s: no lock_version: not a kiln lock file", path)
-	}
-	var refs []string
-	keys := make([]string, 0, len(l.BaseImages))
-	for k := range l.BaseImages {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if k == "devel" {
-			continue
-		}
-		li := l.BaseImages[k]
-		p := layers.PlatformString(platform)
-		dg, ok := li.Platforms[p]
-		if !ok {
-			return nil, fmt.Errorf("lock file %s: base_images.%s (%s) has no %s manifest (field platforms)", path, k, li.Ref, p)
-		}
-		pinned := li.Pinned()
-		refs = append(refs, pinned[:strings.LastIndex(pinned, "@")+1]+dg)
-	}
-	if len(refs) == 0 {
-		return nil, fmt.Errorf("lock file %s: no runtime image to warm (field base_images)", path)
-	}
-	return refs, nil
-}
-
-// IsLockFile says whether arg names a kiln lock file rather than an image.
-func IsLockFile(arg string) bool {
-	fi, err := os.Stat(arg)
-	if err != nil || fi.IsDir() {
-		return false
-	}
-	b, err := os.ReadFile(arg)
-	if err != nil {
-		return false
-	}
-	var probe struct {
-		LockVersion int `json:"lock_version"`
-	}
-	return json.Unmarshal(b, &probe) == nil && probe.LockVersion > 0
 }

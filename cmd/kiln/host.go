@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -127,7 +126,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	// The image's registry, for the credentials probe.
 	var registries []string
-	lock := isLockFile(opts.Image)
+	lock := recipes.IsLockFile(opts.Image)
 	if opts.Image != "" && !lock {
 		ref, err := layers.ParseRef(opts.Image, lopts...)
 		if err != nil {
@@ -201,14 +200,4 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		return silentExit(ExitFailure)
 	}
 	return nil
-}
-
-// isLockFile says whether --image names a kiln lock file rather than an
-// image: an existing regular file that is not an oci:/docker-archive: ref.
-func isLockFile(s string) bool {
-	if s == "" || strings.HasPrefix(s, "oci:") || strings.HasPrefix(s, "docker-archive:") {
-		return false
-	}
-	fi, err := os.Stat(s)
-	return err == nil && fi.Mode().IsRegular()
 }

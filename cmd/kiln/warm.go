@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
 )
@@ -282,8 +283,12 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			weightsArgs = append(weightsArgs, a)
 			continue
 		}
-		if warm.IsLockFile(a) {
-			rs, err := warm.RefsFromLock(a, plat)
+		if recipes.IsLockFile(a) {
+			l, err := recipes.ReadLock(a)
+			if err != nil {
+				return nil, fmt.Errorf("lock file %v", err)
+			}
+			rs, err := l.RuntimeRefs(a, layers.PlatformString(plat))
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,55 @@
+package recipes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestIsLockFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		arg  string
+		want bool
+	}{
+		{write("kiln.lock", `{"lock_version": 1, "plan": {}}`), true},
+		{write("volume.json", `{"schemaVersion": 1, "files": []}`), false},
+		{write("notjson", "hello"), false},
+		{write("zero.lock", `{"lock_version": 0}`), false},
+		{dir, false},
+		{filepath.Join(dir, "missing"), false},
+		{"oci:" + write("oci.lock", `{"lock_version": 1}`), false},
+		{"127.0.0.1:5000/kiln/app:v1", false},
+	} {
+		if got := IsLockFile(tc.arg); got != tc.want {
+			t.Errorf("IsLockFile(%s) = %v, want %v", tc.arg, got, tc.want)
+		}
+	}
+}
+
+func TestRuntimeRefs(t *testing.T) {
+	const amd, arm = "sha256:" + "aa" + "00000000000000000000000000000000000000000000000000000000000000", "sha256:bb00000000000000000000000000000000000000000000000000000000000000"
+	l := &Lock{BaseImages: map[string]LockedImage{
+		"devel":   {Ref: "nvidia/cuda:12.4.1-devel-debian13", Platforms: map[string]string{"linux/amd64": arm}},
+		"runtime": {Ref: "127.0.0.1:5000/nvidia/cuda:12.4.1-base-debian13", Platforms: map[string]string{"linux/amd64": amd}},
+	}}
+	refs, err := l.RuntimeRefs("kiln.lock", "linux/amd64")
+	if err != nil || len(refs) != 1 || refs[0] != "127.0.0.1:5000/nvidia/cuda@"+amd {
+		t.Fatalf("refs %v, %v; want only the runtime base by its amd64 manifest", refs, err)
+	}
+	if _, err := l.RuntimeRefs("kiln.lock", "linux/arm64"); err == nil || !strings.Contains(err.Error(), "base_images.runtime") || !strings.Contains(err.Error(), "field platforms") {
+		t.Fatalf("missing platform: %v", err)
+	}
+	delete(l.BaseImages, "runtime")
+	if _, err := l.RuntimeRefs("kiln.lock", "linux/amd64"); err == nil || !strings.Contains(err.Error(), "no runtime image") {
+		t.Fatalf("no runtime base: %v", err)
+	}
+}
