@@ -113,3 +113,19 @@ func statfsFree(dir string) (int64, error) {
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
+
+// The adapters and the roles each plays, checked at compile time: a target
+// that silently lost one would still run, without its guarantee.
+var (
+	_ Target            = (*Containerd)(nil)
+	_ Unpacker          = (*Containerd)(nil)
+	_ PipelinedUnpacker = (*Containerd)(nil)
+	_ Verifier          = (*Containerd)(nil)
+	_ Leaser            = (*Containerd)(nil)
+	_ Target            = (*OCILayout)(nil)
+	_ Verifier          = (*OCILayout)(nil)
+	_ Target            = (*Docker)(nil)
+	_ SelfWarmer        = (*Docker)(nil)
+	_ ZstdChecker       = (*Docker)(nil)
+	_ blob.Writer       = (*blob.FileWriter)(nil)
+)

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/warm"
 )
 
 // fleetEnv is two (or more) real sshd hosts, a client key they accept, a
@@ -126,7 +127,7 @@ func TestFleetWarmsHostsOverSSH(t *testing.T) {
 		if r.FetchedBytes < 4<<20 {
 			t.Errorf("host %d: fetched %d bytes, want the ~4 MiB of layers", i, r.FetchedBytes)
 		}
-		var rep WarmReport
+		var rep warm.Report
 		if err := json.Unmarshal(r.Warm, &rep); err != nil || rep.Schema != "kiln.warm/v1" {
 			t.Errorf("host %d: embedded warm report %q: %v", i, r.Warm, err)
 		}

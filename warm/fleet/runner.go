@@ -13,41 +13,14 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 )
 
-// WarmReport is the part of a host's `kiln warm --json` (schema
-// kiln.warm/v1) fleet reads; the whole object is kept in Result.Warm.
-type WarmReport struct {
-	Schema    string `json:"schema"`
-	Target    string `json:"target"`
-	Namespace string `json:"namespace"`
-	Ready     bool   `json:"ready"`
-	DryRun    bool   `json:"dry_run"`
-	Images    []struct {
-		Ref      string `json:"ref"`
-		Digest   string `json:"digest"`
-		Platform string `json:"platform"`
-	} `json:"images"`
-	Blobs        []WarmBlob `json:"blobs"`
-	MissingBytes int64      `json:"missing_bytes"`
-	FetchedBytes int64      `json:"fetched_bytes"`
-	PresentBytes int64      `json:"present_bytes"`
-	Seconds      float64    `json:"seconds"`
-}
-
-// WarmBlob is one blob of a host's warm set.
-type WarmBlob struct {
-	Digest    string `json:"digest"`
-	Size      int64  `json:"size"`
-	MediaType string `json:"media_type"`
-	State     string `json:"state"` // present, fetched, missing, failed
-	Error     string `json:"error,omitempty"`
-}
-
-// Exit codes of `kiln warm` that fleet branches on.
+// Exit codes of `kiln warm` that fleet branches on (cmd/kiln's ExitOK
+// and ExitRule: with --dry-run, 3 means something is missing).
 const (
 	warmExitReady   = 0
-	warmExitMissing = 3 // --dry-run and something is missing
+	warmExitMissing = 3
 )
 
 // Host states in a Result.
@@ -213,11 +186,11 @@ func command(kiln string, args []string) string {
 
 // warm runs the host's kiln warm and parses its report. A report that does
 // not parse is an error that quotes the host's last stderr line.
-func (c *Conn) warm(ctx context.Context, kiln string, args []string, stdin io.Reader, started func()) (*WarmReport, json.RawMessage, int, error) {
+func (c *Conn) warm(ctx context.Context, kiln string, args []string, stdin io.Reader, started func()) (*warm.Report, json.RawMessage, int, error) {
 	return c.warmCmd(ctx, command(kiln, args), stdin, started)
 }
 
-func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started func()) (*WarmReport, json.RawMessage, int, error) {
+func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started func()) (*warm.Report, json.RawMessage, int, error) {
 	var out bytes.Buffer
 	errb := &tailBuffer{max: 64 << 10}
 	code, err := c.Run(ctx, cmd, stdin, &out, errb, started)
@@ -225,7 +198,7 @@ func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started
 		return nil, nil, code, err
 	}
 	raw := bytes.TrimSpace(out.Bytes())
-	var rep WarmReport
+	var rep warm.Report
 	if len(raw) == 0 || json.Unmarshal(raw, &rep) != nil || rep.Schema == "" {
 		msg := lastLine(errb.String())
 		if msg == "" {
@@ -248,7 +221,7 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-func blobErrors(rep *WarmReport) string {
+func blobErrors(rep *warm.Report) string {
 	var errs []string
 	for _, b := range rep.Blobs {
 		if b.Error != "" {
@@ -258,7 +231,7 @@ func blobErrors(rep *WarmReport) string {
 	return strings.Join(errs, "; ")
 }
 
-func result(h Host, target string, rep *WarmReport, raw json.RawMessage, code int, err error) Result {
+func result(h Host, target string, rep *warm.Report, raw json.RawMessage, code int, err error) Result {
 	r := Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: target, ExitCode: code, Warm: raw}
 	if rep != nil {
 		r.Ready = rep.Ready
