@@ -84,13 +84,11 @@ func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.So
 // resolveLayout finds the artifact in an OCI layout by tag (ref.name),
 // digest, or as the layout's only manifest.
 func resolveLayout(ref string, follow bool) (*Resolved, error) {
-	rest := strings.TrimPrefix(ref, "oci:")
-	dir, want := rest, ""
-	if i := strings.LastIndex(rest, "@sha256:"); i >= 0 {
-		dir, want = rest[:i], rest[i+1:]
-	} else if r, err := layers.ParseRef(ref); err == nil {
-		dir, want = r.Path, r.Tag
+	r, err := layers.ParseRef(ref)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
+	dir, tag := r.Path, r.Tag
 	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
@@ -103,13 +101,16 @@ func resolveLayout(ref string, follow bool) (*Resolved, error) {
 	for i := range idx.Manifests {
 		d := &idx.Manifests[i]
 		switch {
-		case want == "":
+		case r.Digest.Hex != "":
+			if d.Digest == r.Digest {
+				pick = d
+			}
+		case tag == "":
 			if pick != nil {
 				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
 			}
 			pick = d
-		case strings.HasPrefix(want, "sha256:") && d.Digest.String() == want,
-			d.Annotations["org.opencontainers.image.ref.name"] == want:
+		case d.Annotations[layers.AnnotationRefName] == tag:
 			pick = d
 		}
 	}
