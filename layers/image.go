@@ -166,13 +166,18 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 }
 
 func platformMatches(want v1.Platform, got *v1.Platform) bool {
-	if got == nil {
-		return false
-	}
+	return got != nil && PlatformMatches(want, *got)
+}
+
+// PlatformMatches is kiln's one platform rule, for every index walk: OS
+// and architecture equal, and the variants equal unless either is unset
+// (an index entry or config that omits arm64's v8 is still arm64/v8; a
+// host that names none takes any).
+func PlatformMatches(want, got v1.Platform) bool {
 	if want.OS != got.OS || want.Architecture != got.Architecture {
 		return false
 	}
-	return want.Variant == "" || want.Variant == got.Variant
+	return want.Variant == "" || got.Variant == "" || want.Variant == got.Variant
 }
 
 func platformList(ps []*v1.Platform) string {

@@ -440,12 +440,7 @@ func manifestIsZstd(raw []byte) bool {
 	return true
 }
 
-func platformMatches(want, got v1.Platform) bool {
-	if want.OS != got.OS || want.Architecture != got.Architecture {
-		return false
-	}
-	return want.Variant == "" || got.Variant == "" || want.Variant == got.Variant
-}
+func platformMatches(want, got v1.Platform) bool { return layers.PlatformMatches(want, got) }
 
 func platformString(p ocispec.Platform) string {
 	return layers.PlatformString(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench/blobab.sh [BEFORE_REV]: the blob layer before and after (issue 14:
+# "no benchmark gets slower"). Builds kiln at BEFORE_REV (default: the
+# merge base with main) and at the working tree, then, in one run and
+# taking turns each round so that a drifting machine weighs on both alike:
+#   weights pull   the CUDA app's 300 MB safetensors artifact (bench/
+#                  weightspub), chunked (default) and on one connection
+#   warm oci:      the CUDA 12.4 runtime base from the local registry into
+#                  an empty oci: directory
+#   analyze        the same image, every layer read and hashed
+# Prints the best of RUNS (default 3) per row and after/before ratios
+# (below 1.00: after is faster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
+FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
+BEFORE=${1:-$(git merge-base HEAD main)}
+IMG=${IMG:-127.0.0.1:5000/nvidia/cuda:12.4.1-runtime-debian13}
+RUNS=${RUNS:-3}
+W=${KILN_BENCH_DIR:-/var/tmp/kiln-blobab}
+rm -rf "$W" && mkdir -p "$W"
+trap 'git worktree remove --force "$W/src" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
+git worktree add --detach "$W/src" "$BEFORE" >/dev/null 2>&1
+(cd "$W/src" && CGO_ENABLED=0 go build -o "$W/kiln.before" ./cmd/kiln)
+CGO_ENABLED=0 go build -o "$W/kiln.after" ./cmd/kiln
+go build -o "$W/weightspub" ./bench/weightspub
+read -r ref _ bytes < <("$W/weightspub" -layer 6 "docker-archive:$FIX/app.tar" "127.0.0.1:5000/kiln-weights/ab:latest")
+echo "before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty'); weights $ref ($bytes bytes); image $IMG; best of $RUNS; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+once() { # once ROW WHICH CMD...: one timed run into a fresh $W/dst
+	local row=$1 which=$2
+	shift 2
+	rm -rf "$W/dst" && mkdir -p "$W/dst" && sync
+	/usr/bin/time -f '%e' -o "$W/t" "$@" >/dev/null
+	cat "$W/t" >>"$W/times.$row.$which"
+}
+for _ in $(seq "$RUNS"); do
+	for which in before after; do
+		k=$W/kiln.$which
+		once pull "$which" "$k" weights pull "$ref" --into "$W/dst/vol" --progress none
+		once pull1 "$which" "$k" weights pull "$ref" --into "$W/dst/vol" --progress none --chunk-size 0
+		once warm "$which" "$k" warm "$IMG" --target "oci:$W/dst/oci" --compression gzip --progress none
+		once analyze "$which" "$k" analyze "$IMG" --json --progress none
+	done
+done
+best() { sort -n "$1" | head -1; }
+printf '\n%-36s %9s %9s %8s\n' row before after ratio
+for row in pull pull1 warm analyze; do
+	b=$(best "$W/times.$row.before")
+	a=$(best "$W/times.$row.after")
+	case $row in
+	pull) name="weights pull (chunked)" ;;
+	pull1) name="weights pull (one connection)" ;;
+	warm) name="warm registry -> oci:" ;;
+	analyze) name="analyze (every layer)" ;;
+	esac
+	printf '%-36s %8.2fs %8.2fs %8.2f\n' "$name" "$b" "$a" "$(echo "$a / $b" | bc -l)"
+done
