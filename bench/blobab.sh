@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/blobab.sh [BEFORE_REV]: the blob layer before and after (issue 14:
-# "no benchmark gets slower"). Builds kiln at BEFORE_REV (default: the
-# merge base with main) and at the working tree, then, in one run and
+# bench/blobab.sh [BEFORE_REV [AFTER_REV]]: the blob layer before and after
+# (issue 14: "no benchmark gets slower"). Builds kiln at BEFORE_REV
+# (default: the merge base with main) and AFTER_REV (default: HEAD), each
+# from a clean checkout of the commit, then, in one run and
 # taking turns each round so that a drifting machine weighs on both alike:
 #   weights pull   the CUDA app's 300 MB safetensors artifact (bench/
 #                  weightspub), chunked (default) and on one connection
@@ -15,17 +16,21 @@ cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
 FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 BEFORE=${1:-$(git merge-base HEAD main)}
+AFTER=${2:-HEAD}
 IMG=${IMG:-127.0.0.1:5000/nvidia/cuda:12.4.1-runtime-debian13}
 RUNS=${RUNS:-3}
 W=${KILN_BENCH_DIR:-/var/tmp/kiln-blobab}
 rm -rf "$W" && mkdir -p "$W"
-trap 'git worktree remove --force "$W/src" >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
-git worktree add --detach "$W/src" "$BEFORE" >/dev/null 2>&1
-(cd "$W/src" && CGO_ENABLED=0 go build -o "$W/kiln.before" ./cmd/kiln)
-CGO_ENABLED=0 go build -o "$W/kiln.after" ./cmd/kiln
-go build -o "$W/weightspub" ./bench/weightspub
+trap 'for s in before after; do git worktree remove --force "$W/src.$s" >/dev/null 2>&1 || true; done; rm -rf "$W"' EXIT
+for s in before after; do
+	rev=$BEFORE
+	[ $s = after ] && rev=$AFTER
+	git worktree add --detach "$W/src.$s" "$rev" >/dev/null 2>&1
+	(cd "$W/src.$s" && CGO_ENABLED=0 go build -o "$W/kiln.$s" ./cmd/kiln)
+done
+(cd "$W/src.after" && go build -o "$W/weightspub" ./bench/weightspub)
 read -r ref _ bytes < <("$W/weightspub" -layer 6 "docker-archive:$FIX/app.tar" "127.0.0.1:5000/kiln-weights/ab:latest")
-echo "before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty'); weights $ref ($bytes bytes); image $IMG; best of $RUNS; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short "$AFTER"); weights $ref ($bytes bytes); image $IMG; best of $RUNS; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 once() { # once ROW WHICH CMD...: one timed run into a fresh $W/dst
 	local row=$1 which=$2

@@ -324,7 +324,10 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		return nil, err
 	}
 	defer set.Close()
-	vols, err := warmVolumes(ctx, opts, set, weightsArgs, mirrors, lopts)
+	vols, err := warm.Volumes(ctx, set, weightsArgs, opts.WeightsInto, mirrors, lopts)
+	if nv := (*warm.NoVolumeDirError)(nil); errors.As(err, &nv) {
+		return nil, usageErr("%v", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +353,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if len(vols) > 0 {
 		// --concurrency N: N weight blobs at once, at most 2N requests in
 		// flight (the default 4 gives weights pull's own 4 and 8).
-		waitWeights = runWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
+		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
 			ChunkSize: chunk, Limiter: limiter,
 			OnWait: func() {
@@ -369,7 +372,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	if waitWeights != nil {
 		wreps, err := waitWeights()
-		mergeWeights(rep, wreps)
+		rep.MergeWeights(wreps)
 		if err != nil && werr == nil {
 			werr = err
 			rep.Error = err.Error()
