@@ -136,3 +136,33 @@ func TestWarmJSONOnEarlyFailure(t *testing.T) {
 		})
 	}
 }
+
+// kiln warm reads local sources through the same CLI: an oci: cache that
+// an earlier warm filled, with the registry gone, into another target.
+func TestWarmCLIFromOCICache(t *testing.T) {
+	host := testimage.Registry(t)
+	ref := host + "/kiln-warm/cache:v1"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("a.bin", 200<<10)}, "gzip")))
+	cache := filepath.Join(t.TempDir(), "cache")
+	if code, out, errOut := run(t, "warm", ref, "--target", "oci:"+cache, "--json", "--progress", "none", "--platform", "linux/amd64"); code != ExitOK {
+		t.Fatalf("warm into the cache: exit %d\n%s\n%s", code, out, errOut)
+	}
+	host2 := filepath.Join(t.TempDir(), "host")
+	code, out, errOut := run(t, "warm", "oci:"+cache+":v1", "--target", "oci:"+host2, "--json", "--progress", "none", "--platform", "linux/amd64")
+	if code != ExitOK {
+		t.Fatalf("warm from the cache: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var r warm.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready || len(r.Images) != 1 || r.Images[0].Ref != ref || !strings.HasPrefix(r.Images[0].Source, "oci:") {
+		t.Fatalf("report: %+v", r)
+	}
+	// An unknown tag in the cache: one JSON object, exit 1, naming what it holds.
+	code, out, _ = run(t, "warm", "oci:"+cache+":v9", "--target", "oci:"+host2, "--json", "--progress", "none")
+	if code != ExitFailure || !strings.Contains(out, `no image tagged \"v9\"`) || !strings.Contains(out, ref) {
+		t.Fatalf("unknown tag: exit %d\n%s", code, out)
+	}
+}
