@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -264,18 +265,12 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 
 	labels := map[string]string{}
 	if col != nil && rep.DivertedFiles > 0 {
-		man, dig, err := col.Publish(ctx, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
+		st, err := col.Finish(ctx, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
 		if err != nil {
 			return fmt.Errorf("--weights-to: %w", err)
 		}
-		ref, err := weights.ArtifactRef(opts.WeightsTo, dig, lopts...)
-		if err != nil {
-			return fmt.Errorf("--weights-to: %w", err)
-		}
-		labels[weights.LabelManifest] = ref
-		labels[weights.LabelMount] = man.Mount
-		labels[weights.LabelSetDigest] = man.SetDigest
-		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, ref, man.Mount)
+		maps.Copy(labels, st.Labels)
+		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
 	}
 	imgs := make([]v1.Image, len(comps))
 	for i, c := range comps {

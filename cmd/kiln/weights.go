@@ -83,18 +83,18 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 }
 
 type stripResult struct {
-	Image         string            `json:"image"`
-	ImageDigest   string            `json:"imageDigest"`
-	Weights       string            `json:"weights"`
-	Mount         string            `json:"mount"`
-	SetDigest     string            `json:"setDigest"`
-	Files         int               `json:"files"`
-	Bytes         int64             `json:"bytes"`
-	Layers        int               `json:"layers"`
-	BeforeSize    int64             `json:"beforeCompressedSize"`
-	AfterSize     int64             `json:"afterCompressedSize"`
-	Labels        map[string]string `json:"labels"`
-	VolumeManifst *weights.Manifest `json:"manifest"`
+	Image          string            `json:"image"`
+	ImageDigest    string            `json:"imageDigest"`
+	Weights        string            `json:"weights"`
+	Mount          string            `json:"mount"`
+	SetDigest      string            `json:"setDigest"`
+	Files          int               `json:"files"`
+	Bytes          int64             `json:"bytes"`
+	Layers         int               `json:"layers"`
+	BeforeSize     int64             `json:"beforeCompressedSize"`
+	AfterSize      int64             `json:"afterCompressedSize"`
+	Labels         map[string]string `json:"labels"`
+	VolumeManifest *weights.Manifest `json:"manifest"`
 }
 
 func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
@@ -142,15 +142,11 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if len(col.Files()) == 0 {
 		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
 	}
-	m, adg, err := col.Publish(ctx, opts.WeightsTo, opts.Mount, img.Digest.String(), lopts...)
+	st, err := col.Finish(ctx, opts.WeightsTo, opts.Mount, img.Digest.String(), lopts...)
 	if err != nil {
 		return err
 	}
-	aref, err := weights.ArtifactRef(opts.WeightsTo, adg, lopts...)
-	if err != nil {
-		return err
-	}
-	labels := map[string]string{weights.LabelManifest: aref, weights.LabelMount: m.Mount, weights.LabelSetDigest: m.SetDigest}
+	m, aref, labels := st.Manifest, st.Ref, st.Labels
 	out, err := res.Image(labels)
 	if err != nil {
 		return err
@@ -167,7 +163,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifst: m}
+		Labels: labels, VolumeManifest: m}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, r)
 	}
