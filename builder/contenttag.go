@@ -5,14 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -145,4 +150,111 @@ func hashSource(w io.Writer, dir, src string) error {
 		}
 	}
 	return nil
+}
+
+// Content is a build's content-addressed tag in the --push repository:
+// REPO:kiln-<inputs digest prefix> (and its zstd variant when the build
+// pushes both), looked up before a build so that equal inputs are not
+// built twice (--skip-existing).
+type Content struct {
+	// Digest is the inputs digest.
+	Digest string
+	// Tag is REPO:kiln-<digest prefix>; Push is the user's --push.
+	Tag  name.Tag
+	Push name.Reference
+	// Existing is the image already pushed under Tag (nil: none, or
+	// only half of a gzip + zstd pair).
+	Existing, ZstdExisting *remote.Descriptor
+	zstd                   bool
+	ropts                  []remote.Option
+}
+
+// FindContent computes the inputs digest of a build of plan pushed to push
+// and looks its content tag up; zstd says the build pushes a zstd variant
+// too (both must exist for the build to be skipped).
+func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push string, zstd bool, lopts ...layers.Option) (*Content, error) {
+	pr, err := layers.ParseRef(push, lopts...)
+	if err != nil {
+		return nil, err
+	}
+	if pr.Kind != layers.KindRegistry {
+		return nil, fmt.Errorf("%s: content tags live in a registry", push)
+	}
+	if d.Resolve == nil {
+		d.Resolve = func(ctx context.Context, ref string) (string, error) {
+			dg, _, err := layers.PlatformDigests(ctx, ref, lopts...)
+			return dg, err
+		}
+	}
+	dg, err := InputsDigest(ctx, plan, d)
+	if err != nil {
+		return nil, err
+	}
+	c := &Content{Digest: dg, Push: pr.Name, ropts: layers.RemoteOptions(ctx, lopts...), zstd: zstd}
+	c.Tag = pr.Name.Context().Tag(ContentTag(dg))
+	desc, err := remote.Get(c.Tag, c.ropts...)
+	if err == nil {
+		c.Existing = desc
+	} else if !isNotFound(err) {
+		return nil, fmt.Errorf("looking up %s: %v", c.Tag, err)
+	}
+	if c.zstd && c.Existing != nil {
+		zd, err := remote.Get(layers.ZstdTag(c.Tag), c.ropts...)
+		switch {
+		case err == nil:
+			c.ZstdExisting = zd
+		case isNotFound(err):
+			c.Existing = nil // half there: build (it is cached)
+		default:
+			return nil, fmt.Errorf("looking up %s: %v", layers.ZstdTag(c.Tag), err)
+		}
+	}
+	return c, nil
+}
+
+// Reuse points the --push tag (and its zstd variant) at the image already
+// built from the same inputs, without building.
+func (c *Content) Reuse(ctx context.Context) error {
+	if t, ok := c.Push.(name.Tag); ok && t.String() != c.Tag.String() {
+		if err := remote.Tag(t, c.Existing, c.ropts...); err != nil {
+			return fmt.Errorf("tagging %s: %v", t, err)
+		}
+		if c.ZstdExisting != nil {
+			if err := remote.Tag(layers.ZstdTag(t), c.ZstdExisting, c.ropts...); err != nil {
+				return fmt.Errorf("tagging %s: %v", layers.ZstdTag(t), err)
+			}
+		}
+	}
+	return nil
+}
+
+// TagPushed adds the content tag (and its zstd variant) to what the build
+// just pushed.
+func (c *Content) TagPushed(ctx context.Context) error {
+	desc, err := remote.Get(c.Push, c.ropts...)
+	if err != nil {
+		return fmt.Errorf("reading back %s: %v", c.Push, err)
+	}
+	if err := remote.Tag(c.Tag, desc, c.ropts...); err != nil {
+		return fmt.Errorf("tagging %s: %v", c.Tag, err)
+	}
+	if t, ok := c.Push.(name.Tag); ok && c.zstd {
+		zd, err := remote.Get(layers.ZstdTag(t), c.ropts...)
+		if err != nil {
+			return fmt.Errorf("reading back %s: %v", layers.ZstdTag(t), err)
+		}
+		if err := remote.Tag(layers.ZstdTag(c.Tag), zd, c.ropts...); err != nil {
+			return fmt.Errorf("tagging %s: %v", layers.ZstdTag(c.Tag), err)
+		}
+	}
+	return nil
+}
+
+// isNotFound reports a registry's "no such manifest" answer.
+func isNotFound(err error) bool {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode == http.StatusNotFound
+	}
+	return false
 }

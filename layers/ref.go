@@ -13,6 +13,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
+// ZstdTagSuffix names an image's zstd variant: kiln build, slim and convert
+// push REPO:TAG-zstd beside the gzip REPO:TAG, and kiln warm looks for it.
+const ZstdTagSuffix = "-zstd"
+
+// ZstdTag is t's zstd variant, TAG-zstd.
+func ZstdTag(t name.Tag) name.Tag { return t.Context().Tag(t.TagStr() + ZstdTagSuffix) }
+
 // Kind says where an image reference points.
 type Kind string
 

@@ -118,9 +118,9 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
-// ZstdTagSuffix names an image's zstd variant: kiln convert --to
+// ZstdTagSuffix names an image's zstd variant (layers.ZstdTagSuffix):
 // REPO:TAG-zstd is what warm looks for beside REPO:TAG.
-const ZstdTagSuffix = "-zstd"
+const ZstdTagSuffix = layers.ZstdTagSuffix
 
 // ResolveOptions configure Resolve.
 type ResolveOptions struct {

@@ -283,7 +283,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return usageErr("--check: %v", err)
 		}
 	}
-	var content *contentTag
+	var content *builder.Content
 	if opts.SkipExisting {
 		if opts.Push == "" {
 			return usageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
@@ -292,7 +292,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		if err != nil {
 			return err
 		}
-		if content.existing != nil {
+		if content.Existing != nil {
 			return reuseExisting(ctx, opts, content)
 		}
 	}
@@ -326,9 +326,10 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
 	}
 	if content != nil {
-		if err := content.tagPushed(ctx, opts); err != nil {
+		if err := content.TagPushed(ctx); err != nil {
 			return err
 		}
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
 	if checkRules != nil {
 		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], checkRules); err != nil {

@@ -47,18 +47,18 @@ func TestBuildSkipExisting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.existing != nil || !strings.HasPrefix(c.ref.TagStr(), "kiln-") {
-		t.Fatalf("content tag %s exists before any push", c.ref)
+	if c.Existing != nil || !strings.HasPrefix(c.Tag.TagStr(), "kiln-") {
+		t.Fatalf("content tag %s exists before any push", c.Tag)
 	}
 	built := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "gzip"))
-	testimage.Push(t, c.ref.String(), built)
+	testimage.Push(t, c.Tag.String(), built)
 	want, _ := built.Digest()
 	// Half of both is not up to date: the zstd variant's content tag too.
 	if code, _, errOut := run(t, args...); code != ExitFailure || !strings.Contains(errOut, "buildkitd") {
 		t.Fatalf("gzip content tag alone: exit %d (want a build attempt): %s", code, errOut)
 	}
 	builtZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "zstd"))
-	testimage.Push(t, zstdTag(c.ref).String(), builtZ)
+	testimage.Push(t, layers.ZstdTag(c.Tag).String(), builtZ)
 	wantZ, _ := builtZ.Digest()
 
 	code, out, errOut := run(t, args...)
