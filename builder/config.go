@@ -8,19 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// Label keys kiln writes into every image it builds.
+// Label keys kiln writes into every image it builds (layers/labels.go
+// holds every kiln label key).
 const (
-	LabelRecipeHash     = "dev.kiln.recipe.sha256"
-	LabelLockDigest     = "dev.kiln.lock.sha256"
-	LabelMinDriver      = "dev.kiln.min-driver"
-	LabelMinDriverMinor = "dev.kiln.min-driver.minor-version-compat"
-	LabelCUDAArchs      = "dev.kiln.cuda-archs"
-	LabelCUDA           = "dev.kiln.cuda"
-	LabelComponents     = "dev.kiln.layers"
+	LabelRecipeHash     = layers.LabelRecipeHash
+	LabelLockDigest     = layers.LabelLockDigest
+	LabelMinDriver      = layers.LabelMinDriver
+	LabelMinDriverMinor = layers.LabelMinDriverMinor
+	LabelCUDAArchs      = layers.LabelCUDAArchs
+	LabelCUDA           = layers.LabelCUDA
+	LabelComponents     = layers.LabelComponents
 )
 
 // RequireCUDA is the NVIDIA_REQUIRE_CUDA value matching the plan: the

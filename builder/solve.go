@@ -2,9 +2,7 @@ package builder
 
 import (
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb/sourceresolver"
@@ -684,7 +684,8 @@ func toolsDir(exe string) (string, func(), error) {
 		}
 	}
 	f.Close()
-	sum, err := fileSHA256(exe)
+	h, err := blob.FileDigest(exe)
+	sum := h.Hex
 	if err != nil {
 		return "", nil, fmt.Errorf("kiln tools: %w", err)
 	}
@@ -706,10 +707,7 @@ func toolsDir(exe string) (string, func(), error) {
 	}
 	dst := filepath.Join(tmp, ToolsBinary)
 	epoch := time.Unix(0, 0)
-	err = copyFile(exe, dst)
-	if err == nil {
-		err = os.Chmod(dst, 0o755)
-	}
+	err = atomicfile.Copy(exe, dst, 0o755)
 	if err == nil {
 		err = os.Chtimes(dst, epoch, epoch)
 	}
@@ -725,34 +723,4 @@ func toolsDir(exe string) (string, func(), error) {
 		// Another build put the same binary there first.
 	}
 	return dir, nop, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

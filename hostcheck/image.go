@@ -11,10 +11,10 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// Label keys kiln writes into the images it builds (builder/config.go).
+// Label keys kiln writes into the images it builds.
 const (
-	labelCUDA      = "dev.kiln.cuda"
-	labelCUDAArchs = "dev.kiln.cuda-archs"
+	labelCUDA      = layers.LabelCUDA
+	labelCUDAArchs = layers.LabelCUDAArchs
 )
 
 // Image is what the checks need to know about the image to run.

@@ -11,16 +11,18 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/kiln-build/kiln/layers"
 )
 
 // Image labels that tie a slimmed image to its weights.
 const (
 	// LabelManifest is the weights artifact reference, pinned by digest.
-	LabelManifest = "dev.kiln.weights.manifest"
+	LabelManifest = layers.LabelWeightsManifest
 	// LabelMount is the absolute path where the volume must be mounted.
-	LabelMount = "dev.kiln.weights.mount"
+	LabelMount = layers.LabelWeightsMount
 	// LabelSetDigest is the volume's set digest (what .kiln-ready holds).
-	LabelSetDigest = "dev.kiln.weights.set-digest"
+	LabelSetDigest = layers.LabelWeightsSetDigest
 )
 
 // Media types of the volume manifest and of the artifact's parts. The

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
@@ -141,7 +140,7 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 		return nil, err
 	}
 	if err := p.fetchAll(ctx); err != nil {
-		if isNoSpace(err) {
+		if blob.IsNoSpace(err) {
 			p.cleanRun()
 			return nil, fmt.Errorf("%s: no space left on the device holding the volume (%s needed); nothing was changed: %w", dir, bytesize.Format(p.need), err)
 		}
@@ -309,25 +308,8 @@ func (p *puller) track(file string) {
 }
 
 func (p *puller) copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	p.track(to)
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return atomicfile.Copy(from, to, 0o600)
 }
 
 // fetchBlob brings layer l into .kiln-partial verified (blob.Dir: the
@@ -613,7 +595,8 @@ func present(target string, f File) (bool, error) {
 	if !fi.Mode().IsRegular() || fi.Size() != f.Size {
 		return false, nil
 	}
-	sum, err := hashFile(target)
+	h, err := blob.FileDigest(target)
+	sum := h.Hex
 	if err != nil {
 		return false, err
 	}
@@ -626,21 +609,4 @@ func present(target string, f File) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-func hashFile(file string) (string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }

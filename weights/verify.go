@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kiln-build/kiln/layers/blob"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -108,7 +109,8 @@ func Verify(ctx context.Context, dir string, m *Manifest, jobs int) (*VerifyRepo
 				add(rel, "size %d, want %d", fi.Size(), f.Size)
 				return nil
 			}
-			sum, err := hashFile(p)
+			h, err := blob.FileDigest(p)
+			sum := h.Hex
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -85,4 +86,24 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Copy copies the file src to dst atomically with mode perm: the bytes go
+// to a temporary file next to dst, are synced, and replace dst by rename,
+// so dst is never seen half-written (and an existing dst is replaced).
+func Copy(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := Create(dst, perm)
+	if err != nil {
+		return err
+	}
+	defer out.Abort()
+	if _, err := io.Copy(out, in); err != nil {
+		return err
+	}
+	return out.Commit()
 }

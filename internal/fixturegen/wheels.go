@@ -22,7 +22,6 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 const (
@@ -133,7 +133,8 @@ func GenWheels(root, out string, epoch time.Time) error {
 		if err != nil {
 			return err
 		}
-		b, err := fileSHA256(filepath.Join(out, fn))
+		h, err := blob.FileDigest(filepath.Join(out, fn))
+		b := h.Hex
 		if err != nil {
 			return err
 		}
@@ -691,31 +692,5 @@ func copyFile(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return atomicfile.Copy(src, dst, 0o755)
 }

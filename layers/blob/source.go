@@ -173,3 +173,14 @@ func ReadVerified(ctx context.Context, src Source, dg v1.Hash, size, limit int64
 	}
 	return io.ReadAll(vr)
 }
+
+// FileDigest is the sha256 of a local file, streamed.
+func FileDigest(path string) (v1.Hash, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer f.Close()
+	h, _, err := v1.SHA256(f)
+	return h, err
+}

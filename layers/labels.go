@@ -1,0 +1,22 @@
+package layers
+
+// kiln's image label keys, in one place: what kiln build writes, what
+// kiln weights strip and kiln slim --weights-to add, and what host check,
+// warm and weights read back.
+const (
+	// Written by kiln build.
+	LabelRecipeHash     = "dev.kiln.recipe.sha256"
+	LabelLockDigest     = "dev.kiln.lock.sha256"
+	LabelMinDriver      = "dev.kiln.min-driver"
+	LabelMinDriverMinor = "dev.kiln.min-driver.minor-version-compat"
+	LabelCUDAArchs      = "dev.kiln.cuda-archs"
+	LabelCUDA           = "dev.kiln.cuda"
+	LabelComponents     = "dev.kiln.layers"
+
+	// The weights volume of a stripped image: the artifact reference
+	// pinned by digest, where the volume must be mounted, and its set
+	// digest (what the volume's .kiln-ready holds).
+	LabelWeightsManifest  = "dev.kiln.weights.manifest"
+	LabelWeightsMount     = "dev.kiln.weights.mount"
+	LabelWeightsSetDigest = "dev.kiln.weights.set-digest"
+)
