@@ -5,10 +5,14 @@
 // each host when the host lacks that exact build (compared by sha256, placed
 // atomically under ~/.cache/kiln/bin), then drives the host's `kiln warm
 // --json` and reads its report. A host that can reach the registry pulls
-// itself (mode pull); a host that cannot (mode push) is asked what it is
-// missing with `kiln warm --dry-run --json`, and only those blobs are fetched
-// here, verified, and streamed to it over the SSH session as a tar that
-// unpacks into a staging OCI layout, which the host's kiln then warms from.
+// itself (mode pull); a host that cannot (mode push) gets a loopback
+// listener forwarded over the SSH connection (what `ssh -R` does) that
+// serves the registry API as a proxy to the real registry, reached from
+// here with this machine's credentials (push.go): the host's own kiln warm
+// reads through it with --mirror REGISTRY=127.0.0.1:PORT, verifies every
+// digest as always, and records its images under their real names.
+// Credentials never reach the host. Its report is warm.Report, the schema
+// kiln warm writes.
 //
 // Hosts run in parallel with a bound; each host's failure (refused host
 // key, dropped connection, failed warm) is isolated in its Result and never
