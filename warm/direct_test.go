@@ -227,7 +227,7 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 			t.Fatalf("snapshot %s left after a corrupt layer (all: %v)", n, names)
 		}
 	}
-	if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+	if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
 		t.Fatal("corrupt blob committed")
 	}
 	// The stream was tried and refused.
@@ -276,7 +276,7 @@ func TestWarmContainerdEarlyVerify(t *testing.T) {
 				if err == nil || rep.Ready {
 					t.Fatalf("corrupt blob: ready=%v err=%v", rep.Ready, err)
 				}
-				if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+				if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
 					t.Fatal("corrupt blob committed")
 				}
 				return

@@ -1,10 +1,10 @@
 // Package warm pre-warms a host's image store before a container starts
 // there: it computes the warm set of an image (its index, the manifest,
-// config and layers of the host's platform), asks a Target what it already
+// config and layers of the host's platform), asks a Store what it already
 // holds, and fetches only what is missing, straight from the registry into
 // the target.
 //
-// The design follows containerd's content store: a Target hands out a
+// The design follows containerd's content store: a Store hands out a
 // resumable Writer per blob (containerd: a named ingest; OCI layout: a
 // .partial file) whose Offset says how many bytes an earlier, interrupted run
 // already wrote; the engine asks the registry for the rest with an HTTP
@@ -12,7 +12,9 @@
 // visible. Nothing is committed that did not hash to its digest, and a
 // killed run resumes where it stopped.
 //
-// Targets are adapters (containerd, oci layout, docker engine). Every blob
+// Targets are adapters: Stores (containerd, oci layout) hold blobs; a
+// Loader (the docker engine) takes whole images, staged for it in a
+// Store by the same engine. Every blob
 // of the set carries its layers/blob.Source: a registry repository (ranged,
 // retried GETs), an OCI layout or a docker archive (warm's local sources:
 // the persistent image cache of a spot fleet). The copy itself is

@@ -20,14 +20,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
-
-// SelfWarmer is a target that runs the whole warm itself (Docker: the unit
-// is an image loaded whole, not a blob); Warm hands it the set.
-type SelfWarmer interface {
-	WarmSet(ctx context.Context, s *Set, o Options) (*Report, error)
-}
 
 // Docker warms a Docker engine (its own image store, not containerd's)
 // through its API on a unix socket. Docker has no per-blob presence or
@@ -210,21 +203,7 @@ func chainID(parent, diffID digest.Digest) digest.Digest {
 	return digest.FromString(parent.String() + " " + diffID.String())
 }
 
-// Has implements Target for callers that ask per blob: the engine holds a
-// blob only as part of a complete image, which Warm checks per image.
-func (t *Docker) Has(ctx context.Context, d ocispec.Descriptor) (bool, error) {
-	return false, nil
-}
-
-// Writer implements Target: Docker has no ingest; images are loaded whole.
-func (t *Docker) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
-	return nil, errors.New("docker target: no per-blob writes; images are streamed into docker load")
-}
-
-// Record implements Target: docker load tags the images.
-func (t *Docker) Record(ctx context.Context, s *Set) error { return nil }
-
-// Free implements Target: the engine's root directory, when this host can
+// Free is the engine's root directory, when this host can
 // see it (GET /info DockerRootDir).
 func (t *Docker) Free(ctx context.Context) (string, int64, error) {
 	var info struct {
@@ -310,9 +289,10 @@ func (s *Set) config(img Image) (*v1.ConfigFile, error) {
 	return &cfg, nil
 }
 
-// WarmSet implements SelfWarmer: per image, skip it when complete, else
-// stage the layers the engine lacks and stream them into docker load.
-func (t *Docker) WarmSet(ctx context.Context, s *Set, o Options) (*Report, error) {
+// Load implements Loader: per image, skip it when complete, else stage
+// the layers the engine lacks (the engine fills the stage, an OCILayout)
+// and stream them into docker load.
+func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 	start := time.Now()
 	rep := NewReport(s)
 	rep.Target = t.String()

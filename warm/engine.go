@@ -130,9 +130,13 @@ func NewReport(s *Set) *Report {
 // blob's Source,
 // then records the images (and unpacks them when asked). The report is
 // always returned; err says why the host is not ready.
-func Warm(ctx context.Context, s *Set, t Target, o Options) (*Report, error) {
-	if sw, ok := t.(SelfWarmer); ok {
-		return sw.WarmSet(ctx, s, o)
+func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
+	if l, ok := tgt.(Loader); ok {
+		return l.Load(ctx, s, o)
+	}
+	t, ok := tgt.(Store)
+	if !ok {
+		return nil, fmt.Errorf("target %s: neither a blob store nor a loader", tgt)
 	}
 	start := time.Now()
 	rep := NewReport(s)
@@ -340,7 +344,7 @@ func NewLimiter(bps int64) *rate.Limiter { return blob.NewLimiter(bps) }
 // (blob.Copy: the one copy loop, with its retries and verify-before-
 // commit rules). It returns the bytes read from the source and the offset
 // it resumed from.
-func fetchBlob(ctx context.Context, t Target, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
 	src, progress := b.Src, o.Progress
 	if b.Data != nil {
 		// Read and verified while resolving: written from memory, and not

@@ -19,12 +19,21 @@ var ErrAlreadyExists = blob.ErrAlreadyExists
 // is missing.
 var ErrNoSpace = errors.New("not enough disk space")
 
-// Target is a host's image store, as the engine sees it: containerd's
-// content store, an OCI layout directory, a Docker engine.
+// Target is a host's image store that kiln warm fills: a Store (it holds
+// blobs: containerd's content store, an OCI layout) or a Loader (its unit
+// is the image: a Docker engine).
 type Target interface {
 	// String names the target as the user wrote it (reports, errors).
 	String() string
-	// Has says whether blob d is committed in the target.
+	Close() error
+}
+
+// Store is a target that holds blobs, as the engine sees it: asked per
+// blob, written through resumable, verifying Writers, then told to record
+// the images (containerd's content store, an OCI layout directory).
+type Store interface {
+	Target
+	// Has says whether blob d is committed in the store.
 	Has(ctx context.Context, d ocispec.Descriptor) (bool, error)
 	// Writer opens a resumable writer for d: its Offset is the number of
 	// bytes an earlier, interrupted writer left. It returns
@@ -35,7 +44,15 @@ type Target interface {
 	Record(ctx context.Context, s *Set) error
 	// Free returns the directory blobs land in and the bytes free there.
 	Free(ctx context.Context) (dir string, avail int64, err error)
-	Close() error
+}
+
+// Loader is a target whose unit is the image, not the blob (a Docker
+// engine: no per-blob presence or ingest API). It takes the whole set:
+// what it lacks is staged in a Store of its own by the engine, then
+// loaded.
+type Loader interface {
+	Target
+	Load(ctx context.Context, s *Set, o Options) (*Report, error)
 }
 
 // Writer writes one blob: blob.Writer, the one resumable, verifying
@@ -117,15 +134,14 @@ func statfsFree(dir string) (int64, error) {
 // The adapters and the roles each plays, checked at compile time: a target
 // that silently lost one would still run, without its guarantee.
 var (
-	_ Target            = (*Containerd)(nil)
+	_ Store             = (*Containerd)(nil)
 	_ Unpacker          = (*Containerd)(nil)
 	_ PipelinedUnpacker = (*Containerd)(nil)
 	_ Verifier          = (*Containerd)(nil)
 	_ Leaser            = (*Containerd)(nil)
-	_ Target            = (*OCILayout)(nil)
+	_ Store             = (*OCILayout)(nil)
 	_ Verifier          = (*OCILayout)(nil)
-	_ Target            = (*Docker)(nil)
-	_ SelfWarmer        = (*Docker)(nil)
+	_ Loader            = (*Docker)(nil)
 	_ ZstdChecker       = (*Docker)(nil)
 	_ blob.Writer       = (*blob.FileWriter)(nil)
 )

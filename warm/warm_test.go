@@ -157,7 +157,7 @@ func TestWarmResumesMidBlob(t *testing.T) {
 			if err == nil || rep.Ready {
 				t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 			}
-			if ok, _ := tgt.Has(context.Background(), set.find(f.big)); ok {
+			if ok, _ := tgt.(Store).Has(context.Background(), set.find(f.big)); ok {
 				t.Fatal("interrupted blob is committed")
 			}
 			f.reg.ResetCounts()
@@ -199,7 +199,7 @@ func TestWarmCorruptBlob(t *testing.T) {
 			if n := f.reg.Gets(f.big); n != 3 {
 				t.Errorf("corrupt blob fetched %d times, want 3 tries", n)
 			}
-			if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+			if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
 				t.Fatal("a corrupted blob was committed")
 			}
 			// The registry heals: the next run starts the blob over and succeeds.
