@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newAnalyzeCmd) }
-
 // AnalyzeOptions are kiln analyze's inputs.
 type AnalyzeOptions struct {
 	IO       *IO

@@ -21,8 +21,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newBuildCmd) }
-
 // BuildOptions are kiln build's inputs.
 type BuildOptions struct {
 	IO         *IO

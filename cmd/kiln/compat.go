@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newCompatCmd) }
-
 // CompatDriverOptions are kiln compat driver's inputs.
 type CompatDriverOptions struct {
 	IO     *IO

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newConvertCmd) }
-
 // ConvertOptions are kiln convert's inputs.
 type ConvertOptions struct {
 	IO          *IO

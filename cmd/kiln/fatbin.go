@@ -14,8 +14,6 @@ import (
 	"github.com/kiln-build/kiln/slim"
 )
 
-func init() { subcommands = append(subcommands, newFatbinCmd) }
-
 // FatbinOptions are kiln fatbin prune's inputs.
 type FatbinOptions struct {
 	IO          *IO

@@ -15,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newHostCmd) }
-
 // HostCheckOptions are kiln host check's inputs.
 type HostCheckOptions struct {
 	IO          *IO

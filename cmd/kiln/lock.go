@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newLockCmd) }
-
 // LockOptions are kiln lock's inputs.
 type LockOptions struct {
 	IO               *IO

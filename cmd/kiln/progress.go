@@ -3,12 +3,13 @@ package main
 import (
 	"fmt"
 
-	"github.com/kiln-build/kiln/analyze"
 	"io"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/kiln-build/kiln/analyze"
 )
 
 // progressBar draws "label [=====>    ] 1.2 GiB / 4.0 GiB" on a terminal,

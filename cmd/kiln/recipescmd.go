@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newRecipesCmd) }
-
 // RecipesOptions are kiln recipes' inputs.
 type RecipesOptions struct {
 	IO     *IO

@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newResolveCmd) }
-
 // recipeFlags are shared by resolve, lock and build: overrides for the
 // recipe's registry mirror and wheel indexes, and the compatibility data.
 type recipeFlags struct {

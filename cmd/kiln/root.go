@@ -104,7 +104,7 @@ pre-warms layer caches on GPU hosts.
 
 Images are named the same way by every command:
   REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...   a registry (Docker config credentials)
-  oci:DIR[:TAG]                                   an OCI image layout
+  oci:DIR[:TAG|@sha256:...]                       an OCI image layout
   docker-archive:FILE.tar                         a 'docker save' archive
 
 Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken.`,
@@ -121,9 +121,12 @@ Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken.`,
 	return root
 }
 
-// subcommands is filled by each verb's file in an init function, so verbs
-// can be added without editing this file.
-var subcommands []func(*IO) *cobra.Command
+// subcommands are kiln's verbs, wired here and nowhere else (no init
+// hooks): the order is cobra's help order.
+var subcommands = []func(*IO) *cobra.Command{
+	newAnalyzeCmd, newBuildCmd, newCompatCmd, newConvertCmd, newFatbinCmd, newHostCmd,
+	newLockCmd, newRecipesCmd, newResolveCmd, newSlimCmd, newWarmCmd, newWeightsCmd,
+}
 
 func newVersionCmd(ios *IO) *cobra.Command {
 	return &cobra.Command{

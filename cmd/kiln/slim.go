@@ -20,8 +20,6 @@ import (
 	"github.com/kiln-build/kiln/weights"
 )
 
-func init() { subcommands = append(subcommands, newSlimCmd) }
-
 // SlimOptions are kiln slim's inputs.
 type SlimOptions struct {
 	IO            *IO

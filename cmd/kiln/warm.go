@@ -23,8 +23,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newWarmCmd) }
-
 // WarmOptions are kiln warm's inputs.
 type WarmOptions struct {
 	IO          *IO
@@ -60,16 +58,11 @@ type WarmOptions struct {
 	// before docker load, and whether they stay after it.
 	DockerStage string
 	KeepStage   bool
+	// Fleet are --hosts and --emit and their flags (warmfleet.go): set,
+	// they run the warm on other hosts or print Kubernetes objects.
+	Fleet fleetFlags
 	imageFlags
 }
-
-// warmExtensions let other files (warmfleet.go) add flags and subcommands
-// to kiln warm without editing this file.
-var warmExtensions []func(cmd *cobra.Command, opts *WarmOptions)
-
-// warmRunners are asked first, in order; one that returns handled=true owns
-// the run (e.g. --hosts runs the warm on remote hosts).
-var warmRunners []func(ctx context.Context, opts *WarmOptions) (handled bool, err error)
 
 func hostPlatform() string {
 	p := "linux/" + runtime.GOARCH
@@ -128,10 +121,8 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
-			for _, run := range warmRunners {
-				if handled, err := run(cmd.Context(), opts); handled {
-					return err
-				}
+			if handled, err := runFleetIfAsked(cmd.Context(), cmd, opts); handled {
+				return err
 			}
 			return runWarm(cmd.Context(), opts)
 		},
@@ -163,9 +154,7 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
 	f.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+warm.DefaultDockerStage()+")")
 	f.BoolVar(&opts.KeepStage, "keep-stage", false, "docker: keep the staged layers after a successful load")
-	for _, ext := range warmExtensions {
-		ext(cmd, opts)
-	}
+	withFleet(cmd, opts)
 	return cmd
 }
 

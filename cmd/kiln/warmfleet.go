@@ -17,17 +17,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// The fleet flags ride on `kiln warm` through warm.go's extension points:
-// withFleet adds the flags and subcommands, runFleetIfAsked takes the run
-// when --hosts or --emit is given.
-func init() {
-	warmExtensions = append(warmExtensions, withFleet)
-	warmRunners = append(warmRunners, runFleetIfAsked)
-}
-
-// fleetByOpts finds a warm command's fleet flags from its options (the
-// runner hook is handed only those).
-var fleetByOpts sync.Map // *WarmOptions -> *fleetFlags
+// The fleet flags are kiln warm's own (WarmOptions.Fleet): withFleet adds
+// them and the status subcommand, runFleetIfAsked takes the run when
+// --hosts or --emit is given.
 
 // FleetOptions are the inputs of kiln warm --hosts and kiln warm status.
 type FleetOptions struct {
@@ -68,7 +60,6 @@ type fleetFlags struct {
 	containerdSocket                       string
 	nodeSelector                           []string
 	completions                            int
-	cmd                                    *cobra.Command
 }
 
 // fleetOnly names the flags that belong to fleet mode, or that fleet sets
@@ -88,8 +79,7 @@ func (f *fleetFlags) sshFlags(fs *pflag.FlagSet) {
 }
 
 func withFleet(cmd *cobra.Command, opts *WarmOptions) {
-	f := &fleetFlags{cmd: cmd}
-	fleetByOpts.Store(opts, f)
+	f := &opts.Fleet
 	fs := cmd.Flags()
 	f.sshFlags(fs)
 	fs.StringVar(&f.emit, "emit", "", "print Kubernetes YAML instead of warming: k8s (a DaemonSet) or k8s-job (a Job)")
@@ -107,19 +97,15 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions) {
 }
 
 // runFleetIfAsked owns kiln warm runs with --hosts or --emit.
-func runFleetIfAsked(ctx context.Context, opts *WarmOptions) (bool, error) {
-	v, ok := fleetByOpts.Load(opts)
-	if !ok {
-		return false, nil
-	}
-	f := v.(*fleetFlags)
+func runFleetIfAsked(ctx context.Context, cmd *cobra.Command, opts *WarmOptions) (bool, error) {
+	f := &opts.Fleet
 	switch {
 	case f.hosts != "" && f.emit != "":
 		return true, usageErr("--hosts and --emit: choose one")
 	case f.emit != "":
-		return true, runEmit(emitOptions(f.cmd, opts.IO, f, opts.Args))
+		return true, runEmit(emitOptions(cmd, opts.IO, f, opts.Args))
 	case f.hosts != "":
-		return true, runFleet(ctx, fleetOptions(f.cmd, opts.IO, f, opts.Args))
+		return true, runFleet(ctx, fleetOptions(cmd, opts.IO, f, opts.Args))
 	}
 	return false, nil
 }

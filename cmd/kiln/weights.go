@@ -18,8 +18,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { subcommands = append(subcommands, newWeightsCmd) }
-
 func newWeightsCmd(ios *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "weights",
