@@ -185,7 +185,7 @@ sign --key. --key is a PEM public key (cosign.pub, openssl pkey -pubout)
 or a policy file naming keys per registry or repository (docs/sign.md).
 It is the same check kiln warm --verify-key runs before fetching a layer.
 
-Exit codes: 0 every REF verified, 1 one did not (or a registry error),
+Exit codes: 0 every REF verified, 4 one did not, 1 a registry error,
 2 usage. --json prints one object (schema kiln.verify/v1), also on
 failure; each result's reason is missing, wrong-key, tampered or invalid.`,
 		Example: `  kiln verify 127.0.0.1:5000/acme/serve:1.2 --key cosign.pub
@@ -228,7 +228,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 			}
 		}
 		if len(refused) > 0 {
-			return fmt.Errorf("not verified: %s", refused[0])
+			return &exitError{code: ExitUnverified, err: fmt.Errorf("not verified: %s", refused[0])}
 		}
 		rep.Verified = true
 		return nil
