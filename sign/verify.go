@@ -74,6 +74,17 @@ func Verify(ctx context.Context, refName string, repo name.Repository, d v1.Hash
 	if len(keys) == 0 {
 		return nil, errNoKeys
 	}
+	return check(ctx, refName, repo, d, keys, lopts)
+}
+
+// List finds d's signatures and other referrers without trusting any key
+// (host check without --verify-key): Verified is false, each signature's
+// reason is wrong-key.
+func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, lopts ...layers.Option) (*Result, error) {
+	return check(ctx, refName, repo, d, nil, lopts)
+}
+
+func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []layers.Option) (*Result, error) {
 	ropts := layers.RemoteOptions(ctx, lopts...)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
 	keep := func(f Found, v verdict) {
