@@ -141,15 +141,62 @@ func (f *signFlag) load() (*sign.Signer, error) {
 	return k, nil
 }
 
-// signPushed signs dest (a registry reference that was just written) at
-// digest dg. Non-registry destinations are refused by the caller.
-func (f *signFlag) signPushed(ctx context.Context, k *sign.Signer, dest string, desc v1.Descriptor, lopts []layers.Option) (*sign.Signed, error) {
+// checkDest refuses --sign-key for a destination that is not a registry
+// (a signature is stored next to the manifest, in its repository).
+func (f *signFlag) checkDest(dest string, lopts []layers.Option) error {
+	if f.SignKey == "" {
+		return nil
+	}
+	r, err := layers.ParseRef(dest, lopts...)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if r.Kind != layers.KindRegistry {
+		return usageErr("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
+	}
+	return nil
+}
+
+// signPushed signs dest's manifest dg, just written: the descriptor is
+// read back by digest (HEAD), so what is signed is what the registry
+// holds, with no tag lookup in between.
+func (f *signFlag) signPushed(ctx context.Context, k *sign.Signer, dest string, dg v1.Hash, lopts []layers.Option) (*sign.Signed, error) {
+	if k == nil {
+		return nil, nil
+	}
 	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return nil, err
 	}
-	var repo name.Repository = r.Name.Context()
-	return sign.SignDigest(ctx, repo, desc, k, sign.SignOptions{Format: f.SignFormat, Layers: lopts})
+	repo := r.Name.Context()
+	desc, err := remote.Head(repo.Digest(dg.String()), layers.RemoteOptions(ctx, lopts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("--sign-key: %s@%s: %w", repo, dg, layers.RedactError(err))
+	}
+	s, err := sign.SignDigest(ctx, repo, *desc, k, sign.SignOptions{Format: f.SignFormat, Layers: lopts})
+	if err != nil {
+		return nil, fmt.Errorf("--sign-key: %w", err)
+	}
+	return s, nil
+}
+
+// signArtifact signs ref (REPO@DIGEST, e.g. a weights artifact slim or
+// weights strip just published) when it is in a registry; an OCI layout
+// has nowhere to store a signature, so nothing is signed (nil, nil).
+func signArtifact(ctx context.Context, f *signFlag, k *sign.Signer, ref string, lopts []layers.Option) (*sign.Signed, error) {
+	r, err := layers.ParseRef(ref, lopts...)
+	if err != nil || r.Kind != layers.KindRegistry {
+		return nil, err
+	}
+	d, ok := r.Name.(name.Digest)
+	if !ok {
+		return nil, fmt.Errorf("--sign-key: %s is not pinned by digest", ref)
+	}
+	h, err := v1.NewHash(d.DigestStr())
+	if err != nil {
+		return nil, err
+	}
+	return f.signPushed(ctx, k, ref, h, lopts)
 }
 
 func init() { subcommands = append(subcommands, newVerifyCmd) }

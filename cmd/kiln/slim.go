@@ -44,6 +44,7 @@ type SlimOptions struct {
 	GPUs          []string
 	KeepPTX       bool
 	PruneNVIDIA   bool
+	signFlag
 	imageFlags
 }
 
@@ -130,6 +131,7 @@ probe does.`,
 	f.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
 	f.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	opts.signFlag.register(cmd)
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
@@ -185,6 +187,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	to, err := layers.ParseRef(opts.To, lopts...)
 	if err != nil {
 		return usageErr("--to: %v", err)
+	}
+	if err := opts.signFlag.checkDest(opts.To, lopts); err != nil {
+		return err
+	}
+	key, err := opts.signFlag.load()
+	if err != nil {
+		return err
 	}
 	// Where each encoding goes: the first under --to, zstd (with both)
 	// beside it. A docker archive stores plain tars whatever the blobs
@@ -306,8 +315,19 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 	}
 	for i, img := range imgs {
-		if _, err := layers.Write(ctx, img, dests[i], lopts...); err != nil {
+		dg, err := layers.Write(ctx, img, dests[i], lopts...)
+		if err != nil {
 			return err
+		}
+		if rep.Images[i].Signed, err = opts.signFlag.signPushed(ctx, key, dests[i], dg, lopts); err != nil {
+			return err
+		}
+	}
+	if key != nil && labels[weights.LabelManifest] != "" {
+		if s, err := signArtifact(ctx, &opts.signFlag, key, labels[weights.LabelManifest], lopts); err != nil {
+			return err
+		} else if s != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
 		}
 	}
 	if opts.JSON {
@@ -321,6 +341,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
 		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		if p.Signed != nil {
+			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(p.Digest), p.Signed.KeyID, p.Signed.Format)
+		}
 	}
 	fmt.Fprintf(opts.IO.Out, "image ID %s\n", rep.ImageID)
 	return nil
