@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# A second local registry, distribution v3 (it has the OCI referrers API,
-# which Debian's docker-registry 2.8 on 127.0.0.1:5000 lacks), for the
-# signing tests: built from the Go module proxy at a pinned version and
-# cached per version like scripts/buildkitd.sh caches buildkitd.
+# A second local registry, distribution v3 (what the registry:3 image
+# runs), for the signing tests: built from the Go module proxy at a pinned
+# version and cached per version like scripts/buildkitd.sh caches
+# buildkitd. Like Debian's docker-registry 2.8 on 127.0.0.1:5000 it has no
+# OCI referrers API (v3.1.2 has no /v2/<name>/referrers route: checked in
+# its source), so signatures are listed through the referrers tag schema
+# there too; the referrers API itself is tested against
+# go-containerregistry's registry (integration/sign_test.go).
 #
 #   bash scripts/registry3.sh build|start|stop|status
 #

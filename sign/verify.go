@@ -56,7 +56,7 @@ func (e *Error) Error() string {
 	r := e.Result
 	switch r.Reason {
 	case ReasonMissing:
-		return fmt.Sprintf("%s (%s): no signature: %s", r.Ref, r.Digest, r.Detail)
+		return fmt.Sprintf("%s (%s): signature missing: %s", r.Ref, r.Digest, r.Detail)
 	default:
 		return fmt.Sprintf("%s (%s): signature %s: %s", r.Ref, r.Digest, r.Reason, r.Detail)
 	}
