@@ -122,9 +122,10 @@ type Published struct {
 	Digest      string `json:"digest"`
 	// Signed is the --sign-key signature stored for Digest.
 	Signed *sign.Signed `json:"signed,omitempty"`
-	// SBOM is the attestation manifest (or referrer) digest of the SPDX
-	// document attached to Digest, when one was.
-	SBOM string `json:"sbom,omitempty"`
+	// Index is what Ref names with --sbom: an index of the image (Digest)
+	// and SBOM, the attestation manifest holding its CycloneDX BOM.
+	Index string `json:"index,omitempty"`
+	SBOM  string `json:"sbom,omitempty"`
 }
 
 // LayerBlob is one encoding of an output layer.

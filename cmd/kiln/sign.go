@@ -199,6 +199,23 @@ func signArtifact(ctx context.Context, f *signFlag, k *sign.Signer, ref string, 
 	return f.signPushed(ctx, k, ref, h, lopts)
 }
 
+// headDigest HEADs ref (REPO@DIGEST) and checks the registry answers
+// that digest.
+func headDigest(ctx context.Context, ref string, lopts []layers.Option) (*v1.Descriptor, error) {
+	r, err := layers.ParseRef(ref, lopts...)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := remote.Head(r.Name, layers.RemoteOptions(ctx, lopts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, layers.RedactError(err))
+	}
+	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
+		return nil, fmt.Errorf("%s: registry answers digest %s", ref, desc.Digest)
+	}
+	return desc, nil
+}
+
 func init() { subcommands = append(subcommands, newVerifyCmd) }
 
 // VerifyOptions are kiln verify's inputs.

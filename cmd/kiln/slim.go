@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
 )
@@ -44,6 +45,9 @@ type SlimOptions struct {
 	GPUs          []string
 	KeepPTX       bool
 	PruneNVIDIA   bool
+	// SBOM is --sbom: write each destination as an index holding the
+	// image and a CycloneDX attestation (BuildKit's layout).
+	SBOM bool
 	signFlag
 	imageFlags
 }
@@ -132,6 +136,7 @@ probe does.`,
 	f.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	opts.signFlag.register(cmd)
+	f.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
@@ -187,6 +192,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	to, err := layers.ParseRef(opts.To, lopts...)
 	if err != nil {
 		return usageErr("--to: %v", err)
+	}
+	if opts.SBOM && to.Kind == layers.KindDockerArchive {
+		return usageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
 	}
 	if err := opts.signFlag.checkDest(opts.To, lopts); err != nil {
 		return err
@@ -314,9 +322,25 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 			return err
 		}
 	}
+	var bomComps []sbom.Component
+	if opts.SBOM {
+		// One scan: every encoding holds the same files.
+		if bomComps, err = sbom.ScanImage(imgs[0]); err != nil {
+			return fmt.Errorf("--sbom: %w", err)
+		}
+	}
 	for i, img := range imgs {
-		dg, err := layers.Write(ctx, img, dests[i], lopts...)
-		if err != nil {
+		var dg v1.Hash
+		if opts.SBOM {
+			idx, att, err := withSBOM(img, dests[i], bomComps, slimSBOMProps(rep))
+			if err != nil {
+				return fmt.Errorf("--sbom: %w", err)
+			}
+			if dg, err = layers.WriteIndex(ctx, idx, dests[i], lopts...); err != nil {
+				return err
+			}
+			rep.Images[i].Index, rep.Images[i].SBOM = dg.String(), att.String()
+		} else if dg, err = layers.Write(ctx, img, dests[i], lopts...); err != nil {
 			return err
 		}
 		if rep.Images[i].Signed, err = opts.signFlag.signPushed(ctx, key, dests[i], dg, lopts); err != nil {
@@ -341,6 +365,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
 		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		if p.SBOM != "" {
+			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, short(p.Index), short(p.SBOM), sbom.SpecVersion)
+		}
 		if p.Signed != nil {
 			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(p.Digest), p.Signed.KeyID, p.Signed.Format)
 		}

@@ -47,6 +47,9 @@ type WeightsStripOptions struct {
 	Jobs        int
 	JSON        bool
 	Progress    string
+	// SBOM is --sbom: a CycloneDX BOM of the weight files (SHA-256 each)
+	// as a referrer of the weights artifact.
+	SBOM bool
 	signFlag
 	imageFlags
 }
@@ -82,6 +85,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
 	opts.signFlag.register(cmd)
+	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
 	return cmd
 }
 
@@ -175,6 +179,12 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
+	var sbomRef string
+	if opts.SBOM {
+		if sbomRef, err = weightsSBOM(ctx, aref, m, lopts); err != nil {
+			return err
+		}
+	}
 	var signed []*sign.Signed
 	if key != nil {
 		s, err := opts.signFlag.signPushed(ctx, key, opts.To, idg, lopts)
@@ -196,7 +206,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifst: m, Signed: signed}
+		Labels: labels, VolumeManifst: m, Signed: signed, SBOM: sbomRef}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, r)
 	}
