@@ -369,7 +369,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, short(p.Index), short(p.SBOM), sbom.SpecVersion)
 		}
 		if p.Signed != nil {
-			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(p.Digest), p.Signed.KeyID, p.Signed.Format)
+			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(p.Signed.Digest), p.Signed.KeyID, p.Signed.Format)
 		}
 	}
 	fmt.Fprintf(opts.IO.Out, "image ID %s\n", rep.ImageID)
