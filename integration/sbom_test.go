@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,7 @@ func smallApp(t *testing.T, ref string) v1.Hash {
 		tw.Write(f.body)
 	}
 	tw.Close()
-	l, err := tarball.LayerFromReader(bytes.NewReader(b.Bytes()))
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b.Bytes())), nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,7 @@ func layer(t *testing.T, files map[string]string) v1.Layer {
 		tw.Write([]byte(c))
 	}
 	tw.Close()
-	l, err := tarball.LayerFromReader(bytes.NewReader(b.Bytes()))
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b.Bytes())), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
