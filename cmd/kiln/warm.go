@@ -118,7 +118,7 @@ zstd manifest of an index, when the target can run zstd layers.
 
 Exit codes: 0 ready (every digest of the warm set verified present; with
 --dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
-something missing. --json prints one object (schema kiln.warm/v1,
+something missing, 4 --verify-key refused a signature. --json prints one object (schema kiln.warm/v1,
 docs/warm.md); --ready-file writes a marker only when ready.
 
 --verify-key PUBKEY|POLICY checks each image's (and weights artifact's)
