@@ -53,6 +53,9 @@ type BuildOptions struct {
 	Check        string
 	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure     []string
+	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
+	// pinned inputs as a referrer (sbomcmd.go).
+	SBOM bool
 	signFlag
 	recipeFlags
 }
@@ -126,6 +129,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.signFlag.register(cmd)
+	f.BoolVar(&opts.SBOM, "sbom", false, "with --push: attach a CycloneDX SBOM of the build's pinned inputs (lock: base images by digest, wheels with SHA-256; plan: CUDA/cuDNN/torch, GPU architectures; recipe and lock digests) to each pushed image as a referrer")
 	opts.recipeFlags.register(cmd)
 	return cmd
 }
@@ -300,6 +304,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return reuseExisting(ctx, opts, content)
 		}
 	}
+	if opts.SBOM && opts.Push == "" {
+		return usageErr("--sbom needs --push: the SBOM is attached next to the pushed image")
+	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return usageErr("--sign-key needs --push: the signature is stored next to the pushed image")
 	}
@@ -341,6 +348,18 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
+	var sboms []string
+	if opts.SBOM {
+		var lock *recipes.Lock
+		if opts.Locked {
+			if lock, err = recipes.ReadLock(recipes.LockPath(recipeFile(opts.File))); err != nil {
+				return fmt.Errorf("--sbom: %w", err)
+			}
+		}
+		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+			return err
+		}
+	}
 	var signed []*sign.Signed
 	for _, p := range res.Pushed {
 		if signKey == nil {
@@ -364,7 +383,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
-			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed,
+			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
 	}

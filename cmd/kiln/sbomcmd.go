@@ -8,7 +8,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -87,4 +89,44 @@ func weightsSBOM(ctx context.Context, aref string, m *weights.Manifest, lopts []
 		return "", fmt.Errorf("--sbom: attaching to %s: %w", aref, layers.RedactError(err))
 	}
 	return dg, nil
+}
+
+// buildSBOM attaches, to each image a build pushed, a CycloneDX BOM of
+// its pinned inputs: the lock's base images by digest and wheels with
+// their SHA-256 (with --locked), the plan's stack versions and GPU
+// architectures, the recipe's and lock's digests. It is an OCI referrer
+// of the pushed manifest rather than an attestation manifest in an index:
+// the image's digest stays the reproducible one (same inputs, same
+// digest), which an index carrying a timestamped BOM would break.
+func buildSBOM(ctx context.Context, pushed []builder.Pushed, plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs, lopts []layers.Option) ([]string, error) {
+	var out []string
+	for _, p := range pushed {
+		r, err := layers.ParseRef(p.Ref, lopts...)
+		if err != nil {
+			return out, err
+		}
+		repo := r.Name.Context()
+		desc, err := headDigest(ctx, repo.Digest(p.Digest).String(), lopts)
+		if err != nil {
+			return out, fmt.Errorf("--sbom: %w", err)
+		}
+		var comps []sbom.Component
+		var props []sbom.Property
+		if lock != nil {
+			comps, props = sbom.FromLock(lock, in.LockDigest, "")
+		} else {
+			props = append([]sbom.Property{{Name: "kiln:recipe-sha256", Value: in.RecipeHash}}, sbom.FromPlan(plan)...)
+		}
+		props = append(props, sbom.Property{Name: "kiln:build:compression", Value: p.Compression})
+		b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, version, time.Now()).Marshal()
+		if err != nil {
+			return out, err
+		}
+		dg, _, err := sign.PushReferrer(ctx, repo, *desc, sbom.MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
+		if err != nil {
+			return out, fmt.Errorf("--sbom: attaching to %s@%s: %w", repo, p.Digest, layers.RedactError(err))
+		}
+		out = append(out, dg)
+	}
+	return out, nil
 }
