@@ -320,6 +320,31 @@ func TestSignVerifyWithCosign(t *testing.T) {
 				t.Fatalf("ready marker: %v\n%s", err, mb)
 			}
 
+			// Through a mirror: the image named by a registry that does not
+			// resolve; its signature is read from the mirror, the key chosen
+			// by the real name.
+			fake := "kiln-mirror.invalid"
+			mref := fake + strings.TrimPrefix(ref2, reg)
+			w = run(t, nil, kiln, "warm", mref, "--mirror", fake+"="+reg, "--target", "oci:"+filepath.Join(t.TempDir(), "oci"), "--verify-key", k.cosignPub, "--json", "--progress", "none")
+			wr = warmJSON{}
+			if err := json.Unmarshal([]byte(w.out), &wr); err != nil || w.code != 0 || !wr.Ready || len(wr.Signatures) != 1 || !wr.Signatures[0].Verified || wr.Signatures[0].Ref != mref {
+				t.Fatalf("warm through a mirror: exit %d %v\n%s%s", w.code, err, w.out, w.err)
+			}
+
+			// convert --sign-key: the zstd variant signed as it is written.
+			c := run(t, nil, kiln, "convert", ref1, "--sign-key", k.pkcs8, "--json", "--progress", "none")
+			var cr struct {
+				To     string       `json:"to"`
+				Digest string       `json:"digest"`
+				Signed *sign.Signed `json:"signed"`
+			}
+			if err := json.Unmarshal([]byte(c.out), &cr); err != nil || c.code != 0 || cr.Signed == nil || cr.Signed.Digest != cr.Digest {
+				t.Fatalf("convert --sign-key: exit %d %v\n%s%s", c.code, err, c.out, c.err)
+			}
+			if v := cosignVerify(t, cosign, k.pkcs8Pub, cr.To); v.code != 0 {
+				t.Fatalf("cosign verify of the converted image: exit %d\n%s", v.code, v.err)
+			}
+
 			// Refusals: nothing fetched, no marker, exit 4, the reason.
 			refuse := func(ref, pub, reason string) {
 				t.Helper()
