@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -219,3 +220,51 @@ func TestPolicy(t *testing.T) {
 
 var _ = static.NewLayer
 var _ = types.OCIManifestSchema1
+
+func TestSimpleSigning(t *testing.T) {
+	k, _ := GenerateSigner()
+	other, _ := GenerateSigner()
+	d1 := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("a", 64)}
+	d2 := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("b", 64)}
+	p, _ := newSimpleSigning("reg.local/acme/app", d1)
+	sig, _ := k.sign(p)
+	b64 := base64.StdEncoding.EncodeToString(sig)
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		sig     string
+		d       v1.Hash
+		keys    []*PublicKey
+		ok      bool
+		reason  string
+	}{
+		{"verifies", p, b64, d1, []*PublicKey{k.Public()}, true, ""},
+		{"another digest (replayed)", p, b64, d2, []*PublicKey{k.Public()}, false, ReasonTampered},
+		{"another key", p, b64, d1, []*PublicKey{other.Public()}, false, ReasonWrongKey},
+		{"payload altered", []byte(strings.Replace(string(p), d1.Hex, d2.Hex, 1)), b64, d2, []*PublicKey{k.Public()}, false, ReasonWrongKey},
+		{"signature not base64", p, "%%%", d1, []*PublicKey{k.Public()}, false, ReasonInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := verifySimpleSigning(tc.payload, tc.sig, tc.d, tc.keys)
+			if v.ok != tc.ok || v.reason != tc.reason {
+				t.Fatalf("%+v, want ok=%v reason=%q", v, tc.ok, tc.reason)
+			}
+		})
+	}
+}
+
+// cosign's key file with scrypt parameters cosign never writes is refused
+// before any key derivation.
+func TestCosignKeyParams(t *testing.T) {
+	k, _ := GenerateSigner()
+	enc, _ := EncryptCosign(k, []byte("pw"))
+	blk, _ := pem.Decode(enc)
+	var box map[string]any
+	json.Unmarshal(blk.Bytes, &box)
+	box["kdf"].(map[string]any)["params"].(map[string]any)["N"] = 1 << 30
+	j, _ := json.Marshal(box)
+	bad := pem.EncodeToMemory(&pem.Block{Type: blk.Type, Bytes: j})
+	if _, err := ParseSigner(bad, func() ([]byte, error) { return []byte("pw"), nil }); err == nil || !strings.Contains(err.Error(), "scrypt parameters") {
+		t.Fatalf("err %v", err)
+	}
+}
