@@ -18,8 +18,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // pushed starts an in-process registry (with or without the referrers
@@ -217,9 +215,6 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("missing key file: %v", err)
 	}
 }
-
-var _ = static.NewLayer
-var _ = types.OCIManifestSchema1
 
 func TestSimpleSigning(t *testing.T) {
 	k, _ := GenerateSigner()

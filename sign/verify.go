@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -220,5 +219,4 @@ func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ..
 	return out, nil
 }
 
-var _ = types.OCIManifestSchema1
 var _ error = (*Error)(nil)

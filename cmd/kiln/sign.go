@@ -336,11 +336,10 @@ func verifyRef(ctx context.Context, ref string, pol *sign.Policy, lopts []layers
 // from readRepo (a --mirror endpoint's, or repo itself); the keys are the
 // ones pol names for repo (the image's real name).
 func verifyDigest(ctx context.Context, ref string, repo, readRepo name.Repository, d v1.Hash, pol *sign.Policy, lopts []layers.Option) (*sign.Result, error) {
-	keys, scope := pol.Keys(repo)
+	keys, _ := pol.Keys(repo)
 	if len(keys) == 0 {
 		return &sign.Result{Ref: ref, Digest: d.String(), Reason: sign.ReasonWrongKey, Signatures: []sign.Found{},
 			Detail: fmt.Sprintf("the policy %s names no key for %s", pol.Source, repo)}, nil
 	}
-	_ = scope
 	return sign.Verify(ctx, ref, readRepo, d, keys, lopts...)
 }
