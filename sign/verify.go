@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -61,6 +62,9 @@ func (e *Error) Error() string {
 	}
 }
 
+// maxSignatures caps the signature artifacts read per digest.
+const maxSignatures = 32
+
 // rank orders refusal reasons: the most telling one is reported.
 var rank = map[string]int{ReasonMissing: 0, ReasonInvalid: 1, ReasonWrongKey: 2, ReasonTampered: 3}
 
@@ -105,6 +109,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if err != nil {
 		return nil, fmt.Errorf("%s: referrers of %s: %v", refName, d, err)
 	}
+	bundles := 0
 	for _, m := range im.Manifests {
 		at := m.ArtifactType
 		// Registries that list the config media type as the artifact
@@ -112,6 +117,12 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		// config's: look inside those.
 		if at != BundleMediaType && at != emptyJSONMediaType && at != "" {
 			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: at})
+			continue
+		}
+		// A registry listing thousands of referrers does not make kiln
+		// fetch thousands of manifests.
+		if bundles++; bundles > maxSignatures {
+			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: at, Detail: "not read: more than " + strconv.Itoa(maxSignatures) + " candidate signatures"})
 			continue
 		}
 		f := Found{Format: FormatBundle, Artifact: m.Digest.String(), ArtifactType: at}

@@ -34,7 +34,7 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 	}
 	var out []*sign.Result
 	var refused []string
-	check := func(refName, readRef string, d v1.Hash) error {
+	check := func(refName, readRef string, d v1.Hash, note string) error {
 		real, err := layers.ParseRef(refName, lopts...)
 		if err != nil {
 			return err
@@ -44,11 +44,14 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 			return err
 		}
 		if real.Kind != layers.KindRegistry || read.Kind != layers.KindRegistry {
-			return fmt.Errorf("--verify-key: %s is not in a registry: it carries no signature to verify", refName)
+			return &exitError{code: ExitUnverified, err: fmt.Errorf("--verify-key: %s is not in a registry: it carries no signature to verify", refName)}
 		}
 		res, err := verifyDigest(ctx, refName, real.Name.Context(), read.Name.Context(), d, pol, lopts)
 		if err != nil {
 			return err
+		}
+		if !res.Verified && note != "" {
+			res.Detail += " (" + note + ")"
 		}
 		out = append(out, res)
 		if !res.Verified {
@@ -71,7 +74,11 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 			}
 			read = img.Mirror + "/" + r.Name.Context().RepositoryStr() + "@" + d.String()
 		}
-		if err := check(img.Name, read, d); err != nil {
+		note := ""
+		if img.Source != img.Name {
+			note = "warm chose " + img.Source + ", the zstd variant: sign it too, or warm with --compression gzip"
+		}
+		if err := check(img.Name, read, d, note); err != nil {
 			return out, err
 		}
 	}
@@ -94,7 +101,7 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 		if !strings.Contains(realName, "/") || strings.HasPrefix(realName, "oci:") {
 			realName = at
 		}
-		if err := check(realName, at, d); err != nil {
+		if err := check(realName, at, d, ""); err != nil {
 			return out, err
 		}
 	}
