@@ -76,9 +76,9 @@ func LoadPolicy(path string) (*Policy, error) {
 	p := &Policy{Source: path}
 	byScope := map[string]int{}
 	for i, e := range pf.Keys {
-		scope := strings.TrimSuffix(strings.TrimSpace(e.Scope), "/")
-		if scope == "" {
-			return nil, fmt.Errorf("--verify-key %s: keys[%d].scope: empty (use \"*\" for every image)", path, i)
+		scope, err := canonicalScope(e.Scope)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-key %s: keys[%d].scope: %v", path, i, err)
 		}
 		if e.Key == "" {
 			return nil, fmt.Errorf("--verify-key %s: keys[%d].key: empty", path, i)
@@ -107,6 +107,31 @@ func LoadPolicy(path string) (*Policy, error) {
 		return len(p.rules[i].scope) > len(p.rules[j].scope)
 	})
 	return p, nil
+}
+
+// canonicalScope spells a scope as go-containerregistry names the
+// repositories it is matched against: "docker.io/library/ubuntu" and
+// "ubuntu" are index.docker.io/library/ubuntu. A scope without "/" is a
+// registry.
+func canonicalScope(s string) (string, error) {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "/")
+	switch {
+	case s == "":
+		return "", fmt.Errorf("empty (use \"*\" for every image)")
+	case s == "*":
+		return s, nil
+	case !strings.Contains(s, "/"):
+		r, err := name.NewRegistry(s)
+		if err != nil {
+			return "", fmt.Errorf("%q is not a registry: %v", s, err)
+		}
+		return r.RegistryStr(), nil
+	}
+	r, err := name.NewRepository(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a REGISTRY/REPOSITORY: %v", s, err)
+	}
+	return r.RegistryStr() + "/" + r.RepositoryStr(), nil
 }
 
 // Keys returns the keys an image in repo must be signed by and the scope

@@ -181,7 +181,7 @@ func TestPolicy(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "a.pub"), a.Public().PEM(), 0o644)
 	os.WriteFile(filepath.Join(dir, "b.pub"), b.Public().PEM(), 0o644)
 	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: reg.local/acme\n    key: a.pub\n  - scope: reg.local\n    key: b.pub\n"), 0o644)
+	os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: reg.local/acme\n    key: a.pub\n  - scope: reg.local\n    key: b.pub\n  - scope: docker.io/library/ubuntu\n    key: a.pub\n"), 0o644)
 	p, err := LoadPolicy(pol)
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +194,8 @@ func TestPolicy(t *testing.T) {
 		{"reg.local/acmex/serve", "reg.local", b},
 		{"reg.local/other", "reg.local", b},
 		{"ghcr.io/x/y", "", nil},
+		{"ubuntu", "index.docker.io/library/ubuntu", a},
+		{"index.docker.io/library/ubuntu", "index.docker.io/library/ubuntu", a},
 	} {
 		r, _ := name.NewRepository(tc.repo)
 		ks, scope := p.Keys(r)
