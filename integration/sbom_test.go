@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/kiln-build/kiln/internal/cdxschema"
+	"github.com/kiln-build/kiln/internal/spdxcheck"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 )
@@ -169,8 +170,23 @@ func TestSBOMSlimAndWeightsStrip(t *testing.T) {
 	}
 	var am v1.Manifest
 	json.Unmarshal(crane(t, "manifest", repo+"@"+att.Digest.String()), &am)
-	if len(am.Layers) != 1 || am.Layers[0].Annotations[sbom.AnnotationPredicate] != sbom.PredicateType {
+	if len(am.Layers) != 2 || am.Layers[0].Annotations[sbom.AnnotationPredicate] != sbom.PredicateType || am.Layers[1].Annotations[sbom.AnnotationPredicate] != sbom.SPDXPredicateType {
 		t.Fatalf("attestation manifest: %+v", am)
+	}
+	// The SPDX statement (what buildx imagetools reads) parses with the
+	// SPDX project's tools and lists the same packages.
+	var sst struct {
+		PredicateType string
+		Predicate     json.RawMessage
+	}
+	if err := json.Unmarshal(crane(t, "blob", repo+"@"+am.Layers[1].Digest.String()), &sst); err != nil || sst.PredicateType != sbom.SPDXPredicateType {
+		t.Fatalf("SPDX statement: %v %s", err, sst.PredicateType)
+	}
+	if err := spdxcheck.Validate(sst.Predicate); err != nil {
+		t.Fatalf("%v\n%s", err, sst.Predicate)
+	}
+	if !strings.Contains(string(sst.Predicate), "pkg:pypi/torch@2.4.1") || !strings.Contains(string(sst.Predicate), "kiln:slim:removed") {
+		t.Errorf("SPDX document lacks torch or what slim removed:\n%s", sst.Predicate)
 	}
 	var st struct {
 		PredicateType string

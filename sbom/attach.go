@@ -32,21 +32,28 @@ type statementSubj struct {
 	Digest map[string]string `json:"digest"`
 }
 
-// Statement wraps bom in an in-toto statement about subject.
-func Statement(subjectName string, subject v1.Hash, bom []byte) ([]byte, error) {
+// Predicate is one document to attest: its in-toto predicate type and
+// JSON body.
+type Predicate struct {
+	Type string
+	Body []byte
+}
+
+// Statement wraps p in an in-toto statement about subject.
+func Statement(subjectName string, subject v1.Hash, p Predicate) ([]byte, error) {
 	return json.Marshal(statement{
-		Type: inTotoStatementV01, PredicateType: PredicateType,
+		Type: inTotoStatementV01, PredicateType: p.Type,
 		Subject:   []statementSubj{{Name: subjectName, Digest: map[string]string{subject.Algorithm: subject.Hex}}},
-		Predicate: bom,
+		Predicate: p.Body,
 	})
 }
 
 // WithAttestation returns an index holding img (with its platform) and
-// an attestation manifest carrying bom about it, as BuildKit lays them
-// out. subjectName names the image in the statement (a purl, as BuildKit
+// an attestation manifest carrying one in-toto statement layer per
+// predicate about it, as BuildKit lays them out. subjectName names the image in the statement (a purl, as BuildKit
 // writes: pkg:docker/REPO@TAG?platform=...).
 // It returns the index, its digest and the attestation manifest's digest.
-func WithAttestation(img v1.Image, subjectName string, bom []byte) (v1.ImageIndex, v1.Hash, v1.Hash, error) {
+func WithAttestation(img v1.Image, subjectName string, preds ...Predicate) (v1.ImageIndex, v1.Hash, v1.Hash, error) {
 	dg, err := img.Digest()
 	if err != nil {
 		return nil, v1.Hash{}, v1.Hash{}, err
@@ -55,12 +62,15 @@ func WithAttestation(img v1.Image, subjectName string, bom []byte) (v1.ImageInde
 	if err != nil {
 		return nil, v1.Hash{}, v1.Hash{}, err
 	}
-	st, err := Statement(subjectName, dg, bom)
-	if err != nil {
-		return nil, v1.Hash{}, v1.Hash{}, err
+	var ls []v1.Layer
+	for _, p := range preds {
+		st, err := Statement(subjectName, dg, p)
+		if err != nil {
+			return nil, v1.Hash{}, v1.Hash{}, err
+		}
+		ls = append(ls, static.NewLayer(st, inTotoMediaType))
 	}
-	layer := static.NewLayer(st, inTotoMediaType)
-	att, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	att, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), ls...)
 	if err != nil {
 		return nil, v1.Hash{}, v1.Hash{}, err
 	}
@@ -81,7 +91,7 @@ func WithAttestation(img v1.Image, subjectName string, bom []byte) (v1.ImageInde
 	}
 	m = m.DeepCopy()
 	for i := range m.Layers {
-		m.Layers[i].Annotations = map[string]string{AnnotationPredicate: PredicateType}
+		m.Layers[i].Annotations = map[string]string{AnnotationPredicate: preds[i].Type}
 	}
 	att = &annotatedImage{Image: att, m: m}
 	attDg, err := att.Digest()

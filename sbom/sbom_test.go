@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/kiln-build/kiln/internal/cdxschema"
+	"github.com/kiln-build/kiln/internal/spdxcheck"
 )
 
 func layer(t *testing.T, files map[string]string) v1.Layer {
@@ -123,6 +124,17 @@ func validate(t *testing.T, b []byte) {
 	}
 }
 
+func validateSPDX(t *testing.T, bom *BOM) {
+	t.Helper()
+	b, err := bom.SPDX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spdxcheck.Validate(b); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+}
+
 func TestBOMValidatesAgainstSchema(t *testing.T) {
 	img := testImage(t)
 	comps, err := ScanImage(img)
@@ -142,6 +154,13 @@ func TestBOMValidatesAgainstSchema(t *testing.T) {
 	validate(t, wb)
 	eb, _ := New(Subject{Name: "x", Digest: dg.String()}, nil, nil, "test", time.Now()).Marshal()
 	validate(t, eb)
+	// The same components as SPDX 2.3, parsed by the SPDX project's tools.
+	validateSPDX(t, New(Subject{Name: "reg.local/acme/serve", Digest: dg.String()}, comps, props, "test", time.Unix(0, 0)))
+	validateSPDX(t, New(Subject{Name: "reg.local/acme/w", Digest: dg.String(), Type: TypeData},
+		[]Component{{Type: TypeFile, Name: "model.safetensors", Hashes: []Hash{{"SHA-256", strings.Repeat("ab", 32)}}}}, nil, "test", time.Now()))
+	if err := spdxcheck.Validate([]byte(`{"spdxVersion":"SPDX-2.3","SPDXID":"SPDXRef-DOCUMENT","relationships":[{"spdxElementId":"SPDXRef-DOCUMENT","relationshipType":"DESCRIBES","relatedSpdxElement":"SPDXRef-Nothing"}]}`)); err == nil {
+		t.Fatal("spdxcheck accepted a relationship to a missing element")
+	}
 	// The validator does refuse: a component type CycloneDX does not know.
 	if err := cdxschema.Validate([]byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","version":1,"components":[{"type":"nonsense","name":"x"}]}`)); err == nil {
 		t.Fatal("schema accepted an unknown component type")
@@ -158,7 +177,8 @@ func TestBOMValidatesAgainstSchema(t *testing.T) {
 func TestWithAttestation(t *testing.T) {
 	img := testImage(t)
 	dg, _ := img.Digest()
-	idx, idg, att, err := WithAttestation(img, "pkg:docker/reg.local/acme/serve?platform=linux%2Famd64", []byte(`{"bomFormat":"CycloneDX"}`))
+	idx, idg, att, err := WithAttestation(img, "pkg:docker/reg.local/acme/serve?platform=linux%2Famd64",
+		Predicate{PredicateType, []byte(`{"bomFormat":"CycloneDX"}`)}, Predicate{SPDXPredicateType, []byte(`{"spdxVersion":"SPDX-2.3"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +201,7 @@ func TestWithAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := ai.Manifest()
-	if len(m.Layers) != 1 || m.Layers[0].MediaType != inTotoMediaType || m.Layers[0].Annotations[AnnotationPredicate] != PredicateType {
+	if len(m.Layers) != 2 || m.Layers[0].MediaType != inTotoMediaType || m.Layers[0].Annotations[AnnotationPredicate] != PredicateType || m.Layers[1].Annotations[AnnotationPredicate] != SPDXPredicateType {
 		t.Fatalf("attestation manifest: %+v", m)
 	}
 	ls, _ := ai.Layers()

@@ -51,11 +51,19 @@ func withSBOM(img v1.Image, dest string, comps []sbom.Component, props []sbom.Pr
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
-	b, err := sbom.New(sbom.Subject{Name: dest, Digest: dg.String()}, append([]sbom.Component(nil), comps...), props, version, time.Now()).Marshal()
+	bom := sbom.New(sbom.Subject{Name: dest, Digest: dg.String()}, append([]sbom.Component(nil), comps...), props, version, time.Now())
+	cdx, err := bom.Marshal()
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
-	idx, _, att, err := sbom.WithAttestation(img, imagePURL(dest, cf.OS+"/"+cf.Architecture), b)
+	spdx, err := bom.SPDX()
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	// Both documents, as two statements of one attestation manifest:
+	// CycloneDX (schema-validated) and SPDX (what buildx imagetools reads).
+	idx, _, att, err := sbom.WithAttestation(img, imagePURL(dest, cf.OS+"/"+cf.Architecture),
+		sbom.Predicate{Type: sbom.PredicateType, Body: cdx}, sbom.Predicate{Type: sbom.SPDXPredicateType, Body: spdx})
 	return idx, att, err
 }
 
