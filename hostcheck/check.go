@@ -77,6 +77,9 @@ type Options struct {
 	// WeightsBytes is the size of the model weights the volumes must hold
 	// (0: unknown, free space is only reported).
 	WeightsBytes int64
+	// Signature, when set, adds the "signature" item (host check --image
+	// of a registry image).
+	Signature *Signature
 }
 
 // Item returns the item with id, or nil.
@@ -95,6 +98,9 @@ func Check(h *Host, im *Image, o Options) *Report {
 	c.prepare()
 	r := &Report{SchemaVersion: ReportSchemaVersion, Host: h, Image: im}
 	r.Items = []Item{c.driver(), c.cudaCompat(), c.requireCUDA(), c.kernels(), c.toolkit(), c.engine(), c.registry(), c.volumes(), c.compose()}
+	if o.Signature != nil {
+		r.Items = append(r.Items, c.signature())
+	}
 	for i := range r.Items {
 		it := &r.Items[i]
 		if it.Evidence == nil {

@@ -110,3 +110,47 @@ func writeArchive(r Ref, img v1.Image) error {
 	}
 	return f.Commit()
 }
+
+// WriteIndex stores idx at dest: a registry (the index and every manifest
+// and blob it holds are pushed) or an OCI layout (its TAG names the index,
+// replacing an earlier entry of that name). Docker archives hold images,
+// not indexes. It returns the index's digest.
+func WriteIndex(ctx context.Context, idx v1.ImageIndex, dest string, opts ...Option) (v1.Hash, error) {
+	r, err := ParseRef(dest, opts...)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	dig, err := idx.Digest()
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+	}
+	switch r.Kind {
+	case KindRegistry:
+		if err := remote.WriteIndex(r.Name, idx, RemoteOptions(ctx, opts...)...); err != nil {
+			return v1.Hash{}, fmt.Errorf("output %q: push: %v", dest, err)
+		}
+	case KindOCILayout:
+		p, err := layout.FromPath(r.Path)
+		if err != nil {
+			if err := os.MkdirAll(r.Path, 0o755); err != nil {
+				return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+			}
+			if p, err = layout.Write(r.Path, empty.Index); err != nil {
+				return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+			}
+		}
+		var lopts []layout.Option
+		if r.Tag != "" {
+			lopts = append(lopts, layout.WithAnnotations(map[string]string{refNameAnnotation: r.Tag}))
+			err = p.ReplaceIndex(idx, func(d v1.Descriptor) bool { return d.Annotations[refNameAnnotation] == r.Tag }, lopts...)
+		} else {
+			err = p.AppendIndex(idx, lopts...)
+		}
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
+		}
+	default:
+		return v1.Hash{}, fmt.Errorf("output %q: an image index (the image with its SBOM attestation) goes to a registry or an OCI layout, not a %s", dest, r.Kind)
+	}
+	return dig, nil
+}

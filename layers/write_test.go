@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -162,5 +164,49 @@ func TestWriteDockerArchivePlainLayers(t *testing.T) {
 	}
 	if n := len(members); n != 4 { // config, 2 distinct layers, manifest
 		t.Errorf("%d members, want 4 (identical layers stored once)", n)
+	}
+}
+
+// TestWriteIndex writes an index (the image and a second manifest, as
+// kiln slim --sbom does) to a registry and to an OCI layout, twice under
+// one tag; Open still reads the platform image through it.
+func TestWriteIndex(t *testing.T) {
+	ctx := context.Background()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/a", []byte("alpha"))}, "gzip"))
+	imgDg, _ := img.Digest()
+	other := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("att", []byte("{}"))}, "gzip"))
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: other, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "unknown", Architecture: "unknown"}}})
+	want, _ := idx.Digest()
+	dir := t.TempDir()
+	for _, dest := range []string{testimage.Registry(t) + "/kiln/index:v1", "oci:" + filepath.Join(dir, "layout") + ":v1"} {
+		t.Run(dest[:3], func(t *testing.T) {
+			for range 2 {
+				got, err := layers.WriteIndex(ctx, idx, dest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("digest %s, want %s", got, want)
+				}
+			}
+			r, err := layers.Open(ctx, dest, layers.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Digest != imgDg {
+				t.Fatalf("opened %s, want the platform image %s", r.Digest, imgDg)
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "layout", "index.json")); err != nil || strings.Count(string(b), `"v1"`) != 1 {
+		t.Fatalf("layout index.json: one entry named v1 after two writes: %v\n%s", err, b)
+	}
+	if _, err := layers.WriteIndex(ctx, idx, "docker-archive:"+filepath.Join(dir, "x.tar")); err == nil || !strings.Contains(err.Error(), "registry or an OCI layout") {
+		t.Fatalf("docker archive: %v", err)
 	}
 }

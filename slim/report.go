@@ -2,6 +2,7 @@ package slim
 
 import (
 	"fmt"
+	"github.com/kiln-build/kiln/sign"
 	"io"
 	"sort"
 	"strings"
@@ -119,6 +120,12 @@ type Published struct {
 	Ref         string `json:"ref"`
 	Compression string `json:"compression"` // gzip, zstd; none in a docker archive
 	Digest      string `json:"digest"`
+	// Signed is the --sign-key signature stored for Digest.
+	Signed *sign.Signed `json:"signed,omitempty"`
+	// Index is what Ref names with --sbom: an index of the image (Digest)
+	// and SBOM, the attestation manifest holding its CycloneDX BOM.
+	Index string `json:"index,omitempty"`
+	SBOM  string `json:"sbom,omitempty"`
 }
 
 // LayerBlob is one encoding of an output layer.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/sign"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 )
@@ -74,7 +75,10 @@ type Report struct {
 	// Weights are the volumes warmed with --weights-into; their bytes
 	// are counted in the totals above too.
 	Weights []*WeightsReport `json:"weights,omitempty"`
-	Error   string           `json:"error,omitempty"`
+	// Signatures are the --verify-key checks, one per image and weights
+	// artifact, made before any layer was fetched.
+	Signatures []*sign.Result `json:"signatures,omitempty"`
+	Error      string         `json:"error,omitempty"`
 }
 
 // ImageReport names one image of the warm set.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -49,6 +51,10 @@ type BuildOptions struct {
 	Check        string
 	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure     []string
+	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
+	// pinned inputs as a referrer (sbomcmd.go).
+	SBOM bool
+	signFlag
 	recipeFlags
 }
 
@@ -120,6 +126,8 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
 	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
+	opts.signFlag.register(cmd)
+	f.BoolVar(&opts.SBOM, "sbom", false, "with --push: attach a CycloneDX SBOM of the build's pinned inputs (lock: base images by digest, wheels with SHA-256; plan: CUDA/cuDNN/torch, GPU architectures; recipe and lock digests) to each pushed image as a referrer")
 	opts.recipeFlags.register(cmd)
 	return cmd
 }
@@ -294,6 +302,16 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return reuseExisting(ctx, opts, content)
 		}
 	}
+	if opts.SBOM && opts.Push == "" {
+		return usageErr("--sbom needs --push: the SBOM is attached next to the pushed image")
+	}
+	if opts.SignKey != "" && opts.Push == "" {
+		return usageErr("--sign-key needs --push: the signature is stored next to the pushed image")
+	}
+	signKey, err := opts.signFlag.load()
+	if err != nil {
+		return err
+	}
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
 	}
@@ -329,6 +347,33 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
+	var sboms []string
+	if opts.SBOM {
+		var lock *recipes.Lock
+		if opts.Locked {
+			if lock, err = recipes.ReadLock(recipes.LockPath(recipeFile(opts.File))); err != nil {
+				return fmt.Errorf("--sbom: %w", err)
+			}
+		}
+		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+			return err
+		}
+	}
+	var signed []*sign.Signed
+	for _, p := range res.Pushed {
+		if signKey == nil {
+			break
+		}
+		h, err := v1.NewHash(p.Digest)
+		if err != nil {
+			return fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
+		}
+		s, err := opts.signFlag.signPushed(ctx, signKey, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
+		if err != nil {
+			return err
+		}
+		signed = append(signed, s)
+	}
 	if checkRules != nil {
 		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], checkRules); err != nil {
 			return err
@@ -337,7 +382,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
-			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed,
+			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
 	}
@@ -346,6 +391,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+	}
+	for _, s := range signed {
+		fmt.Fprintf(opts.IO.Out, "signed   %s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
 	}
 	for _, o := range opts.Outputs {
 		p := o

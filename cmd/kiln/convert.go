@@ -11,6 +11,7 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
 )
@@ -26,6 +27,7 @@ type ConvertOptions struct {
 	TempDir     string
 	JSON        bool
 	Progress    string
+	signFlag
 	imageFlags
 }
 
@@ -61,6 +63,7 @@ Docker >= 23.0).`,
 	f.StringVar(&opts.TempDir, "tmp", "", "scratch directory for converted blobs (default $TMPDIR)")
 	f.BoolVar(&opts.JSON, "json", false, "print the per-layer report as JSON")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	opts.signFlag.register(cmd)
 	return cmd
 }
 
@@ -73,6 +76,8 @@ type convertReport struct {
 	Layers []convert.LayerReport `json:"layers"`
 	Before int64                 `json:"compressed_before"`
 	After  int64                 `json:"compressed_after"`
+	// Signed is the --sign-key signature of what was written.
+	Signed *sign.Signed `json:"signed,omitempty"`
 }
 
 func runConvert(ctx context.Context, opts *ConvertOptions) error {
@@ -104,6 +109,13 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if _, err := layers.ParseRef(to, lopts...); err != nil {
 		return usageErr("--to: %v", err)
 	}
+	if err := opts.signFlag.checkDest(to, lopts); err != nil {
+		return err
+	}
+	key, err := opts.signFlag.load()
+	if err != nil {
+		return err
+	}
 	plat, _ := layers.ParsePlatform(opts.Platform)
 	src, err := convert.Open(ctx, opts.Image, plat, lopts...)
 	if err != nil {
@@ -128,7 +140,11 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Layers: res.Layers}
+	signed, err := opts.signFlag.signPushed(ctx, key, to, dg, lopts)
+	if err != nil {
+		return err
+	}
+	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Layers: res.Layers, Signed: signed}
 	for _, l := range res.Layers {
 		rep.Before += l.FromSize
 		rep.After += l.ToSize
@@ -149,5 +165,8 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		ratio = float64(rep.After) / float64(rep.Before)
 	}
 	fmt.Fprintf(opts.IO.Out, "\n%s → %s (%s): %s → %s (%.3f)\n", opts.Image, to, short(rep.Digest), analyze.HumanBytes(rep.Before), analyze.HumanBytes(rep.After), ratio)
+	if signed != nil {
+		fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(signed.Digest), signed.KeyID, signed.Format)
+	}
 	return nil
 }

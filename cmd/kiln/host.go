@@ -17,8 +17,11 @@ import (
 
 // HostCheckOptions are kiln host check's inputs.
 type HostCheckOptions struct {
-	IO          *IO
-	Image       string
+	IO    *IO
+	Image string
+	// VerifyKey is --verify-key PUBKEY|POLICY: the signature item
+	// verifies instead of listing.
+	VerifyKey   string
 	HostInfo    string
 	Root        string
 	Volumes     []string
@@ -88,6 +91,7 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 	opts.imageFlags.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.Image, "image", "", "image reference or kiln.lock to check against the host")
+	f.StringVar(&opts.VerifyKey, "verify-key", "", "with --image: verify the image's cosign signature with this PEM public key or policy file")
 	f.StringVar(&opts.HostInfo, "host-info", "", "check a captured host description (JSON from --capture) instead of this machine")
 	f.StringVar(&opts.Root, "root", "/", "root directory to read the host from (/proc, /etc, sockets)")
 	f.StringSliceVar(&opts.Volumes, "volume", nil, "directory for persistent data to probe (repeatable)")
@@ -183,7 +187,15 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 			return err
 		}
 	}
-	rep := hostcheck.Check(h, im, hostcheck.Options{WeightsBytes: weights})
+	ho := hostcheck.Options{WeightsBytes: weights}
+	if im != nil && !lock {
+		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
+			return err
+		}
+	} else if opts.VerifyKey != "" {
+		return usageErr("--verify-key: needs --image naming a registry image")
+	}
+	rep := hostcheck.Check(h, im, ho)
 	if opts.JSON {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")

@@ -19,6 +19,9 @@ const (
 	ExitFailure = 1 // the command ran and failed (bad image, unreachable registry, incompatible stack)
 	ExitUsage   = 2 // the command line itself is wrong
 	ExitRule    = 3 // a --ci rule was broken
+	// ExitUnverified: a signature gate refused (kiln verify, kiln warm
+	// --verify-key): missing, wrong key, tampered.
+	ExitUnverified = 4
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -107,7 +110,7 @@ Images are named the same way by every command:
   oci:DIR[:TAG|@sha256:...]                       an OCI image layout
   docker-archive:FILE.tar                         a 'docker save' archive
 
-Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken.`,
+Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken, 4 a signature\ndid not verify (verify, warm --verify-key).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -125,7 +128,8 @@ Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken.`,
 // hooks): the order is cobra's help order.
 var subcommands = []func(*IO) *cobra.Command{
 	newAnalyzeCmd, newBuildCmd, newCompatCmd, newConvertCmd, newFatbinCmd, newHostCmd,
-	newLockCmd, newRecipesCmd, newResolveCmd, newSlimCmd, newWarmCmd, newWeightsCmd,
+	newLockCmd, newRecipesCmd, newResolveCmd, newSignCmd, newSlimCmd, newVerifyCmd, newWarmCmd,
+	newWeightsCmd,
 }
 
 func newVersionCmd(ios *IO) *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
 )
@@ -43,6 +44,10 @@ type SlimOptions struct {
 	GPUs          []string
 	KeepPTX       bool
 	PruneNVIDIA   bool
+	// SBOM is --sbom: write each destination as an index holding the
+	// image and a CycloneDX attestation (BuildKit's layout).
+	SBOM bool
+	signFlag
 	imageFlags
 }
 
@@ -129,6 +134,8 @@ probe does.`,
 	f.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
 	f.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	opts.signFlag.register(cmd)
+	f.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
@@ -184,6 +191,16 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	to, err := layers.ParseRef(opts.To, lopts...)
 	if err != nil {
 		return usageErr("--to: %v", err)
+	}
+	if opts.SBOM && to.Kind == layers.KindDockerArchive {
+		return usageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
+	}
+	if err := opts.signFlag.checkDest(opts.To, lopts); err != nil {
+		return err
+	}
+	key, err := opts.signFlag.load()
+	if err != nil {
+		return err
 	}
 	// Where each encoding goes: the first under --to, zstd (with both)
 	// beside it. A docker archive stores plain tars whatever the blobs
@@ -298,9 +315,36 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 			return err
 		}
 	}
+	var bomComps []sbom.Component
+	if opts.SBOM {
+		// One scan: every encoding holds the same files.
+		if bomComps, err = sbom.ScanImage(imgs[0]); err != nil {
+			return fmt.Errorf("--sbom: %w", err)
+		}
+	}
 	for i, img := range imgs {
-		if _, err := layers.Write(ctx, img, dests[i], lopts...); err != nil {
+		var dg v1.Hash
+		if opts.SBOM {
+			idx, att, err := withSBOM(img, dests[i], bomComps, slimSBOMProps(rep))
+			if err != nil {
+				return fmt.Errorf("--sbom: %w", err)
+			}
+			if dg, err = layers.WriteIndex(ctx, idx, dests[i], lopts...); err != nil {
+				return err
+			}
+			rep.Images[i].Index, rep.Images[i].SBOM = dg.String(), att.String()
+		} else if dg, err = layers.Write(ctx, img, dests[i], lopts...); err != nil {
 			return err
+		}
+		if rep.Images[i].Signed, err = opts.signFlag.signPushed(ctx, key, dests[i], dg, lopts); err != nil {
+			return err
+		}
+	}
+	if key != nil && labels[weights.LabelManifest] != "" {
+		if s, err := signArtifact(ctx, &opts.signFlag, key, labels[weights.LabelManifest], lopts); err != nil {
+			return err
+		} else if s != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
 		}
 	}
 	if opts.JSON {
@@ -314,6 +358,12 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
 		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		if p.SBOM != "" {
+			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, short(p.Index), short(p.SBOM), sbom.SpecVersion)
+		}
+		if p.Signed != nil {
+			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(p.Signed.Digest), p.Signed.KeyID, p.Signed.Format)
+		}
 	}
 	fmt.Fprintf(opts.IO.Out, "image ID %s\n", rep.ImageID)
 	return nil

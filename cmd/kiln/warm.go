@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/spf13/cobra"
 )
@@ -54,6 +55,8 @@ type WarmOptions struct {
 	// (warm.TargetOptions).
 	Ingest         string
 	ContainerdRoot string
+	// VerifyKey is --verify-key PUBKEY|POLICY (warmverify.go).
+	VerifyKey string
 	// DockerStage and KeepStage: where the docker target stages layers
 	// before docker load, and whether they stay after it.
 	DockerStage string
@@ -110,8 +113,14 @@ zstd manifest of an index, when the target can run zstd layers.
 
 Exit codes: 0 ready (every digest of the warm set verified present; with
 --dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
-something missing. --json prints one object (schema kiln.warm/v1,
-docs/warm.md); --ready-file writes a marker only when ready.`,
+something missing, 4 --verify-key refused a signature. --json prints one object (schema kiln.warm/v1,
+docs/warm.md); --ready-file writes a marker only when ready.
+
+--verify-key PUBKEY|POLICY checks each image's (and weights artifact's)
+cosign signature after its manifests are read and before any layer is
+fetched; one that is missing, signed by another key or altered is refused
+with exit code 4, naming the image and why. The report's "signatures" and
+the ready marker's "verified" record the digest, key and format checked.`,
 		Example: `  kiln warm 127.0.0.1:5000/acme/serve:1.2 --target containerd --namespace k8s.io --unpack
   kiln warm ghcr.io/acme/serve:1.2 --target oci:/var/cache/kiln/oci --json
   kiln warm kiln.lock --target containerd --dry-run
@@ -154,6 +163,7 @@ docs/warm.md); --ready-file writes a marker only when ready.`,
 	f.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
 	f.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+warm.DefaultDockerStage()+")")
 	f.BoolVar(&opts.KeepStage, "keep-stage", false, "docker: keep the staged layers after a successful load")
+	f.StringVar(&opts.VerifyKey, "verify-key", "", "refuse, before fetching any layer, an image or weights artifact not signed by this PEM public key (or a policy file naming keys per registry/repository; docs/sign.md)")
 	withFleet(cmd, opts)
 	return cmd
 }
@@ -186,6 +196,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	} else {
 		writeWarmTable(opts.IO.Out, rep)
 		writeWeightsTable(opts.IO.Out, rep.Weights)
+		writeSignatures(opts.IO.Out, rep.Signatures)
 	}
 	if err != nil {
 		return err
@@ -320,6 +331,17 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sigs []*sign.Result
+	if opts.VerifyKey != "" {
+		if sigs, err = verifyWarm(ctx, opts.VerifyKey, set, vols, lopts); err != nil {
+			rep := warm.NewReport(set)
+			rep.Target, rep.DryRun, rep.Signatures, rep.Error = tgt.String(), opts.DryRun, sigs, err.Error()
+			if spec.Kind == "containerd" {
+				rep.Namespace = opts.Namespace
+			}
+			return rep, err
+		}
+	}
 	total := set.Bytes()
 	for _, v := range vols {
 		total += v.Manifest.Size
@@ -373,6 +395,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if spec.Kind == "containerd" {
 		rep.Namespace = opts.Namespace
 	}
+	rep.Signatures = sigs
 	return rep, werr
 }
 
@@ -427,7 +450,9 @@ func writeReadyFile(p string, rep *warm.Report) error {
 		Target string             `json:"target"`
 		Images []warm.ImageReport `json:"images"`
 		At     string             `json:"ready_at"`
-	}{"kiln.warm.ready/v1", rep.Target, rep.Images, time.Now().UTC().Format(time.RFC3339)})
+		// Verified: what --verify-key checked (digest, key, format).
+		Verified []*sign.Result `json:"verified,omitempty"`
+	}{"kiln.warm.ready/v1", rep.Target, rep.Images, time.Now().UTC().Format(time.RFC3339), rep.Signatures})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
 	"github.com/spf13/cobra"
@@ -44,6 +45,10 @@ type WeightsStripOptions struct {
 	Jobs        int
 	JSON        bool
 	Progress    string
+	// SBOM is --sbom: a CycloneDX BOM of the weight files (SHA-256 each)
+	// as a referrer of the weights artifact.
+	SBOM bool
+	signFlag
 	imageFlags
 }
 
@@ -77,6 +82,8 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	opts.signFlag.register(cmd)
+	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
 	return cmd
 }
 
@@ -93,6 +100,12 @@ type stripResult struct {
 	AfterSize      int64             `json:"afterCompressedSize"`
 	Labels         map[string]string `json:"labels"`
 	VolumeManifest *weights.Manifest `json:"manifest"`
+	// Signed are the --sign-key signatures: the image's, then the
+	// weights artifact's (when it is in a registry).
+	Signed []*sign.Signed `json:"signed,omitempty"`
+	// SBOM is the digest of the SPDX attestation attached to the
+	// weights artifact (registry only).
+	SBOM string `json:"sbom,omitempty"`
 }
 
 func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
@@ -111,6 +124,13 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	if r, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
 		return usageErr("--weights-to %q: want a registry reference or oci:DIR[:TAG]", opts.WeightsTo)
+	}
+	if err := opts.signFlag.checkDest(opts.To, lopts); err != nil {
+		return err
+	}
+	key, err := opts.signFlag.load()
+	if err != nil {
+		return err
 	}
 	pol, err := slim.BuiltinPolicy("weights")
 	if err != nil {
@@ -153,6 +173,25 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
+	var sbomRef string
+	if opts.SBOM {
+		if sbomRef, err = weightsSBOM(ctx, aref, m, lopts); err != nil {
+			return err
+		}
+	}
+	var signed []*sign.Signed
+	if key != nil {
+		s, err := opts.signFlag.signPushed(ctx, key, opts.To, idg, lopts)
+		if err != nil {
+			return err
+		}
+		signed = append(signed, s)
+		if s, err = signArtifact(ctx, &opts.signFlag, key, aref, lopts); err != nil {
+			return err
+		} else if s != nil {
+			signed = append(signed, s)
+		}
+	}
 	if opts.ManifestOut != "" {
 		b, _ := m.Encode()
 		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
@@ -161,7 +200,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifest: m}
+		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, r)
 	}
@@ -172,6 +211,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, analyze.HumanBytes(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
+	for _, s := range r.Signed {
+		fmt.Fprintf(tw, "signed\t%s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
+	}
 	return tw.Flush()
 }
 

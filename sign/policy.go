@@ -1,0 +1,147 @@
+package sign
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Policy says which public keys an image must be signed by, per registry
+// or repository. A plain PEM public key is the policy "every image, this
+// key".
+//
+// A policy file (YAML or JSON, schema kiln.verify-policy/v1):
+//
+//	schema: kiln.verify-policy/v1
+//	keys:
+//	  - scope: 127.0.0.1:5000/acme   # registry, or registry/repository prefix
+//	    key: acme.pub                # relative to the policy file
+//	  - scope: "*"                   # everything else
+//	    key: fleet.pub
+//
+// The longest scope that matches an image's repository on a path
+// boundary wins; its keys (several entries of one scope: any of them)
+// are the only ones tried. An image no scope matches is refused.
+type Policy struct {
+	Source string
+	rules  []rule
+}
+
+type rule struct {
+	scope string
+	keys  []*PublicKey
+}
+
+// PolicySchema names the policy file format.
+const PolicySchema = "kiln.verify-policy/v1"
+
+type policyFile struct {
+	Schema string `yaml:"schema" json:"schema"`
+	Keys   []struct {
+		Scope string `yaml:"scope" json:"scope"`
+		Key   string `yaml:"key" json:"key"`
+	} `yaml:"keys" json:"keys"`
+}
+
+// LoadPolicy reads --verify-key: a PEM public key or a policy file.
+func LoadPolicy(path string) (*Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--verify-key %s: %v", path, err)
+	}
+	if bytes.Contains(b, []byte("-----BEGIN ")) {
+		k, err := ParsePublicKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-key %s: %v", path, err)
+		}
+		k.Source = path
+		return &Policy{Source: path, rules: []rule{{scope: "*", keys: []*PublicKey{k}}}}, nil
+	}
+	var pf policyFile
+	if err := yaml.Unmarshal(b, &pf); err != nil {
+		return nil, fmt.Errorf("--verify-key %s: neither a PEM public key nor a policy file: %v", path, err)
+	}
+	if pf.Schema != PolicySchema {
+		return nil, fmt.Errorf("--verify-key %s: schema %q, want %s", path, pf.Schema, PolicySchema)
+	}
+	if len(pf.Keys) == 0 {
+		return nil, fmt.Errorf("--verify-key %s: keys: empty", path)
+	}
+	p := &Policy{Source: path}
+	byScope := map[string]int{}
+	for i, e := range pf.Keys {
+		scope, err := canonicalScope(e.Scope)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-key %s: keys[%d].scope: %v", path, i, err)
+		}
+		if e.Key == "" {
+			return nil, fmt.Errorf("--verify-key %s: keys[%d].key: empty", path, i)
+		}
+		kp := e.Key
+		if !filepath.IsAbs(kp) {
+			kp = filepath.Join(filepath.Dir(path), kp)
+		}
+		k, err := LoadPublicKey(kp)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-key %s: keys[%d].key: %v", path, i, err)
+		}
+		j, ok := byScope[scope]
+		if !ok {
+			j = len(p.rules)
+			byScope[scope] = j
+			p.rules = append(p.rules, rule{scope: scope})
+		}
+		p.rules[j].keys = append(p.rules[j].keys, k)
+	}
+	// Longest scope first; "*" last.
+	sort.SliceStable(p.rules, func(i, j int) bool {
+		if p.rules[i].scope == "*" || p.rules[j].scope == "*" {
+			return p.rules[j].scope == "*" && p.rules[i].scope != "*"
+		}
+		return len(p.rules[i].scope) > len(p.rules[j].scope)
+	})
+	return p, nil
+}
+
+// canonicalScope spells a scope as go-containerregistry names the
+// repositories it is matched against: "docker.io/library/ubuntu" and
+// "ubuntu" are index.docker.io/library/ubuntu. A scope without "/" is a
+// registry.
+func canonicalScope(s string) (string, error) {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "/")
+	switch {
+	case s == "":
+		return "", fmt.Errorf("empty (use \"*\" for every image)")
+	case s == "*":
+		return s, nil
+	case !strings.Contains(s, "/"):
+		r, err := name.NewRegistry(s)
+		if err != nil {
+			return "", fmt.Errorf("%q is not a registry: %v", s, err)
+		}
+		return r.RegistryStr(), nil
+	}
+	r, err := name.NewRepository(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a REGISTRY/REPOSITORY: %v", s, err)
+	}
+	return r.RegistryStr() + "/" + r.RepositoryStr(), nil
+}
+
+// Keys returns the keys an image in repo must be signed by and the scope
+// that chose them; none when no scope matches.
+func (p *Policy) Keys(repo name.Repository) ([]*PublicKey, string) {
+	full := repo.RegistryStr() + "/" + repo.RepositoryStr()
+	for _, r := range p.rules {
+		if r.scope == "*" || full == r.scope || strings.HasPrefix(full, r.scope+"/") || repo.RegistryStr() == r.scope {
+			return r.keys, r.scope
+		}
+	}
+	return nil, ""
+}

@@ -1,0 +1,318 @@
+package sign
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// Signature formats (Format, SignOptions.Format).
+const (
+	FormatBundle = "bundle"
+	FormatLegacy = "legacy"
+)
+
+// maxArtifact caps what is read of a signature manifest or blob: they are
+// a few kilobytes; a registry serving more is not serving a signature.
+const maxArtifact = 4 << 20
+
+const (
+	emptyJSONMediaType = "application/vnd.oci.empty.v1+json"
+)
+
+var emptyJSON = []byte("{}")
+
+// SignOptions tune Sign.
+type SignOptions struct {
+	// Format is FormatBundle (default, cosign v3's) or FormatLegacy.
+	Format string
+	// Layers are the registry options (keychain, transport, insecure
+	// registries): every call goes through layers' transport.
+	Layers []layers.Option
+	// Now stamps the referrer's org.opencontainers.image.created
+	// (default time.Now).
+	Now func() time.Time
+}
+
+// Signed is what Sign stored.
+type Signed struct {
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
+	Format string `json:"format"`
+	KeyID  string `json:"key_id"`
+	// Artifact is the signature manifest's digest (bundle) or the .sig
+	// tag (legacy).
+	Artifact string `json:"artifact"`
+	// Referrers says how the referrer is listed: "api" (the registry's
+	// referrers API) or "tag" (the referrers tag schema, sha256-<hex>).
+	Referrers string `json:"referrers,omitempty"`
+}
+
+// Sign signs the manifest ref resolves to and stores the signature next
+// to it in the same repository.
+func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, error) {
+	r, err := layers.ParseRef(ref, o.Layers...)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != layers.KindRegistry {
+		return nil, fmt.Errorf("image %q: only registry images can be signed (a signature is stored in the registry)", ref)
+	}
+	ropts := layers.RemoteOptions(ctx, o.Layers...)
+	desc, err := remote.Head(r.Name, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
+	}
+	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
+		return nil, fmt.Errorf("image %q: registry answers digest %s", ref, desc.Digest)
+	}
+	return SignDigest(ctx, r.Name.Context(), *desc, s, o)
+}
+
+// SignDigest signs the manifest desc in repo (kiln build/slim/convert
+// sign what they just pushed, by its digest, with no tag lookup between).
+func SignDigest(ctx context.Context, repo name.Repository, desc v1.Descriptor, s *Signer, o SignOptions) (*Signed, error) {
+	ropts := layers.RemoteOptions(ctx, o.Layers...)
+	out := &Signed{Ref: repo.Digest(desc.Digest.String()).String(), Digest: desc.Digest.String(), KeyID: s.Public().ID()}
+	switch o.Format {
+	case "", FormatBundle:
+		out.Format = FormatBundle
+		b, err := newBundle(s, desc.Digest)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now
+		if o.Now != nil {
+			now = o.Now
+		}
+		dg, via, err := pushReferrer(ctx, repo, desc, BundleMediaType, b, map[string]string{
+			"org.opencontainers.image.created": now().UTC().Format(time.RFC3339),
+			"dev.sigstore.bundle.content":      "dsse-envelope",
+			BundlePredicateAnnotation:          CosignSignPredicate,
+		}, o.Layers)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
+		}
+		out.Artifact, out.Referrers = dg, via
+	case FormatLegacy:
+		out.Format = FormatLegacy
+		tag, err := pushLegacy(repo, desc.Digest, s, ropts)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
+		}
+		out.Artifact = tag
+	default:
+		return nil, fmt.Errorf("signature format %q: want bundle or legacy", o.Format)
+	}
+	return out, nil
+}
+
+// artifactManifest is an OCI 1.1 artifact manifest with a subject.
+type artifactManifest struct {
+	SchemaVersion int               `json:"schemaVersion"`
+	MediaType     types.MediaType   `json:"mediaType"`
+	ArtifactType  string            `json:"artifactType,omitempty"`
+	Config        v1.Descriptor     `json:"config"`
+	Layers        []v1.Descriptor   `json:"layers"`
+	Subject       *v1.Descriptor    `json:"subject,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
+}
+
+type rawManifest struct {
+	b  []byte
+	mt types.MediaType
+}
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
+
+var _ remote.Taggable = rawManifest{}
+
+// PushReferrer stores blob as a one-layer OCI artifact whose subject is
+// subj, returning the artifact manifest's digest and how the registry
+// lists it ("api" or "tag"). go-containerregistry updates the referrers
+// tag schema's index when the registry has no referrers API.
+func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts ...layers.Option) (string, string, error) {
+	return pushReferrer(ctx, repo, subj, artifactType, blob, annotations, lopts)
+}
+
+func pushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts []layers.Option) (string, string, error) {
+	ropts := layers.RemoteOptions(ctx, lopts...)
+	cfg := static.NewLayer(emptyJSON, emptyJSONMediaType)
+	lay := static.NewLayer(blob, types.MediaType(artifactType))
+	for _, l := range []v1.Layer{cfg, lay} {
+		if err := remote.WriteLayer(repo, l, ropts...); err != nil {
+			return "", "", err
+		}
+	}
+	cd, _ := cfg.Digest()
+	ld, _ := lay.Digest()
+	m := artifactManifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  artifactType,
+		Config:        v1.Descriptor{MediaType: emptyJSONMediaType, Digest: cd, Size: int64(len(emptyJSON))},
+		Layers:        []v1.Descriptor{{MediaType: types.MediaType(artifactType), Digest: ld, Size: int64(len(blob))}},
+		Subject:       &v1.Descriptor{MediaType: subj.MediaType, Digest: subj.Digest, Size: subj.Size},
+		Annotations:   annotations,
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", "", err
+	}
+	dg := fmt.Sprintf("sha256:%x", sha256.Sum256(raw))
+	if err := remote.Put(repo.Digest(dg), rawManifest{raw, types.OCIManifestSchema1}, ropts...); err != nil {
+		return "", "", err
+	}
+	via := "tag"
+	if HasReferrersAPI(ctx, repo, subj.Digest, lopts...) {
+		via = "api"
+	}
+	return dg, via, nil
+}
+
+// HasReferrersAPI asks GET /v2/<repo>/referrers/<digest> as ggcr does:
+// an OCI index answer means the registry keeps the list itself.
+func HasReferrersAPI(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) bool {
+	rt, err := layers.RegistryTransport(ctx, repo.Registry, []string{repo.Scope(transport.PullScope)}, lopts...)
+	if err != nil {
+		return false
+	}
+	u := fmt.Sprintf("%s://%s/v2/%s/referrers/%s", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr(), d)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", string(types.OCIImageIndex))
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == string(types.OCIImageIndex)
+}
+
+// LegacyTag is cosign's .sig tag for digest d: sha256-<hex>.sig.
+func LegacyTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + ".sig" }
+
+// legacyManifest is the .sig tag's manifest.
+type legacyManifest struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	MediaType     types.MediaType `json:"mediaType"`
+	Config        v1.Descriptor   `json:"config"`
+	Layers        []v1.Descriptor `json:"layers"`
+}
+
+func pushLegacy(repo name.Repository, d v1.Hash, s *Signer, ropts []remote.Option) (string, error) {
+	payload, err := newSimpleSigning(repo.Name(), d)
+	if err != nil {
+		return "", err
+	}
+	sig, err := s.sign(payload)
+	if err != nil {
+		return "", err
+	}
+	tag := repo.Tag(LegacyTag(d))
+	// Keep signatures already there (other keys): cosign appends.
+	var m legacyManifest
+	if desc, err := remote.Get(tag, ropts...); err == nil {
+		_ = json.Unmarshal(desc.Manifest, &m)
+	} else if !isNotFound(err) {
+		return "", err
+	}
+	lay := static.NewLayer(payload, SimpleSigningMediaType)
+	if err := remote.WriteLayer(repo, lay, ropts...); err != nil {
+		return "", err
+	}
+	ld, _ := lay.Digest()
+	m.Layers = append(m.Layers, v1.Descriptor{
+		MediaType: SimpleSigningMediaType, Digest: ld, Size: int64(len(payload)),
+		Annotations: map[string]string{SignatureAnnotation: encodeB64(sig)},
+	})
+	diffIDs := make([]string, len(m.Layers))
+	for i, l := range m.Layers {
+		diffIDs[i] = l.Digest.String()
+	}
+	cfgRaw, _ := json.Marshal(map[string]any{
+		"architecture": "", "os": "", "config": map[string]any{},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+	})
+	cfg := static.NewLayer(cfgRaw, types.OCIConfigJSON)
+	if err := remote.WriteLayer(repo, cfg, ropts...); err != nil {
+		return "", err
+	}
+	cd, _ := cfg.Digest()
+	m.SchemaVersion, m.MediaType = 2, types.OCIManifestSchema1
+	m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cd, Size: int64(len(cfgRaw))}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}, ropts...); err != nil {
+		return "", err
+	}
+	return tag.String(), nil
+}
+
+func isNotFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// readBlob reads a small blob and checks its size and digest.
+func readBlob(repo name.Repository, d v1.Descriptor, ropts []remote.Option) ([]byte, error) {
+	if d.Size > maxArtifact || d.Size < 0 {
+		return nil, fmt.Errorf("blob %s: size %d is not a signature's", d.Digest, d.Size)
+	}
+	l, err := remote.Layer(repo.Digest(d.Digest.String()), ropts...)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxArtifact+1))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %v", d.Digest, err)
+	}
+	if int64(len(b)) != d.Size {
+		return nil, fmt.Errorf("blob %s: %d bytes, descriptor says %d", d.Digest, len(b), d.Size)
+	}
+	if got := fmt.Sprintf("sha256:%x", sha256.Sum256(b)); d.Digest.Algorithm != "sha256" || got != d.Digest.String() {
+		return nil, fmt.Errorf("blob %s: content hashes to %s", d.Digest, got)
+	}
+	return b, nil
+}
+
+// readManifest reads a manifest by digest and checks it.
+func readManifest(repo name.Repository, d v1.Hash, ropts []remote.Option) ([]byte, error) {
+	desc, err := remote.Get(repo.Digest(d.String()), ropts...)
+	if err != nil {
+		return nil, err
+	}
+	if len(desc.Manifest) > maxArtifact {
+		return nil, fmt.Errorf("manifest %s: %d bytes is not a signature's", d, len(desc.Manifest))
+	}
+	if got := fmt.Sprintf("sha256:%x", sha256.Sum256(desc.Manifest)); got != d.String() {
+		return nil, fmt.Errorf("manifest %s: content hashes to %s", d, got)
+	}
+	return desc.Manifest, nil
+}
+
+func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
