@@ -239,7 +239,11 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 		}
 		for _, e := range ents {
 			p := filepath.Join(dir, e.Name())
-			sass, err := exec.Command(cuobjdump, "-sass", p).CombinedOutput()
+			cmd := exec.Command(cuobjdump, "-sass", p)
+			// cuobjdump leaves nvdisasm's tmpxft_* files in TMPDIR: keep
+			// them in the test's scratch, which is removed.
+			cmd.Env = append(os.Environ(), "TMPDIR="+r.scratch)
+			sass, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(sass), "code for sm_90") {
 				t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
 			}
