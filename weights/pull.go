@@ -321,7 +321,7 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := blob.Dir{Root: p.partial(""), Partial: p.partial(""), Suffix: ".part", Sync: p.opts.sync}
+	dir := blob.Dir{Root: p.partial(""), Partial: p.partial(""), Suffix: ".part", Sync: p.opts.sync, Staging: true}
 	first := true
 	open := func(ctx context.Context) (blob.Writer, error) {
 		w, err := dir.Writer(ctx, d, l.Size)

@@ -50,6 +50,12 @@ type Dir struct {
 	// Stamps keeps the verified records (a long-lived cache); without
 	// it Has hashes every committed file it is asked about.
 	Stamps bool
+	// Staging says the committed blobs are renamed again, and that rename
+	// made durable, by the caller (a weights volume's .kiln-partial): the
+	// directory is not synced after each commit. A crash may then lose a
+	// commit, never corrupt one (the file was synced before its rename,
+	// and a staging blob is hashed again before it is used).
+	Staging bool
 }
 
 // Path is where the committed blob dg lies.
@@ -324,8 +330,10 @@ func (w *FileWriter) Commit(ctx context.Context) error {
 		return fmt.Errorf("blob %s: %w", w.dg, err)
 	}
 	os.Remove(RangesPath(w.path))
-	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
-		return err
+	if !w.d.Staging {
+		if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
+			return err
+		}
 	}
 	// Verified as written: Has need not hash it again.
 	if fi, err := w.f.Stat(); err == nil {
