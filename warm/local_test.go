@@ -1,6 +1,8 @@
 package warm
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/weights"
 )
 
 // The persistent image cache of a spot fleet: warm once into oci:DIR,
@@ -172,5 +175,41 @@ func TestWarmFromDockerArchive(t *testing.T) {
 	sn := ct.(*Containerd).Snapshotter()
 	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, "docker.io/kiln/app:v1", "kiln-warm-archive", "/bin/true"); err != nil {
 		t.Fatalf("ctr run of the image warmed from the archive: %v\n%s", err, out)
+	}
+}
+
+// A weights artifact named on the command line is read once: the volume
+// is resolved from the manifest the warm set already fetched, so with the
+// registry gone afterwards the volume still resolves (and a layout's
+// artifact likewise).
+func TestWeightsArtifactReadOnce(t *testing.T) {
+	ctx := context.Background()
+	reg := newTestRegistry(t)
+	c, err := weights.NewCollector(t.TempDir(), weights.WithLargeFileThreshold(1<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("w"), 32<<10)
+	if err := c.Divert("/models/a.safetensors", &tar.Header{Typeflag: tar.TypeReg, Name: "/models/a.safetensors", Size: int64(len(data)), Mode: 0o644}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Host + "/kiln-warm/weights:v1"
+	if _, _, err := c.Publish(ctx, ref, "", "sha256:"+strings.Repeat("4", 64)); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Resolve(ctx, []string{ref}, ResolveOptions{Platform: amd64, Blobs: fastSource()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Images) != 0 || len(set.WeightsArgs) != 1 {
+		t.Fatalf("set: %d images, weights %v; want the artifact as a volume", len(set.Images), set.WeightsArgs)
+	}
+	reg.Stop()
+	vols, err := Volumes(ctx, set, nil, t.TempDir(), Mirrors{}, nil)
+	if err != nil {
+		t.Fatalf("volume after the registry went away: %v (fetched twice?)", err)
+	}
+	if len(vols) != 1 || len(vols[0].Manifest.Files) != 1 || !strings.Contains(vols[0].Resolved.Ref, "@sha256:") {
+		t.Fatalf("volumes %+v", vols)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/weights"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -85,8 +86,17 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 		im, blobs, err := w.image(ctx, img, root, o)
 		if errors.Is(err, errWeightsArtifact) {
 			// A weights artifact cached beside the images: warmed as a
-			// volume (--weights-into), as a registry one would be.
+			// volume (--weights-into), as a registry one would be,
+			// resolved from the manifest just read.
+			res, err := weights.FromArtifact(ctx, img.Source, root.raw, src)
+			if err != nil {
+				return nil, err
+			}
 			out.weights = append(out.weights, img.Source)
+			if out.volumes == nil {
+				out.volumes = map[string]*Volume{}
+			}
+			out.volumes[img.Source] = &Volume{Ref: img.Source, Resolved: res}
 			continue
 		}
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/weights"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -79,6 +80,8 @@ type Set struct {
 	WeightsArgs []string
 
 	closers []io.Closer
+	// volumes are WeightsArgs already resolved while the set was computed.
+	volumes map[string]*Volume
 }
 
 // Close releases what the set's sources hold open (a docker archive's
@@ -175,6 +178,12 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 			s.closers = append(s.closers, res.closer)
 		}
 		s.WeightsArgs = append(s.WeightsArgs, res.weights...)
+		for a, v := range res.volumes {
+			if s.volumes == nil {
+				s.volumes = map[string]*Volume{}
+			}
+			s.volumes[a] = v
+		}
 		s.Images = append(s.Images, res.images...)
 		for _, b := range res.blobs {
 			if err := add(b); err != nil {
@@ -222,8 +231,10 @@ func getManifest(ctx context.Context, ref name.Reference, o ResolveOptions) (*fe
 type resolved struct {
 	images []Image
 	blobs  []*Blob
-	// weights are weights artifacts found (warmed as volumes).
+	// weights are weights artifacts found (warmed as volumes), and
+	// volumes those of them already resolved from the manifest read here.
 	weights []string
+	volumes map[string]*Volume
 	// closer releases what the blobs' source holds open (an archive).
 	closer io.Closer
 }
@@ -239,9 +250,9 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 	case layers.KindDockerArchive:
 		return resolveArchive(ctx, ref, r, o)
 	}
-	img, blobs, err := resolveRegistry(ctx, ref, r, o)
-	if errors.Is(err, errWeightsArtifact) {
-		return &resolved{weights: []string{ref}}, nil
+	img, blobs, vol, err := resolveRegistry(ctx, ref, r, o)
+	if vol != nil {
+		return &resolved{weights: []string{ref}, volumes: map[string]*Volume{ref: vol}}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -249,11 +260,13 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 	return &resolved{images: []Image{img}, blobs: blobs}, nil
 }
 
-func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (Image, []*Blob, error) {
+// resolveRegistry reads a registry reference: an image (its blobs), or a
+// weights artifact (its volume, resolved from the manifest read here).
+func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (Image, []*Blob, *Volume, error) {
 	img := Image{Name: r.Name.Name(), Source: r.Name.Name()}
 	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
-		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
+		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
 	if fref != r.Name {
 		img.Mirror = fref.Context().RegistryStr()
@@ -261,22 +274,22 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	root, err := getManifest(ctx, fref, o)
 	if err != nil {
 		if img.Mirror != "" {
-			return Image{}, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
+			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
 		}
-		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
+		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
 	// The zstd variant, when asked for or allowed: REPO:TAG-zstd.
 	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" {
 		zt := tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
 		zf, ferr := o.Mirrors.fetchRef(zt, o.Layers)
 		if ferr != nil {
-			return Image{}, nil, fmt.Errorf("image %q: %v", ref, ferr)
+			return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, ferr)
 		}
 		if z, err := getManifest(ctx, zf, o); err == nil {
 			root = z
 			img.Source = zt.Name()
 		} else if o.Compression == CompressionZstd {
-			return Image{}, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
 		}
 	}
 	// repo is where blobs are read (the mirror, when there is one); the
@@ -285,16 +298,26 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	real := r.Name.Context()
 	src, err := o.Blobs.Repo(ctx, repo)
 	if err != nil {
-		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
+		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
 	label := "containerd.io/distribution.source." + real.RegistryStr()
+	if isWeightsArtifact(root.raw) {
+		// Read and verified once: the volume is resolved from these bytes.
+		dg := real.Digest(root.desc.Digest.String())
+		res, err := weights.FromArtifact(ctx, dg.String(), root.raw, src)
+		if err != nil {
+			return Image{}, nil, nil, err
+		}
+		return Image{}, nil, &Volume{Ref: ref, Resolved: res}, nil
+	}
 	w := walker{ref: ref, src: src, labels: func(l map[string]string) map[string]string {
 		l[label] = real.RepositoryStr()
 		return l
 	}, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
 		return getManifest(ctx, repo.Digest(d.Digest.String()), o)
 	}}
-	return w.image(ctx, img, root, o)
+	img, blobs, err := w.image(ctx, img, root, o)
+	return img, blobs, nil, err
 }
 
 // walker turns a root manifest (an index or an image manifest) into the

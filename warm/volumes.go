@@ -58,9 +58,12 @@ func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors 
 		}
 	}
 	for _, a := range args {
-		v, err := ResolveVolume(ctx, a, "", mirrors, lopts)
-		if err != nil {
-			return nil, err
+		v, ok := set.volumes[a]
+		if !ok {
+			var err error
+			if v, err = ResolveVolume(ctx, a, "", mirrors, lopts); err != nil {
+				return nil, err
+			}
 		}
 		if err := add(v); err != nil {
 			return nil, err

@@ -173,6 +173,18 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	return &Resolved{Manifest: m, Source: f, Ref: dg.String()}, nil
 }
 
+// FromArtifact resolves a weights artifact whose manifest bytes the
+// caller already read and verified by digest (kiln warm, while computing
+// its warm set): raw is that manifest, ref names it by digest, and src
+// serves its blobs. Nothing is fetched twice.
+func FromArtifact(ctx context.Context, ref string, raw []byte, src blob.Source) (*Resolved, error) {
+	m, err := manifestFromArtifact(ctx, src, raw)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	return &Resolved{Manifest: m, Source: src, Ref: ref}, nil
+}
+
 // manifestFromArtifact reads the volume manifest blob an artifact carries
 // and checks it against the artifact's own layer list: a manifest that
 // points at blobs the artifact does not have, or names other sizes or media
