@@ -110,7 +110,7 @@ func TestHostCheckCommand(t *testing.T) {
 		ids = append(ids, it.ID+"="+it.Status)
 	}
 	if rep.SchemaVersion != 1 || rep.OK == nil || *rep.OK || rep.Counts["fail"] != 1 || rep.Image.CUDA != "12.8.1" || strings.Join(rep.Image.Kernels.SM, ",") != "sm_80,sm_90" ||
-		strings.Join(ids, " ") != "driver=pass cuda-compat=warn require-cuda=fail kernels=pass container-toolkit=pass engine=pass registry-auth=skip volumes=pass compose=pass" {
+		strings.Join(ids, " ") != "driver=pass cuda-compat=warn require-cuda=fail kernels=pass container-toolkit=pass engine=pass registry-auth=skip volumes=pass compose=pass runtime-settings=skip" {
 		t.Errorf("json report: %+v\n%s", rep, ids)
 	}
 }
