@@ -34,7 +34,7 @@ type HostCheckOptions struct {
 	ContainerdConfig   string
 	DockerDaemonConfig string
 	Jobs               int
-	Progress    string
+	Progress           string
 	imageFlags
 }
 
