@@ -19,6 +19,7 @@ type Containerd struct {
 	Root   string // content and snapshots
 	State  string
 	Bin    string // the containerd binary that runs
+	Config string // the config file it was started with
 	Major  int    // its major version (1 for Debian's 1.6, 2 for 2.x)
 }
 
@@ -59,8 +60,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
   address = %q
 [ttrpc]
   address = %q
-`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc")
+`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc") + c.extraConfig
 	cfg := filepath.Join(dir, "config.toml")
+	cd.Config = cfg
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
