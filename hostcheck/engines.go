@@ -208,10 +208,10 @@ func probeContainerd(ctx context.Context, o *GatherOptions, sock string) Engine 
 	e.snapRoots = map[string]string{}
 	for _, p := range ps.GetPlugins() {
 		root := p.GetExports()["root"]
-		if root == "" || p.GetInitErr() != nil {
+		if p.GetInitErr() != nil {
 			continue
 		}
-		if p.GetType() == "io.containerd.content.v1" {
+		if p.GetType() == "io.containerd.content.v1" && root != "" {
 			e.DataRoot = root
 			if _, free, _, err := statFS(root); err == nil {
 				e.DataRootFreeBytes = free

@@ -55,7 +55,11 @@ type ContainerdConfig struct {
 	// the deprecated registry.mirrors table.
 	RegistryConfigPath string   `json:"registry_config_path,omitempty"`
 	Mirrors            []Mirror `json:"mirrors"`
-	Error              string   `json:"error,omitempty"`
+	// CRIDisabled is true when disabled_plugins names the CRI plugin: no
+	// Kubernetes pull goes through these settings (and config dump shows
+	// its defaults, not the file's values).
+	CRIDisabled bool   `json:"cri_disabled,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Mirror is one registry mirror a runtime is configured with.
@@ -244,6 +248,11 @@ func readTOML(path string) (map[string]any, error) {
 // resolveContainerd reads the pull settings out of a config document,
 // applying containerd's defaults for keys left out.
 func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
+	for _, d := range strs(doc["disabled_plugins"]) {
+		if d == criV2 || d == criImages {
+			cc.CRIDisabled = true
+		}
+	}
 	pl := asMap(doc["plugins"])
 	var img map[string]any
 	if cc.Version >= 3 {
@@ -255,8 +264,15 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 		cri := asMap(pl[criV2])
 		ctr := asMap(cri["containerd"])
 		cc.ImagesTable = fmt.Sprintf("plugins.%q.containerd", criV2)
-		cc.Snapshotter = str(ctr["snapshotter"], "overlayfs")
-		cc.DiscardUnpackedLayers, _ = ctr["discard_unpacked_layers"].(bool)
+		if _, runtimes := ctr["runtimes"]; cc.Major < 2 || runtimes {
+			// containerd 2.x (2.4's images plugin migration) copies these
+			// two only from a version 2 config that also has a runtimes
+			// table; without one it runs with the defaults.
+			cc.Snapshotter = str(ctr["snapshotter"], "overlayfs")
+			cc.DiscardUnpackedLayers, _ = ctr["discard_unpacked_layers"].(bool)
+		} else {
+			cc.Snapshotter = "overlayfs"
+		}
 		// containerd 2.x migrates these keys of the CRI table to the images
 		// plugin; 1.x reads them there.
 		img = cri
@@ -492,7 +508,13 @@ func gatherRuntimeConfig(ctx context.Context, o *GatherOptions, h *Host) {
 		h.ContainerdConfig = readContainerdConfig(ctx, o, major)
 		for i := range h.Engines {
 			e := &h.Engines[i]
-			if root := e.snapRoots[h.ContainerdConfig.Snapshotter]; root != "" {
+			root, loaded := e.snapRoots[h.ContainerdConfig.Snapshotter]
+			if root == "" && loaded && e.DataRoot != "" {
+				// containerd 1.6's native snapshotter exports no root: it
+				// lives next to the content store, under containerd's root.
+				root = filepath.Join(filepath.Dir(e.DataRoot), "io.containerd.snapshotter.v1."+h.ContainerdConfig.Snapshotter)
+			}
+			if root != "" {
 				e.SnapshotRoot = root
 				if _, free, _, err := statFS(root); err == nil {
 					e.SnapshotRootFreeBytes = free

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
 
 	"github.com/kiln-build/kiln/hostcheck"
 )
@@ -100,6 +103,7 @@ func TestRuntimeConfigFiles(t *testing.T) {
 			name: "1.6 v2 discard true without a mirror warns",
 			files: map[string]string{
 				"etc/containerd/config.toml": `version = 2
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [plugins."io.containerd.grpc.v1.cri".containerd]
   discard_unpacked_layers = true
   snapshotter = "native"
@@ -107,7 +111,7 @@ func TestRuntimeConfigFiles(t *testing.T) {
 			},
 			status:   hostcheck.Warn,
 			summary:  []string{"discard_unpacked_layers = true: CRI pulls drop each layer's blob once unpacked", "snapshotter = native"},
-			evidence: []string{"config_path unset: no hosts.toml mirrors are read"},
+			evidence: []string{"config_path unset: no hosts.toml mirrors are read", "CRI plugin is disabled (disabled_plugins)"},
 			fix:      []string{`set snapshotter = "overlayfs"`},
 		},
 		{
@@ -274,5 +278,90 @@ func assertItem(t *testing.T, it *hostcheck.Item, status hostcheck.Status, summa
 	}
 	if bad {
 		t.Errorf("item %s: %s %q\nevidence:\n%s\nfix:\n%s", it.ID, it.Status, it.Summary, ev, fx)
+	}
+}
+
+// TestRuntimeSettingsRealContainerd starts a real containerd (Debian's
+// 1.6, and the 2.x scripts/containerd2.sh builds when its binary is in
+// /var/cache/kiln-containerd or KILN_CONTAINERD2_BIN) with a config this
+// test writes — discard_unpacked_layers = true, five concurrent
+// downloads, the native snapshotter, a Spegel mirror in hosts.toml — and
+// checks what host check reports: the settings from `containerd config
+// dump` (2.x migrates the version 2 tables), the content and snapshot
+// roots the running daemon reports over introspection, and the verdict.
+func TestRuntimeSettingsRealContainerd(t *testing.T) {
+	bins := map[string]string{"1.6": ""}
+	if p := os.Getenv("KILN_CONTAINERD2_BIN"); p != "" {
+		bins["2.x"] = p
+	} else if m, _ := filepath.Glob("/var/cache/kiln-containerd/v2*/containerd"); len(m) > 0 {
+		bins["2.x"] = m[len(m)-1]
+	}
+	for _, name := range []string{"1.6", "2.x"} {
+		bin, ok := bins[name]
+		t.Run(name, func(t *testing.T) {
+			if !ok {
+				t.Skip("no containerd 2.x binary: build it with bash scripts/containerd2.sh build, or set KILN_CONTAINERD2_BIN")
+			}
+			if bin != "" {
+				t.Setenv("KILN_CONTAINERD_BIN", bin)
+			}
+			// The hosts directory lies under the root host check reads, at
+			// the absolute path containerd is given.
+			root := t.TempDir()
+			certs := filepath.Join(root, "etc/containerd/certs.d")
+			os.MkdirAll(filepath.Join(certs, "docker.io"), 0o755)
+			if err := os.WriteFile(filepath.Join(certs, "docker.io/hosts.toml"), []byte(spegelHosts), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cd := testdaemon.StartContainerd(t, testdaemon.EnableCRI(), testdaemon.ExtraConfig(`
+[plugins."io.containerd.grpc.v1.cri"]
+  max_concurrent_downloads = 5
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  snapshotter = "native"
+  discard_unpacked_layers = true
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "`+certs+`"
+`))
+			h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: root, NvidiaSMI: "-", ContainerdSockets: []string{cd.Socket},
+				DockerSockets: []string{}, BuildkitSockets: []string{}, ContainerdConfig: cd.Config, ContainerdBin: cd.Bin, Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc := h.ContainerdConfig
+			if cc == nil {
+				t.Fatal("no containerd config reported")
+			}
+			wantKey := `plugins."io.containerd.grpc.v1.cri".max_concurrent_downloads`
+			wantTable := `plugins."io.containerd.grpc.v1.cri".containerd`
+			if cd.Major >= 2 {
+				wantKey = `plugins."io.containerd.cri.v1.images".max_concurrent_downloads`
+				wantTable = `plugins."io.containerd.cri.v1.images"`
+			}
+			if !strings.HasPrefix(cc.Source, "containerd config dump") || cc.Major != cd.Major || cc.Snapshotter != "native" || !cc.DiscardUnpackedLayers ||
+				cc.MaxConcurrentDownloads != 5 || cc.MaxConcurrentDownloadsKey != wantKey || cc.ImagesTable != wantTable || !cc.LocalPull ||
+				cc.RegistryConfigPath != certs || len(cc.Mirrors) != 2 || cc.Mirrors[0].Kind != "spegel" {
+				t.Errorf("containerd %d config = %+v", cd.Major, cc)
+			}
+			var e *hostcheck.Engine
+			for i := range h.Engines {
+				if h.Engines[i].Kind == hostcheck.EngineContainerd {
+					e = &h.Engines[i]
+				}
+			}
+			if e == nil || !e.Reachable || e.DataRoot != filepath.Join(cd.Root, "io.containerd.content.v1.content") || e.DataRootFreeBytes <= 0 ||
+				e.SnapshotRoot != filepath.Join(cd.Root, "io.containerd.snapshotter.v1.native") || e.SnapshotRootFreeBytes <= 0 {
+				t.Errorf("containerd engine = %+v", e)
+			}
+			im := &hostcheck.Image{Ref: "example/img:1", Source: "image", Layers: 12, CompressedSize: 1 << 20, UncompressedSize: 3 << 20}
+			r := hostcheck.Check(h, im, hostcheck.Options{})
+			assertItem(t, r.Item(hostcheck.IDRuntime), hostcheck.Fail,
+				[]string{"Spegel cannot serve layers this node unpacked", "snapshotter = native", "max_concurrent_downloads = 5 of an image with 12 layers"},
+				[]string{"containerd mirror for docker.io: http://10.0.0.5:30020 (pull,resolve): spegel"},
+				[]string{"set discard_unpacked_layers = false in [" + wantTable + "]", "raise " + wantKey + " from 5 to 8: ~1.6×"})
+			assertItem(t, r.Item(hostcheck.IDVolumes), hostcheck.Pass, nil,
+				[]string{"containerd image store " + e.DataRoot + ": ", "containerd snapshots " + e.SnapshotRoot + ": "}, nil)
+		})
 	}
 }

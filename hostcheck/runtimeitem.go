@@ -83,6 +83,9 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 		return
 	}
 	r.ev("containerd config %s: version %d, read as containerd %d.x", src, cc.Version, cc.Major)
+	if cc.CRIDisabled {
+		r.ev("containerd's CRI plugin is disabled (disabled_plugins): no Kubernetes pull goes through the CRI settings below")
+	}
 	tbl := "[" + cc.ImagesTable + "]"
 	snap := fmt.Sprintf("containerd snapshotter = %s (%s)", cc.Snapshotter, tbl)
 	for _, e := range c.h.Engines {

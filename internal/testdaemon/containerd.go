@@ -52,15 +52,19 @@ func StartContainerd(t testing.TB, opts ...Option) *Containerd {
 	} else if err := os.MkdirAll(filepath.Dir(cd.Socket), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	cri := `"io.containerd.grpc.v1.cri", `
+	if c.cri {
+		cri = ""
+	}
 	conf := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+disabled_plugins = [%s"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
   address = %q
 [ttrpc]
   address = %q
-`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc") + c.extraConfig
+`, cd.Root, cd.State, cri, cd.Socket, cd.Socket+".ttrpc") + c.extraConfig
 	cfg := filepath.Join(dir, "config.toml")
 	cd.Config = cfg
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
