@@ -100,12 +100,13 @@ const (
 	defaultTransferUnpacks = 1
 )
 
-// spegelPorts are the node ports Spegel's Helm chart mirrors on (registry
-// and router); dragonflyPorts dfdaemon's proxy (v2.0 Go client 65001,
-// v2.1+ Rust client 4001).
+// spegelPorts are the ports Spegel's Helm chart writes into hosts.toml
+// (its registry's hostPort 30020 and nodePort 30021); dragonflyPorts
+// dfdaemon's documented proxy port. Other Dragonfly setups (dfinit's) are
+// recognized by the X-Dragonfly-Registry header they send instead.
 var (
 	spegelPorts    = map[string]bool{"30020": true, "30021": true}
-	dragonflyPorts = map[string]bool{"65001": true, "4001": true}
+	dragonflyPorts = map[string]bool{"65001": true}
 )
 
 // containerdConfigPath is the file to read: explicit, else the standard
@@ -323,10 +324,11 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 	} else {
 		cc.MaxConcurrentDownloads = int(num(tr["max_concurrent_downloads"], defaultDownloads))
 		cc.MaxConcurrentDownloadsKey = fmt.Sprintf("plugins.%q.max_concurrent_downloads", transferV3)
+		// CRI pulls through the transfer service still resolve with the
+		// images table's registry.config_path (containerd 2.4's
+		// pullImageWithTransferService); the transfer plugin's own
+		// config_path is for other clients of the service.
 		cc.MaxConcurrentUnpacks = int(num(tr["max_concurrent_unpacks"], defaultTransferUnpacks))
-		if p := str(tr["config_path"], ""); p != "" && cc.RegistryConfigPath == "" {
-			cc.RegistryConfigPath = p
-		}
 	}
 }
 
@@ -373,8 +375,8 @@ func (o *GatherOptions) underRoot(p string) string {
 
 // recognize names the peer-to-peer mirror a URL is: Dragonfly when its
 // hosts.toml entry sends the X-Dragonfly-Registry header (what dfinit
-// writes) or it is a loopback proxy on dfdaemon's ports 65001/4001;
-// Spegel on its node ports 30020/30021.
+// writes) or it is a loopback proxy on dfdaemon's port 65001; Spegel on
+// its ports 30020/30021.
 func recognize(m *Mirror, header map[string]any) {
 	for k := range header {
 		if strings.EqualFold(k, "X-Dragonfly-Registry") {
@@ -389,7 +391,7 @@ func recognize(m *Mirror, header map[string]any) {
 	port := u.Port()
 	switch {
 	case spegelPorts[port]:
-		m.Kind, m.Why = "spegel", "port "+port+" (Spegel's node port)"
+		m.Kind, m.Why = "spegel", "port "+port+" (Spegel's registry port)"
 	case dragonflyPorts[port] && isLoopback(u.Host):
 		m.Kind, m.Why = "dragonfly", "loopback port "+port+" (dfdaemon's proxy)"
 	}
