@@ -58,8 +58,11 @@ type ContainerdConfig struct {
 	// CRIDisabled is true when disabled_plugins names the CRI plugin: no
 	// Kubernetes pull goes through these settings (and config dump shows
 	// its defaults, not the file's values).
-	CRIDisabled bool   `json:"cri_disabled,omitempty"`
-	Error       string `json:"error,omitempty"`
+	CRIDisabled bool `json:"cri_disabled,omitempty"`
+	// Problems are keys of the wrong type ("FILE: TABLE.KEY: want an
+	// integer, got a string"), read as containerd's default.
+	Problems []string `json:"problems,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // Mirror is one registry mirror a runtime is configured with.
@@ -255,12 +258,13 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 		}
 	}
 	pl := asMap(doc["plugins"])
+	k := keys{cc}
 	var img map[string]any
 	if cc.Version >= 3 {
 		cc.ImagesTable = fmt.Sprintf("plugins.%q", criImages)
 		img = asMap(pl[criImages])
-		cc.Snapshotter = str(img["snapshotter"], "overlayfs")
-		cc.DiscardUnpackedLayers, _ = img["discard_unpacked_layers"].(bool)
+		cc.Snapshotter = k.str(img, cc.ImagesTable, "snapshotter", "overlayfs")
+		cc.DiscardUnpackedLayers = k.bool(img, cc.ImagesTable, "discard_unpacked_layers")
 	} else {
 		cri := asMap(pl[criV2])
 		ctr := asMap(cri["containerd"])
@@ -269,8 +273,8 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 			// containerd 2.x (2.4's images plugin migration) copies these
 			// two only from a version 2 config that also has a runtimes
 			// table; without one it runs with the defaults.
-			cc.Snapshotter = str(ctr["snapshotter"], "overlayfs")
-			cc.DiscardUnpackedLayers, _ = ctr["discard_unpacked_layers"].(bool)
+			cc.Snapshotter = k.str(ctr, cc.ImagesTable, "snapshotter", "overlayfs")
+			cc.DiscardUnpackedLayers = k.bool(ctr, cc.ImagesTable, "discard_unpacked_layers")
 		} else {
 			cc.Snapshotter = "overlayfs"
 		}
@@ -278,17 +282,17 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 		// plugin; 1.x reads them there.
 		img = cri
 	}
-	criDownloads := int(num(img["max_concurrent_downloads"], defaultDownloads))
-	cc.ImagePullWithSyncFs, _ = img["image_pull_with_sync_fs"].(bool)
-	cc.UseLocalImagePull, _ = img["use_local_image_pull"].(bool)
-	reg := asMap(img["registry"])
-	cc.RegistryConfigPath = str(reg["config_path"], "")
 	tableOf := func() string {
 		if cc.Version >= 3 {
 			return fmt.Sprintf("plugins.%q", criImages)
 		}
 		return fmt.Sprintf("plugins.%q", criV2)
 	}
+	criDownloads := k.int(img, tableOf(), "max_concurrent_downloads", defaultDownloads)
+	cc.ImagePullWithSyncFs = k.bool(img, tableOf(), "image_pull_with_sync_fs")
+	cc.UseLocalImagePull = k.bool(img, tableOf(), "use_local_image_pull")
+	reg := asMap(img["registry"])
+	cc.RegistryConfigPath = k.str(reg, tableOf()+".registry", "config_path", "")
 	for _, host := range sortedKeys(asMap(reg["mirrors"])) {
 		for _, ep := range strs(asMap(asMap(reg["mirrors"])[host])["endpoint"]) {
 			m := Mirror{Registry: host, File: cc.ConfigFile + " " + tableOf() + ".registry.mirrors", URL: redactURL(ep)}
@@ -322,13 +326,13 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 	if cc.LocalPull {
 		cc.MaxConcurrentDownloads, cc.MaxConcurrentDownloadsKey = criDownloads, tableOf()+".max_concurrent_downloads"
 	} else {
-		cc.MaxConcurrentDownloads = int(num(tr["max_concurrent_downloads"], defaultDownloads))
+		cc.MaxConcurrentDownloads = k.int(tr, fmt.Sprintf("plugins.%q", transferV3), "max_concurrent_downloads", defaultDownloads)
 		cc.MaxConcurrentDownloadsKey = fmt.Sprintf("plugins.%q.max_concurrent_downloads", transferV3)
 		// CRI pulls through the transfer service still resolve with the
 		// images table's registry.config_path (containerd 2.4's
 		// pullImageWithTransferService); the transfer plugin's own
 		// config_path is for other clients of the service.
-		cc.MaxConcurrentUnpacks = int(num(tr["max_concurrent_unpacks"], defaultTransferUnpacks))
+		cc.MaxConcurrentUnpacks = k.int(tr, fmt.Sprintf("plugins.%q", transferV3), "max_concurrent_unpacks", defaultTransferUnpacks)
 	}
 }
 
@@ -449,16 +453,58 @@ func readDockerDaemonConfig(o *GatherOptions) *DockerDaemonConfig {
 	return d
 }
 
+// keys reads typed settings, noting a key of the wrong type (containerd
+// would refuse the config) with the file, table and key.
+type keys struct{ cc *ContainerdConfig }
+
+func (k keys) bad(table, key, want string, v any) {
+	k.cc.Problems = append(k.cc.Problems, fmt.Sprintf("%s: %s.%s: want %s, got %T", k.cc.ConfigFile, table, key, want, v))
+}
+
+func (k keys) bool(m map[string]any, table, key string) bool {
+	v, ok := m[key]
+	if !ok {
+		return false
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		k.bad(table, key, "a boolean", v)
+	}
+	return b
+}
+
+func (k keys) int(m map[string]any, table, key string, def int) int {
+	v, ok := m[key]
+	if !ok {
+		return def
+	}
+	n, isInt := v.(int64)
+	if !isInt {
+		k.bad(table, key, "an integer", v)
+		return def
+	}
+	return int(n)
+}
+
+func (k keys) str(m map[string]any, table, key, def string) string {
+	v, ok := m[key]
+	if !ok {
+		return def
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		k.bad(table, key, "a string", v)
+		return def
+	}
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
-}
-
-func str(v any, def string) string {
-	if s, ok := v.(string); ok && s != "" {
-		return s
-	}
-	return def
 }
 
 func num(v any, def int64) int64 {

@@ -182,6 +182,17 @@ imports = ["conf.d/*.toml"]
 			fix:      []string{`raise plugins."io.containerd.cri.v1.images".max_concurrent_downloads from 3 to 8`, `set discard_unpacked_layers = false in [plugins."io.containerd.cri.v1.images"]`},
 		},
 		{
+			name: "a key of the wrong type names file, table and key",
+			files: map[string]string{
+				"etc/containerd/config.toml": `version = 3
+[plugins."io.containerd.transfer.v1.local"]
+  max_concurrent_downloads = "ten"
+`,
+			},
+			status:  hostcheck.Warn,
+			summary: []string{`etc/containerd/config.toml: plugins."io.containerd.transfer.v1.local".max_concurrent_downloads: want an integer, got string`},
+		},
+		{
 			name: "unparsable config names the file",
 			files: map[string]string{
 				"etc/containerd/config.toml": "version = 2\n[plugins\n",

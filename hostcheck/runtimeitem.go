@@ -83,6 +83,10 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 		return
 	}
 	r.ev("containerd config %s: version %d, read as containerd %d.x", src, cc.Version, cc.Major)
+	for _, p := range cc.Problems {
+		r.ev("%s", p)
+		r.add(Warn, "containerd config: "+p, "fix the key's type: containerd refuses a config it cannot decode")
+	}
 	if cc.CRIDisabled {
 		r.ev("containerd's CRI plugin is disabled (disabled_plugins): no Kubernetes pull goes through the CRI settings below")
 	}
