@@ -157,7 +157,15 @@ func readContainerdConfig(ctx context.Context, o *GatherOptions, major int) *Con
 			}
 		}
 	}
-	cc.Version = int(num(doc["version"], 1))
+	// The document's version decides where the settings are read; the
+	// file's decides the table names the fixes give (a version 2 file on
+	// containerd 2.x is edited in its version 2 tables, though config dump
+	// prints them migrated).
+	docVersion := int(num(doc["version"], 1))
+	cc.Version = docVersion
+	if fdoc, err := readTOML(path); err == nil && cc.Source != "file" {
+		cc.Version = int(num(fdoc["version"], 1))
+	}
 	cc.Major = major
 	if cc.Major == 0 {
 		cc.Major = 1
@@ -165,7 +173,13 @@ func readContainerdConfig(ctx context.Context, o *GatherOptions, major int) *Con
 			cc.Major = 2
 		}
 	}
-	resolveContainerd(cc, doc)
+	if cc.Source == "defaults" {
+		cc.Version, docVersion = 2, 2
+		if cc.Major >= 2 {
+			cc.Version, docVersion = 3, 3
+		}
+	}
+	resolveContainerd(cc, doc, docVersion)
 	cc.Mirrors = append(cc.Mirrors, readHostsDirs(o, cc.RegistryConfigPath)...)
 	return cc
 }
@@ -251,24 +265,39 @@ func readTOML(path string) (map[string]any, error) {
 
 // resolveContainerd reads the pull settings out of a config document,
 // applying containerd's defaults for keys left out.
-func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
+func resolveContainerd(cc *ContainerdConfig, doc map[string]any, docVersion int) {
 	for _, d := range strs(doc["disabled_plugins"]) {
-		if d == criV2 || d == criImages {
+		if d == criV2 || d == criImages || d == "cri" {
 			cc.CRIDisabled = true
 		}
 	}
 	pl := asMap(doc["plugins"])
 	k := keys{cc}
-	var img map[string]any
+	// Table names as the file spells them: version 1 files name the CRI
+	// plugin "cri", version 2 its full id, version 3 and later split it.
+	cri := criV2
+	if cc.Version < 2 {
+		cri = "cri"
+	}
+	criTable := fmt.Sprintf("plugins.%q", cri)
 	if cc.Version >= 3 {
-		cc.ImagesTable = fmt.Sprintf("plugins.%q", criImages)
+		criTable = fmt.Sprintf("plugins.%q", criImages)
+	}
+	cc.ImagesTable = criTable
+	if cc.Version < 3 {
+		cc.ImagesTable = criTable + ".containerd"
+	}
+	var img map[string]any
+	if docVersion >= 3 {
 		img = asMap(pl[criImages])
 		cc.Snapshotter = k.str(img, cc.ImagesTable, "snapshotter", "overlayfs")
 		cc.DiscardUnpackedLayers = k.bool(img, cc.ImagesTable, "discard_unpacked_layers")
 	} else {
-		cri := asMap(pl[criV2])
-		ctr := asMap(cri["containerd"])
-		cc.ImagesTable = fmt.Sprintf("plugins.%q.containerd", criV2)
+		criMap := asMap(pl[criV2])
+		if docVersion < 2 && criMap == nil {
+			criMap = asMap(pl["cri"])
+		}
+		ctr := asMap(criMap["containerd"])
 		if _, runtimes := ctr["runtimes"]; cc.Major < 2 || runtimes {
 			// containerd 2.x (2.4's images plugin migration) copies these
 			// two only from a version 2 config that also has a runtimes
@@ -280,14 +309,9 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any) {
 		}
 		// containerd 2.x migrates these keys of the CRI table to the images
 		// plugin; 1.x reads them there.
-		img = cri
+		img = criMap
 	}
-	tableOf := func() string {
-		if cc.Version >= 3 {
-			return fmt.Sprintf("plugins.%q", criImages)
-		}
-		return fmt.Sprintf("plugins.%q", criV2)
-	}
+	tableOf := func() string { return criTable }
 	criDownloads := k.int(img, tableOf(), "max_concurrent_downloads", defaultDownloads)
 	cc.ImagePullWithSyncFs = k.bool(img, tableOf(), "image_pull_with_sync_fs")
 	cc.UseLocalImagePull = k.bool(img, tableOf(), "use_local_image_pull")

@@ -335,25 +335,34 @@ func TestRuntimeSettingsRealContainerd(t *testing.T) {
 [plugins."io.containerd.grpc.v1.cri".registry]
   config_path = "`+certs+`"
 `))
-			h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: root, NvidiaSMI: "-", ContainerdSockets: []string{cd.Socket},
-				DockerSockets: []string{}, BuildkitSockets: []string{}, ContainerdConfig: cd.Config, ContainerdBin: cd.Bin, Timeout: 20 * time.Second})
-			if err != nil {
-				t.Fatal(err)
+			gather := func(bin string) *hostcheck.Host {
+				h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: root, NvidiaSMI: "-", ContainerdSockets: []string{cd.Socket},
+					DockerSockets: []string{}, BuildkitSockets: []string{}, ContainerdConfig: cd.Config, ContainerdBin: bin, Timeout: 20 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.ContainerdConfig == nil {
+					t.Fatal("no containerd config reported")
+				}
+				return h
 			}
+			h := gather(cd.Bin)
 			cc := h.ContainerdConfig
-			if cc == nil {
-				t.Fatal("no containerd config reported")
-			}
+			// The fixes name the tables of the file (version 2), also where
+			// containerd 2.x's config dump prints them migrated.
 			wantKey := `plugins."io.containerd.grpc.v1.cri".max_concurrent_downloads`
 			wantTable := `plugins."io.containerd.grpc.v1.cri".containerd`
-			if cd.Major >= 2 {
-				wantKey = `plugins."io.containerd.cri.v1.images".max_concurrent_downloads`
-				wantTable = `plugins."io.containerd.cri.v1.images"`
-			}
-			if !strings.HasPrefix(cc.Source, "containerd config dump") || cc.Major != cd.Major || cc.Snapshotter != "native" || !cc.DiscardUnpackedLayers ||
+			if !strings.HasPrefix(cc.Source, "containerd config dump") || cc.Version != 2 || cc.Major != cd.Major || cc.Snapshotter != "native" || !cc.DiscardUnpackedLayers ||
 				cc.MaxConcurrentDownloads != 5 || cc.MaxConcurrentDownloadsKey != wantKey || cc.ImagesTable != wantTable || !cc.LocalPull ||
 				cc.RegistryConfigPath != certs || len(cc.Mirrors) != 2 || cc.Mirrors[0].Kind != "spegel" {
 				t.Errorf("containerd %d config = %+v", cd.Major, cc)
+			}
+			// Reading the file itself (no binary) gives what the daemon's
+			// own config dump gives.
+			fc := gather("-").ContainerdConfig
+			if fc.Source != "file" || fc.Snapshotter != cc.Snapshotter || fc.DiscardUnpackedLayers != cc.DiscardUnpackedLayers || fc.MaxConcurrentDownloads != cc.MaxConcurrentDownloads ||
+				fc.MaxConcurrentDownloadsKey != cc.MaxConcurrentDownloadsKey || fc.LocalPull != cc.LocalPull || fc.LocalPullReason != cc.LocalPullReason || len(fc.Mirrors) != len(cc.Mirrors) {
+				t.Errorf("file read %+v\nconfig dump %+v", fc, cc)
 			}
 			var e *hostcheck.Engine
 			for i := range h.Engines {
