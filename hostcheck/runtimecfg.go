@@ -59,6 +59,11 @@ type ContainerdConfig struct {
 	// Kubernetes pull goes through these settings (and config dump shows
 	// its defaults, not the file's values).
 	CRIDisabled bool `json:"cri_disabled,omitempty"`
+	// Ignored are settings the file makes that containerd 2.x drops when
+	// it migrates a version 2 config: snapshotter and
+	// discard_unpacked_layers of a [plugins."io.containerd.grpc.v1.cri".containerd]
+	// table without a runtimes table.
+	Ignored []string `json:"ignored,omitempty"`
 	// Problems are keys of the wrong type ("FILE: TABLE.KEY: want an
 	// integer, got a string"), read as containerd's default.
 	Problems []string `json:"problems,omitempty"`
@@ -180,6 +185,16 @@ func readContainerdConfig(ctx context.Context, o *GatherOptions, major int) *Con
 		}
 	}
 	resolveContainerd(cc, doc, docVersion)
+	if fdoc, err := readTOML(path); err == nil && cc.Major >= 2 && cc.Version == 2 {
+		ctr := asMap(asMap(asMap(asMap(fdoc["plugins"])[criV2])["containerd"]))
+		if _, runtimes := ctr["runtimes"]; !runtimes {
+			for _, key := range []string{"snapshotter", "discard_unpacked_layers"} {
+				if v, set := ctr[key]; set {
+					cc.Ignored = append(cc.Ignored, fmt.Sprintf("%s = %v", key, v))
+				}
+			}
+		}
+	}
 	cc.Mirrors = append(cc.Mirrors, readHostsDirs(o, cc.RegistryConfigPath)...)
 	return cc
 }

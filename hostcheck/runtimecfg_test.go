@@ -385,3 +385,55 @@ func TestRuntimeSettingsRealContainerd(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeSettingsV2WithoutRuntimes: a version 2 config that sets
+// snapshotter and discard_unpacked_layers but has no runtimes table.
+// containerd 1.6 applies both; containerd 2.x's migration drops them (it
+// copies them only alongside runtimes), so the daemon runs overlayfs with
+// discard off. Host check reports what each daemon does, from its config
+// dump and from the file alike.
+func TestRuntimeSettingsV2WithoutRuntimes(t *testing.T) {
+	bins := map[string]string{"1.6": ""}
+	if p := os.Getenv("KILN_CONTAINERD2_BIN"); p != "" {
+		bins["2.x"] = p
+	} else if m, _ := filepath.Glob("/var/cache/kiln-containerd/v2*/containerd"); len(m) > 0 {
+		bins["2.x"] = m[len(m)-1]
+	}
+	for _, name := range []string{"1.6", "2.x"} {
+		bin, ok := bins[name]
+		t.Run(name, func(t *testing.T) {
+			if !ok {
+				t.Skip("no containerd 2.x binary: build it with bash scripts/containerd2.sh build, or set KILN_CONTAINERD2_BIN")
+			}
+			if bin != "" {
+				t.Setenv("KILN_CONTAINERD_BIN", bin)
+			}
+			cd := testdaemon.StartContainerd(t, testdaemon.EnableCRI(), testdaemon.ExtraConfig(`
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  snapshotter = "native"
+  discard_unpacked_layers = true
+`))
+			wantSnap, wantDiscard := "native", true
+			if cd.Major >= 2 {
+				wantSnap, wantDiscard = "overlayfs", false
+			}
+			for _, b := range []string{cd.Bin, "-"} {
+				h, err := hostcheck.Gather(context.Background(), hostcheck.GatherOptions{Root: t.TempDir(), NvidiaSMI: "-", ContainerdSockets: []string{cd.Socket},
+					DockerSockets: []string{}, BuildkitSockets: []string{}, ContainerdConfig: cd.Config, ContainerdBin: b, Timeout: 20 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cc := h.ContainerdConfig; cc == nil || cc.Major != cd.Major || cc.Snapshotter != wantSnap || cc.DiscardUnpackedLayers != wantDiscard {
+					t.Errorf("containerd %d, bin %q: config = %+v", cd.Major, b, cc)
+				}
+				it := hostcheck.Check(h, nil, hostcheck.Options{}).Item(hostcheck.IDRuntime)
+				if cd.Major >= 2 {
+					assertItem(t, it, hostcheck.Warn, []string{"containerd 2.x ignores snapshotter = native, discard_unpacked_layers = true in " + cd.Config},
+						nil, []string{`move them to a version 3 config's [plugins."io.containerd.cri.v1.images"]`})
+				} else if strings.Contains(it.Summary, "ignores") {
+					t.Errorf("containerd 1.6 applies both settings: %+v", it)
+				}
+			}
+		})
+	}
+}

@@ -87,6 +87,10 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 		r.ev("%s", p)
 		r.add(Warn, "containerd config: "+p, "fix the key's type: containerd refuses a config it cannot decode")
 	}
+	if len(cc.Ignored) > 0 {
+		r.add(Warn, fmt.Sprintf("containerd %d.x ignores %s in %s's version 2 CRI table", cc.Major, strings.Join(cc.Ignored, ", "), cc.ConfigFile),
+			fmt.Sprintf("containerd 2.x migrates snapshotter and discard_unpacked_layers out of [plugins.%q.containerd] only when that table also has runtimes: move them to a version 3 config's [plugins.%q] by hand (containerd config migrate drops them the same way), then restart containerd", criV2, criImages))
+	}
 	if cc.CRIDisabled {
 		r.ev("containerd's CRI plugin is disabled (disabled_plugins): no Kubernetes pull goes through the CRI settings below")
 	}
