@@ -216,7 +216,7 @@ func probeContainerd(ctx context.Context, o *GatherOptions, sock string) Engine 
 			if _, free, _, err := statFS(root); err == nil {
 				e.DataRootFreeBytes = free
 			}
-		} else {
+		} else if p.GetType() == "io.containerd.snapshotter.v1" {
 			e.snapRoots[p.GetID()] = root
 		}
 	}

@@ -79,7 +79,11 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 	}
 	if cc.Error != "" {
 		r.ev("containerd config %s: %s", cc.ConfigFile, cc.Error)
-		r.add(Warn, "containerd config unreadable: "+cc.Error, fmt.Sprintf("fix %s (containerd refuses to start on a config it cannot parse; check with containerd config dump)", cc.ConfigFile))
+		fix := fmt.Sprintf("fix %s (containerd refuses to start on a config it cannot parse; check with containerd config dump)", cc.ConfigFile)
+		if strings.Contains(cc.Error, "permission denied") {
+			fix = "run kiln host check as root (sudo) so it can read " + cc.ConfigFile
+		}
+		r.add(Warn, "containerd config unreadable: "+cc.Error, fix)
 		return
 	}
 	r.ev("containerd config %s: version %d, read as containerd %d.x", src, cc.Version, cc.Major)
