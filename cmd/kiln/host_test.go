@@ -65,6 +65,11 @@ func TestHostCheckCommand(t *testing.T) {
 			"WARN  Runtime pull settings", "containerd discard_unpacked_layers = true", "pulls locally (not through the transfer service)",
 			"Docker daemon config " + dockCfg + ": max-concurrent-downloads = 2"}},
 		{[]string{"--host-info", host("h100-535"), "--containerd-config", ctrCfg}, ExitUsage, nil},
+		// Planning for a Kubernetes node from its description: Spegel cannot
+		// serve what this containerd discards.
+		{[]string{"--host-info", host("k8s-h100-containerd2"), "--image", img124}, ExitFailure, []string{
+			"FAIL  Runtime pull settings", "Spegel cannot serve layers this node unpacked",
+			`→ set discard_unpacked_layers = false in [plugins."io.containerd.cri.v1.images"]`, "pull the zstd variant (TAG-zstd)"}},
 		{[]string{"--host-info", host("h100-535"), "--image", img124}, ExitOK, []string{"PASS  Image CUDA vs driver", "0 failed"}},
 		{[]string{"--host-info", host("rtx4090-550"), "--image", img128}, ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "→ upgrade the driver to ≥ 570.26", "NVIDIA_DISABLE_REQUIRE=1"}},
 		{[]string{"--host-info", host("h100-535"), "--image", sm80}, ExitFailure, []string{"FAIL  GPU architectures in the image", "no kernel image for sm_90"}},
