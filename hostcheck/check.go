@@ -36,6 +36,7 @@ const (
 	IDRegistry    = "registry-auth"
 	IDVolumes     = "volumes"
 	IDCompose     = "compose"
+	IDRuntime     = "runtime-settings"
 )
 
 // Item is one checked aspect: its verdict, the evidence it rests on and
@@ -97,7 +98,7 @@ func Check(h *Host, im *Image, o Options) *Report {
 	c := &checker{h: h, im: im, o: o}
 	c.prepare()
 	r := &Report{SchemaVersion: ReportSchemaVersion, Host: h, Image: im}
-	r.Items = []Item{c.driver(), c.cudaCompat(), c.requireCUDA(), c.kernels(), c.toolkit(), c.engine(), c.registry(), c.volumes(), c.compose()}
+	r.Items = []Item{c.driver(), c.cudaCompat(), c.requireCUDA(), c.kernels(), c.toolkit(), c.engine(), c.registry(), c.volumes(), c.compose(), c.runtimeSettings()}
 	if o.Signature != nil {
 		r.Items = append(r.Items, c.signature())
 	}

@@ -273,10 +273,26 @@ func (c *checker) volumes() Item {
 			if e.DataRootFreeBytes < need {
 				set(Fail)
 				sums = append(sums, fmt.Sprintf("%s has %s free, the image needs %s", e.DataRoot, analyze.HumanBytes(e.DataRootFreeBytes), analyze.HumanBytes(need)))
-				it.Fix = append(it.Fix, fmt.Sprintf("free space under %s (docker system prune) or move Docker's data-root to a larger disk", e.DataRoot))
+				if e.Kind == EngineContainerd {
+					it.Fix = append(it.Fix, fmt.Sprintf("free space under %s (ctr -n k8s.io images prune --all, crictl rmi --prune) or point containerd's root at a larger disk", e.DataRoot))
+				} else {
+					it.Fix = append(it.Fix, fmt.Sprintf("free space under %s (docker system prune) or move Docker's data-root to a larger disk", e.DataRoot))
+				}
 			}
 		}
 		it.Evidence = append(it.Evidence, ev)
+		if e.SnapshotRoot != "" && e.SnapshotRoot != e.DataRoot {
+			ev := fmt.Sprintf("%s snapshots %s: %s free", e.Kind, e.SnapshotRoot, analyze.HumanBytes(e.SnapshotRootFreeBytes))
+			if c.im != nil && c.im.UncompressedSize > 0 {
+				ev += fmt.Sprintf(", layers unpack to %s", analyze.HumanBytes(c.im.UncompressedSize))
+				if e.SnapshotRootFreeBytes < c.im.UncompressedSize {
+					set(Fail)
+					sums = append(sums, fmt.Sprintf("%s has %s free, the unpacked layers need %s", e.SnapshotRoot, analyze.HumanBytes(e.SnapshotRootFreeBytes), analyze.HumanBytes(c.im.UncompressedSize)))
+					it.Fix = append(it.Fix, fmt.Sprintf("free space under %s or point containerd's root at a larger disk", e.SnapshotRoot))
+				}
+			}
+			it.Evidence = append(it.Evidence, ev)
+		}
 	}
 	for _, v := range c.h.Volumes {
 		if !v.Exists {

@@ -2,7 +2,10 @@
 // host?" before a long run or before renting. It has three parts:
 //
 //   - a host description (Host): driver, GPUs, NVIDIA Container Toolkit,
-//     container engines, registry credentials, volumes — gathered live from a
+//     container engines, registry credentials, volumes, and the runtimes'
+//     pull settings (containerd's config with its hosts.toml mirrors,
+//     Docker's daemon.json: what decides pull speed and whether warmed
+//     layers stay) — gathered live from a
 //     root directory and nvidia-smi (Gather), or read from a captured JSON
 //     file (LoadHost) so a host can be planned for before it is rented;
 //   - an image description (Image): CUDA version, NVIDIA_REQUIRE_CUDA and
@@ -10,6 +13,13 @@
 //     its fat binaries (analyze's kernel report) or a kiln lock file;
 //   - the checks (Check): each item passes, warns, fails or is skipped, with
 //     the evidence and the fix.
+//
+// containerd's settings are read as the daemon reads them — `containerd
+// config dump` where a binary is known, else the file and its imports
+// merged containerd's way — because the effective value, not the file's
+// line, decides a pull (containerd 2.x silently falls back from the
+// transfer service to a local pull, and reads another concurrency key,
+// when some CRI settings are set).
 //
 // Driver facts (toolkit drivers, minor-version floors, GPU brands and
 // compute capabilities) come from the recipes compatibility database; this

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	introspectionapi "github.com/containerd/containerd/api/services/introspection/v1"
 	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -155,12 +156,14 @@ func probeDocker(ctx context.Context, o *GatherOptions, sock string) Engine {
 		DefaultRuntime  string                     `json:"DefaultRuntime"`
 		SecurityOptions []string                   `json:"SecurityOptions"`
 		DockerRootDir   string                     `json:"DockerRootDir"`
+		Driver          string                     `json:"Driver"`
 	}
 	if err := json.Unmarshal(b, &info); err != nil {
 		e.Error = "GET /info: " + err.Error()
 		return e
 	}
 	e.Version, e.DefaultRuntime, e.Runtimes = info.ServerVersion, info.DefaultRuntime, sortedKeys(info.Runtimes)
+	e.StorageDriver = info.Driver
 	for _, so := range info.SecurityOptions {
 		if strings.Contains(so, "name=rootless") {
 			e.Rootless = true
@@ -194,5 +197,28 @@ func probeContainerd(ctx context.Context, o *GatherOptions, sock string) Engine 
 		return e
 	}
 	e.Reachable, e.Version = true, v.GetVersion()
+	// Where the content store and the snapshotters keep their data, as
+	// the running daemon resolved it (its root may not be the default).
+	ps, err := introspectionapi.NewIntrospectionClient(conn).Plugins(ctx, &introspectionapi.PluginsRequest{
+		Filters: []string{"type==io.containerd.content.v1", "type==io.containerd.snapshotter.v1"}})
+	if err != nil {
+		e.Error = "introspection: " + err.Error()
+		return e
+	}
+	e.snapRoots = map[string]string{}
+	for _, p := range ps.GetPlugins() {
+		root := p.GetExports()["root"]
+		if p.GetInitErr() != nil {
+			continue
+		}
+		if p.GetType() == "io.containerd.content.v1" && root != "" {
+			e.DataRoot = root
+			if _, free, _, err := statFS(root); err == nil {
+				e.DataRootFreeBytes = free
+			}
+		} else if p.GetType() == "io.containerd.snapshotter.v1" {
+			e.snapRoots[p.GetID()] = root
+		}
+	}
 	return e
 }

@@ -63,6 +63,21 @@ func TestRealEngines(t *testing.T) {
 	if e := r.Item(hostcheck.IDToolkit); e.Status != hostcheck.Pass || !strings.Contains(strings.Join(e.Evidence, "\n"), "dockerd at "+dockSock+" reports runtime nvidia") {
 		t.Errorf("toolkit = %+v", e)
 	}
+	// The runtime settings the real dockerd reports (/info Driver: vfs, as
+	// started) and the daemon.json it was started with (no
+	// max-concurrent-downloads: dockerd's default 3).
+	if docker != nil && docker.StorageDriver != "vfs" {
+		t.Errorf("docker storage driver = %q", docker.StorageDriver)
+	}
+	if d := h.DockerConfig; d == nil || !d.Exists || d.ConfigFile != daemonJSON || d.MaxConcurrentDownloads != 3 {
+		t.Errorf("docker daemon config = %+v", d)
+	}
+	if cc := h.ContainerdConfig; cc == nil || cc.Source != "defaults" || cc.Major != 1 || cc.MaxConcurrentDownloads != 3 {
+		t.Errorf("containerd config = %+v", cc)
+	}
+	assertItem(t, r.Item(hostcheck.IDRuntime), hostcheck.Warn, []string{"Docker storage driver vfs"},
+		[]string{"Docker storage driver vfs (dockerd /info at " + dockSock + ")", "Docker 20.10", "pulls gzip layers only: zstd needs Docker ≥ 23.0", "max-concurrent-downloads = 3"},
+		[]string{`set "storage-driver": "overlay2" in ` + daemonJSON})
 	if e := r.Item(hostcheck.IDVolumes); e.Status != hostcheck.Pass || !strings.Contains(strings.Join(e.Evidence, "\n"), "docker image store "+dataRoot) {
 		t.Errorf("volumes = %+v", e)
 	}

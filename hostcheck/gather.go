@@ -34,6 +34,13 @@ type GatherOptions struct {
 	DockerConfig string
 	// Registries are checked for credentials (the image's registry).
 	Registries []string
+	// ContainerdConfig is containerd's config file (default
+	// /etc/containerd/config.toml under Root); ContainerdBin the
+	// containerd whose `config dump` gives the effective config (default:
+	// containerd on PATH when reading the live root with the default
+	// config; "-" never runs one). DockerDaemonConfig is daemon.json
+	// (default /etc/docker/daemon.json under Root).
+	ContainerdConfig, ContainerdBin, DockerDaemonConfig string
 	// Volumes are probed: exist, writable, filesystem, free space.
 	Volumes []string
 	// Timeout bounds each probe (nvidia-smi, an engine); default 10s.
@@ -65,6 +72,7 @@ func Gather(ctx context.Context, o GatherOptions) (*Host, error) {
 	gatherDriver(ctx, &o, h)
 	gatherToolkit(&o, h)
 	h.Engines = probeEngines(ctx, &o)
+	gatherRuntimeConfig(ctx, &o, h)
 	h.Compose = findCompose(ctx, &o)
 	h.Registry = readRegistryAuth(ctx, &o)
 	for _, v := range o.Volumes {

@@ -26,7 +26,12 @@ type Host struct {
 	Compose  *Compose `json:"compose"`
 	Registry Registry `json:"registry_auth"`
 	Volumes  []Volume `json:"volumes"`
-	Notes    []string `json:"notes"`
+	// ContainerdConfig and DockerConfig are the runtimes' pull settings
+	// (the runtime-settings item); nil when that runtime is neither
+	// configured nor reachable here.
+	ContainerdConfig *ContainerdConfig   `json:"containerd_config,omitempty"`
+	DockerConfig     *DockerDaemonConfig `json:"docker_daemon_config,omitempty"`
+	Notes            []string            `json:"notes"`
 }
 
 // Driver is the host's NVIDIA kernel driver.
@@ -102,9 +107,20 @@ type Engine struct {
 	CanBuild bool `json:"can_build"`
 	// DataRoot is where the engine keeps images (docker /info
 	// DockerRootDir) and its free space, for the image's size.
+	// containerd: the content store's root (introspection, plugin
+	// io.containerd.content.v1.content).
 	DataRoot          string `json:"data_root,omitempty"`
 	DataRootFreeBytes int64  `json:"data_root_free_bytes,omitempty"`
-	Error             string `json:"error,omitempty"`
+	// StorageDriver is dockerd's graph driver (/info Driver: overlay2,
+	// vfs, or a containerd snapshotter).
+	StorageDriver string `json:"storage_driver,omitempty"`
+	// SnapshotRoot is containerd's root for the snapshotter its CRI
+	// config names (introspection exports), where layers are unpacked.
+	SnapshotRoot          string `json:"snapshot_root,omitempty"`
+	SnapshotRootFreeBytes int64  `json:"snapshot_root_free_bytes,omitempty"`
+	Error                 string `json:"error,omitempty"`
+
+	snapRoots map[string]string // snapshotter id → root, from introspection
 }
 
 // Compose is Docker Compose when installed.

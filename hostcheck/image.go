@@ -47,6 +47,9 @@ type Image struct {
 	// zstd, none), from their media types; empty when not known (a
 	// lock).
 	LayerCompression []string `json:"layer_compression,omitempty"`
+	// Layers is the number of layers (0 when not known: a lock), which
+	// the runtimes' concurrent-download limits are compared with.
+	Layers int `json:"layers,omitempty"`
 
 	report *analyze.KernelReport
 }
@@ -141,6 +144,7 @@ func FromLayers(ctx context.Context, img *layers.Image, scan bool, o analyze.Opt
 	im := ImageFromConfig(img.Ref.Raw, reg, img.Config)
 	im.Digest = img.Digest.String()
 	im.CompressedSize = img.CompressedSize()
+	im.Layers = len(img.Layers)
 	for _, l := range img.Layers {
 		c := "gzip"
 		switch mt := string(l.MediaType); {

@@ -29,8 +29,12 @@ type HostCheckOptions struct {
 	Capture     bool
 	NoKernels   bool
 	WeightsSize string
-	Jobs        int
-	Progress    string
+	// ContainerdConfig and DockerDaemonConfig are --containerd-config and
+	// --docker-config: the runtime configs the runtime-settings item reads.
+	ContainerdConfig   string
+	DockerDaemonConfig string
+	Jobs               int
+	Progress           string
 	imageFlags
 }
 
@@ -70,6 +74,11 @@ item pass, warn, fail or skip with its evidence and the fix:
   volumes            --volume dirs exist, writable, filesystem, free space;
                      the engine's image store has room for the image
   compose            Docker Compose installed
+  runtime-settings   containerd's config (snapshotter, discard_unpacked_layers,
+                     concurrent downloads/unpacks, sync fs, local pull,
+                     hosts.toml mirrors: Spegel, Dragonfly) and daemon.json
+                     (max-concurrent-downloads, storage driver, mirrors),
+                     each with the setting to change and its effect
 
 --image takes an image reference or a kiln.lock (the recipe's CUDA and
 architectures; nothing is pulled). --host-info FILE checks a captured
@@ -98,6 +107,8 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 	f.BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/hostcheck.md)")
 	f.BoolVar(&opts.Capture, "capture", false, "print this host's description as JSON (for --host-info) and exit")
 	f.BoolVar(&opts.NoKernels, "no-kernels", false, "do not stream the image's layers for fat binaries; read only its config")
+	f.StringVar(&opts.ContainerdConfig, "containerd-config", "", "containerd config to read (default /etc/containerd/config.toml under --root; its imports too)")
+	f.StringVar(&opts.DockerDaemonConfig, "docker-config", "", "Docker daemon.json to read (default /etc/docker/daemon.json under --root)")
 	f.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
@@ -113,6 +124,9 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	if opts.HostInfo != "" && len(opts.Volumes) > 0 {
 		return usageErr("--volume probes this machine; with --host-info the description's volumes are checked (capture them with --capture --volume DIR)")
+	}
+	if opts.HostInfo != "" && (opts.ContainerdConfig != "" || opts.DockerDaemonConfig != "") {
+		return usageErr("--containerd-config and --docker-config read this machine; with --host-info the description's runtime settings are checked")
 	}
 	var weights int64
 	if opts.WeightsSize != "" {
@@ -147,7 +161,8 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		if fi, err := os.Stat(opts.Root); err != nil || !fi.IsDir() {
 			return usageErr("--root %s: not a directory", opts.Root)
 		}
-		if h, err = hostcheck.Gather(ctx, hostcheck.GatherOptions{Root: opts.Root, Volumes: opts.Volumes, Registries: registries}); err != nil {
+		if h, err = hostcheck.Gather(ctx, hostcheck.GatherOptions{Root: opts.Root, Volumes: opts.Volumes, Registries: registries,
+			ContainerdConfig: opts.ContainerdConfig, DockerDaemonConfig: opts.DockerDaemonConfig}); err != nil {
 			return err
 		}
 	}

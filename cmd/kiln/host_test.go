@@ -50,11 +50,26 @@ func TestHostCheckCommand(t *testing.T) {
 	}
 	os.WriteFile(lock, lb, 0o644)
 
+	// Runtime configs outside --root, named by flag.
+	cfgDir := t.TempDir()
+	ctrCfg, dockCfg := filepath.Join(cfgDir, "containerd.toml"), filepath.Join(cfgDir, "daemon.json")
+	os.WriteFile(ctrCfg, []byte("version = 3\n[plugins.\"io.containerd.cri.v1.images\"]\n  discard_unpacked_layers = true\n"), 0o644)
+	os.WriteFile(dockCfg, []byte(`{"max-concurrent-downloads": 2}`), 0o644)
+
 	cases := []struct {
 		args []string
 		code int
 		out  []string
 	}{
+		{[]string{"--root", t.TempDir(), "--containerd-config", ctrCfg, "--docker-config", dockCfg}, ExitFailure, []string{
+			"WARN  Runtime pull settings", "containerd discard_unpacked_layers = true", "pulls locally (not through the transfer service)",
+			"Docker daemon config " + dockCfg + ": max-concurrent-downloads = 2"}},
+		{[]string{"--host-info", host("h100-535"), "--containerd-config", ctrCfg}, ExitUsage, nil},
+		// Planning for a Kubernetes node from its description: Spegel cannot
+		// serve what this containerd discards.
+		{[]string{"--host-info", host("k8s-h100-containerd2"), "--image", img124}, ExitFailure, []string{
+			"FAIL  Runtime pull settings", "Spegel cannot serve layers this node unpacked",
+			`→ set discard_unpacked_layers = false in [plugins."io.containerd.cri.v1.images"]`, "pull the zstd variant (TAG-zstd)"}},
 		{[]string{"--host-info", host("h100-535"), "--image", img124}, ExitOK, []string{"PASS  Image CUDA vs driver", "0 failed"}},
 		{[]string{"--host-info", host("rtx4090-550"), "--image", img128}, ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "→ upgrade the driver to ≥ 570.26", "NVIDIA_DISABLE_REQUIRE=1"}},
 		{[]string{"--host-info", host("h100-535"), "--image", sm80}, ExitFailure, []string{"FAIL  GPU architectures in the image", "no kernel image for sm_90"}},
@@ -110,7 +125,7 @@ func TestHostCheckCommand(t *testing.T) {
 		ids = append(ids, it.ID+"="+it.Status)
 	}
 	if rep.SchemaVersion != 1 || rep.OK == nil || *rep.OK || rep.Counts["fail"] != 1 || rep.Image.CUDA != "12.8.1" || strings.Join(rep.Image.Kernels.SM, ",") != "sm_80,sm_90" ||
-		strings.Join(ids, " ") != "driver=pass cuda-compat=warn require-cuda=fail kernels=pass container-toolkit=pass engine=pass registry-auth=skip volumes=pass compose=pass" {
+		strings.Join(ids, " ") != "driver=pass cuda-compat=warn require-cuda=fail kernels=pass container-toolkit=pass engine=pass registry-auth=skip volumes=pass compose=pass runtime-settings=skip" {
 		t.Errorf("json report: %+v\n%s", rep, ids)
 	}
 }

@@ -19,6 +19,7 @@ type Containerd struct {
 	Root   string // content and snapshots
 	State  string
 	Bin    string // the containerd binary that runs
+	Config string // the config file it was started with
 	Major  int    // its major version (1 for Debian's 1.6, 2 for 2.x)
 }
 
@@ -51,16 +52,21 @@ func StartContainerd(t testing.TB, opts ...Option) *Containerd {
 	} else if err := os.MkdirAll(filepath.Dir(cd.Socket), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	cri := `"io.containerd.grpc.v1.cri", `
+	if c.cri {
+		cri = ""
+	}
 	conf := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+disabled_plugins = [%s"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
   address = %q
 [ttrpc]
   address = %q
-`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc")
+`, cd.Root, cd.State, cri, cd.Socket, cd.Socket+".ttrpc") + c.extraConfig
 	cfg := filepath.Join(dir, "config.toml")
+	cd.Config = cfg
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,10 @@ type config struct {
 	// pathFirst is put in front of the daemon's PATH (where containerd
 	// looks for its shim first).
 	pathFirst string
+	// extraConfig is appended to a generated daemon config file.
+	extraConfig string
+	// cri leaves containerd's CRI plugin enabled.
+	cri bool
 }
 
 // Socket puts the daemon's API socket at path instead of a fresh short
@@ -34,6 +38,16 @@ func Socket(path string) Option { return func(c *config) { c.socket = path } }
 func RequireEnv(names ...string) Option {
 	return func(c *config) { c.require = append(c.require, names...) }
 }
+
+// ExtraConfig appends TOML to containerd's generated config (version 2
+// tables), for tests that check what containerd's config says.
+func ExtraConfig(toml string) Option { return func(c *config) { c.extraConfig += toml } }
+
+// EnableCRI leaves containerd's CRI plugin enabled (it is disabled by
+// default: the tests drive containerd through its own API), for tests of
+// the CRI settings containerd reports: `containerd config dump` shows a
+// disabled plugin's defaults, not the file's values.
+func EnableCRI() Option { return func(c *config) { c.cri = true } }
 
 // Args appends command-line arguments to the daemon's own.
 func Args(args ...string) Option { return func(c *config) { c.args = append(c.args, args...) } }
