@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
 // 4. NVIDIA Container Toolkit.
@@ -267,12 +267,12 @@ func (c *checker) volumes() Item {
 			continue
 		}
 		stores++
-		ev := fmt.Sprintf("%s image store %s: %s free", e.Kind, e.DataRoot, analyze.HumanBytes(e.DataRootFreeBytes))
+		ev := fmt.Sprintf("%s image store %s: %s free", e.Kind, e.DataRoot, bytesize.Format(e.DataRootFreeBytes))
 		if need > 0 {
-			ev += fmt.Sprintf(", image needs %s (%s)", analyze.HumanBytes(need), how)
+			ev += fmt.Sprintf(", image needs %s (%s)", bytesize.Format(need), how)
 			if e.DataRootFreeBytes < need {
 				set(Fail)
-				sums = append(sums, fmt.Sprintf("%s has %s free, the image needs %s", e.DataRoot, analyze.HumanBytes(e.DataRootFreeBytes), analyze.HumanBytes(need)))
+				sums = append(sums, fmt.Sprintf("%s has %s free, the image needs %s", e.DataRoot, bytesize.Format(e.DataRootFreeBytes), bytesize.Format(need)))
 				if e.Kind == EngineContainerd {
 					it.Fix = append(it.Fix, fmt.Sprintf("free space under %s (ctr -n k8s.io images prune --all, crictl rmi --prune) or point containerd's root at a larger disk", e.DataRoot))
 				} else {
@@ -282,12 +282,12 @@ func (c *checker) volumes() Item {
 		}
 		it.Evidence = append(it.Evidence, ev)
 		if e.SnapshotRoot != "" && e.SnapshotRoot != e.DataRoot {
-			ev := fmt.Sprintf("%s snapshots %s: %s free", e.Kind, e.SnapshotRoot, analyze.HumanBytes(e.SnapshotRootFreeBytes))
+			ev := fmt.Sprintf("%s snapshots %s: %s free", e.Kind, e.SnapshotRoot, bytesize.Format(e.SnapshotRootFreeBytes))
 			if c.im != nil && c.im.UncompressedSize > 0 {
-				ev += fmt.Sprintf(", layers unpack to %s", analyze.HumanBytes(c.im.UncompressedSize))
+				ev += fmt.Sprintf(", layers unpack to %s", bytesize.Format(c.im.UncompressedSize))
 				if e.SnapshotRootFreeBytes < c.im.UncompressedSize {
 					set(Fail)
-					sums = append(sums, fmt.Sprintf("%s has %s free, the unpacked layers need %s", e.SnapshotRoot, analyze.HumanBytes(e.SnapshotRootFreeBytes), analyze.HumanBytes(c.im.UncompressedSize)))
+					sums = append(sums, fmt.Sprintf("%s has %s free, the unpacked layers need %s", e.SnapshotRoot, bytesize.Format(e.SnapshotRootFreeBytes), bytesize.Format(c.im.UncompressedSize)))
 					it.Fix = append(it.Fix, fmt.Sprintf("free space under %s or point containerd's root at a larger disk", e.SnapshotRoot))
 				}
 			}
@@ -302,7 +302,7 @@ func (c *checker) volumes() Item {
 			it.Fix = append(it.Fix, fmt.Sprintf("create %s (mkdir -p) or mount the persistent disk there", v.Path))
 			continue
 		}
-		ev := fmt.Sprintf("%s: %s, %s free of %s", v.Path, dashOr(v.FSType, "unknown filesystem"), analyze.HumanBytes(v.FreeBytes), analyze.HumanBytes(v.TotalBytes))
+		ev := fmt.Sprintf("%s: %s, %s free of %s", v.Path, dashOr(v.FSType, "unknown filesystem"), bytesize.Format(v.FreeBytes), bytesize.Format(v.TotalBytes))
 		if v.Writable {
 			ev += ", writable"
 		}
@@ -324,8 +324,8 @@ func (c *checker) volumes() Item {
 		}
 		if c.o.WeightsBytes > 0 && v.FreeBytes < c.o.WeightsBytes {
 			set(Fail)
-			sums = append(sums, fmt.Sprintf("%s has %s free, the weights need %s", v.Path, analyze.HumanBytes(v.FreeBytes), analyze.HumanBytes(c.o.WeightsBytes)))
-			it.Fix = append(it.Fix, fmt.Sprintf("free %s on %s or use a larger volume", analyze.HumanBytes(c.o.WeightsBytes-v.FreeBytes), v.Path))
+			sums = append(sums, fmt.Sprintf("%s has %s free, the weights need %s", v.Path, bytesize.Format(v.FreeBytes), bytesize.Format(c.o.WeightsBytes)))
+			it.Fix = append(it.Fix, fmt.Sprintf("free %s on %s or use a larger volume", bytesize.Format(c.o.WeightsBytes-v.FreeBytes), v.Path))
 		}
 	}
 	if len(c.h.Volumes) == 0 && stores == 0 {
@@ -339,7 +339,7 @@ func (c *checker) volumes() Item {
 		if len(c.h.Volumes) > 0 {
 			parts = append(parts, fmt.Sprintf("%d volume(s) exist and are writable", len(c.h.Volumes)))
 			if c.o.WeightsBytes > 0 {
-				parts[0] += fmt.Sprintf(", room for %s of weights", analyze.HumanBytes(c.o.WeightsBytes))
+				parts[0] += fmt.Sprintf(", room for %s of weights", bytesize.Format(c.o.WeightsBytes))
 			}
 		}
 		if stores > 0 && need > 0 {

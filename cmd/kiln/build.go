@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
@@ -439,7 +440,7 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, dig
 	}
 	if len(violations) == 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: check %s passed: %s compressed, efficiency %.2f%%, kernels for %s\n",
-			opts.Check, analyze.HumanBytes(rep.CompressedSize), 100*rep.Waste.Efficiency, gpuList(rep))
+			opts.Check, bytesize.Format(rep.CompressedSize), 100*rep.Waste.Efficiency, gpuList(rep))
 		return nil
 	}
 	for _, v := range violations {

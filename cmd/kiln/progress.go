@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
 // progressBar draws "label [=====>    ] 1.2 GiB / 4.0 GiB" on a terminal,
@@ -94,7 +94,7 @@ func (p *progressBar) draw(el time.Duration) {
 	}
 	rate := float64(n) / max(el.Seconds(), 0.001)
 	if !p.tty {
-		fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%, %s/s)\n", p.label, analyze.HumanBytes(n), analyze.HumanBytes(p.total), 100*frac, analyze.HumanBytes(int64(rate)))
+		fmt.Fprintf(p.w, "%s: %s / %s (%.0f%%, %s/s)\n", p.label, bytesize.Format(n), bytesize.Format(p.total), 100*frac, bytesize.Format(int64(rate)))
 		return
 	}
 	const width = 28
@@ -103,7 +103,7 @@ func (p *progressBar) draw(el time.Duration) {
 	if fill < width {
 		bar += ">" + strings.Repeat(" ", width-fill-1)
 	}
-	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %s/s ", p.label, bar, analyze.HumanBytes(n), analyze.HumanBytes(p.total), analyze.HumanBytes(int64(rate)))
+	fmt.Fprintf(p.w, "\r%s [%s] %s / %s  %s/s ", p.label, bar, bytesize.Format(n), bytesize.Format(p.total), bytesize.Format(int64(rate)))
 }
 
 // Stop erases the bar.

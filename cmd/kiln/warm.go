@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
@@ -421,7 +420,7 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
 	for _, b := range rep.Blobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", short(b.Digest), b.Kind, analyze.HumanBytes(b.Size), b.State, analyze.HumanBytes(b.BytesFetched), b.Seconds)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), b.Seconds)
 	}
 	tw.Flush()
 	verdict := "READY"
@@ -433,9 +432,9 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	}
 	rate := ""
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
-		rate = fmt.Sprintf(" (%s/s)", analyze.HumanBytes(int64(float64(rep.FetchedBytes)/rep.Seconds)))
+		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
-	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, analyze.HumanBytes(rep.PresentBytes), analyze.HumanBytes(rep.FetchedBytes), rate, analyze.HumanBytes(rep.MissingBytes), rep.Seconds, verdict)
+	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
 	if rep.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", rep.Error)
 	}

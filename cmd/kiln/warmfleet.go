@@ -10,7 +10,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm/fleet"
 	"github.com/spf13/cobra"
@@ -305,10 +305,10 @@ func writeFleetTable(ios *IO, res []fleet.Result) {
 		counts[r.State]++
 		pushed := "-"
 		if r.Mode == fleet.ModePush {
-			pushed = analyze.HumanBytes(r.PushedBytes)
+			pushed = bytesize.Format(r.PushedBytes)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n", r.Host, r.Mode, r.State,
-			analyze.HumanBytes(r.MissingBytes), analyze.HumanBytes(r.FetchedBytes), pushed, r.Seconds, oneLine(r.Error))
+			bytesize.Format(r.MissingBytes), bytesize.Format(r.FetchedBytes), pushed, r.Seconds, oneLine(r.Error))
 	}
 	tw.Flush()
 	fmt.Fprintf(ios.Out, "\n%d host(s): %d warm, %d cold, %d failed\n", len(res), counts[fleet.StateWarm], counts[fleet.StateCold], counts[fleet.StateFailed])

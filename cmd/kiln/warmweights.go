@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/warm"
 )
 
@@ -28,7 +28,7 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 				parts = append(parts, fmt.Sprintf("%d %s", n[s], s))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref, r.Dir, strings.Join(parts, ", "), analyze.HumanBytes(r.Bytes), r.State, analyze.HumanBytes(r.FetchedBytes), analyze.HumanBytes(r.MissingBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref, r.Dir, strings.Join(parts, ", "), bytesize.Format(r.Bytes), r.State, bytesize.Format(r.FetchedBytes), bytesize.Format(r.MissingBytes))
 	}
 	tw.Flush()
 }

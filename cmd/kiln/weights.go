@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 
-	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
@@ -206,9 +205,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "image\t%s@%s\n", r.Image, r.ImageDigest)
-	fmt.Fprintf(tw, "size\t%s → %s (compressed)\n", analyze.HumanBytes(r.BeforeSize), analyze.HumanBytes(r.AfterSize))
+	fmt.Fprintf(tw, "size\t%s → %s (compressed)\n", bytesize.Format(r.BeforeSize), bytesize.Format(r.AfterSize))
 	fmt.Fprintf(tw, "weights\t%s\n", r.Weights)
-	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, analyze.HumanBytes(r.Bytes), r.Layers)
+	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
 	for _, s := range r.Signed {
@@ -331,7 +330,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		state = "already ready"
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
-		opts.Into, state, r.Files, analyze.HumanBytes(r.Bytes), analyze.HumanBytes(r.Fetched), analyze.HumanBytes(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
+		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
 	return nil
 }
 
@@ -394,7 +393,7 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 			return err
 		}
 	} else if rep.OK {
-		fmt.Fprintf(opts.IO.Out, "%s: ok, %d files, %s, set digest %s\n", opts.Dir, rep.Files, analyze.HumanBytes(rep.Bytes), rep.SetDigest)
+		fmt.Fprintf(opts.IO.Out, "%s: ok, %d files, %s, set digest %s\n", opts.Dir, rep.Files, bytesize.Format(rep.Bytes), rep.SetDigest)
 	} else {
 		tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "PATH\tPROBLEM\n")
