@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The emitted objects against the Kubernetes API of the version kiln
+// targets (k8s.io/api v0.37, Kubernetes 1.37): decoded strictly into the
+// API's own Go types (an unknown or misplaced field, a wrong type, a bad
+// quantity or int-or-string is an error, as the API server's strict field
+// validation makes it), then checked with apimachinery's validators for
+// what the API server refuses: names, label keys and values, a selector
+// that does not match its template, volume mounts without volumes, a
+// Job's restart policy, hostPath types, container names.
+func TestEmitK8sAgainstAPITypes(t *testing.T) {
+	for _, o := range []K8sOptions{
+		{Refs: []string{"10.0.0.5:5000/acme/serve:1.2", "10.0.0.5:5000/acme/weights:7"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0",
+			NodeSelector: map[string]string{"nvidia.com/gpu.present": "true", "pool": "spot"}, Namespace: "kube-system",
+			WarmArgs: []string{"--unpack=true", "--limit-rate=200MiB"}, WeightsDir: "/var/lib/kiln/weights/"},
+		{Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0"},
+		{Kind: KindJob, Name: "warm-serve", Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0",
+			Completions: 3, ContainerdSocket: "/run/k3s/containerd/containerd.sock"},
+		{Kind: KindJob, Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0", WeightsDir: "/models"},
+	} {
+		t.Run(o.kind()+"/"+or(o.Name, "default"), func(t *testing.T) {
+			out, err := EmitK8s(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := yaml.YAMLToJSON(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			strict := func(v any) {
+				t.Helper()
+				dec := json.NewDecoder(bytes.NewReader(j))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(v); err != nil {
+					t.Fatalf("not a valid %s for the Kubernetes API: %v\n%s", o.kind(), err, out)
+				}
+			}
+			var meta metav1.ObjectMeta
+			var tmpl corev1.PodTemplateSpec
+			switch o.kind() {
+			case KindDaemonSet:
+				var ds appsv1.DaemonSet
+				strict(&ds)
+				if ds.APIVersion != "apps/v1" || ds.Kind != "DaemonSet" {
+					t.Fatalf("apiVersion %q kind %q", ds.APIVersion, ds.Kind)
+				}
+				meta, tmpl = ds.ObjectMeta, ds.Spec.Template
+				sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+				if err != nil || sel.Empty() || !sel.Matches(labels.Set(tmpl.Labels)) {
+					t.Errorf("selector %v does not select the pod template's labels %v (%v): the API server refuses it", ds.Spec.Selector, tmpl.Labels, err)
+				}
+				if p := tmpl.Spec.RestartPolicy; p != "" && p != corev1.RestartPolicyAlways {
+					t.Errorf("DaemonSet pods restart %q; only Always is allowed", p)
+				}
+			case KindJob:
+				var job batchv1.Job
+				strict(&job)
+				if job.APIVersion != "batch/v1" || job.Kind != "Job" {
+					t.Fatalf("apiVersion %q kind %q", job.APIVersion, job.Kind)
+				}
+				meta, tmpl = job.ObjectMeta, job.Spec.Template
+				if p := tmpl.Spec.RestartPolicy; p != corev1.RestartPolicyNever && p != corev1.RestartPolicyOnFailure {
+					t.Errorf("Job pods restart %q; a Job needs Never or OnFailure", p)
+				}
+				if c := job.Spec.Completions; c != nil && *c < 1 {
+					t.Errorf("completions %d", *c)
+				}
+			}
+			for _, e := range validateObject(meta, tmpl) {
+				t.Error(e)
+			}
+		})
+	}
+}
+
+// validateObject applies the API server's rules that a typed decode does
+// not: what each field may hold, and that references resolve.
+func validateObject(meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec) []string {
+	var errs []string
+	bad := func(field string, msgs []string) {
+		if len(msgs) > 0 {
+			errs = append(errs, fmt.Sprintf("%s: %s", field, strings.Join(msgs, "; ")))
+		}
+	}
+	bad("metadata.name "+meta.Name, validation.IsDNS1123Subdomain(meta.Name))
+	if meta.Namespace != "" {
+		bad("metadata.namespace "+meta.Namespace, validation.IsDNS1123Label(meta.Namespace))
+	}
+	checkLabels := func(field string, m map[string]string) {
+		for k, v := range m {
+			bad(field+" key "+k, validation.IsQualifiedName(k))
+			bad(field+" value "+v, validation.IsValidLabelValue(v))
+		}
+	}
+	checkLabels("metadata.labels", meta.Labels)
+	checkLabels("spec.template.metadata.labels", tmpl.Labels)
+	checkLabels("spec.template.spec.nodeSelector", tmpl.Spec.NodeSelector)
+	for k := range meta.Annotations {
+		bad("metadata.annotations key "+k, validation.IsQualifiedName(k))
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range tmpl.Spec.Volumes {
+		bad("volume "+v.Name, validation.IsDNS1123Label(v.Name))
+		if _, dup := vols[v.Name]; dup {
+			errs = append(errs, "volume "+v.Name+" declared twice")
+		}
+		vols[v.Name] = v
+		if hp := v.HostPath; hp != nil {
+			if !strings.HasPrefix(hp.Path, "/") {
+				errs = append(errs, "volume "+v.Name+": hostPath must be absolute: "+hp.Path)
+			}
+			if hp.Type != nil {
+				switch *hp.Type {
+				case corev1.HostPathUnset, corev1.HostPathDirectoryOrCreate, corev1.HostPathDirectory, corev1.HostPathFileOrCreate,
+					corev1.HostPathFile, corev1.HostPathSocket, corev1.HostPathCharDev, corev1.HostPathBlockDev:
+				default:
+					errs = append(errs, fmt.Sprintf("volume %s: hostPath type %q", v.Name, *hp.Type))
+				}
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, c := range append(append([]corev1.Container(nil), tmpl.Spec.InitContainers...), tmpl.Spec.Containers...) {
+		bad("container "+c.Name, validation.IsDNS1123Label(c.Name))
+		if names[c.Name] {
+			errs = append(errs, "container name "+c.Name+" used twice")
+		}
+		names[c.Name] = true
+		if c.Image == "" {
+			errs = append(errs, "container "+c.Name+": no image")
+		}
+		for _, m := range c.VolumeMounts {
+			if _, ok := vols[m.Name]; !ok {
+				errs = append(errs, "container "+c.Name+": volumeMount "+m.Name+" names no volume")
+			}
+			if !strings.HasPrefix(m.MountPath, "/") {
+				errs = append(errs, "container "+c.Name+": mountPath "+m.MountPath+" is not absolute")
+			}
+		}
+		for name, q := range c.Resources.Limits {
+			if r, ok := c.Resources.Requests[name]; ok && r.Cmp(q) > 0 {
+				errs = append(errs, fmt.Sprintf("container %s: %s request %s above its limit %s", c.Name, name, r.String(), q.String()))
+			}
+		}
+	}
+	if len(tmpl.Spec.Containers) == 0 {
+		errs = append(errs, "the pod has no containers")
+	}
+	return errs
+}
+
+// The checks above catch what the API server would refuse: mutations of
+// a good DaemonSet that each must fail.
+func TestAPIValidationCatchesMistakes(t *testing.T) {
+	good, err := EmitK8s(K8sOptions{Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(string) string{
+		"misspelt field": func(s string) string { return strings.Replace(s, "initContainers:", "initContainer:", 1) },
+		"quantity":       func(s string) string { return strings.Replace(s, "cpu: 250m", "cpu: lots", 1) },
+		"selector misses template": func(s string) string {
+			return strings.Replace(s, "matchLabels:\n      app.kubernetes.io/instance: kiln-warm", "matchLabels:\n      app.kubernetes.io/instance: other", 1)
+		},
+		"volume mount names none": func(s string) string {
+			return strings.Replace(s, "- name: kiln-ready\n              mountPath", "- name: kiln-gone\n              mountPath", 1)
+		},
+		"bad name": func(s string) string { return strings.Replace(s, "name: kiln-warm\n", "name: Kiln_Warm\n", 1) },
+	} {
+		bad := mutate(string(good))
+		if bad == string(good) {
+			t.Fatalf("%s: the mutation changed nothing (the emitted YAML moved?)", name)
+		}
+		j, err := yaml.YAMLToJSON([]byte(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds appsv1.DaemonSet
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ds); err != nil {
+			continue // refused by the typed decode
+		}
+		errs := validateObject(ds.ObjectMeta, ds.Spec.Template)
+		if sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector); err != nil || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+			errs = append(errs, "selector")
+		}
+		if len(errs) == 0 {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
