@@ -23,6 +23,9 @@ type RunArgsInput struct {
 	PullRef string
 	// InitImage is an image whose entrypoint is kiln.
 	InitImage string
+	// Twin is the volume's image-shaped twin by digest (kiln weights strip
+	// --image-twin): set, the Kubernetes image-volume form is rendered too.
+	Twin string
 }
 
 // Snippets are ready-to-paste mounts of a weights volume.
@@ -30,6 +33,10 @@ type Snippets struct {
 	Docker     string `json:"docker"`
 	Compose    string `json:"compose"`
 	Kubernetes string `json:"kubernetes"`
+	// KubernetesImageVolume mounts the twin as an image volume
+	// (Kubernetes 1.33+ with containerd 2.1+ or CRI-O): no init container
+	// and no PVC; the node's runtime pulls and verifies it like any image.
+	KubernetesImageVolume string `json:"kubernetes_image_volume,omitempty"`
 }
 
 var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -102,6 +109,14 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 		fmt.Fprintf(&k, "      persistentVolumeClaim:\n        claimName: %s\n", yq(src))
 	}
 	s.Kubernetes = k.String()
+
+	if in.Twin != "" {
+		var iv strings.Builder
+		fmt.Fprintf(&iv, "# Pod spec: the volume's image-shaped twin mounted as an image volume (Kubernetes\n# ImageVolume, containerd 2.1+ or CRI-O); the runtime pulls it like any image.\nspec:\n")
+		fmt.Fprintf(&iv, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))
+		fmt.Fprintf(&iv, "  volumes:\n    - name: weights\n      image:\n        reference: %s\n        pullPolicy: IfNotPresent\n", yq(in.Twin))
+		s.KubernetesImageVolume = iv.String()
+	}
 	return s, nil
 }
 

@@ -47,6 +47,10 @@ type WeightsStripOptions struct {
 	// SBOM is --sbom: a CycloneDX BOM of the weight files (SHA-256 each)
 	// as a referrer of the weights artifact.
 	SBOM bool
+	// ImageTwin is --image-twin REF: also publish the volume as an image
+	// (one uncompressed single-file layer per weight file) that a runtime
+	// can mount as an image volume; the stripped image names it.
+	ImageTwin string
 	signFlag
 	imageFlags
 }
@@ -76,6 +80,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	cmd.Flags().StringVar(&opts.WeightsTo, "weights-to", "", "where the weights artifact goes (REF or oci:DIR[:TAG])")
 	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file)")
 	cmd.Flags().StringVar(&opts.ManifestOut, "manifest-out", "", "also write the volume manifest to this file")
+	cmd.Flags().StringVar(&opts.ImageTwin, "image-twin", "", "also publish the volume as an image here (REF or oci:DIR[:TAG]), for Kubernetes image volumes (docs/weights.md)")
 	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for blobs (default: $TMPDIR); needs the image's size free")
 	cmd.Flags().IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level of the rewritten layers (1..22)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
@@ -105,6 +110,8 @@ type stripResult struct {
 	// SBOM is the digest of the SPDX attestation attached to the
 	// weights artifact (registry only).
 	SBOM string `json:"sbom,omitempty"`
+	// Twin is the image-shaped twin (--image-twin), by digest.
+	Twin string `json:"twin,omitempty"`
 }
 
 func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
@@ -123,6 +130,11 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	if r, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
 		return usageErr("--weights-to %q: want a registry reference or oci:DIR[:TAG]", opts.WeightsTo)
+	}
+	if opts.ImageTwin != "" {
+		if r, err := layers.ParseRef(opts.ImageTwin, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
+			return usageErr("--image-twin %q: want a registry reference or oci:DIR[:TAG]", opts.ImageTwin)
+		}
 	}
 	if err := opts.signFlag.checkDest(opts.To, lopts); err != nil {
 		return err
@@ -164,6 +176,21 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		return err
 	}
 	m, aref, labels := st.Manifest, st.Ref, st.Labels
+	twinRef := ""
+	if opts.ImageTwin != "" {
+		twin, err := col.Twin(m, aref, img.Platform)
+		if err != nil {
+			return err
+		}
+		tdg, err := layers.Write(ctx, twin, opts.ImageTwin, lopts...)
+		if err != nil {
+			return fmt.Errorf("--image-twin: %w", err)
+		}
+		if twinRef, err = weights.ArtifactRef(opts.ImageTwin, tdg, lopts...); err != nil {
+			return fmt.Errorf("--image-twin: %w", err)
+		}
+		labels[weights.LabelTwin] = twinRef
+	}
 	out, err := res.Image(labels)
 	if err != nil {
 		return err
@@ -199,7 +226,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef}
+		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
 	if opts.JSON {
 		return writeJSON(opts.IO.Out, r)
 	}
@@ -210,6 +237,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
+	if r.Twin != "" {
+		fmt.Fprintf(tw, "image twin\t%s\n", r.Twin)
+	}
 	for _, s := range r.Signed {
 		fmt.Fprintf(tw, "signed\t%s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
 	}
@@ -417,8 +447,11 @@ type WeightsRunArgsOptions struct {
 	Image     string
 	InitImage string
 	PullRef   string
-	Format    string
-	JSON      bool
+	// Twin is --twin: the volume's image-shaped twin (weights strip
+	// --image-twin), for the Kubernetes image-volume form.
+	Twin   string
+	Format string
+	JSON   bool
 	imageFlags
 }
 
@@ -444,6 +477,7 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 	cmd.Flags().StringVar(&opts.Image, "image", "", "application image (default: REF when it is an image, else IMAGE)")
 	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:latest", "image with kiln as entrypoint, for the init container")
 	cmd.Flags().StringVar(&opts.PullRef, "pull-ref", "", "what the init container pulls (default: the artifact by digest)")
+	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
 	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the snippets as JSON")
 	return cmd
@@ -467,7 +501,7 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		return err
 	}
 	in := weights.RunArgsInput{Mount: res.Manifest.Mount, SetDigest: res.Manifest.SetDigest, Volume: opts.Volume,
-		Image: opts.Image, InitImage: opts.InitImage, PullRef: opts.PullRef}
+		Image: opts.Image, InitImage: opts.InitImage, PullRef: opts.PullRef, Twin: opts.Twin}
 	if in.Image == "" {
 		in.Image = res.Image
 	}
@@ -493,6 +527,9 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	}
 	if opts.Format == "all" || opts.Format == "kubernetes" {
 		fmt.Fprintf(w, "\n# kubernetes\n%s", s.Kubernetes)
+		if s.KubernetesImageVolume != "" {
+			fmt.Fprintf(w, "\n# kubernetes, image volume\n%s", s.KubernetesImageVolume)
+		}
 	}
 	return nil
 }

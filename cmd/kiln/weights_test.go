@@ -196,3 +196,51 @@ func TestWeightsPullChunkFlags(t *testing.T) {
 		}
 	}
 }
+
+// --image-twin: the volume as an image, named by the stripped image's
+// label, whose layers a runtime unpacks into exactly the volume; run-args
+// --twin prints the Kubernetes image-volume form.
+func TestWeightsStripImageTwin(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("app/serve.py", []byte("print('hi')\n")),
+			safetensors("app/models/m-00001.safetensors", 20<<20), safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	slimRef, twinAt := reg+"/acme/serve:slim", reg+"/acme/serve-weights:v1-image"
+	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef,
+		"--weights-to", reg+"/acme/serve-weights:v1", "--image-twin", twinAt, "--json", "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	var r stripResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Twin, reg+"/acme/serve-weights@sha256:") {
+		t.Fatalf("twin %q", r.Twin)
+	}
+	slim, err := layers.Open(t.Context(), slimRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim.Close()
+	if got := slim.Config.Config.Labels[weights.LabelTwin]; got != r.Twin {
+		t.Errorf("stripped image label %s = %q, want %q", weights.LabelTwin, got, r.Twin)
+	}
+	twin, err := layers.Open(t.Context(), r.Twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twin.Close()
+	if twin.Config.Config.Labels[weights.LabelTwinOf] != r.Weights || len(twin.Layers) != 3 {
+		t.Fatalf("twin: labels %v, %d layers; want it tied to %s, 2 files + manifest", twin.Config.Config.Labels, len(twin.Layers), r.Weights)
+	}
+	code, out, _ = run(t, "weights", "run-args", slimRef, "--volume", "w", "--twin", r.Twin, "--format", "kubernetes")
+	if code != ExitOK || !strings.Contains(out, "image volume") || !strings.Contains(out, "reference: "+r.Twin) {
+		t.Fatalf("run-args --twin: code %d\n%s", code, out)
+	}
+	if code, _, _ := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", reg+"/acme/w:v2", "--image-twin", "docker-archive:/tmp/x.tar"); code != ExitUsage {
+		t.Errorf("--image-twin docker-archive: exit %d, want usage", code)
+	}
+}
