@@ -756,3 +756,8 @@ func copyFile(src, dst string) error {
 	}
 	return out.Close()
 }
+
+// ToolsDir is the kiln-tools directory for exe (see toolsDir), for the
+// other commands that mount kiln into a container: kiln slim's recording
+// probe.
+func ToolsDir(exe string) (string, func(), error) { return toolsDir(exe) }

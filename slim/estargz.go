@@ -56,9 +56,15 @@ func (r *Result) AddEStargz(ctx context.Context, startup []string) error {
 			want[p] = true
 		}
 	}
-	for _, l := range r.layers {
-		if err := writeEStargz(ctx, l, want); err != nil {
+	for i, l := range r.layers {
+		n, err := writeEStargz(ctx, l, want)
+		if err != nil {
 			return fmt.Errorf("slim: eStargz of the %s layer: %w", l.name, err)
+		}
+		if r.Report != nil && i < len(r.Report.Layers) {
+			b := l.blobs[len(l.blobs)-1]
+			r.Report.Layers[i].Blobs = append(r.Report.Layers[i].Blobs, LayerBlob{Compression: string(b.comp), Digest: b.digest.String(),
+				CompressedSize: b.size, DiffID: b.diffID.String(), StartupFiles: n})
 		}
 	}
 	r.comps = append(r.comps, layers.EStargz)
@@ -75,7 +81,9 @@ func tarName(p string) string {
 	return p[1:]
 }
 
-func writeEStargz(ctx context.Context, l *blobLayer, want map[string]bool) (err error) {
+// writeEStargz adds l's eStargz blob and returns how many startup files
+// it placed first.
+func writeEStargz(ctx context.Context, l *blobLayer, want map[string]bool) (startup int, err error) {
 	src := l.blobs[0]
 	dir := filepath.Dir(src.path)
 	// Which entries go first: the startup files, the directories above
@@ -89,7 +97,7 @@ func writeEStargz(ctx context.Context, l *blobLayer, want map[string]bool) (err 
 	}
 	sink, err := newSink(dir, layers.EStargz)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() {
 		if err != nil {
@@ -120,9 +128,15 @@ func writeEStargz(ctx context.Context, l *blobLayer, want map[string]bool) (err 
 	}()
 	ew := estargz.NewWriterWithCompressor(io.MultiWriter(sink, pw), estargz.NewGzipCompressorWithLevel(GzipLevel))
 	tr, tw := io.Pipe()
-	go func() { tw.CloseWithError(orderedTar(ctx, tw, src, first, want)) }()
+	placed := make(chan int, 1)
+	go func() {
+		n, err := orderedTar(ctx, tw, src, first, want)
+		tw.CloseWithError(err)
+		placed <- n
+	}()
 	err = ew.AppendTar(tr)
 	tr.CloseWithError(err)
+	startup = <-placed
 	var toc string
 	if err == nil {
 		var d interface{ String() string }
@@ -136,24 +150,24 @@ func writeEStargz(ctx context.Context, l *blobLayer, want map[string]bool) (err 
 		err = d.err
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if got := "sha256:" + d.sum; got != ew.DiffID() {
-		return fmt.Errorf("blob decodes to %s, the writer hashed %s", got, ew.DiffID())
+		return 0, fmt.Errorf("blob decodes to %s, the writer hashed %s", got, ew.DiffID())
 	}
 	b, err := sink.commit(dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	b.diffID, b.usize = layersHash(d.sum), d.n
 	b.annotations = map[string]string{AnnotationTOCDigest: toc, AnnotationUncompressedSize: strconv.FormatInt(d.n, 10)}
 	l.blobs = append(l.blobs, b)
-	return nil
+	return startup, nil
 }
 
 // orderedTar writes src's tar to w as one archive: the entries first
 // selects, the landmark, then the rest.
-func orderedTar(ctx context.Context, w io.Writer, src blob, first, want map[string]bool) error {
+func orderedTar(ctx context.Context, w io.Writer, src blob, first, want map[string]bool) (int, error) {
 	tw := tar.NewWriter(w)
 	emitted := map[string]bool{}
 	startup := 0
@@ -171,7 +185,7 @@ func orderedTar(ctx context.Context, w io.Writer, src blob, first, want map[stri
 		return copyEntry(tw, h, r)
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	mark := estargz.NoPrefetchLandmark
 	if startup > 0 {
@@ -179,10 +193,10 @@ func orderedTar(ctx context.Context, w io.Writer, src blob, first, want map[stri
 	}
 	// The library's own landmark: one byte, 0xf, no mode or time.
 	if err := tw.WriteHeader(&tar.Header{Name: mark, Typeflag: tar.TypeReg, Size: 1}); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := tw.Write([]byte{0xf}); err != nil {
-		return err
+		return 0, err
 	}
 	if err := eachEntry(ctx, src, func(h *tar.Header, r io.Reader) error {
 		if emitted[tarName(h.Name)] {
@@ -190,9 +204,9 @@ func orderedTar(ctx context.Context, w io.Writer, src blob, first, want map[stri
 		}
 		return copyEntry(tw, h, r)
 	}); err != nil {
-		return err
+		return 0, err
 	}
-	return tw.Close()
+	return startup, tw.Close()
 }
 
 func copyEntry(tw *tar.Writer, h *tar.Header, r io.Reader) error {

@@ -32,6 +32,17 @@ func TestEStargzStartupFirst(t *testing.T) {
 	if err := res.AddEStargz(context.Background(), startup); err != nil {
 		t.Fatal(err)
 	}
+	var placed int
+	for _, l := range res.Report.Layers {
+		if b := l.Blobs[len(l.Blobs)-1]; b.Compression != "estargz" || b.DiffID == "" {
+			t.Errorf("report layer %s: last blob %+v", l.Name, b)
+		} else {
+			placed += b.StartupFiles
+		}
+	}
+	if placed != 2 {
+		t.Errorf("report: %d startup files placed, want 2 (libcublas, main.py)", placed)
+	}
 	if got := res.Compressions(); !slices.Equal(got, []layers.Compression{layers.Zstd, layers.EStargz}) {
 		t.Fatalf("compressions %v", got)
 	}

@@ -30,6 +30,10 @@ type Report struct {
 	Digest  string      `json:"digest,omitempty"`
 	ImageID string      `json:"image_id,omitempty"`
 	Images  []Published `json:"images,omitempty"`
+	// StartupFiles is how many files the recording probe saw the
+	// application open: the eStargz layers' prioritized set (0 without
+	// --format estargz --probe).
+	StartupFiles int `json:"startup_files,omitempty"`
 	// MaxLayerSize is the cap layers were split at (0: none).
 	MaxLayerSize int64 `json:"max_layer_size"`
 
@@ -126,6 +130,10 @@ type LayerBlob struct {
 	Compression    string `json:"compression"`
 	Digest         string `json:"digest"`
 	CompressedSize int64  `json:"compressed_size"`
+	// An eStargz blob's own tar (see Result.AddEStargz): its diff ID, and
+	// how many of the startup files it places before its landmark.
+	DiffID       string `json:"diff_id,omitempty"`
+	StartupFiles int    `json:"startup_files,omitempty"`
 }
 
 // RemovedSum totals one removal reason.
