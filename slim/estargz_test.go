@@ -176,7 +176,7 @@ func esgzNames(t *testing.T, l v1.Layer, toc string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := tarName(h.Name)
+		n := layers.TarName(h.Name)
 		if h.Typeflag == tar.TypeDir {
 			n += "/"
 		}
@@ -218,6 +218,6 @@ func tarEntries(t *testing.T, l v1.Layer) map[string]fsEntry {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(tr)
-		out[tarName(h.Name)] = fsEntry{typ: h.Typeflag, link: h.Linkname, body: string(b)}
+		out[layers.TarName(h.Name)] = fsEntry{typ: h.Typeflag, link: h.Linkname, body: string(b)}
 	}
 }
