@@ -31,12 +31,28 @@ func (r *Result) AddEStargz(ctx context.Context, startup []string) error {
 		return fmt.Errorf("slim: eStargz blobs already written")
 	}
 	set := layers.NewStartupSet(startup)
-	for i, l := range r.layers {
+	ebs := make([]*layers.EStargzBlob, len(r.layers))
+	// Several layers at once, as Rewrite read them (Options.Concurrency):
+	// the gzip encoder is one goroutine per layer.
+	if err := forEachLayer(ctx, len(r.layers), max(r.conc, 1), func(ctx context.Context, i int) error {
+		l := r.layers[i]
 		src := l.blobs[0]
 		eb, err := layers.WriteEStargz(ctx, func() (io.ReadCloser, error) { return os.Open(src.path) }, filepath.Dir(src.path), set)
 		if err != nil {
 			return fmt.Errorf("slim: eStargz of the %s layer (blob %s): %w", l.name, src.digest, err)
 		}
+		ebs[i] = eb
+		return nil
+	}); err != nil {
+		for _, eb := range ebs {
+			if eb != nil {
+				os.Remove(eb.Path)
+			}
+		}
+		return err
+	}
+	for i, l := range r.layers {
+		eb := ebs[i]
 		b := blob{comp: layers.EStargz, path: eb.Path, digest: eb.Digest, size: eb.Size,
 			diffID: eb.DiffID, usize: eb.UncompressedSize, annotations: eb.Annotations()}
 		l.blobs = append(l.blobs, b)

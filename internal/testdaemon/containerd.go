@@ -59,7 +59,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
   address = %q
 [ttrpc]
   address = %q
-`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc")
+`, cd.Root, cd.State, cd.Socket, cd.Socket+".ttrpc") + c.extraConfig
 	cfg := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,8 @@ type config struct {
 	// pathFirst is put in front of the daemon's PATH (where containerd
 	// looks for its shim first).
 	pathFirst string
+	// extraConfig is appended to containerd's config.toml.
+	extraConfig string
 }
 
 // Socket puts the daemon's API socket at path instead of a fresh short
@@ -34,6 +36,10 @@ func Socket(path string) Option { return func(c *config) { c.socket = path } }
 func RequireEnv(names ...string) Option {
 	return func(c *config) { c.require = append(c.require, names...) }
 }
+
+// ExtraConfig appends TOML to containerd's config (proxy plugins, the
+// transfer service's unpack platforms).
+func ExtraConfig(toml string) Option { return func(c *config) { c.extraConfig += toml } }
 
 // Args appends command-line arguments to the daemon's own.
 func Args(args ...string) Option { return func(c *config) { c.args = append(c.args, args...) } }
