@@ -11,4 +11,11 @@
 // gets plain tar layers checked against the config's diff IDs as they
 // stream, whatever the image's blobs are: an archive exists to be loaded,
 // and docker load before Docker 23.0 reads no zstd.
+//
+// WriteEStargz is the one eStargz writer (kiln slim --format estargz, kiln
+// convert --format estargz): it reads its source twice as a stream (the
+// startup files first, then the rest) and writes through the
+// stargz-snapshotter's estargz library at a fixed gzip level, so the same
+// tar and the same startup set give the same blob. Decompress reads every
+// gzip member of a blob, as runtimes do: an eStargz layer is many.
 package layers
