@@ -56,6 +56,9 @@ func (r *Result) AddEStargz(ctx context.Context, startup []string) error {
 		b := blob{comp: layers.EStargz, path: eb.Path, digest: eb.Digest, size: eb.Size,
 			diffID: eb.DiffID, usize: eb.UncompressedSize, annotations: eb.Annotations()}
 		l.blobs = append(l.blobs, b)
+		if r.Report != nil {
+			r.Report.StartupInImage += eb.StartupFiles
+		}
 		if r.Report != nil && i < len(r.Report.Layers) {
 			r.Report.Layers[i].Blobs = append(r.Report.Layers[i].Blobs, LayerBlob{Compression: string(b.comp), Digest: b.digest.String(),
 				CompressedSize: b.size, DiffID: b.diffID.String(), StartupFiles: eb.StartupFiles})

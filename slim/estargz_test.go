@@ -40,7 +40,7 @@ func TestEStargzStartupFirst(t *testing.T) {
 			placed += b.StartupFiles
 		}
 	}
-	if placed != 2 {
+	if placed != 2 || res.Report.StartupInImage != 2 {
 		t.Errorf("report: %d startup files placed, want 2 (libcublas, main.py)", placed)
 	}
 	if got := res.Compressions(); !slices.Equal(got, []layers.Compression{layers.Zstd, layers.EStargz}) {

@@ -34,6 +34,10 @@ type Report struct {
 	// application open: the eStargz layers' prioritized set (0 without
 	// --format estargz --probe).
 	StartupFiles int `json:"startup_files,omitempty"`
+	// StartupInImage is how many of them the eStargz layers hold and
+	// place first: the rest are files the probe created (Python's
+	// bytecode cache when the image has none) or that are on no layer.
+	StartupInImage int `json:"startup_files_in_image,omitempty"`
 	// MaxLayerSize is the cap layers were split at (0: none).
 	MaxLayerSize int64 `json:"max_layer_size"`
 
