@@ -78,7 +78,7 @@ func TestEStargzLazyPull(t *testing.T) {
 	// What the probe must have opened: the interpreter, torch's package
 	// and the CUDA library it loaded by name.
 	for _, want := range []string{"/torch/__init__.py", "/libtorch_cuda.so"} {
-		if !slices.ContainsFunc(startup, func(p string) bool { return strings.HasSuffix(p, want) }) {
+		if !slices.ContainsFunc(startup, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("no %s in the startup set", want)
 		}
 	}
