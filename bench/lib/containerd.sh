@@ -24,8 +24,17 @@ TOML
 }
 ctrd_stop() {
 	if [ -f "$W/pid" ]; then kill "$(cat "$W/pid")" 2>/dev/null || true; sleep 1; rm -f "$W/pid"; fi
-	# The snapshotter unmounts its FUSE layers as it exits.
-	if [ -f "$W/stargz.pid" ]; then kill "$(cat "$W/stargz.pid")" 2>/dev/null || true; sleep 1; rm -f "$W/stargz.pid"; fi
+	# The snapshotter unmounts its FUSE layers as it exits, and its
+	# background fetch may still be writing its cache: wait for it to go
+	# (15 s, then SIGKILL) before anything under $W/c is removed.
+	if [ -f "$W/stargz.pid" ]; then
+		local p i
+		p=$(cat "$W/stargz.pid")
+		kill "$p" 2>/dev/null || true
+		for i in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null || true
+		rm -f "$W/stargz.pid"
+	fi
 	grep -o " $W/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 	rm -rf "$W/c" "$W/weights"
 }
