@@ -125,16 +125,16 @@ func (r *Rules) Check(rep *Report) []Violation {
 		v = append(v, Violation{Rule: rule, Message: fmt.Sprintf(format, a...)})
 	}
 	if r.MaxSize > 0 && rep.UncompressedSize > int64(r.MaxSize) {
-		add("max_size", "image is %s uncompressed, over the %s limit", HumanBytes(rep.UncompressedSize), HumanBytes(int64(r.MaxSize)))
+		add("max_size", "image is %s uncompressed, over the %s limit", bytesize.Format(rep.UncompressedSize), bytesize.Format(int64(r.MaxSize)))
 	}
 	if r.MaxCompressedSize > 0 && rep.CompressedSize > int64(r.MaxCompressedSize) {
-		add("max_compressed_size", "image is %s compressed, over the %s limit", HumanBytes(rep.CompressedSize), HumanBytes(int64(r.MaxCompressedSize)))
+		add("max_compressed_size", "image is %s compressed, over the %s limit", bytesize.Format(rep.CompressedSize), bytesize.Format(int64(r.MaxCompressedSize)))
 	}
 	if r.MinEfficiency > 0 && rep.Waste.Efficiency < r.MinEfficiency {
 		add("min_efficiency", "efficiency %.4f is below %.4f", rep.Waste.Efficiency, r.MinEfficiency)
 	}
 	if r.MaxWastedBytes > 0 && rep.Waste.WastedBytes > int64(r.MaxWastedBytes) {
-		add("max_wasted_bytes", "%s wasted by superseded files, over the %s limit", HumanBytes(rep.Waste.WastedBytes), HumanBytes(int64(r.MaxWastedBytes)))
+		add("max_wasted_bytes", "%s wasted by superseded files, over the %s limit", bytesize.Format(rep.Waste.WastedBytes), bytesize.Format(int64(r.MaxWastedBytes)))
 	}
 	byClass := map[Class]ClassReport{}
 	for _, c := range rep.Classes {
@@ -146,13 +146,13 @@ func (r *Rules) Check(rep *Report) []Violation {
 			if len(cr.Top) > 0 {
 				ex = ", e.g. " + cr.Top[0].Path
 			}
-			add("forbid", "%s: %d files, %s%s", c, cr.Files, HumanBytes(cr.Bytes), ex)
+			add("forbid", "%s: %d files, %s%s", c, cr.Files, bytesize.Format(cr.Bytes), ex)
 		}
 	}
 	for _, c := range AllClasses {
 		lim, ok := r.MaxClassBytes[c]
 		if ok && byClass[c].Bytes > int64(lim) {
-			add("max_class_bytes", "%s: %s over the %s limit", c, HumanBytes(byClass[c].Bytes), HumanBytes(int64(lim)))
+			add("max_class_bytes", "%s: %s over the %s limit", c, bytesize.Format(byClass[c].Bytes), bytesize.Format(int64(lim)))
 		}
 	}
 	for _, name := range r.RequireGPUs {
@@ -181,6 +181,3 @@ func (r *Rules) Check(rep *Report) []Violation {
 	}
 	return v
 }
-
-// HumanBytes formats n with binary units (see bytesize.Format).
-func HumanBytes(n int64) string { return bytesize.Format(n) }

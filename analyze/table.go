@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
 // WriteTable prints the report for people.
@@ -13,9 +15,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p("Image     %s\n", r.Image)
 	p("Digest    %s  (%s, %s)\n", r.Digest, r.Platform, r.Source)
 	p("Size      %s compressed, %s uncompressed, %s visible in %d files\n",
-		HumanBytes(r.CompressedSize), HumanBytes(r.UncompressedSize), HumanBytes(r.VisibleSize), r.FileCount)
+		bytesize.Format(r.CompressedSize), bytesize.Format(r.UncompressedSize), bytesize.Format(r.VisibleSize), r.FileCount)
 	p("Waste     %s in superseded files; efficiency %.2f%% (dive would report %s wasted)\n",
-		HumanBytes(r.Waste.WastedBytes), 100*r.Waste.Efficiency, HumanBytes(r.Waste.DiveWastedBytes))
+		bytesize.Format(r.Waste.WastedBytes), 100*r.Waste.Efficiency, bytesize.Format(r.Waste.DiveWastedBytes))
 	if !r.Verified {
 		p("Digests   NOT verified (--no-verify)\n")
 	}
@@ -29,11 +31,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 				continue
 			}
 			if n := l.BytesByClass[string(c)]; n > 0 {
-				flagged = append(flagged, fmt.Sprintf("%s %s", c, HumanBytes(n)))
+				flagged = append(flagged, fmt.Sprintf("%s %s", c, bytesize.Format(n)))
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Index, shortDigest(l.Digest, l.DiffID), l.Compression,
-			HumanBytes(l.CompressedSize), HumanBytes(l.UncompressedSize), l.FileCount, HumanBytes(l.WastedBytes),
+			bytesize.Format(l.CompressedSize), bytesize.Format(l.UncompressedSize), l.FileCount, bytesize.Format(l.WastedBytes),
 			dash(strings.Join(flagged, ", ")), truncate(l.CreatedBy, 60))
 	}
 	tw.Flush()
@@ -47,12 +49,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		top := ""
 		if len(c.Top) > 0 {
-			top = fmt.Sprintf("%s (%s)", c.Top[0].Path, HumanBytes(c.Top[0].Size))
+			top = fmt.Sprintf("%s (%s)", c.Top[0].Path, bytesize.Format(c.Top[0].Size))
 			if c.Top[0].Format != "" {
 				top += " " + c.Top[0].Format
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Class, c.Files, HumanBytes(c.Bytes), HumanBytes(c.VisibleBytes), top)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Class, c.Files, bytesize.Format(c.Bytes), bytesize.Format(c.VisibleBytes), top)
 	}
 	tw.Flush()
 	for _, c := range r.Classes {
@@ -67,7 +69,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			for _, c := range d.Copies {
 				paths = append(paths, c.Path)
 			}
-			p("  %s: %s wasted (%s)\n", d.Soname, HumanBytes(d.WastedBytes), strings.Join(paths, ", "))
+			p("  %s: %s wasted (%s)\n", d.Soname, bytesize.Format(d.WastedBytes), strings.Join(paths, ", "))
 		}
 		p("  fix: %s\n", ClassCUDALibs.Fix())
 	}
@@ -75,7 +77,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		p("\nLARGEST WASTE\n")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, f := range r.Waste.Top {
-			fmt.Fprintf(tw, "  %s\t%s\tlayer %d, %s by layer %d\n", HumanBytes(f.Size), f.Path, f.Layer, f.How, f.By)
+			fmt.Fprintf(tw, "  %s\t%s\tlayer %d, %s by layer %d\n", bytesize.Format(f.Size), f.Path, f.Layer, f.How, f.By)
 		}
 		tw.Flush()
 	}
@@ -147,7 +149,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if f.Deleted {
 				note = strings.TrimSpace(note + " (deleted later)")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tlayer %d\t%s\n", HumanBytes(f.Size), f.Path, f.Layer, note)
+			fmt.Fprintf(tw, "  %s\t%s\tlayer %d\t%s\n", bytesize.Format(f.Size), f.Path, f.Layer, note)
 		}
 		tw.Flush()
 	}

@@ -1,66 +1,238 @@
 #!/usr/bin/env bash
 # bench/coldstart.sh: cold start of the naive CUDA 12.4 app image against
-# kiln's way, on a containerd with an empty root each time, from the local
-# registry, same machine, same run:
+# kiln's ways, one run, same machine, same image content, each engine with
+# an empty store, the page cache dropped before each row, from the local
+# registry:
 #
-#   naive  ctr images pull (gzip, 9 layers, weights baked in) + ctr run
-#   kiln   kiln warm --unpack --weights-into DIR (the slimmed zstd image and
-#          its weights volume) + ctr run with the volume mounted
+#   naive     containerd 1.6 `ctr images pull` of the naive gzip image (9
+#             layers, weights baked in) + `ctr run`
+#   warm      kiln warm --unpack --weights-into DIR of the kiln slim zstd
+#             image and its weights volume, containerd 1.6 + `ctr run` with
+#             the volume mounted
+#   docker    Docker 20.10 (a private dockerd) `docker pull` of the kiln
+#             slim balanced gzip image + kiln weights pull + `docker run -v`
+#   estargz   containerd 2.x with the stargz snapshotter: `ctr images pull
+#             --snapshotter stargz` of the kiln slim eStargz image (startup
+#             set recorded by its probe) + kiln weights pull + `ctr run`;
+#             the layers are fetched lazily while the container starts
+#   esgz-full the same eStargz image, containerd 2.x `ctr images pull`
+#             (overlayfs: every layer fetched and unpacked) + `ctr run`: the
+#             lazy pull's control
 #
-# Both runs end with the container importing torch (libtorch_cuda loaded)
-# and reading the model file; the time is wall clock from an empty store to
-# the container's exit. The slim image is made once beforehand (a build
-# step, not timed): kiln slim --policy runtime-strict --weights-to.
+# Every row ends with the container importing torch, loading libtorch_cuda
+# and reading the model file (from the volume for kiln's images): time is
+# wall clock from an empty store to the first successful probe. Bytes moved
+# are the layers (and the weights) fetched: the blob sizes for full pulls;
+# for the lazy pull, counted by a proxy (bench/countproxy) between the
+# snapshotter and the registry, at the probe's success and once more after
+# the full read below.
 #
-#   bash bench/coldstart.sh [NAIVE_IMAGE]     (root; ~25 GB of scratch)
+# Where lazy pull loses: the full read (a start that reads every file of
+# the image: python walking / and reading each file), once in the image
+# kiln warm unpacked (page cache dropped; the fetch and unpack are the warm
+# row's) and once as the first start after a fresh lazy pull (pull + read,
+# from an empty store).
+#
+# The machine's limits, measured in the same run: loopback HTTP (a large
+# blob from the registry to /dev/null), gzip and zstd decompression (one
+# slim layer, from the page cache), sha256 (bench/hashrate) and disk
+# writes with fsync (1 GiB, dd conv=fsync).
+#
+# The slim images are made once beforehand (not timed) when missing:
+# kiln slim --policy runtime-strict --weights-to (gzip + zstd, balanced
+# layers: the default --max-layer-size) and kiln slim --format estargz
+# --probe (the same content as eStargz, the probe's files first).
+#
+#   bash bench/coldstart.sh [NAIVE_IMAGE]   (root; /dev/fuse; ~30 GB scratch)
+#   SLIM=... ESGZ=... WREF=...               (reuse images made earlier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
 NAIVE=${1:-127.0.0.1:5000/kiln/naive-app:cu124}
 REG=${NAIVE%%/*}
-SLIM=$REG/kiln-cold/app:slim
-WREF=$REG/kiln-cold/app-weights:v1
+SLIM=${SLIM:-$REG/kiln-cold/app:slim}
+ESGZ=${ESGZ:-$REG/kiln-cold/app:esgz}
+WREF=${WREF:-$REG/kiln-cold/app-weights:v1}
 W=${KILN_BENCH_DIR:-/var/tmp/kiln-coldstart}
 PROBE='import os, ctypes, torch; ctypes.CDLL("libtorch_cuda.so.2.6"); f="/app/models/model.safetensors"; n=len(open(f,"rb").read()); print("torch", torch.__version__, "cuda", torch.version.cuda, "weights", n)'
+SLIMPROBE="python3 -c 'import torch, ctypes; ctypes.CDLL(\"libtorch_cuda.so.2.6\")'"
+FULLREAD='import os
+n = 0
+skip = {"/proc", "/sys", "/dev", "/app/models"}
+for root, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(root, d) not in skip]
+    for f in files:
+        p = os.path.join(root, f)
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        with open(p, "rb") as fh:
+            while True:
+                b = fh.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+print("read", n)'
 
 make -s build
+go build -o bin/countproxy ./bench/countproxy
+go build -o bin/hashrate ./bench/hashrate
+CTRD2=$(bash scripts/containerd2.sh path)
+STARGZ=$(bash scripts/stargz.sh path)/containerd-stargz-grpc
 . bench/lib/containerd.sh
-trap 'ctrd_stop; rm -rf "$W"' EXIT
-
+PROXY_PID=
+DOCKER_PID=
+cleanup() {
+	ctrd_stop
+	[ -n "$DOCKER_PID" ] && kill "$DOCKER_PID" 2>/dev/null && sleep 2
+	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+	grep -o " $W/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf "$W"
+}
+trap cleanup EXIT
 mkdir -p "$W"
+
 if ! crane digest --insecure "$SLIM" >/dev/null 2>&1; then
 	echo "making the slim image once (not timed): kiln slim --policy runtime-strict --weights-to" >&2
 	bin/kiln slim "$NAIVE" --to "$SLIM" --policy runtime-strict --weights-to "$WREF" --progress none >/dev/null
 fi
-drop_caches
+if ! crane digest --insecure "$ESGZ" >/dev/null 2>&1; then
+	echo "making the eStargz slim image once (not timed): kiln slim --format estargz --probe" >&2
+	bin/kiln slim "$NAIVE" --to "$ESGZ" --format estargz --policy runtime-strict --weights-to "$WREF" \
+		--probe "$SLIMPROBE" --progress none >/dev/null
+fi
+layer_bytes() { crane manifest --insecure "$1" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))'; }
+weights_bytes() {
+	local ref
+	ref=$(crane config --insecure "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["config"]["Labels"]["dev.kiln.weights.manifest"])' 2>/dev/null) || { echo 0; return; }
+	layer_bytes "$ref"
+}
+NB=$(layer_bytes "$NAIVE")
+ZB=$(layer_bytes "$SLIM-zstd")
+GB=$(layer_bytes "$SLIM")
+EB=$(layer_bytes "$ESGZ")
+WB=$(weights_bytes "$SLIM")
+declare -A T B
+row() { T[$1]=$2; B[$1]=$3; echo "coldstart: $1 $2 s, $3 bytes" >&2; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.2f}')" "$1" "$2"; }
 
+# --- naive: ctr 1.6 pull + run
+drop_caches
 ctrd_start
 t0=$(now)
 CTR images pull --plain-http "$NAIVE" >/dev/null
-t1=$(now)
 CTR run --rm "$NAIVE" cold-naive python3 -c "$PROBE"
-t2=$(now)
-
+row naive "$(elapsed "$t0" "$(now)")" "$NB"
 ctrd_stop
 
+# --- warm: kiln warm zstd + weights volume, ctr 1.6 run
 drop_caches
 ctrd_start
-t3=$(now)
+t0=$(now)
 bin/kiln warm "$SLIM" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
-t4=$(now)
 CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln python3 -c "$PROBE"
-t5=$(now)
+row warm "$(elapsed "$t0" "$(now)")" "$((ZB + WB))"
+# The full read, warm: every file of the unpacked image, page cache dropped.
+drop_caches
+t0=$(now)
+CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln-read python3 -c "$FULLREAD"
+FULL_WARM=$(elapsed "$t0" "$(now)")
 ctrd_stop
 
-python3 - "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$(crane manifest --insecure "$NAIVE" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))')" "$(crane manifest --insecure "$SLIM" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))')" <<'EOF'
+# --- docker: docker pull (gzip, balanced layers) + kiln weights pull + docker run -v
+drop_caches
+mkdir -p "$W/d"
+dockerd --data-root "$W/d/data" --exec-root "$W/d/x" --pidfile "$W/d/pid" -H "unix://$W/d/d.sock" \
+	--iptables=false --bridge=none --insecure-registry "$REG" >"$W/dockerd.log" 2>&1 &
+DOCKER_PID=$!
+for _ in $(seq 300); do docker -H "unix://$W/d/d.sock" version >/dev/null 2>&1 && break; sleep 0.1; done
+t0=$(now)
+docker -H "unix://$W/d/d.sock" pull -q "$SLIM" >/dev/null
+bin/kiln weights pull "$SLIM" --into "$W/weights" --progress none >/dev/null
+docker -H "unix://$W/d/d.sock" run --rm --network none -v "$W/weights:/app/models:ro" "$SLIM" python3 -c "$PROBE"
+row docker "$(elapsed "$t0" "$(now)")" "$((GB + WB))"
+docker -H "unix://$W/d/d.sock" rmi -f "$SLIM" >/dev/null 2>&1 || true
+kill "$DOCKER_PID"
+wait "$DOCKER_PID" 2>/dev/null || true
+DOCKER_PID=
+umount -l "$W/d/data"/*/* 2>/dev/null || true
+rm -rf "$W/d" "$W/weights"
+
+# --- estargz: containerd 2.x + stargz snapshotter, lazy pull through the counting proxy
+bin/countproxy -listen 127.0.0.1:5055 -registry "$REG" >"$W/proxy.log" 2>&1 &
+PROXY_PID=$!
+sleep 0.5
+count() { curl -s http://127.0.0.1:5055/_count; }
+lazy_start() {
+	drop_caches
+	STARGZ_MIRROR=127.0.0.1:5055 ctrd_start_stargz
+	base=$(count)
+}
+lazy_start
+t0=$(now)
+CTR2 images pull --plain-http --snapshotter stargz "$ESGZ" >/dev/null
+bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
+CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz python3 -c "$PROBE"
+row estargz "$(elapsed "$t0" "$(now)")" "$(($(count) - base + WB))"
+LAZY_AT_PROBE=$(($(count) - base))
+ctrd_stop
+rm -rf "$W/weights"
+# The full read, lazily: a fresh lazy pull whose first start reads every file.
+lazy_start
+t0=$(now)
+CTR2 images pull --plain-http --snapshotter stargz "$ESGZ" >/dev/null
+mkdir -p "$W/empty"
+CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/empty,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz-read python3 -c "$FULLREAD"
+FULL_LAZY=$(elapsed "$t0" "$(now)")
+LAZY_FULL_BYTES=$(($(count) - base))
+ctrd_stop
+
+# --- esgz-full: the same eStargz image, fully pulled by containerd 2.x (overlayfs)
+drop_caches
+ctrd_start_stargz
+t0=$(now)
+CTR2 images pull --plain-http --snapshotter overlayfs --skip-metadata "$ESGZ" >/dev/null
+bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
+CTR2 run --rm --snapshotter overlayfs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz-full python3 -c "$PROBE"
+row esgz-full "$(elapsed "$t0" "$(now)")" "$((EB + WB))"
+ctrd_stop
+kill "$PROXY_PID"
+PROXY_PID=
+
+# --- the machine's limits, same run
+big=$(crane manifest --insecure "$SLIM" | python3 -c 'import json,sys; print(max(json.load(sys.stdin)["layers"], key=lambda l: l["size"])["digest"])')
+bigz=$(crane manifest --insecure "$SLIM-zstd" | python3 -c 'import json,sys; print(max(json.load(sys.stdin)["layers"], key=lambda l: l["size"])["digest"])')
+repo=${SLIM#*/}
+repo=${repo%:*}
+curl -s -o /dev/null -w '%{size_download} %{time_total}\n' "http://$REG/v2/$repo/blobs/$big" >"$W/loop"
+curl -s -o "$W/big.gz" "http://$REG/v2/$repo/blobs/$big"
+curl -s -o "$W/big.zst" "http://$REG/v2/$repo/blobs/$bigz"
+cat "$W/big.gz" "$W/big.zst" >/dev/null
+t0=$(now); gzip -dc "$W/big.gz" | wc -c >"$W/gzn"; GZT=$(elapsed "$t0" "$(now)")
+t0=$(now); zstd -dc "$W/big.zst" | wc -c >"$W/zsn"; ZST=$(elapsed "$t0" "$(now)")
+SHA=$(bin/hashrate "$W/big.gz")
+t0=$(now); dd if=/dev/zero of="$W/dd" bs=1M count=1024 conv=fsync status=none; DDT=$(elapsed "$t0" "$(now)")
+rm -f "$W/big.gz" "$W/big.zst" "$W/dd"
+
+python3 - "${T[naive]}" "${B[naive]}" "${T[warm]}" "${B[warm]}" "${T[docker]}" "${B[docker]}" \
+	"${T[estargz]}" "${B[estargz]}" "${T[esgz-full]}" "${B[esgz-full]}" \
+	"$FULL_WARM" "$FULL_LAZY" "$LAZY_AT_PROBE" "$LAZY_FULL_BYTES" "$EB" "$WB" \
+	"$(cat "$W/loop")" "$(cat "$W/gzn")" "$GZT" "$(cat "$W/zsn")" "$ZST" "$SHA" "$DDT" <<'EOF'
 import sys
-t = list(map(float, sys.argv[1:7])); nb, kb = int(sys.argv[7]), int(sys.argv[8])
-naive_pull, naive_run = t[1]-t[0], t[2]-t[1]
-kiln_warm, kiln_run = t[4]-t[3], t[5]-t[4]
-print(f"\n{'':28} {'naive (ctr pull)':>18} {'kiln (warm+volume)':>20}")
-print(f"{'image bytes (compressed)':28} {nb:>18,} {kb:>20,}")
-print(f"{'fetch + unpack (s)':28} {naive_pull:>18.1f} {kiln_warm:>20.1f}")
-print(f"{'ctr run to exit (s)':28} {naive_run:>18.1f} {kiln_run:>20.1f}")
-print(f"{'cold start total (s)':28} {naive_pull+naive_run:>18.1f} {kiln_warm+kiln_run:>20.1f}")
-print(f"\ncold start ratio naive/kiln: {(naive_pull+naive_run)/(kiln_warm+kiln_run):.2f}x")
+a = sys.argv[1:]
+rows = [("naive gzip image, ctr 1.6 pull + run", "naive"), ("kiln slim zstd, kiln warm + volume, ctr 1.6", "warm"),
+        ("kiln slim balanced gzip, docker pull + volume", "docker"), ("kiln slim eStargz, lazy (stargz snapshotter) + volume", "estargz"),
+        ("kiln slim eStargz, full ctr 2.x pull + volume", "esgz-full")]
+vals = {k: (float(a[2*i]), int(a[2*i+1])) for i, (_, k) in enumerate(rows)}
+print(f"\n| {'row':52} | first successful probe | bytes moved | vs naive |")
+print(f"|{'-'*54}|---|---|---|")
+for label, k in rows:
+    t, b = vals[k]
+    print(f"| {label:52} | {t:.1f} s | {b/1e6:,.0f} MB | {vals['naive'][0]/t:.2f}x |")
+fw, fl, lp, lf, eb, wb = float(a[10]), float(a[11]), int(a[12]), int(a[13]), int(a[14]), int(a[15])
+print(f"\nlazy pull at the first successful probe: {lp/1e6:,.0f} MB of the eStargz image's {eb/1e6:,.0f} MB layers ({100*lp/eb:.0f}%), + {wb/1e6:,.0f} MB weights")
+print(f"full read (every file): after kiln warm (unpacked, page cache dropped) {fw:.1f} s; lazy, pull + read from an empty store {fl:.1f} s"
+      f" ({fl/fw:.2f}x; warm's own fetch + unpack is in the warm row), {lf/1e6:,.0f} MB fetched lazily")
+ln, lt = a[16].split()
+print(f"limits: loopback HTTP {int(ln)/float(lt)/1e6:,.0f} MB/s; gzip -d {int(a[17])/float(a[18])/1e6:,.0f} MB/s, zstd -d {int(a[19])/float(a[20])/1e6:,.0f} MB/s (tar out, one slim layer);"
+      f" sha256 {int(a[21].split()[1])/float(a[21].split()[0])/1e6:,.0f} MB/s; disk write + fsync {1024*1048576/float(a[22])/1e6:,.0f} MB/s")
 EOF

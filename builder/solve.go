@@ -724,3 +724,8 @@ func toolsDir(exe string) (string, func(), error) {
 	}
 	return dir, nop, nil
 }
+
+// ToolsDir is the kiln-tools directory for exe (see toolsDir), for the
+// other commands that mount kiln into a container: kiln slim's recording
+// probe.
+func ToolsDir(exe string) (string, func(), error) { return toolsDir(exe) }

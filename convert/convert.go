@@ -49,6 +49,9 @@ type LayerReport struct {
 	FromDecode float64 `json:"from_decode_seconds"`
 	ToDecode   float64 `json:"to_decode_seconds"`
 	Skipped    bool    `json:"skipped,omitempty"` // already zstd
+	// StartupFiles is how many startup files an eStargz layer places
+	// first (ToEStargz).
+	StartupFiles int `json:"startup_files,omitempty"`
 }
 
 // Result is a converted image: Image streams its layers from scratch files
@@ -290,14 +293,23 @@ type fileLayer struct {
 	path           string
 	digest, diffID v1.Hash
 	size           int64
+	media          types.MediaType // "" for zstd
 }
 
-func (l *fileLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
-func (l *fileLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
-func (l *fileLayer) Size() (int64, error)                { return l.size, nil }
-func (l *fileLayer) MediaType() (types.MediaType, error) { return types.OCILayerZStd, nil }
-func (l *fileLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+func (l *fileLayer) Digest() (v1.Hash, error) { return l.digest, nil }
+func (l *fileLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
+func (l *fileLayer) Size() (int64, error)     { return l.size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) {
+	if l.media != "" {
+		return l.media, nil
+	}
+	return types.OCILayerZStd, nil
+}
+func (l *fileLayer) Compressed() (io.ReadCloser, error) { return os.Open(l.path) }
 func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
+	if l.media != "" {
+		return uncompressed(l.path)
+	}
 	f, err := os.Open(l.path)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,11 @@ const (
 	Uncompressed Compression = "none"
 	Gzip         Compression = "gzip"
 	Zstd         Compression = "zstd"
+	// EStargz is gzip laid out for lazy pulls (seekable per-file gzip
+	// members, a table of contents at the end, the startup files first):
+	// any gzip reader reads it as a plain gzip layer, so DetectCompression
+	// calls it Gzip; only kiln's writers name it.
+	EStargz Compression = "estargz"
 )
 
 var (
@@ -53,9 +58,11 @@ func Decompress(r io.Reader) (io.Reader, Compression, func(), error) {
 		if err != nil {
 			return nil, c, nil, fmt.Errorf("opening gzip stream: %w", err)
 		}
-		// One member per layer: concatenated members are not part of the
-		// layer format, and multistream mode would hide trailing garbage.
-		zr.Multistream(false)
+		// Every member, as Docker and containerd read it (Go's default):
+		// an eStargz layer is one gzip member per file chunk and one for
+		// its table of contents, and stopping after the first member would
+		// silently ignore the rest (bytes after the last member that are
+		// not a member fail the read).
 		return zr, c, func() { zr.Close() }, nil
 	case Zstd:
 		// A single decoder goroutine: layers are decoded several at a time

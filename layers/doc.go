@@ -15,4 +15,11 @@
 // Blob transfer (sources by digest, the resumable verified ingest, the one
 // copy loop, rate limiting) is the sub-package layers/blob, built on the
 // Fetcher here: warm and weights move every blob through it.
+//
+// WriteEStargz is the one eStargz writer (kiln slim --format estargz, kiln
+// convert --format estargz): it reads its source twice as a stream (the
+// startup files first, then the rest) and writes through the
+// stargz-snapshotter's estargz library at a fixed gzip level, so the same
+// tar and the same startup set give the same blob. Decompress reads every
+// gzip member of a blob, as runtimes do: an eStargz layer is many.
 package layers

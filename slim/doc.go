@@ -27,6 +27,16 @@
 // of waiting on one big one. Directories land in the lowest layer of what
 // they hold and hardlinks in their target's, as without a split.
 //
+// AddEStargz adds a third encoding after the rewrite, for lazy pulls by the
+// stargz snapshotter (layers.WriteEStargz): each layer's first blob is
+// decoded twice, the startup set (the files ProbeRecord saw the probe open,
+// recorded with fanotify on the probe container's root mount) written
+// first, then the prefetch landmark, then the rest. Its tars are not the
+// other encodings' (the library rewrites headers and appends its table of
+// contents), so it has its own diff IDs and image ID; its descriptors carry
+// the TOC digest the snapshotter verifies. It depends only on the layer's
+// tar and the set of startup paths, not on their order.
+//
 // Every byte that goes into a blob is deterministic (original mtimes,
 // source order, path-ordered splits, fixed zstd settings with one encoder
 // goroutine per segment, gzip at GzipLevel with an empty header and one

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/fatbin"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -210,9 +211,9 @@ func (g *GPUCodeReport) WriteTable(w io.Writer) {
 	if !g.KeepPTX {
 		ptx = "PTX dropped where a cubin serves the fleet"
 	}
-	fmt.Fprintf(w, "GPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, analyze.HumanBytes(g.ZeroedBytes), len(g.Libraries))
+	fmt.Fprintf(w, "GPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, bytesize.Format(g.ZeroedBytes), len(g.Libraries))
 	for _, l := range g.Libraries[:min(len(g.Libraries), 10)] {
-		fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", analyze.HumanBytes(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
+		fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", bytesize.Format(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
 		if l.Whole != "" {
 			fmt.Fprintf(w, "              left whole: %s\n", l.Whole)
 		}
@@ -225,7 +226,7 @@ func (g *GPUCodeReport) WriteTable(w io.Writer) {
 		for _, l := range g.NotPruned {
 			zero += l.ZeroedBytes
 		}
-		fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), analyze.HumanBytes(zero))
+		fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), bytesize.Format(zero))
 	}
 	fmt.Fprintf(w, "  %s\n", g.License)
 }

@@ -34,6 +34,19 @@ type blob struct {
 	path   string
 	digest v1.Hash
 	size   int64
+	// An eStargz blob's tar is not the layer's (see AddEStargz): its own
+	// diff ID and size, and the descriptor annotations the snapshotter
+	// reads. Zero for the other encodings.
+	diffID      v1.Hash
+	usize       int64
+	annotations map[string]string
+}
+
+func (b *blob) tarID(l *blobLayer) (v1.Hash, int64) {
+	if b.diffID.Hex != "" {
+		return b.diffID, b.usize
+	}
+	return l.diffID, l.usize
 }
 
 func layersHash(hex string) v1.Hash { return v1.Hash{Algorithm: "sha256", Hex: hex} }
@@ -45,15 +58,15 @@ type layerAs struct {
 }
 
 func (l layerAs) Digest() (v1.Hash, error) { return l.b.digest, nil }
-func (l layerAs) DiffID() (v1.Hash, error) { return l.l.diffID, nil }
+func (l layerAs) DiffID() (v1.Hash, error) { h, _ := l.b.tarID(l.l); return h, nil }
 func (l layerAs) Size() (int64, error)     { return l.b.size, nil }
 
 // UncompressedSize lets writers that need the tar's size first (a docker
 // archive's entries) skip decoding the layer to count it.
-func (l layerAs) UncompressedSize() (int64, error) { return l.l.usize, nil }
+func (l layerAs) UncompressedSize() (int64, error) { _, n := l.b.tarID(l.l); return n, nil }
 
 func (l layerAs) MediaType() (types.MediaType, error) {
-	if l.b.comp == layers.Gzip {
+	if l.b.comp == layers.Gzip || l.b.comp == layers.EStargz {
 		return types.OCILayer, nil
 	}
 	return types.OCILayerZStd, nil
@@ -97,8 +110,10 @@ func (r *Result) Image(labels map[string]string) (v1.Image, error) {
 // of Options.Compression): the source config (env, entrypoint, cmd,
 // working dir, user, labels) with labels added, the new layers, and a
 // history whose entries say what each layer holds and what kiln removed.
-// The config is the same whatever c is (diff IDs name the tars), so every
-// encoding of a result has the same image ID.
+// The config is the same for gzip and zstd (diff IDs name the tars), so
+// those encodings of a result have the same image ID; eStargz layers have
+// tars of their own (AddEStargz), hence their own diff IDs and image ID,
+// and their descriptors carry the table of contents' digest.
 func (r *Result) ImageFor(c layers.Compression, labels map[string]string) (v1.Image, error) {
 	if !slices.Contains(r.comps, c) {
 		return nil, fmt.Errorf("slim: no %s blobs written (Options.Compression is %v)", c, r.comps)
@@ -129,8 +144,9 @@ func (r *Result) ImageFor(c layers.Compression, labels map[string]string) (v1.Im
 			Comment:   "kiln slim",
 		}
 		b := &l.blobs[slices.IndexFunc(l.blobs, func(b blob) bool { return b.comp == c })]
-		adds = append(adds, mutate.Addendum{Layer: layerAs{l: l, b: b}, History: h})
-		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.diffID)
+		adds = append(adds, mutate.Addendum{Layer: layerAs{l: l, b: b}, History: h, Annotations: maps.Clone(b.annotations)})
+		id, _ := b.tarID(l)
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, id)
 		cfg.History = append(cfg.History, h)
 	}
 	cfg.History = append(cfg.History, v1.History{

@@ -3,11 +3,15 @@ package slim
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb"
+	"github.com/moby/buildkit/util/entitlements"
+	"github.com/tonistiigi/fsutil"
 )
 
 // Probe runs cmd with /bin/sh -c in image ref (which the BuildKit daemon
@@ -15,9 +19,51 @@ import (
 // working directory and user, as a real execution: a non-zero exit fails
 // it, and the error carries the tail of the command's output.
 func Probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd string) error {
+	_, err := probe(ctx, c, ref, cfg, cmd, "")
+	return err
+}
+
+// The probe container's mounts when it records: the kiln-tools context
+// (a directory holding a static kiln as "kiln", as builder.ToolsDir makes
+// it) and the directory the list comes back in.
+const (
+	recordTools  = "/kiln-tools"
+	recordOut    = "/kiln-probe-out"
+	recordedList = "opened"
+)
+
+// ProbeRecord is Probe that also returns the startup set: the files the
+// probe's processes opened in the image, as absolute paths, sorted (see
+// RecordOpens for how and why). tools is a directory holding a statically
+// linked kiln named "kiln"; it is mounted into the probe container, which
+// runs privileged (BuildKit's security.insecure entitlement: fanotify
+// needs CAP_SYS_ADMIN), the recorder as root and cmd as the image's user.
+func ProbeRecord(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
+	if tools == "" {
+		return nil, fmt.Errorf("probe: recording the startup set needs the kiln tools directory")
+	}
+	return probe(ctx, c, ref, cfg, cmd, tools)
+}
+
+func probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
 	st := llb.Image(ref, llb.WithCustomName("kiln slim probe image "+ref))
 	var ro []llb.RunOption
-	ro = append(ro, llb.Args([]string{"/bin/sh", "-c", cmd}), llb.WithCustomName("kiln slim --probe: "+cmd), llb.IgnoreCache)
+	args := []string{"/bin/sh", "-c", cmd}
+	user := ""
+	if cfg != nil {
+		user = cfg.Config.User
+	}
+	if tools != "" {
+		rec := []string{recordTools + "/kiln", "probe-record", "--out", recordOut + "/" + recordedList}
+		if user != "" {
+			rec = append(rec, "--user", user)
+		}
+		args = append(append(rec, "--"), args...)
+		user = ""
+		ro = append(ro, llb.Security(llb.SecurityModeInsecure),
+			llb.AddMount(recordTools, llb.Local("kiln-tools", llb.SharedKeyHint("kiln-tools"), llb.LocalUniqueID("kiln-probe-tools")), llb.Readonly))
+	}
+	ro = append(ro, llb.Args(args), llb.WithCustomName("kiln slim --probe: "+cmd), llb.IgnoreCache)
 	if cfg != nil {
 		for _, e := range cfg.Config.Env {
 			if k, v, ok := strings.Cut(e, "="); ok {
@@ -27,13 +73,33 @@ func Probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile
 		if cfg.Config.WorkingDir != "" {
 			ro = append(ro, llb.Dir(cfg.Config.WorkingDir))
 		}
-		if cfg.Config.User != "" {
-			ro = append(ro, llb.User(cfg.Config.User))
+	}
+	if user != "" {
+		ro = append(ro, llb.User(user))
+	}
+	run := st.Run(ro...)
+	out := run.Root()
+	var opt client.SolveOpt
+	var outDir string
+	if tools != "" {
+		out = run.AddMount(recordOut, llb.Scratch())
+		tfs, err := fsutil.NewFS(tools)
+		if err != nil {
+			return nil, fmt.Errorf("probe: kiln tools %s: %w", tools, err)
+		}
+		if outDir, err = os.MkdirTemp("", "kiln-probe-out-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(outDir)
+		opt = client.SolveOpt{
+			LocalMounts:         map[string]fsutil.FS{"kiln-tools": tfs},
+			AllowedEntitlements: []string{entitlements.EntitlementSecurityInsecure.String()},
+			Exports:             []client.ExportEntry{{Type: client.ExporterLocal, OutputDir: outDir}},
 		}
 	}
-	def, err := st.Run(ro...).Root().Marshal(ctx)
+	def, err := out.Marshal(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ch := make(chan *client.SolveStatus)
 	var logs strings.Builder
@@ -48,7 +114,7 @@ func Probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile
 			}
 		}
 	}()
-	_, err = c.Solve(ctx, def, client.SolveOpt{}, ch)
+	_, err = c.Solve(ctx, def, opt, ch)
 	<-done
 	if err != nil {
 		out := strings.TrimSpace(logs.String())
@@ -60,9 +126,23 @@ func Probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile
 			msg = msg[:i]
 		}
 		if out != "" {
-			return fmt.Errorf("probe %q failed: %s\n%s", cmd, msg, out)
+			return nil, fmt.Errorf("probe %q failed: %s\n%s", cmd, msg, out)
 		}
-		return fmt.Errorf("probe %q failed: %s", cmd, msg)
+		return nil, fmt.Errorf("probe %q failed: %s", cmd, msg)
 	}
-	return nil
+	if tools == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(outDir, recordedList))
+	if err != nil {
+		return nil, fmt.Errorf("probe: the recorder's list: %w", err)
+	}
+	var files []string
+	for _, l := range strings.Split(string(b), "\n") {
+		// The recorder's own mounts are not the image's.
+		if l != "" && !strings.HasPrefix(l, recordTools+"/") && !strings.HasPrefix(l, recordOut+"/") {
+			files = append(files, l)
+		}
+	}
+	return files, nil
 }

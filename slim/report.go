@@ -2,11 +2,13 @@ package slim
 
 import (
 	"fmt"
-	"github.com/kiln-build/kiln/sign"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/sign"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/layers"
@@ -31,6 +33,14 @@ type Report struct {
 	Digest  string      `json:"digest,omitempty"`
 	ImageID string      `json:"image_id,omitempty"`
 	Images  []Published `json:"images,omitempty"`
+	// StartupFiles is how many files the recording probe saw the
+	// application open: the eStargz layers' prioritized set (0 without
+	// --format estargz --probe).
+	StartupFiles int `json:"startup_files,omitempty"`
+	// StartupInImage is how many of them the eStargz layers hold and
+	// place first: the rest are files the probe created (Python's
+	// bytecode cache when the image has none) or that are on no layer.
+	StartupInImage int `json:"startup_files_in_image,omitempty"`
 	// MaxLayerSize is the cap layers were split at (0: none).
 	MaxLayerSize int64 `json:"max_layer_size"`
 
@@ -133,6 +143,10 @@ type LayerBlob struct {
 	Compression    string `json:"compression"`
 	Digest         string `json:"digest"`
 	CompressedSize int64  `json:"compressed_size"`
+	// An eStargz blob's own tar (see Result.AddEStargz): its diff ID, and
+	// how many of the startup files it places before its landmark.
+	DiffID       string `json:"diff_id,omitempty"`
+	StartupFiles int    `json:"startup_files,omitempty"`
 }
 
 // RemovedSum totals one removal reason.
@@ -333,21 +347,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "slim %s (policy %s: %s)\n\n", r.Source, r.Policy, r.PolicySummary)
 	fmt.Fprintf(tw, "\tbefore\tafter\tsaved\n")
-	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", analyze.HumanBytes(r.Before.CompressedSize), analyze.HumanBytes(r.After.CompressedSize), r.Ratio())
-	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", analyze.HumanBytes(r.Before.UncompressedSize), analyze.HumanBytes(r.After.UncompressedSize), analyze.HumanBytes(r.Before.UncompressedSize-r.After.UncompressedSize))
+	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", bytesize.Format(r.Before.CompressedSize), bytesize.Format(r.After.CompressedSize), r.Ratio())
+	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", bytesize.Format(r.Before.UncompressedSize), bytesize.Format(r.After.UncompressedSize), bytesize.Format(r.Before.UncompressedSize-r.After.UncompressedSize))
 	fmt.Fprintf(tw, "files\t%d\t%d\t%d\n", r.Before.Files, r.After.Files, r.Before.Files-r.After.Files)
 	fmt.Fprintf(tw, "layers\t%d\t%d\t\n", r.Before.Layers, r.After.Layers)
 	fmt.Fprintf(tw, "\nCLASS\tBEFORE\tAFTER\tREMOVED\n")
 	for _, c := range r.Classes {
-		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, analyze.HumanBytes(c.BeforeBytes), c.BeforeFiles, analyze.HumanBytes(c.AfterBytes), c.AfterFiles, analyze.HumanBytes(c.BeforeBytes-c.AfterBytes))
+		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, bytesize.Format(c.BeforeBytes), c.BeforeFiles, bytesize.Format(c.AfterBytes), c.AfterFiles, bytesize.Format(c.BeforeBytes-c.AfterBytes))
 	}
 	fmt.Fprintf(tw, "\nREMOVED\tFILES\tBYTES\t\n")
 	for _, s := range r.Removed {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, analyze.HumanBytes(s.Bytes))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, bytesize.Format(s.Bytes))
 	}
 	fmt.Fprintf(tw, "\nLAYER\tSIZE\tUNCOMPRESSED\tFILES\tFROM\n")
 	for _, l := range r.Layers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, analyze.HumanBytes(l.CompressedSize), analyze.HumanBytes(l.UncompressedSize), l.Files, l.FromLayers)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, bytesize.Format(l.CompressedSize), bytesize.Format(l.UncompressedSize), l.Files, l.FromLayers)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -355,19 +369,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.TopRemoved) > 0 {
 		fmt.Fprintf(w, "\nlargest removed files:\n")
 		for _, f := range r.TopRemoved[:min(len(r.TopRemoved), 8)] {
-			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", analyze.HumanBytes(f.Bytes), f.Path, f.Layer, f.Why)
+			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", bytesize.Format(f.Bytes), f.Path, f.Layer, f.Why)
 		}
 	}
 	if p := r.Prune; p != nil {
 		fmt.Fprintf(w, "\nunreferenced libraries (prune_libs: %s): %d of %d candidate libraries dropped, %s of %s; %d roots; search dirs %s\n",
-			p.Mode, p.DroppedFiles, p.Candidates, analyze.HumanBytes(p.DroppedBytes), analyze.HumanBytes(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
+			p.Mode, p.DroppedFiles, p.Candidates, bytesize.Format(p.DroppedBytes), bytesize.Format(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
 		for _, f := range p.Top[:min(len(p.Top), 10)] {
-			fmt.Fprintf(w, "  %10s  %s  (%s)\n", analyze.HumanBytes(f.Bytes), f.Path, f.Why)
+			fmt.Fprintf(w, "  %10s  %s  (%s)\n", bytesize.Format(f.Bytes), f.Path, f.Why)
 		}
 		if len(p.TopKept) > 0 {
 			fmt.Fprintf(w, "  largest kept:\n")
 			for _, k := range p.TopKept[:min(len(p.TopKept), 5)] {
-				fmt.Fprintf(w, "  %10s  %s  (%s)\n", analyze.HumanBytes(k.Bytes), k.Path, k.Reason)
+				fmt.Fprintf(w, "  %10s  %s  (%s)\n", bytesize.Format(k.Bytes), k.Path, k.Reason)
 			}
 		}
 		if len(p.Unresolved) > 0 {
@@ -392,11 +406,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if what == "" {
 				what = fmt.Sprintf("%d %s files", k.Files, k.Class)
 			}
-			fmt.Fprintf(w, "  %10s  %s: %s\n", analyze.HumanBytes(k.Bytes), what, k.Reason)
+			fmt.Fprintf(w, "  %10s  %s: %s\n", bytesize.Format(k.Bytes), what, k.Reason)
 		}
 	}
 	if r.DivertedFiles > 0 {
-		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, analyze.HumanBytes(r.DivertedBytes))
+		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, bytesize.Format(r.DivertedBytes))
 	}
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", wn)

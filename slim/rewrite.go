@@ -85,6 +85,7 @@ type Result struct {
 	layers []*blobLayer
 	policy *Policy
 	comps  []layers.Compression
+	conc   int // Options.Concurrency, for AddEStargz
 }
 
 // Rewrite slims src. It reads every layer twice as a stream (the first pass
@@ -144,7 +145,7 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	for _, s := range w.stashes {
 		os.Remove(s.file)
 	}
-	res := &Result{Report: pl.report, src: src, policy: opts.Policy, comps: opts.Compression}
+	res := &Result{Report: pl.report, src: src, policy: opts.Policy, comps: opts.Compression, conc: opts.Concurrency}
 	if err := w.assemble(ctx, res); err != nil {
 		return nil, err
 	}

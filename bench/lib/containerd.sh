@@ -24,6 +24,17 @@ TOML
 }
 ctrd_stop() {
 	if [ -f "$W/pid" ]; then kill "$(cat "$W/pid")" 2>/dev/null || true; sleep 1; rm -f "$W/pid"; fi
+	# The snapshotter unmounts its FUSE layers as it exits, and its
+	# background fetch may still be writing its cache: wait for it to go
+	# (15 s, then SIGKILL) before anything under $W/c is removed.
+	if [ -f "$W/stargz.pid" ]; then
+		local p i
+		p=$(cat "$W/stargz.pid")
+		kill "$p" 2>/dev/null || true
+		for i in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null || true
+		rm -f "$W/stargz.pid"
+	fi
 	grep -o " $W/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 	rm -rf "$W/c" "$W/weights"
 }
@@ -33,3 +44,52 @@ drop_caches() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
 }
+
+# The lazy-pull variant: containerd 2.x (scripts/containerd2.sh, $CTRD2
+# its directory) with the stargz snapshotter (scripts/stargz.sh, $STARGZ
+# its binary) as a proxy plugin that the transfer service unpacks to, so a
+# plain `CTR2 images pull --snapshotter stargz` mounts eStargz layers
+# lazily (and falls back to a full fetch and unpack for any other layer).
+# $STARGZ_MIRROR, when set (host:port), is where the snapshotter fetches
+# the registry's blobs from instead (plain HTTP): a counting proxy.
+#   ctrd_start_stargz   start both (sockets under $W/c), CRI off
+#   ctrd_stop           stops both (kill by pid), unmounts, removes $W/c
+#   CTR2 ARGS           ctr 2.x against it
+ctrd_start_stargz() {
+	rm -rf "$W/c"
+	mkdir -p "$W/c/stargz"
+	local reg=${REG:-127.0.0.1:5000} mirror=${STARGZ_MIRROR:-${REG:-127.0.0.1:5000}}
+	cat >"$W/c/stargz.json" <<JSON
+{"resolver": {"host": {"$reg": {"mirrors": [{"host": "$mirror", "insecure": true}]}}}}
+JSON
+	"$STARGZ" --address "$W/c/stargz.sock" --root "$W/c/stargz" --config "$W/c/stargz.json" --log-level info >"$W/stargz.log" 2>&1 &
+	echo $! >"$W/stargz.pid"
+	for _ in $(seq 100); do [ -S "$W/c/stargz.sock" ] && break; sleep 0.1; done
+	cat >"$W/c/config.toml" <<TOML
+version = 2
+root = "$W/c/root"
+state = "$W/c/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$W/c/c.sock"
+[ttrpc]
+  address = "$W/c/c.sock.ttrpc"
+[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+  platform = "linux"
+  snapshotter = "stargz"
+[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+  platform = "linux"
+  snapshotter = "overlayfs"
+[proxy_plugins]
+  [proxy_plugins.stargz]
+    type = "snapshot"
+    address = "$W/c/stargz.sock"
+  [proxy_plugins.stargz.exports]
+    root = "$W/c/stargz/"
+    enable_remote_snapshot_annotations = "true"
+TOML
+	PATH="$CTRD2:$PATH" "$CTRD2/containerd" --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
+	echo $! >"$W/pid"
+	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
+}
+CTR2() { "$CTRD2/ctr" --address "$W/c/c.sock" "$@"; }

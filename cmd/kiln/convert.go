@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/convert"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
@@ -22,6 +24,8 @@ type ConvertOptions struct {
 	Image       string
 	To          string
 	Compression string
+	Format      string
+	StartupList string
 	Level       int
 	Jobs        int
 	TempDir     string
@@ -58,6 +62,8 @@ Docker >= 23.0).`,
 	f := cmd.Flags()
 	f.StringVar(&opts.To, "to", "", "where to write the converted image (default for REPO:TAG: REPO:TAG-zstd)")
 	f.StringVar(&opts.Compression, "compression", "zstd", "target compression (zstd)")
+	f.StringVar(&opts.Format, "format", "oci", "oci (--compression) or estargz: gzip laid out for lazy pulls by the stargz snapshotter, the --startup-list files first (default for REPO:TAG: REPO:TAG-estargz)")
+	f.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz: the files the container opens as it starts, one absolute path a line (kiln slim --format estargz --probe CMD --startup-list FILE records them)")
 	f.IntVar(&opts.Level, "level", 3, "zstd level, 1-22")
 	f.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers converted at once (default: CPUs)")
 	f.StringVar(&opts.TempDir, "tmp", "", "scratch directory for converted blobs (default $TMPDIR)")
@@ -73,6 +79,7 @@ type convertReport struct {
 	To     string                `json:"to"`
 	Digest string                `json:"digest"`
 	Level  int                   `json:"level"`
+	Format string                `json:"format"` // oci (zstd) or estargz
 	Layers []convert.LayerReport `json:"layers"`
 	Before int64                 `json:"compressed_before"`
 	After  int64                 `json:"compressed_after"`
@@ -83,6 +90,32 @@ type convertReport struct {
 func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if opts.Compression != "zstd" {
 		return usageErr("--compression: %q: only zstd is supported", opts.Compression)
+	}
+	suffix := warm.ZstdTagSuffix
+	var startup []string
+	switch opts.Format {
+	case "oci", "":
+		if opts.StartupList != "" {
+			return usageErr("--startup-list needs --format estargz")
+		}
+	case "estargz":
+		suffix = "-estargz"
+		if opts.StartupList != "" {
+			b, err := os.ReadFile(opts.StartupList)
+			if err != nil {
+				return usageErr("--startup-list: %v", err)
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					if !strings.HasPrefix(l, "/") {
+						return usageErr("--startup-list %s: %q is not an absolute path", opts.StartupList, l)
+					}
+					startup = append(startup, l)
+				}
+			}
+		}
+	default:
+		return usageErr("--format: %q is not one of oci, estargz", opts.Format)
 	}
 	if opts.Level < 1 || opts.Level > 22 {
 		return usageErr("--level: %d: want 1-22", opts.Level)
@@ -102,9 +135,9 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if to == "" {
 		t, ok := r.Name.(name.Tag)
 		if r.Kind != layers.KindRegistry || !ok {
-			return usageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", warm.ZstdTagSuffix)
+			return usageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", suffix)
 		}
-		to = t.Context().Tag(t.TagStr() + warm.ZstdTagSuffix).String()
+		to = t.Context().Tag(t.TagStr() + suffix).String()
 	}
 	if _, err := layers.ParseRef(to, lopts...); err != nil {
 		return usageErr("--to: %v", err)
@@ -130,7 +163,13 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	}
 	var done atomic.Int64
 	bar := startProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, total, &done)
-	res, err := convert.ToZstd(ctx, src, convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done})
+	co := convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done}
+	var res *convert.Result
+	if opts.Format == "estargz" {
+		res, err = convert.ToEStargz(ctx, src, co, startup)
+	} else {
+		res, err = convert.ToZstd(ctx, src, co)
+	}
 	bar.Stop()
 	if err != nil {
 		return fmt.Errorf("convert %s: %w", opts.Image, err)
@@ -144,7 +183,11 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Layers: res.Layers, Signed: signed}
+	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Format: "oci", Layers: res.Layers, Signed: signed}
+	col := "ZSTD"
+	if opts.Format == "estargz" {
+		rep.Format, col = "estargz", "ESTARGZ"
+	}
 	for _, l := range res.Layers {
 		rep.Before += l.FromSize
 		rep.After += l.ToSize
@@ -155,16 +198,16 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return enc.Encode(rep)
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\tZSTD\tRATIO\tGZIP DECODE\tZSTD DECODE\t\n")
+	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\tZSTD DECODE\t\n", col)
 	for _, l := range res.Layers {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%.2fs\t\n", l.Index, short(l.From), analyze.HumanBytes(l.FromSize), analyze.HumanBytes(l.ToSize), l.Ratio, l.FromDecode, l.ToDecode)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%.2fs\t\n", l.Index, short(l.From), bytesize.Format(l.FromSize), bytesize.Format(l.ToSize), l.Ratio, l.FromDecode, l.ToDecode)
 	}
 	tw.Flush()
 	ratio := 0.0
 	if rep.Before > 0 {
 		ratio = float64(rep.After) / float64(rep.Before)
 	}
-	fmt.Fprintf(opts.IO.Out, "\n%s → %s (%s): %s → %s (%.3f)\n", opts.Image, to, short(rep.Digest), analyze.HumanBytes(rep.Before), analyze.HumanBytes(rep.After), ratio)
+	fmt.Fprintf(opts.IO.Out, "\n%s → %s (%s): %s → %s (%.3f)\n", opts.Image, to, short(rep.Digest), bytesize.Format(rep.Before), bytesize.Format(rep.After), ratio)
 	if signed != nil {
 		fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", short(signed.Digest), signed.KeyID, signed.Format)
 	}

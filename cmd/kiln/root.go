@@ -128,7 +128,7 @@ Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken, 4 a signature\ndid n
 // hooks): the order is cobra's help order.
 var subcommands = []func(*IO) *cobra.Command{
 	newAnalyzeCmd, newBuildCmd, newCompatCmd, newConvertCmd, newFatbinCmd, newHostCmd,
-	newLockCmd, newRecipesCmd, newResolveCmd, newSignCmd, newSlimCmd, newVerifyCmd, newWarmCmd,
+	newLockCmd, newProbeRecordCmd, newRecipesCmd, newResolveCmd, newSignCmd, newSlimCmd, newVerifyCmd, newWarmCmd,
 	newWeightsCmd,
 }
 

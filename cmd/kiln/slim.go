@@ -8,12 +8,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
@@ -29,6 +31,8 @@ type SlimOptions struct {
 	Policy        string
 	Level         int
 	Compression   string
+	Format        string
+	StartupList   string
 	MaxLayerSize  string
 	Force         bool
 	PruneLibs     bool
@@ -126,6 +130,8 @@ probe does.`,
 	f.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	f.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	f.StringVar(&opts.Compression, "compression", "both", compressionHelp)
+	f.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings) or estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone)")
+	f.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz --probe: also write the files the probe opened to this file, one a line (kiln convert --format estargz --startup-list reads it)")
 	f.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a layer group whose tar is larger than this into several layers by files (0: one layer per group)")
 	f.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
 	f.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
@@ -180,6 +186,22 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if err != nil {
 		return usageErr("--compression: %v", err)
 	}
+	esgz := false
+	switch opts.Format {
+	case "oci", "":
+		if opts.StartupList != "" {
+			return usageErr("--startup-list needs --format estargz")
+		}
+	case "estargz":
+		// The zstd blobs are the source the eStargz layers are re-laid
+		// from, and the image the probe pulls (the faster to pull).
+		esgz, comps = true, []layers.Compression{layers.Zstd}
+		if opts.StartupList != "" && opts.Probe == "" {
+			return usageErr("--startup-list needs --probe: the list is what the probe opened")
+		}
+	default:
+		return usageErr("--format: %q is not one of oci, estargz", opts.Format)
+	}
 	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
 	if err != nil {
 		return usageErr("--max-layer-size: %v", err)
@@ -206,10 +228,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	// beside it. A docker archive stores plain tars whatever the blobs
 	// are: one encoding is enough to write it.
 	dests := []string{opts.To}
+	if esgz && to.Kind == layers.KindDockerArchive {
+		return usageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
+	}
 	if to.Kind == layers.KindDockerArchive {
 		// zstd when it is among them: the cheaper to write.
 		comps = comps[len(comps)-1:]
-	} else if len(comps) > 1 {
+	} else if len(comps) > 1 && !esgz {
 		zd, err := zstdDest(opts.To, lopts)
 		if err != nil {
 			return usageErr("--compression both: %v", err)
@@ -311,9 +336,44 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 
 	if opts.Probe != "" {
 		// The last encoding: zstd when there is one, the faster to pull.
-		if err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts); err != nil {
+		startup, err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts, esgz)
+		if err != nil {
 			return err
 		}
+		if esgz {
+			rep.StartupFiles = len(startup)
+			if opts.StartupList != "" {
+				if err := atomicfile.WriteFile(opts.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
+					return fmt.Errorf("--startup-list: %w", err)
+				}
+			}
+			if err := res.AddEStargz(ctx, startup); err != nil {
+				return err
+			}
+		}
+	} else if esgz {
+		rep.Warnings = append(rep.Warnings, "--format estargz without --probe: no startup set, every layer says no prefetch and the snapshotter fetches each file on first read; add --probe 'CMD' with the command the container starts with")
+		if err := res.AddEStargz(ctx, nil); err != nil {
+			return err
+		}
+	}
+	if esgz {
+		// What is written is the eStargz image alone, under --to.
+		img, err := res.ImageFor(layers.EStargz, labels)
+		if err != nil {
+			return err
+		}
+		dig, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		cn, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		imgs = []v1.Image{img}
+		rep.Digest, rep.ImageID = dig.String(), cn.String()
+		rep.Images = []slim.Published{{Ref: opts.To, Compression: string(layers.EStargz), Digest: dig.String()}}
 	}
 	var bomComps []sbom.Component
 	if opts.SBOM {
@@ -370,29 +430,47 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 }
 
 // probeSlim pushes the image to the probe registry under its digest and
-// runs the probe through BuildKit.
-func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []layers.Option) error {
+// runs the probe through BuildKit; with record, under the recorder (kiln
+// itself mounted into the probe container), returning the files it opened.
+func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []layers.Option, record bool) ([]string, error) {
 	dig, err := out.Digest()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ref := fmt.Sprintf("%s/kiln-slim-probe/image:%s", opts.ProbeRegistry, dig.Hex[:16])
 	if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
-		return fmt.Errorf("--probe: pushing to %s: %w", ref, err)
+		return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
 	}
 	c, _, err := builder.Connect(ctx, "", builder.TLS{})
 	if err != nil {
-		return fmt.Errorf("--probe: %w", err)
+		return nil, fmt.Errorf("--probe: %w", err)
 	}
 	defer c.Close()
 	cfg, err := out.ConfigFile()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, ref)
 	pinned := fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)
-	if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
-		return &exitError{code: ExitRule, err: fmt.Errorf("%w; nothing written to %s", err, opts.To)}
+	if !record {
+		if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
+			return nil, &exitError{code: ExitRule, err: fmt.Errorf("%w; nothing written to %s", err, opts.To)}
+		}
+		return nil, nil
 	}
-	return nil
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
+	}
+	tools, cleanup, err := builder.ToolsDir(exe)
+	if err != nil {
+		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
+	}
+	defer cleanup()
+	files, err := slim.ProbeRecord(ctx, c, pinned, cfg, opts.Probe, tools)
+	if err != nil {
+		return nil, &exitError{code: ExitRule, err: fmt.Errorf("%w; nothing written to %s", err, opts.To)}
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
+	return files, nil
 }

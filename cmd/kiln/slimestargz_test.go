@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/slim"
+)
+
+// TestSlimCommandEStargz: --format estargz without a probe writes the
+// eStargz image alone under --to (gzip media type, TOC annotations), warns
+// that there is no startup set, and refuses what it cannot do.
+func TestSlimCommandEStargz(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/bin/python3", 3000), testimage.File("app/main.py", []byte("m"))}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	src := "oci:" + dir + ":app"
+	outDir := filepath.Join(dir, "out")
+	code, stdout, errOut := run(t, "slim", src, "--to", "oci:"+outDir+":v1", "--format", "estargz", "--json", "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var rep slim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Images) != 1 || rep.Images[0].Compression != "estargz" || !strings.Contains(strings.Join(rep.Warnings, "\n"), "without --probe") {
+		t.Fatalf("images %+v, warnings %v", rep.Images, rep.Warnings)
+	}
+	p, err := layout.FromPath(outDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _ := p.ImageIndex()
+	im, _ := idx.IndexManifest()
+	if len(im.Manifests) != 1 {
+		t.Fatalf("%d images in the layout, want the eStargz one alone", len(im.Manifests))
+	}
+	out, err := p.Image(im.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := out.Manifest()
+	for _, l := range m.Layers {
+		if l.MediaType != "application/vnd.oci.image.layer.v1.tar+gzip" || l.Annotations[layers.AnnotationTOCDigest] == "" {
+			t.Errorf("layer %s: %s %v", l.Digest, l.MediaType, l.Annotations)
+		}
+	}
+	if d, _ := out.Digest(); d.String() != rep.Digest {
+		t.Errorf("wrote %s, report says %s", d, rep.Digest)
+	}
+
+	for _, args := range [][]string{
+		{"--format", "bogus"},
+		{"--startup-list", filepath.Join(dir, "s.txt")},
+		{"--format", "estargz", "--startup-list", filepath.Join(dir, "s.txt")}, // needs --probe
+	} {
+		code, _, errOut := run(t, append([]string{"slim", src, "--to", "oci:" + filepath.Join(dir, "x") + ":v1", "--progress", "none"}, args...)...)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errOut)
+		}
+	}
+	code, _, errOut = run(t, "slim", src, "--to", "docker-archive:"+filepath.Join(dir, "a.tar"), "--format", "estargz", "--progress", "none")
+	if code != ExitUsage {
+		t.Errorf("estargz into a docker archive: exit %d (%s)", code, errOut)
+	}
+}
+
+// TestConvertCommandEStargz: kiln convert --format estargz of a registry
+// tag writes TAG-estargz, the listed startup file first in its layer.
+func TestConvertCommandEStargz(t *testing.T) {
+	reg := testimage.Registry(t)
+	src := reg + "/conv/app:v1"
+	testimage.Push(t, src, testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("app/a.py", []byte("a")), testimage.File("app/z.py", []byte("z"))}, "gzip")))
+	list := filepath.Join(t.TempDir(), "startup.txt")
+	if err := os.WriteFile(list, []byte("/app/z.py\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errOut := run(t, "convert", src, "--format", "estargz", "--startup-list", list, "--json", "--progress", "none")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var rep struct {
+		To     string `json:"to"`
+		Format string `json:"format"`
+		Layers []struct {
+			StartupFiles int `json:"startup_files"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.To != src+"-estargz" || rep.Format != "estargz" || len(rep.Layers) != 1 || rep.Layers[0].StartupFiles != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	got, err := layers.Open(context.Background(), rep.To)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	var names []string
+	if _, err := got.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(e *layers.Entry, _ io.Reader) error {
+		names = append(names, e.Header.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 4 || names[0] != "app/z.py" || names[1] != ".prefetch.landmark" || names[2] != "app/a.py" || names[3] != "stargz.index.json" {
+		t.Errorf("entries %v: want app/z.py, the landmark, app/a.py, the TOC", names)
+	}
+	if code, _, _ := run(t, "convert", src, "--format", "estargz", "--startup-list", filepath.Join(t.TempDir(), "none"), "--progress", "none"); code != ExitUsage {
+		t.Errorf("missing --startup-list file: exit %d", code)
+	}
+}

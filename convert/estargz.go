@@ -1,0 +1,116 @@
+package convert
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kiln-build/kiln/layers"
+)
+
+// ToEStargz converts src's layers to eStargz for lazy pulls, the files of
+// startup (absolute paths: what kiln slim --format estargz --probe
+// recorded with --startup-list) first in each layer that holds them (see
+// layers.WriteEStargz). Each source blob is first streamed once into a
+// zstd scratch file, as ToZstd does (which verifies its digest and diff
+// ID), and that file is read twice to lay the eStargz blob out; the zstd
+// files go as soon as the eStargz ones are written. The config is the
+// source's with the eStargz tars' diff IDs (history unchanged); the report's
+// To, ToSize and Ratio are the eStargz blob's.
+func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (*Result, error) {
+	if o.TempDir == "" {
+		o.TempDir = os.TempDir()
+	}
+	z, err := ToZstd(ctx, src, o)
+	if err != nil {
+		return nil, err
+	}
+	defer z.Close()
+	cfg, err := src.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	cfg = cfg.DeepCopy()
+	zls, err := z.Image.Layers()
+	if err != nil {
+		return nil, err
+	}
+	set := layers.NewStartupSet(startup)
+	res := &Result{Layers: z.Layers}
+	blobs := make([]*layers.EStargzBlob, len(zls))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(o.Jobs, 1))
+	for i, l := range zls {
+		g.Go(func() error {
+			b, err := layers.WriteEStargz(gctx, l.Compressed, o.TempDir, set)
+			if err != nil {
+				return fmt.Errorf("layer %d (%s): eStargz: %w", i, res.Layers[i].From, err)
+			}
+			blobs[i] = b
+			return nil
+		})
+	}
+	err = g.Wait()
+	for _, b := range blobs {
+		if b != nil {
+			res.files = append(res.files, b.Path)
+		}
+	}
+	if err != nil {
+		res.Close()
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	adds := make([]mutate.Addendum, len(blobs))
+	for i, b := range blobs {
+		adds[i] = mutate.Addendum{Layer: &fileLayer{path: b.Path, digest: b.Digest, diffID: b.DiffID, size: b.Size, media: types.OCILayer},
+			MediaType: types.OCILayer, Annotations: b.Annotations()}
+		cfg.RootFS.DiffIDs[i] = b.DiffID
+		r := &res.Layers[i]
+		r.To, r.ToSize, r.StartupFiles, r.Skipped = b.Digest.String(), b.Size, b.StartupFiles, false
+		r.Ratio = 0
+		if r.FromSize > 0 {
+			r.Ratio = float64(r.ToSize) / float64(r.FromSize)
+		}
+	}
+	if img, err = mutate.Append(img, adds...); err != nil {
+		res.Close()
+		return nil, err
+	}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		res.Close()
+		return nil, err
+	}
+	res.Image = img
+	return res, nil
+}
+
+// uncompressed opens an eStargz (gzip members) or zstd scratch blob as
+// its tar.
+func uncompressed(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, _, closeDec, err := layers.Decompress(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &funcCloser{Reader: r, close: func() error { closeDec(); return f.Close() }}, nil
+}
+
+type funcCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (c *funcCloser) Close() error { return c.close() }
