@@ -248,7 +248,7 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, o Options) (v
 		return nil, rep, file, fmt.Errorf("blob %s: re-reading the zstd output: %v", dg, err)
 	}
 	rep.ToDecode = time.Since(t0).Seconds()
-	return &fileLayer{path: file, digest: zdg, diffID: diffID, size: rep.ToSize}, rep, file, nil
+	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, file, nil
 }
 
 func decodeFile(path string, want int64) error {
@@ -287,45 +287,3 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
-
-// fileLayer is a converted layer in a scratch file.
-type fileLayer struct {
-	path           string
-	digest, diffID v1.Hash
-	size           int64
-	media          types.MediaType // "" for zstd
-}
-
-func (l *fileLayer) Digest() (v1.Hash, error) { return l.digest, nil }
-func (l *fileLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
-func (l *fileLayer) Size() (int64, error)     { return l.size, nil }
-func (l *fileLayer) MediaType() (types.MediaType, error) {
-	if l.media != "" {
-		return l.media, nil
-	}
-	return types.OCILayerZStd, nil
-}
-func (l *fileLayer) Compressed() (io.ReadCloser, error) { return os.Open(l.path) }
-func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
-	if l.media != "" {
-		return uncompressed(l.path)
-	}
-	f, err := os.Open(l.path)
-	if err != nil {
-		return nil, err
-	}
-	d, err := zstd.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &decCloser{Reader: d, d: d, f: f}, nil
-}
-
-type decCloser struct {
-	io.Reader
-	d *zstd.Decoder
-	f *os.File
-}
-
-func (c *decCloser) Close() error { c.d.Close(); return c.f.Close() }

@@ -3,7 +3,6 @@ package convert
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -71,7 +70,7 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	adds := make([]mutate.Addendum, len(blobs))
 	for i, b := range blobs {
-		adds[i] = mutate.Addendum{Layer: &fileLayer{path: b.Path, digest: b.Digest, diffID: b.DiffID, size: b.Size, media: types.OCILayer},
+		adds[i] = mutate.Addendum{Layer: layers.NewFileLayer(b.Path, b.Digest, b.DiffID, b.Size, b.UncompressedSize, types.OCILayer),
 			MediaType: types.OCILayer, Annotations: b.Annotations()}
 		cfg.RootFS.DiffIDs[i] = b.DiffID
 		r := &res.Layers[i]
@@ -92,25 +91,3 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 	res.Image = img
 	return res, nil
 }
-
-// uncompressed opens an eStargz (gzip members) or zstd scratch blob as
-// its tar.
-func uncompressed(path string) (io.ReadCloser, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	r, _, closeDec, err := layers.Decompress(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &funcCloser{Reader: r, close: func() error { closeDec(); return f.Close() }}, nil
-}
-
-type funcCloser struct {
-	io.Reader
-	close func() error
-}
-
-func (c *funcCloser) Close() error { return c.close() }

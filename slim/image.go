@@ -2,9 +2,7 @@ package slim
 
 import (
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -51,50 +49,15 @@ func (b *blob) tarID(l *blobLayer) (v1.Hash, int64) {
 
 func layersHash(hex string) v1.Hash { return v1.Hash{Algorithm: "sha256", Hex: hex} }
 
-// layerAs is an output layer in one of its encodings, as a v1.Layer.
-type layerAs struct {
-	l *blobLayer
-	b *blob
-}
-
-func (l layerAs) Digest() (v1.Hash, error) { return l.b.digest, nil }
-func (l layerAs) DiffID() (v1.Hash, error) { h, _ := l.b.tarID(l.l); return h, nil }
-func (l layerAs) Size() (int64, error)     { return l.b.size, nil }
-
-// UncompressedSize lets writers that need the tar's size first (a docker
-// archive's entries) skip decoding the layer to count it.
-func (l layerAs) UncompressedSize() (int64, error) { _, n := l.b.tarID(l.l); return n, nil }
-
-func (l layerAs) MediaType() (types.MediaType, error) {
-	if l.b.comp == layers.Gzip || l.b.comp == layers.EStargz {
-		return types.OCILayer, nil
+// fileLayer is an output layer in one of its encodings: its scratch blob
+// as a layers.FileLayer (the one file-backed layer kiln has).
+func (b *blob) fileLayer(l *blobLayer) *layers.FileLayer {
+	id, n := b.tarID(l)
+	mt := types.OCILayerZStd
+	if b.comp == layers.Gzip || b.comp == layers.EStargz {
+		mt = types.OCILayer
 	}
-	return types.OCILayerZStd, nil
-}
-func (l layerAs) Compressed() (io.ReadCloser, error) { return os.Open(l.b.path) }
-func (l layerAs) Uncompressed() (io.ReadCloser, error) {
-	f, err := os.Open(l.b.path)
-	if err != nil {
-		return nil, err
-	}
-	r, _, closeDec, err := layers.Decompress(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("blob %s: %w", l.b.digest, err)
-	}
-	return &decReadCloser{r: r, closeDec: closeDec, f: f}, nil
-}
-
-type decReadCloser struct {
-	r        io.Reader
-	closeDec func()
-	f        *os.File
-}
-
-func (z *decReadCloser) Read(p []byte) (int, error) { return z.r.Read(p) }
-func (z *decReadCloser) Close() error {
-	z.closeDec()
-	return z.f.Close()
+	return layers.NewFileLayer(b.path, b.digest, id, b.size, n, mt)
 }
 
 // Compressions are the encodings the result has blobs in, the first being
@@ -144,7 +107,7 @@ func (r *Result) ImageFor(c layers.Compression, labels map[string]string) (v1.Im
 			Comment:   "kiln slim",
 		}
 		b := &l.blobs[slices.IndexFunc(l.blobs, func(b blob) bool { return b.comp == c })]
-		adds = append(adds, mutate.Addendum{Layer: layerAs{l: l, b: b}, History: h, Annotations: maps.Clone(b.annotations)})
+		adds = append(adds, mutate.Addendum{Layer: b.fileLayer(l), History: h, Annotations: maps.Clone(b.annotations)})
 		id, _ := b.tarID(l)
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, id)
 		cfg.History = append(cfg.History, h)
