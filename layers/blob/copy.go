@@ -121,7 +121,8 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 	}
 	off := w.Offset()
 	resumed := off
-	if fw, ok := w.(*FileWriter); ok {
+	fw, isFile := w.(*FileWriter)
+	if isFile {
 		resumed = fw.Resumed()
 	}
 	if off > size {
@@ -129,7 +130,6 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 		return 0, resumed, fmt.Errorf("blob %s: the partial holds %d bytes, more than its %d", dg, off, size)
 	}
 	var fetched int64
-	fw, isFile := w.(*FileWriter)
 	chunk := o.Fill.Chunk
 	if chunk <= 0 {
 		chunk = o.ChunkSize
