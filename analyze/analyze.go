@@ -12,8 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // Options tunes an analysis.
@@ -32,7 +32,7 @@ type Options struct {
 	// library's bytes, so it is opt-in.
 	Kernels bool
 	// GPUs are target GPUs to check kernel coverage for (implies Kernels).
-	GPUs []recipes.GPUInfo
+	GPUs []cuda.GPUInfo
 }
 
 // entry kinds kept per layer.

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // cudaFacts reads CUDA facts from the image config and what the files
@@ -49,19 +49,19 @@ func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) (CUDAFacts, []
 		}
 		f.Requirement = req
 	}
-	cuda := f.CUDAVersion
-	if cuda == "" && f.Requirement != nil {
-		cuda = f.Requirement.CUDA
+	cudaVer := f.CUDAVersion
+	if cudaVer == "" && f.Requirement != nil {
+		cudaVer = f.Requirement.CUDA
 	}
-	if cuda == "" && cudart != "" {
+	if cudaVer == "" && cudart != "" {
 		// libcudart.so.11.8.89: the first two numbers are the toolkit.
 		p := strings.SplitN(cudart, ".", 3)
 		if len(p) >= 2 {
-			cuda = p[0] + "." + p[1]
+			cudaVer = p[0] + "." + p[1]
 		}
 	}
-	if cuda != "" {
-		md, err := recipes.MinDriver(cuda)
+	if cudaVer != "" {
+		md, err := cuda.MinDriver(cudaVer)
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("minimum driver: %v", err))
 		} else {
@@ -75,7 +75,7 @@ func cudaFacts(img *layers.Image, cudnnFromHeader, cudart string) (CUDAFacts, []
 // database's parser and flattens it for the report. A value that does not
 // parse is reported as a warning by the caller, not dropped silently.
 func parseRequirement(s string) (*Requirement, error) {
-	req, err := recipes.ParseRequireCUDA(s)
+	req, err := cuda.ParseRequireCUDA(s)
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/fatbin"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // kernelArchs is the device code found in one file: the architectures of
@@ -135,10 +135,10 @@ func runsOn(k *kernelArchs, cc int) (sass, jit bool) {
 
 // ParseGPUTargets resolves GPU names or sm_XX into the compatibility
 // database's GPUs.
-func ParseGPUTargets(names []string) ([]recipes.GPUInfo, error) {
-	var out []recipes.GPUInfo
+func ParseGPUTargets(names []string) ([]cuda.GPUInfo, error) {
+	var out []cuda.GPUInfo
 	for _, n := range names {
-		g, err := recipes.GPU(n)
+		g, err := cuda.GPU(n)
 		if err != nil {
 			return nil, fmt.Errorf("--gpu %s: %v", n, err)
 		}
@@ -210,7 +210,7 @@ func coverage(libs []KernelLib, archs []*kernelArchs) []ArchCoverage {
 	if len(libs) == 0 {
 		return out
 	}
-	db, err := recipes.Data()
+	db, err := cuda.Data()
 	if err != nil {
 		return out
 	}
@@ -241,7 +241,7 @@ func coverage(libs []KernelLib, archs []*kernelArchs) []ArchCoverage {
 	return out
 }
 
-func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []recipes.GPUInfo) *KernelReport {
+func kernelReport(libs []KernelLib, archs []*kernelArchs, gpus []cuda.GPUInfo) *KernelReport {
 	kr := &KernelReport{Libraries: libs, GPUs: []GPUSupport{}, Coverage: coverage(libs, archs)}
 	sm, ptx := map[int]bool{}, map[int]bool{}
 	for _, k := range archs {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // Rules is a --ci rule set. Every field is optional; a zero field is not
@@ -90,7 +90,7 @@ func ParseRules(name string, b []byte) (*Rules, error) {
 		}
 	}
 	for _, g := range r.RequireGPUs {
-		if _, err := recipes.GPU(g); err != nil {
+		if _, err := cuda.GPU(g); err != nil {
 			return nil, fmt.Errorf("%s: require_gpus: %v", name, err)
 		}
 	}
@@ -156,7 +156,7 @@ func (r *Rules) Check(rep *Report) []Violation {
 		}
 	}
 	for _, name := range r.RequireGPUs {
-		g, _ := recipes.GPU(name)
+		g, _ := cuda.GPU(name)
 		var gs *GPUSupport
 		if rep.Kernels != nil {
 			for i := range rep.Kernels.GPUs {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
@@ -28,7 +29,7 @@ const (
 // RequireCUDA is the NVIDIA_REQUIRE_CUDA value matching the plan: the
 // nvidia/cuda image's own value when kiln's data has it, else cuda>=X.Y.
 func RequireCUDA(p *recipes.Plan) string {
-	if req, _, ok := recipes.ImageRequireCUDA(p.CUDA); ok {
+	if req, _, ok := cuda.ImageRequireCUDA(p.CUDA); ok {
 		return req.String()
 	}
 	v := p.CUDA

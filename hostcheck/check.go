@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/analyze"
-	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // ReportSchemaVersion is bumped on any incompatible change to the --json
@@ -133,11 +133,11 @@ type checker struct {
 	pull string // the compression the runtimes pull (engine item)
 
 	imgMM    string // the image's CUDA major.minor
-	req      recipes.Requirement
+	req      cuda.Requirement
 	reqErr   error
 	haveReq  bool
-	md       *recipes.DriverReq // drivers the image's CUDA needs
-	fwd      bool               // every GPU runs the image through forward compatibility
+	md       *cuda.DriverReq // drivers the image's CUDA needs
+	fwd      bool            // every GPU runs the image through forward compatibility
 	fwdWhy   []string
 	mvcOK    bool // same CUDA major and driver ≥ the minor-version floor
 	native   bool
@@ -156,8 +156,8 @@ func gpuLabel(g GPU) string {
 }
 
 func cmpVer(a, b string) int {
-	av, err1 := recipes.ParseVersion(a)
-	bv, err2 := recipes.ParseVersion(b)
+	av, err1 := cuda.ParseVersion(a)
+	bv, err2 := cuda.ParseVersion(b)
 	if err1 != nil || err2 != nil {
 		return strings.Compare(a, b)
 	}
@@ -173,17 +173,17 @@ func (c *checker) prepare() {
 	}
 	if c.im.RequireCUDA != "" {
 		c.haveReq = true
-		c.req, c.reqErr = recipes.ParseRequireCUDA(c.im.RequireCUDA)
+		c.req, c.reqErr = cuda.ParseRequireCUDA(c.im.RequireCUDA)
 	}
 	if c.im.CUDA == "" && c.haveReq && c.reqErr == nil {
 		c.im.CUDA = c.req.CUDAMin()
 	}
-	v, err := recipes.ParseVersion(c.im.CUDA)
+	v, err := cuda.ParseVersion(c.im.CUDA)
 	if err != nil {
 		return
 	}
 	c.imgMM = v.MajorMinor()
-	if md, err := recipes.MinDriver(c.im.CUDA); err == nil {
+	if md, err := cuda.MinDriver(c.im.CUDA); err == nil {
 		c.md = &md
 	}
 	d := c.h.Driver
@@ -192,7 +192,7 @@ func (c *checker) prepare() {
 	}
 	c.native = cmpVer(d.CUDAVersion, c.imgMM) >= 0
 	if c.md != nil && c.md.MinorVersionCompat != "" {
-		hv, _ := recipes.ParseVersion(d.CUDAVersion)
+		hv, _ := cuda.ParseVersion(d.CUDAVersion)
 		c.mvcOK = hv != nil && hv.Major() == v.Major() && cmpVer(d.Version, c.md.MinorVersionCompat) >= 0
 	}
 	// Forward compatibility: the image's cuda-compat libraries replace the
@@ -226,8 +226,8 @@ func (c *checker) brandBranchCovered(g GPU) bool {
 		if !named {
 			continue
 		}
-		one := recipes.Requirement{Terms: [][]recipes.Rule{t}}
-		if ok, _ := one.Satisfied(recipes.Host{DriverVersion: c.h.Driver.Version, CUDAVersion: "0.0", Brand: g.Brand, Arch: g.ComputeCapability}); ok {
+		one := cuda.Requirement{Terms: [][]cuda.Rule{t}}
+		if ok, _ := one.Satisfied(cuda.Host{DriverVersion: c.h.Driver.Version, CUDAVersion: "0.0", Brand: g.Brand, Arch: g.ComputeCapability}); ok {
 			return true
 		}
 	}
@@ -383,18 +383,18 @@ func (c *checker) requireCUDA() Item {
 	}
 	type fail struct {
 		g    *GPU
-		rule *recipes.Rule
+		rule *cuda.Rule
 	}
 	var fails []fail
-	hosts := []recipes.Host{}
+	hosts := []cuda.Host{}
 	gpus := []*GPU{}
 	if len(c.h.GPUs) == 0 {
-		hosts = append(hosts, recipes.Host{DriverVersion: d.Version, CUDAVersion: d.CUDAVersion, NoDevice: true})
+		hosts = append(hosts, cuda.Host{DriverVersion: d.Version, CUDAVersion: d.CUDAVersion, NoDevice: true})
 		gpus = append(gpus, nil)
 	}
 	for i := range c.h.GPUs {
 		g := &c.h.GPUs[i]
-		hosts = append(hosts, recipes.Host{DriverVersion: d.Version, CUDAVersion: d.CUDAVersion, Brand: g.Brand, Arch: g.ComputeCapability})
+		hosts = append(hosts, cuda.Host{DriverVersion: d.Version, CUDAVersion: d.CUDAVersion, Brand: g.Brand, Arch: g.ComputeCapability})
 		gpus = append(gpus, g)
 	}
 	for i, hh := range hosts {
@@ -412,7 +412,7 @@ func (c *checker) requireCUDA() Item {
 		return it
 	}
 	msg := "unsatisfied condition"
-	if db, err := recipes.Data(); err == nil && db.Drivers.Grammar.ErrorMessage != "" {
+	if db, err := cuda.Data(); err == nil && db.Drivers.Grammar.ErrorMessage != "" {
 		msg = db.Drivers.Grammar.ErrorMessage
 	}
 	first := fails[0]
@@ -575,8 +575,8 @@ func (c *checker) declaredArchs(it Item) Item {
 			if n, err := strconv.Atoi(strings.TrimPrefix(cc, "sm_")); err == nil && !strings.Contains(cc, ".") {
 				cc = fmt.Sprintf("%d.%d", n/10, n%10)
 			}
-			av, err1 := recipes.ParseVersion(cc)
-			gv, err2 := recipes.ParseVersion(g.ComputeCapability)
+			av, err1 := cuda.ParseVersion(cc)
+			gv, err2 := cuda.ParseVersion(g.ComputeCapability)
 			if err1 == nil && err2 == nil && av.Major() == gv.Major() && av.Compare(gv) <= 0 {
 				ok = true
 			}
@@ -616,7 +616,7 @@ func (c *checker) shortRequire() string {
 			}
 		}
 		if !brand {
-			first = append(first, recipes.Requirement{Terms: [][]recipes.Rule{t}}.String())
+			first = append(first, cuda.Requirement{Terms: [][]cuda.Rule{t}}.String())
 			continue
 		}
 		n++

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // complete fills what a description may leave out from the compatibility
@@ -17,11 +17,11 @@ func (h *Host) complete(source string) error {
 		h.SchemaVersion = HostSchemaVersion
 	}
 	if h.Driver != nil {
-		if _, err := recipes.ParseVersion(h.Driver.Version); err != nil {
+		if _, err := cuda.ParseVersion(h.Driver.Version); err != nil {
 			return fmt.Errorf("driver.version %q: %v", h.Driver.Version, err)
 		}
 		if h.Driver.CUDAVersion == "" {
-			c, err := recipes.DriverCUDA(h.Driver.Version)
+			c, err := cuda.DriverCUDA(h.Driver.Version)
 			if err != nil {
 				return fmt.Errorf("driver.version: %v", err)
 			}
@@ -78,7 +78,7 @@ func (g *GPU) complete(source string) error {
 	if g.ComputeCapability == "" {
 		return fmt.Errorf("%q: compute capability unknown (nvidia-smi too old for compute_cap and the GPU is not in kiln's table); set compute_capability", g.Name)
 	}
-	if _, err := recipes.ParseVersion(g.ComputeCapability); err != nil {
+	if _, err := cuda.ParseVersion(g.ComputeCapability); err != nil {
 		return fmt.Errorf("compute_capability %q: %v", g.ComputeCapability, err)
 	}
 	switch {
@@ -92,7 +92,7 @@ func (g *GPU) complete(source string) error {
 		g.Brand, g.BrandSource = brandFromName(g.Name), "guessed from the GPU name"
 	}
 	g.Brand = strings.ToLower(g.Brand)
-	g.DataCenter = recipes.DataCenterBrand(g.Brand)
+	g.DataCenter = cuda.DataCenterBrand(g.Brand)
 	return nil
 }
 
@@ -100,18 +100,18 @@ func (g *GPU) complete(source string) error {
 // nvidia-smi prints ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
 // "NVIDIA GeForce RTX 4090"): the longest leading run of words that names a
 // known GPU.
-func lookupGPU(name string) (recipes.GPUInfo, bool) {
+func lookupGPU(name string) (cuda.GPUInfo, bool) {
 	words := strings.FieldsFunc(name, func(r rune) bool { return r == ' ' || r == '-' || r == '_' })
 	for n := len(words); n > 0; n-- {
 		q := strings.Join(words[:n], " ")
 		if strings.EqualFold(q, "nvidia") || strings.EqualFold(q, "tesla") || strings.EqualFold(q, "nvidia geforce") {
 			break
 		}
-		if g, err := recipes.GPU(q); err == nil && !strings.HasPrefix(g.Name, "sm_") {
+		if g, err := cuda.GPU(q); err == nil && !strings.HasPrefix(g.Name, "sm_") {
 			return g, true
 		}
 	}
-	return recipes.GPUInfo{}, false
+	return cuda.GPUInfo{}, false
 }
 
 // brandFromName guesses the NVML brand of a GPU kiln does not know from its

@@ -7,6 +7,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -84,7 +85,7 @@ func ImageFromConfig(ref, registry string, cfg *v1.ConfigFile) *Image {
 	} else if im.CUDA != "" {
 		// The NVIDIA container toolkit requires cuda>=MAJOR.MINOR of
 		// CUDA_VERSION when NVIDIA_REQUIRE_CUDA is unset.
-		if v, err := recipes.ParseVersion(im.CUDA); err == nil {
+		if v, err := cuda.ParseVersion(im.CUDA); err == nil {
 			im.RequireCUDA, im.RequireSource = "cuda>="+v.MajorMinor(), "derived from CUDA_VERSION (the toolkit's rule when NVIDIA_REQUIRE_CUDA is unset)"
 		}
 	}
@@ -125,9 +126,9 @@ func ImageFromLock(path string, l *recipes.Lock) *Image {
 		return im
 	}
 	im.CUDA = p.CUDA
-	if req, _, ok := recipes.ImageRequireCUDA(p.CUDA); ok {
+	if req, _, ok := cuda.ImageRequireCUDA(p.CUDA); ok {
 		im.RequireCUDA, im.RequireSource = req.String(), "the nvidia/cuda base image's value (kiln's data), which kiln builds keep"
-	} else if v, err := recipes.ParseVersion(p.CUDA); err == nil {
+	} else if v, err := cuda.ParseVersion(p.CUDA); err == nil {
 		im.RequireCUDA, im.RequireSource = "cuda>="+v.MajorMinor(), "cuda>= of the recipe's CUDA"
 	}
 	im.DeclaredArchs = append(im.DeclaredArchs, p.CUDAArchs...)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 func (b *BNBRelease) latest() string { return b.Versions[len(b.Versions)-1] }
@@ -16,18 +18,18 @@ func bnbLib(b *BNBRelease, torchCUDA string) (string, bool) {
 	if !b.FallbackSame {
 		return "", false
 	}
-	tv := mustVersion(torchCUDA)
+	tv := cuda.MustVersion(torchCUDA)
 	best := ""
 	for _, c := range b.CUDABuilds {
-		cv := mustVersion(c)
-		if cv.Major() == tv.Major() && cv.Compare(tv) <= 0 && (best == "" || cmpVer(c, best) > 0) {
+		cv := cuda.MustVersion(c)
+		if cv.Major() == tv.Major() && cv.Compare(tv) <= 0 && (best == "" || cuda.CompareVersions(c, best) > 0) {
 			best = c
 		}
 	}
 	if best == "" {
 		for _, c := range b.CUDABuilds {
-			cv := mustVersion(c)
-			if cv.Major() == tv.Major() && (best == "" || cmpVer(c, best) < 0) {
+			cv := cuda.MustVersion(c)
+			if cv.Major() == tv.Major() && (best == "" || cuda.CompareVersions(c, best) < 0) {
 				best = c
 			}
 		}
@@ -39,7 +41,7 @@ func bnbSASS(b *BNBRelease, lib string) string {
 	if s, ok := b.SASS[lib]; ok {
 		return s
 	}
-	if s, ok := b.SASS[itoa(mustVersion(lib).Major())]; ok {
+	if s, ok := b.SASS[itoa(cuda.MustVersion(lib).Major())]; ok {
 		return s
 	}
 	return b.SASS["default"]
@@ -97,11 +99,11 @@ func (s *resolver) bnbStep() error {
 		sass := bnbSASS(rel, lib)
 		var bad *ResolveError
 		for i, g := range s.gpus {
-			if cmpVer(g.ComputeCapability, rel.MinCC) < 0 {
+			if cuda.CompareVersions(g.ComputeCapability, rel.MinCC) < 0 {
 				bad = refuse(fmt.Sprintf("gpus[%d]", i), nil, "bitsandbytes %s needs compute capability >= %s; %s is %s", ver, rel.MinCC, g.Name, g.ComputeCapability)
 				break
 			}
-			if ok, _ := ccCovered(sass, g.ComputeCapability); !ok {
+			if ok, _ := cuda.Covers(sass, g.ComputeCapability); !ok {
 				bad = refuse(fmt.Sprintf("gpus[%d]", i), nil, "bitsandbytes %s's CUDA %s library has no kernels for %s (sm_%s; built for %s)", ver, lib, g.Name, strings.ReplaceAll(g.ComputeCapability, ".", ""), sass)
 				break
 			}
@@ -140,7 +142,7 @@ func (s *resolver) bnbStep() error {
 			s.warn("bitsandbytes %s has no CUDA %s build; it falls back to its CUDA %s library", ver, tc, lib)
 		}
 		for _, g := range s.gpus {
-			if cmpVer(g.ComputeCapability, s.db.BNB.Int8MinCC) < 0 {
+			if cuda.CompareVersions(g.ComputeCapability, s.db.BNB.Int8MinCC) < 0 {
 				s.warn("LLM.int8() needs compute capability >= %s; %s (%s) only gets 8-bit optimizers and NF4/FP4", s.db.BNB.Int8MinCC, g.Name, g.ComputeCapability)
 			}
 		}

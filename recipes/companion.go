@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // torchvision and torchaudio are paired with torch by rule (torchvision
@@ -43,7 +45,7 @@ func (s *resolver) companionStep() error {
 		}
 		for _, p := range s.plan.Platforms {
 			if p != DefaultPlatform {
-				s.fact(fmt.Sprintf("%s %s wheels for %s", name, map[string]string{"torchvision": v, "torchaudio": a}[name], p), "not in kiln's data; kiln lock checks the wheel index", ConfUnverified)
+				s.fact(fmt.Sprintf("%s %s wheels for %s", name, map[string]string{"torchvision": v, "torchaudio": a}[name], p), "not in kiln's data; kiln lock checks the wheel index", cuda.ConfUnverified)
 			}
 		}
 	}
@@ -58,13 +60,13 @@ func (s *resolver) torchvision(want string) (string, error) {
 	if !wants(want) {
 		return "", nil
 	}
-	tv := mustVersion(s.tver)
+	tv := cuda.MustVersion(s.tver)
 	patch := 0
 	if len(tv) > 2 {
 		patch = tv[2]
 	}
 	paired := fmt.Sprintf("0.%d.%d", tv[1]+15, patch)
-	s.fact(fmt.Sprintf("torchvision %s pairs with torch %s", paired, s.tver), "pytorch/vision README table; pytorch.org previous-versions (torchvision minor = torch minor + 15)", ConfA)
+	s.fact(fmt.Sprintf("torchvision %s pairs with torch %s", paired, s.tver), "pytorch/vision README table; pytorch.org previous-versions (torchvision minor = torch minor + 15)", cuda.ConfA)
 	pin := paired
 	if want != "true" && want != paired {
 		s.warn("torchvision %s requested; torch %s pairs with torchvision %s", want, s.tver, paired)
@@ -73,21 +75,21 @@ func (s *resolver) torchvision(want string) (string, error) {
 	// The Python range of the torchvision minor pinned (a requested
 	// version may belong to another torch release's row).
 	rel := s.torch
-	if majorMinor(pin) != rel.TorchvisionMinor {
+	if cuda.MajorMinor(pin) != rel.TorchvisionMinor {
 		rel = nil
 		for i := range s.db.Torch.Releases {
-			if s.db.Torch.Releases[i].TorchvisionMinor == majorMinor(pin) {
+			if s.db.Torch.Releases[i].TorchvisionMinor == cuda.MajorMinor(pin) {
 				rel = &s.db.Torch.Releases[i]
 			}
 		}
 	}
 	if rel == nil || rel.TorchvisionPython == "" {
-		s.fact(fmt.Sprintf("torchvision %s wheels for Python %s", pin, s.plan.Python), "not in kiln's data; kiln lock checks the wheel index", ConfUnverified)
+		s.fact(fmt.Sprintf("torchvision %s wheels for Python %s", pin, s.plan.Python), "not in kiln's data; kiln lock checks the wheel index", cuda.ConfUnverified)
 		return pin, nil
 	}
 	rng := rel.TorchvisionPython
 	if !pyInRange(s.plan.Python, rng) {
-		return "", refuse("torch.torchvision", s.torchvisionAlternatives(pin), "torchvision %s has no cp%s wheels (its wheels are for Python %s); the build would fail at pip install", majorMinor(pin), cpTag(s.plan.Python), rng)
+		return "", refuse("torch.torchvision", s.torchvisionAlternatives(pin), "torchvision %s has no cp%s wheels (its wheels are for Python %s); the build would fail at pip install", cuda.MajorMinor(pin), cpTag(s.plan.Python), rng)
 	}
 	s.fact(fmt.Sprintf("torchvision %s ships wheels for Python %s", rel.TorchvisionMinor, rng), rel.TorchvisionPythonSource, rel.TorchvisionPythonConfidence)
 	return pin, nil
@@ -103,7 +105,7 @@ func (s *resolver) torchvisionAlternatives(pin string) []string {
 	py := s.plan.Python
 	for i := range s.db.Torch.Releases {
 		o := &s.db.Torch.Releases[i]
-		if cmpVer(o.Minor, s.torch.Minor) <= 0 || o.TorchvisionPython == "" {
+		if cuda.CompareVersions(o.Minor, s.torch.Minor) <= 0 || o.TorchvisionPython == "" {
 			continue
 		}
 		if pyInRange(py, o.TorchvisionPython) && pyMinor(py) >= pyMinor(o.PythonMin) && (pyMinor(py) <= pyMinor(o.PythonMax) || py == o.PythonExperimental) {
@@ -113,7 +115,7 @@ func (s *resolver) torchvisionAlternatives(pin string) []string {
 	}
 	for i := range s.db.Torch.Releases {
 		o := &s.db.Torch.Releases[i]
-		if o.TorchvisionMinor != majorMinor(pin) || o.TorchvisionPython == "" {
+		if o.TorchvisionMinor != cuda.MajorMinor(pin) || o.TorchvisionPython == "" {
 			continue
 		}
 		_, hi, _ := strings.Cut(o.TorchvisionPython, "-")
@@ -150,7 +152,7 @@ func (s *resolver) torchaudio(want string) (string, error) {
 			alts = append(alts, fmt.Sprintf("torchaudio: VERSION, a version you have checked on %s/%s/torchaudio/", s.db.Torch.IndexURL, s.tvar.Name))
 			for i := len(s.db.Torch.Releases) - 1; i >= 0; i-- {
 				o := &s.db.Torch.Releases[i]
-				if cmpVer(o.Minor, rel.Minor) < 0 && !o.TorchaudioUnsettled && o.official(s.tvar.Name) != nil {
+				if cuda.CompareVersions(o.Minor, rel.Minor) < 0 && !o.TorchaudioUnsettled && o.official(s.tvar.Name) != nil {
 					alts = append(alts, fmt.Sprintf("torch %s (torchaudio %s)", o.Minor, o.Patches[len(o.Patches)-1]))
 					break
 				}
@@ -161,7 +163,7 @@ func (s *resolver) torchaudio(want string) (string, error) {
 		return want, nil
 	}
 	paired := s.tver
-	s.fact(fmt.Sprintf("torchaudio %s pairs with torch %s", paired, s.tver), "pytorch.org previous-versions (torchaudio = torch version)", ConfA)
+	s.fact(fmt.Sprintf("torchaudio %s pairs with torch %s", paired, s.tver), "pytorch.org previous-versions (torchaudio = torch version)", cuda.ConfA)
 	if want != "true" && want != paired {
 		s.warn("torchaudio %s requested; torch %s pairs with torchaudio %s", want, s.tver, paired)
 		paired = want

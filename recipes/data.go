@@ -10,95 +10,6 @@ import (
 //go:embed data/*.json
 var dataFS embed.FS
 
-// Fact confidence, as in shared/reference/compat-data.md:
-// A primary source read; B faithful copy or ≥2 secondary sources;
-// C single secondary source or inference; UNVERIFIED not confirmed.
-const (
-	ConfA          = "A"
-	ConfB          = "B"
-	ConfC          = "C"
-	ConfUnverified = "UNVERIFIED"
-)
-
-// ToolkitDriver is one row of NVIDIA's "CUDA Toolkit and Corresponding
-// Driver Versions" table.
-type ToolkitDriver struct {
-	CUDA       string  `json:"cuda"`
-	Label      string  `json:"label"`
-	LinuxMin   string  `json:"linux_min"`
-	WindowsMin *string `json:"windows_min"`
-	Source     string  `json:"source"`
-	Confidence string  `json:"confidence"`
-}
-
-// MVCFloor is the minimum driver for minor-version compatibility of a CUDA major.
-type MVCFloor struct {
-	CUDAMajor   int    `json:"cuda_major"`
-	Floor       string `json:"floor"`
-	BranchFloor int    `json:"branch_floor"`
-	Source      string `json:"source"`
-	Confidence  string `json:"confidence"`
-}
-
-// ImageRequire is the NVIDIA_REQUIRE_CUDA of one nvidia/cuda image version.
-type ImageRequire struct {
-	Image      string   `json:"image"`
-	CUDAGE     string   `json:"cuda_ge"`
-	Branches   []int    `json:"branches"`
-	Brands     []string `json:"brands"`
-	Source     string   `json:"source"`
-	Confidence string   `json:"confidence"`
-}
-
-type driverData struct {
-	DataVersion   string          `json:"data_version"`
-	ToolkitDriver []ToolkitDriver `json:"toolkit_driver"`
-	MVC           []MVCFloor      `json:"minor_version_compat"`
-	ForwardCompat struct {
-		ApplicableTo     []string `json:"applicable_to"`
-		GeforceSupported bool     `json:"geforce_supported"`
-		Package          string   `json:"package"`
-		Source           string   `json:"source"`
-		Confidence       string   `json:"confidence"`
-	} `json:"forward_compat"`
-	RequireCUDA []ImageRequire `json:"require_cuda"`
-	Grammar     struct {
-		ErrorMessage string `json:"error_message"`
-		DisableEnv   string `json:"disable_env"`
-		Source       string `json:"source"`
-		Confidence   string `json:"confidence"`
-	} `json:"require_cuda_grammar"`
-}
-
-// GPUInfo describes a GPU model.
-type GPUInfo struct {
-	Name              string   `json:"name"`
-	Aliases           []string `json:"aliases"`
-	ComputeCapability string   `json:"compute_capability"`
-	Brand             string   `json:"brand"`
-	Note              string   `json:"note,omitempty"`
-	Source            string   `json:"source"`
-	Confidence        string   `json:"confidence"`
-	BrandSource       string   `json:"brand_source"`
-	BrandConfidence   string   `json:"brand_confidence"`
-}
-
-// ArchSupport is the toolkit range that can compile for an architecture.
-type ArchSupport struct {
-	Arch       string `json:"arch"`
-	FirstCUDA  string `json:"first_cuda,omitempty"`
-	LastCUDA   string `json:"last_cuda,omitempty"`
-	Note       string `json:"note,omitempty"`
-	Source     string `json:"source"`
-	Confidence string `json:"confidence"`
-}
-
-type gpuData struct {
-	DataVersion string        `json:"data_version"`
-	GPUs        []GPUInfo     `json:"gpus"`
-	Arch        []ArchSupport `json:"arch_support"`
-}
-
 // ImageTag is a known nvidia/cuda image version and its cuDNN. CuDNNToken
 // is the tag's cuDNN infix ("cudnn8", "cudnn9", "cudnn"; "" when no cuDNN
 // variant is known); CuDNN is the exact version when kiln has read it from
@@ -268,14 +179,13 @@ type bnbData struct {
 
 // DB is a compatibility database: the embedded one (Data), or the
 // embedded one with the torch and image facts of a refreshed data file
-// (LoadDataFile).
+// (LoadDataFile). The CUDA, driver and GPU facts are not here: they are
+// package cuda's, compiled in and never refreshed.
 type DB struct {
-	Drivers driverData
-	GPUs    gpuData
-	Images  ImageData
-	Torch   TorchData
-	FA      faData
-	BNB     bnbData
+	Images ImageData
+	Torch  TorchData
+	FA     faData
+	BNB    bnbData
 
 	// Origin is "embedded" or the refreshed data file's path.
 	Origin string
@@ -321,7 +231,9 @@ func mustDB() *DB {
 }
 
 // DataVersion identifies the embedded data set; it is recorded in kiln.lock.
-func DataVersion() string { return mustDB().Drivers.DataVersion }
+// It is one version with cuda.DataVersion (the data is released as one set;
+// TestDataEveryRowHasSourceAndConfidence checks every file carries it).
+func DataVersion() string { return mustDB().version }
 
 func loadDB() (*DB, error) {
 	db := &DB{Origin: OriginEmbedded}
@@ -329,8 +241,7 @@ func loadDB() (*DB, error) {
 		name string
 		v    any
 	}{
-		{"drivers.json", &db.Drivers}, {"gpus.json", &db.GPUs}, {"images.json", &db.Images},
-		{"torch.json", &db.Torch}, {"flash_attn.json", &db.FA}, {"bitsandbytes.json", &db.BNB},
+		{"images.json", &db.Images}, {"torch.json", &db.Torch}, {"flash_attn.json", &db.FA}, {"bitsandbytes.json", &db.BNB},
 	}
 	for _, f := range files {
 		b, err := dataFS.ReadFile("data/" + f.name)
@@ -341,6 +252,6 @@ func loadDB() (*DB, error) {
 			return nil, fmt.Errorf("recipes: embedded %s: %w", f.name, err)
 		}
 	}
-	db.version = db.Drivers.DataVersion
+	db.version = db.Torch.DataVersion
 	return db, nil
 }

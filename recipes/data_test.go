@@ -8,20 +8,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
-var confidences = []string{ConfA, ConfB, ConfC, ConfUnverified}
+var confidences = []string{cuda.ConfA, cuda.ConfB, cuda.ConfC, cuda.ConfUnverified}
 
 func driverKnows(t *testing.T, mm string) bool {
 	t.Helper()
-	_, err := MinDriver(mm)
+	_, err := cuda.MinDriver(mm)
 	return err == nil
 }
 
 func TestDataEveryRowHasSourceAndConfidence(t *testing.T) {
 	files, _ := fs.Glob(dataFS, "data/*.json")
-	if len(files) < 6 {
+	if len(files) < 4 {
 		t.Fatalf("data files: %v", files)
+	}
+	if DataVersion() != cuda.DataVersion() {
+		t.Errorf("data_version %s, cuda's %s: the compatibility data is released as one set", DataVersion(), cuda.DataVersion())
 	}
 	for _, f := range files {
 		b, _ := dataFS.ReadFile(f)
@@ -74,7 +79,7 @@ func TestDataTorchCompanions(t *testing.T) {
 		if r.TorchaudioUnsettled && (r.TorchaudioSource == "" || !slices.Contains(confidences, r.TorchaudioConfidence)) {
 			t.Errorf("torch %s: torchaudio_unsettled without source/confidence", r.Minor)
 		}
-		if want := fmt.Sprintf("0.%d", mustVersion(r.Minor)[1]+15); r.TorchvisionMinor != want {
+		if want := fmt.Sprintf("0.%d", cuda.MustVersion(r.Minor)[1]+15); r.TorchvisionMinor != want {
 			t.Errorf("torch %s: torchvision_minor %s, the pairing rule says %s", r.Minor, r.TorchvisionMinor, want)
 		}
 	}
@@ -99,7 +104,7 @@ func TestDataTorchVariantsKnownToDriverTable(t *testing.T) {
 			// Every torch variant has an nvidia/cuda image to build on.
 			found := false
 			for _, tag := range db.Images.Tags {
-				if majorMinor(tag.CUDA) == v.CUDA {
+				if cuda.MajorMinor(tag.CUDA) == v.CUDA {
 					found = true
 				}
 			}
@@ -128,7 +133,11 @@ func TestDataImagesAgree(t *testing.T) {
 			t.Errorf("image %s: token %s but cuDNN %s", tag.CUDA, tag.CuDNNToken, tag.CuDNN)
 		}
 	}
-	for _, r := range db.Drivers.RequireCUDA {
+	cdb, err := cuda.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range cdb.Drivers.RequireCUDA {
 		found := false
 		for _, tag := range db.Images.Tags {
 			if tag.CUDA == r.Image {
@@ -138,46 +147,18 @@ func TestDataImagesAgree(t *testing.T) {
 		if !found {
 			t.Errorf("NVIDIA_REQUIRE_CUDA row %s: every cuda tag with a requirement has a cuDNN entry", r.Image)
 		}
-		if majorMinor(r.Image) != r.CUDAGE || len(r.Brands) == 0 || len(r.Branches) == 0 {
+		if cuda.MajorMinor(r.Image) != r.CUDAGE || len(r.Brands) == 0 || len(r.Branches) == 0 {
 			t.Errorf("NVIDIA_REQUIRE_CUDA row %s: %+v", r.Image, r)
 		}
-		req, _, ok := ImageRequireCUDA(r.Image)
+		req, _, ok := cuda.ImageRequireCUDA(r.Image)
 		if !ok || req.CUDAMin() != r.CUDAGE {
-			t.Errorf("ImageRequireCUDA(%s) = %v", r.Image, req)
+			t.Errorf("cuda.ImageRequireCUDA(%s) = %v", r.Image, req)
 		}
 	}
 	for _, o := range db.Images.OS {
 		for _, v := range []string{o.FirstCUDA, o.LastCUDA} {
 			if v != "" && !driverKnows(t, v) {
 				t.Errorf("os %s: CUDA %s unknown", o.Name, v)
-			}
-		}
-	}
-}
-
-func TestDataGPUsHaveArchRows(t *testing.T) {
-	db := mustDB()
-	seen := map[string]string{}
-	for _, g := range db.GPUs.GPUs {
-		if _, _, row := ArchSupported("12.9", g.ComputeCapability); row == nil && g.ComputeCapability != "11.0" {
-			t.Errorf("%s: no toolkit row for %s", g.Name, ccToSM(g.ComputeCapability))
-		}
-		for _, a := range append([]string{g.Name}, g.Aliases...) {
-			k := squash(a)
-			if prev, ok := seen[k]; ok && prev != g.Name {
-				t.Errorf("alias %q names %s and %s", a, prev, g.Name)
-			}
-			seen[k] = g.Name
-			got, err := GPU(a)
-			if err != nil || got.Name != g.Name {
-				t.Errorf("GPU(%q) = %v, %v", a, got.Name, err)
-			}
-		}
-	}
-	for _, a := range db.GPUs.Arch {
-		for _, v := range []string{a.FirstCUDA, a.LastCUDA} {
-			if v != "" && mustVersion(v).Major() >= 11 && !driverKnows(t, v) {
-				t.Errorf("%s: CUDA %s unknown", a.Arch, v)
 			}
 		}
 	}
@@ -195,8 +176,8 @@ func TestDataFAAndBNBAgree(t *testing.T) {
 			}
 		}
 		for _, tv := range r.Torch {
-			if mustVersion(tv).Major() == 2 && cmpVer(majorMinor(tv), "2.1") >= 0 {
-				rel := (&resolver{db: db}).torchRelease(majorMinor(tv))
+			if cuda.MustVersion(tv).Major() == 2 && cuda.CompareVersions(cuda.MajorMinor(tv), "2.1") >= 0 {
+				rel := (&resolver{db: db}).torchRelease(cuda.MajorMinor(tv))
 				if rel == nil {
 					t.Errorf("FA %s lists torch %s that kiln does not know", r.Version, tv)
 				}
@@ -204,7 +185,7 @@ func TestDataFAAndBNBAgree(t *testing.T) {
 		}
 	}
 	for i, r := range db.BNB.Releases {
-		if i > 0 && cmpVer(db.BNB.Releases[i-1].latest(), r.Versions[0]) >= 0 {
+		if i > 0 && cuda.CompareVersions(db.BNB.Releases[i-1].latest(), r.Versions[0]) >= 0 {
 			t.Errorf("bnb releases out of order at %v", r.Versions)
 		}
 		for _, c := range r.CUDABuilds {
@@ -214,18 +195,6 @@ func TestDataFAAndBNBAgree(t *testing.T) {
 		}
 		if r.SASS["default"] == "" {
 			t.Errorf("bnb %v: no default SASS list", r.Versions)
-		}
-	}
-}
-
-func TestDataMVCFloors(t *testing.T) {
-	for _, major := range []int{11, 12, 13} {
-		f := mvcFloor(major)
-		if f == nil {
-			t.Fatalf("no MVC floor for %d", major)
-		}
-		if branchOf(f.Floor) != f.BranchFloor {
-			t.Errorf("MVC %d: floor %s not in branch %d", major, f.Floor, f.BranchFloor)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // DataFileFormat is the version of the refreshed data file format.
@@ -106,19 +108,19 @@ func (f *DataFile) Validate() error {
 	}
 	for i, r := range f.Torch.Releases {
 		at := fmt.Sprintf("torch.releases[%d]", i)
-		if _, err := ParseVersion(r.Minor); err != nil {
+		if _, err := cuda.ParseVersion(r.Minor); err != nil {
 			return fmt.Errorf("%s.minor: %v", at, err)
 		}
 		if len(r.Patches) == 0 {
 			return fmt.Errorf("%s.patches: empty (torch %s)", at, r.Minor)
 		}
 		for j, p := range r.Patches {
-			if _, err := ParseVersion(p); err != nil || majorMinor(p) != r.Minor {
+			if _, err := cuda.ParseVersion(p); err != nil || cuda.MajorMinor(p) != r.Minor {
 				return fmt.Errorf("%s.patches[%d]: %q is not a torch %s release", at, j, p, r.Minor)
 			}
 		}
 		for _, pv := range []struct{ field, v string }{{"python_min", r.PythonMin}, {"python_max", r.PythonMax}} {
-			if _, err := ParseVersion(pv.v); err != nil {
+			if _, err := cuda.ParseVersion(pv.v); err != nil {
 				return fmt.Errorf("%s.%s: %v", at, pv.field, err)
 			}
 		}
@@ -130,7 +132,7 @@ func (f *DataFile) Validate() error {
 		}
 		for j, v := range r.Variants {
 			vat := fmt.Sprintf("%s.variants[%d]", at, j)
-			if _, err := ParseVersion(v.CUDA); err != nil {
+			if _, err := cuda.ParseVersion(v.CUDA); err != nil {
 				return fmt.Errorf("%s.cuda: %v", vat, err)
 			}
 			if cudaVariant(v.CUDA) != v.Name {
@@ -139,7 +141,7 @@ func (f *DataFile) Validate() error {
 		}
 	}
 	for i, t := range f.Images.Tags {
-		if v, err := ParseVersion(t.CUDA); err != nil || len(v) != 3 {
+		if v, err := cuda.ParseVersion(t.CUDA); err != nil || len(v) != 3 {
 			return fmt.Errorf("images.tags[%d].cuda: %q: want X.Y.Z", i, t.CUDA)
 		}
 	}
@@ -158,7 +160,7 @@ func validPyRange(r string) bool {
 	if !ok {
 		return false
 	}
-	_, e1 := ParseVersion(lo)
-	_, e2 := ParseVersion(hi)
+	_, e1 := cuda.ParseVersion(lo)
+	_, e2 := cuda.ParseVersion(hi)
 	return e1 == nil && e2 == nil
 }

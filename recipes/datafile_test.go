@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // embeddedDataFile is the embedded torch and image data as a refreshed
@@ -56,7 +58,7 @@ func TestLoadDataFileUnofficialVariant(t *testing.T) {
 		r := &f.Torch.Releases[i]
 		if r.Minor == "2.11" {
 			// What the cu129 index lists although the release matrix does not.
-			r.Variants = append(r.Variants, TorchVariant{Name: "cu129", CUDA: "12.9", CXX11ABI: true, Unofficial: true, Source: "https://download.pytorch.org/whl/cu129/torch/ (read 2027-01-02)", Confidence: ConfA})
+			r.Variants = append(r.Variants, TorchVariant{Name: "cu129", CUDA: "12.9", CXX11ABI: true, Unofficial: true, Source: "https://download.pytorch.org/whl/cu129/torch/ (read 2027-01-02)", Confidence: cuda.ConfA})
 		}
 	}
 	db, err := LoadDataFile(writeDataFile(t, f))

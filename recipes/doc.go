@@ -11,11 +11,13 @@
 //   - Every choice the resolver makes is explained (Plan notes) and every
 //     refusal names the recipe file, the field and the rule it broke
 //     (FieldError), never only a value.
-//   - The compatibility data (data.go, datafile.go: the NVIDIA driver table,
-//     NVIDIA_REQUIRE_CUDA rules, CUDA image tags, torch, FlashAttention and
-//     bitsandbytes pairings) is one source, with its age, that analyze,
-//     hostcheck and builder read through this package; `kiln compat
-//     refresh` replaces it atomically.
+//   - The compatibility data of the stack (data.go, datafile.go: nvidia/cuda
+//     image tags and OS flavours, torch, FlashAttention and bitsandbytes
+//     pairings) is one source, with its age; `kiln compat refresh` replaces
+//     its torch and image facts atomically. The CUDA, driver and GPU facts
+//     the resolver checks against are package cuda's (embedded, never
+//     refreshed), which is what analyze, hostcheck and slim import instead
+//     of this package.
 //   - A lock file is read only through ReadLock (its version and unknown
 //     fields checked); IsLockFile is the one rule that tells a lock from an
 //     image reference, and RuntimeRefs the images a GPU host runs.

@@ -3,7 +3,10 @@ package recipes
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 func (s *resolver) faRelease(v string) *FARelease {
@@ -34,7 +37,7 @@ func pyInRange(py, rng string) bool {
 
 // faCuToken is the cu token in a wheel name for a torch CUDA version.
 func faCuToken(rel *FARelease, torchCUDA string) string {
-	major := mustVersion(torchCUDA).Major()
+	major := cuda.MustVersion(torchCUDA).Major()
 	switch rel.CuToken {
 	case "bucket-122", "bucket-123":
 		if major == 11 {
@@ -48,16 +51,16 @@ func faCuToken(rel *FARelease, torchCUDA string) string {
 // faWheel returns the prebuilt wheel filename for the plan, or why there is none.
 func (s *resolver) faWheel(rel *FARelease) (string, string, []string) {
 	tMinor := s.torch.Minor
-	if !slices.ContainsFunc(rel.Torch, func(t string) bool { return majorMinor(t) == tMinor }) {
+	if !slices.ContainsFunc(rel.Torch, func(t string) bool { return cuda.MajorMinor(t) == tMinor }) {
 		return "", fmt.Sprintf("FlashAttention %s publishes wheels for torch %s, not %s", rel.Version, strings.Join(rel.Torch, ", "), tMinor), nil
 	}
 	if !pyInRange(s.plan.Python, rel.Python) {
 		return "", fmt.Sprintf("FlashAttention %s publishes wheels for Python %s, not %s", rel.Version, rel.Python, s.plan.Python), nil
 	}
-	tMajor := mustVersion(s.tvar.CUDA).Major()
+	tMajor := cuda.MustVersion(s.tvar.CUDA).Major()
 	var built string
 	for _, c := range rel.CUDABuilt {
-		if mustVersion(c).Major() == tMajor {
+		if cuda.MustVersion(c).Major() == tMajor {
 			built = c
 		}
 	}
@@ -76,15 +79,15 @@ func (s *resolver) faWheel(rel *FARelease) (string, string, []string) {
 	// sm_100/sm_120 with nvcc >= 12.8 from 2.7.4.post1 (setup.py).
 	archs := []string{"80"}
 	sb := s.db.FA.SourceBuild
-	if cmpVer(built, sb.SM90MinNvcc) >= 0 {
+	if cuda.CompareVersions(built, sb.SM90MinNvcc) >= 0 {
 		archs = append(archs, "90")
 	}
-	if cmpVer(built, sb.SM100MinNvcc) >= 0 && pepCompare(rel.Version, sb.SM100Since) >= 0 {
+	if cuda.CompareVersions(built, sb.SM100MinNvcc) >= 0 && pepCompare(rel.Version, sb.SM100Since) >= 0 {
 		archs = append(archs, "100", "120")
 	}
 	list := strings.Join(archs, ";")
 	for _, g := range s.gpus {
-		if ok, _ := ccCovered(list, g.ComputeCapability); !ok {
+		if ok, _ := cuda.Covers(list, g.ComputeCapability); !ok {
 			return "", fmt.Sprintf("FlashAttention %s wheels (built with CUDA %s) have no kernels for %s (sm_%s)", rel.Version, built, g.Name, strings.ReplaceAll(g.ComputeCapability, ".", "")), nil
 		}
 	}
@@ -104,12 +107,12 @@ func (s *resolver) faStep() error {
 	// GPUs: FlashAttention 2 needs sm_80+.
 	minCC := s.db.FA.MinCC
 	for i, g := range s.gpus {
-		if cmpVer(g.ComputeCapability, minCC) < 0 {
+		if cuda.CompareVersions(g.ComputeCapability, minCC) < 0 {
 			return refuse(fmt.Sprintf("gpus[%d]", i), []string{"remove flash_attn and use torch.nn.functional.scaled_dot_product_attention", "target an sm_80+ GPU such as a10, l4, a100 or h100"},
 				"FlashAttention 2 needs sm_80 or newer (Ampere, Ada, Hopper); %s is sm_%s", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", ""))
 		}
 	}
-	s.fact("FlashAttention 2 needs compute capability >= "+minCC, "flash-attention README", ConfA)
+	s.fact("FlashAttention 2 needs compute capability >= "+minCC, "flash-attention README", cuda.ConfA)
 	if len(s.gpus) == 0 {
 		s.warn("FlashAttention 2 runs only on sm_80+ GPUs (A100, A10, L4, H100, ...); set gpus to check")
 	}
@@ -156,8 +159,8 @@ func (s *resolver) faStep() error {
 		s.plan.FlashAttnWheel = strp(name)
 		s.plan.FlashAttnURL = strp(fmt.Sprintf("https://github.com/Dao-AILab/flash-attention/releases/download/v%s/%s", v, name))
 		s.fact(fmt.Sprintf("FlashAttention %s prebuilt wheels: torch %s, Python %s, CUDA %s", v, strings.Join(rel.Torch, "/"), rel.Python, strings.Join(rel.CUDABuilt, "/")), rel.Source, rel.Confidence)
-		s.fact("FlashAttention wheel file name pattern", "flash-attention setup.py get_wheel_url", ConfA)
-		s.fact("a listed FlashAttention release asset exists", "not checked until kiln lock downloads it", ConfUnverified)
+		s.fact("FlashAttention wheel file name pattern", "flash-attention setup.py get_wheel_url", cuda.ConfA)
+		s.fact("a listed FlashAttention release asset exists", "not checked until kiln lock downloads it", cuda.ConfUnverified)
 		_ = built
 		return nil
 	}
@@ -176,10 +179,10 @@ func (s *resolver) faStep() error {
 
 // faRequirements checks what a source build of rel needs.
 func (s *resolver) faRequirements(rel *FARelease) string {
-	if cmpVer(majorMinor(s.plan.CUDA), rel.MinCUDA) < 0 {
+	if cuda.CompareVersions(cuda.MajorMinor(s.plan.CUDA), rel.MinCUDA) < 0 {
 		return fmt.Sprintf("FlashAttention %s needs CUDA >= %s (image is %s)", rel.Version, rel.MinCUDA, s.plan.CUDA)
 	}
-	if cmpVer(s.tver, rel.MinTorch) < 0 {
+	if cuda.CompareVersions(s.tver, rel.MinTorch) < 0 {
 		return fmt.Sprintf("FlashAttention %s needs torch >= %s", rel.Version, rel.MinTorch)
 	}
 	if pyMinor(s.plan.Python) < pyMinor(rel.MinPython) {
@@ -197,7 +200,7 @@ func (s *resolver) faSource(version, reason string, rel *FARelease) error {
 		}
 	}
 	for _, g := range s.gpus {
-		cc := mustVersion(g.ComputeCapability)
+		cc := cuda.MustVersion(g.ComputeCapability)
 		switch cc.Major() {
 		case 8:
 			add("80")
@@ -213,12 +216,12 @@ func (s *resolver) faSource(version, reason string, rel *FARelease) error {
 	}
 	if len(archs) == 0 {
 		archs = []string{"80", "90"}
-		if cmpVer(s.plan.CUDA, sb.SM100MinNvcc) >= 0 {
+		if cuda.CompareVersions(s.plan.CUDA, sb.SM100MinNvcc) >= 0 {
 			archs = append(archs, "100", "120")
 		}
 	}
 	for _, a := range archs {
-		if (a == "100" || a == "120") && cmpVer(s.plan.CUDA, sb.SM100MinNvcc) < 0 {
+		if (a == "100" || a == "120") && cuda.CompareVersions(s.plan.CUDA, sb.SM100MinNvcc) < 0 {
 			return refuse("cuda", []string{fmt.Sprintf("cuda: %q", sb.SM100MinNvcc)}, "building FlashAttention for sm_%s needs nvcc >= %s", a, sb.SM100MinNvcc)
 		}
 	}
@@ -266,7 +269,7 @@ func (s *resolver) faSource(version, reason string, rel *FARelease) error {
 func (s *resolver) faWheelAlternatives(cands []*FARelease) []string {
 	var alts []string
 	for _, rel := range cands {
-		if !slices.ContainsFunc(rel.Torch, func(t string) bool { return majorMinor(t) == s.torch.Minor }) {
+		if !slices.ContainsFunc(rel.Torch, func(t string) bool { return cuda.MajorMinor(t) == s.torch.Minor }) {
 			continue
 		}
 		if !pyInRange(s.plan.Python, rel.Python) {
@@ -285,4 +288,24 @@ func (s *resolver) faWheelAlternatives(cands []*FARelease) []string {
 		}
 	}
 	return append(alts, "flash_attn.build: auto (build from source)")
+}
+
+// pepCompare orders PEP 440-ish releases such as "2.7.4.post1" by their
+// numeric release, then their post number, for FlashAttention releases (a
+// Python packaging rule, which is why it is not in cuda's Version).
+func pepCompare(a, b string) int {
+	ra, pa := splitPost(a)
+	rb, pb := splitPost(b)
+	if c := cuda.CompareVersions(ra, rb); c != 0 {
+		return c
+	}
+	return pa - pb
+}
+
+func splitPost(s string) (string, int) {
+	if i := strings.Index(s, ".post"); i >= 0 {
+		n, _ := strconv.Atoi(s[i+5:])
+		return s[:i], n + 1
+	}
+	return s, 0
 }

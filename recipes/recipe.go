@@ -18,6 +18,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // Recipe is a kiln.yaml: one pinned GPU stack. Empty fields are filled by
@@ -543,7 +545,7 @@ func (r *Recipe) validate() []problem {
 		}
 	}
 	for i, g := range r.GPUs {
-		if _, err := GPU(g); err != nil {
+		if _, err := cuda.GPU(g); err != nil {
 			add(fmt.Sprintf("gpus[%d]", i), "%v", err)
 		}
 	}

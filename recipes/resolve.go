@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // Plan is a resolved recipe: exact versions and everything the builder needs.
@@ -213,7 +215,7 @@ type resolver struct {
 	cfg   resolveConfig
 	db    *DB
 	plan  *Plan
-	gpus  []GPUInfo
+	gpus  []cuda.GPUInfo
 	torch *TorchRelease
 	tver  string
 	tvar  *TorchVariant
@@ -265,7 +267,7 @@ func Resolve(ctx context.Context, r *Recipe, opts ...ResolveOption) (*Plan, erro
 // dataStep records which data the plan uses and, when asked, its age.
 func (s *resolver) dataStep() error {
 	if s.db.Origin != OriginEmbedded {
-		s.fact(fmt.Sprintf("torch, torchvision/torchaudio and nvidia/cuda facts from the refreshed data file %s (checked %s)", s.db.Origin, s.db.Date()), "kiln compat refresh (wheel indexes, PyTorch release matrix, registry tags)", ConfA)
+		s.fact(fmt.Sprintf("torch, torchvision/torchaudio and nvidia/cuda facts from the refreshed data file %s (checked %s)", s.db.Origin, s.db.Date()), "kiln compat refresh (wheel indexes, PyTorch release matrix, registry tags)", cuda.ConfA)
 	}
 	if s.cfg.now.IsZero() {
 		return nil
@@ -284,7 +286,7 @@ func (s *resolver) dataStep() error {
 
 func (s *resolver) gpusStep() error {
 	for i, g := range s.r.GPUs {
-		info, err := GPU(g)
+		info, err := cuda.GPU(g)
 		if err != nil {
 			return refuse(fmt.Sprintf("gpus[%d]", i), nil, "%v", err)
 		}
@@ -308,8 +310,8 @@ func (s *resolver) gpusStep() error {
 		for _, g := range s.gpus {
 			ccs = append(ccs, g.ComputeCapability)
 		}
-		for _, cc := range archList(ccs) {
-			gc.Archs = append(gc.Archs, ccToSM(cc))
+		for _, cc := range cuda.ArchList(ccs) {
+			gc.Archs = append(gc.Archs, cuda.SM(cc))
 		}
 		s.plan.GPUCode = gc
 	}
@@ -353,8 +355,8 @@ func variantNames(t *TorchRelease) []string {
 	return out
 }
 
-func cudaVariant(cuda string) string {
-	v := mustVersion(cuda)
+func cudaVariant(ver string) string {
+	v := cuda.MustVersion(ver)
 	return fmt.Sprintf("cu%d%d", v.Major(), v[1])
 }
 
@@ -362,7 +364,7 @@ func cudaVariant(cuda string) string {
 func (s *resolver) newestTag(mm string) string {
 	best := ""
 	for _, t := range s.db.Images.Tags {
-		if majorMinor(t.CUDA) == mm && (best == "" || cmpVer(t.CUDA, best) > 0) {
+		if cuda.MajorMinor(t.CUDA) == mm && (best == "" || cuda.CompareVersions(t.CUDA, best) > 0) {
 			best = t.CUDA
 		}
 	}
@@ -386,7 +388,7 @@ func (s *resolver) gpuFitsVariant(tv *TorchVariant) (string, bool) {
 		return "", true
 	}
 	for _, g := range s.gpus {
-		if ok, _ := ccCovered(tv.Archs, g.ComputeCapability); !ok {
+		if ok, _ := cuda.Covers(tv.Archs, g.ComputeCapability); !ok {
 			return fmt.Sprintf("%s (sm_%s)", g.Name, strings.ReplaceAll(g.ComputeCapability, ".", "")), false
 		}
 	}
@@ -396,11 +398,11 @@ func (s *resolver) gpuFitsVariant(tv *TorchVariant) (string, bool) {
 func (s *resolver) torchAndCUDA() error {
 	r := s.r
 	if r.CUDA != "" {
-		v := mustVersion(r.CUDA)
+		v := cuda.MustVersion(r.CUDA)
 		if v.MajorMinor() == "12.7" {
 			return refuse("cuda", []string{"cuda: \"12.6\"", "cuda: \"12.8\""}, "there is no CUDA 12.7 (12.6 Update 3 is followed by 12.8 GA)")
 		}
-		if _, err := MinDriver(r.CUDA); err != nil {
+		if _, err := cuda.MinDriver(r.CUDA); err != nil {
 			return refuse("cuda", nil, "%v", err)
 		}
 	}
@@ -414,7 +416,7 @@ func (s *resolver) torchAndCUDA() error {
 	t := r.Torch
 	var releases []*TorchRelease
 	if t.Version != "" {
-		mm := majorMinor(t.Version)
+		mm := cuda.MajorMinor(t.Version)
 		rel := s.torchRelease(mm)
 		if rel == nil {
 			var known []string
@@ -422,7 +424,7 @@ func (s *resolver) torchAndCUDA() error {
 				known = append(known, x.Minor)
 			}
 			alts := []string{"torch " + known[len(known)-1]}
-			if cmpVer(mm, known[len(known)-1]) > 0 {
+			if cuda.CompareVersions(mm, known[len(known)-1]) > 0 {
 				alts = append(alts, fmt.Sprintf("refresh kiln's data: kiln compat refresh -o compat.json, then --compat-data compat.json (or %s)", DataEnv))
 			}
 			return refuse("torch.version", alts, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
@@ -482,11 +484,11 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 			s.warn("torch %s+%s is on the wheel index but not in PyTorch's release matrix (unofficial): used because torch.variant asks for it", rel.Minor, tv.Name)
 		}
 		if r.CUDA != "" {
-			iv, vv := mustVersion(r.CUDA), mustVersion(tv.CUDA)
+			iv, vv := cuda.MustVersion(r.CUDA), cuda.MustVersion(tv.CUDA)
 			if iv.Major() != vv.Major() {
 				return refuse("torch.variant", []string{fmt.Sprintf("cuda: %q", tv.CUDA)}, "torch %s+%s is built for CUDA %s but the image is CUDA %s: extensions (FlashAttention, custom ops) fail to build when nvcc's major differs from torch's", rel.Minor, tv.Name, tv.CUDA, r.CUDA)
 			}
-			if vv.Compare(mustVersion(iv.MajorMinor())) != 0 {
+			if vv.Compare(cuda.MustVersion(iv.MajorMinor())) != 0 {
 				s.warn("torch %s+%s (CUDA %s) on a CUDA %s image: torch brings its own CUDA libraries; nvcc minor mismatch only warns when building extensions", rel.Minor, tv.Name, tv.CUDA, iv.MajorMinor())
 			}
 		}
@@ -523,17 +525,17 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 			lastErr = refuse("gpus", alts, "torch %s+%s wheels have no kernels for %s (compiled for %s)", rel.Minor, tv.Name, g, tv.Archs)
 			continue
 		}
-		cuda := r.CUDA
-		if cuda == "" {
-			cuda = s.newestTag(tv.CUDA)
-			if cuda == "" {
-				cuda = tv.CUDA
+		cudaVer := r.CUDA
+		if cudaVer == "" {
+			cudaVer = s.newestTag(tv.CUDA)
+			if cudaVer == "" {
+				cudaVer = tv.CUDA
 			}
 		}
 		// Toolkit must be able to target every GPU (checked again in archStep with the final version).
 		okArch := true
 		for _, g := range s.gpus {
-			if ok, why, _ := ArchSupported(cuda, g.ComputeCapability); !ok {
+			if ok, why, _ := cuda.ArchSupported(cudaVer, g.ComputeCapability); !ok {
 				lastErr = refuse("gpus", nil, "%s: %s", g.Name, why)
 				okArch = false
 				break
@@ -550,7 +552,7 @@ func (s *resolver) tryTorch(rel *TorchRelease) error {
 		if !tv.Stable && !tv.Unofficial {
 			s.warn("torch %s+%s is an experimental CUDA variant in PyTorch's release matrix", rel.Minor, tv.Name)
 		}
-		return s.setCUDA(cuda)
+		return s.setCUDA(cudaVer)
 	}
 	return lastErr
 }
@@ -559,7 +561,7 @@ func (s *resolver) noVariant(rel *TorchRelease, want string) error {
 	var alts []string
 	var cudas []string
 	for _, v := range rel.Variants {
-		if !v.Unofficial && mustVersion(v.CUDA).Major() == mustVersion(s.r.CUDA).Major() {
+		if !v.Unofficial && cuda.MustVersion(v.CUDA).Major() == cuda.MustVersion(s.r.CUDA).Major() {
 			cudas = append(cudas, fmt.Sprintf("%q", v.CUDA))
 		}
 	}
@@ -579,7 +581,7 @@ func (s *resolver) noVariant(rel *TorchRelease, want string) error {
 		}
 	}
 	if len(others) > 0 {
-		alts = append(alts, fmt.Sprintf("torch %s with cuda %s", strings.Join(others, " or "), majorMinor(s.r.CUDA)))
+		alts = append(alts, fmt.Sprintf("torch %s with cuda %s", strings.Join(others, " or "), cuda.MajorMinor(s.r.CUDA)))
 	}
 	s.fact(fmt.Sprintf("torch %s wheel variants: %s", rel.Minor, strings.Join(variantNames(rel), ", ")), rel.Source, rel.Confidence)
 	if u := rel.variant(want); u != nil {
@@ -594,23 +596,23 @@ func (s *resolver) noVariant(rel *TorchRelease, want string) error {
 	return refuse("torch.version", alts, "torch %s has no %s wheels (it has %s)", rel.Minor, want, strings.Join(variantNames(rel), ", "))
 }
 
-func (s *resolver) setCUDA(cuda string) error {
-	v := mustVersion(cuda)
+func (s *resolver) setCUDA(cudaVer string) error {
+	v := cuda.MustVersion(cudaVer)
 	if len(v) == 2 {
-		if t := s.newestTag(cuda); t != "" {
-			cuda = t
+		if t := s.newestTag(cudaVer); t != "" {
+			cudaVer = t
 		} else {
-			cuda = cuda + ".0"
-			s.warn("kiln has no nvidia/cuda image data for CUDA %s; assuming tag %s exists (check the registry)", v.MajorMinor(), cuda)
+			cudaVer = cudaVer + ".0"
+			s.warn("kiln has no nvidia/cuda image data for CUDA %s; assuming tag %s exists (check the registry)", v.MajorMinor(), cudaVer)
 		}
-	} else if s.imageTag(cuda) == nil {
-		s.warn("nvidia/cuda:%s is not in kiln's image data (known %s tag: %s); the tag may not exist or may have been deleted", cuda, v.MajorMinor(), orNone(s.newestTag(v.MajorMinor())))
+	} else if s.imageTag(cudaVer) == nil {
+		s.warn("nvidia/cuda:%s is not in kiln's image data (known %s tag: %s); the tag may not exist or may have been deleted", cudaVer, v.MajorMinor(), orNone(s.newestTag(v.MajorMinor())))
 	}
-	dr, err := MinDriver(cuda)
+	dr, err := cuda.MinDriver(cudaVer)
 	if err != nil {
 		return refuse("cuda", nil, "%v", err)
 	}
-	s.plan.CUDA = cuda
+	s.plan.CUDA = cudaVer
 	s.plan.MinDriver = PlanMinDriver{Toolkit: dr.Toolkit, MinorVersionCompat: dr.MinorVersionCompat}
 	s.fact(fmt.Sprintf("CUDA %s needs Linux driver >= %s", dr.CUDA, dr.Toolkit), dr.Source, dr.Confidence)
 	if dr.MVCSource != "" {
@@ -631,7 +633,7 @@ func (s *resolver) setCUDA(cuda string) error {
 			s.fact(fmt.Sprintf("torch %s+%s wheels", s.torch.Minor, s.tvar.Name), s.tvar.Source, s.tvar.Confidence)
 		}
 		s.fact(fmt.Sprintf("torch %s+%s C++11 ABI = %v", s.torch.Minor, s.tvar.Name, abi), s.torch.ABISource, s.torch.ABIConfidence)
-		if s.torch.PatchesConfidence != ConfA {
+		if s.torch.PatchesConfidence != cuda.ConfA {
 			s.fact(fmt.Sprintf("torch %s patch releases: %s", s.torch.Minor, strings.Join(s.torch.Patches, ", ")), s.torch.PatchesSource, s.torch.PatchesConfidence)
 		}
 	}
@@ -648,10 +650,10 @@ func orNone(s string) string {
 func (s *resolver) archStep() error {
 	var ccs []string
 	for i, g := range s.gpus {
-		ok, why, row := ArchSupported(s.plan.CUDA, g.ComputeCapability)
+		ok, why, row := cuda.ArchSupported(s.plan.CUDA, g.ComputeCapability)
 		if !ok {
 			var alts []string
-			if row != nil && row.FirstCUDA != "" && mustVersion(s.plan.CUDA).Compare(mustVersion(row.FirstCUDA)) < 0 {
+			if row != nil && row.FirstCUDA != "" && cuda.MustVersion(s.plan.CUDA).Compare(cuda.MustVersion(row.FirstCUDA)) < 0 {
 				alts = append(alts, fmt.Sprintf("cuda: %q or newer", row.FirstCUDA))
 			}
 			if row != nil && row.LastCUDA != "" {
@@ -663,13 +665,13 @@ func (s *resolver) archStep() error {
 			s.fact(fmt.Sprintf("%s toolkit support: first %s last %s", row.Arch, orNone(row.FirstCUDA), orNone(row.LastCUDA)), row.Source, row.Confidence)
 		}
 		if s.tvar != nil {
-			if _, ptx := ccCovered(s.tvar.Archs, g.ComputeCapability); ptx {
+			if _, ptx := cuda.Covers(s.tvar.Archs, g.ComputeCapability); ptx {
 				s.warn("torch %s+%s has no %s cubin; it runs via PTX JIT, which needs driver >= %s (not minor-version compatibility) and a slow first start", s.tver, s.tvar.Name, g.Name, s.plan.MinDriver.Toolkit)
 			}
 		}
 		ccs = append(ccs, g.ComputeCapability)
 	}
-	s.plan.CUDAArchs = archList(ccs)
+	s.plan.CUDAArchs = cuda.ArchList(ccs)
 	if s.plan.CUDAArchs == nil {
 		s.plan.CUDAArchs = []string{}
 	}
@@ -677,7 +679,7 @@ func (s *resolver) archStep() error {
 }
 
 func pyMinor(p string) int {
-	v := mustVersion(p)
+	v := cuda.MustVersion(p)
 	if len(v) < 2 {
 		return 0
 	}
@@ -827,7 +829,7 @@ func (s *resolver) osName() string {
 	if s.r.OS != "" {
 		return s.r.OS
 	}
-	if mustVersion(s.plan.CUDA).Major() >= 13 {
+	if cuda.MustVersion(s.plan.CUDA).Major() >= 13 {
 		return "ubuntu24.04"
 	}
 	return DefaultOS
@@ -841,10 +843,10 @@ func (s *resolver) imagesStep() error {
 	if of == nil {
 		return refuse("os", nil, "unknown OS flavour %q", osName)
 	}
-	if of.FirstCUDA != "" && cmpVer(s.plan.CUDA, of.FirstCUDA) < 0 {
+	if of.FirstCUDA != "" && cuda.CompareVersions(s.plan.CUDA, of.FirstCUDA) < 0 {
 		return refuse("os", []string{"os: ubuntu22.04", fmt.Sprintf("cuda: %q or newer", of.FirstCUDA)}, "nvidia/cuda publishes %s images from CUDA %s on, not for %s", osName, of.FirstCUDA, s.plan.CUDA)
 	}
-	if of.LastCUDA != "" && cmpVer(majorMinor(s.plan.CUDA), of.LastCUDA) > 0 {
+	if of.LastCUDA != "" && cuda.CompareVersions(cuda.MajorMinor(s.plan.CUDA), of.LastCUDA) > 0 {
 		return refuse("os", []string{"os: ubuntu24.04", fmt.Sprintf("cuda: %q or older", of.LastCUDA)}, "nvidia/cuda has no %s images for CUDA %s (last: %s)", osName, s.plan.CUDA, of.LastCUDA)
 	}
 	if of.Unofficial {
@@ -887,9 +889,9 @@ func (s *resolver) imagesStep() error {
 		Devel:   MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
 		Runtime: MirrorRef(mirror, runtime),
 	}
-	if req, ir, ok := ImageRequireCUDA(s.plan.CUDA); ok {
+	if req, ir, ok := cuda.ImageRequireCUDA(s.plan.CUDA); ok {
 		if !slices.Contains(req.Brands(), "geforce") && !slices.Contains(req.Brands(), "geforcertx") {
-			s.warn("GeForce/TITAN hosts need driver >= %s (CUDA %s natively): the image's NVIDIA_REQUIRE_CUDA has no GeForce brand clauses, so minor-version compatibility is refused at container start (NVIDIA_DISABLE_REQUIRE=1 overrides)", s.plan.MinDriver.Toolkit, majorMinor(s.plan.CUDA))
+			s.warn("GeForce/TITAN hosts need driver >= %s (CUDA %s natively): the image's NVIDIA_REQUIRE_CUDA has no GeForce brand clauses, so minor-version compatibility is refused at container start (NVIDIA_DISABLE_REQUIRE=1 overrides)", s.plan.MinDriver.Toolkit, cuda.MajorMinor(s.plan.CUDA))
 		}
 		s.fact(fmt.Sprintf("NVIDIA_REQUIRE_CUDA of nvidia/cuda:%s", ir.Image), ir.Source, ir.Confidence)
 	}

@@ -228,3 +228,15 @@ func TestResolveTable(t *testing.T) {
 		})
 	}
 }
+
+func TestMirrorRef(t *testing.T) {
+	if got := MirrorRef("m:5000/hub/", "nvidia/cuda:12.4.1-devel-ubuntu22.04"); got != "m:5000/hub/nvidia/cuda:12.4.1-devel-ubuntu22.04" {
+		t.Error(got)
+	}
+	if got := MirrorRef("", "nvidia/cuda:x"); got != "nvidia/cuda:x" {
+		t.Error(got)
+	}
+	if got := MirrorRef("m", "docker.io/nvidia/cuda:x"); got != "m/nvidia/cuda:x" {
+		t.Error(got)
+	}
+}

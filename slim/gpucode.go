@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // GPUCodeReport accounts for fat-binary pruning (Options.GPUs): per kept
@@ -189,7 +189,7 @@ func ParseFleet(names []string) ([]fatbin.GPU, error) {
 	var out []fatbin.GPU
 	seen := map[int]bool{}
 	for _, n := range names {
-		info, err := recipes.GPU(n)
+		info, err := cuda.GPU(n)
 		if err != nil {
 			return nil, err
 		}

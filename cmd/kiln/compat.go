@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/spf13/cobra"
 )
 
@@ -76,18 +76,18 @@ func runCompatDriver(_ context.Context, opts *CompatDriverOptions) error {
 	if opts.CUDA == "" || opts.Driver == "" {
 		return usageErr("compat driver needs --cuda and --driver")
 	}
-	if _, err := recipes.ParseVersion(opts.CUDA); err != nil {
+	if _, err := cuda.ParseVersion(opts.CUDA); err != nil {
 		return usageErr("--cuda: %v", err)
 	}
-	if _, err := recipes.ParseVersion(opts.Driver); err != nil {
+	if _, err := cuda.ParseVersion(opts.Driver); err != nil {
 		return usageErr("--driver: %v", err)
 	}
 	if opts.GPU != "" {
-		if _, err := recipes.GPU(opts.GPU); err != nil {
+		if _, err := cuda.GPU(opts.GPU); err != nil {
 			return usageErr("--gpu: %v", err)
 		}
 	}
-	v := recipes.CheckDriver(opts.CUDA, opts.Driver, opts.GPU)
+	v := cuda.CheckDriver(opts.CUDA, opts.Driver, opts.GPU)
 	if opts.JSON {
 		if err := writeJSON(opts.IO.Out, v); err != nil {
 			return err
@@ -151,14 +151,14 @@ func runCompatGPU(_ context.Context, opts *CompatGPUOptions) error {
 	if opts.CUDA == "" {
 		return usageErr("compat gpu needs --cuda")
 	}
-	if _, err := recipes.ParseVersion(opts.CUDA); err != nil {
+	if _, err := cuda.ParseVersion(opts.CUDA); err != nil {
 		return usageErr("--cuda: %v", err)
 	}
-	info, err := recipes.GPU(opts.GPU)
+	info, err := cuda.GPU(opts.GPU)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	ok, why, row := recipes.ArchSupported(opts.CUDA, info.ComputeCapability)
+	ok, why, row := cuda.ArchSupported(opts.CUDA, info.ComputeCapability)
 	v := gpuVerdict{GPU: info.Name, Arch: "sm_" + stripDot(info.ComputeCapability), ComputeCapability: info.ComputeCapability, CUDA: opts.CUDA, Supported: ok, Reason: why, Source: info.Source, Confidence: info.Confidence}
 	if row != nil {
 		v.Source = info.Source + "; toolkit support: " + row.Source

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/cuda"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -28,7 +28,7 @@ const (
 // data records it (compat-data.md §3.4): cuda>=12.4 or one of the 470, 525
 // and 535 branches for each data-center brand.
 var requireCUDA = func() string {
-	req, _, ok := recipes.ImageRequireCUDA(cudaVersion)
+	req, _, ok := cuda.ImageRequireCUDA(cudaVersion)
 	if !ok {
 		panic("compatibility data has no NVIDIA_REQUIRE_CUDA for " + cudaVersion)
 	}

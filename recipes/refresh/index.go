@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 )
@@ -44,7 +45,7 @@ func (r *run) readIndex(ctx context.Context, variant, project string) (listing, 
 		if local != "" && local != variant {
 			continue
 		}
-		if v, err := recipes.ParseVersion(pub); err != nil || len(v) != 3 {
+		if v, err := cuda.ParseVersion(pub); err != nil || len(v) != 3 {
 			continue // pre-releases, dev builds
 		}
 		py, ok := cpython(w.Python, w.ABI)
@@ -66,7 +67,7 @@ func cpython(tag, abi string) (string, bool) {
 		return "", false
 	}
 	py := "3." + d
-	if _, err := recipes.ParseVersion(py); err != nil {
+	if _, err := cuda.ParseVersion(py); err != nil {
 		return "", false
 	}
 	return py, true
@@ -81,8 +82,8 @@ func minorOf(v string) string {
 }
 
 func cmpV(a, b string) int {
-	va, ea := recipes.ParseVersion(a)
-	vb, eb := recipes.ParseVersion(b)
+	va, ea := cuda.ParseVersion(a)
+	vb, eb := cuda.ParseVersion(b)
 	if ea != nil || eb != nil {
 		return strings.Compare(a, b)
 	}
@@ -247,25 +248,25 @@ func (r *run) release(m string, mrow *matrixRow, variants []string, lists map[st
 	}
 	slices.SortFunc(rel.Patches, cmpV)
 	rel.PatchesSource = "torch wheels listed by " + strings.Join(patchSrc, ", ") + " (read " + r.date + ")"
-	rel.PatchesConfidence = recipes.ConfA
+	rel.PatchesConfidence = cuda.ConfA
 
 	switch {
 	case mrow != nil:
 		rel.PythonMin, rel.PythonMax, rel.PythonExperimental = mrow.PythonMin, mrow.PythonMax, mrow.PythonExperimental
 		rel.Source = "PyTorch release matrix " + r.read(r.o.MatrixURL) + "; wheels listed by the per-variant indexes under " + redactURL(r.o.IndexURL)
-		rel.Confidence = recipes.ConfA
+		rel.Confidence = cuda.ConfA
 	case b == nil:
 		// Not in the matrix and new to kiln: Python from the wheels' tags.
 		rng := pyRange(torchPy)
 		rel.PythonMin, rel.PythonMax, _ = strings.Cut(rng, "-")
 		rel.Source = "not in the PyTorch release matrix " + r.read(r.o.MatrixURL) + "; Python from the cp tags of the wheels under " + redactURL(r.o.IndexURL)
-		rel.Confidence = recipes.ConfC
+		rel.Confidence = cuda.ConfC
 	}
 	if b == nil {
 		// What no live source says: copied from the newest older release.
 		if len(done) > 0 {
 			prev := done[len(done)-1]
-			rel.ABISource, rel.ABIConfidence = "copied from torch "+prev.Minor+" ("+prev.ABISource+")", recipes.ConfC
+			rel.ABISource, rel.ABIConfidence = "copied from torch "+prev.Minor+" ("+prev.ABISource+")", cuda.ConfC
 			rel.ArchsSource = "copied from torch " + prev.Minor + " (" + prev.ArchsSource + ")"
 		}
 	}
@@ -299,7 +300,7 @@ func (r *run) release(m string, mrow *matrixRow, variants []string, lists map[st
 	if rng := pyRange(tvPy); rng != "" {
 		rel.TorchvisionPython = rng
 		rel.TorchvisionPythonSource = "cp tags of torchvision " + tvMinor + " wheels listed by " + strings.Join(tvSrc, ", ") + " (read " + r.date + ")"
-		rel.TorchvisionPythonConfidence = recipes.ConfA
+		rel.TorchvisionPythonConfidence = cuda.ConfA
 	} else {
 		rel.TorchvisionPython, rel.TorchvisionPythonSource, rel.TorchvisionPythonConfidence = "", "", ""
 	}
@@ -321,13 +322,13 @@ func (r *run) release(m string, mrow *matrixRow, variants []string, lists map[st
 			listed = strings.Join(have, ", ")
 		}
 		rel.TorchaudioSource = "no torchaudio " + newest + " listed by " + strings.Join(taSrc, ", ") + " (read " + r.date + "; torchaudio listed: " + listed + ")"
-		rel.TorchaudioConfidence = recipes.ConfA
+		rel.TorchaudioConfidence = cuda.ConfA
 	}
 	return rel, true
 }
 
 func minorNumber(m string) int {
-	v, err := recipes.ParseVersion(m)
+	v, err := cuda.ParseVersion(m)
 	if err != nil || len(v) < 2 {
 		return 0
 	}
@@ -336,32 +337,32 @@ func minorNumber(m string) int {
 
 // variant builds one variant row of torch minor m that the index lists.
 func (r *run) variant(m, name string, mrow *matrixRow, b *recipes.TorchRelease, done []recipes.TorchRelease) recipes.TorchVariant {
-	cuda, _ := cudaOfVariant(name)
+	cudaVer, _ := cudaOfVariant(name)
 	bv := findVariant(b, name)
 	var v recipes.TorchVariant
 	if bv != nil {
 		v = *bv
 	} else {
-		v = recipes.TorchVariant{Name: name, CUDA: cuda}
+		v = recipes.TorchVariant{Name: name, CUDA: cudaVer}
 		// Archs and ABI no live source carries: from the newest older
 		// release with this variant (or, for the ABI, any variant).
 		for i := len(done) - 1; i >= 0; i-- {
 			if pv := findVariant(&done[i], name); pv != nil {
-				v.Archs, v.ArchsConfidence, v.CXX11ABI = pv.Archs, recipes.ConfC, pv.CXX11ABI
+				v.Archs, v.ArchsConfidence, v.CXX11ABI = pv.Archs, cuda.ConfC, pv.CXX11ABI
 				break
 			}
 		}
 		if v.Archs == "" {
-			v.ArchsConfidence = recipes.ConfUnverified
+			v.ArchsConfidence = cuda.ConfUnverified
 			if len(done) > 0 && len(done[len(done)-1].Variants) > 0 {
 				v.CXX11ABI = done[len(done)-1].Variants[0].CXX11ABI
 			}
 		}
 	}
-	v.Source, v.Confidence = "listed by "+r.read(r.projectURL(name, "torch")), recipes.ConfA
+	v.Source, v.Confidence = "listed by "+r.read(r.projectURL(name, "torch")), cuda.ConfA
 	switch {
 	case mrow != nil:
-		if c, stable, ok := mrow.find(cuda); ok {
+		if c, stable, ok := mrow.find(cudaVer); ok {
 			v.Stable, v.Unofficial = stable, false
 			if c.CuDNN != "" {
 				v.CuDNN = c.CuDNN

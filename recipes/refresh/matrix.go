@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/cuda"
 )
 
 // DefaultMatrixURL is PyTorch's release matrix, as raw Markdown.
@@ -162,7 +162,7 @@ func cudaOfVariant(v string) (string, bool) {
 		return "", false
 	}
 	c := d[:2] + "." + d[2:]
-	if _, err := recipes.ParseVersion(c); err != nil {
+	if _, err := cuda.ParseVersion(c); err != nil {
 		return "", false
 	}
 	return c, true

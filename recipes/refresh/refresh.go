@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -135,8 +136,8 @@ func (r *run) read(u string) string { return redactURL(u) + " (read " + r.date +
 
 // knownCUDA says whether kiln's driver table has the CUDA minor of a tag
 // (a tag it does not have is refused by the resolver: the diff says so).
-func (r *run) knownCUDA(cuda string) bool {
-	_, err := recipes.MinDriver(cuda)
+func (r *run) knownCUDA(ver string) bool {
+	_, err := cuda.MinDriver(ver)
 	return err == nil
 }
 

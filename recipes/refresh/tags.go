@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -43,8 +44,8 @@ func (r *run) images(ctx context.Context) (recipes.ImageData, error) {
 		if m == nil {
 			continue
 		}
-		v := recipes.Version{}
-		if pv, err := recipes.ParseVersion(m[1]); err == nil {
+		v := cuda.Version{}
+		if pv, err := cuda.ParseVersion(m[1]); err == nil {
 			v = pv
 		}
 		if v.Major() < 11 {
@@ -79,10 +80,10 @@ func (r *run) images(ctx context.Context) (recipes.ImageData, error) {
 				// The registry is the source of which infix exists; a cuDNN
 				// version read for another infix no longer applies.
 				row.CuDNNToken, row.CuDNN, row.CuDNNPackage = tok, "", ""
-				row.Source, row.Confidence = "tags listed by "+r.read(listURL)+"; the cuDNN version is not in the tags", recipes.ConfA
+				row.Source, row.Confidence = "tags listed by "+r.read(listURL)+"; the cuDNN version is not in the tags", cuda.ConfA
 			}
 		} else {
-			row = recipes.ImageTag{CUDA: v, CuDNNToken: tok, Source: "tags listed by " + r.read(listURL) + "; the cuDNN version is not in the tags", Confidence: recipes.ConfA}
+			row = recipes.ImageTag{CUDA: v, CuDNNToken: tok, Source: "tags listed by " + r.read(listURL) + "; the cuDNN version is not in the tags", Confidence: cuda.ConfA}
 		}
 		out.Tags = append(out.Tags, row)
 	}

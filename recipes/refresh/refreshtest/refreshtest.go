@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -341,8 +342,8 @@ func Matrix(t testing.TB) *httptest.Server {
 }
 
 func newerOrSame(a, b string) bool {
-	va, _ := recipes.ParseVersion(a)
-	vb, _ := recipes.ParseVersion(b)
+	va, _ := cuda.ParseVersion(a)
+	vb, _ := cuda.ParseVersion(b)
 	return va.Compare(vb) >= 0
 }
 

@@ -1,4 +1,4 @@
-package recipes
+package cuda
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func GPU(nameOrSM string) (GPUInfo, error) {
 	}
 	db := mustDB()
 	if cc != "" {
-		sm := ccToSM(cc)
+		sm := SM(cc)
 		known := false
 		for _, a := range db.GPUs.Arch {
 			if a.Arch == sm {
@@ -80,13 +80,14 @@ func GPU(nameOrSM string) (GPUInfo, error) {
 	return GPUInfo{}, fmt.Errorf("unknown GPU %q; use a name such as h100, a100, l4, t4, rtx4090, b200 or an architecture such as sm_90", nameOrSM)
 }
 
-// ccToSM turns "9.0" into "sm_90".
-func ccToSM(cc string) string { return "sm_" + strings.Replace(cc, ".", "", 1) }
+// SM names compute capability cc the way nvcc and cuobjdump do: "9.0" is
+// "sm_90".
+func SM(cc string) string { return "sm_" + strings.Replace(cc, ".", "", 1) }
 
-// ArchSupport reports whether CUDA toolkit cuda can compile for compute
+// ArchSupported reports whether CUDA toolkit cuda can compile for compute
 // capability cc (e.g. "9.0"), with a reason either way.
 func ArchSupported(cuda, cc string) (bool, string, *ArchSupport) {
-	sm := ccToSM(cc)
+	sm := SM(cc)
 	cv, err := ParseVersion(cuda)
 	if err != nil {
 		return false, "CUDA version: " + err.Error(), nil
@@ -96,10 +97,10 @@ func ArchSupported(cuda, cc string) (bool, string, *ArchSupport) {
 			continue
 		}
 		row := &mustDB().GPUs.Arch[i]
-		if a.FirstCUDA != "" && cv.Compare(mustVersion(a.FirstCUDA)) < 0 {
+		if a.FirstCUDA != "" && cv.Compare(MustVersion(a.FirstCUDA)) < 0 {
 			return false, fmt.Sprintf("%s needs CUDA ≥ %s; CUDA %s cannot compile for it", sm, a.FirstCUDA, cuda), row
 		}
-		if a.LastCUDA != "" && mustVersion(cv.MajorMinor()).Compare(mustVersion(a.LastCUDA)) > 0 {
+		if a.LastCUDA != "" && MustVersion(cv.MajorMinor()).Compare(MustVersion(a.LastCUDA)) > 0 {
 			why := fmt.Sprintf("CUDA %s dropped %s (last toolkit: %s)", cv.MajorMinor(), sm, a.LastCUDA)
 			if a.Note != "" {
 				why += "; " + a.Note
@@ -118,14 +119,15 @@ func ArchSupported(cuda, cc string) (bool, string, *ArchSupport) {
 	return false, fmt.Sprintf("kiln has no toolkit data for %s", sm), nil
 }
 
-// ccLess orders compute capabilities numerically.
-func ccCmp(a, b string) int { return cmpVer(a, b) }
+// ccCmp orders compute capabilities numerically.
+func ccCmp(a, b string) int { return CompareVersions(a, b) }
 
-// ccCovered reports whether a list of compiled archs ("8.0;9.0+PTX" or
-// "80;90") covers compute capability cc: a cubin for X.y runs on X.z with
-// z ≥ y (same major); PTX for an older arch JIT-compiles forward.
-func ccCovered(list, cc string) (ok bool, viaPTX bool) {
-	want := mustVersion(cc)
+// Covers reports whether a list of compiled archs ("8.0;9.0+PTX" or
+// "80;90", as TORCH_CUDA_ARCH_LIST and wheel metadata spell them) covers
+// compute capability cc: a cubin for X.y runs on X.z with z ≥ y (same
+// major); PTX for an older arch JIT-compiles forward (viaPTX).
+func Covers(list, cc string) (ok bool, viaPTX bool) {
+	want := MustVersion(cc)
 	for _, raw := range strings.Split(list, ";") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
@@ -154,8 +156,9 @@ func ccCovered(list, cc string) (ok bool, viaPTX bool) {
 	return viaPTX, viaPTX
 }
 
-// archList renders sorted unique compute capabilities.
-func archList(ccs []string) []string {
+// ArchList sorts compute capabilities numerically ("8.9" before "10.0")
+// and drops repeats.
+func ArchList(ccs []string) []string {
 	out := slices.Clone(ccs)
 	slices.SortFunc(out, ccCmp)
 	return slices.Compact(out)

@@ -1,4 +1,4 @@
-package recipes
+package cuda
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func MinDriver(cudaVersion string) (DriverReq, error) {
 	var row *ToolkitDriver
 	for i := range db.Drivers.ToolkitDriver {
 		r := &db.Drivers.ToolkitDriver[i]
-		rv := mustVersion(r.CUDA)
+		rv := MustVersion(r.CUDA)
 		if len(v) >= 3 {
 			if rv.Compare(v) == 0 {
 				row = r
@@ -39,7 +39,7 @@ func MinDriver(cudaVersion string) (DriverReq, error) {
 			continue
 		}
 		// X.Y: the GA (lowest) row of that minor.
-		if rv.MajorMinor() == v.MajorMinor() && (row == nil || cmpVer(r.CUDA, row.CUDA) < 0) {
+		if rv.MajorMinor() == v.MajorMinor() && (row == nil || CompareVersions(r.CUDA, row.CUDA) < 0) {
 			row = r
 		}
 	}
@@ -49,8 +49,8 @@ func MinDriver(cudaVersion string) (DriverReq, error) {
 		// listed update of that minor below it.
 		for i := range db.Drivers.ToolkitDriver {
 			r := &db.Drivers.ToolkitDriver[i]
-			rv := mustVersion(r.CUDA)
-			if rv.MajorMinor() == v.MajorMinor() && rv.Compare(v) < 0 && (row == nil || cmpVer(r.CUDA, row.CUDA) > 0) {
+			rv := MustVersion(r.CUDA)
+			if rv.MajorMinor() == v.MajorMinor() && rv.Compare(v) < 0 && (row == nil || CompareVersions(r.CUDA, row.CUDA) > 0) {
 				row, inferred = r, true
 			}
 		}
@@ -67,7 +67,7 @@ func MinDriver(cudaVersion string) (DriverReq, error) {
 	if f := mvcFloor(v.Major()); f != nil {
 		dr.MinorVersionCompat = f.Floor
 		dr.MVCSource, dr.MVCConfidence = f.Source, f.Confidence
-		if mustVersion(f.Floor).Compare(mustVersion(row.LinuxMin)) > 0 {
+		if MustVersion(f.Floor).Compare(MustVersion(row.LinuxMin)) > 0 {
 			dr.MinorVersionCompat = row.LinuxMin
 		}
 	}
@@ -84,12 +84,12 @@ func noCUDAHint(v Version) string {
 func knownMinors() string {
 	var out []string
 	for _, r := range mustDB().Drivers.ToolkitDriver {
-		mm := majorMinor(r.CUDA)
+		mm := MajorMinor(r.CUDA)
 		if !slices.Contains(out, mm) {
 			out = append(out, mm)
 		}
 	}
-	slices.SortFunc(out, cmpVer)
+	slices.SortFunc(out, CompareVersions)
 	return out[0] + " … " + out[len(out)-1]
 }
 
@@ -118,14 +118,14 @@ func DriverCUDA(driver string) (string, error) {
 	hb := branchOf(driver)
 	best := ""
 	for _, r := range mustDB().Drivers.ToolkitDriver {
-		if branchOf(r.LinuxMin) <= hb && (best == "" || cmpVer(r.CUDA, best) > 0) {
+		if branchOf(r.LinuxMin) <= hb && (best == "" || CompareVersions(r.CUDA, best) > 0) {
 			best = r.CUDA
 		}
 	}
 	if best == "" {
 		return "", fmt.Errorf("driver %s predates every CUDA 11+ driver kiln knows (oldest 450.36.06)", driver)
 	}
-	return majorMinor(best), nil
+	return MajorMinor(best), nil
 }
 
 // Compatibility modes of a CUDA image on a host driver.
@@ -209,10 +209,10 @@ func CheckDriver(cuda, driver, gpu string) DriverVerdict {
 		v.Sources = append(v.Sources, fmt.Sprintf("NVIDIA_REQUIRE_CUDA of nvidia/cuda:%s: %s [%s]", ir.Image, ir.Source, ir.Confidence))
 	}
 	image := cv.MajorMinor()
-	hv := mustVersion(hostCUDA)
+	hv := MustVersion(hostCUDA)
 
 	// 1. Native.
-	if hv.Compare(mustVersion(image)) >= 0 {
+	if hv.Compare(MustVersion(image)) >= 0 {
 		v.Compatible, v.Mode = true, ModeNative
 		v.Reason = fmt.Sprintf("driver %s supports CUDA %s ≥ %s natively", driver, hostCUDA, image)
 		return v
@@ -224,7 +224,7 @@ func CheckDriver(cuda, driver, gpu string) DriverVerdict {
 	// 2. The image's NVIDIA_REQUIRE_CUDA, evaluated as libnvidia-container does.
 	sameMajor := hv.Major() == cv.Major()
 	floor := mvcFloor(cv.Major())
-	mvcOK := sameMajor && floor != nil && mustVersion(driver).Compare(mustVersion(floor.Floor)) >= 0
+	mvcOK := sameMajor && floor != nil && MustVersion(driver).Compare(MustVersion(floor.Floor)) >= 0
 	if haveReq {
 		eval := func(b string) bool {
 			ok, _ := imgReq.Satisfied(Host{DriverVersion: driver, CUDAVersion: hostCUDA, Brand: b, Arch: info.ComputeCapability})

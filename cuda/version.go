@@ -1,4 +1,4 @@
-package recipes
+package cuda
 
 import (
 	"fmt"
@@ -29,7 +29,10 @@ func ParseVersion(s string) (Version, error) {
 	return v, nil
 }
 
-func mustVersion(s string) Version {
+// MustVersion is ParseVersion for versions that are known to parse: the
+// embedded data (its tests parse every row) and constants. It panics
+// otherwise, because a bad row is a bug in kiln's data, not an input error.
+func MustVersion(s string) Version {
 	v, err := ParseVersion(s)
 	if err != nil {
 		panic(err)
@@ -82,8 +85,10 @@ func (v Version) MajorMinor() string {
 	return fmt.Sprintf("%d.%d", v[0], v[1])
 }
 
-// cmpVer compares two dotted version strings; unparsable strings sort first.
-func cmpVer(a, b string) int {
+// CompareVersions compares two dotted version strings; unparsable strings
+// sort first (among themselves, as strings), so a sort of data rows never
+// fails on one bad value.
+func CompareVersions(a, b string) int {
 	va, ea := ParseVersion(a)
 	vb, eb := ParseVersion(b)
 	switch {
@@ -97,28 +102,10 @@ func cmpVer(a, b string) int {
 	return va.Compare(vb)
 }
 
-// pyVersionKey splits a PEP 440-ish release like "2.7.4.post1" into its
-// numeric release and the post number, for ordering FlashAttention releases.
-func pepCompare(a, b string) int {
-	ra, pa := splitPost(a)
-	rb, pb := splitPost(b)
-	if c := cmpVer(ra, rb); c != 0 {
-		return c
-	}
-	return pa - pb
-}
-
-func splitPost(s string) (string, int) {
-	if i := strings.Index(s, ".post"); i >= 0 {
-		n, _ := strconv.Atoi(s[i+5:])
-		return s[:i], n + 1
-	}
-	return s, 0
-}
-
-// majorMinor of a dotted string ("12.4.1" -> "12.4"); the input is returned
-// unchanged when it does not parse.
-func majorMinor(s string) string {
+// MajorMinor of a dotted string ("12.4.1" -> "12.4"); the input is returned
+// unchanged when it does not parse, so it can key a lookup that then fails
+// with the caller's own message.
+func MajorMinor(s string) string {
 	v, err := ParseVersion(s)
 	if err != nil {
 		return s

@@ -1,4 +1,4 @@
-package recipes
+package cuda
 
 import (
 	"fmt"
@@ -150,7 +150,7 @@ func (r Rule) eval(h Host) bool {
 	if err != nil {
 		return false // unknown host value never satisfies a rule
 	}
-	c := hv.Compare(mustVersion(r.Value))
+	c := hv.Compare(MustVersion(r.Value))
 	switch r.Op {
 	case "=":
 		return c == 0
@@ -249,14 +249,14 @@ func ImageRequireCUDA(cuda string) (Requirement, *ImageRequire, bool) {
 			best = ir
 			break
 		}
-		if majorMinor(ir.Image) == cuda && (best == nil || cmpVer(ir.Image, best.Image) > 0) {
+		if MajorMinor(ir.Image) == cuda && (best == nil || CompareVersions(ir.Image, best.Image) > 0) {
 			best = ir
 		}
 	}
 	if best == nil && len(v) >= 3 {
 		for i := range db.Drivers.RequireCUDA {
 			ir := &db.Drivers.RequireCUDA[i]
-			if majorMinor(ir.Image) == v.MajorMinor() && cmpVer(ir.Image, cuda) < 0 && (best == nil || cmpVer(ir.Image, best.Image) > 0) {
+			if MajorMinor(ir.Image) == v.MajorMinor() && CompareVersions(ir.Image, cuda) < 0 && (best == nil || CompareVersions(ir.Image, best.Image) > 0) {
 				best = ir
 			}
 		}

@@ -1,4 +1,4 @@
-package recipes
+package cuda
 
 import (
 	"strings"
@@ -180,21 +180,9 @@ func TestCCCovered(t *testing.T) {
 		{"7.5;8.0", "7.0", false, false},
 	}
 	for _, c := range cases {
-		ok, ptx := ccCovered(c.list, c.cc)
+		ok, ptx := Covers(c.list, c.cc)
 		if ok != c.ok || ptx != c.ptx {
-			t.Errorf("ccCovered(%s, %s) = %v %v", c.list, c.cc, ok, ptx)
+			t.Errorf("Covers(%s, %s) = %v %v", c.list, c.cc, ok, ptx)
 		}
-	}
-}
-
-func TestMirrorRef(t *testing.T) {
-	if got := MirrorRef("m:5000/hub/", "nvidia/cuda:12.4.1-devel-ubuntu22.04"); got != "m:5000/hub/nvidia/cuda:12.4.1-devel-ubuntu22.04" {
-		t.Error(got)
-	}
-	if got := MirrorRef("", "nvidia/cuda:x"); got != "nvidia/cuda:x" {
-		t.Error(got)
-	}
-	if got := MirrorRef("m", "docker.io/nvidia/cuda:x"); got != "m/nvidia/cuda:x" {
-		t.Error(got)
 	}
 }
