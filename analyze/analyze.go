@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -48,7 +49,7 @@ type scanEntry struct {
 	path    string
 	size    int64
 	kind    uint8
-	class   Class
+	class   classify.Class
 	format  string
 	kernels *kernelArchs
 }
@@ -111,7 +112,7 @@ var cudnnDefineRe = regexp.MustCompile(`#define\s+CUDNN_(MAJOR|MINOR|PATCHLEVEL)
 
 func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, error) {
 	s := &layerScan{}
-	head := make([]byte, sniffLen)
+	head := make([]byte, classify.SniffLen)
 	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
 		if e.Escapes {
 			s.warnings = append(s.warnings, fmt.Sprintf("layer %d: entry %q points outside the image root; counted as /%s", l.Index, e.Header.Name, e.Path))
@@ -127,12 +128,12 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, e
 		case e.IsRegular():
 			se.kind = kFile
 			se.size = e.Header.Size
-			se.class = classifyPath(e.Path)
+			se.class = classify.ClassifyPath(e.Path)
 			base := path.Base(e.Path)
-			if weightCandidate(e.Path, se.size) {
+			if classify.WeightCandidate(e.Path, se.size) {
 				n, _ := io.ReadFull(body, head)
-				if f := sniffWeights(e.Path, head[:n], se.size); f != "" {
-					se.class, se.format = ClassWeights, f
+				if f := classify.SniffWeights(e.Path, head[:n], se.size); f != "" {
+					se.class, se.format = classify.ClassWeights, f
 				}
 			}
 			if strings.HasPrefix(base, "cudnn_version") && strings.HasSuffix(base, ".h") && se.size < 1<<20 {
@@ -213,8 +214,8 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	}
 	t := newTree()
 	eff := map[string]*effAcc{}
-	classes := map[Class]*ClassReport{}
-	for _, c := range AllClasses {
+	classes := map[classify.Class]*ClassReport{}
+	for _, c := range classify.AllClasses {
 		classes[c] = &ClassReport{Class: c, DevOnly: c.DevOnly(), Fix: c.Fix(), Top: []FileRef{}}
 	}
 	var wasted []WastedFile
@@ -296,7 +297,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 					continue
 				}
 				all = append(all, c)
-				if e.class != ClassOther {
+				if e.class != classify.ClassOther {
 					lr.BytesByClass[string(e.class)] += e.size
 					cr := classes[e.class]
 					cr.Bytes += e.size
@@ -341,11 +342,11 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		}
 		r.VisibleSize += c.size
 		r.FileCount++
-		if c.class != ClassOther {
+		if c.class != classify.ClassOther {
 			classes[c.class].VisibleBytes += c.size
 		}
-		if c.class == ClassCUDALibs && c.size > 0 {
-			so := soname(path.Base(c.path))
+		if c.class == classify.ClassCUDALibs && c.size > 0 {
+			so := classify.Soname(path.Base(c.path))
 			bySoname[so] = append(bySoname[so], c)
 		}
 	})
@@ -366,7 +367,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].size > all[b].size })
 	for _, c := range all {
-		if c.class != ClassOther {
+		if c.class != classify.ClassOther {
 			if cr := classes[c.class]; len(cr.Top) < opt.TopN {
 				cr.Top = append(cr.Top, ref(c))
 			}
@@ -378,7 +379,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	if r.LargestFiles == nil {
 		r.LargestFiles = []FileRef{}
 	}
-	for _, c := range AllClasses {
+	for _, c := range classify.AllClasses {
 		r.Classes = append(r.Classes, *classes[c])
 	}
 	var cw []string

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 
@@ -62,7 +63,7 @@ func cudaImage(t *testing.T, comp string) v1.Image {
 	}, base, cuda, app, cleanup)
 }
 
-func class(r *analyze.Report, c analyze.Class) analyze.ClassReport {
+func class(r *analyze.Report, c classify.Class) analyze.ClassReport {
 	for _, cr := range r.Classes {
 		if cr.Class == c {
 			return cr
@@ -115,24 +116,24 @@ func TestAnalyzeSources(t *testing.T) {
 			if len(r.Layers) != 4 {
 				t.Fatalf("layers = %d, want 4", len(r.Layers))
 			}
-			want := map[analyze.Class]int64{
-				analyze.ClassDevTools:   2000 + 900,
-				analyze.ClassHeaders:    400 + int64(len("#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 6\n")),
-				analyze.ClassStaticLibs: 3000,
-				analyze.ClassDocs:       300,
-				analyze.ClassCaches:     500 + 600 + 100,
-				analyze.ClassWeights:    int64(len(safetensors(4096))),
-				analyze.ClassCUDALibs:   5000 + 700 + 800 + 4000,
+			want := map[classify.Class]int64{
+				classify.ClassDevTools:   2000 + 900,
+				classify.ClassHeaders:    400 + int64(len("#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 9\n#define CUDNN_PATCHLEVEL 6\n")),
+				classify.ClassStaticLibs: 3000,
+				classify.ClassDocs:       300,
+				classify.ClassCaches:     500 + 600 + 100,
+				classify.ClassWeights:    int64(len(safetensors(4096))),
+				classify.ClassCUDALibs:   5000 + 700 + 800 + 4000,
 			}
 			for c, n := range want {
 				if got := class(r, c).Bytes; got != n {
 					t.Errorf("class %s bytes = %d, want %d", c, got, n)
 				}
 			}
-			if v := class(r, analyze.ClassCaches).VisibleBytes; v != 700 {
+			if v := class(r, classify.ClassCaches).VisibleBytes; v != 700 {
 				t.Errorf("caches visible = %d, want 700 (apt lists hidden by the opaque dir)", v)
 			}
-			w := class(r, analyze.ClassWeights)
+			w := class(r, classify.ClassWeights)
 			if len(w.Top) != 1 || w.Top[0].Path != "/app/model.safetensors" || w.Top[0].Format != "safetensors" {
 				t.Errorf("weights top = %+v, want only /app/model.safetensors (safetensors)", w.Top)
 			}

@@ -1,5 +1,7 @@
 package analyze
 
+import "github.com/kiln-build/kiln/analyze/classify"
+
 // SchemaVersion is bumped on any incompatible change to the JSON report.
 // Fields are only ever added within a version.
 const SchemaVersion = 1
@@ -82,7 +84,7 @@ type WastedFile struct {
 
 // ClassReport is one CUDA-aware class.
 type ClassReport struct {
-	Class Class `json:"class"`
+	Class classify.Class `json:"class"`
 	// Bytes counts every copy shipped in any layer; VisibleBytes only what
 	// the final filesystem still has.
 	Bytes        int64     `json:"bytes"`
@@ -95,11 +97,11 @@ type ClassReport struct {
 
 // FileRef names a file copy in a layer.
 type FileRef struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	Layer  int    `json:"layer"`
-	Class  Class  `json:"class,omitempty"`
-	Format string `json:"format,omitempty"` // weights format, when detected
+	Path   string         `json:"path"`
+	Size   int64          `json:"size"`
+	Layer  int            `json:"layer"`
+	Class  classify.Class `json:"class,omitempty"`
+	Format string         `json:"format,omitempty"` // weights format, when detected
 	// Deleted is true when a later layer removes or replaces this copy.
 	Deleted bool `json:"deleted,omitempty"`
 }

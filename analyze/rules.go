@@ -7,6 +7,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/bytesize"
 )
@@ -23,13 +24,13 @@ import (
 //	forbid_duplicate_cuda_libs: true
 //	require_gpus: [h100, l4]   # every library with device code runs there
 type Rules struct {
-	MaxSize                 ByteSize           `yaml:"max_size"`
-	MaxCompressedSize       ByteSize           `yaml:"max_compressed_size"`
-	MinEfficiency           float64            `yaml:"min_efficiency"`
-	MaxWastedBytes          ByteSize           `yaml:"max_wasted_bytes"`
-	Forbid                  []Class            `yaml:"forbid"`
-	MaxClassBytes           map[Class]ByteSize `yaml:"max_class_bytes"`
-	ForbidDuplicateCUDALibs bool               `yaml:"forbid_duplicate_cuda_libs"`
+	MaxSize                 ByteSize                    `yaml:"max_size"`
+	MaxCompressedSize       ByteSize                    `yaml:"max_compressed_size"`
+	MinEfficiency           float64                     `yaml:"min_efficiency"`
+	MaxWastedBytes          ByteSize                    `yaml:"max_wasted_bytes"`
+	Forbid                  []classify.Class            `yaml:"forbid"`
+	MaxClassBytes           map[classify.Class]ByteSize `yaml:"max_class_bytes"`
+	ForbidDuplicateCUDALibs bool                        `yaml:"forbid_duplicate_cuda_libs"`
 	// RequireGPUs fails when a shared library has no kernel (cubin or
 	// PTX) for one of these GPUs (names or sm_XX); it turns on the
 	// kernel scan.
@@ -69,11 +70,11 @@ func ParseRules(name string, b []byte) (*Rules, error) {
 	if err := yaml.UnmarshalWithOptions(b, &r, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%s: %s", name, oneLine(yaml.FormatError(err, false, false)))
 	}
-	known := map[Class]bool{}
-	for _, c := range AllClasses {
+	known := map[classify.Class]bool{}
+	for _, c := range classify.AllClasses {
 		known[c] = true
 	}
-	check := func(field string, c Class) error {
+	check := func(field string, c classify.Class) error {
 		if !known[c] {
 			return fmt.Errorf("%s: %s: unknown class %q (classes: %s)", name, field, c, classList())
 		}
@@ -106,7 +107,7 @@ func oneLine(s string) string {
 
 func classList() string {
 	var s []string
-	for _, c := range AllClasses {
+	for _, c := range classify.AllClasses {
 		s = append(s, string(c))
 	}
 	return strings.Join(s, ", ")
@@ -136,7 +137,7 @@ func (r *Rules) Check(rep *Report) []Violation {
 	if r.MaxWastedBytes > 0 && rep.Waste.WastedBytes > int64(r.MaxWastedBytes) {
 		add("max_wasted_bytes", "%s wasted by superseded files, over the %s limit", bytesize.Format(rep.Waste.WastedBytes), bytesize.Format(int64(r.MaxWastedBytes)))
 	}
-	byClass := map[Class]ClassReport{}
+	byClass := map[classify.Class]ClassReport{}
 	for _, c := range rep.Classes {
 		byClass[c.Class] = c
 	}
@@ -149,7 +150,7 @@ func (r *Rules) Check(rep *Report) []Violation {
 			add("forbid", "%s: %d files, %s%s", c, cr.Files, bytesize.Format(cr.Bytes), ex)
 		}
 	}
-	for _, c := range AllClasses {
+	for _, c := range classify.AllClasses {
 		lim, ok := r.MaxClassBytes[c]
 		if ok && byClass[c].Bytes > int64(lim) {
 			add("max_class_bytes", "%s: %s over the %s limit", c, bytesize.Format(byClass[c].Bytes), bytesize.Format(int64(lim)))

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -29,7 +30,7 @@ func TestSniffSmallExtensionlessWeights(t *testing.T) {
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "x", img)
 	r := openAndAnalyze(t, "oci:"+filepath.Join(dir))
-	w := class(r, analyze.ClassWeights)
+	w := class(r, classify.ClassWeights)
 	got := map[string]string{}
 	for _, f := range w.Top {
 		got[f.Path] = f.Format
@@ -44,7 +45,7 @@ func TestSniffSmallExtensionlessWeights(t *testing.T) {
 		p    string
 		size int64
 	}{{"srv/model", 5 << 20}, {"srv/q4", 2 << 20}} {
-		if !analyze.WeightCandidate(c.p, c.size) {
+		if !classify.WeightCandidate(c.p, c.size) {
 			t.Errorf("WeightCandidate(%q, %d) = false", c.p, c.size)
 		}
 	}

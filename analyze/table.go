@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
@@ -26,8 +27,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "#\tDIGEST\tCOMPR\tSIZE\tUNCOMPRESSED\tFILES\tWASTED\tFLAGGED\tCREATED BY")
 	for _, l := range r.Layers {
 		var flagged []string
-		for _, c := range AllClasses {
-			if c == ClassCUDALibs {
+		for _, c := range classify.AllClasses {
+			if c == classify.ClassCUDALibs {
 				continue
 			}
 			if n := l.BytesByClass[string(c)]; n > 0 {
@@ -58,7 +59,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 	for _, c := range r.Classes {
-		if c.Files > 0 && c.Class != ClassCUDALibs {
+		if c.Files > 0 && c.Class != classify.ClassCUDALibs {
 			p("  %-12s fix: %s\n", c.Class, c.Fix)
 		}
 	}
@@ -71,7 +72,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 			p("  %s: %s wasted (%s)\n", d.Soname, bytesize.Format(d.WastedBytes), strings.Join(paths, ", "))
 		}
-		p("  fix: %s\n", ClassCUDALibs.Fix())
+		p("  fix: %s\n", classify.ClassCUDALibs.Fix())
 	}
 	if len(r.Waste.Top) > 0 {
 		p("\nLARGEST WASTE\n")

@@ -1,13 +1,17 @@
 package analyze
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kiln-build/kiln/analyze/classify"
+)
 
 // copyRec is one copy of a file as some layer wrote it.
 type copyRec struct {
 	path    string
 	layer   int
 	size    int64
-	class   Class
+	class   classify.Class
 	format  string       // weights format, when sniffed
 	kernels *kernelArchs // device code, when scanned and found
 	deleted bool         // a later layer (or a later entry) removed or replaced it

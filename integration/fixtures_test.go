@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -93,7 +94,7 @@ func registry() string {
 	return "127.0.0.1:5000"
 }
 
-func classOf(r *analyze.Report, c analyze.Class) analyze.ClassReport {
+func classOf(r *analyze.Report, c classify.Class) analyze.ClassReport {
 	for _, cr := range r.Classes {
 		if cr.Class == c {
 			return cr
@@ -139,12 +140,12 @@ func TestAnalyzeAppFixture(t *testing.T) {
 				}
 			}
 			// Weights: one file, exact bytes, found by content.
-			w := classOf(r, analyze.ClassWeights)
+			w := classOf(r, classify.ClassWeights)
 			if w.Files != 1 || w.Bytes != e.App.Weights.Bytes || w.Top[0].Path != e.App.Weights.Path || w.Top[0].Format != "safetensors" || w.Top[0].Layer != e.App.Weights.LayerIndex {
 				t.Errorf("weights = %d files %d bytes %+v; want %+v", w.Files, w.Bytes, w.Top, e.App.Weights)
 			}
 			// nvcc: every copy the fixture installed, with its size.
-			dev := classOf(r, analyze.ClassDevTools)
+			dev := classOf(r, classify.ClassDevTools)
 			for _, n := range e.App.Nvcc {
 				if n.Bytes < 1<<20 {
 					continue // the /usr/bin/nvcc wrapper script is below the top list
@@ -160,7 +161,7 @@ func TestAnalyzeAppFixture(t *testing.T) {
 				}
 			}
 			// Static libraries: exact.
-			st := classOf(r, analyze.ClassStaticLibs)
+			st := classOf(r, classify.ClassStaticLibs)
 			if st.Files != e.App.StaticLibs.Files || st.Bytes != e.App.StaticLibs.Bytes {
 				t.Errorf("static_libs = %d files %d bytes, want %+v", st.Files, st.Bytes, e.App.StaticLibs)
 			}

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/bytesize"
@@ -57,7 +57,7 @@ const NVIDIAOptInNote = "NVIDIA's redistributable libraries (cuBLAS, cuDNN, NCCL
 // nvidia-* wheels' site-packages/nvidia tree (p relative to the root,
 // without a leading slash).
 func IsNVIDIALib(p string) bool {
-	return analyze.IsCUDALibName(path.Base(p)) || analyze.InCUDARoot(p) ||
+	return classify.IsCUDALibName(path.Base(p)) || classify.InCUDARoot(p) ||
 		strings.Contains(p, "site-packages/nvidia/") || strings.Contains(p, "dist-packages/nvidia/")
 }
 

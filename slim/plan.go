@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -77,7 +77,7 @@ func bucketFor(p string, r *rec, appLayer []bool, workdir string) int {
 	switch {
 	case workdir != "" && (p == workdir || strings.HasPrefix(p, workdir+"/")), p == "app" || strings.HasPrefix(p, "app/"):
 		return bucketApp
-	case r != nil && r.class == analyze.ClassCUDALibs, analyze.IsCUDALibName(base), analyze.InCUDARoot(p),
+	case r != nil && r.class == classify.ClassCUDALibs, classify.IsCUDALibName(base), classify.InCUDARoot(p),
 		strings.HasPrefix(p, "usr/local/cuda"), strings.Contains(p, "-packages/nvidia/"):
 		return bucketCUDA
 	case pythonPackage(p) != "", strings.HasPrefix(p, "usr/lib/python3"), strings.HasPrefix(p, "usr/local/lib/python3"), strings.HasPrefix(p, "opt/conda/lib/python3"):
@@ -142,7 +142,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		}
 	})
 	keepForJIT := false
-	if len(hits) > 0 && (pol.drops(analyze.ClassDevTools) || pol.drops(analyze.ClassHeaders)) {
+	if len(hits) > 0 && (pol.drops(classify.ClassDevTools) || pol.drops(classify.ClassHeaders)) {
 		for _, h := range hits {
 			rep.JIT = append(rep.JIT, JITPackage{Package: h.pkg, What: h.what, Needs: h.needs})
 		}
@@ -171,14 +171,14 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		op := uint8(opEmit)
 		why := ""
 		class := r.class
-		if r.kind == kHardlink && r.linkTo != nil && r.linkTo.class == analyze.ClassWeights {
-			class = analyze.ClassWeights
+		if r.kind == kHardlink && r.linkTo != nil && r.linkTo.class == classify.ClassWeights {
+			class = classify.ClassWeights
 		}
 		if r.kind != kDir {
 			switch {
 			case matchKeep(pol, p):
 				rep.keptGlob(r)
-			case class == analyze.ClassWeights:
+			case class == classify.ClassWeights:
 				switch {
 				case pol.Weights == WeightsDrop:
 					op, why = opSkip, whyWeights
@@ -189,7 +189,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 				default:
 					rep.keptWeights(r, pol)
 				}
-			case pol.drops(class) && keepForJIT && (class == analyze.ClassDevTools || class == analyze.ClassHeaders):
+			case pol.drops(class) && keepForJIT && (class == classify.ClassDevTools || class == classify.ClassHeaders):
 				rep.keptJIT(r, class, hits)
 			case pol.drops(class):
 				op, why = opSkip, whyClass
@@ -222,7 +222,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		groups := map[string][]*rec{}
 		v.root.walk(func(n *vnode) {
 			if r := n.r; r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
-				so := analyze.Soname(path.Base(r.path))
+				so := classify.Soname(path.Base(r.path))
 				groups[so] = append(groups[so], r)
 			}
 		})

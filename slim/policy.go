@@ -11,7 +11,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 )
 
 // WeightsAction says what happens to model weights.
@@ -68,15 +68,15 @@ const (
 //	keep_libs: ["libfoo.so*"]  # libraries prune keeps (name or path globs)
 type Policy struct {
 	// Name is "runtime", "weights" or the policy file's path.
-	Name           string          `yaml:"-"`
-	Drop           []analyze.Class `yaml:"drop"`
-	Weights        WeightsAction   `yaml:"weights"`
-	Remove         []string        `yaml:"remove"`
-	Keep           []string        `yaml:"keep"`
-	DedupeCUDALibs bool            `yaml:"dedupe_cuda_libs"`
-	JIT            JITAction       `yaml:"jit"`
-	PruneLibs      PruneMode       `yaml:"prune_libs"`
-	KeepLibs       []string        `yaml:"keep_libs"`
+	Name           string           `yaml:"-"`
+	Drop           []classify.Class `yaml:"drop"`
+	Weights        WeightsAction    `yaml:"weights"`
+	Remove         []string         `yaml:"remove"`
+	Keep           []string         `yaml:"keep"`
+	DedupeCUDALibs bool             `yaml:"dedupe_cuda_libs"`
+	JIT            JITAction        `yaml:"jit"`
+	PruneLibs      PruneMode        `yaml:"prune_libs"`
+	KeepLibs       []string         `yaml:"keep_libs"`
 }
 
 // Prunes reports whether unreferenced libraries are dropped.
@@ -105,7 +105,7 @@ func BuiltinPolicy(name string) (*Policy, error) {
 	case "runtime":
 		return &Policy{
 			Name:           "runtime",
-			Drop:           []analyze.Class{analyze.ClassDevTools, analyze.ClassHeaders, analyze.ClassStaticLibs, analyze.ClassDocs, analyze.ClassCaches},
+			Drop:           []classify.Class{classify.ClassDevTools, classify.ClassHeaders, classify.ClassStaticLibs, classify.ClassDocs, classify.ClassCaches},
 			Weights:        WeightsDivert,
 			Keep:           []string{"usr/share/doc/*/copyright", "usr/share/common-licenses/**"},
 			DedupeCUDALibs: true,
@@ -150,9 +150,9 @@ func ParsePolicy(name string, b []byte) (*Policy, error) {
 		}
 		return name
 	}
-	known := map[analyze.Class]bool{}
+	known := map[classify.Class]bool{}
 	var names []string
-	for _, c := range analyze.AllClasses {
+	for _, c := range classify.AllClasses {
 		known[c] = true
 		names = append(names, string(c))
 	}
@@ -160,10 +160,10 @@ func ParsePolicy(name string, b []byte) (*Policy, error) {
 		if !known[c] {
 			return nil, fmt.Errorf("%s: drop[%d]: unknown class %q (classes: %s)", at(fmt.Sprintf("$.drop[%d]", i)), i, c, strings.Join(names, ", "))
 		}
-		if c == analyze.ClassWeights {
+		if c == classify.ClassWeights {
 			return nil, fmt.Errorf("%s: drop[%d]: weights are not dropped by class; set weights: drop (or divert)", at(fmt.Sprintf("$.drop[%d]", i)), i)
 		}
-		if c == analyze.ClassCUDALibs {
+		if c == classify.ClassCUDALibs {
 			return nil, fmt.Errorf("%s: drop[%d]: cuda_libs are needed at run time; use dedupe_cuda_libs to drop duplicate copies", at(fmt.Sprintf("$.drop[%d]", i)), i)
 		}
 	}
@@ -212,8 +212,8 @@ func oneLine(s string) string {
 }
 
 // drops reports whether the policy drops class c.
-func (p *Policy) drops(c analyze.Class) bool {
-	return c != analyze.ClassOther && slices.Contains(p.Drop, c)
+func (p *Policy) drops(c classify.Class) bool {
+	return c != classify.ClassOther && slices.Contains(p.Drop, c)
 }
 
 // String describes the policy in one line for history entries and reports.

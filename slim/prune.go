@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -433,7 +433,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			!(workdir != "" && strings.HasPrefix(full, workdir+"/")) && !strings.HasPrefix(full, "app/") {
 			ok, plugin = p.candidateOf(n)
 		}
-		if ok && len(hits) > 0 && (c.class == analyze.ClassCUDALibs || analyze.InCUDARoot(full)) {
+		if ok && len(hits) > 0 && (c.class == classify.ClassCUDALibs || classify.InCUDARoot(full)) {
 			// A run-time kernel compiler links against these.
 			ok = false
 		}

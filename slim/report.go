@@ -10,7 +10,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/sign"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -89,11 +89,11 @@ type Totals struct {
 
 // ClassDelta is one class before and after.
 type ClassDelta struct {
-	Class       analyze.Class `json:"class"`
-	BeforeFiles int           `json:"before_files"`
-	BeforeBytes int64         `json:"before_bytes"`
-	AfterFiles  int           `json:"after_files"`
-	AfterBytes  int64         `json:"after_bytes"`
+	Class       classify.Class `json:"class"`
+	BeforeFiles int            `json:"before_files"`
+	BeforeBytes int64          `json:"before_bytes"`
+	AfterFiles  int            `json:"after_files"`
+	AfterBytes  int64          `json:"after_bytes"`
 }
 
 // SourceLayer is an input layer.
@@ -158,11 +158,11 @@ type RemovedSum struct {
 
 // RemovedFile is one file that left the image.
 type RemovedFile struct {
-	Path  string        `json:"path"`
-	Bytes int64         `json:"bytes"`
-	Layer int           `json:"layer"`
-	Class analyze.Class `json:"class,omitempty"`
-	Why   string        `json:"why"`
+	Path  string         `json:"path"`
+	Bytes int64          `json:"bytes"`
+	Layer int            `json:"layer"`
+	Class classify.Class `json:"class,omitempty"`
+	Why   string         `json:"why"`
 	kind  uint8
 }
 
@@ -190,7 +190,7 @@ func newReport(img *layers.Image, opt *Options) *Report {
 	}
 	r.Before.CompressedSize = img.CompressedSize()
 	r.Before.Layers = len(img.Layers)
-	for _, c := range analyze.AllClasses {
+	for _, c := range classify.AllClasses {
 		r.Classes = append(r.Classes, ClassDelta{Class: c})
 	}
 	for _, l := range img.Layers {
@@ -203,7 +203,7 @@ func newReport(img *layers.Image, opt *Options) *Report {
 	return r
 }
 
-func (r *Report) class(c analyze.Class) *ClassDelta {
+func (r *Report) class(c classify.Class) *ClassDelta {
 	for i := range r.Classes {
 		if r.Classes[i].Class == c {
 			return &r.Classes[i]
@@ -270,10 +270,10 @@ func (r *Report) keptWeights(x *rec, pol *Policy) {
 	if pol.Weights == WeightsDivert {
 		why = "weights stay in the image: no weights destination given (--weights-to); the policy would move them out"
 	}
-	r.Kept = append(r.Kept, KeptReason{Path: "/" + x.path, Class: string(analyze.ClassWeights), Files: 1, Bytes: x.size, Reason: why})
+	r.Kept = append(r.Kept, KeptReason{Path: "/" + x.path, Class: string(classify.ClassWeights), Files: 1, Bytes: x.size, Reason: why})
 }
 
-func (r *Report) keptJIT(x *rec, c analyze.Class, hits []*jitHit) {
+func (r *Report) keptJIT(x *rec, c classify.Class, hits []*jitHit) {
 	if x.kind != kFile {
 		return
 	}

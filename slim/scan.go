@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -36,7 +36,7 @@ type rec struct {
 	size       int64
 	mode       int64
 	linkname   string // raw, as the tar said (symlinks, hardlinks)
-	class      analyze.Class
+	class      classify.Class
 	format     string   // weights format
 	sum        [32]byte // content hash, for CUDA libraries (dedupe)
 	hasSum     bool
@@ -58,7 +58,7 @@ type layerScan struct {
 // the scan: a slim image must mean what its source meant.
 func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, error) {
 	s := &layerScan{}
-	head := make([]byte, analyze.SniffLen)
+	head := make([]byte, classify.SniffLen)
 	prune := opt.Policy.Prunes()
 	var elfHead []byte
 	if prune {
@@ -84,20 +84,20 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 			if escapesRoot(e.Path, h.Linkname) {
 				return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
 			}
-			r.class = analyze.ClassifyPath(e.Path)
+			r.class = classify.ClassifyPath(e.Path)
 		case h.Typeflag == tar.TypeLink:
 			r.kind = kHardlink
 			if climbsOut(h.Linkname) {
 				return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
 			}
-			r.class = analyze.ClassifyPath(e.Path)
+			r.class = classify.ClassifyPath(e.Path)
 		case e.IsRegular():
 			r.kind = kFile
 			r.size = h.Size
-			r.class = analyze.ClassifyPath(e.Path)
+			r.class = classify.ClassifyPath(e.Path)
 			var rd io.Reader = body
 			var peek []byte
-			weightCand := analyze.WeightCandidate(e.Path, r.size)
+			weightCand := classify.WeightCandidate(e.Path, r.size)
 			if weightCand || (prune || len(opt.GPUs) > 0) && r.size >= 64 {
 				n, err := io.ReadFull(body, head)
 				if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
@@ -105,8 +105,8 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 				}
 				peek = head[:n]
 				if weightCand {
-					if f := analyze.SniffWeights(e.Path, peek, r.size); f != "" {
-						r.class, r.format = analyze.ClassWeights, f
+					if f := classify.SniffWeights(e.Path, peek, r.size); f != "" {
+						r.class, r.format = classify.ClassWeights, f
 					}
 				}
 				rd = io.MultiReader(bytes.NewReader(peek), body)
@@ -131,7 +131,7 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 					// libraries are hashed on the way.
 					var hs hash.Hash
 					var tee io.Writer
-					if r.class == analyze.ClassCUDALibs {
+					if r.class == classify.ClassCUDALibs {
 						hs = sha256.New()
 						tee = hs
 					}
@@ -150,7 +150,7 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 						return fmt.Errorf("reading %s: %w", e.Path, err)
 					}
 					r.text = b
-				case r.class == analyze.ClassCUDALibs && r.size > 0:
+				case r.class == classify.ClassCUDALibs && r.size > 0:
 					hs := sha256.New()
 					if _, err := io.Copy(hs, rd); err != nil {
 						return fmt.Errorf("reading %s: %w", e.Path, err)

@@ -1,4 +1,22 @@
-package analyze
+// Package classify decides what a file in an image is (a build tool, a
+// header, a static library, docs, a cache, model weights, a CUDA runtime
+// library, or other) from its path and, for weights, its first bytes. kiln
+// analyze reports with it and kiln slim rewrites with it, so what slim
+// removes is exactly what analyze called removable: one set of class rules,
+// read by both.
+//
+// Invariants:
+//   - Classification reads only what a layer stream has when the file's
+//     header passes: the root-relative path, the size and the first
+//     SniffLen bytes. Nothing needs the end of a file (Soname works from the
+//     name for that reason), so one streaming pass decides every class.
+//   - Weights are decided by content, never by name alone: a file is a
+//     WeightCandidate by name and size, and weights only when SniffWeights'
+//     framing checks hold, so a renamed model is found and a renamed text
+//     file is not taken for one.
+//   - Class values are stable: they appear in kiln analyze --json and in
+//     --ci rule files.
+package classify
 
 import (
 	"bytes"
@@ -73,9 +91,11 @@ var headerExt = map[string]bool{".h": true, ".hpp": true, ".hh": true, ".hxx": t
 
 var weightExt = map[string]bool{".safetensors": true, ".gguf": true, ".pt": true, ".pth": true, ".bin": true, ".ckpt": true, ".onnx": true}
 
-// classifyPath decides a class from the path alone. Weights are decided by
-// content (see sniffWeights), so this returns ClassOther for them.
-func classifyPath(p string) Class {
+// ClassifyPath returns the class of a regular file from its root-relative
+// path ("usr/bin/nvcc") alone. Weights are decided by content, so this
+// returns ClassOther for them: a file for which WeightCandidate is true must
+// be sniffed with SniffWeights.
+func ClassifyPath(p string) Class {
 	base := path.Base(p)
 	ext := path.Ext(base)
 	dir := path.Dir(p)
@@ -129,29 +149,30 @@ func isToolkitBinary(p, base string) bool {
 		strings.Contains(p, "site-packages/nvidia/") || strings.Contains(p, "/bin/")
 }
 
-// sniffLen is how many leading bytes of a candidate file are read to decide
-// whether it holds weights.
-const sniffLen = 64
+// SniffLen is how many leading bytes of a candidate file SniffWeights needs
+// to decide whether it holds weights.
+const SniffLen = 64
 
-// weightCandidate reports whether a file of this name and size is worth
+// WeightCandidate reports whether a regular file of this name and size is worth
 // sniffing: any file with a weights extension, and extension-less or
 // unknown-extension files of any size from 1 KiB (weights are often
 // renamed, and small quantised models are a few MiB). The first bytes of
 // every file pass through the layer stream anyway; what keeps a renamed
-// file from being taken for weights is sniffWeights' strict framing checks.
-func weightCandidate(p string, size int64) bool {
+// file from being taken for weights is SniffWeights' strict framing checks.
+func WeightCandidate(p string, size int64) bool {
 	if size < 1024 {
 		return false
 	}
 	if weightExt[path.Ext(p)] {
 		return true
 	}
-	return classifyPath(p) == ClassOther && !strings.Contains(path.Base(p), ".so")
+	return ClassifyPath(p) == ClassOther && !strings.Contains(path.Base(p), ".so")
 }
 
-// sniffWeights identifies a weights format from a file's first bytes. It
-// returns "" when the content is not a weights container.
-func sniffWeights(p string, head []byte, size int64) string {
+// SniffWeights names the weights format of a file from its first SniffLen
+// bytes ("safetensors", "gguf", "torch-zip", "pickle", "onnx"), or returns
+// "" when the content is not a weights container.
+func SniffWeights(p string, head []byte, size int64) string {
 	switch {
 	case len(head) >= 10 && isSafetensorsHeader(head, size):
 		return "safetensors"
@@ -195,11 +216,11 @@ func isSafetensorsHeader(head []byte, size int64) bool {
 	return head[8] == '{'
 }
 
-// soname derives a shared library's SONAME from its file name
+// Soname derives a shared library's SONAME from its file name
 // (libcublas.so.11.11.3.6 → libcublas.so.11). Reading DT_SONAME would need
 // the end of the file, which a stream has not reached yet; NVIDIA's and
 // Debian's packages name files after their SONAME.
-func soname(base string) string {
+func Soname(base string) string {
 	i := strings.Index(base, ".so")
 	if i < 0 {
 		return base
@@ -211,3 +232,11 @@ func soname(base string) string {
 	parts := strings.SplitN(strings.TrimPrefix(rest, "."), ".", 2)
 	return base[:i+3] + "." + parts[0]
 }
+
+// IsCUDALibName reports whether a file name is one of the CUDA runtime
+// libraries (the cuda_libs class), symlinks included.
+func IsCUDALibName(base string) bool { return cudaLibRe.MatchString(base) }
+
+// InCUDARoot reports whether p lies in a CUDA toolkit directory
+// (/usr/local/cuda*, /usr/lib/nvidia-cuda-toolkit, ...).
+func InCUDARoot(p string) bool { return cudaRootRe.MatchString(p) }

@@ -1,0 +1,34 @@
+package classify_test
+
+import (
+	"testing"
+
+	"github.com/kiln-build/kiln/analyze/classify"
+)
+
+// gcc's compiler passes are build tools wherever gcc keeps them; the same
+// names elsewhere, and gcc's run-time libraries, are not.
+func TestClassifyGCCInternals(t *testing.T) {
+	cases := []struct {
+		path string
+		want classify.Class
+	}{
+		{"usr/lib/gcc/x86_64-linux-gnu/11/cc1plus", classify.ClassDevTools},
+		{"usr/lib/gcc/x86_64-linux-gnu/11/cc1", classify.ClassDevTools},
+		{"usr/lib/gcc/x86_64-linux-gnu/12/lto1", classify.ClassDevTools},
+		{"usr/lib/gcc/x86_64-linux-gnu/12/collect2", classify.ClassDevTools},
+		{"usr/lib/gcc/x86_64-linux-gnu/12/lto-wrapper", classify.ClassDevTools},
+		{"usr/libexec/gcc/x86_64-redhat-linux/13/cc1plus", classify.ClassDevTools},
+		{"usr/lib/gcc/x86_64-linux-gnu/11/liblto_plugin.so", classify.ClassOther},
+		{"usr/lib/gcc/x86_64-linux-gnu/11/libgcc.a", classify.ClassStaticLibs},
+		{"usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", classify.ClassOther},
+		{"app/bin/cc1", classify.ClassOther},
+		{"usr/lib/gcc/x86_64-linux-gnu/11/plugin/cc1plus", classify.ClassOther},
+		{"usr/bin/nvcc", classify.ClassDevTools},
+	}
+	for _, tc := range cases {
+		if got := classify.ClassifyPath(tc.path); got != tc.want {
+			t.Errorf("ClassifyPath(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
