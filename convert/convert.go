@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 )
@@ -27,7 +28,7 @@ type Options struct {
 	// Jobs is how many layers convert at once (default: CPUs).
 	Jobs int
 	// TempDir holds the converted blobs until they are written (default
-	// os.TempDir()).
+	// os.TempDir()), in a directory of each Result's own.
 	TempDir string
 	// Progress, when set, counts source bytes read.
 	Progress interface{ Add(int64) int64 }
@@ -54,21 +55,25 @@ type LayerReport struct {
 	StartupFiles int `json:"startup_files,omitempty"`
 }
 
-// Result is a converted image: Image streams its layers from scratch files
-// that Close removes.
+// Result is a converted image: Image streams its layers from scratch blobs
+// in a directory of the Result's own (blobs are named by digest there, so
+// no other run's can be taken for them), which Close removes.
 type Result struct {
 	Image  v1.Image
 	Layers []LayerReport
-	files  []string
+	dir    string
 }
 
-// Close removes the scratch files.
-func (r *Result) Close() error {
-	for _, f := range r.files {
-		os.Remove(f)
+func newResult(o Options, n int) (*Result, error) {
+	dir, err := os.MkdirTemp(o.TempDir, "kiln-convert-*")
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return &Result{Layers: make([]LayerReport, n), dir: dir}, nil
 }
+
+// Close removes the scratch blobs.
+func (r *Result) Close() error { return os.RemoveAll(r.dir) }
 
 // ToZstd recompresses src's layers with zstd.
 func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
@@ -92,29 +97,25 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 	if len(ls) != len(cfg.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
 	}
-	res := &Result{Layers: make([]LayerReport, len(ls))}
+	res, err := newResult(o, len(ls))
+	if err != nil {
+		return nil, err
+	}
 	out := make([]v1.Layer, len(ls))
-	files := make([]string, len(ls))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Jobs)
 	for i, l := range ls {
 		g.Go(func() error {
-			nl, rep, file, err := convertLayer(gctx, l, cfg.RootFS.DiffIDs[i], o)
+			nl, rep, err := convertLayer(gctx, l, cfg.RootFS.DiffIDs[i], res.dir, o)
 			if err != nil {
 				return fmt.Errorf("layer %d: %w", i, err)
 			}
 			rep.Index = i
-			out[i], res.Layers[i], files[i] = nl, rep, file
+			out[i], res.Layers[i] = nl, rep
 			return nil
 		})
 	}
-	err = g.Wait()
-	for _, f := range files {
-		if f != "" {
-			res.files = append(res.files, f)
-		}
-	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		res.Close()
 		return nil, err
 	}
@@ -165,44 +166,39 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, o Options) (v1.Layer, LayerReport, string, error) {
+func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o Options) (v1.Layer, LayerReport, error) {
 	var rep LayerReport
 	dg, err := l.Digest()
 	if err != nil {
-		return nil, rep, "", err
+		return nil, rep, err
 	}
 	size, _ := l.Size()
 	mt, _ := l.MediaType()
 	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
 	rc, err := l.Compressed()
 	if err != nil {
-		return nil, rep, "", fmt.Errorf("blob %s: %v", dg, err)
+		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
 	}
 	defer rc.Close()
 	// The source blob is verified as it streams: a registry or layout that
 	// serves other bytes fails here, naming the blob.
 	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
 	if err != nil {
-		return nil, rep, "", err
+		return nil, rep, err
 	}
 	dec, comp, closeDec, err := layers.Decompress(vr)
 	if err != nil {
-		return nil, rep, "", fmt.Errorf("blob %s: %v", dg, err)
+		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
 	}
 	defer closeDec()
-	f, err := os.CreateTemp(o.TempDir, "kiln-convert-*.zst")
+	sc, err := blob.NewScratch(dir)
 	if err != nil {
-		return nil, rep, "", err
+		return nil, rep, err
 	}
-	file := f.Name()
-	fail := func(err error) (v1.Layer, LayerReport, string, error) {
-		f.Close()
-		return nil, rep, file, err
-	}
-	zh := sha256.New()
-	enc, err := zstd.NewWriter(io.MultiWriter(f, zh), zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(o.Level)), zstd.WithEncoderConcurrency(1))
+	defer sc.Abort()
+	enc, err := zstd.NewWriter(sc, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(o.Level)), zstd.WithEncoderConcurrency(1))
 	if err != nil {
-		return fail(err)
+		return nil, rep, err
 	}
 	uh := sha256.New()
 	td := &timedReader{r: dec}
@@ -213,30 +209,25 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, o Options) (v
 	n, err := io.Copy(enc, io.TeeReader(&ctxReader{ctx: ctx, r: td}, uh))
 	if err != nil {
 		enc.Close()
-		return fail(fmt.Errorf("blob %s: %v", dg, err))
+		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
 	}
 	if err := vr.Drain(); err != nil {
 		enc.Close()
-		return fail(err)
+		return nil, rep, err
 	}
 	if err := enc.Close(); err != nil {
-		return fail(err)
+		return nil, rep, err
 	}
 	if got := hashOf(uh); got != diffID {
-		return fail(fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch))
+		return nil, rep, fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch)
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	st, err := f.Stat()
+	zdg, zsize, file, err := sc.Commit()
 	if err != nil {
-		return fail(err)
+		return nil, rep, err
 	}
-	f.Close()
 	rep.FromDecode = td.d.Seconds()
 	rep.Uncompressed = n
-	rep.ToSize = st.Size()
-	zdg := hashOf(zh)
+	rep.ToSize = zsize
 	rep.To = zdg.String()
 	if rep.FromSize > 0 {
 		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
@@ -245,10 +236,10 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, o Options) (v
 	// round-trips).
 	t0 := time.Now()
 	if err := decodeFile(file, n); err != nil {
-		return nil, rep, file, fmt.Errorf("blob %s: re-reading the zstd output: %v", dg, err)
+		return nil, rep, fmt.Errorf("blob %s: re-reading the zstd output: %v", dg, err)
 	}
 	rep.ToDecode = time.Since(t0).Seconds()
-	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, file, nil
+	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, nil
 }
 
 func decodeFile(path string, want int64) error {

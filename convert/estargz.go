@@ -42,13 +42,17 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 		return nil, err
 	}
 	set := layers.NewStartupSet(startup)
-	res := &Result{Layers: z.Layers}
+	res, err := newResult(o, 0)
+	if err != nil {
+		return nil, err
+	}
+	res.Layers = z.Layers
 	blobs := make([]*layers.EStargzBlob, len(zls))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(o.Jobs, 1))
 	for i, l := range zls {
 		g.Go(func() error {
-			b, err := layers.WriteEStargz(gctx, l.Compressed, o.TempDir, set)
+			b, err := layers.WriteEStargz(gctx, l.Compressed, res.dir, set)
 			if err != nil {
 				return fmt.Errorf("layer %d (%s): eStargz: %w", i, res.Layers[i].From, err)
 			}
@@ -56,13 +60,7 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 			return nil
 		})
 	}
-	err = g.Wait()
-	for _, b := range blobs {
-		if b != nil {
-			res.files = append(res.files, b.Path)
-		}
-	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		res.Close()
 		return nil, err
 	}

@@ -1,66 +1,43 @@
 package slim
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
-	"hash"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kiln-build/kiln/layers"
+	lblob "github.com/kiln-build/kiln/layers/blob" // slim has a blob type of its own
 )
 
 // GzipLevel is the deflate level of gzip blobs: the level docker push and
 // BuildKit use, fixed, so that the same tar always gives the same blob.
 const GzipLevel = 6
 
-// blobSink writes one encoding of a layer to a temporary file, hashing what
-// it writes.
+// blobSink writes one encoding of a layer: a layers/blob Scratch, and the
+// compression it holds.
 type blobSink struct {
 	comp layers.Compression
-	f    *os.File
-	bw   *bufio.Writer
-	h    hash.Hash
-	n    int64
+	*lblob.Scratch
 }
 
 func newSink(dir string, c layers.Compression) (*blobSink, error) {
-	f, err := os.CreateTemp(dir, ".blob-*.tmp")
+	sc, err := lblob.NewScratch(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &blobSink{comp: c, f: f, bw: bufio.NewWriterSize(f, 1<<20), h: sha256.New()}, nil
+	return &blobSink{comp: c, Scratch: sc}, nil
 }
 
-func (s *blobSink) Write(p []byte) (int, error) {
-	n, err := s.bw.Write(p)
-	s.h.Write(p[:n])
-	s.n += int64(n)
-	return n, err
-}
-
-// commit flushes, closes and renames the file to its digest.
-func (s *blobSink) commit(dir string) (blob, error) {
-	err := s.bw.Flush()
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
+// commit names the blob after its digest in the scratch directory.
+func (s *blobSink) commit() (blob, error) {
+	dg, n, p, err := s.Commit()
 	if err != nil {
 		return blob{}, err
 	}
-	b := blob{comp: s.comp, digest: layersHash(hexHash(s.h)), size: s.n}
-	b.path = filepath.Join(dir, b.digest.Hex)
-	return b, os.Rename(s.f.Name(), b.path)
-}
-
-func (s *blobSink) abort() {
-	s.f.Close()
-	os.Remove(s.f.Name())
+	return blob{comp: s.comp, digest: dg, size: n, path: p}, nil
 }
 
 // writeBlobs turns one output layer's zstd stream (the concatenated
@@ -76,7 +53,7 @@ func writeBlobs(ctx context.Context, dir string, r io.Reader, bl *blobLayer, com
 	defer func() {
 		for _, s := range []*blobSink{zs, gs} {
 			if s != nil && err != nil {
-				s.abort()
+				s.Abort()
 			}
 		}
 	}()
@@ -146,7 +123,7 @@ func writeBlobs(ctx context.Context, dir string, r io.Reader, bl *blobLayer, com
 		if c == layers.Gzip {
 			s = gs
 		}
-		b, err := s.commit(dir)
+		b, err := s.commit()
 		if err != nil {
 			return err
 		}

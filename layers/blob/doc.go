@@ -3,7 +3,9 @@
 // repository, sharing one transport, keychain and retry policy), an OCI
 // image layout, or sections of a local file (a docker archive's members).
 // warm and weights read every blob through a Source; no other package
-// opens registry blobs or layout files by digest.
+// opens registry blobs or layout files by digest. The blobs kiln makes
+// itself (slim's and convert's new layers) are written through a Scratch,
+// which hashes them as they are written and names them by digest.
 //
 // Invariants:
 //   - A Source hands out bytes, never verdicts: Open returns exactly the
