@@ -3,7 +3,9 @@ package cuda
 import (
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -111,17 +113,10 @@ type DB struct {
 	GPUs    gpuData
 }
 
-var (
-	dbOnce sync.Once
-	dbVal  *DB
-	dbErr  error
-)
+var loadOnce = sync.OnceValues(loadDB)
 
 // Data returns the embedded CUDA database, loaded once.
-func Data() (*DB, error) {
-	dbOnce.Do(func() { dbVal, dbErr = loadDB() })
-	return dbVal, dbErr
-}
+func Data() (*DB, error) { return loadOnce() }
 
 func mustDB() *DB {
 	db, err := Data()
@@ -151,4 +146,38 @@ func loadDB() (*DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// Confidences are the grades a fact may carry, best first.
+var Confidences = []string{ConfA, ConfB, ConfC, ConfUnverified}
+
+// CheckDataFile checks one of kiln's embedded data files (JSON) against the
+// rules every one keeps: its data_version is version (the data is released
+// as one set), and every object in a list of facts carries a source and one
+// of the Confidences. cuda's and recipes' tests hold their files to it, so
+// the rule is written once.
+func CheckDataFile(name string, b []byte, version string) error {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var errs []error
+	if m["data_version"] != version {
+		errs = append(errs, fmt.Errorf("%s: data_version %v, want %s", name, m["data_version"], version))
+	}
+	for k, x := range m {
+		rows, _ := x.([]any)
+		for i, r := range rows {
+			row, ok := r.(map[string]any)
+			if !ok {
+				continue
+			}
+			src, _ := row["source"].(string)
+			conf, _ := row["confidence"].(string)
+			if src == "" || !slices.Contains(Confidences, conf) {
+				errs = append(errs, fmt.Errorf("%s: %s[%d] lacks source/confidence: %v", name, k, i, row))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,13 +1,9 @@
 package cuda
 
 import (
-	"encoding/json"
 	"io/fs"
-	"slices"
 	"testing"
 )
-
-var confidences = []string{ConfA, ConfB, ConfC, ConfUnverified}
 
 func driverKnows(t *testing.T, mm string) bool {
 	t.Helper()
@@ -22,31 +18,8 @@ func TestDataEveryRowHasSourceAndConfidence(t *testing.T) {
 	}
 	for _, f := range files {
 		b, _ := dataFS.ReadFile(f)
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatal(f, err)
-		}
-		m := v.(map[string]any)
-		if m["data_version"] != DataVersion() {
-			t.Errorf("%s: data_version %v, want %s", f, m["data_version"], DataVersion())
-		}
-		// Every object in a list of facts carries source and confidence.
-		for k, x := range m {
-			rows, ok := x.([]any)
-			if !ok {
-				continue
-			}
-			for i, r := range rows {
-				row, ok := r.(map[string]any)
-				if !ok {
-					continue
-				}
-				src, _ := row["source"].(string)
-				conf, _ := row["confidence"].(string)
-				if src == "" || !slices.Contains(confidences, conf) {
-					t.Errorf("%s: %s[%d] lacks source/confidence: %v", f, k, i, row)
-				}
-			}
+		if err := CheckDataFile(f, b, DataVersion()); err != nil {
+			t.Error(err)
 		}
 	}
 }
@@ -87,6 +60,23 @@ func TestDataMVCFloors(t *testing.T) {
 		}
 		if branchOf(f.Floor) != f.BranchFloor {
 			t.Errorf("MVC %d: floor %s not in branch %d", major, f.Floor, f.BranchFloor)
+		}
+	}
+}
+
+func TestCheckDataFileRefuses(t *testing.T) {
+	good := `{"data_version": "1", "rows": [{"source": "s", "confidence": "A"}]}`
+	if err := CheckDataFile("good.json", []byte(good), "1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		`{"data_version": "2", "rows": []}`,
+		`{"data_version": "1", "rows": [{"source": "s", "confidence": "maybe"}]}`,
+		`{"data_version": "1", "rows": [{"confidence": "A"}]}`,
+		`[]`,
+	} {
+		if err := CheckDataFile("bad.json", []byte(bad), "1"); err == nil {
+			t.Errorf("CheckDataFile accepted %s", bad)
 		}
 	}
 }

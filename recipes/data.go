@@ -210,17 +210,10 @@ func (db *DB) Date() string {
 	return db.Torch.DataDate
 }
 
-var (
-	dbOnce sync.Once
-	dbVal  *DB
-	dbErr  error
-)
+var loadOnce = sync.OnceValues(loadDB)
 
 // Data returns the embedded compatibility database, loaded once.
-func Data() (*DB, error) {
-	dbOnce.Do(func() { dbVal, dbErr = loadDB() })
-	return dbVal, dbErr
-}
+func Data() (*DB, error) { return loadOnce() }
 
 func mustDB() *DB {
 	db, err := Data()

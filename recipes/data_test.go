@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/kiln-build/kiln/cuda"
 )
-
-var confidences = []string{cuda.ConfA, cuda.ConfB, cuda.ConfC, cuda.ConfUnverified}
 
 func driverKnows(t *testing.T, mm string) bool {
 	t.Helper()
@@ -30,31 +27,8 @@ func TestDataEveryRowHasSourceAndConfidence(t *testing.T) {
 	}
 	for _, f := range files {
 		b, _ := dataFS.ReadFile(f)
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatal(f, err)
-		}
-		m := v.(map[string]any)
-		if m["data_version"] != DataVersion() {
-			t.Errorf("%s: data_version %v, want %s", f, m["data_version"], DataVersion())
-		}
-		// Every object in a list of facts carries source and confidence.
-		for k, x := range m {
-			rows, ok := x.([]any)
-			if !ok {
-				continue
-			}
-			for i, r := range rows {
-				row, ok := r.(map[string]any)
-				if !ok {
-					continue
-				}
-				src, _ := row["source"].(string)
-				conf, _ := row["confidence"].(string)
-				if src == "" || !slices.Contains(confidences, conf) {
-					t.Errorf("%s: %s[%d] lacks source/confidence: %v", f, k, i, row)
-				}
-			}
+		if err := cuda.CheckDataFile(f, b, DataVersion()); err != nil {
+			t.Error(err)
 		}
 	}
 }
@@ -73,10 +47,10 @@ func TestDataDates(t *testing.T) {
 
 func TestDataTorchCompanions(t *testing.T) {
 	for _, r := range mustDB().Torch.Releases {
-		if r.TorchvisionPython == "" || !validPyRange(r.TorchvisionPython) || r.TorchvisionPythonSource == "" || !slices.Contains(confidences, r.TorchvisionPythonConfidence) {
+		if r.TorchvisionPython == "" || !validPyRange(r.TorchvisionPython) || r.TorchvisionPythonSource == "" || !slices.Contains(cuda.Confidences, r.TorchvisionPythonConfidence) {
 			t.Errorf("torch %s: torchvision_python %q without a range, source or confidence", r.Minor, r.TorchvisionPython)
 		}
-		if r.TorchaudioUnsettled && (r.TorchaudioSource == "" || !slices.Contains(confidences, r.TorchaudioConfidence)) {
+		if r.TorchaudioUnsettled && (r.TorchaudioSource == "" || !slices.Contains(cuda.Confidences, r.TorchaudioConfidence)) {
 			t.Errorf("torch %s: torchaudio_unsettled without source/confidence", r.Minor)
 		}
 		if want := fmt.Sprintf("0.%d", cuda.MustVersion(r.Minor)[1]+15); r.TorchvisionMinor != want {
@@ -98,7 +72,7 @@ func TestDataTorchVariantsKnownToDriverTable(t *testing.T) {
 			if cudaVariant(v.CUDA) != v.Name {
 				t.Errorf("torch %s: variant %s has cuda %s", r.Minor, v.Name, v.CUDA)
 			}
-			if v.CuDNN == "" || v.Archs == "" || !slices.Contains(confidences, v.ArchsConfidence) {
+			if v.CuDNN == "" || v.Archs == "" || !slices.Contains(cuda.Confidences, v.ArchsConfidence) {
 				t.Errorf("torch %s %s: missing cudnn/archs", r.Minor, v.Name)
 			}
 			// Every torch variant has an nvidia/cuda image to build on.
