@@ -21,7 +21,7 @@ func TestToZstdRoundTrip(t *testing.T) {
 		testimage.Layer(t, []testimage.Entry{testimage.File("app/main.py", []byte("print('hi')\n"))}, "gzip"),
 		testimage.Layer(t, []testimage.Entry{testimage.File("etc/plain", []byte("x"))}, "none"))
 	testimage.Push(t, src, img)
-	in, err := Open(ctx, src, layers.DefaultPlatform)
+	in, err := openV1(t, ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}

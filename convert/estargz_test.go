@@ -28,7 +28,7 @@ func TestToEStargz(t *testing.T) {
 		testimage.Layer(t, []testimage.Entry{testimage.Dir("usr"), testimage.Dir("usr/lib"), testimage.Sized("usr/lib/libbig.so", 1<<20)}, "gzip"),
 		testimage.Layer(t, []testimage.Entry{testimage.Dir("app"), testimage.File("app/util.py", []byte("x = 1\n")), testimage.File("app/main.py", []byte("print('hi')\n"))}, "gzip"))
 	testimage.Push(t, src, img)
-	in, err := Open(ctx, src, layers.DefaultPlatform)
+	in, err := openV1(t, ctx, src)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,10 @@ type Image struct {
 	Config    *v1.ConfigFile
 	// RawConfig is the config blob as stored; its digest was verified.
 	RawConfig []byte
-	Layers    []*Layer
+	// RawManifest is the manifest as stored (its digest is Digest); nil for
+	// docker archives, which have none.
+	RawManifest []byte
+	Layers      []*Layer
 	// Names are the image's names in its source when it has several
 	// (a docker archive's RepoTags), as stored.
 	Names []string

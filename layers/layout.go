@@ -164,7 +164,7 @@ func openLayout(r Ref, o *options) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
 	}
-	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg}
+	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg, RawManifest: raw}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
 	// Layer files are opened on their first read, a bounded number at
 	// once (blobFiles); here they are only checked.

@@ -94,8 +94,12 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, erro
 	if err != nil {
 		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
 	}
+	rawM, err := vimg.RawManifest()
+	if err != nil {
+		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
+	}
 	mt, _ := vimg.MediaType()
-	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw}
+	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw, RawManifest: rawM}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
 	var (
 		once sync.Once

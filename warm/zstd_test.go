@@ -13,7 +13,12 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	ctx := context.Background()
 	f := pushFixture(t, false)
 	src := fastSource()
-	in, err := convert.Open(ctx, f.ref, amd64)
+	li, err := layers.Open(ctx, f.ref, layers.WithPlatform(amd64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer li.Close()
+	in, err := li.V1(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

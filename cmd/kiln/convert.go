@@ -149,8 +149,12 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	plat, _ := layers.ParsePlatform(opts.Platform)
-	src, err := convert.Open(ctx, opts.Image, plat, lopts...)
+	li, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer li.Close()
+	src, err := li.V1(ctx)
 	if err != nil {
 		return err
 	}
