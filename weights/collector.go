@@ -2,8 +2,6 @@ package weights
 
 import (
 	"archive/tar"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // Collector gathers the weight files a rewrite takes out of an image. Each
@@ -98,30 +98,20 @@ func (c *Collector) Divert(p string, hdr *tar.Header, r io.Reader) error {
 	return nil
 }
 
-// store copies r into a temporary file, then renames it to its digest.
+// store copies r into a blob of the work dir named by its digest. A blob
+// of the same digest already there (the same file diverted from two
+// paths) is replaced by the same bytes, which is harmless.
 func (c *Collector) store(r io.Reader) (string, int64, error) {
-	dir := filepath.Join(c.workDir, "blobs", "sha256")
-	tmp, err := os.CreateTemp(dir, ".divert-*")
+	sc, err := blob.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
 	if err != nil {
 		return "", 0, err
 	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), r)
-	if err != nil {
-		tmp.Close()
+	defer sc.Abort()
+	if _, err := io.Copy(sc, r); err != nil {
 		return "", 0, err
 	}
-	if err := tmp.Close(); err != nil {
-		return "", 0, err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	// Rename over an existing blob of the same digest is harmless: the
-	// bytes are the same.
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, sum)); err != nil {
-		return "", 0, err
-	}
-	return sum, n, nil
+	dg, n, _, err := sc.Commit()
+	return dg.Hex, n, err
 }
 
 // blobPath is where a content blob lives in the work dir.

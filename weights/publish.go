@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // Publish packs the collected files and writes the artifact to `to` (a
@@ -207,39 +208,30 @@ func commonDir(fs []File, idx []int) string {
 // no directories, uid/gid 0, mtime 0, the file's own mode, so the same files
 // always give the same layer digest.
 func (c *Collector) packTar(fs []File, idx []int) (Layer, error) {
-	dir := filepath.Join(c.workDir, "blobs", "sha256")
-	tmp, err := os.CreateTemp(dir, ".pack-*")
+	sc, err := blob.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
 	if err != nil {
 		return Layer{}, err
 	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(tmp, h)}
-	tw := tar.NewWriter(cw)
+	defer sc.Abort()
+	tw := tar.NewWriter(sc)
 	for _, i := range idx {
 		f := fs[i]
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Size: f.Size, Mode: int64(f.Mode), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
-			tmp.Close()
 			return Layer{}, fmt.Errorf("weights: packing %s: %v", f.Path, err)
 		}
 		if err := copyBlob(tw, c.blobPath(f.SHA256), f.Size); err != nil {
-			tmp.Close()
 			return Layer{}, fmt.Errorf("weights: packing %s: %v", f.Path, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		tmp.Close()
 		return Layer{}, err
 	}
-	if err := tmp.Close(); err != nil {
+	dg, n, _, err := sc.Commit()
+	if err != nil {
 		return Layer{}, err
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, sum)); err != nil {
-		return Layer{}, err
-	}
-	return Layer{Digest: "sha256:" + sum, MediaType: MediaTypeWeightTar, Size: cw.n}, nil
+	return Layer{Digest: dg.String(), MediaType: MediaTypeWeightTar, Size: n}, nil
 }
 
 func copyBlob(w io.Writer, file string, size int64) error {
@@ -256,17 +248,6 @@ func copyBlob(w io.Writer, file string, size int64) error {
 		return fmt.Errorf("blob %s: %d bytes, expected %d", file, n, size)
 	}
 	return nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // modelConfig is the ModelPack config: descriptor, config and modelfs.

@@ -4,7 +4,8 @@
 // image layout, or sections of a local file (a docker archive's members).
 // warm and weights read every blob through a Source; no other package
 // opens registry blobs or layout files by digest. The blobs kiln makes
-// itself (slim's and convert's new layers) are written through a Scratch,
+// itself (slim's and convert's new layers, weights' diverted files and
+// packed layers) are written through a Scratch,
 // which hashes them as they are written and names them by digest.
 //
 // Invariants:

@@ -18,8 +18,8 @@ import (
 // ingests bytes of a known digest and verifies them; a Scratch computes
 // the digest, so there is nothing to verify, and nothing to resume (the
 // bytes come from kiln, not from a network), and no lock (the directory is
-// the writer's). kiln slim and kiln convert write every new blob through
-// one.
+// the writer's). slim's and convert's new layers and weights' diverted
+// files and packed layers are all written through one.
 type Scratch struct {
 	dir string
 	f   *os.File
