@@ -2,17 +2,73 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/moby/buildkit/client/llb"
 	gateway "github.com/moby/buildkit/frontend/gateway/client"
 	gatewaypb "github.com/moby/buildkit/frontend/gateway/pb"
 	"github.com/moby/buildkit/solver/result"
 )
+
+// refFiles reads a solved result through BuildKit's file API, for the
+// SBOM scan: no export, no layer download.
+type refFiles struct{ ref gateway.Reference }
+
+var _ sbom.Files = refFiles{}
+
+func (f refFiles) ReadFile(ctx context.Context, p string, limit int) ([]byte, error) {
+	st, err := f.ref.StatFile(ctx, gateway.StatRequest{Path: p})
+	if err != nil {
+		return nil, notExist(err)
+	}
+	if !os.FileMode(st.Mode).IsRegular() {
+		return nil, fs.ErrNotExist
+	}
+	n := min(st.Size, int64(limit))
+	if n == 0 {
+		return nil, nil
+	}
+	b, err := f.ref.ReadFile(ctx, gateway.ReadRequest{Filename: p, Range: &gateway.FileRange{Offset: 0, Length: int(n)}})
+	return b, notExist(err)
+}
+
+func (f refFiles) ReadDir(ctx context.Context, p string) ([]sbom.DirEntry, error) {
+	st, err := f.ref.StatFile(ctx, gateway.StatRequest{Path: p})
+	if err != nil {
+		return nil, notExist(err)
+	}
+	if !os.FileMode(st.Mode).IsDir() {
+		// A symbolic link (or a file) where a directory was looked for.
+		return nil, fs.ErrNotExist
+	}
+	es, err := f.ref.ReadDir(ctx, gateway.ReadDirRequest{Path: p})
+	if err != nil {
+		return nil, notExist(err)
+	}
+	out := make([]sbom.DirEntry, 0, len(es))
+	for _, e := range es {
+		m := os.FileMode(e.Mode)
+		out = append(out, sbom.DirEntry{Name: path.Base(e.Path), Dir: m.IsDir(), Regular: m.IsRegular()})
+	}
+	return out, nil
+}
+
+// notExist maps BuildKit's "no such file" (a gRPC error carrying the
+// errno text) to fs.ErrNotExist, keeping every other error.
+func notExist(err error) error {
+	if err != nil && (errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "no such file or directory") || strings.Contains(err.Error(), "not a directory")) {
+		return fmt.Errorf("%w (%v)", fs.ErrNotExist, err)
+	}
+	return err
+}
 
 // attestationRefs solves one scratch filesystem holding every
 // attestation's body and returns the gateway attestations pointing into

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 )
 
 func TestProvenanceAttr(t *testing.T) {
@@ -90,7 +91,17 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	bom := []byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","components":[{"type":"library","name":"torch","version":"2.6.0+cu124"}]}`)
 	res := build("v2-provenance", Options{Provenance: "max", BuilderID: "https://ci.example/kiln/e2e",
 		Params:       map[string]string{"version": "e2e"},
-		Attestations: []Attestation{{PredicateType: "https://cyclonedx.org/bom", Path: "sbom.cdx.json", Body: bom, SBOM: true}}})
+		Attestations: []Attestation{{PredicateType: "https://cyclonedx.org/bom", Path: "sbom.cdx.json", Body: bom, SBOM: true}},
+		// The image's own files, read through BuildKit's file API before
+		// the export: what kiln build --sbom lists.
+		Attest: func(ctx context.Context, platform string, f sbom.Files) ([]Attestation, error) {
+			comps, err := sbom.ScanFiles(ctx, f, "amd64")
+			if err != nil {
+				return nil, err
+			}
+			b, err := json.Marshal(comps)
+			return []Attestation{{PredicateType: "https://kiln.dev/test/components", Path: "components.json", Body: b}}, err
+		}})
 	if len(res.Pushed) != 1 {
 		t.Fatalf("pushed %+v", res.Pushed)
 	}
@@ -199,6 +210,19 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	}
 	if string(preds["https://cyclonedx.org/bom"]) == "" || !strings.Contains(string(preds["https://cyclonedx.org/bom"]), `"torch"`) {
 		t.Errorf("SBOM statement %s", preds["https://cyclonedx.org/bom"])
+	}
+	var comps []sbom.Component
+	if err := json.Unmarshal(preds["https://kiln.dev/test/components"], &comps); err != nil {
+		t.Fatalf("scanned components: %v", err)
+	}
+	found := map[string]string{}
+	for _, c := range comps {
+		found[c.Name] = c.Version
+	}
+	for name, v := range map[string]string{"torch": "2.6.0+cu124", "nvidia-cublas-cu12": "", "libc6": ""} {
+		if got, ok := found[name]; !ok || v != "" && got != v {
+			t.Errorf("the build result's scan: %s = %q (found %v), want %q", name, got, ok, v)
+		}
 	}
 	// kiln's own readers take the image out of the index.
 	img, err := layers.Open(ctx, repo+":v2-provenance")

@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb/sourceresolver"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
@@ -256,6 +257,11 @@ type Options struct {
 	// SBOM): BuildKit wraps each body as a statement whose subject is the
 	// image it exports. They need an index, so they go with Provenance.
 	Attestations []Attestation
+	// Attest computes attestations from each platform's built image before
+	// it is exported (the SBOM from the image's own files); files reads
+	// the runtime result through BuildKit's file API. Like Attestations,
+	// it needs Provenance.
+	Attest func(ctx context.Context, platform string, files sbom.Files) ([]Attestation, error)
 }
 
 // Attestation is one document attested about each built image.
@@ -379,7 +385,7 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	if len(o.Attestations) > 0 && prov == "" {
+	if (len(o.Attestations) > 0 || o.Attest != nil) && prov == "" {
 		return nil, errors.New("attestations beside the image need provenance (they share its attestation manifest in the pushed index)")
 	}
 	if prov != "" {
@@ -561,6 +567,19 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			}
 			for _, a := range atts {
 				out.AddAttestation(id, a)
+			}
+			if o.Attest != nil {
+				as, err := o.Attest(ctx, id, refFiles{ref})
+				if err != nil {
+					return nil, fmt.Errorf("attestations for %s: %w", id, err)
+				}
+				gas, err := attestationRefs(ctx, c, as)
+				if err != nil {
+					return nil, err
+				}
+				for _, a := range gas {
+					out.AddAttestation(id, a)
+				}
 			}
 			eps.Platforms = append(eps.Platforms, exptypes.Platform{ID: id, Platform: pl})
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/sirupsen/logrus"
@@ -332,11 +333,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return fmt.Errorf("--sbom: %w", err)
 		}
 	}
-	var atts []builder.Attestation
+	var attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)
 	if opts.SBOM && opts.Provenance != "" {
-		if atts, err = buildSBOMAttestations(opts.Push, plan, lock, in); err != nil {
-			return fmt.Errorf("--sbom: %w", err)
-		}
+		attest = buildSBOMAttest(opts.Push, plan, lock, in)
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return usageErr("--sign-key needs --push: the signature is stored next to the pushed image")
@@ -373,7 +372,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		Provenance:   opts.Provenance,
 		BuilderID:    opts.BuilderID,
 		Params:       map[string]string{"version": version},
-		Attestations: atts,
+		Attest:       attest,
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
@@ -385,7 +384,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
 	var sboms []string
-	if opts.SBOM && len(atts) == 0 {
+	if opts.SBOM && attest == nil {
 		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
 			return err
 		}
@@ -414,7 +413,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
-			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(atts, opts.Provenance),
+			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attest != nil),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
 	}
@@ -427,7 +426,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			fmt.Fprintf(opts.IO.Out, "  image  %s %s\n", pl, p.Images[pl])
 		}
 	}
-	if names := attestationNames(atts, opts.Provenance); len(names) > 0 {
+	if names := attestationNames(opts.Provenance, attest != nil); len(names) > 0 {
 		fmt.Fprintf(opts.IO.Out, "attested %s\n", strings.Join(names, ", "))
 	}
 	for _, s := range signed {
@@ -445,13 +444,13 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 
 // attestationNames lists what the attestation manifest beside each image
 // holds: the provenance and kiln's own statements.
-func attestationNames(atts []builder.Attestation, prov string) []string {
+func attestationNames(prov string, bom bool) []string {
 	var out []string
 	if prov != "" {
 		out = append(out, "SLSA provenance v1 (mode="+prov+")")
 	}
-	for _, a := range atts {
-		out = append(out, a.Path+" ("+a.PredicateType+")")
+	if bom {
+		out = append(out, "sbom.cdx.json ("+sbom.PredicateType+")", "sbom.spdx.json ("+sbom.SPDXPredicateType+")")
 	}
 	return out
 }

@@ -110,27 +110,41 @@ func buildBOMParts(plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs) ([
 	return nil, append([]sbom.Property{{Name: "kiln:recipe-sha256", Value: in.RecipeHash}}, sbom.FromPlan(plan)...)
 }
 
-// buildSBOMAttestations are the build's BOM as BuildKit attestations
-// (CycloneDX and SPDX, as slim --sbom writes them), stored beside each
-// image in the attestation manifest that carries the provenance: there
-// the index digest already changes per build, so a timestamped BOM costs
-// nothing, and buildx imagetools and crane read it where they read
+// buildSBOMAttest makes the build's BOM for each platform's image before
+// it is exported: what the image's own files state (dpkg status, Python
+// dist-info — torch, the nvidia-*-cu12 wheels — and versioned CUDA
+// libraries, read through BuildKit's file API) and the pinned inputs
+// (buildBOMParts), as CycloneDX and SPDX statements (as slim --sbom
+// writes them) in the attestation manifest that carries the provenance:
+// there the index digest already changes per build, so a timestamped BOM
+// costs nothing, and buildx imagetools and crane read it where they read
 // BuildKit's own.
-func buildSBOMAttestations(repo string, plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs) ([]builder.Attestation, error) {
-	comps, props := buildBOMParts(plan, lock, in)
-	bom := sbom.New(sbom.Subject{Name: repo}, comps, props, version, time.Now())
-	cdx, err := bom.Marshal()
-	if err != nil {
-		return nil, err
+func buildSBOMAttest(repo string, plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs) func(context.Context, string, sbom.Files) ([]builder.Attestation, error) {
+	return func(ctx context.Context, platform string, files sbom.Files) ([]builder.Attestation, error) {
+		arch := platform
+		if _, a, ok := strings.Cut(platform, "/"); ok {
+			arch, _, _ = strings.Cut(a, "/")
+		}
+		comps, err := sbom.ScanFiles(ctx, files, arch)
+		if err != nil {
+			return nil, err
+		}
+		pinned, props := buildBOMParts(plan, lock, in)
+		props = append(props, sbom.Property{Name: "kiln:build:platform", Value: platform})
+		bom := sbom.New(sbom.Subject{Name: repo}, append(comps, pinned...), props, version, time.Now())
+		cdx, err := bom.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		spdx, err := bom.SPDX()
+		if err != nil {
+			return nil, err
+		}
+		return []builder.Attestation{
+			{PredicateType: sbom.PredicateType, Path: "sbom.cdx.json", Body: cdx, SBOM: true},
+			{PredicateType: sbom.SPDXPredicateType, Path: "sbom.spdx.json", Body: spdx, SBOM: true},
+		}, nil
 	}
-	spdx, err := bom.SPDX()
-	if err != nil {
-		return nil, err
-	}
-	return []builder.Attestation{
-		{PredicateType: sbom.PredicateType, Path: "sbom.cdx.json", Body: cdx, SBOM: true},
-		{PredicateType: sbom.SPDXPredicateType, Path: "sbom.spdx.json", Body: spdx, SBOM: true},
-	}, nil
 }
 
 // buildSBOM attaches, to each image a build pushed, a CycloneDX BOM of
