@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/fatbin"
@@ -210,6 +212,7 @@ func checkRuntimeRules(t *testing.T, ctx context.Context, img *layers.Image, run
 // "12.4", libtorch_cuda loaded) and the FlashAttention stand-in, which nvcc
 // 12.4 compiled for sm_80 and sm_90.
 func TestEndToEnd(t *testing.T) {
+	testdaemon.PruneAfter(t, false)
 	c, reg := e2eEnv(t)
 	ctx := context.Background()
 

@@ -38,6 +38,7 @@ import (
 // succeeds, and the bytes fetched by then are fewer than the layers'.
 // How much faster that is goes in bench/coldstart.sh, not here.
 func TestEStargzLazyPull(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	// Cheap prerequisites before the slow slim.
 	testdaemon.StargzBin(t)
 	if os.Getenv("KILN_CONTAINERD_BIN") == "" {
