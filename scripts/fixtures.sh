@@ -5,6 +5,9 @@
 #   bash scripts/fixtures.sh          # build layers (cached) + assemble images + push if a registry answers
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
 #   bash scripts/fixtures.sh smoke    # only the base and cudart layers (a fresh-cache check)
+#   bash scripts/fixtures.sh archive  # as the first, and also write the docker-archive app.tar
+#                                     # (8.2 GB, docker save's uncompressed layers): on demand, for
+#                                     # what reads docker save output; the first form removes it
 #
 # Environment:
 #   KILN_FIXTURE_CACHE       download/layer cache (default /var/cache/kiln-fixtures)
@@ -578,7 +581,8 @@ main() {
 	log "assembling images into $OUT${reg:+ and pushing to $reg}"
 	local rc=0
 	"$GO" run ./internal/fixturegen build -layers "$LAYERS" -out "$OUT" \
-		-blob-cache "$CACHE/blobs" -epoch "$SOURCE_DATE_EPOCH" ${reg:+-registry "$reg"} || rc=$?
+		-blob-cache "$CACHE/blobs" -epoch "$SOURCE_DATE_EPOCH" ${reg:+-registry "$reg"} \
+		-archives="$([[ ${1:-} == archive ]] && echo true || echo false)" || rc=$?
 	# 3: a blob is not cached and its layer's directory was pruned.
 	((rc == 3)) && need_rootfs "${CHAIN[@]}"
 	((rc == 0)) || die "fixturegen build failed (exit $rc)"

@@ -21,7 +21,7 @@ func PruneAfter(t testing.TB, buildkit bool) {
 	if os.Getenv("KILN_PRUNE_AFTER_TESTS") != "1" {
 		return
 	}
-	script, err := repoFile("scripts/registry.sh")
+	script, err := RepoFile("scripts/registry.sh")
 	if err != nil {
 		t.Fatalf("KILN_PRUNE_AFTER_TESTS=1: %v", err)
 	}
@@ -40,9 +40,9 @@ func PruneAfter(t testing.TB, buildkit bool) {
 	})
 }
 
-// repoFile finds rel in the module's root, walking up from the test's
+// RepoFile finds rel in the module's root, walking up from the test's
 // directory.
-func repoFile(rel string) (string, error) {
+func RepoFile(rel string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
