@@ -60,6 +60,8 @@ type fleetFlags struct {
 	containerdSocket                       string
 	nodeSelector                           []string
 	completions                            int
+	perZone                                int
+	zones                                  []string
 }
 
 // fleetOnly names the flags that belong to fleet mode, or that fleet sets
@@ -67,7 +69,7 @@ type fleetFlags struct {
 var fleetOnly = map[string]bool{
 	"hosts": true, "parallel": true, "known-hosts": true, "insecure-ignore-host-key": true, "kiln-binary": true,
 	"emit": true, "node-selector": true, "kiln-image": true, "k8s-namespace": true, "name": true, "completions": true,
-	"containerd-socket": true, "target": true, "no-space-check": true, "namespace": true, "json": true, "progress": true, "dry-run": true, "help": true,
+	"per-zone": true, "zones": true, "containerd-socket": true, "target": true, "no-space-check": true, "namespace": true, "json": true, "progress": true, "dry-run": true, "help": true,
 }
 
 func (f *fleetFlags) sshFlags(fs *pflag.FlagSet) {
@@ -89,10 +91,13 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions) {
 	fs.StringVar(&f.objName, "name", "kiln-warm", "with --emit: name of the DaemonSet or Job")
 	fs.StringVar(&f.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "with --emit: the nodes' containerd socket (k3s: /run/k3s/containerd/containerd.sock)")
 	fs.IntVar(&f.completions, "completions", 1, "with --emit k8s-job: pods, each on a different node")
+	fs.IntVar(&f.perZone, "per-zone", 0, "with --emit: warm only N nodes in each of --zones (a Job per zone; the rest pull through a Spegel/Dragonfly mirror, docs/fleet.md)")
+	fs.StringSliceVar(&f.zones, "zones", nil, "with --per-zone: the zones (values of the nodes' topology.kubernetes.io/zone label)")
 	cmd.Example = strings.TrimRight(cmd.Example, "\n") + `
   kiln warm --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
   kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2
-  kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -`
+  kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -
+  kiln warm --emit k8s --per-zone 1 --zones us-east-1a,us-east-1b ghcr.io/acme/serve:1.2 | kubectl apply -f -`
 	cmd.AddCommand(newWarmStatusCmd(opts.IO))
 }
 
@@ -187,7 +192,7 @@ func emitOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *EmitO
 			// --weights-into becomes a hostPath mount and its argument
 			// (BuildK8s), not a bare flag pointing into the pod.
 			WarmArgs: passThrough(fs, "weights-into"), Completions: f.completions,
-			WeightsDir: changedString(fs, "weights-into"),
+			WeightsDir: changedString(fs, "weights-into"), PerZone: f.perZone, Zones: f.zones,
 		},
 	}
 }
@@ -333,6 +338,12 @@ func runEmit(opts *EmitOptions) error {
 	}
 	if opts.Target != "" {
 		return usageErr("--emit warms each node's containerd (--containerd-socket); --target does not apply")
+	}
+	if opts.PerZone < 0 {
+		return usageErr("--per-zone: must be at least 1")
+	}
+	if opts.PerZone > 0 && opts.Kind == fleet.KindJob && opts.Completions != 1 {
+		return usageErr("--per-zone sets each zone's Job's pod count; --completions does not apply")
 	}
 	sel, err := fleet.ParseSelector(opts.NodeSelector)
 	if err != nil {

@@ -66,6 +66,39 @@ func TestWarmEmitK8s(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "kind: Job") || !strings.Contains(out, "completions: 2") {
 		t.Errorf("k8s-job: exit %d\n%s", code, out)
 	}
+	// --per-zone: a Job per zone, the warm flags passed on, the fleet
+	// flags not.
+	code, out, errOut = run(t, "warm", "--emit", "k8s", "--per-zone", "1", "--zones", "z-a,z-b", "r/x:1", "--unpack")
+	if code != 0 {
+		t.Fatalf("--per-zone: exit %d: %s", code, errOut)
+	}
+	docs := strings.Split(out, "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("--per-zone: %d documents\n%s", len(docs), out)
+	}
+	for i, zone := range []string{"z-a", "z-b"} {
+		var job fleet.K8sObject
+		if err := yaml.UnmarshalWithOptions([]byte(docs[i]), &job, yaml.Strict()); err != nil {
+			t.Fatalf("%v\n%s", err, docs[i])
+		}
+		aff := job.Spec.Template.Spec.Affinity
+		args := job.Spec.Template.Spec.Containers[0].Args
+		if job.Kind != "Job" || job.Metadata.Name != "kiln-warm-"+zone || job.Spec.Completions != 1 || aff.NodeAffinity.Required.Terms[0].MatchExpressions[0].Values[0] != zone ||
+			!slices.Contains(args, "--unpack=true") || strings.Contains(strings.Join(args, " "), "zone") {
+			t.Errorf("zone %s: %s", zone, docs[i])
+		}
+	}
+	for _, tc := range [][]string{
+		{"--per-zone", "1"},
+		{"--zones", "a"},
+		{"--per-zone", "-1", "--zones", "a"},
+		{"--emit", "k8s-job", "--completions", "3", "--per-zone", "1", "--zones", "a"},
+	} {
+		args := append([]string{"warm", "--emit", "k8s", "r/x:1"}, tc...)
+		if code, _, errOut := run(t, args...); code != ExitUsage || !strings.Contains(errOut, "zone") {
+			t.Errorf("%v: exit %d %s", tc, code, errOut)
+		}
+	}
 }
 
 func TestWarmFleetUsage(t *testing.T) {

@@ -47,6 +47,12 @@ type K8sOptions struct {
 	// container, so the weights volume lands on the node where the serving
 	// pods mount it, not in the warm pod's throwaway filesystem.
 	WeightsDir string
+	// PerZone > 0 warms only PerZone nodes in each of Zones (values of
+	// the topology.kubernetes.io/zone node label), leaving the other nodes
+	// to pull from those through a peer-to-peer mirror (Spegel,
+	// Dragonfly): BuildK8sObjects returns one Job per zone.
+	PerZone int
+	Zones   []string
 }
 
 // Minimal typed mirrors of the Kubernetes objects fleet emits (fleet does
@@ -107,7 +113,22 @@ type (
 		Effect   string `yaml:"effect,omitempty"`
 	}
 	K8sAffinity struct {
+		NodeAffinity    *K8sNodeAffinity    `yaml:"nodeAffinity,omitempty"`
 		PodAntiAffinity *K8sPodAntiAffinity `yaml:"podAntiAffinity,omitempty"`
+	}
+	K8sNodeAffinity struct {
+		Required *K8sNodeSelector `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+	}
+	K8sNodeSelector struct {
+		Terms []K8sNodeSelectorTerm `yaml:"nodeSelectorTerms"`
+	}
+	K8sNodeSelectorTerm struct {
+		MatchExpressions []K8sNodeSelectorRequirement `yaml:"matchExpressions"`
+	}
+	K8sNodeSelectorRequirement struct {
+		Key      string   `yaml:"key"`
+		Operator string   `yaml:"operator"`
+		Values   []string `yaml:"values"`
 	}
 	K8sPodAntiAffinity struct {
 		Required []K8sAffinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
@@ -280,20 +301,115 @@ func checkWeightsDir(dir string) error {
 	return nil
 }
 
-// EmitK8s prints the object for o as YAML.
-func EmitK8s(o K8sOptions) ([]byte, error) {
-	obj, err := BuildK8s(o)
-	if err != nil {
-		return nil, err
+// ZoneLabel is the well-known node label naming a node's zone.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// zoneLabelValue is what a label value may hold (the zone is matched
+// against node labels, so it must be one).
+var zoneLabelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$`)
+
+// BuildK8sObjects returns the objects for o: BuildK8s's one object, or
+// with PerZone one Job per zone.
+//
+// Why a Job per zone (nodeAffinity on the zone label, hostname
+// anti-affinity among that Job's pods) and not one Job with a
+// topologySpreadConstraint (maxSkew 1, DoNotSchedule): the spread counts
+// only zones that have an eligible node at scheduling time, so a zone
+// whose GPU nodes are all full, tainted or not yet up simply drops out
+// and its share lands in the other zones, with the Job complete and the
+// zone cold; maxSkew bounds differences, not "N in every zone". A Job
+// per zone pins exactly PerZone pods to that zone; one that cannot be
+// placed stays Pending under that zone's name, and `kubectl wait
+// --for=condition=complete` per Job says which zones are seeded.
+func BuildK8sObjects(o K8sOptions) ([]*K8sObject, error) {
+	if o.PerZone <= 0 {
+		if len(o.Zones) > 0 {
+			return nil, fmt.Errorf("zones %v without a per-zone count (--per-zone N)", o.Zones)
+		}
+		obj, err := BuildK8s(o)
+		if err != nil {
+			return nil, err
+		}
+		return []*K8sObject{obj}, nil
 	}
-	b, err := yaml.MarshalWithOptions(obj, yaml.IndentSequence(true))
+	if len(o.Zones) == 0 {
+		return nil, fmt.Errorf("per-zone %d: name the zones (--zones a,b: values of the nodes' %s label)", o.PerZone, ZoneLabel)
+	}
+	base := or(o.Name, "kiln-warm")
+	seen := map[string]string{}
+	var objs []*K8sObject
+	for _, z := range o.Zones {
+		if !zoneLabelValue.MatchString(z) {
+			return nil, fmt.Errorf("zone %q is not a label value (letters, digits, '-', '_', '.', at most 63)", z)
+		}
+		name := base + "-" + zoneSuffix(z)
+		if len(name) > 63 {
+			return nil, fmt.Errorf("zone %q: Job name %q is longer than 63 characters (shorten --name)", z, name)
+		}
+		if prev, dup := seen[name]; dup {
+			return nil, fmt.Errorf("zones %q and %q both give the Job name %s", prev, z, name)
+		}
+		seen[name] = z
+		zo := o
+		zo.Kind, zo.Completions = KindJob, o.PerZone
+		obj, err := BuildK8s(zo)
+		if err != nil {
+			return nil, err
+		}
+		// The Job and its pods are named per zone; the node's ready file
+		// keeps the base name (--ready-file .../NAME), so serving pods look
+		// for one path whichever zone they run in.
+		labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": name, "kiln.dev/zone": z}
+		obj.Metadata.Name, obj.Metadata.Labels = name, labels
+		obj.Spec.Template.Metadata.Labels = labels
+		pod := &obj.Spec.Template.Spec
+		pod.Affinity = &K8sAffinity{
+			NodeAffinity: &K8sNodeAffinity{Required: &K8sNodeSelector{Terms: []K8sNodeSelectorTerm{{
+				MatchExpressions: []K8sNodeSelectorRequirement{{Key: ZoneLabel, Operator: "In", Values: []string{z}}}}}}},
+			PodAntiAffinity: &K8sPodAntiAffinity{Required: []K8sAffinityTerm{{
+				LabelSelector: K8sSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}},
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// zoneSuffix is zone as a DNS label part: lowercase, other characters '-'.
+func zoneSuffix(z string) string {
+	b := []byte(strings.ToLower(z))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b), "-")
+}
+
+// EmitK8s prints the objects for o as YAML, one document each.
+func EmitK8s(o K8sOptions) ([]byte, error) {
+	objs, err := BuildK8sObjects(o)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
-		o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))
-	buf.Write(b)
+	if o.PerZone > 0 {
+		fmt.Fprintf(&buf, "# kiln warm: a Job per zone pre-warms %s into containerd (namespace %s) on %d node(s) in each of %s;\n"+
+			"# the other nodes pull through the cluster's peer-to-peer mirror (docs/fleet.md).\n",
+			strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"), o.PerZone, strings.Join(o.Zones, ", "))
+	} else {
+		fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
+			o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))
+	}
+	for i, obj := range objs {
+		b, err := yaml.MarshalWithOptions(obj, yaml.IndentSequence(true))
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(b)
+	}
 	return buf.Bytes(), nil
 }
 
