@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"testing"
 )
 
@@ -34,13 +32,7 @@ func Containerd2Bin(t testing.TB, opts ...Option) string {
 	if os.Geteuid() != 0 {
 		c.skip(t, "containerd tests need root")
 	}
-	cache := envOr("KILN_CONTAINERD_CACHE", "/var/cache/kiln-containerd")
-	m, _ := filepath.Glob(filepath.Join(cache, "v2.*", "containerd"))
-	if len(m) == 0 {
-		c.skip(t, "no containerd 2.x in "+cache+" (bash scripts/containerd2.sh build) and "+envContainerdBin+" unset")
-	}
-	sort.Strings(m)
-	return m[len(m)-1]
+	return c.newestBuilt(t, "KILN_CONTAINERD_CACHE", "/var/cache/kiln-containerd", "v2.*/containerd", "scripts/containerd2.sh", envContainerdBin)
 }
 
 // CrictlBin finds crictl (KILN_CRICTL_BIN, else the newest
@@ -52,13 +44,7 @@ func CrictlBin(t testing.TB, opts ...Option) string {
 	if p := os.Getenv(envCrictlBin); p != "" {
 		return c.lookup(t, p)
 	}
-	cache := envOr("KILN_CRICTL_CACHE", "/var/cache/kiln-crictl")
-	m, _ := filepath.Glob(filepath.Join(cache, "*", "crictl"))
-	if len(m) == 0 {
-		c.skip(t, "no crictl in "+cache+" (bash scripts/crictl.sh build) and "+envCrictlBin+" unset")
-	}
-	sort.Strings(m)
-	return m[len(m)-1]
+	return c.newestBuilt(t, "KILN_CRICTL_CACHE", "/var/cache/kiln-crictl", "*/crictl", "scripts/crictl.sh", envCrictlBin)
 }
 
 // Crictl runs crictl (the kubelet's view: the CRI API, not containerd's
