@@ -53,6 +53,13 @@ type K8sOptions struct {
 	// Dragonfly): BuildK8sObjects returns one Job per zone.
 	PerZone int
 	Zones   []string
+	// Status emits, instead of the warm, pods that only ask each node's
+	// containerd what it is missing: `kiln warm status --node NODE` (a
+	// dry run, read-only) prints one JSON line per node, with the node's
+	// name from the downward API, for `kubectl logs ... | kiln warm status
+	// --from-logs -` to gather into the fleet table. WarmArgs are then
+	// the status flags (--platform, --insecure-registry).
+	Status bool
 }
 
 // Minimal typed mirrors of the Kubernetes objects fleet emits (fleet does
@@ -141,9 +148,20 @@ type (
 		Name            string              `yaml:"name"`
 		Image           string              `yaml:"image"`
 		Args            []string            `yaml:"args,omitempty"`
+		Env             []K8sEnvVar         `yaml:"env,omitempty"`
 		Resources       *K8sResources       `yaml:"resources,omitempty"`
 		SecurityContext *K8sSecurityContext `yaml:"securityContext,omitempty"`
 		VolumeMounts    []K8sVolumeMount    `yaml:"volumeMounts,omitempty"`
+	}
+	K8sEnvVar struct {
+		Name      string        `yaml:"name"`
+		ValueFrom *K8sEnvSource `yaml:"valueFrom,omitempty"`
+	}
+	K8sEnvSource struct {
+		FieldRef *K8sFieldRef `yaml:"fieldRef"`
+	}
+	K8sFieldRef struct {
+		FieldPath string `yaml:"fieldPath"`
 	}
 	K8sResources struct {
 		Requests map[string]string `yaml:"requests,omitempty"`
@@ -185,6 +203,9 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 	}
 	if o.Name == "" {
 		o.Name = "kiln-warm"
+		if o.Status {
+			o.Name = "kiln-warm-status"
+		}
 	}
 	if !dnsLabel.MatchString(o.Name) {
 		return nil, fmt.Errorf("name %q is not a DNS label (lowercase letters, digits, '-')", o.Name)
@@ -213,9 +234,12 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 		}
 		o.WeightsDir = path.Clean(o.WeightsDir)
 	}
+	if o.Status && o.WeightsDir != "" {
+		return nil, fmt.Errorf("--status with --weights-into: the status pods check images only")
+	}
 	labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": o.Name}
 	root := 0
-	no := false
+	no, yes := false, true
 	args := append([]string{"warm"}, o.Refs...)
 	args = append(args, "--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace,
 		"--ready-file", podReadyDir+"/"+o.Name)
@@ -242,6 +266,19 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 			{Name: "containerd-sock", HostPath: &K8sHostPath{Path: o.ContainerdSocket, Type: "Socket"}},
 			{Name: "kiln-ready", HostPath: &K8sHostPath{Path: hostReadyDir, Type: "DirectoryOrCreate"}},
 		},
+	}
+	if o.Status {
+		// Read-only: a dry run against the node's containerd, nothing
+		// written (no ready file); the node's name comes from the
+		// downward API so each log line says whose it is.
+		warm.Name = "status"
+		warm.Args = append(append([]string{"warm", "status", "--node", "$(NODE_NAME)"}, o.Refs...),
+			"--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace)
+		warm.Args = append(warm.Args, o.WarmArgs...)
+		warm.Env = []K8sEnvVar{{Name: "NODE_NAME", ValueFrom: &K8sEnvSource{FieldRef: &K8sFieldRef{FieldPath: "spec.nodeName"}}}}
+		warm.SecurityContext.ReadOnlyRootFilesystem = &yes
+		warm.VolumeMounts = warm.VolumeMounts[:1]
+		pod.Volumes = pod.Volumes[:1]
 	}
 	if o.WeightsDir != "" {
 		// Same path inside and out: the manifest kiln writes there and the
@@ -322,6 +359,9 @@ var zoneLabelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za
 // placed stays Pending under that zone's name, and `kubectl wait
 // --for=condition=complete` per Job says which zones are seeded.
 func BuildK8sObjects(o K8sOptions) ([]*K8sObject, error) {
+	if o.Status && o.PerZone > 0 {
+		return nil, fmt.Errorf("--status asks every selected node; --per-zone does not apply")
+	}
 	if o.PerZone <= 0 {
 		if len(o.Zones) > 0 {
 			return nil, fmt.Errorf("zones %v without a per-zone count (--per-zone N)", o.Zones)
@@ -396,6 +436,10 @@ func EmitK8s(o K8sOptions) ([]byte, error) {
 		fmt.Fprintf(&buf, "# kiln warm: a Job per zone pre-warms %s into containerd (namespace %s) on %d node(s) in each of %s;\n"+
 			"# the other nodes pull through the cluster's peer-to-peer mirror (docs/fleet.md).\n",
 			strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"), o.PerZone, strings.Join(o.Zones, ", "))
+	} else if o.Status {
+		fmt.Fprintf(&buf, "# kiln warm: %s %s asks each selected node's containerd (namespace %s) what it lacks of %s (read-only);\n"+
+			"# kubectl logs -l app.kubernetes.io/instance=%s -c status --prefix --tail=-1 | kiln warm status --from-logs -\n",
+			o.kind(), or(o.Name, "kiln-warm-status"), or(o.ContainerdNamespace, "k8s.io"), strings.Join(o.Refs, ", "), or(o.Name, "kiln-warm-status"))
 	} else {
 		fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
 			o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))

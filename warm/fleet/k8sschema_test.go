@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -38,10 +39,15 @@ func TestEmitK8sAgainstAPITypes(t *testing.T) {
 		{Kind: KindJob, Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0", WeightsDir: "/models"},
 		{Refs: []string{"ghcr.io/acme/serve:1.2", "ghcr.io/acme/weights-twin:7"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0",
 			NodeSelector: map[string]string{"nvidia.com/gpu.present": "true"}, PerZone: 2, Zones: []string{"us-east-1a", "us-east-1b", "eu_West.3"}},
+		{Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0", Status: true, WarmArgs: []string{"--platform=linux/arm64"}},
+		{Kind: KindJob, Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0", Status: true, Completions: 2},
 	} {
 		name := o.kind() + "/" + or(o.Name, "default")
 		if o.PerZone > 0 {
 			name = fmt.Sprintf("Job-per-zone/%d-zones", len(o.Zones))
+		}
+		if o.Status {
+			name += "/status"
 		}
 		t.Run(name, func(t *testing.T) {
 			out, err := EmitK8s(o)
@@ -179,6 +185,29 @@ func validateObject(meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec) []strin
 				errs = append(errs, "container "+c.Name+": mountPath "+m.MountPath+" is not absolute")
 			}
 		}
+		// The API server's downward-API field paths for env, and the
+		// kubelet's $(VAR) expansion in args, which leaves a reference to
+		// an undeclared variable as literal text (no error anywhere).
+		env := map[string]bool{}
+		for _, e := range c.Env {
+			bad("container "+c.Name+" env "+e.Name, validation.IsEnvVarName(e.Name))
+			env[e.Name] = true
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				switch e.ValueFrom.FieldRef.FieldPath {
+				case "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+					"status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs":
+				default:
+					errs = append(errs, "container "+c.Name+" env "+e.Name+": fieldPath "+e.ValueFrom.FieldRef.FieldPath+" is not a downward API field")
+				}
+			}
+		}
+		for _, a := range append(append([]string(nil), c.Command...), c.Args...) {
+			for _, m := range envRef.FindAllStringSubmatch(a, -1) {
+				if !env[m[1]] {
+					errs = append(errs, "container "+c.Name+": argument "+a+" refers to $("+m[1]+"), which the container does not declare")
+				}
+			}
+		}
 		for name, q := range c.Resources.Limits {
 			if r, ok := c.Resources.Requests[name]; ok && r.Cmp(q) > 0 {
 				errs = append(errs, fmt.Sprintf("container %s: %s request %s above its limit %s", c.Name, name, r.String(), q.String()))
@@ -193,6 +222,8 @@ func validateObject(meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec) []strin
 	}
 	return errs
 }
+
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // validateAffinity is the API server's check of node affinity terms
 // (operator and value count, keys, values) and pod (anti-)affinity terms
@@ -253,7 +284,33 @@ func TestAPIValidationCatchesMistakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, mutate := range map[string]func(string) string{
+	refused := func(good []byte, mutations map[string]func(string) string) {
+		t.Helper()
+		for name, mutate := range mutations {
+			bad := mutate(string(good))
+			if bad == string(good) {
+				t.Fatalf("%s: the mutation changed nothing (the emitted YAML moved?)", name)
+			}
+			j, err := yaml.YAMLToJSON([]byte(bad))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ds appsv1.DaemonSet
+			dec := json.NewDecoder(bytes.NewReader(j))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&ds); err != nil {
+				continue // refused by the typed decode
+			}
+			errs := validateObject(ds.ObjectMeta, ds.Spec.Template)
+			if sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector); err != nil || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+				errs = append(errs, "selector")
+			}
+			if len(errs) == 0 {
+				t.Errorf("%s: accepted", name)
+			}
+		}
+	}
+	refused(good, map[string]func(string) string{
 		"misspelt field": func(s string) string { return strings.Replace(s, "initContainers:", "initContainer:", 1) },
 		"quantity":       func(s string) string { return strings.Replace(s, "cpu: 250m", "cpu: lots", 1) },
 		"selector misses template": func(s string) string {
@@ -263,29 +320,19 @@ func TestAPIValidationCatchesMistakes(t *testing.T) {
 			return strings.Replace(s, "- name: kiln-ready\n              mountPath", "- name: kiln-gone\n              mountPath", 1)
 		},
 		"bad name": func(s string) string { return strings.Replace(s, "name: kiln-warm\n", "name: Kiln_Warm\n", 1) },
-	} {
-		bad := mutate(string(good))
-		if bad == string(good) {
-			t.Fatalf("%s: the mutation changed nothing (the emitted YAML moved?)", name)
-		}
-		j, err := yaml.YAMLToJSON([]byte(bad))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ds appsv1.DaemonSet
-		dec := json.NewDecoder(bytes.NewReader(j))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ds); err != nil {
-			continue // refused by the typed decode
-		}
-		errs := validateObject(ds.ObjectMeta, ds.Spec.Template)
-		if sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector); err != nil || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
-			errs = append(errs, "selector")
-		}
-		if len(errs) == 0 {
-			t.Errorf("%s: accepted", name)
-		}
+	})
+	// The status pods' $(NODE_NAME) must name a declared variable from a
+	// real downward API field.
+	st, err := EmitK8s(K8sOptions{Refs: []string{"ghcr.io/acme/serve:1.2"}, KilnImage: "ghcr.io/kiln-build/kiln:v0.3.0", Status: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	refused(st, map[string]func(string) string{
+		"undeclared $(VAR)": func(s string) string { return strings.Replace(s, "- name: NODE_NAME", "- name: NODE", 1) },
+		"bad field path": func(s string) string {
+			return strings.Replace(s, "fieldPath: spec.nodeName", "fieldPath: spec.node", 1)
+		},
+	})
 }
 
 // --per-zone N --zones a,b: one Job per zone, decoded as the API reads it.
