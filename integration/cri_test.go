@@ -4,10 +4,12 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +32,9 @@ import (
 //     minutes, and it needs no fixtures);
 //   - `kiln warm SLIM TWIN PAUSE --target containerd:SOCK --namespace
 //     k8s.io --unpack` puts the three images into the kubelet's namespace;
+//     `kiln warm status --node` (what --emit k8s --status pods run) says
+//     cold before and warm after, as `kiln warm status --from-logs` reads
+//     its lines with kubectl's --prefix;
 //   - then the registry is shut down: crictl's image list (the CRI's own
 //     view, not containerd's) must already show all three, and the pod
 //     sandbox (host network: no CNI) and the container (the twin mounted
@@ -134,9 +139,34 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 		} `json:"images"`
 	}
 	refs := []string{slimRef, twin, pause}
+	// What a --emit k8s --status pod prints on this node, before and
+	// after the warm, gathered as kubectl logs --prefix shows them.
+	status := func() string {
+		t.Helper()
+		out, err := exec.Command(kiln, append(append([]string{"warm", "status", "--node", "node-1"}, refs...),
+			"--target", "containerd:"+cd.Socket, "--namespace", "k8s.io")...).Output()
+		if err != nil {
+			t.Fatalf("kiln warm status --node: %v\n%s", err, out)
+		}
+		return "[pod/kiln-warm-status-abcde/status] " + string(out)
+	}
+	before := status()
 	kilnJSON(&warm, append([]string{"warm"}, append(refs, "--target", "containerd:"+cd.Socket, "--namespace", "k8s.io", "--unpack")...)...)
 	if !warm.Ready || !warm.Unpacked || len(warm.Images) != 3 {
 		t.Fatalf("warm: %+v", warm)
+	}
+	logs := filepath.Join(dir, "status.log")
+	if err := os.WriteFile(logs, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(kiln, "warm", "status", "--from-logs", logs).CombinedOutput(); exitCode(err) != 3 || !regexp.MustCompile(`node-1\s+pull\s+cold\s+[1-9]`).Match(out) {
+		t.Fatalf("status before the warm: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(logs, []byte(before+status()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(kiln, "warm", "status", "--from-logs", logs).CombinedOutput(); err != nil || !regexp.MustCompile(`node-1\s+pull\s+warm\s+0 B`).Match(out) {
+		t.Fatalf("status after the warm: %v\n%s", err, out)
 	}
 
 	// No registry from here on: whatever the pod needs must be on the node.
@@ -163,10 +193,9 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 		}
 	}
 
-	logs := filepath.Join(dir, "pod-logs")
 	podCfg := writeJSON(t, filepath.Join(dir, "pod.json"), map[string]any{
 		"metadata":      map[string]any{"name": "kiln-cri-it", "namespace": "default", "uid": "kiln-cri-it-1", "attempt": 0},
-		"log_directory": logs,
+		"log_directory": filepath.Join(dir, "pod-logs"),
 		// NamespaceMode NODE (2): the host's network, so no CNI is needed.
 		"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}}},
 	})
@@ -223,6 +252,18 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 		t.Fatalf("in the pod, kiln weights verify exited %d: %+v; strip published %+v", code, rep, strip)
 	}
 	t.Logf("pod %s: %d weight files (%d bytes) in the image volume verify, set digest %s", pod, rep.Files, rep.Bytes, rep.SetDigest)
+}
+
+// exitCode is a finished command's exit status (0 when err is nil).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
 
 // crictlID runs a crictl command that prints an ID (runp, create, start)
