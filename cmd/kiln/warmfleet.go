@@ -344,14 +344,14 @@ func runStatusFromLogs(opts *FleetOptions, file string) error {
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return err
+			return dataErrField(opts.IO, opts.JSON, "from-logs", err)
 		}
 		defer f.Close()
 		in, name = f, file
 	}
 	res, err := fleet.ReadStatusLogs(in, name)
 	if err != nil {
-		return err
+		return dataErrField(opts.IO, opts.JSON, "from-logs", err)
 	}
 	return printFleet(opts, res)
 }

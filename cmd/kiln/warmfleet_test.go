@@ -219,6 +219,12 @@ func TestWarmStatusNodeFromLogs(t *testing.T) {
 		if code, _, errOut := run(t, "warm", "status", "--from-logs", logs); code != ExitFailure || !strings.Contains(errOut, want) {
 			t.Errorf("%q: exit %d %s, want %q", lines, code, errOut, want)
 		}
+		// --json: one object on stdout, also on failure.
+		code, out, _ := run(t, "warm", "status", "--from-logs", logs, "--json")
+		var e struct{ Error, Field string }
+		if err := json.Unmarshal([]byte(out), &e); err != nil || code != ExitFailure || !strings.Contains(e.Error, want) || e.Field != "from-logs" {
+			t.Errorf("%q --json: exit %d %q %v", lines, code, out, err)
+		}
 	}
 	for _, args := range [][]string{
 		{"warm", "status", ref},
