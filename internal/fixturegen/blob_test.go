@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 )
+
 // A layer whose directory scripts/fixtures.sh pruned, and whose blob is
 // not cached, is reported as such (the script rebuilds the layers on it),
 // not as a missing directory to tar.
