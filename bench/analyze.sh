@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
 FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 ARCHIVE="${1:-$FIX/app.tar}"
+# docker save output is written on demand (8.2 GB): scripts/fixtures.sh archive.
+[[ -n ${1:-} || -f $FIX/app.tar ]] || bash scripts/fixtures.sh archive
 OCI="${2:-oci:$FIX/oci:app}"
 RUNS="${RUNS:-3}"
 out=$(mktemp -d)

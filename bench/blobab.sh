@@ -29,6 +29,7 @@ for s in before after; do
 	(cd "$W/src.$s" && CGO_ENABLED=0 go build -o "$W/kiln.$s" ./cmd/kiln)
 done
 (cd "$W/src.after" && go build -o "$W/weightspub" ./bench/weightspub)
+[[ -f $FIX/app.tar ]] || bash scripts/fixtures.sh archive # docker save output, written on demand
 read -r ref _ bytes < <("$W/weightspub" -layer 6 "docker-archive:$FIX/app.tar" "127.0.0.1:5000/kiln-weights/ab:latest")
 echo "before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short "$AFTER"); weights $ref ($bytes bytes); image $IMG; best of $RUNS; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 

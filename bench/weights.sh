@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"
 FIX="${KILN_FIXTURES:-${KILN_FIXTURE_CACHE:-/var/cache/kiln-fixtures}/out}"
 IMAGE="${1:-docker-archive:$FIX/app.tar}"
+# docker save output is written on demand (8.2 GB): scripts/fixtures.sh archive.
+[[ -n ${1:-} || -f $FIX/app.tar ]] || bash scripts/fixtures.sh archive
 REPO="${2:-127.0.0.1:5000/kiln-weights/bench}"
 LAYER="${LAYER:-6}"
 RUNS="${RUNS:-3}"

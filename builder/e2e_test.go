@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/fatbin"
@@ -210,6 +212,7 @@ func checkRuntimeRules(t *testing.T, ctx context.Context, img *layers.Image, run
 // "12.4", libtorch_cuda loaded) and the FlashAttention stand-in, which nvcc
 // 12.4 compiled for sm_80 and sm_90.
 func TestEndToEnd(t *testing.T) {
+	testdaemon.PruneAfter(t, false)
 	c, reg := e2eEnv(t)
 	ctx := context.Background()
 
@@ -245,19 +248,19 @@ func TestEndToEnd(t *testing.T) {
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 	repo := fmt.Sprintf("%s/kiln-e2e/app", reg)
-	build := func(tag string) *Result {
+	buildWith := func(tag string, o Options) *Result {
 		t.Helper()
 		start := time.Now()
-		res, err := Build(ctx, plan, in, Options{
-			Client: c, ContextDir: dir, Progress: "quiet", Tools: tools,
-			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}},
-		})
+		o.Client, o.ContextDir, o.Progress, o.Tools = c, dir, "quiet", tools
+		o.Outputs = []Output{{Type: "image", Path: repo + ":" + tag}}
+		res, err := Build(ctx, plan, in, o)
 		if err != nil {
 			t.Fatalf("build %s: %v", tag, err)
 		}
 		t.Logf("build %s: %s in %s, %d steps, %d cached, %d executed", tag, res.Digest, time.Since(start).Round(time.Millisecond), res.Status.Vertices, res.Status.Cached, res.Status.Executed)
 		return res
 	}
+	build := func(tag string) *Result { t.Helper(); return buildWith(tag, Options{}) }
 
 	pruneAll(t, c)
 	// And leave nothing behind: each clean build holds ~19 GB of BuildKit
@@ -285,6 +288,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("no-op rebuild executed %d steps", r2.Status.Executed)
 	}
 	t.Logf("no-op rebuild: %s", time.Since(start).Round(time.Millisecond))
+	// The same build with SLSA provenance and an SBOM attested beside the
+	// image (all cached): the image inside the index is the same one.
+	checkProvenance(t, ctx, buildWith, repo, r1.Digest, in)
 
 	// The runtime image carries no nvcc, headers, static libs, caches, or
 	// CUDA library twice.

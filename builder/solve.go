@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb/sourceresolver"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
@@ -236,7 +237,64 @@ type Options struct {
 	// steps, one layer each (SplitWheels), decided from the devel stage's
 	// wheelhouse once it is built. 0 keeps one layer per component.
 	MaxLayerSize int64
+	// Provenance asks BuildKit for a SLSA provenance attestation of the
+	// build ("min" or "max"; "" or "none": none). It is stored as BuildKit
+	// stores it, in an attestation manifest beside each image in the
+	// pushed index, with kiln's parameters (recipe and lock digests, kiln's
+	// version, the plan's stack) among the request's arguments. The
+	// attestation carries the build's start time and invocation ID, so the
+	// index digest differs per build; the image manifests inside it stay
+	// the reproducible ones (Pushed.Images).
+	Provenance string
+	// BuilderID is the provenance's runDetails.builder.id (a URI naming
+	// who ran the build, e.g. the CI job's URL); empty leaves it out.
+	BuilderID string
+	// Params are kiln's build parameters recorded in the provenance
+	// (keys without the "kiln:" prefix; values must be secret-free).
+	Params map[string]string
+	// Attestations are in-toto statements kiln adds beside each image,
+	// in the same attestation manifest as BuildKit's provenance (e.g. the
+	// SBOM): BuildKit wraps each body as a statement whose subject is the
+	// image it exports. They need an index, so they go with Provenance.
+	Attestations []Attestation
+	// Attest computes attestations from each platform's built image before
+	// it is exported (the SBOM from the image's own files); files reads
+	// the runtime result through BuildKit's file API. Like Attestations,
+	// it needs Provenance.
+	Attest func(ctx context.Context, platform string, files sbom.Files) ([]Attestation, error)
 }
+
+// Attestation is one document attested about each built image.
+type Attestation struct {
+	PredicateType string
+	Path          string // the file name in the attestation manifest's layer
+	Body          []byte
+	SBOM          bool // marked as an SBOM (BuildKit's "reason": sbom)
+}
+
+// provenanceAttr is BuildKit's attest:provenance value for mode (min or
+// max), or "" for none.
+func provenanceAttr(mode, builderID string) (string, error) {
+	switch mode {
+	case "", "none", "false":
+		return "", nil
+	case "min", "max":
+	default:
+		return "", fmt.Errorf("provenance %q: want min, max or none", mode)
+	}
+	v := "mode=" + mode + ",version=v1"
+	if builderID != "" {
+		if strings.ContainsAny(builderID, ",=\"") {
+			return "", fmt.Errorf("provenance builder id %q: no commas, quotes or '='", builderID)
+		}
+		v += ",builder-id=" + builderID
+	}
+	return v, nil
+}
+
+// ProvenanceParamPrefix prefixes kiln's parameters among the frontend
+// attributes BuildKit records as the provenance request's arguments.
+const ProvenanceParamPrefix = "kiln:"
 
 // Result is what a build produced.
 type Result struct {
@@ -253,6 +311,10 @@ type Pushed struct {
 	Ref         string `json:"ref"`
 	Compression string `json:"compression"`
 	Digest      string `json:"digest"`
+	// Images are the image manifests' digests by platform, when Digest is
+	// an index (several platforms, or attestations beside the image): the
+	// reproducible digests of the images themselves.
+	Images map[string]string `json:"images,omitempty"`
 }
 
 // Stats counts the graph's steps (runs, copies and tests) in the solve.
@@ -318,6 +380,31 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	}
 	if in.SourceDateEpoch != nil {
 		solveOpt.FrontendAttrs["build-arg:SOURCE_DATE_EPOCH"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
+	}
+	prov, err := provenanceAttr(o.Provenance, o.BuilderID)
+	if err != nil {
+		return nil, err
+	}
+	if (len(o.Attestations) > 0 || o.Attest != nil) && prov == "" {
+		return nil, errors.New("attestations beside the image need provenance (they share its attestation manifest in the pushed index)")
+	}
+	if prov != "" {
+		if err := provenanceSafe(p, o.Provenance); err != nil {
+			return nil, err
+		}
+		for _, out := range o.Outputs {
+			if out.Type == "docker-archive" {
+				// docker load has no place for an attestation manifest.
+				return nil, fmt.Errorf("output %s: provenance is attached in an OCI index, which a docker-archive cannot hold: write oci:DIR or push", out.Path)
+			}
+		}
+		solveOpt.FrontendAttrs["attest:provenance"] = prov
+		// Frontend attributes are recorded as the request's arguments:
+		// kiln's own parameters travel there. They are not part of any
+		// step's cache key (the build function ignores them).
+		for k, v := range provenanceParams(p, in, o.Params) {
+			solveOpt.FrontendAttrs[ProvenanceParamPrefix+k] = v
+		}
 	}
 	if graphs[0].Layout.NeedsTools() {
 		dir, cleanup, err := toolsDir(o.Tools)
@@ -416,6 +503,10 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	buildFunc := func(ctx context.Context, c gateway.Client) (*gateway.Result, error) {
 		out := gateway.NewResult()
 		var eps exptypes.Platforms
+		atts, err := attestationRefs(ctx, c, o.Attestations)
+		if err != nil {
+			return nil, err
+		}
 		for _, g := range graphs {
 			if o.MaxLayerSize > 0 {
 				sg, err := splitGraph(ctx, c, p, in, g, o.MaxLayerSize)
@@ -473,6 +564,22 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 				out.AddRef(id, ref)
 				out.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfgJSON)
 				out.AddMeta(exptypes.ExporterImageBaseConfigKey+"/"+id, base)
+			}
+			for _, a := range atts {
+				out.AddAttestation(id, a)
+			}
+			if o.Attest != nil {
+				as, err := o.Attest(ctx, id, refFiles{ref})
+				if err != nil {
+					return nil, fmt.Errorf("attestations for %s: %w", id, err)
+				}
+				gas, err := attestationRefs(ctx, c, as)
+				if err != nil {
+					return nil, err
+				}
+				for _, a := range gas {
+					out.AddAttestation(id, a)
+				}
 			}
 			eps.Platforms = append(eps.Platforms, exptypes.Platform{ID: id, Platform: pl})
 		}
@@ -590,11 +697,15 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			continue
 		}
 		oc, _ := compression(out.Compression)
-		dg, _, err := layers.PlatformDigests(ctx, out.Path, layers.WithInsecureRegistries(o.Insecure...))
+		dg, imgs, err := layers.PlatformDigests(ctx, out.Path, layers.WithInsecureRegistries(o.Insecure...))
 		if err != nil {
 			return res, fmt.Errorf("output %s: pushed, but resolving its digest: %w", out.Path, err)
 		}
-		res.Pushed = append(res.Pushed, Pushed{Ref: out.Path, Compression: oc, Digest: dg})
+		pu := Pushed{Ref: out.Path, Compression: oc, Digest: dg}
+		if len(imgs) > 1 || prov != "" {
+			pu.Images = imgs
+		}
+		res.Pushed = append(res.Pushed, pu)
 	}
 	if len(res.Pushed) > 0 {
 		res.Digest = res.Pushed[0].Digest

@@ -38,19 +38,11 @@ import (
 // succeeds, and the bytes fetched by then are fewer than the layers'.
 // How much faster that is goes in bench/coldstart.sh, not here.
 func TestEStargzLazyPull(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	// Cheap prerequisites before the slow slim.
 	testdaemon.StargzBin(t)
-	if os.Getenv("KILN_CONTAINERD_BIN") == "" {
-		m, _ := filepath.Glob(filepath.Join(envOrDefault("KILN_CONTAINERD_CACHE", "/var/cache/kiln-containerd"), "v2.*", "containerd"))
-		if len(m) == 0 {
-			if os.Getenv("KILN_REQUIRE_STARGZ") == "1" {
-				t.Fatal("no containerd 2.x (bash scripts/containerd2.sh build): the stargz snapshotter is served to the 2.x transfer service")
-			}
-			t.Skip("no containerd 2.x (bash scripts/containerd2.sh build, or KILN_CONTAINERD_BIN)")
-		}
-		slices.Sort(m)
-		t.Setenv("KILN_CONTAINERD_BIN", m[len(m)-1])
-	}
+	// The stargz snapshotter is served to the 2.x transfer service.
+	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t, testdaemon.RequireEnv("KILN_REQUIRE_STARGZ")))
 	r := newSlimRun(t, "kiln-esgz-it-")
 	dest := registry() + "/kiln-esgz-it/app:esgz"
 	probe := "python3 -c 'import torch, ctypes; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); print(\"torch\", torch.__version__)'"
@@ -129,13 +121,6 @@ func TestEStargzLazyPull(t *testing.T) {
 	if fetched == 0 || fetched >= total {
 		t.Fatalf("fetched %d of %d layer bytes by the time the probe succeeded: want some, and fewer than all", fetched, total)
 	}
-}
-
-func envOrDefault(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // countingProxy is a reverse proxy in front of a plain-HTTP registry that

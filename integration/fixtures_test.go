@@ -6,14 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/classify"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -114,9 +118,56 @@ func appRefs(dir string, e *expected) map[string]string {
 	}
 }
 
+// The docker-archive (docker save's uncompressed layers, 8.2 GB) is the one
+// fixture that cannot share the blob cache's files, so scripts/fixtures.sh
+// writes it on demand: the first test that reads it has it written, and
+// with KILN_PRUNE_AFTER_TESTS=1 it goes when the suite ends.
+var appArchive struct {
+	once sync.Once
+	path string
+	made bool
+	err  error
+}
+
+// needAppArchive makes sure the app's docker-archive exists.
+func needAppArchive(t *testing.T, dir string, e *expected) {
+	t.Helper()
+	appArchive.once.Do(func() {
+		appArchive.path = filepath.Join(dir, e.Images["app"].Archive)
+		if _, err := os.Stat(appArchive.path); err == nil {
+			return
+		}
+		script, err := testdaemon.RepoFile("scripts/fixtures.sh")
+		if err != nil {
+			appArchive.err = err
+			return
+		}
+		t0 := time.Now()
+		out, err := exec.Command("bash", script, "archive").CombinedOutput()
+		if err != nil {
+			appArchive.err = fmt.Errorf("scripts/fixtures.sh archive: %v\n%s", err, out)
+			return
+		}
+		appArchive.made = true
+		t.Logf("wrote %s on demand in %s", appArchive.path, time.Since(t0).Round(time.Second))
+	})
+	if appArchive.err != nil {
+		t.Fatal(appArchive.err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if appArchive.made && os.Getenv("KILN_PRUNE_AFTER_TESTS") == "1" {
+		os.Remove(appArchive.path)
+	}
+	os.Exit(code)
+}
+
 func TestAnalyzeAppFixture(t *testing.T) {
 	dir, e := fixtures(t)
 	app := e.Images["app"]
+	needAppArchive(t, dir, e)
 	for src, ref := range appRefs(dir, e) {
 		t.Run(src, func(t *testing.T) {
 			img, err := layers.Open(context.Background(), ref)
@@ -207,6 +258,7 @@ func TestRuntimeRulesFailTheApp(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kiln").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	needAppArchive(t, dir, e)
 	for src, ref := range appRefs(dir, e) {
 		cmd := exec.Command(bin, "analyze", "--json", "--progress", "none", "--ci", "../testdata/rules/runtime.yaml", ref)
 		out, err := cmd.Output()
@@ -241,6 +293,7 @@ func TestRuntimeRulesFailTheApp(t *testing.T) {
 // 5090 sm_120) only through PTX JIT.
 func TestKernelCoverageOfCUDALibraries(t *testing.T) {
 	dir, e := fixtures(t)
+	needAppArchive(t, dir, e)
 	img, err := layers.Open(context.Background(), "docker-archive:"+filepath.Join(dir, e.Images["app"].Archive))
 	if err != nil {
 		t.Fatal(err)

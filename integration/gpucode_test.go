@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
+
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -142,6 +144,7 @@ func (r slimRun) h100Support(t *testing.T, ref string) kernelSupport {
 // to the unpruned library's, and disassembles them; kiln analyze says the
 // H100's coverage is what it was; the probe loads libtorch_cuda.
 func TestSlimAppFixtureGPUs(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	r := newSlimRun(t, "kiln-slim-gpu-it-")
 	dest := registry() + "/kiln-slim-it/app:h100"
 	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); assert torch.ones(2).sum().item() == 2'"

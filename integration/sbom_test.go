@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -122,6 +124,7 @@ func validBOM(t *testing.T, b []byte) cdxDoc {
 // against the CycloneDX 1.6 schema, signed with --sign-key and verified by
 // the real cosign, then warmed with --verify-key.
 func TestSBOMSlimAndWeightsStrip(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	if !answers(registry()) {
 		needSign(t, "no registry at "+registry())
 	}

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
 // buildKiln compiles the CLI once for a test.
@@ -89,6 +91,7 @@ func (r slimRun) analyzeCI(t *testing.T, image string) {
 // nvJPEG, the toolkit's profiling libraries) is gone while every library
 // libtorch_cuda links stays.
 func TestSlimAppFixturePruneLibs(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	r := newSlimRun(t, "kiln-slim-prune-it-")
 	dest := registry() + "/kiln-slim-it/app:strict"
 	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); assert torch.ones(2).sum().item() == 2'"
@@ -144,6 +147,7 @@ func TestSlimAppFixturePruneLibs(t *testing.T) {
 // in the result through BuildKit (a real execution), and checks the result
 // passes `kiln analyze --ci testdata/rules/runtime.yaml`.
 func TestSlimAppFixture(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	r := newSlimRun(t, "kiln-slim-it-")
 	dest := registry() + "/kiln-slim-it/app:slim"
 

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
@@ -23,6 +25,7 @@ import (
 // registry, pulls the volume back (interrupted once, then resumed), and
 // checks it verifies and that its set digest is what sha256sum computes.
 func TestWeightsVolumeFromAppFixture(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
 	dir, e := fixtures(t)
 	ctx := context.Background()
 	img, err := layers.Open(ctx, appRefs(dir, e)["oci"])

@@ -20,3 +20,20 @@ const (
 	LabelWeightsMount     = "dev.kiln.weights.mount"
 	LabelWeightsSetDigest = "dev.kiln.weights.set-digest"
 )
+
+// BuildKit's attestation annotations on an index entry: an attestation
+// manifest (platform unknown/unknown) says which image it is about.
+const (
+	AnnotationRefType   = "vnd.docker.reference.type"
+	AnnotationRefDigest = "vnd.docker.reference.digest"
+	RefTypeAttestation  = "attestation-manifest"
+	// On each layer of an attestation manifest: the in-toto predicate
+	// type of the statement it holds.
+	AnnotationPredicateType = "in-toto.io/predicate-type"
+)
+
+// IsAttestation says whether an index entry is an attestation manifest
+// rather than an image to run.
+func IsAttestation(annotations map[string]string) bool {
+	return annotations[AnnotationRefType] == RefTypeAttestation
+}

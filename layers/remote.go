@@ -156,7 +156,7 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 			return "", nil, fmt.Errorf("image %q: %v", ref, err)
 		}
 		for _, d := range im.Manifests {
-			if d.Platform == nil || !d.MediaType.IsImage() {
+			if d.Platform == nil || !d.MediaType.IsImage() || IsAttestation(d.Annotations) {
 				continue
 			}
 			out[PlatformString(*d.Platform)] = d.Digest.String()

@@ -9,14 +9,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // BuildKit's attestation annotations.
 const (
-	AnnotationRefType   = "vnd.docker.reference.type"
-	AnnotationRefDigest = "vnd.docker.reference.digest"
-	RefTypeAttestation  = "attestation-manifest"
-	AnnotationPredicate = "in-toto.io/predicate-type"
+	AnnotationRefType   = layers.AnnotationRefType
+	AnnotationRefDigest = layers.AnnotationRefDigest
+	RefTypeAttestation  = layers.RefTypeAttestation
+	AnnotationPredicate = layers.AnnotationPredicateType
 	inTotoStatementV01  = "https://in-toto.io/Statement/v0.1"
 )
 

@@ -107,7 +107,19 @@ func New(s Subject, comps []Component, props []Property, toolVersion string, now
 	if comps == nil {
 		comps = []Component{}
 	}
-	h := sha256.Sum256([]byte(s.Digest))
+	seed := s.Digest
+	if seed == "" {
+		// An attestation's BOM is written before the image has a digest
+		// (the statement's subject carries it): the name and content seed.
+		seed = s.Name
+		for _, c := range comps {
+			seed += "\n" + c.BOMRef
+		}
+		for _, p := range props {
+			seed += "\n" + p.Name + "=" + p.Value
+		}
+	}
+	h := sha256.Sum256([]byte(seed))
 	// A UUID-shaped serial derived from the subject (RFC 4122 version 5
 	// layout bits), so one image gives one serial number.
 	h[6] = (h[6] & 0x0f) | 0x50

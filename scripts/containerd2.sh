@@ -12,6 +12,9 @@
 #         with this directory first in PATH (it looks its shim up there).
 #         Snapshotters needing cgo or kernel tools (btrfs,
 #         devmapper, zfs) are left out; overlayfs and native remain.
+#         The CRI plugin is built in (it is left out only by the no_cri
+#         tag): integration/cri_test.go drives it with crictl
+#         (scripts/crictl.sh), image volumes included.
 # path    prints the directory holding the binaries (builds first
 #         when missing), e.g.
 #           D=$(bash scripts/containerd2.sh path)

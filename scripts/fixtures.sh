@@ -5,6 +5,9 @@
 #   bash scripts/fixtures.sh          # build layers (cached) + assemble images + push if a registry answers
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
 #   bash scripts/fixtures.sh smoke    # only the base and cudart layers (a fresh-cache check)
+#   bash scripts/fixtures.sh archive  # as the first, and also write the docker-archive app.tar
+#                                     # (8.2 GB, docker save's uncompressed layers): on demand, for
+#                                     # what reads docker save output; the first form removes it
 #
 # Environment:
 #   KILN_FIXTURE_CACHE       download/layer cache (default /var/cache/kiln-fixtures)
@@ -109,6 +112,40 @@ layer_recipe() {
 }
 layer_done() { [[ -f $LAYERS/$1/id && $(cat "$LAYERS/$1/recipe" 2>/dev/null) == "$(layer_recipe "$1")" ]]; }
 
+# Once the images are assembled, each layer lives twice: as its directory
+# (rootfs, ~8 GB for the chain) and as compressed blobs in the blob cache,
+# from which fixturegen assembles the images again. prune_rootfs keeps
+# the layer's metadata (id, recipe, created_by: the blob cache's key) and
+# drops the directory, leaving a "pruned" marker; the disk is the binding
+# limit. Building a layer (its lowers are mounted) or the wheels (the
+# torch chain is mounted) needs the directories back: need_rootfs then
+# drops every pruned layer, so the chain is built again from the debs,
+# and restarts the script once. KILN_FIXTURE_KEEP_LAYERS=1 keeps them.
+CHAIN=(base cudart runtime devel torch pipcache appsrc pycache cleanup)
+prune_rootfs() {
+	[[ ${KILN_FIXTURE_KEEP_LAYERS:-0} == 1 ]] && return
+	local l freed=0
+	for l in "${CHAIN[@]}"; do
+		[[ -d $LAYERS/$l/rootfs ]] || continue
+		freed=$((freed + $(du -sm "$LAYERS/$l/rootfs" | cut -f1)))
+		safe_rm "$LAYERS/$l/rootfs"
+		touch "$LAYERS/$l/pruned"
+	done
+	((freed)) && log "layers: $freed MiB of layer directories dropped (their blobs are cached; KILN_FIXTURE_KEEP_LAYERS=1 keeps them)"
+	return 0
+}
+need_rootfs() {
+	local l pruned=()
+	for l in "$@"; do [[ -f $LAYERS/$l/pruned ]] && pruned+=("$l"); done
+	((${#pruned[@]})) || return 0
+	[[ ${KILN_FIXTURES_RESTARTED:-0} == 1 ]] && die "layers ${pruned[*]} still pruned after a restart"
+	log "layers ${pruned[*]} were pruned and are needed: rebuilding the pruned layers, then starting again"
+	cleanup_mounts
+	for l in "${CHAIN[@]}"; do [[ -f $LAYERS/$l/pruned ]] && safe_rm "$LAYERS/$l"; done
+	exec 9>&-
+	KILN_FIXTURES_RESTARTED=1 exec bash "$ROOT/scripts/fixtures.sh" "${ARGS[@]}"
+}
+
 # finish_layer NAME CREATED_BY: move NAME.tmp into place with its metadata.
 finish_layer() {
 	local name=$1 created_by=$2 d=$LAYERS/$1.tmp
@@ -127,6 +164,8 @@ finish_layer() {
 # upper at $M, run FUNC with chroot plumbing, leave upper as NAME.tmp/rootfs.
 with_overlay() {
 	local name=$1 lowers=$2 fn=$3 d=$LAYERS/$1.tmp lowerdir="" l
+	# shellcheck disable=SC2086 # lowers is a list
+	need_rootfs $lowers
 	for l in $lowers; do lowerdir="$LAYERS/$l/rootfs${lowerdir:+:$lowerdir}"; done
 	safe_rm "$d"
 	mkdir -p "$d/rootfs" "$d/work" "$d/merged"
@@ -440,6 +479,7 @@ build_wheels() {
 		apt-get update -qq
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf
 	}
+	need_rootfs base cudart runtime devel torch
 	log "wheels: torch $want (repackaged from Debian's binaries)"
 	local lowerdir="" l r=$CACHE/wheels-root
 	for l in base cudart runtime devel torch; do lowerdir="$LAYERS/$l/rootfs${lowerdir:+:$lowerdir}"; done
@@ -498,7 +538,7 @@ main() {
 	flock -n 9 || { log "waiting for another fixtures build (lock $CACHE/.lock)"; flock 9; }
 	cd "$ROOT"
 	# A layer rebuilt means everything above it must be rebuilt too.
-	local chain=(base cudart runtime devel torch pipcache appsrc pycache cleanup) i j
+	local chain=("${CHAIN[@]}") i j
 	for ((i = 0; i < ${#chain[@]}; i++)); do
 		if ! layer_done "${chain[i]}"; then
 			for ((j = i + 1; j < ${#chain[@]}; j++)); do
@@ -539,11 +579,18 @@ main() {
 	fi
 	[[ $reg == none ]] && reg=""
 	log "assembling images into $OUT${reg:+ and pushing to $reg}"
+	local rc=0
 	"$GO" run ./internal/fixturegen build -layers "$LAYERS" -out "$OUT" \
-		-blob-cache "$CACHE/blobs" -epoch "$SOURCE_DATE_EPOCH" ${reg:+-registry "$reg"}
+		-blob-cache "$CACHE/blobs" -epoch "$SOURCE_DATE_EPOCH" ${reg:+-registry "$reg"} \
+		-archives="$([[ ${1:-} == archive ]] && echo true || echo false)" || rc=$?
+	# 3: a blob is not cached and its layer's directory was pruned.
+	((rc == 3)) && need_rootfs "${CHAIN[@]}"
+	((rc == 0)) || die "fixturegen build failed (exit $rc)"
+	prune_rootfs
 	rm -f "$OUT/runtime.tar" # retired: no test reads it
 	[[ -n $reg ]] && dedupe_registry
 	log "done in $((SECONDS - t0))s"
 	df -h "$CACHE" | sed 's/^/[fixtures] /' >&2
 }
+ARGS=("$@")
 main "$@"

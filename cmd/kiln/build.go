@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/sirupsen/logrus"
@@ -53,8 +57,13 @@ type BuildOptions struct {
 	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure     []string
 	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
-	// pinned inputs as a referrer (sbomcmd.go).
+	// pinned inputs, as a referrer, or with --provenance in the
+	// attestation manifest beside the image (sbomcmd.go).
 	SBOM bool
+	// Provenance is --provenance: min, max or none (BuildKit's SLSA
+	// provenance attestation); BuilderID its builder.id.
+	Provenance string
+	BuilderID  string
 	signFlag
 	recipeFlags
 }
@@ -128,7 +137,9 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	f.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	f.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.signFlag.register(cmd)
-	f.BoolVar(&opts.SBOM, "sbom", false, "with --push: attach a CycloneDX SBOM of the build's pinned inputs (lock: base images by digest, wheels with SHA-256; plan: CUDA/cuDNN/torch, GPU architectures; recipe and lock digests) to each pushed image as a referrer")
+	f.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX (and SPDX) SBOM of the build's pinned inputs (lock: base images by digest, wheels with SHA-256; plan: CUDA/cuDNN/torch, GPU architectures; recipe and lock digests): with --provenance in the attestation manifest beside each image, as BuildKit stores SBOMs; else (--push only) as a referrer, keeping the image's digest reproducible")
+	f.StringVar(&opts.Provenance, "provenance", "none", "attach BuildKit's SLSA v1 provenance: max (every step's definition), min (the request), none; kiln's recipe and lock digests are among its parameters. The pushed index's digest then changes per build (the provenance records start time and invocation ID); the image manifests inside stay reproducible")
+	f.StringVar(&opts.BuilderID, "builder-id", "", "with --provenance: the provenance's builder.id, a URI naming who ran the build (e.g. the CI job's URL)")
 	opts.recipeFlags.register(cmd)
 	return cmd
 }
@@ -202,6 +213,19 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	}
 	if opts.DryRun && opts.Dockerfile {
 		return usageErr("--dry-run and --dockerfile print different things; pick one")
+	}
+	switch opts.Provenance {
+	case "", "none", "false":
+		opts.Provenance = ""
+	case "min", "max":
+	default:
+		return usageErr("--provenance %q: want min, max or none", opts.Provenance)
+	}
+	if opts.BuilderID != "" && opts.Provenance == "" {
+		return usageErr("--builder-id needs --provenance min or max")
+	}
+	if opts.SBOM && opts.Push == "" && opts.Provenance == "" {
+		return usageErr("--sbom needs --push (attached next to the pushed image) or --provenance (attested beside the image in its index)")
 	}
 	var outputs []builder.Output
 	if opts.Push != "" {
@@ -303,8 +327,15 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return reuseExisting(ctx, opts, content)
 		}
 	}
-	if opts.SBOM && opts.Push == "" {
-		return usageErr("--sbom needs --push: the SBOM is attached next to the pushed image")
+	var lock *recipes.Lock
+	if opts.SBOM && opts.Locked {
+		if lock, err = recipes.ReadLock(recipes.LockPath(recipeFile(opts.File))); err != nil {
+			return fmt.Errorf("--sbom: %w", err)
+		}
+	}
+	var attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)
+	if opts.SBOM && opts.Provenance != "" {
+		attest = buildSBOMAttest(opts.Push, plan, lock, in)
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return usageErr("--sign-key needs --push: the signature is stored next to the pushed image")
@@ -338,6 +369,10 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		NoProbes:     opts.NoTest,
 		Insecure:     opts.Insecure,
 		Tools:        toolsExecutable(),
+		Provenance:   opts.Provenance,
+		BuilderID:    opts.BuilderID,
+		Params:       map[string]string{"version": version},
+		Attest:       attest,
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
@@ -349,13 +384,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
 	var sboms []string
-	if opts.SBOM {
-		var lock *recipes.Lock
-		if opts.Locked {
-			if lock, err = recipes.ReadLock(recipes.LockPath(recipeFile(opts.File))); err != nil {
-				return fmt.Errorf("--sbom: %w", err)
-			}
-		}
+	if opts.SBOM && attest == nil {
 		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
 			return err
 		}
@@ -384,6 +413,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		return writeJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
+			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attest != nil),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
 	}
@@ -392,6 +422,12 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		for _, pl := range slices.Sorted(maps.Keys(p.Images)) {
+			fmt.Fprintf(opts.IO.Out, "  image  %s %s\n", pl, p.Images[pl])
+		}
+	}
+	if names := attestationNames(opts.Provenance, attest != nil); len(names) > 0 {
+		fmt.Fprintf(opts.IO.Out, "attested %s\n", strings.Join(names, ", "))
 	}
 	for _, s := range signed {
 		fmt.Fprintf(opts.IO.Out, "signed   %s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
@@ -404,6 +440,19 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
 	}
 	return nil
+}
+
+// attestationNames lists what the attestation manifest beside each image
+// holds: the provenance and kiln's own statements.
+func attestationNames(prov string, bom bool) []string {
+	var out []string
+	if prov != "" {
+		out = append(out, "SLSA provenance v1 (mode="+prov+")")
+	}
+	if bom {
+		out = append(out, "sbom.cdx.json ("+sbom.PredicateType+")", "sbom.spdx.json ("+sbom.SPDXPredicateType+")")
+	}
+	return out
 }
 
 // checkBuilt analyzes what the build wrote (the first output) against the

@@ -71,6 +71,9 @@ func TestBuildUsageErrors(t *testing.T) {
 		{"build", f, "--source-date-epoch", "yesterday", "--dry-run"},
 		{"build", f, "--dry-run", "--dockerfile"},
 		{"build", f, "--output", "oci:/tmp/a", "--output", "docker-archive:/tmp/b.tar"},
+		{"build", f, "--provenance", "full"},
+		{"build", f, "--builder-id", "https://ci.example/1"},
+		{"build", f, "--sbom", "--output", "oci:/tmp/a"},
 	} {
 		if code, _, errOut := run(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)

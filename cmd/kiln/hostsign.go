@@ -11,16 +11,6 @@ import (
 	"github.com/kiln-build/kiln/sign"
 )
 
-// BuildKit's attestation manifests in an image index (docker buildx
-// imagetools reads them): the descriptor's annotations say what they are
-// attached to, each layer's which in-toto predicate it holds.
-const (
-	annRefType       = "vnd.docker.reference.type"
-	annRefDigest     = "vnd.docker.reference.digest"
-	refTypeAttest    = "attestation-manifest"
-	annPredicateType = "in-toto.io/predicate-type"
-)
-
 // hostSignature reads what host check --image reports about a registry
 // image's signatures and attestations. Only a usage mistake (a bad key
 // file) is an error; a registry that cannot be asked is reported in the
@@ -65,11 +55,11 @@ func hostSignature(ctx context.Context, ref, key string, lopts []layers.Option) 
 		}
 		if json.Unmarshal(desc.Manifest, &idx) == nil {
 			for _, m := range idx.Manifests {
-				if m.Annotations[annRefType] != refTypeAttest {
+				if !layers.IsAttestation(m.Annotations) {
 					continue
 				}
 				preds := attestationPredicates(ctx, repo.Digest(m.Digest).String(), lopts)
-				s.Attestations = append(s.Attestations, fmt.Sprintf("attestation manifest %s for %s: %v", m.Digest, m.Annotations[annRefDigest], preds))
+				s.Attestations = append(s.Attestations, fmt.Sprintf("attestation manifest %s for %s: %v", m.Digest, m.Annotations[layers.AnnotationRefDigest], preds))
 			}
 		}
 	}
@@ -97,7 +87,7 @@ func attestationPredicates(ctx context.Context, ref string, lopts []layers.Optio
 	}
 	out := []string{}
 	for _, l := range m.Layers {
-		if p := l.Annotations[annPredicateType]; p != "" {
+		if p := l.Annotations[layers.AnnotationPredicateType]; p != "" {
 			out = append(out, p)
 		}
 	}

@@ -195,8 +195,13 @@ func refusal(ios *IO, asJSON bool, err error) error {
 // dataErr reports a compatibility data file that cannot be used: with
 // --json as one object on stdout too, like every failure a machine reads.
 func dataErr(ios *IO, asJSON bool, err error) error {
+	return dataErrField(ios, asJSON, "compat-data", err)
+}
+
+// dataErrField is dataErr for an input named by another flag.
+func dataErrField(ios *IO, asJSON bool, field string, err error) error {
 	if asJSON {
-		_ = writeJSON(ios.Out, map[string]any{"error": err.Error(), "field": "compat-data"})
+		_ = writeJSON(ios.Out, map[string]any{"error": err.Error(), "field": field})
 	}
 	return err
 }

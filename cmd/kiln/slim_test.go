@@ -24,7 +24,7 @@ func TestSlimCommand(t *testing.T) {
 			testimage.Sized("usr/local/cuda/bin/nvcc", 5000), testimage.Sized("usr/bin/python3", 100),
 			testimage.Sized("usr/lib/x86_64-linux-gnu/libcudart_static.a", 4000),
 		}, "gzip"),
-		testimage.Layer(t, []testimage.Entry{safetensors("app/models/m.safetensors", 4096), testimage.File("app/main.py", []byte("m"))}, "gzip"))
+		testimage.Layer(t, []testimage.Entry{testimage.Safetensors("app/models/m.safetensors", 4096), testimage.File("app/main.py", []byte("m"))}, "gzip"))
 	testimage.WriteLayout(t, dir, "app", img)
 	src := "oci:" + dir + ":app"
 	reg := testimage.Registry(t)

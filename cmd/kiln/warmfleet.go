@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
@@ -60,6 +64,9 @@ type fleetFlags struct {
 	containerdSocket                       string
 	nodeSelector                           []string
 	completions                            int
+	perZone                                int
+	zones                                  []string
+	status                                 bool
 }
 
 // fleetOnly names the flags that belong to fleet mode, or that fleet sets
@@ -67,7 +74,7 @@ type fleetFlags struct {
 var fleetOnly = map[string]bool{
 	"hosts": true, "parallel": true, "known-hosts": true, "insecure-ignore-host-key": true, "kiln-binary": true,
 	"emit": true, "node-selector": true, "kiln-image": true, "k8s-namespace": true, "name": true, "completions": true,
-	"containerd-socket": true, "target": true, "no-space-check": true, "namespace": true, "json": true, "progress": true, "dry-run": true, "help": true,
+	"per-zone": true, "zones": true, "status": true, "containerd-socket": true, "target": true, "no-space-check": true, "namespace": true, "json": true, "progress": true, "dry-run": true, "help": true,
 }
 
 func (f *fleetFlags) sshFlags(fs *pflag.FlagSet) {
@@ -89,10 +96,14 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions) {
 	fs.StringVar(&f.objName, "name", "kiln-warm", "with --emit: name of the DaemonSet or Job")
 	fs.StringVar(&f.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "with --emit: the nodes' containerd socket (k3s: /run/k3s/containerd/containerd.sock)")
 	fs.IntVar(&f.completions, "completions", 1, "with --emit k8s-job: pods, each on a different node")
+	fs.IntVar(&f.perZone, "per-zone", 0, "with --emit: warm only N nodes in each of --zones (a Job per zone; the rest pull through a Spegel/Dragonfly mirror, docs/fleet.md)")
+	fs.StringSliceVar(&f.zones, "zones", nil, "with --per-zone: the zones (values of the nodes' topology.kubernetes.io/zone label)")
+	fs.BoolVar(&f.status, "status", false, "with --emit: pods that only report each node's warm state (kiln warm status --node), for kiln warm status --from-logs")
 	cmd.Example = strings.TrimRight(cmd.Example, "\n") + `
   kiln warm --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
   kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2
-  kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -`
+  kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -
+  kiln warm --emit k8s --per-zone 1 --zones us-east-1a,us-east-1b ghcr.io/acme/serve:1.2 | kubectl apply -f -`
 	cmd.AddCommand(newWarmStatusCmd(opts.IO))
 }
 
@@ -179,7 +190,7 @@ func fleetOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *Flee
 
 func emitOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *EmitOptions {
 	fs := c.Flags()
-	return &EmitOptions{
+	eo := &EmitOptions{
 		IO: ios, Emit: f.emit, NodeSelector: f.nodeSelector, Target: flagString(fs, "target"),
 		K8sOptions: fleet.K8sOptions{
 			Name: f.objName, Namespace: f.k8sNamespace, Refs: args, KilnImage: f.kilnImage,
@@ -187,31 +198,76 @@ func emitOptions(c *cobra.Command, ios *IO, f *fleetFlags, args []string) *EmitO
 			// --weights-into becomes a hostPath mount and its argument
 			// (BuildK8s), not a bare flag pointing into the pod.
 			WarmArgs: passThrough(fs, "weights-into"), Completions: f.completions,
-			WeightsDir: changedString(fs, "weights-into"),
+			WeightsDir: changedString(fs, "weights-into"), PerZone: f.perZone, Zones: f.zones,
+			Status: f.status,
 		},
 	}
+	if f.status {
+		if !fs.Changed("name") {
+			eo.Name = "" // BuildK8s's status default, kiln-warm-status
+		}
+		// kiln warm status takes only these of warm's flags.
+		eo.WarmArgs = nil
+		for _, n := range statusFlags {
+			for _, v := range flagSlice(fs, n) {
+				if fs.Changed(n) {
+					eo.WarmArgs = append(eo.WarmArgs, "--"+n+"="+v)
+				}
+			}
+			if n == "platform" && fs.Changed(n) {
+				eo.WarmArgs = append(eo.WarmArgs, "--platform="+flagString(fs, n))
+			}
+		}
+	}
+	return eo
 }
+
+// statusFlags are the kiln warm flags kiln warm status passes on to each
+// host's or node's dry run.
+var statusFlags = []string{"platform", "insecure-registry"}
 
 func newWarmStatusCmd(ios *IO) *cobra.Command {
 	f := &fleetFlags{}
 	opts := &FleetOptions{IO: ios, DryRun: true}
+	var node, fromLogs string
 	cmd := &cobra.Command{
-		Use:   "status --hosts FILE REF...",
+		Use:   "status --hosts FILE REF... | --node NAME REF... | --from-logs FILE|-",
 		Short: "Ask each host whether it is warm, and how many bytes it is missing",
 		Long: `Runs kiln warm --dry-run on every host of the hosts file (copying kiln
 there when it is missing) and prints each host's state: warm (every blob of
 the warm set present), cold (bytes missing) or failed.
 
+In a cluster (kiln warm --emit k8s --status): --node NAME runs the dry run
+here, against this node's --target, and prints one JSON line (the row
+--hosts --json prints for a host, named NAME); it exits 0 warm or cold, 1
+failed. --from-logs FILE|- reads those lines as kubectl logs prints them
+(with or without --prefix) and prints the table for every node.
+
 Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
-		Example: `  kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io`,
-		Args:    cobra.MinimumNArgs(1),
+		Example: `  kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
+  kubectl logs -l app.kubernetes.io/instance=kiln-warm-status -c status --prefix --tail=-1 | kiln warm status --from-logs -`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Refs, opts.HostsFile, opts.Parallel = args, f.hosts, f.parallel
 			opts.KnownHosts, opts.Insecure, opts.KilnBinary = f.knownHosts, f.insecureHostKey, f.kilnBinary
-			if opts.HostsFile == "" {
-				return usageErr("kiln warm status needs --hosts FILE")
+			modes := 0
+			for _, m := range []string{opts.HostsFile, node, fromLogs} {
+				if m != "" {
+					modes++
+				}
 			}
-			for _, n := range []string{"platform", "insecure-registry"} {
+			if modes != 1 {
+				return usageErr("kiln warm status needs --hosts FILE, or --node NAME, or --from-logs FILE (one of them)")
+			}
+			if fromLogs != "" {
+				if len(args) > 0 {
+					return usageErr("--from-logs reads the nodes' reports; it takes no image")
+				}
+				return runStatusFromLogs(opts, fromLogs)
+			}
+			if len(args) == 0 {
+				return usageErr("name at least one image")
+			}
+			for _, n := range statusFlags {
 				if c.Flags().Changed(n) {
 					for _, v := range flagSlice(c.Flags(), n) {
 						opts.WarmArgs = append(opts.WarmArgs, "--"+n+"="+v)
@@ -221,17 +277,83 @@ Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
 					}
 				}
 			}
+			if node != "" {
+				return runNodeStatus(c.Context(), opts, node)
+			}
 			return runFleet(c.Context(), opts)
 		},
 	}
 	f.sshFlags(cmd.Flags())
-	cmd.Flags().StringVar(&opts.Target, "target", "", "target on hosts whose entry names none")
+	cmd.Flags().StringVar(&node, "node", "", "report this host's own state as node NAME, one JSON line (the status pods of kiln warm --emit k8s --status)")
+	cmd.Flags().StringVar(&fromLogs, "from-logs", "", "gather the --node lines of a cluster's status pods from this file (- for stdin), as kubectl logs prints them")
+	cmd.Flags().StringVar(&opts.Target, "target", "", "target on hosts whose entry names none (with --node: this host's)")
 	cmd.Flags().StringVar(&opts.Namespace, "namespace", "", "containerd namespace on hosts whose entry names none")
 	cmd.Flags().StringVar(&opts.Platform, "platform", "", "platform to check (default: each host's)")
 	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print per-host results as JSON")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "per-host progress lines on stderr: auto, plain, none")
 	return cmd
+}
+
+// runNodeStatus is kiln warm status --node: this host's kiln warm
+// --dry-run, run in-process, as the one-line row of a fleet table. The
+// line is printed whatever the state (a status pod's log is its report);
+// only a failed check exits non-zero, so the pod shows it too.
+func runNodeStatus(ctx context.Context, opts *FleetOptions, node string) error {
+	if opts.Target == "" {
+		return usageErr("--node needs --target (this node's, e.g. containerd:/run/containerd/containerd.sock)")
+	}
+	args := append([]string{"warm"}, opts.Refs...)
+	args = append(args, "--target", opts.Target, "--dry-run", "--json", "--progress", "none")
+	if opts.Namespace != "" {
+		args = append(args, "--namespace", opts.Namespace)
+	}
+	args = append(args, opts.WarmArgs...)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := runKiln(ctx, args, strings.NewReader(""), &out, &errb)
+	r := fleet.NodeResult(node, opts.Target, out.Bytes(), code, errb.String())
+	r.Seconds = time.Since(start).Seconds()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := opts.IO.Out.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if r.State == fleet.StateFailed {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s: %s\n", node, r.Error)
+		return silentExit(ExitFailure)
+	}
+	return nil
+}
+
+// runKiln is Main, set by init: kiln warm status --node runs its dry run
+// through the same command line a host's kiln warm gets over SSH, and
+// Main itself leads back to this command (a direct call would be an
+// initialization cycle).
+var runKiln func(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int
+
+func init() { runKiln = Main }
+
+// runStatusFromLogs is kiln warm status --from-logs: the nodes' --node
+// lines gathered into the --hosts table (or JSON array), with its exit
+// codes.
+func runStatusFromLogs(opts *FleetOptions, file string) error {
+	in, name := opts.IO.In, "stdin"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return dataErrField(opts.IO, opts.JSON, "from-logs", err)
+		}
+		defer f.Close()
+		in, name = f, file
+	}
+	res, err := fleet.ReadStatusLogs(in, name)
+	if err != nil {
+		return dataErrField(opts.IO, opts.JSON, "from-logs", err)
+	}
+	return printFleet(opts, res)
 }
 
 func runFleet(ctx context.Context, opts *FleetOptions) error {
@@ -268,7 +390,12 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 			fmt.Fprintf(opts.IO.ErrOut, "%s: %s\n", host, what)
 		}
 	}
-	res := fleet.Run(ctx, hosts, fo)
+	return printFleet(opts, fleet.Run(ctx, hosts, fo))
+}
+
+// printFleet prints the per-host table (or --json array) and exits 0
+// every host warm, 3 some cold and none failed, 1 some failed.
+func printFleet(opts *FleetOptions, res []fleet.Result) error {
 	if opts.JSON {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
@@ -333,6 +460,12 @@ func runEmit(opts *EmitOptions) error {
 	}
 	if opts.Target != "" {
 		return usageErr("--emit warms each node's containerd (--containerd-socket); --target does not apply")
+	}
+	if opts.PerZone < 0 {
+		return usageErr("--per-zone: must be at least 1")
+	}
+	if opts.PerZone > 0 && opts.Kind == fleet.KindJob && opts.Completions != 1 {
+		return usageErr("--per-zone sets each zone's Job's pod count; --completions does not apply")
 	}
 	sel, err := fleet.ParseSelector(opts.NodeSelector)
 	if err != nil {

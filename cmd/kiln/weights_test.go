@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"os"
@@ -17,19 +16,6 @@ import (
 
 var updateWeights = flag.Bool("update-weights", false, "rewrite cmd/kiln weights golden files")
 
-// safetensors is a file analyze sniffs as weights: a u64 header length and
-// a JSON header, then n bytes of tensor data.
-func safetensors(name string, n int) testimage.Entry {
-	hdr := []byte(`{"w":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}`)
-	b := make([]byte, 8, 8+len(hdr)+n)
-	binary.LittleEndian.PutUint64(b, uint64(len(hdr)))
-	b = append(b, hdr...)
-	for i := 0; i < n; i++ {
-		b = append(b, byte(i*31+len(name)))
-	}
-	return testimage.File(name, b)
-}
-
 // strippedApp strips a small image with two weight files; it returns the
 // slim image ref, the weights ref and the registry host.
 func strippedApp(t *testing.T) (string, string) {
@@ -44,7 +30,7 @@ func strippedAppOn(t *testing.T, reg string) (string, string) {
 	img := testimage.Image(t, testimage.Config{Env: []string{"PATH=/usr/bin"}},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/bin/python3", 3000)}, "gzip"),
 		testimage.Layer(t, []testimage.Entry{testimage.File("app/serve.py", []byte("print('hi')\n")),
-			safetensors("app/models/m-00001.safetensors", 20<<20), safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
+			testimage.Safetensors("app/models/m-00001.safetensors", 20<<20), testimage.Safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
 	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
 	slimRef := reg + "/acme/serve:slim"
 	wref := reg + "/acme/serve-weights:v1"
@@ -205,7 +191,7 @@ func TestWeightsStripImageTwin(t *testing.T) {
 	dir := t.TempDir()
 	img := testimage.Image(t, testimage.Config{},
 		testimage.Layer(t, []testimage.Entry{testimage.File("app/serve.py", []byte("print('hi')\n")),
-			safetensors("app/models/m-00001.safetensors", 20<<20), safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
+			testimage.Safetensors("app/models/m-00001.safetensors", 20<<20), testimage.Safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
 	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
 	slimRef, twinAt := reg+"/acme/serve:slim", reg+"/acme/serve-weights:v1-image"
 	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef,

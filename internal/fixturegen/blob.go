@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,6 +50,10 @@ type BlobMeta struct {
 // buildBlob tars dir (streaming), compresses it and stores the result as
 // cacheDir/sha256/<hex>, hashing the uncompressed (diff ID) and compressed
 // (digest) streams in the same single pass. Results are cached under key.
+// errPruned: the blob is not cached and its layer's directory was pruned
+// (scripts/fixtures.sh prune_rootfs); the script rebuilds the layers.
+var errPruned = errors.New("layer directory pruned and its blob not cached: rebuild the layers (scripts/fixtures.sh does, on exit code 3)")
+
 func buildBlob(dir string, lowers []string, key string, comp Compression, cacheDir string, epoch time.Time) (*BlobMeta, error) {
 	metaPath := filepath.Join(cacheDir, "meta", key+"-"+string(comp)+".json")
 	if b, err := os.ReadFile(metaPath); err == nil {
@@ -59,6 +64,11 @@ func buildBlob(dir string, lowers []string, key string, comp Compression, cacheD
 					return &m, nil
 				}
 			}
+		}
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if _, perr := os.Stat(filepath.Join(filepath.Dir(dir), "pruned")); perr == nil {
+			return nil, errPruned
 		}
 	}
 	for _, d := range []string{"meta", "sha256"} {

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -81,6 +82,7 @@ func main() {
 		fs.Int64Var(&o.epoch, "epoch", defaultEpoch(), "SOURCE_DATE_EPOCH for tar entries and configs")
 		fs.StringVar(&o.registry, "registry", "", "push to this registry host:port (empty: do not push)")
 		fs.IntVar(&o.jobs, "jobs", runtime.NumCPU(), "layers compressed in parallel")
+		fs.BoolVar(&o.archives, "archives", true, "write the docker-archive outputs (false: remove them)")
 		fs.Parse(os.Args[2:])
 		need(o.layers, "-layers")
 		if o.blobCache == "" {
@@ -89,6 +91,11 @@ func main() {
 		err = build(o)
 	default:
 		usage()
+	}
+	if errors.Is(err, errPruned) {
+		// scripts/fixtures.sh rebuilds the pruned layers on this code.
+		log.Print(err)
+		os.Exit(3)
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -131,6 +138,12 @@ type buildOpts struct {
 	layers, out, blobCache, registry string
 	epoch                            int64
 	jobs                             int
+	// archives writes the docker-archive outputs (app.tar: 8.2 GB of
+	// uncompressed layers, the one output that cannot share the blob
+	// cache's files); without it they are removed. scripts/fixtures.sh
+	// writes them on demand (its archive command) for the tests and
+	// benchmarks that read docker save output.
+	archives bool
 }
 
 type builtImage struct {
@@ -271,11 +284,36 @@ func build(o buildOpts) error {
 		log.Printf("outputs in %s are up to date", o.out)
 	} else {
 		os.Remove(stampPath)
+		for _, b := range imgs {
+			if b.def.archive != "" {
+				os.Remove(filepath.Join(o.out, b.def.archive))
+			}
+		}
 		if err := writeOutputs(o, imgs, epoch); err != nil {
 			return err
 		}
 		if err := os.WriteFile(stampPath, []byte(stamp), 0o644); err != nil {
 			return err
+		}
+	}
+	// The archives are of the stamp's images: written when asked and
+	// missing, removed when not asked.
+	for _, b := range imgs {
+		if b.def.archive == "" {
+			continue
+		}
+		dst := filepath.Join(o.out, b.def.archive)
+		_, err := os.Stat(dst)
+		switch {
+		case !o.archives && err == nil:
+			if err := os.Remove(dst); err != nil {
+				return err
+			}
+			log.Printf("removed %s (written on demand: scripts/fixtures.sh archive)", dst)
+		case o.archives && err != nil:
+			if err := writeArchive(o, b, epoch); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -326,11 +364,6 @@ func pruneBlobCache[K comparable](dir string, metaFiles map[string]bool, metas m
 
 func outputsExist(out string, imgs []*builtImage) bool {
 	files := []string{"oci/index.json", "oci/oci-layout", "expected.json"}
-	for _, b := range imgs {
-		if b.def.archive != "" {
-			files = append(files, b.def.archive)
-		}
-	}
 	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			return false
@@ -377,41 +410,7 @@ func writeOutputs(o buildOpts, imgs []*builtImage, epoch time.Time) error {
 	}
 	log.Printf("wrote %s", ociDir)
 
-	// 2. docker-archive tarballs with uncompressed layers.
-	createdBy := map[string]string{}
-	for _, n := range layerOrder {
-		cb, _ := os.ReadFile(filepath.Join(o.layers, n, "created_by"))
-		createdBy[n] = strings.TrimSpace(string(cb))
-	}
-	for _, b := range imgs {
-		if b.def.archive == "" {
-			continue
-		}
-		var ul []v1.Layer
-		for _, l := range b.layers {
-			ul = append(ul, uncompressedLayer{l})
-		}
-		img, err := assemble(b.def, ul, createdBy, epoch)
-		if err != nil {
-			return err
-		}
-		if c, _ := img.ConfigName(); c != b.cfgHash {
-			return fmt.Errorf("%s: docker-archive config %s differs from OCI config %s", b.def.name, c, b.cfgHash)
-		}
-		tag, err := name.NewTag(b.def.archiveTag)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(o.out, b.def.archive)
-		t0 := time.Now()
-		if err := tarball.WriteToFile(dst+".tmp", tag, img); err != nil {
-			return err
-		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
-			return err
-		}
-		log.Printf("wrote %s (%.1fs)", dst, time.Since(t0).Seconds())
-	}
+	createdBy := layerCreatedBy(o.layers)
 
 	// 3. expected.json
 	exp := &Expected{SourceDateEpoch: o.epoch, CountingRule: countingRule, Images: map[string]*ExpectedImage{}}
@@ -439,6 +438,11 @@ func writeOutputs(o buildOpts, imgs []*builtImage, epoch time.Time) error {
 		}
 		exp.Images[b.def.name] = ei
 		if b.def.name == "app" {
+			devel := filepath.Join(o.layers, "devel")
+			if _, err := os.Stat(filepath.Join(devel, "pruned")); err == nil {
+				// The truth is counted from the devel layer's files.
+				return errPruned
+			}
 			t, err := appTruth(b.def.layerNames(), stats, filepath.Join(o.layers, "devel", "rootfs"))
 			if err != nil {
 				return err
@@ -455,6 +459,48 @@ func writeOutputs(o buildOpts, imgs []*builtImage, epoch time.Time) error {
 		return err
 	}
 	return os.Rename(dst+".tmp", dst)
+}
+
+// layerCreatedBy reads each layer's history line.
+func layerCreatedBy(layers string) map[string]string {
+	m := map[string]string{}
+	for _, n := range layerOrder {
+		cb, _ := os.ReadFile(filepath.Join(layers, n, "created_by"))
+		m[n] = strings.TrimSpace(string(cb))
+	}
+	return m
+}
+
+// writeArchive writes b's docker-archive (docker save's shape:
+// uncompressed layers) from the blob cache.
+func writeArchive(o buildOpts, b *builtImage, epoch time.Time) error {
+	createdBy := layerCreatedBy(o.layers)
+	var ul []v1.Layer
+	for _, l := range b.layers {
+		ul = append(ul, uncompressedLayer{l})
+	}
+	img, err := assemble(b.def, ul, createdBy, epoch)
+	if err != nil {
+		return err
+	}
+	if c, _ := img.ConfigName(); c != b.cfgHash {
+		return fmt.Errorf("%s: docker-archive config %s differs from OCI config %s", b.def.name, c, b.cfgHash)
+	}
+	tag, err := name.NewTag(b.def.archiveTag)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(o.out, b.def.archive)
+	t0 := time.Now()
+	if err := tarball.WriteToFile(dst+".tmp", tag, img); err != nil {
+		os.Remove(dst + ".tmp")
+		return err
+	}
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		return err
+	}
+	log.Printf("wrote %s (%.1fs)", dst, time.Since(t0).Seconds())
+	return nil
 }
 
 func linkOrCopy(src, dst string) error {

@@ -38,10 +38,18 @@ func StargzBin(t testing.TB, opts ...Option) string {
 	if p := os.Getenv(envStargzBin); p != "" {
 		return c.lookup(t, p)
 	}
-	cache := envOr("KILN_STARGZ_CACHE", "/var/cache/kiln-stargz")
-	m, _ := filepath.Glob(filepath.Join(cache, "*", "containerd-stargz-grpc"))
+	return c.newestBuilt(t, "KILN_STARGZ_CACHE", "/var/cache/kiln-stargz", "*/containerd-stargz-grpc", "scripts/stargz.sh", envStargzBin)
+}
+
+// newestBuilt is the newest binary a scripts/*.sh build left in its cache
+// ($cacheEnv, else def; glob below it, VERSION/NAME, so the newest is the
+// last by name), skipping t when there is none.
+func (c *config) newestBuilt(t testing.TB, cacheEnv, def, glob, script, binEnv string) string {
+	t.Helper()
+	cache := envOr(cacheEnv, def)
+	m, _ := filepath.Glob(filepath.Join(cache, glob))
 	if len(m) == 0 {
-		c.skip(t, "no containerd-stargz-grpc in "+cache+" (bash scripts/stargz.sh build) and "+envStargzBin+" unset")
+		c.skip(t, "no "+filepath.Base(glob)+" in "+cache+" (bash "+script+" build) and "+binEnv+" unset")
 	}
 	sort.Strings(m)
 	return m[len(m)-1]

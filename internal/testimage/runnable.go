@@ -24,15 +24,31 @@ var RunnableFiles = []string{"/bin/true", "/lib64/ld-linux-x86-64.so.2", "/lib/x
 // distribution or architecture): no runnable rootfs can be made offline.
 func RunnableLayer(t testing.TB) v1.Layer {
 	t.Helper()
+	return HostLayer(t, RunnableFiles...)
+}
+
+// HostLayer is a gzip layer holding these files of this host (absolute
+// paths, symlinks followed, mode 0755) and their parent directories: a
+// rootfs for a test container made offline from the host's own binaries
+// (e.g. /bin/sleep for a pod sandbox's long-running process, with its
+// loader and libc). It skips t when a file is not here.
+func HostLayer(t testing.TB, files ...string) v1.Layer {
+	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(1700000000, 0)
-	for _, d := range []string{"bin", "lib64", "lib", "lib/x86_64-linux-gnu"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
-			t.Fatal(err)
+	dirs := map[string]bool{}
+	for _, p := range files {
+		var parents []string
+		for d := filepath.Dir(p); d != "/" && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			parents = append([]string{d}, parents...)
 		}
-	}
-	for _, p := range RunnableFiles {
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Name: d[1:] + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			t.Skipf("no runnable rootfs: %s: %v", p, err)

@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,13 +33,15 @@ import (
 )
 
 // Entry is one tar entry. Zero Type means a regular file; Size overrides
-// len(Body) in the header (to fake a truncated entry).
+// len(Body) in the header (to fake a truncated entry); zero Mode means
+// 0644 (0755 for a directory).
 type Entry struct {
 	Name     string
 	Body     []byte
 	Type     byte
 	Linkname string
 	Size     int64
+	Mode     int64
 }
 
 // File is a regular file entry.
@@ -51,6 +54,20 @@ func Sized(name string, n int) Entry {
 		b[i] = byte(i*7 + len(name))
 	}
 	return Entry{Name: name, Body: b}
+}
+
+// Safetensors is a file analyze sniffs as weights (and kiln weights strip
+// moves out): a u64 header length and a JSON header, then n bytes of
+// tensor data that differ with the name.
+func Safetensors(name string, n int) Entry {
+	hdr := []byte(`{"w":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}}`)
+	b := make([]byte, 8, 8+len(hdr)+n)
+	binary.LittleEndian.PutUint64(b, uint64(len(hdr)))
+	b = append(b, hdr...)
+	for i := 0; i < n; i++ {
+		b = append(b, byte(i*31+len(name)))
+	}
+	return File(name, b)
 }
 
 // Dir is a directory entry.
@@ -97,6 +114,9 @@ func Tar(t testing.TB, entries []Entry) []byte {
 		h := &tar.Header{Name: e.Name, Typeflag: typ, Linkname: e.Linkname, Size: size, Mode: 0o644, ModTime: epoch, Format: tar.FormatPAX}
 		if typ == tar.TypeDir {
 			h.Mode = 0o755
+		}
+		if e.Mode != 0 {
+			h.Mode = e.Mode
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
@@ -208,13 +228,21 @@ func WriteArchive(t testing.TB, file, tag string, img v1.Image) {
 // Registry starts an in-process registry and returns its host:port.
 func Registry(t testing.TB) string {
 	t.Helper()
-	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(s.Close)
+	s := RegistryServer(t)
 	u, err := url.Parse(s.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u.Host
+}
+
+// RegistryServer starts an in-process registry, closed when the test ends
+// or earlier by the test (to show that what follows needs no registry).
+func RegistryServer(t testing.TB) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(s.Close)
+	return s
 }
 
 // Push writes img to ref.

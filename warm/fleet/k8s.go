@@ -47,6 +47,19 @@ type K8sOptions struct {
 	// container, so the weights volume lands on the node where the serving
 	// pods mount it, not in the warm pod's throwaway filesystem.
 	WeightsDir string
+	// PerZone > 0 warms only PerZone nodes in each of Zones (values of
+	// the topology.kubernetes.io/zone node label), leaving the other nodes
+	// to pull from those through a peer-to-peer mirror (Spegel,
+	// Dragonfly): BuildK8sObjects returns one Job per zone.
+	PerZone int
+	Zones   []string
+	// Status emits, instead of the warm, pods that only ask each node's
+	// containerd what it is missing: `kiln warm status --node NODE` (a
+	// dry run, read-only) prints one JSON line per node, with the node's
+	// name from the downward API, for `kubectl logs ... | kiln warm status
+	// --from-logs -` to gather into the fleet table. WarmArgs are then
+	// the status flags (--platform, --insecure-registry).
+	Status bool
 }
 
 // Minimal typed mirrors of the Kubernetes objects fleet emits (fleet does
@@ -107,7 +120,22 @@ type (
 		Effect   string `yaml:"effect,omitempty"`
 	}
 	K8sAffinity struct {
+		NodeAffinity    *K8sNodeAffinity    `yaml:"nodeAffinity,omitempty"`
 		PodAntiAffinity *K8sPodAntiAffinity `yaml:"podAntiAffinity,omitempty"`
+	}
+	K8sNodeAffinity struct {
+		Required *K8sNodeSelector `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+	}
+	K8sNodeSelector struct {
+		Terms []K8sNodeSelectorTerm `yaml:"nodeSelectorTerms"`
+	}
+	K8sNodeSelectorTerm struct {
+		MatchExpressions []K8sNodeSelectorRequirement `yaml:"matchExpressions"`
+	}
+	K8sNodeSelectorRequirement struct {
+		Key      string   `yaml:"key"`
+		Operator string   `yaml:"operator"`
+		Values   []string `yaml:"values"`
 	}
 	K8sPodAntiAffinity struct {
 		Required []K8sAffinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
@@ -120,9 +148,20 @@ type (
 		Name            string              `yaml:"name"`
 		Image           string              `yaml:"image"`
 		Args            []string            `yaml:"args,omitempty"`
+		Env             []K8sEnvVar         `yaml:"env,omitempty"`
 		Resources       *K8sResources       `yaml:"resources,omitempty"`
 		SecurityContext *K8sSecurityContext `yaml:"securityContext,omitempty"`
 		VolumeMounts    []K8sVolumeMount    `yaml:"volumeMounts,omitempty"`
+	}
+	K8sEnvVar struct {
+		Name      string        `yaml:"name"`
+		ValueFrom *K8sEnvSource `yaml:"valueFrom,omitempty"`
+	}
+	K8sEnvSource struct {
+		FieldRef *K8sFieldRef `yaml:"fieldRef"`
+	}
+	K8sFieldRef struct {
+		FieldPath string `yaml:"fieldPath"`
 	}
 	K8sResources struct {
 		Requests map[string]string `yaml:"requests,omitempty"`
@@ -164,6 +203,9 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 	}
 	if o.Name == "" {
 		o.Name = "kiln-warm"
+		if o.Status {
+			o.Name = "kiln-warm-status"
+		}
 	}
 	if !dnsLabel.MatchString(o.Name) {
 		return nil, fmt.Errorf("name %q is not a DNS label (lowercase letters, digits, '-')", o.Name)
@@ -192,9 +234,12 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 		}
 		o.WeightsDir = path.Clean(o.WeightsDir)
 	}
+	if o.Status && o.WeightsDir != "" {
+		return nil, fmt.Errorf("--status with --weights-into: the status pods check images only")
+	}
 	labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": o.Name}
 	root := 0
-	no := false
+	no, yes := false, true
 	args := append([]string{"warm"}, o.Refs...)
 	args = append(args, "--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace,
 		"--ready-file", podReadyDir+"/"+o.Name)
@@ -221,6 +266,19 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 			{Name: "containerd-sock", HostPath: &K8sHostPath{Path: o.ContainerdSocket, Type: "Socket"}},
 			{Name: "kiln-ready", HostPath: &K8sHostPath{Path: hostReadyDir, Type: "DirectoryOrCreate"}},
 		},
+	}
+	if o.Status {
+		// Read-only: a dry run against the node's containerd, nothing
+		// written (no ready file); the node's name comes from the
+		// downward API so each log line says whose it is.
+		warm.Name = "status"
+		warm.Args = append(append([]string{"warm", "status", "--node", "$(NODE_NAME)"}, o.Refs...),
+			"--target", "containerd:"+podSocketPath, "--namespace", o.ContainerdNamespace)
+		warm.Args = append(warm.Args, o.WarmArgs...)
+		warm.Env = []K8sEnvVar{{Name: "NODE_NAME", ValueFrom: &K8sEnvSource{FieldRef: &K8sFieldRef{FieldPath: "spec.nodeName"}}}}
+		warm.SecurityContext.ReadOnlyRootFilesystem = &yes
+		warm.VolumeMounts = warm.VolumeMounts[:1]
+		pod.Volumes = pod.Volumes[:1]
 	}
 	if o.WeightsDir != "" {
 		// Same path inside and out: the manifest kiln writes there and the
@@ -280,20 +338,122 @@ func checkWeightsDir(dir string) error {
 	return nil
 }
 
-// EmitK8s prints the object for o as YAML.
-func EmitK8s(o K8sOptions) ([]byte, error) {
-	obj, err := BuildK8s(o)
-	if err != nil {
-		return nil, err
+// ZoneLabel is the well-known node label naming a node's zone.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// zoneLabelValue is what a label value may hold (the zone is matched
+// against node labels, so it must be one).
+var zoneLabelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$`)
+
+// BuildK8sObjects returns the objects for o: BuildK8s's one object, or
+// with PerZone one Job per zone.
+//
+// Why a Job per zone (nodeAffinity on the zone label, hostname
+// anti-affinity among that Job's pods) and not one Job with a
+// topologySpreadConstraint (maxSkew 1, DoNotSchedule): the spread counts
+// only zones that have an eligible node at scheduling time, so a zone
+// whose GPU nodes are all full, tainted or not yet up simply drops out
+// and its share lands in the other zones, with the Job complete and the
+// zone cold; maxSkew bounds differences, not "N in every zone". A Job
+// per zone pins exactly PerZone pods to that zone; one that cannot be
+// placed stays Pending under that zone's name, and `kubectl wait
+// --for=condition=complete` per Job says which zones are seeded.
+func BuildK8sObjects(o K8sOptions) ([]*K8sObject, error) {
+	if o.Status && o.PerZone > 0 {
+		return nil, fmt.Errorf("--status asks every selected node; --per-zone does not apply")
 	}
-	b, err := yaml.MarshalWithOptions(obj, yaml.IndentSequence(true))
+	if o.PerZone <= 0 {
+		if len(o.Zones) > 0 {
+			return nil, fmt.Errorf("zones %v without a per-zone count (--per-zone N)", o.Zones)
+		}
+		obj, err := BuildK8s(o)
+		if err != nil {
+			return nil, err
+		}
+		return []*K8sObject{obj}, nil
+	}
+	if len(o.Zones) == 0 {
+		return nil, fmt.Errorf("per-zone %d: name the zones (--zones a,b: values of the nodes' %s label)", o.PerZone, ZoneLabel)
+	}
+	base := or(o.Name, "kiln-warm")
+	seen := map[string]string{}
+	var objs []*K8sObject
+	for _, z := range o.Zones {
+		if !zoneLabelValue.MatchString(z) {
+			return nil, fmt.Errorf("zone %q is not a label value (letters, digits, '-', '_', '.', at most 63)", z)
+		}
+		name := base + "-" + zoneSuffix(z)
+		if len(name) > 63 {
+			return nil, fmt.Errorf("zone %q: Job name %q is longer than 63 characters (shorten --name)", z, name)
+		}
+		if prev, dup := seen[name]; dup {
+			return nil, fmt.Errorf("zones %q and %q both give the Job name %s", prev, z, name)
+		}
+		seen[name] = z
+		zo := o
+		zo.Kind, zo.Completions = KindJob, o.PerZone
+		obj, err := BuildK8s(zo)
+		if err != nil {
+			return nil, err
+		}
+		// The Job and its pods are named per zone; the node's ready file
+		// keeps the base name (--ready-file .../NAME), so serving pods look
+		// for one path whichever zone they run in.
+		labels := map[string]string{"app.kubernetes.io/name": "kiln-warm", "app.kubernetes.io/instance": name, "kiln.dev/zone": z}
+		obj.Metadata.Name, obj.Metadata.Labels = name, labels
+		obj.Spec.Template.Metadata.Labels = labels
+		pod := &obj.Spec.Template.Spec
+		pod.Affinity = &K8sAffinity{
+			NodeAffinity: &K8sNodeAffinity{Required: &K8sNodeSelector{Terms: []K8sNodeSelectorTerm{{
+				MatchExpressions: []K8sNodeSelectorRequirement{{Key: ZoneLabel, Operator: "In", Values: []string{z}}}}}}},
+			PodAntiAffinity: &K8sPodAntiAffinity{Required: []K8sAffinityTerm{{
+				LabelSelector: K8sSelector{MatchLabels: labels}, TopologyKey: "kubernetes.io/hostname"}}},
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// zoneSuffix is zone as a DNS label part: lowercase, other characters '-'.
+func zoneSuffix(z string) string {
+	b := []byte(strings.ToLower(z))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b), "-")
+}
+
+// EmitK8s prints the objects for o as YAML, one document each.
+func EmitK8s(o K8sOptions) ([]byte, error) {
+	objs, err := BuildK8sObjects(o)
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
-		o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))
-	buf.Write(b)
+	if o.PerZone > 0 {
+		fmt.Fprintf(&buf, "# kiln warm: a Job per zone pre-warms %s into containerd (namespace %s) on %d node(s) in each of %s;\n"+
+			"# the other nodes pull through the cluster's peer-to-peer mirror (docs/fleet.md).\n",
+			strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"), o.PerZone, strings.Join(o.Zones, ", "))
+	} else if o.Status {
+		fmt.Fprintf(&buf, "# kiln warm: %s %s asks each selected node's containerd (namespace %s) what it lacks of %s (read-only);\n"+
+			"# kubectl logs -l app.kubernetes.io/instance=%s -c status --prefix --tail=-1 | kiln warm status --from-logs -\n",
+			o.kind(), or(o.Name, "kiln-warm-status"), or(o.ContainerdNamespace, "k8s.io"), strings.Join(o.Refs, ", "), or(o.Name, "kiln-warm-status"))
+	} else {
+		fmt.Fprintf(&buf, "# kiln warm: %s %s pre-warms %s into containerd (namespace %s) on each selected node.\n",
+			o.kind(), or(o.Name, "kiln-warm"), strings.Join(o.Refs, ", "), or(o.ContainerdNamespace, "k8s.io"))
+	}
+	for i, obj := range objs {
+		b, err := yaml.MarshalWithOptions(obj, yaml.IndentSequence(true))
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(b)
+	}
 	return buf.Bytes(), nil
 }
 

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -197,19 +198,88 @@ func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started
 	if err != nil {
 		return nil, nil, code, err
 	}
-	raw := bytes.TrimSpace(out.Bytes())
+	return parseWarm(out.Bytes(), code, errb.String())
+}
+
+// parseWarm reads a kiln warm --json run's stdout, exit status and stderr
+// into its report, or the error that names why there is none or why the
+// run failed.
+func parseWarm(stdout []byte, code int, stderr string) (*warm.Report, json.RawMessage, int, error) {
+	raw := bytes.TrimSpace(stdout)
 	var rep warm.Report
 	if len(raw) == 0 || json.Unmarshal(raw, &rep) != nil || rep.Schema == "" {
-		msg := lastLine(errb.String())
+		msg := lastLine(stderr)
 		if msg == "" {
 			msg = "no report on stdout"
 		}
 		return nil, nil, code, fmt.Errorf("kiln warm exit %d: %s", code, msg)
 	}
+	var err error
 	if code != warmExitReady && code != warmExitMissing {
-		err = fmt.Errorf("kiln warm exit %d: %s", code, firstNonEmpty(lastLine(errb.String()), blobErrors(&rep)))
+		err = fmt.Errorf("kiln warm exit %d: %s", code, firstNonEmpty(lastLine(stderr), blobErrors(&rep)))
 	}
 	return &rep, json.RawMessage(raw), code, err
+}
+
+// NodeResult is the Result of a kiln warm --dry-run --json run on this
+// node (kiln warm status --node, in a Kubernetes pod): the same row
+// --hosts makes for an SSH host, named by the node.
+func NodeResult(node, target string, stdout []byte, code int, stderr string) Result {
+	rep, raw, code, err := parseWarm(stdout, code, stderr)
+	return result(Host{Name: node, Mode: ModePull}, target, rep, raw, code, err)
+}
+
+// ReadStatusLogs collects the kiln warm status --node lines of a
+// cluster's status pods, as `kubectl logs -l ... [--prefix]` prints them
+// (name names the input in errors): one Result per node, the last line
+// of a node winning (a restarted pod reports again), in order of first
+// appearance. Lines that are not JSON objects (kubectl's own notes, a
+// "[pod/NAME/CONTAINER] " prefix before the object is skipped) are
+// ignored; an object that is not a status line is an error naming its
+// line.
+func ReadStatusLogs(r io.Reader, name string) ([]Result, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var res []Result
+	at := map[string]int{}
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			if i := strings.Index(line, "] "); i > 0 && !strings.HasPrefix(line, "[{") {
+				line = strings.TrimSpace(line[i+2:])
+			}
+		}
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var row Result
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&row); err != nil {
+			return nil, fmt.Errorf("%s:%d: not a kiln warm status line: %v", name, n, err)
+		}
+		if row.Host == "" {
+			return nil, fmt.Errorf("%s:%d: host: empty (kiln warm status --node NAME prints it)", name, n)
+		}
+		switch row.State {
+		case StateWarm, StateCold, StateFailed:
+		default:
+			return nil, fmt.Errorf("%s:%d: state: %q is not warm, cold or failed", name, n, row.State)
+		}
+		if i, ok := at[row.Host]; ok {
+			res[i] = row
+			continue
+		}
+		at[row.Host] = len(res)
+		res = append(res, row)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("%s: no kiln warm status lines (kubectl logs -l app.kubernetes.io/instance=NAME -c status --prefix --tail=-1)", name)
+	}
+	return res, nil
 }
 
 func firstNonEmpty(s ...string) string {
