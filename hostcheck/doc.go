@@ -22,6 +22,6 @@
 // when some CRI settings are set).
 //
 // Driver facts (toolkit drivers, minor-version floors, GPU brands and
-// compute capabilities) come from the recipes compatibility database; this
-// package keeps no table of its own.
+// compute capabilities) come from package cuda, kiln's one CUDA/driver/GPU
+// table; this package keeps no table of its own.
 package hostcheck
