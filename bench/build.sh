@@ -32,7 +32,8 @@ for tag in 12.4.1-devel-debian13 12.4.1-base-debian13; do
 		{ echo "fixture $REG/nvidia/cuda:$tag missing: bash scripts/fixtures.sh" >&2; exit 1; }
 done
 
-go build -o "$WORK/kiln" ./cmd/kiln
+# Static: kiln build runs this binary inside the image to prune GPU code.
+CGO_ENABLED=0 go build -o "$WORK/kiln" ./cmd/kiln
 go build -o "$WORK/kiln-wheels" ./builder/internal/wheelserve/kiln-wheels
 "$WORK/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb "$TORCH_MB" -dir "$FIX/wheels" >"$WORK/index.url" &
 WPID=$!

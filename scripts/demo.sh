@@ -30,7 +30,8 @@ hr() { printf '\n\033[1m== %s\033[0m\n\n' "$*"; }
 hr "setup: packages, registry, fixture images, buildkitd"
 bash scripts/install-deps.sh
 bash scripts/registry.sh start
-bash scripts/fixtures.sh
+# archive: also the docker save archive (app.tar), which step 1 reads.
+bash scripts/fixtures.sh archive
 bash scripts/buildkitd.sh start
 # The real cosign CLI, built from the module proxy (cached; ~4 min the
 # first time), to check kiln's signatures with someone else's verifier.
