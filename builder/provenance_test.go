@@ -175,18 +175,16 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 					Args map[string]string `json:"args"`
 				} `json:"request"`
 			} `json:"externalParameters"`
+			InternalParameters struct {
+				BuildConfig struct {
+					LLBDefinition []json.RawMessage `json:"llbDefinition"`
+				} `json:"buildConfig"`
+			} `json:"internalParameters"`
 		} `json:"buildDefinition"`
 		RunDetails struct {
 			Builder struct {
 				ID string `json:"id"`
 			} `json:"builder"`
-			Metadata struct {
-				BuildKit struct {
-					BuildConfig struct {
-						LLBDefinition []json.RawMessage `json:"llbDefinition"`
-					} `json:"buildConfig"`
-				} `json:"https://mobyproject.org/buildkit@v1#metadata"`
-			} `json:"metadata"`
 		} `json:"runDetails"`
 	}
 	pb, ok := preds["https://slsa.dev/provenance/v1"]
@@ -205,7 +203,7 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	if prov.RunDetails.Builder.ID != "https://ci.example/kiln/e2e" {
 		t.Errorf("builder id %q", prov.RunDetails.Builder.ID)
 	}
-	if n := len(prov.RunDetails.Metadata.BuildKit.BuildConfig.LLBDefinition); n < 10 {
+	if n := len(prov.BuildDefinition.InternalParameters.BuildConfig.LLBDefinition); n < 10 {
 		t.Errorf("mode=max provenance records %d LLB steps, want the build's graph", n)
 	}
 	if string(preds["https://cyclonedx.org/bom"]) == "" || !strings.Contains(string(preds["https://cyclonedx.org/bom"]), `"torch"`) {

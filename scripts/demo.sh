@@ -155,7 +155,7 @@ import json, sys
 st = json.load(sys.stdin); p = st["predicate"]
 if st["predicateType"].startswith("https://slsa.dev/provenance"):
     args = p["buildDefinition"]["externalParameters"]["request"]["args"]
-    print("provenance (%s): %d LLB steps;" % (st["predicateType"], len(p["runDetails"]["metadata"]["https://mobyproject.org/buildkit@v1#metadata"]["buildConfig"]["llbDefinition"])),
+    print("provenance (%s): %d LLB steps;" % (st["predicateType"], len(p["buildDefinition"]["internalParameters"]["buildConfig"]["llbDefinition"])),
           ", ".join("%s=%s" % (k, v) for k, v in sorted(args.items()) if k.startswith("kiln:")))
 elif st["predicateType"] == "https://cyclonedx.org/bom":
     comps = p.get("components", [])
