@@ -144,7 +144,8 @@ BUILT="$REG/kiln-demo/built:v1"
 bin/kiln build "$W/kiln.yaml" --mirror "$REG" --wheel-index "$(cat "$W/index.url")" --progress quiet \
 	--push "$BUILT" --compression zstd --provenance max --sbom --sign-key "$KEYS/key.pem"
 echo
-bin/kiln host check --host-info testdata/hostcheck/hosts/h100-535.json --image "$BUILT" --verify-key "$KEYS/pub.pem" --progress none | grep -i -A6 '^.*signature' | head -n 8
+# host check's signature item (other items may fail on this described host).
+{ bin/kiln host check --host-info testdata/hostcheck/hosts/h200-570.json --image "$BUILT" --verify-key "$KEYS/pub.pem" --progress none || true; } | grep -i -A4 'signature' | head -n 6 || true
 echo
 # What a verifier reads: the provenance's kiln parameters and the SBOM's
 # torch and CUDA entries, straight from the registry.
@@ -173,7 +174,7 @@ echo
 # An unsigned copy (another repository: signatures live beside the image)
 # and a tampered one (a label changed: a new digest no key signed).
 crane copy "$SLIM" "$REG/kiln-demo/app-copy:slim" 2>/dev/null
-crane mutate "$SLIM" --label tampered=1 -t "$REG/kiln-demo/app:tampered" >/dev/null 2>&1
+crane mutate "$REG/kiln-demo/app@$(crane digest --platform linux/amd64 "$SLIM")" --label tampered=1 -t "$REG/kiln-demo/app:tampered" >/dev/null
 before=$(ctr --address "$CW/c.sock" content ls -q | wc -l)
 for ref in "$REG/kiln-demo/app-copy:slim" "$REG/kiln-demo/app:tampered"; do
 	set +e
