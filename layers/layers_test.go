@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -252,5 +253,23 @@ func TestPlatformSelection(t *testing.T) {
 	ix, per, err := layers.PlatformDigests(context.Background(), reg+"/multi:1")
 	if err != nil || !strings.HasPrefix(ix, "sha256:") || len(per) != 2 || per["linux/arm64"] == "" {
 		t.Errorf("PlatformDigests = %s %v %v", ix, per, err)
+	}
+}
+
+// An attestation manifest beside the image (BuildKit's provenance and SBOM
+// layout: platform unknown/unknown, vnd.docker.reference.type) is not one
+// of the index's platform images.
+func TestPlatformDigestsSkipsAttestations(t *testing.T) {
+	reg := testimage.Registry(t)
+	amd := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("amd", 10)}, "gzip"))
+	att := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("statement", 10)}, "gzip"))
+	dg, _ := amd.Digest()
+	idx := mutate.AppendManifests(testimage.Index(t, amd), mutate.IndexAddendum{Add: att, Descriptor: v1.Descriptor{
+		Platform:    &v1.Platform{OS: "unknown", Architecture: "unknown"},
+		Annotations: map[string]string{layers.AnnotationRefType: layers.RefTypeAttestation, layers.AnnotationRefDigest: dg.String()}}})
+	testimage.PushIndex(t, reg+"/attested:1", idx)
+	ix, per, err := layers.PlatformDigests(context.Background(), reg+"/attested:1")
+	if err != nil || len(per) != 1 || per["linux/amd64"] != dg.String() {
+		t.Errorf("PlatformDigests = %s %v %v, want only linux/amd64 %s", ix, per, err, dg)
 	}
 }
