@@ -56,6 +56,10 @@ build() {
 	# outlive this function and fire, with $tmp unset, when later ones return.
 	(
 		trap 'rm -rf "$tmp"' EXIT
+		# A throwaway build cache: the binary is cached per version, and its
+		# dependencies' compiled objects (gigabytes, for cosign) are never
+		# needed again; the disk is the binding limit.
+		export GOCACHE=$tmp/.gocache
 		cp -r "$src/." "$tmp/"
 		chmod -R u+w "$tmp"
 		cd "$tmp"

@@ -35,6 +35,10 @@ build() {
 	# killed build never leaves a half-written binary at $DIR/cosign.
 	(
 		trap 'rm -rf "$tmp"' EXIT
+		# A throwaway build cache: the binary is cached per version, and its
+		# dependencies' compiled objects (gigabytes, for cosign) are never
+		# needed again; the disk is the binding limit.
+		export GOCACHE=$tmp/.gocache
 		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
 			go install -trimpath "github.com/sigstore/cosign/v3/cmd/cosign@$VERSION"
 		mv "$tmp/cosign" "$DIR/cosign"

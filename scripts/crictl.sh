@@ -41,6 +41,10 @@ build() {
 	# module (cd /) so kiln's go.mod does not take part.
 	(
 		trap 'rm -rf "$tmp"' EXIT
+		# A throwaway build cache: the binary is cached per version, and its
+		# dependencies' compiled objects (gigabytes, for cosign) are never
+		# needed again; the disk is the binding limit.
+		export GOCACHE=$tmp/.gocache
 		cd /
 		GOBIN=$tmp CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath \
 			go install -ldflags "-X $MOD/pkg/version.Version=${VERSION#v}" "$MOD/cmd/crictl@$VERSION"

@@ -53,6 +53,10 @@ build() {
 	log "building distribution $VERSION from the module proxy"
 	(
 		trap 'rm -rf "$tmp"' EXIT
+		# A throwaway build cache: the binary is cached per version, and its
+		# dependencies' compiled objects (gigabytes, for cosign) are never
+		# needed again; the disk is the binding limit.
+		export GOCACHE=$tmp/.gocache
 		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
 			go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$VERSION"
 		mv "$tmp/registry" "$BIN"

@@ -54,6 +54,10 @@ build() {
 	# The subshell owns the throwaway module and removes it however it exits.
 	(
 		trap 'rm -rf "$tmp"' EXIT
+		# A throwaway build cache: the binary is cached per version, and its
+		# dependencies' compiled objects (gigabytes, for cosign) are never
+		# needed again; the disk is the binding limit.
+		export GOCACHE=$tmp/.gocache
 		cp "$here/scripts/stargzd/main.go" "$tmp/"
 		cd "$tmp"
 		export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
