@@ -117,6 +117,9 @@ func resolveLayout(ref string, follow bool) (*Resolved, error) {
 	if pick == nil {
 		return nil, fmt.Errorf("weights %q: no such artifact in %s", ref, dir)
 	}
+	if pick.MediaType.IsIndex() {
+		return followIndex(context.Background(), ref, follow)
+	}
 	src := blob.Layout{Dir: dir}
 	raw, err := blob.ReadVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
 	if err != nil {
@@ -153,6 +156,9 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
 	if err != nil {
 		return nil, err
+	}
+	if desc.MediaType.IsIndex() {
+		return followIndex(ctx, ref, follow, opts...)
 	}
 	if label, ok, err := imageLabel(ctx, f, desc.Manifest); err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
@@ -254,6 +260,27 @@ func imageLabel(ctx context.Context, src blob.Source, raw []byte) (string, bool,
 		return "", false, fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
 	}
 	return label, true, nil
+}
+
+// followIndex resolves an image index — several platforms, or one image
+// with attestations beside it, as kiln slim --sbom and kiln build
+// --provenance push — to its image the way every kiln command picks one
+// (the host's platform; attestation manifests are never it), and follows
+// that image's label. A weights artifact is never an index.
+func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Option) (*Resolved, error) {
+	if !follow {
+		return nil, fmt.Errorf("weights %q: an image index, not a weights artifact", ref)
+	}
+	img, err := layers.Open(ctx, ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	defer img.Close()
+	label := img.Config.Config.Labels[LabelManifest]
+	if label == "" {
+		return nil, fmt.Errorf("weights %q: an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", ref, LabelManifest)
+	}
+	return followLabel(ctx, ref, label, opts...)
 }
 
 // followLabel resolves the artifact an image's label names (one hop only).
