@@ -84,8 +84,8 @@ func TestProvenanceSafe(t *testing.T) {
 // provenance and an SBOM attestation, and checks what BuildKit pushed: an
 // index whose image is byte for byte the reproducible one (imageDigest)
 // and an attestation manifest beside it holding the SLSA v1 provenance,
-// with kiln's parameters among the request's arguments and the build's
-// steps in buildConfig, and the SBOM as a statement about the image.
+// with the build's steps in buildConfig, kiln's parameters as a statement
+// beside it, and the SBOM as a statement about the image.
 func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o Options) *Result, repo, imageDigest string, in Inputs) {
 	t.Helper()
 	bom := []byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","components":[{"type":"library","name":"torch","version":"2.6.0+cu124"}]}`)
@@ -170,11 +170,6 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	var prov struct {
 		BuildDefinition struct {
 			BuildType          string `json:"buildType"`
-			ExternalParameters struct {
-				Request struct {
-					Args map[string]string `json:"args"`
-				} `json:"request"`
-			} `json:"externalParameters"`
 			InternalParameters struct {
 				BuildConfig struct {
 					LLBDefinition []json.RawMessage `json:"llbDefinition"`
@@ -194,10 +189,15 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	if err := json.Unmarshal(pb, &prov); err != nil {
 		t.Fatal(err)
 	}
-	args := prov.BuildDefinition.ExternalParameters.Request.Args
-	for k, v := range map[string]string{"kiln:recipe-sha256": in.RecipeHash, "kiln:version": "e2e", "kiln:torch": "2.6.0+cu124", "kiln:cuda": "12.4.1"} {
-		if args[k] != v {
-			t.Errorf("provenance arg %s = %q, want %q (args %v)", k, args[k], v, args)
+	var kp struct {
+		Parameters map[string]string `json:"parameters"`
+	}
+	if err := json.Unmarshal(preds[KilnParamsPredicateType], &kp); err != nil {
+		t.Fatalf("kiln's build parameters statement: %v (%s)", err, preds[KilnParamsPredicateType])
+	}
+	for k, v := range map[string]string{"recipe-sha256": in.RecipeHash, "version": "e2e", "torch": "2.6.0+cu124", "cuda": "12.4.1"} {
+		if kp.Parameters[k] != v {
+			t.Errorf("kiln parameter %s = %q, want %q (%v)", k, kp.Parameters[k], v, kp.Parameters)
 		}
 	}
 	if prov.RunDetails.Builder.ID != "https://ci.example/kiln/e2e" {

@@ -292,9 +292,10 @@ func provenanceAttr(mode, builderID string) (string, error) {
 	return v, nil
 }
 
-// ProvenanceParamPrefix prefixes kiln's parameters among the frontend
-// attributes BuildKit records as the provenance request's arguments.
-const ProvenanceParamPrefix = "kiln:"
+// KilnParamsPredicateType is the in-toto predicate type of kiln's build
+// parameters (recipe and lock digests, the stack), attested beside
+// BuildKit's provenance.
+const KilnParamsPredicateType = "https://kiln.dev/attestations/build-parameters/v1"
 
 // Result is what a build produced.
 type Result struct {
@@ -399,12 +400,16 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			}
 		}
 		solveOpt.FrontendAttrs["attest:provenance"] = prov
-		// Frontend attributes are recorded as the request's arguments:
-		// kiln's own parameters travel there. They are not part of any
-		// step's cache key (the build function ignores them).
-		for k, v := range provenanceParams(p, in, o.Params) {
-			solveOpt.FrontendAttrs[ProvenanceParamPrefix+k] = v
+		// BuildKit records no request arguments for a build driven through
+		// the gateway by its client (kiln's case: the frontend attributes
+		// become the client's build options), so kiln's parameters are a
+		// statement of their own beside the provenance, in the same
+		// attestation manifest and about the same image.
+		params, err := json.MarshalIndent(map[string]any{"buildType": KilnParamsPredicateType, "parameters": provenanceParams(p, in, o.Params)}, "", "  ")
+		if err != nil {
+			return nil, err
 		}
+		o.Attestations = append(append([]Attestation(nil), o.Attestations...), Attestation{PredicateType: KilnParamsPredicateType, Path: "kiln-build.json", Body: params})
 	}
 	if graphs[0].Layout.NeedsTools() {
 		dir, cleanup, err := toolsDir(o.Tools)
