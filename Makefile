@@ -30,7 +30,7 @@ lint:
 	staticcheck $(PKGS)
 
 unit:
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -race -count=1 -timeout 60m $(PKGS)
 
 # End-to-end tests on the gigabyte fixtures: no race detector (it would
 # multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
