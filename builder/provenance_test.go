@@ -195,7 +195,7 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	if err := json.Unmarshal(preds[KilnParamsPredicateType], &kp); err != nil {
 		t.Fatalf("kiln's build parameters statement: %v (%s)", err, preds[KilnParamsPredicateType])
 	}
-	for k, v := range map[string]string{"recipe-sha256": in.RecipeHash, "version": "e2e", "torch": "2.6.0+cu124", "cuda": "12.4.1"} {
+	for k, v := range map[string]string{"recipe-sha256": in.RecipeHash, "version": "e2e", "torch": "2.6.0", "torch-cuda-variant": "cu124", "cuda": "12.4.1"} {
 		if kp.Parameters[k] != v {
 			t.Errorf("kiln parameter %s = %q, want %q (%v)", k, kp.Parameters[k], v, kp.Parameters)
 		}
