@@ -447,7 +447,8 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 func attestationNames(prov string, bom bool) []string {
 	var out []string
 	if prov != "" {
-		out = append(out, "SLSA provenance v1 (mode="+prov+")")
+		// builder adds kiln's parameters beside every provenance.
+		out = append(out, "SLSA provenance v1 (mode="+prov+")", "kiln-build.json ("+builder.KilnParamsPredicateType+")")
 	}
 	if bom {
 		out = append(out, "sbom.cdx.json ("+sbom.PredicateType+")", "sbom.spdx.json ("+sbom.SPDXPredicateType+")")
