@@ -179,3 +179,23 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 func DigestRef(r Ref, digest string) (name.Digest, error) {
 	return name.NewDigest(r.Name.Context().String()+"@"+digest, name.WeakValidation)
 }
+
+// HeadDigest HEADs ref (REPO@DIGEST or REPO:TAG) and, for a digest
+// reference, checks that the registry answers that digest.
+func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor, error) {
+	r, err := ParseRef(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != KindRegistry {
+		return nil, fmt.Errorf("%s: not a registry reference", ref)
+	}
+	desc, err := remote.Head(r.Name, RemoteOptions(ctx, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
+	}
+	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
+		return nil, fmt.Errorf("%s: registry answers digest %s", ref, desc.Digest)
+	}
+	return desc, nil
+}

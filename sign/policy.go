@@ -2,6 +2,7 @@ package sign
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/layers"
 )
 
 // Policy says which public keys an image must be signed by, per registry
@@ -144,4 +148,17 @@ func (p *Policy) Keys(repo name.Repository) ([]*PublicKey, string) {
 		}
 	}
 	return nil, ""
+}
+
+// VerifyDigest verifies digest d, named ref, whose signatures are read
+// from readRepo (a --mirror endpoint's, or repo itself), against the keys
+// p names for repo (the image's real name). A policy that names no key
+// for repo is a wrong-key result, not an error: the image is refused.
+func (p *Policy) VerifyDigest(ctx context.Context, ref string, repo, readRepo name.Repository, d v1.Hash, lopts ...layers.Option) (*Result, error) {
+	keys, _ := p.Keys(repo)
+	if len(keys) == 0 {
+		return &Result{Ref: ref, Digest: d.String(), Reason: ReasonWrongKey, Signatures: []Found{},
+			Detail: fmt.Sprintf("the policy %s names no key for %s", p.Source, repo)}, nil
+	}
+	return Verify(ctx, ref, readRepo, d, keys, lopts...)
 }

@@ -1,0 +1,149 @@
+package analyzecmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// AnalyzeOptions are kiln analyze's inputs.
+type AnalyzeOptions struct {
+	IO       *cmdutil.IO
+	Image    string
+	JSON     bool
+	CIRules  string
+	NoVerify bool
+	Jobs     int
+	Top      int
+	Progress string
+	Kernels  bool
+	GPUs     []string
+	cmdutil.ImageFlags
+}
+
+func NewCmdAnalyze(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &AnalyzeOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "analyze IMAGE",
+		Short: "Report an image's layers, waste and CUDA dev-only files",
+		Long: `Reads each layer once, as a stream, several at a time, and reports per-layer
+sizes, bytes wasted by files that later layers overwrite or delete, dive's
+efficiency score, and CUDA-aware findings: nvcc and toolkit binaries, headers,
+static libraries, docs, pip/apt/conda caches, model weights (detected by
+content) and CUDA libraries shipped twice, each with the fix to apply.
+
+With --ci RULES.yaml kiln exits 3 when a rule breaks. Rule file keys:
+max_size, max_compressed_size, min_efficiency, max_wasted_bytes,
+forbid: [dev_tools, headers, static_libs, docs, caches, weights, cuda_libs],
+max_class_bytes: {CLASS: SIZE}, forbid_duplicate_cuda_libs: true,
+require_gpus: [h100, ...] (every library with device code has a kernel for it).
+
+--kernels reads the shared libraries' fat binaries and lists the SASS (sm_XX)
+and PTX architectures they carry; --gpu NAME checks that each library can run
+on that GPU (a cubin of the same major and a lower-or-equal minor, or PTX the
+driver can JIT), which is what "no kernel image is available" errors are about.`,
+		Example: `  kiln analyze nvcr.io/nvidia/pytorch:24.05-py3
+  kiln analyze 127.0.0.1:5000/app@sha256:4f1e...
+  kiln analyze oci:./fixtures/oci:app --json > report.json
+  kiln analyze docker-archive:app.tar --ci testdata/rules/runtime.yaml
+  kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2
+  kiln analyze --gpu h100 --gpu l4 127.0.0.1:5000/acme/serve:1.2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runAnalyze(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/analyze-json.md)")
+	cmd.Flags().StringVar(&opts.CIRules, "ci", "", "check the report against a rules file; exit 3 when a rule breaks")
+	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
+	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
+	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
+	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
+	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
+	return cmd
+}
+
+func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	var rules *analyze.Rules
+	if opts.CIRules != "" {
+		if rules, err = analyze.LoadRules(opts.CIRules); err != nil {
+			return cmdutil.UsageErr("--ci: %v", err)
+		}
+	}
+	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
+		return cmdutil.UsageErr("%v", err)
+	}
+	img, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	var done atomic.Int64
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
+	rep, violations, err := analyze.CheckImage(ctx, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Progress: &done})
+	bar.Stop()
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		out := struct {
+			*analyze.Report
+			CI *ciResult `json:"ci,omitempty"`
+		}{Report: rep}
+		if rules != nil {
+			out.CI = &ciResult{Rules: opts.CIRules, Passed: len(violations) == 0, Violations: violations}
+			if out.CI.Violations == nil {
+				out.CI.Violations = []analyze.Violation{}
+			}
+		}
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		if err := rep.WriteTable(opts.IO.Out); err != nil {
+			return err
+		}
+		if rules != nil {
+			if len(violations) == 0 {
+				fmt.Fprintf(opts.IO.Out, "\nCI %s: passed\n", opts.CIRules)
+			} else {
+				fmt.Fprintf(opts.IO.Out, "\nCI %s: %d rule(s) broken\n", opts.CIRules, len(violations))
+				for _, v := range violations {
+					fmt.Fprintf(opts.IO.Out, "  ✗ %s: %s\n", v.Rule, v.Message)
+				}
+			}
+		}
+	}
+	if len(violations) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --ci rule(s) broken\n", len(violations))
+		return cmdutil.SilentExit(cmdutil.ExitRule)
+	}
+	return nil
+}
+
+type ciResult struct {
+	Rules      string              `json:"rules"`
+	Passed     bool                `json:"passed"`
+	Violations []analyze.Violation `json:"violations"`
+}

@@ -1,0 +1,71 @@
+package analyzecmd
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+)
+
+func TestAnalyzeCommand(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{Env: []string{"CUDA_VERSION=11.8.0"}},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/local/cuda/bin/nvcc", 5000), testimage.Sized("usr/bin/python3", 100)}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	ref := "oci:" + dir + ":app"
+	rules := filepath.Join(dir, "runtime.yaml")
+	os.WriteFile(rules, []byte("forbid: [dev_tools]\n"), 0o644)
+	lenient := filepath.Join(dir, "lenient.yaml")
+	os.WriteFile(lenient, []byte("max_size: 1GB\n"), 0o644)
+	broken := filepath.Join(dir, "broken.yaml")
+	os.WriteFile(broken, []byte("forbid: [dev_tools]\nmax_sise: 1GB\n"), 0o644)
+
+	code, out, _ := run(t, "analyze", ref)
+	if code != cmdutil.ExitOK || !strings.Contains(out, "dev_tools") || !strings.Contains(out, "/usr/local/cuda/bin/nvcc") {
+		t.Errorf("table: code %d\n%s", code, out)
+	}
+
+	code, out, _ = run(t, "analyze", ref, "--json", "--ci", rules)
+	if code != cmdutil.ExitRule {
+		t.Errorf("--ci with a broken rule: exit %d, want %d", code, cmdutil.ExitRule)
+	}
+	var rep struct {
+		SchemaVersion int `json:"schema_version"`
+		CI            struct {
+			Passed     bool
+			Violations []struct{ Rule string }
+		} `json:"ci"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	if rep.SchemaVersion != 1 || rep.CI.Passed || len(rep.CI.Violations) != 1 || rep.CI.Violations[0].Rule != "forbid" {
+		t.Errorf("ci result = %+v", rep)
+	}
+
+	if code, _, _ := run(t, "analyze", ref, "--ci", lenient); code != cmdutil.ExitOK {
+		t.Errorf("lenient rules: exit %d", code)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"analyze"}, cmdutil.ExitUsage, "accepts 1 arg"},
+		{[]string{"analyze", ref, "--bogus"}, cmdutil.ExitUsage, "unknown flag"},
+		{[]string{"analyze", ref, "--platform", "amd64"}, cmdutil.ExitUsage, "--platform"},
+		{[]string{"analyze", ref, "--ci", broken}, cmdutil.ExitUsage, "broken.yaml"},
+		{[]string{"analyze", "oci:" + filepath.Join(dir, "nope")}, cmdutil.ExitFailure, "not an OCI image layout"},
+		{[]string{"nosuchverb"}, cmdutil.ExitUsage, "unknown command"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}

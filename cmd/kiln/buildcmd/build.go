@@ -1,0 +1,595 @@
+package buildcmd
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sbom"
+	"github.com/kiln-build/kiln/sign"
+	"github.com/kiln-build/kiln/slim"
+)
+
+// BuildOptions are kiln build's inputs.
+type BuildOptions struct {
+	// Version is kiln\'s, recorded in what the command attaches (SBOM, provenance).
+	Version    string
+	IO         *cmdutil.IO
+	File       string
+	Locked     bool
+	DryRun     bool
+	Dockerfile bool
+	JSON       bool
+
+	Builder       string
+	TLSCACert     string
+	TLSCert       string
+	TLSKey        string
+	TLSServerName string
+
+	Push         string
+	Outputs      []string
+	Compression  string
+	MaxLayerSize string
+	CacheFrom    []string
+	CacheTo      []string
+	Progress     string
+	Platforms    []string
+	NoTest       bool
+	SkipExisting bool
+	Check        string
+	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	Insecure     []string
+	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
+	// pinned inputs, as a referrer, or with --provenance in the
+	// attestation manifest beside the image (sbomcmd.go).
+	SBOM bool
+	// Provenance is --provenance: min, max or none (BuildKit's SLSA
+	// provenance attestation); BuilderID its builder.id.
+	Provenance string
+	BuilderID  string
+	cmdutil.SignFlag
+	cmdutil.RecipeFlags
+}
+
+func NewCmdBuild(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &BuildOptions{IO: ios, Version: f.Version}
+	cmd := &cobra.Command{
+		Use:   "build [FILE]",
+		Short: "Build a slim two-stage CUDA image from a recipe through BuildKit",
+		Long: `Resolves a recipe (default ./kiln.yaml; or its kiln.lock with --locked) and
+builds it on a BuildKit daemon as an LLB graph: a devel stage on the plan's
+-devel base fetches (or compiles) the torch, FlashAttention and bitsandbytes
+wheels into a wheelhouse with pip and compiler caches mounted; a runtime
+stage on the -runtime base installs them through a read-only bind mount (no
+wheel file stays in a layer), then the extra apt and pip packages, then the
+app: one layer per component, so an app change re-pushes only the app layer.
+The recipe's test: commands run in the runtime image as part of the build;
+one failing fails the build.
+
+--push publishes gzip under REF and zstd under REF-zstd from one solve
+(--compression both, the default): gzip for every Docker and containerd
+(a platform that pulls your image may run Docker 20.10), zstd for Docker >=
+23.0, containerd >= 1.5 and kiln warm. --output gets the first (gzip; a
+docker archive is always gzip). A pip component whose wheels install more
+than --max-layer-size is installed in several steps, whole wheels in name
+order, one layer each, so pulls fetch and unpack them in parallel.
+Timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same
+inputs give the same image digest.
+
+The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
+build fails; kiln never falls back from it), else
+unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
+Start one with: sudo bash scripts/buildkitd.sh start`,
+		Example: `  kiln build --dry-run
+  kiln build --dockerfile > Dockerfile
+  kiln build kiln.yaml --push 127.0.0.1:5000/acme/serve:1.0
+  kiln build --locked --output oci:./out --output docker-archive:serve.tar
+  kiln build --push reg.example.com/serve:1.0 --cache-from reg.example.com/serve:cache --cache-to reg.example.com/serve:cache
+  kiln build --builder tcp://buildkitd:1234 --tlscacert ca.pem --tlscert cert.pem --tlskey key.pem --push ...
+  kiln build --builder docker-container://buildx_buildkit_default --progress plain --output oci:out`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.File = args[0]
+			}
+			opts.RecipeFlags.Changed(cmd)
+			return runBuild(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.Locked, "locked", false, "build from kiln.lock alone (base images pinned by digest); fails when the lock is stale")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
+	fl.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
+	fl.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
+	fl.StringVar(&opts.Builder, "builder", "", "BuildKit address: unix://PATH, tcp://HOST:PORT, docker-container://NAME, kube-pod://POD (default $BUILDKIT_HOST, then the standard sockets)")
+	fl.StringVar(&opts.TLSCACert, "tlscacert", "", "CA certificate for a tcp:// builder")
+	fl.StringVar(&opts.TLSCert, "tlscert", "", "client certificate for a tcp:// builder")
+	fl.StringVar(&opts.TLSKey, "tlskey", "", "client key for a tcp:// builder")
+	fl.StringVar(&opts.TLSServerName, "tlsservername", "", "server name the builder's certificate is checked against")
+	fl.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
+	fl.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
+	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
+	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a pip component's install into several layers when its wheels install more than this (0: one layer per component)")
+	fl.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "import build cache: REF, local:DIR or type=registry|local,k=v...; repeatable")
+	fl.StringArrayVar(&opts.CacheTo, "cache-to", nil, "export build cache (mode=max, zstd): REF, local:DIR or type=...; repeatable")
+	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
+	fl.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
+	fl.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
+	fl.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
+	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
+	fl.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
+	fl.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
+	opts.SignFlag.Register(cmd)
+	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX (and SPDX) SBOM of the build's pinned inputs (lock: base images by digest, wheels with SHA-256; plan: CUDA/cuDNN/torch, GPU architectures; recipe and lock digests): with --provenance in the attestation manifest beside each image, as BuildKit stores SBOMs; else (--push only) as a referrer, keeping the image's digest reproducible")
+	fl.StringVar(&opts.Provenance, "provenance", "none", "attach BuildKit's SLSA v1 provenance: max (every step's definition), min (the request), none; kiln's recipe and lock digests are among its parameters. The pushed index's digest then changes per build (the provenance records start time and invocation ID); the image manifests inside stay reproducible")
+	fl.StringVar(&opts.BuilderID, "builder-id", "", "with --provenance: the provenance's builder.id, a URI naming who ran the build (e.g. the CI job's URL)")
+	opts.RecipeFlags.Register(cmd)
+	return cmd
+}
+
+// buildInputs loads the recipe (or lock) and returns the plan and inputs.
+func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builder.Inputs, string, error) {
+	file := cmdutil.RecipeFile(opts.File)
+	var in builder.Inputs
+	r, err := recipes.Load(file)
+	if err != nil {
+		return nil, in, "", cmdutil.RecipeLoadErr(err)
+	}
+	in.RecipeHash = r.Hash()
+	var plan *recipes.Plan
+	if opts.Locked {
+		lp := recipes.LockPath(file)
+		l, err := recipes.ReadLock(lp)
+		if err != nil {
+			return nil, in, "", fmt.Errorf("--locked: %w", err)
+		}
+		if why := l.Stale(r, nil); len(why) > 0 {
+			return nil, in, "", fmt.Errorf("--locked: %s is stale: %s; run kiln lock", lp, strings.Join(why, "; "))
+		}
+		if b, err := os.ReadFile(lp); err == nil {
+			s := sha256.Sum256(b)
+			in.LockDigest = "sha256:" + hex.EncodeToString(s[:])
+		}
+		plan = l.LockedPlan()
+	} else {
+		ropts, oerr := opts.ResolverOptions()
+		if oerr != nil {
+			return nil, in, "", oerr
+		}
+		plan, err = recipes.Resolve(ctx, r, ropts...)
+		if err != nil {
+			return nil, in, "", cmdutil.Refusal(opts.IO, opts.JSON, err)
+		}
+	}
+	epoch := opts.Epoch
+	if epoch == "" {
+		epoch = os.Getenv("SOURCE_DATE_EPOCH")
+	}
+	if epoch == "" {
+		epoch = "0"
+	}
+	e, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil || e < 0 {
+		return nil, in, "", cmdutil.UsageErr("--source-date-epoch: %q is not a non-negative integer", epoch)
+	}
+	in.SourceDateEpoch = &e
+	return plan, in, r.Dir(), nil
+}
+
+func runBuild(ctx context.Context, opts *BuildOptions) error {
+	switch opts.Progress {
+	case "auto", "tty", "plain", "rawjson", "quiet":
+	default:
+		return cmdutil.UsageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
+	}
+	comp := opts.Compression
+	switch comp {
+	case "zstd", "gzip", "none":
+	case "both":
+		comp = "gzip" // --push adds the zstd variant
+	default:
+		return cmdutil.UsageErr("--compression: %q is not one of both, gzip, zstd, none", opts.Compression)
+	}
+	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
+	if err != nil {
+		return cmdutil.UsageErr("--max-layer-size: %v", err)
+	}
+	if opts.DryRun && opts.Dockerfile {
+		return cmdutil.UsageErr("--dry-run and --dockerfile print different things; pick one")
+	}
+	switch opts.Provenance {
+	case "", "none", "false":
+		opts.Provenance = ""
+	case "min", "max":
+	default:
+		return cmdutil.UsageErr("--provenance %q: want min, max or none", opts.Provenance)
+	}
+	if opts.BuilderID != "" && opts.Provenance == "" {
+		return cmdutil.UsageErr("--builder-id needs --provenance min or max")
+	}
+	if opts.SBOM && opts.Push == "" && opts.Provenance == "" {
+		return cmdutil.UsageErr("--sbom needs --push (attached next to the pushed image) or --provenance (attested beside the image in its index)")
+	}
+	var outputs []builder.Output
+	if opts.Push != "" {
+		ref, err := layers.ParseRef(opts.Push)
+		if err != nil {
+			return cmdutil.UsageErr("--push: %v", err)
+		}
+		if ref.Kind != layers.KindRegistry {
+			return cmdutil.UsageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
+		}
+		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
+		if opts.Compression == "both" {
+			zd, err := cmdutil.ZstdDest(opts.Push, nil)
+			if err != nil {
+				return cmdutil.UsageErr("--compression both: %v", err)
+			}
+			outputs = append(outputs, builder.Output{Type: "image", Path: zd, Compression: "zstd"})
+		}
+	}
+	for _, o := range opts.Outputs {
+		ref, err := layers.ParseRef(o)
+		if err != nil {
+			return cmdutil.UsageErr("--output: %v", err)
+		}
+		switch ref.Kind {
+		case layers.KindOCILayout:
+			outputs = append(outputs, builder.Output{Type: "oci", Path: ref.Path})
+		case layers.KindDockerArchive:
+			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
+		default:
+			return cmdutil.UsageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
+		}
+	}
+	if len(opts.Outputs) > 1 {
+		for _, o := range outputs {
+			if o.Type == "oci" {
+				return cmdutil.UsageErr("--output oci:DIR cannot be combined with another --output in one build; run kiln build again for the other (it is fully cached)")
+			}
+		}
+	}
+	var cacheFrom, cacheTo []builder.CacheSpec
+	for _, s := range opts.CacheFrom {
+		c, err := builder.ParseCacheSpec(s, false)
+		if err != nil {
+			return cmdutil.UsageErr("--cache-from: %v", err)
+		}
+		cacheFrom = append(cacheFrom, c)
+	}
+	for _, s := range opts.CacheTo {
+		c, err := builder.ParseCacheSpec(s, true)
+		if err != nil {
+			return cmdutil.UsageErr("--cache-to: %v", err)
+		}
+		cacheTo = append(cacheTo, c)
+	}
+	for _, p := range opts.Platforms {
+		if _, err := builder.ParsePlatform(p); err != nil {
+			return cmdutil.UsageErr("--platform: %v", err)
+		}
+	}
+
+	plan, in, dir, err := buildInputs(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if len(opts.Platforms) > 0 {
+		plan.Platforms = opts.Platforms
+	}
+	if opts.Dockerfile {
+		df, err := builder.Dockerfile(plan, in)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(opts.IO.Out, df)
+		return nil
+	}
+	if opts.DryRun {
+		return dryRun(ctx, opts, plan, in)
+	}
+	var checkRules *analyze.Rules
+	if opts.Check != "" {
+		if len(outputs) == 0 {
+			return cmdutil.UsageErr("--check needs --push or --output: it analyzes the image the build wrote")
+		}
+		if checkRules, err = analyze.LoadRules(opts.Check); err != nil {
+			return cmdutil.UsageErr("--check: %v", err)
+		}
+	}
+	var content *builder.Content
+	if opts.SkipExisting {
+		if opts.Push == "" {
+			return cmdutil.UsageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
+		}
+		content, err = findContentTag(ctx, opts, plan, in, dir, maxLayer)
+		if err != nil {
+			return err
+		}
+		if content.Existing != nil {
+			return reuseExisting(ctx, opts, content)
+		}
+	}
+	var lock *recipes.Lock
+	if opts.SBOM && opts.Locked {
+		if lock, err = recipes.ReadLock(recipes.LockPath(cmdutil.RecipeFile(opts.File))); err != nil {
+			return fmt.Errorf("--sbom: %w", err)
+		}
+	}
+	var attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)
+	if opts.SBOM && opts.Provenance != "" {
+		attest = buildSBOMAttest(opts.Push, plan, lock, in, opts.Version)
+	}
+	if opts.SignKey != "" && opts.Push == "" {
+		return cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
+	}
+	signKey, err := opts.SignFlag.LoadSigner()
+	if err != nil {
+		return err
+	}
+	if len(outputs) == 0 && len(cacheTo) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
+	}
+	// containerd's content store warns through logrus (e.g. about fsverity
+	// on the output directory); kiln's own messages are enough.
+	logrus.SetLevel(logrus.ErrorLevel)
+	c, addr, err := builder.Connect(ctx, opts.Builder, builder.TLS{ServerName: opts.TLSServerName, CACert: opts.TLSCACert, Cert: opts.TLSCert, Key: opts.TLSKey})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
+	res, err := builder.Build(ctx, plan, in, builder.Options{
+		Client:       c,
+		ContextDir:   dir,
+		Outputs:      outputs,
+		Compression:  comp,
+		MaxLayerSize: maxLayer,
+		CacheFrom:    cacheFrom,
+		CacheTo:      cacheTo,
+		Progress:     opts.Progress,
+		ProgressOut:  opts.IO.ErrOut,
+		NoProbes:     opts.NoTest,
+		Insecure:     opts.Insecure,
+		Tools:        toolsExecutable(),
+		Provenance:   opts.Provenance,
+		BuilderID:    opts.BuilderID,
+		Params:       map[string]string{"version": opts.Version},
+		Attest:       attest,
+	})
+	if err != nil {
+		return fmt.Errorf("build %s: %w", plan.Name, err)
+	}
+	if content != nil {
+		if err := content.TagPushed(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
+	}
+	var sboms []string
+	if opts.SBOM && attest == nil {
+		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+			return err
+		}
+	}
+	var signed []*sign.Signed
+	for _, p := range res.Pushed {
+		if signKey == nil {
+			break
+		}
+		h, err := v1.NewHash(p.Digest)
+		if err != nil {
+			return fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
+		}
+		s, err := opts.SignFlag.SignPushed(ctx, signKey, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
+		if err != nil {
+			return err
+		}
+		signed = append(signed, s)
+	}
+	if checkRules != nil {
+		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], checkRules); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{
+			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
+			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
+			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attest != nil),
+			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
+		})
+	}
+	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
+	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
+	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	for _, p := range res.Pushed {
+		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		for _, pl := range slices.Sorted(maps.Keys(p.Images)) {
+			fmt.Fprintf(opts.IO.Out, "  image  %s %s\n", pl, p.Images[pl])
+		}
+	}
+	if names := attestationNames(opts.Provenance, attest != nil); len(names) > 0 {
+		fmt.Fprintf(opts.IO.Out, "attested %s\n", strings.Join(names, ", "))
+	}
+	for _, s := range signed {
+		fmt.Fprintf(opts.IO.Out, "signed   %s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
+	}
+	for _, o := range opts.Outputs {
+		p := o
+		if abs, err := filepath.Abs(strings.SplitN(o, ":", 2)[1]); err == nil {
+			p = strings.SplitN(o, ":", 2)[0] + ":" + abs
+		}
+		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
+	}
+	return nil
+}
+
+// attestationNames lists what the attestation manifest beside each image
+// holds: the provenance and kiln's own statements.
+func attestationNames(prov string, bom bool) []string {
+	var out []string
+	if prov != "" {
+		// builder adds kiln's parameters beside every provenance.
+		out = append(out, "SLSA provenance v1 (mode="+prov+")", "kiln-build.json ("+builder.KilnParamsPredicateType+")")
+	}
+	if bom {
+		out = append(out, "sbom.cdx.json ("+sbom.PredicateType+")", "sbom.spdx.json ("+sbom.SPDXPredicateType+")")
+	}
+	return out
+}
+
+// checkBuilt analyzes what the build wrote (the first output) against the
+// --check rules, requiring kernels for the recipe's GPUs.
+func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, digest string, out builder.Output, rules *analyze.Rules) error {
+	var ref string
+	switch out.Type {
+	case "image":
+		r, err := layers.ParseRef(out.Path)
+		if err != nil {
+			return err
+		}
+		ref = r.Name.Context().String() + "@" + digest
+	case "oci":
+		ref = "oci:" + out.Path
+	default:
+		ref = "docker-archive:" + out.Path
+	}
+	for _, g := range plan.GPUs {
+		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
+	}
+	img, err := layers.Open(ctx, ref, layers.WithInsecureRegistries(opts.Insecure...))
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	defer img.Close()
+	progress := "auto"
+	if opts.Progress == "quiet" {
+		progress = "none"
+	}
+	var done atomic.Int64
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, progress, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
+	rep, violations, err := analyze.CheckImage(ctx, img, rules, nil, analyze.Options{Progress: &done})
+	bar.Stop()
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	if len(violations) == 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: check %s passed: %s compressed, efficiency %.2f%%, kernels for %s\n",
+			opts.Check, bytesize.Format(rep.CompressedSize), 100*rep.Waste.Efficiency, gpuList(rep))
+		return nil
+	}
+	for _, v := range violations {
+		fmt.Fprintf(opts.IO.ErrOut, "  ✗ %s: %s\n", v.Rule, v.Message)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --check rule(s) broken in %s\n", len(violations), ref)
+	return cmdutil.SilentExit(cmdutil.ExitRule)
+}
+
+func gpuList(rep *analyze.Report) string {
+	if rep.Kernels == nil || len(rep.Kernels.GPUs) == 0 {
+		return "no target GPU"
+	}
+	var s []string
+	for _, g := range rep.Kernels.GPUs {
+		s = append(s, g.GPU+" "+g.ComputeCapability)
+	}
+	return strings.Join(s, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not exported)"
+	}
+	return s
+}
+
+func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in builder.Inputs) error {
+	type pg struct {
+		Platform string `json:"platform"`
+		Digest   string `json:"graph_digest"`
+		Ops      int    `json:"ops"`
+	}
+	gs, err := builder.Graphs(plan, in, nil)
+	if err != nil {
+		return err
+	}
+	var graphs []pg
+	var layout *builder.Layout
+	for _, g := range gs {
+		layout = g.Layout
+		def, err := g.Marshal(ctx, g.Target(opts.NoTest))
+		if err != nil {
+			return err
+		}
+		graphs = append(graphs, pg{Platform: builder.PlatformString(g.Platform), Digest: builder.DefinitionDigest(def), Ops: len(def.Def)})
+	}
+	if layout == nil {
+		return errors.New("no platform to build")
+	}
+	if opts.JSON {
+		var steps []map[string]string
+		for _, st := range []builder.Stage{layout.Devel, layout.Runtime} {
+			for _, s := range st.Steps {
+				steps = append(steps, map[string]string{"stage": st.Name, "name": s.Name, "component": string(s.Component)})
+			}
+		}
+		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{"plan": plan, "graphs": graphs, "steps": steps, "tests": cmdutil.NonNil(layout.Probes)})
+	}
+	plan.WriteTable(opts.IO.Out)
+	fmt.Fprintln(opts.IO.Out)
+	for _, st := range []builder.Stage{layout.Devel, layout.Runtime} {
+		fmt.Fprintf(opts.IO.Out, "stage %s  FROM %s\n", st.Name, st.Base)
+		for _, s := range st.Steps {
+			c := ""
+			if s.Component != "" {
+				c = "  [layer: " + string(s.Component) + "]"
+			}
+			fmt.Fprintf(opts.IO.Out, "  - %s%s\n", s.Name, c)
+		}
+	}
+	for _, t := range layout.Probes {
+		fmt.Fprintf(opts.IO.Out, "test  %s\n", t)
+	}
+	for _, g := range graphs {
+		fmt.Fprintf(opts.IO.Out, "graph %s  %s (%d ops)\n", g.Platform, g.Digest, g.Ops)
+	}
+	return nil
+}
+
+// toolsExecutable is the kiln binary that prunes GPU code inside builds:
+// $KILN_TOOLS, else this executable.
+func toolsExecutable() string {
+	if p := os.Getenv("KILN_TOOLS"); p != "" {
+		return p
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
+}

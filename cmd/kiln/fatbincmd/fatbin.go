@@ -1,0 +1,155 @@
+package fatbincmd
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/fatbin"
+	"github.com/kiln-build/kiln/slim"
+)
+
+// FatbinOptions are kiln fatbin prune's inputs.
+type FatbinOptions struct {
+	IO          *cmdutil.IO
+	Paths       []string
+	GPUs        []string
+	KeepPTX     bool
+	PruneNVIDIA bool
+	DryRun      bool
+	JSON        bool
+}
+
+func NewCmdFatbin(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	cmd := &cobra.Command{
+		Use:   "fatbin",
+		Short: "Prune the GPU code in shared libraries on disk to a fleet",
+	}
+	opts := &FatbinOptions{IO: ios}
+	prune := &cobra.Command{
+		Use:   "prune PATH... --gpus h100[,l4]",
+		Short: "Rewrite shared libraries in place with only the GPU code a fleet runs",
+		Long: `Walks each PATH (files or directories; symlinks are not followed) for shared
+libraries with CUDA fat binaries and rewrites each in place with the code the
+fleet runs: per GPU the cubin that runs on it natively, and each fat binary's
+newest PTX unless --keep-ptx=false. A library keeps its size and every
+offset (dropped code becomes zeros) and is replaced atomically (a temporary
+file beside it, renamed over it, mode, owner and times kept). The same
+selection as kiln slim --gpus; kiln build runs it in the step that installs
+the wheels, for the recipe's gpus.
+
+NVIDIA's redistributable libraries (cuBLAS, cuDNN, NCCL, ...) are only read
+and reported unless --prune-nvidia-libs: whether their license allows
+modified copies is your call.`,
+		Example: `  kiln fatbin prune /usr/local/lib/python3.12/dist-packages --gpus h100 --dry-run
+  kiln fatbin prune ./venv/lib --gpus h100,l4 --keep-ptx=false --json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Paths = args
+			return runFatbinPrune(cmd.Context(), opts)
+		},
+	}
+	fl := prune.Flags()
+	fl.StringSliceVar(&opts.GPUs, "gpus", nil, "the fleet: GPU names such as h100,l4 or architectures such as sm_90 (required)")
+	fl.BoolVar(&opts.KeepPTX, "keep-ptx", true, "keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")
+	fl.BoolVar(&opts.PruneNVIDIA, "prune-nvidia-libs", false, "prune NVIDIA's redistributable libraries too (check that their license allows modified copies)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what would be pruned without writing")
+	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (one object, also on failure)")
+	cmd.AddCommand(prune)
+	return cmd
+}
+
+func runFatbinPrune(ctx context.Context, opts *FatbinOptions) error {
+	rep, err := fatbinPrune(ctx, opts)
+	if opts.JSON {
+		out := struct {
+			*slim.GPUCodeReport
+			DryRun bool   `json:"dry_run"`
+			Error  string `json:"error,omitempty"`
+		}{GPUCodeReport: rep, DryRun: opts.DryRun}
+		if out.GPUCodeReport == nil {
+			out.GPUCodeReport = &slim.GPUCodeReport{}
+		}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if werr := cmdutil.WriteJSON(opts.IO.Out, out); werr != nil && err == nil {
+			err = werr
+		}
+		return err
+	}
+	if rep != nil {
+		if opts.DryRun {
+			fmt.Fprintln(opts.IO.Out, "dry run: nothing written")
+		}
+		rep.WriteTable(opts.IO.Out)
+	}
+	return err
+}
+
+func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport, error) {
+	if len(opts.GPUs) == 0 {
+		return nil, cmdutil.UsageErr("--gpus is required (e.g. --gpus h100)")
+	}
+	fleet, err := slim.ParseFleet(opts.GPUs)
+	if err != nil {
+		return nil, cmdutil.UsageErr("--gpus: %v", err)
+	}
+	rep := slim.NewGPUCodeReport(fleet, opts.KeepPTX, opts.PruneNVIDIA)
+	for _, root := range opts.Paths {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !d.Type().IsRegular() || !fatbin.IsSharedObject(p) || !isELFFile(p) {
+				return nil
+			}
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return err
+			}
+			apply := opts.PruneNVIDIA || !slim.IsNVIDIALib(strings.TrimPrefix(abs, "/"))
+			plan, err := fatbin.PruneFile(p, fleet, opts.KeepPTX, opts.DryRun || !apply)
+			if err != nil {
+				return err
+			}
+			if plan.Containers == 0 {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rep.Add(abs, fi.Size(), plan, apply)
+			return nil
+		})
+		if err != nil {
+			rep.Sort()
+			return rep, err
+		}
+	}
+	rep.Sort()
+	return rep, nil
+}
+
+func isELFFile(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 4)
+	n, _ := f.Read(b)
+	return n == 4 && string(b) == "\x7fELF"
+}

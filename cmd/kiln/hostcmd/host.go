@@ -1,0 +1,232 @@
+package hostcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/hostcheck"
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// HostCheckOptions are kiln host check's inputs.
+type HostCheckOptions struct {
+	IO    *cmdutil.IO
+	Image string
+	// VerifyKey is --verify-key PUBKEY|POLICY: the signature item
+	// verifies instead of listing.
+	VerifyKey   string
+	HostInfo    string
+	Root        string
+	Volumes     []string
+	JSON        bool
+	Capture     bool
+	NoKernels   bool
+	WeightsSize string
+	// ContainerdConfig and DockerDaemonConfig are --containerd-config and
+	// --docker-config: the runtime configs the runtime-settings item reads.
+	ContainerdConfig   string
+	DockerDaemonConfig string
+	Jobs               int
+	Progress           string
+	cmdutil.ImageFlags
+}
+
+func NewCmdHost(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "host",
+		Short: "Check a GPU host for an image",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.UsageErr("host needs a subcommand: check")
+		},
+	}
+	cmd.AddCommand(newHostCheckCmd(f))
+	return cmd
+}
+
+func newHostCheckCmd(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &HostCheckOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "check [--image REF|LOCK] [--volume DIR...] [--json]",
+		Short: "Will this image start and use the GPU on this host?",
+		Long: `Checks what decides whether a CUDA container starts and uses the GPU, each
+item pass, warn, fail or skip with its evidence and the fix:
+
+  driver             driver version, GPUs, compute capabilities, the CUDA
+                     version the driver supports (nvidia-smi, /proc)
+  cuda-compat        the image's CUDA on this driver: native, minor-version
+                     or forward compatibility (data-center GPUs only)
+  require-cuda       the image's NVIDIA_REQUIRE_CUDA, evaluated per GPU the
+                     way the NVIDIA container runtime does
+  kernels            SASS/PTX in the image's fat binaries (or the recipe's
+                     declared architectures) against every GPU
+  container-toolkit  NVIDIA Container Toolkit registered with Docker or
+                     containerd, or CDI specs in /etc/cdi, /var/run/cdi
+  engine             Docker/containerd sockets answering; build or run only
+  registry-auth      credentials for the image's registry (never printed)
+  volumes            --volume dirs exist, writable, filesystem, free space;
+                     the engine's image store has room for the image
+  compose            Docker Compose installed
+  runtime-settings   containerd's config (snapshotter, discard_unpacked_layers,
+                     concurrent downloads/unpacks, sync fs, local pull,
+                     hosts.toml mirrors: Spegel, Dragonfly) and daemon.json
+                     (max-concurrent-downloads, storage driver, mirrors),
+                     each with the setting to change and its effect
+
+--image takes an image reference or a kiln.lock (the recipe's CUDA and
+architectures; nothing is pulled). --host-info FILE checks a captured
+description instead of this machine (kiln host check --capture > host.json on
+the host), to plan before renting. --root DIR reads another root (a mounted
+host image, a test sysroot).
+
+Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.md.`,
+		Example: `  kiln host check
+  kiln host check --image ghcr.io/acme/serve:1.2 --volume /data/models --weights-size 30GB
+  kiln host check --image recipes/kiln.lock --json
+  kiln host check --capture --volume /data > host.json
+  kiln host check --host-info host.json --image 127.0.0.1:5000/acme/serve:1.2`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHostCheck(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Image, "image", "", "image reference or kiln.lock to check against the host")
+	fl.StringVar(&opts.VerifyKey, "verify-key", "", "with --image: verify the image's cosign signature with this PEM public key or policy file")
+	fl.StringVar(&opts.HostInfo, "host-info", "", "check a captured host description (JSON from --capture) instead of this machine")
+	fl.StringVar(&opts.Root, "root", "/", "root directory to read the host from (/proc, /etc, sockets)")
+	fl.StringSliceVar(&opts.Volumes, "volume", nil, "directory for persistent data to probe (repeatable)")
+	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/hostcheck.md)")
+	fl.BoolVar(&opts.Capture, "capture", false, "print this host's description as JSON (for --host-info) and exit")
+	fl.BoolVar(&opts.NoKernels, "no-kernels", false, "do not stream the image's layers for fat binaries; read only its config")
+	fl.StringVar(&opts.ContainerdConfig, "containerd-config", "", "containerd config to read (default /etc/containerd/config.toml under --root; its imports too)")
+	fl.StringVar(&opts.DockerDaemonConfig, "docker-config", "", "Docker daemon.json to read (default /etc/docker/daemon.json under --root)")
+	fl.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
+	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
+	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	return cmd
+}
+
+func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	if opts.Capture && opts.HostInfo != "" {
+		return cmdutil.UsageErr("--capture describes this machine; it does not combine with --host-info")
+	}
+	if opts.HostInfo != "" && len(opts.Volumes) > 0 {
+		return cmdutil.UsageErr("--volume probes this machine; with --host-info the description's volumes are checked (capture them with --capture --volume DIR)")
+	}
+	if opts.HostInfo != "" && (opts.ContainerdConfig != "" || opts.DockerDaemonConfig != "") {
+		return cmdutil.UsageErr("--containerd-config and --docker-config read this machine; with --host-info the description's runtime settings are checked")
+	}
+	var weights int64
+	if opts.WeightsSize != "" {
+		n, err := bytesize.Parse(opts.WeightsSize)
+		if err != nil {
+			return cmdutil.UsageErr("--weights-size: %v", err)
+		}
+		weights = n
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	// The image's registry, for the credentials probe.
+	var registries []string
+	lock := recipes.IsLockFile(opts.Image)
+	if opts.Image != "" && !lock {
+		ref, err := layers.ParseRef(opts.Image, lopts...)
+		if err != nil {
+			return cmdutil.UsageErr("--image: %v", err)
+		}
+		if ref.Kind == layers.KindRegistry && ref.Name != nil {
+			registries = append(registries, ref.Name.Context().RegistryStr())
+		}
+	}
+	var h *hostcheck.Host
+	if opts.HostInfo != "" {
+		if h, err = hostcheck.LoadHost(opts.HostInfo); err != nil {
+			return cmdutil.UsageErr("--host-info: %v", err)
+		}
+	} else {
+		if fi, err := os.Stat(opts.Root); err != nil || !fi.IsDir() {
+			return cmdutil.UsageErr("--root %s: not a directory", opts.Root)
+		}
+		if h, err = hostcheck.Gather(ctx, hostcheck.GatherOptions{Root: opts.Root, Volumes: opts.Volumes, Registries: registries,
+			ContainerdConfig: opts.ContainerdConfig, DockerDaemonConfig: opts.DockerDaemonConfig}); err != nil {
+			return err
+		}
+	}
+	if opts.Capture {
+		b, err := h.Marshal()
+		if err != nil {
+			return err
+		}
+		_, err = opts.IO.Out.Write(b)
+		return err
+	}
+	var im *hostcheck.Image
+	switch {
+	case lock:
+		l, err := recipes.ReadLock(opts.Image)
+		if err != nil {
+			return cmdutil.UsageErr("--image: %v", err)
+		}
+		im = hostcheck.ImageFromLock(opts.Image, l)
+	case opts.Image != "":
+		img, err := layers.Open(ctx, opts.Image, lopts...)
+		if err != nil {
+			return err
+		}
+		defer img.Close()
+		var done atomic.Int64
+		o := analyze.Options{Concurrency: opts.Jobs, Progress: &done}
+		var bar *cmdutil.ProgressBar
+		if !opts.NoKernels {
+			bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "reading fat binaries in "+img.Ref.Raw, img.CompressedSize(), &done)
+		}
+		im, err = hostcheck.FromLayers(ctx, img, !opts.NoKernels, o)
+		if bar != nil {
+			bar.Stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	ho := hostcheck.Options{WeightsBytes: weights}
+	if im != nil && !lock {
+		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
+			return err
+		}
+	} else if opts.VerifyKey != "" {
+		return cmdutil.UsageErr("--verify-key: needs --image naming a registry image")
+	}
+	rep := hostcheck.Check(h, im, ho)
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	if !rep.OK {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: host check: %d item(s) failed\n", rep.Counts.Fail)
+		return cmdutil.SilentExit(cmdutil.ExitFailure)
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package cmdutil
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/layers"
+)
+
+// ImageFlags are the flags every command that reads images shares.
+type ImageFlags struct {
+	Platform         string
+	InsecureRegistry []string
+}
+
+// Register adds --platform and --insecure-registry to cmd.
+func (f *ImageFlags) Register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.Platform, "platform", "linux/amd64", "platform to select from a multi-platform image (linux/amd64, linux/arm64)")
+	cmd.Flags().StringSliceVar(&f.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable; loopback hosts always may)")
+}
+
+// LayersOptions turns the flags into layers options; a bad platform is a
+// usage error.
+func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
+	p, err := layers.ParsePlatform(f.Platform)
+	if err != nil {
+		return nil, UsageErr("--platform: %v", err)
+	}
+	return []layers.Option{layers.WithPlatform(p), layers.WithInsecureRegistries(f.InsecureRegistry...)}, nil
+}

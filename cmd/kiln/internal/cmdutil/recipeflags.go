@@ -1,0 +1,119 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// RecipeFlags are shared by resolve, lock, build and compat refresh:
+// overrides for the recipe's registry mirror and wheel indexes, and the
+// compatibility data.
+type RecipeFlags struct {
+	Mirror string
+	// MirrorSet says --mirror was given (an empty --mirror removes the
+	// recipe's mirror, where no flag keeps it).
+	MirrorSet    bool
+	WheelIndexes []string
+	// CompatData is a refreshed data file (kiln compat refresh); "" means
+	// $KILN_COMPAT_DATA, and unset that, the embedded data.
+	CompatData string
+}
+
+// Register adds --mirror, --wheel-index and --compat-data to cmd; call
+// Changed from the command's RunE.
+func (f *RecipeFlags) Register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.Mirror, "mirror", "", "pull nvidia/cuda base images through this registry (overrides registry_mirror; \"\" removes it)")
+	cmd.Flags().StringSliceVar(&f.WheelIndexes, "wheel-index", nil, "PEP 503/691 index URL for torch, flash-attn, bitsandbytes and pip extras (repeatable; overrides wheel_indexes)")
+	cmd.Flags().StringVar(&f.CompatData, "compat-data", "", "compatibility data file written by kiln compat refresh (default $"+recipes.DataEnv+"; unset: kiln's embedded data)")
+}
+
+// Changed records which of the flags cmd's command line set.
+func (f *RecipeFlags) Changed(cmd *cobra.Command) {
+	f.MirrorSet = cmd.Flags().Changed("mirror")
+}
+
+// LoadCompatData loads the data file the flag or the environment names;
+// nil means the embedded data.
+func (f *RecipeFlags) LoadCompatData() (*recipes.DB, error) {
+	path := f.CompatData
+	if path == "" {
+		path = os.Getenv(recipes.DataEnv)
+	}
+	if path == "" {
+		return nil, nil
+	}
+	return recipes.LoadDataFile(path)
+}
+
+// ResolverOptions are the flags as recipes.Resolve options.
+func (f *RecipeFlags) ResolverOptions() ([]recipes.ResolveOption, error) {
+	var o []recipes.ResolveOption
+	if f.MirrorSet {
+		o = append(o, recipes.WithMirror(f.Mirror))
+	}
+	if len(f.WheelIndexes) > 0 {
+		o = append(o, recipes.WithWheelIndexes(f.WheelIndexes...))
+	}
+	db, err := f.LoadCompatData()
+	if err != nil {
+		return nil, err
+	}
+	if db != nil {
+		o = append(o, recipes.WithData(db))
+	}
+	return o, nil
+}
+
+// RecipeFile is the recipe a command reads: f, or ./kiln.yaml.
+func RecipeFile(f string) string {
+	if f == "" {
+		return "kiln.yaml"
+	}
+	return f
+}
+
+// RecipeLoadErr says how to make the recipe a command did not find.
+func RecipeLoadErr(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%v (write one with: kiln recipes init NAME)", err)
+	}
+	return err
+}
+
+// Refusal reports a resolver refusal: as JSON on stdout with --json, and
+// as an error otherwise; both exit 1.
+func Refusal(ios *IO, asJSON bool, err error) error {
+	var re *recipes.ResolveError
+	if !errors.As(err, &re) {
+		return err
+	}
+	if asJSON {
+		_ = WriteJSON(ios.Out, map[string]any{"error": re.Error(), "field": re.Field, "reason": re.Reason, "alternatives": NonNil(re.Alternatives)})
+		fmt.Fprintf(ios.ErrOut, "kiln: refused: %s\n", re.Error())
+		return SilentExit(ExitFailure)
+	}
+	fmt.Fprintf(ios.ErrOut, "kiln: refused: %s: %s\n", re.Field, re.Reason)
+	for _, a := range re.Alternatives {
+		fmt.Fprintf(ios.ErrOut, "  try: %s\n", a)
+	}
+	return SilentExit(ExitFailure)
+}
+
+// DataErr reports a compatibility data file that cannot be used: with
+// --json as one object on stdout too, like every failure a machine reads.
+func DataErr(ios *IO, asJSON bool, err error) error {
+	return DataErrField(ios, asJSON, "compat-data", err)
+}
+
+// DataErrField is DataErr for an input named by another flag.
+func DataErrField(ios *IO, asJSON bool, field string, err error) error {
+	if asJSON {
+		_ = WriteJSON(ios.Out, map[string]any{"error": err.Error(), "field": field})
+	}
+	return err
+}

@@ -1,0 +1,132 @@
+package lockcmd
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/recipes/wheelindex"
+)
+
+// LockOptions are kiln lock's inputs.
+type LockOptions struct {
+	IO               *cmdutil.IO
+	File             string
+	Output           string
+	Check            bool
+	InsecureRegistry []string
+	cmdutil.RecipeFlags
+	// Test seams: nil means the real registry and HTTP clients.
+	Digests recipes.DigestResolver
+	HTTP    *http.Client
+}
+
+func NewCmdLock(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &LockOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "lock [FILE]",
+		Short: "Pin a recipe: base image digests per platform and wheel hashes (kiln.lock)",
+		Long: `Resolves the recipe (default ./kiln.yaml), looks up the devel and runtime base
+images in their registry (or the registry mirror) and records the digest of
+each platform's manifest, finds every pinned wheel on its PEP 503/691 index
+(torch, torchvision, torchaudio, bitsandbytes, flash-attn, pip extras pinned
+with ==) and records its URL and sha256, and writes kiln.lock next to the
+recipe (atomically), with a hash of the recipe.
+
+--check exits 1 when kiln.lock is stale (the recipe or the resolved plan
+changed) without any network look-up. Builds given --locked use the lock
+alone.`,
+		Example: `  kiln lock
+  kiln lock recipes/serve.yaml --mirror 127.0.0.1:5000 --wheel-index http://127.0.0.1:8080/simple
+  kiln lock --check`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.File = args[0]
+			}
+			opts.RecipeFlags.Changed(cmd)
+			return runLock(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Check, "check", false, "exit 1 when kiln.lock is stale; write nothing")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "lock file to write or check (default: kiln.lock next to the recipe)")
+	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable; loopback hosts always may)")
+	opts.RecipeFlags.Register(cmd)
+	return cmd
+}
+
+func runLock(ctx context.Context, opts *LockOptions) error {
+	file := cmdutil.RecipeFile(opts.File)
+	r, err := recipes.Load(file)
+	if err != nil {
+		return cmdutil.RecipeLoadErr(err)
+	}
+	out := opts.Output
+	if out == "" {
+		out = recipes.LockPath(file)
+	}
+	ropts, err := opts.ResolverOptions()
+	if err != nil {
+		return err
+	}
+	plan, err := recipes.Resolve(ctx, r, ropts...)
+	if err != nil {
+		return cmdutil.Refusal(opts.IO, false, err)
+	}
+	if opts.Check {
+		l, err := recipes.ReadLock(out)
+		if err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "kiln: %s: stale: %v\n", out, err)
+			return cmdutil.SilentExit(cmdutil.ExitFailure)
+		}
+		if why := l.Stale(r, plan); len(why) > 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "kiln: %s is stale:\n", out)
+			for _, w := range why {
+				fmt.Fprintf(opts.IO.ErrOut, "  - %s\n", w)
+			}
+			fmt.Fprintf(opts.IO.ErrOut, "run: kiln lock %s\n", file)
+			return cmdutil.SilentExit(cmdutil.ExitFailure)
+		}
+		fmt.Fprintf(opts.IO.Out, "%s is up to date\n", out)
+		return nil
+	}
+	digests := opts.Digests
+	if digests == nil {
+		insecure := opts.InsecureRegistry
+		digests = recipes.DigestResolverFunc(func(ctx context.Context, ref string) (string, map[string]string, error) {
+			return layers.PlatformDigests(ctx, ref, layers.WithInsecureRegistries(insecure...))
+		})
+	}
+	hc := opts.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	l, err := recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: &wheelindex.Client{HTTP: hc}, HTTP: hc})
+	if err != nil {
+		return err
+	}
+	if err := recipes.WriteLock(out, l); err != nil {
+		return err
+	}
+	for _, w := range append(plan.Warnings, l.Warnings...) {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
+	}
+	fmt.Fprintf(opts.IO.Out, "wrote %s: %d base image digests, %d wheels (recipe %s)\n", out, countDigests(l), len(l.Wheels), strings.TrimPrefix(l.RecipeHash, "sha256:")[:12])
+	return nil
+}
+
+func countDigests(l *recipes.Lock) int {
+	n := 0
+	for _, li := range l.BaseImages {
+		n += len(li.Platforms)
+	}
+	return n
+}

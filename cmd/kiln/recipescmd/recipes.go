@@ -1,0 +1,148 @@
+package recipescmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// RecipesOptions are kiln recipes' inputs.
+type RecipesOptions struct {
+	IO     *cmdutil.IO
+	Name   string
+	JSON   bool
+	Output string
+	Force  bool
+}
+
+func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	cmd := &cobra.Command{
+		Use:   "recipes",
+		Short: "The curated recipe catalog: list, show, init",
+		Example: `  kiln recipes list
+  kiln recipes show torch25-cu124
+  kiln recipes init torch27-cu128-blackwell`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmdutil.UsageErr("recipes needs a subcommand: list, show or init")
+		},
+	}
+	list := &RecipesOptions{IO: ios}
+	listCmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the curated recipes",
+		Example: "  kiln recipes list\n  kiln recipes list --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRecipesList(cmd.Context(), list)
+		},
+	}
+	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print the list as JSON")
+	show := &RecipesOptions{IO: ios}
+	showCmd := &cobra.Command{
+		Use:     "show NAME",
+		Short:   "Print a curated recipe's kiln.yaml",
+		Example: "  kiln recipes show torch25-cu124",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			show.Name = args[0]
+			return runRecipesShow(cmd.Context(), show)
+		},
+	}
+	initO := &RecipesOptions{IO: ios}
+	initCmd := &cobra.Command{
+		Use:   "init [NAME]",
+		Short: "Write a curated recipe to kiln.yaml (default: " + recipes.DefaultRecipe + ")",
+		Example: `  kiln recipes init                   # the default stack, ` + recipes.DefaultRecipe + `
+  kiln recipes init torch25-cu124
+  kiln recipes init cuda13-torch29 -o serve/kiln.yaml --force`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			initO.Name = recipes.DefaultRecipe
+			if len(args) == 1 {
+				initO.Name = args[0]
+			}
+			return runRecipesInit(cmd.Context(), initO)
+		},
+	}
+	initCmd.Flags().StringVarP(&initO.Output, "output", "o", "kiln.yaml", "file to write")
+	initCmd.Flags().BoolVar(&initO.Force, "force", false, "overwrite an existing file")
+	cmd.AddCommand(listCmd, showCmd, initCmd)
+	return cmd
+}
+
+func runRecipesList(_ context.Context, opts *RecipesOptions) error {
+	all, err := recipes.Catalog()
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, all)
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDESCRIPTION")
+	for _, e := range all {
+		d := e.Description
+		if e.Name == recipes.DefaultRecipe {
+			d = "(default) " + d
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, d)
+	}
+	return tw.Flush()
+}
+
+func runRecipesShow(_ context.Context, opts *RecipesOptions) error {
+	b, err := recipes.CatalogRecipe(opts.Name)
+	if err != nil {
+		return cmdutil.UsageErr("%v", err)
+	}
+	_, err = opts.IO.Out.Write(b)
+	return err
+}
+
+func runRecipesInit(_ context.Context, opts *RecipesOptions) error {
+	b, err := recipes.CatalogRecipe(opts.Name)
+	if err != nil {
+		return cmdutil.UsageErr("%v", err)
+	}
+	out := opts.Output
+	if out == "" {
+		out = "kiln.yaml"
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if opts.Force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	if dir := filepath.Dir(out); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(out, flags, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists; pass --force to overwrite it", out)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.IO.Out, "wrote %s (recipe %s); next: kiln resolve %s\n", out, opts.Name, out)
+	return nil
+}

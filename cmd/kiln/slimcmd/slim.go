@@ -1,0 +1,481 @@
+package slimcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sbom"
+	"github.com/kiln-build/kiln/slim"
+	"github.com/kiln-build/kiln/weights"
+)
+
+// SlimOptions are kiln slim's inputs.
+type SlimOptions struct {
+	// Version is kiln\'s, recorded in what the command attaches (SBOM, provenance).
+	Version       string
+	IO            *cmdutil.IO
+	Image         string
+	To            string
+	Policy        string
+	Level         int
+	Compression   string
+	Format        string
+	StartupList   string
+	MaxLayerSize  string
+	Force         bool
+	PruneLibs     bool
+	Probe         string
+	ProbeRegistry string
+	WeightsTo     string
+	WeightsMount  string
+	JSON          bool
+	Jobs          int
+	NoVerify      bool
+	Progress      string
+	WorkDir       string
+	GPUs          []string
+	KeepPTX       bool
+	PruneNVIDIA   bool
+	// SBOM is --sbom: write each destination as an index holding the
+	// image and a CycloneDX attestation (BuildKit's layout).
+	SBOM bool
+	cmdutil.SignFlag
+	cmdutil.ImageFlags
+}
+
+func NewCmdSlim(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &SlimOptions{IO: ios, Version: f.Version}
+	cmd := &cobra.Command{
+		Use:   "slim IMAGE --to DEST",
+		Short: "Rewrite an image without what it does not need at run time",
+		Long: `Rewrites an image without a daemon or a rebuild: reads every layer as a
+stream (twice: once to squash and classify, once to write), drops the file
+classes the policy names (the classes kiln analyze reports), collapses files
+that later layers overwrote or deleted, keeps one copy of CUDA libraries
+installed twice (the other becomes a symlink), and regroups what is left
+into layers ordered by how often they change: OS, CUDA libraries, Python
+packages, application. A group larger than --max-layer-size is split by
+files, in path order, into several layers, so pulls download and unpack in
+parallel instead of waiting on one big layer; an application change still
+re-pushes only the application layer. The same input and policy give the
+same digest.
+
+--compression both (the default) publishes the image twice from one run:
+gzip under the destination's name, which every Docker and containerd pulls
+(platforms that pull your image themselves may run Docker 20.10), and zstd
+under NAME-zstd, which kiln warm prefers and Docker >= 23.0 / containerd >=
+1.5 pull faster. A docker-archive destination holds plain tar layers, as
+docker save writes them, which every docker load reads.
+
+Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
+cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
+__pycache__); "runtime-strict" also drops shared libraries that nothing in
+the image links (--prune-libs adds that to any policy); "weights" only moves
+weights out. --policy FILE reads YAML (docs/slim.md).
+
+--prune-libs follows DT_NEEDED from every kept program, Python extension
+module and application object (plus libraries known to be dlopen'ed) and
+drops the libraries of the dynamic linker's directories outside that
+closure. Code that dlopens other libraries by name is invisible to it: run
+it with a --probe that exercises the application.
+
+Weights leave the image only with --weights-to: they become a kiln weights
+volume (artifact + manifest) and the image gets labels pointing at it.
+Without it they stay, and the report says so.
+
+Packages that compile kernels at run time (Triton, FlashInfer, DeepGEMM,
+torch cpp_extension users) need nvcc and headers: kiln keeps them, or with
+"jit: refuse" in the policy refuses unless --force.
+
+--gpus h100,l4 prunes the GPU code in shared libraries' fat binaries to what
+that fleet runs: per GPU the cubin that runs on it natively (sm_86 code
+serves an L4's sm_89; sm_90a is kept for exactly sm_90), plus each fat
+binary's newest PTX so a newer GPU still starts through JIT (--keep-ptx=false
+drops it where a cubin serves the fleet). Files keep their size and every
+offset: dropped code becomes zeros. Framework and extension libraries (torch,
+FlashAttention, bitsandbytes, ...) by default; NVIDIA's redistributable
+libraries (cuBLAS, cuDNN, NCCL, cuFFT, ...) only with --prune-nvidia-libs,
+since whether their license allows modified copies is your call.
+
+--probe CMD pushes the slim image to a local registry and runs CMD in it
+through BuildKit before anything is written to DEST; the slim fails when the
+probe does.`,
+		Example: `  kiln slim 127.0.0.1:5000/kiln/naive-app:latest --to 127.0.0.1:5000/kiln/app:slim
+  kiln slim docker-archive:app.tar --to oci:./slim:app --weights-to oci:./weights:app
+  kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
+  kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9
+  kiln slim IMAGE --to 127.0.0.1:5000/kiln/app:slim --compression zstd --max-layer-size 1GiB
+  kiln slim IMAGE --to REPO:h100 --policy runtime-strict --gpus h100 --probe 'python3 -c "import torch"'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runSlim(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
+	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
+	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
+	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
+	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings) or estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone)")
+	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz --probe: also write the files the probe opened to this file, one a line (kiln convert --format estargz --startup-list reads it)")
+	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a layer group whose tar is larger than this into several layers by files (0: one layer per group)")
+	fl.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
+	fl.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
+	fl.StringVar(&opts.Probe, "probe", "", "command to run in the slim image through BuildKit before writing it (fails the slim when it fails)")
+	fl.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", "127.0.0.1:5000"), "registry the BuildKit daemon can pull from, for --probe")
+	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
+	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
+	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	opts.SignFlag.Register(cmd)
+	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
+	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
+	fl.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
+	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	fl.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
+	fl.StringSliceVar(&opts.GPUs, "gpus", nil, "prune GPU code to what these GPUs run (names such as h100,l4 or sm_90)")
+	fl.BoolVar(&opts.KeepPTX, "keep-ptx", true, "with --gpus: keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")
+	fl.BoolVar(&opts.PruneNVIDIA, "prune-nvidia-libs", false, "with --gpus: prune NVIDIA's redistributable libraries too (check that their license allows modified copies)")
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func loadSlimPolicy(s string) (*slim.Policy, error) {
+	// A directory of that name (the repository's weights/ package, say)
+	// is not a policy file: the built-in is meant.
+	if fi, err := os.Stat(s); err == nil && !fi.IsDir() {
+		return slim.LoadPolicy(s)
+	}
+	p, err := slim.BuiltinPolicy(s)
+	if err != nil {
+		return nil, fmt.Errorf("%v (no such file either)", err)
+	}
+	return p, nil
+}
+
+func runSlim(ctx context.Context, opts *SlimOptions) error {
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	if opts.To == "" {
+		return cmdutil.UsageErr("--to is required (REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE)")
+	}
+	if opts.Level < 1 || opts.Level > 22 {
+		return cmdutil.UsageErr("--level %d: zstd levels are 1..22", opts.Level)
+	}
+	comps, err := cmdutil.ParseCompression(opts.Compression)
+	if err != nil {
+		return cmdutil.UsageErr("--compression: %v", err)
+	}
+	esgz := false
+	switch opts.Format {
+	case "oci", "":
+		if opts.StartupList != "" {
+			return cmdutil.UsageErr("--startup-list needs --format estargz")
+		}
+	case "estargz":
+		// The zstd blobs are the source the eStargz layers are re-laid
+		// from, and the image the probe pulls (the faster to pull).
+		esgz, comps = true, []layers.Compression{layers.Zstd}
+		if opts.StartupList != "" && opts.Probe == "" {
+			return cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
+		}
+	default:
+		return cmdutil.UsageErr("--format: %q is not one of oci, estargz", opts.Format)
+	}
+	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
+	if err != nil {
+		return cmdutil.UsageErr("--max-layer-size: %v", err)
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	to, err := layers.ParseRef(opts.To, lopts...)
+	if err != nil {
+		return cmdutil.UsageErr("--to: %v", err)
+	}
+	if opts.SBOM && to.Kind == layers.KindDockerArchive {
+		return cmdutil.UsageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
+	}
+	if err := opts.SignFlag.CheckDest(opts.To, lopts); err != nil {
+		return err
+	}
+	key, err := opts.SignFlag.LoadSigner()
+	if err != nil {
+		return err
+	}
+	// Where each encoding goes: the first under --to, zstd (with both)
+	// beside it. A docker archive stores plain tars whatever the blobs
+	// are: one encoding is enough to write it.
+	dests := []string{opts.To}
+	if esgz && to.Kind == layers.KindDockerArchive {
+		return cmdutil.UsageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
+	}
+	if to.Kind == layers.KindDockerArchive {
+		// zstd when it is among them: the cheaper to write.
+		comps = comps[len(comps)-1:]
+	} else if len(comps) > 1 && !esgz {
+		zd, err := cmdutil.ZstdDest(opts.To, lopts)
+		if err != nil {
+			return cmdutil.UsageErr("--compression both: %v", err)
+		}
+		dests = append(dests, zd)
+	}
+	pol, err := loadSlimPolicy(opts.Policy)
+	if err != nil {
+		return cmdutil.UsageErr("--policy: %v", err)
+	}
+	if opts.PruneLibs {
+		pol.PruneLibs = slim.PruneUnreferenced
+	}
+	if opts.WeightsTo != "" {
+		if _, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
+			return cmdutil.UsageErr("--weights-to: %v", err)
+		}
+		if pol.Weights != slim.WeightsDivert {
+			return cmdutil.UsageErr("--weights-to: policy %s says weights: %s; use a policy with weights: divert", pol.Name, pol.Weights)
+		}
+	}
+	fleet, err := slim.ParseFleet(opts.GPUs)
+	if err != nil {
+		return cmdutil.UsageErr("--gpus: %v", err)
+	}
+	if len(fleet) == 0 && opts.PruneNVIDIA {
+		return cmdutil.UsageErr("--prune-nvidia-libs needs --gpus")
+	}
+	img, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+
+	work := opts.WorkDir
+	if work == "" {
+		if work, err = os.MkdirTemp(envOr("KILN_WORK_DIR", ""), "kiln-slim-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Compression: comps, MaxLayerSize: maxLayer,
+		Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify,
+		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
+	var col *weights.Collector
+	if opts.WeightsTo != "" {
+		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
+			return err
+		}
+		ro.Divert = col
+	}
+	var done atomic.Int64
+	ro.Progress = &done
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "slimming "+img.Ref.Raw, 2*img.CompressedSize(), &done)
+	res, err := slim.Rewrite(ctx, img, ro)
+	bar.Stop()
+	if err != nil {
+		var je *slim.JITError
+		if errors.As(err, &je) {
+			return cmdutil.Exit(cmdutil.ExitRule, err)
+		}
+		return err
+	}
+	rep := res.Report
+	if pol.Prunes() && opts.Probe == "" {
+		rep.Warnings = append(rep.Warnings, "prune_libs without --probe: nothing checked that the application still loads what it dlopens; run kiln slim --probe 'CMD' with a command that exercises it")
+	}
+
+	labels := map[string]string{}
+	if col != nil && rep.DivertedFiles > 0 {
+		st, err := col.Finish(ctx, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
+		if err != nil {
+			return fmt.Errorf("--weights-to: %w", err)
+		}
+		maps.Copy(labels, st.Labels)
+		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
+	}
+	imgs := make([]v1.Image, len(comps))
+	for i, c := range comps {
+		if imgs[i], err = res.ImageFor(c, labels); err != nil {
+			return err
+		}
+		dig, err := imgs[i].Digest()
+		if err != nil {
+			return err
+		}
+		cn, err := imgs[i].ConfigName()
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			rep.Digest, rep.ImageID = dig.String(), cn.String()
+		}
+		if to.Kind == layers.KindDockerArchive {
+			c = layers.Uncompressed
+		}
+		rep.Images = append(rep.Images, slim.Published{Ref: dests[i], Compression: string(c), Digest: dig.String()})
+	}
+
+	if opts.Probe != "" {
+		// The last encoding: zstd when there is one, the faster to pull.
+		startup, err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts, esgz)
+		if err != nil {
+			return err
+		}
+		if esgz {
+			rep.StartupFiles = len(startup)
+			if opts.StartupList != "" {
+				if err := atomicfile.WriteFile(opts.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
+					return fmt.Errorf("--startup-list: %w", err)
+				}
+			}
+			if err := res.AddEStargz(ctx, startup); err != nil {
+				return err
+			}
+		}
+	} else if esgz {
+		rep.Warnings = append(rep.Warnings, "--format estargz without --probe: no startup set, every layer says no prefetch and the snapshotter fetches each file on first read; add --probe 'CMD' with the command the container starts with")
+		if err := res.AddEStargz(ctx, nil); err != nil {
+			return err
+		}
+	}
+	if esgz {
+		// What is written is the eStargz image alone, under --to.
+		img, err := res.ImageFor(layers.EStargz, labels)
+		if err != nil {
+			return err
+		}
+		dig, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		cn, err := img.ConfigName()
+		if err != nil {
+			return err
+		}
+		imgs = []v1.Image{img}
+		rep.Digest, rep.ImageID = dig.String(), cn.String()
+		rep.Images = []slim.Published{{Ref: opts.To, Compression: string(layers.EStargz), Digest: dig.String()}}
+	}
+	var bomComps []sbom.Component
+	if opts.SBOM {
+		// One scan: every encoding holds the same files.
+		if bomComps, err = sbom.ScanImage(imgs[0]); err != nil {
+			return fmt.Errorf("--sbom: %w", err)
+		}
+	}
+	for i, img := range imgs {
+		var dg v1.Hash
+		if opts.SBOM {
+			idx, att, err := withSBOM(img, dests[i], bomComps, slimSBOMProps(rep), opts.Version)
+			if err != nil {
+				return fmt.Errorf("--sbom: %w", err)
+			}
+			if dg, err = layers.WriteIndex(ctx, idx, dests[i], lopts...); err != nil {
+				return err
+			}
+			rep.Images[i].Index, rep.Images[i].SBOM = dg.String(), att.String()
+		} else if dg, err = layers.Write(ctx, img, dests[i], lopts...); err != nil {
+			return err
+		}
+		if rep.Images[i].Signed, err = opts.SignFlag.SignPushed(ctx, key, dests[i], dg, lopts); err != nil {
+			return err
+		}
+	}
+	if key != nil && labels[weights.LabelManifest] != "" {
+		if s, err := opts.SignFlag.SignArtifact(ctx, key, labels[weights.LabelManifest], lopts); err != nil {
+			return err
+		} else if s != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
+		}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := rep.WriteTable(opts.IO.Out); err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out)
+	for _, p := range rep.Images {
+		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		if p.SBOM != "" {
+			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, cmdutil.Short(p.Index), cmdutil.Short(p.SBOM), sbom.SpecVersion)
+		}
+		if p.Signed != nil {
+			fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", cmdutil.Short(p.Signed.Digest), p.Signed.KeyID, p.Signed.Format)
+		}
+	}
+	fmt.Fprintf(opts.IO.Out, "image ID %s\n", rep.ImageID)
+	return nil
+}
+
+// probeSlim pushes the image to the probe registry under its digest and
+// runs the probe through BuildKit; with record, under the recorder (kiln
+// itself mounted into the probe container), returning the files it opened.
+func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []layers.Option, record bool) ([]string, error) {
+	dig, err := out.Digest()
+	if err != nil {
+		return nil, err
+	}
+	ref := fmt.Sprintf("%s/kiln-slim-probe/image:%s", opts.ProbeRegistry, dig.Hex[:16])
+	if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
+		return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
+	}
+	c, _, err := builder.Connect(ctx, "", builder.TLS{})
+	if err != nil {
+		return nil, fmt.Errorf("--probe: %w", err)
+	}
+	defer c.Close()
+	cfg, err := out.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, ref)
+	pinned := fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)
+	if !record {
+		if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
+			return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+		}
+		return nil, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
+	}
+	tools, cleanup, err := builder.ToolsDir(exe)
+	if err != nil {
+		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
+	}
+	defer cleanup()
+	files, err := slim.ProbeRecord(ctx, c, pinned, cfg, opts.Probe, tools)
+	if err != nil {
+		return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
+	return files, nil
+}

@@ -1,0 +1,544 @@
+package weightscmd
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sign"
+	"github.com/kiln-build/kiln/slim"
+	"github.com/kiln-build/kiln/weights"
+)
+
+func NewCmdWeights(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "weights",
+		Short: "Move model weights out of images into volumes pulled once and mounted",
+		Long: `Weights leave the image as an OCI artifact (CNCF ModelPack media types: one
+uncompressed layer per large file, whose digest is the file's sha256) plus a
+volume manifest (docs/weights.md). A host pulls the volume once, verified and
+resumable, and every container mounts it read-only where the image expects it.`,
+	}
+	cmd.AddCommand(newWeightsStripCmd(f), newWeightsPullCmd(f), newWeightsVerifyCmd(f), newWeightsRunArgsCmd(f))
+	return cmd
+}
+
+// WeightsStripOptions are kiln weights strip's inputs.
+type WeightsStripOptions struct {
+	// Version is kiln\'s, recorded in what the command attaches (SBOM, provenance).
+	Version     string
+	IO          *cmdutil.IO
+	Image       string
+	To          string
+	WeightsTo   string
+	Mount       string
+	ManifestOut string
+	WorkDir     string
+	Level       int
+	Jobs        int
+	JSON        bool
+	Progress    string
+	// SBOM is --sbom: a CycloneDX BOM of the weight files (SHA-256 each)
+	// as a referrer of the weights artifact.
+	SBOM bool
+	// ImageTwin is --image-twin REF: also publish the volume as an image
+	// (one uncompressed single-file layer per weight file) that a runtime
+	// can mount as an image volume; the stripped image names it.
+	ImageTwin string
+	cmdutil.SignFlag
+	cmdutil.ImageFlags
+}
+
+func newWeightsStripCmd(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &WeightsStripOptions{IO: ios, Version: f.Version}
+	cmd := &cobra.Command{
+		Use:   "strip IMAGE --to REF --weights-to REF|oci:DIR",
+		Short: "Take the weight files out of an image into a weights artifact",
+		Long: `Rewrites IMAGE without its model weights (files detected by content:
+safetensors, GGUF, pickled torch, ONNX, ...) and publishes them as a weights
+artifact. The new image keeps its config and gains labels:
+  dev.kiln.weights.manifest   the artifact, by digest
+  dev.kiln.weights.mount      where the volume must be mounted
+Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
+		Example: `  kiln weights strip 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-slim \
+      --weights-to 127.0.0.1:5000/acme/serve-weights:1.2
+  kiln weights strip docker-archive:app.tar --to oci:./out:app --weights-to oci:./weights:app`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Image = args[0]
+			return runWeightsStrip(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	cmd.Flags().StringVar(&opts.To, "to", "", "where the image without weights goes (REF, oci:DIR[:TAG], docker-archive:FILE)")
+	cmd.Flags().StringVar(&opts.WeightsTo, "weights-to", "", "where the weights artifact goes (REF or oci:DIR[:TAG])")
+	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file)")
+	cmd.Flags().StringVar(&opts.ManifestOut, "manifest-out", "", "also write the volume manifest to this file")
+	cmd.Flags().StringVar(&opts.ImageTwin, "image-twin", "", "also publish the volume as an image here (REF or oci:DIR[:TAG]), for Kubernetes image volumes (docs/weights.md)")
+	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for blobs (default: $TMPDIR); needs the image's size free")
+	cmd.Flags().IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level of the rewritten layers (1..22)")
+	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	opts.SignFlag.Register(cmd)
+	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
+	return cmd
+}
+
+type stripResult struct {
+	Image          string            `json:"image"`
+	ImageDigest    string            `json:"imageDigest"`
+	Weights        string            `json:"weights"`
+	Mount          string            `json:"mount"`
+	SetDigest      string            `json:"setDigest"`
+	Files          int               `json:"files"`
+	Bytes          int64             `json:"bytes"`
+	Layers         int               `json:"layers"`
+	BeforeSize     int64             `json:"beforeCompressedSize"`
+	AfterSize      int64             `json:"afterCompressedSize"`
+	Labels         map[string]string `json:"labels"`
+	VolumeManifest *weights.Manifest `json:"manifest"`
+	// Signed are the --sign-key signatures: the image's, then the
+	// weights artifact's (when it is in a registry).
+	Signed []*sign.Signed `json:"signed,omitempty"`
+	// SBOM is the digest of the SPDX attestation attached to the
+	// weights artifact (registry only).
+	SBOM string `json:"sbom,omitempty"`
+	// Twin is the image-shaped twin (--image-twin), by digest.
+	Twin string `json:"twin,omitempty"`
+}
+
+func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
+	if opts.To == "" || opts.WeightsTo == "" {
+		return cmdutil.UsageErr("weights strip needs --to and --weights-to")
+	}
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	if _, err := layers.ParseRef(opts.To, lopts...); err != nil {
+		return cmdutil.UsageErr("--to: %v", err)
+	}
+	if r, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
+		return cmdutil.UsageErr("--weights-to %q: want a registry reference or oci:DIR[:TAG]", opts.WeightsTo)
+	}
+	if opts.ImageTwin != "" {
+		if r, err := layers.ParseRef(opts.ImageTwin, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
+			return cmdutil.UsageErr("--image-twin %q: want a registry reference or oci:DIR[:TAG]", opts.ImageTwin)
+		}
+	}
+	if err := opts.SignFlag.CheckDest(opts.To, lopts); err != nil {
+		return err
+	}
+	key, err := opts.SignFlag.LoadSigner()
+	if err != nil {
+		return err
+	}
+	pol, err := slim.BuiltinPolicy("weights")
+	if err != nil {
+		return err
+	}
+	img, err := layers.Open(ctx, opts.Image, lopts...)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	work, err := os.MkdirTemp(opts.WorkDir, "kiln-weights-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	col, err := weights.NewCollector(filepath.Join(work, "weights"))
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "strip "+opts.Image, 2*img.CompressedSize(), &done)
+	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs, Progress: &done})
+	bar.Stop()
+	if err != nil {
+		return err
+	}
+	if len(col.Files()) == 0 {
+		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
+	}
+	st, err := col.Finish(ctx, opts.WeightsTo, opts.Mount, img.Digest.String(), lopts...)
+	if err != nil {
+		return err
+	}
+	m, aref, labels := st.Manifest, st.Ref, st.Labels
+	twinRef := ""
+	if opts.ImageTwin != "" {
+		twin, err := col.Twin(m, aref, img.Platform)
+		if err != nil {
+			return err
+		}
+		tdg, err := layers.Write(ctx, twin, opts.ImageTwin, lopts...)
+		if err != nil {
+			return fmt.Errorf("--image-twin: %w", err)
+		}
+		if twinRef, err = weights.ArtifactRef(opts.ImageTwin, tdg, lopts...); err != nil {
+			return fmt.Errorf("--image-twin: %w", err)
+		}
+		labels[weights.LabelTwin] = twinRef
+	}
+	out, err := res.Image(labels)
+	if err != nil {
+		return err
+	}
+	idg, err := layers.Write(ctx, out, opts.To, lopts...)
+	if err != nil {
+		return err
+	}
+	var sbomRef string
+	if opts.SBOM {
+		if sbomRef, err = weightsSBOM(ctx, aref, m, opts.Version, lopts); err != nil {
+			return err
+		}
+	}
+	var signed []*sign.Signed
+	if key != nil {
+		s, err := opts.SignFlag.SignPushed(ctx, key, opts.To, idg, lopts)
+		if err != nil {
+			return err
+		}
+		signed = append(signed, s)
+		if s, err = opts.SignFlag.SignArtifact(ctx, key, aref, lopts); err != nil {
+			return err
+		} else if s != nil {
+			signed = append(signed, s)
+		}
+	}
+	if opts.ManifestOut != "" {
+		b, _ := m.Encode()
+		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
+			return fmt.Errorf("--manifest-out: %v", err)
+		}
+	}
+	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
+		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
+		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, r)
+	}
+	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "image\t%s@%s\n", r.Image, r.ImageDigest)
+	fmt.Fprintf(tw, "size\t%s → %s (compressed)\n", bytesize.Format(r.BeforeSize), bytesize.Format(r.AfterSize))
+	fmt.Fprintf(tw, "weights\t%s\n", r.Weights)
+	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
+	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
+	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
+	if r.Twin != "" {
+		fmt.Fprintf(tw, "image twin\t%s\n", r.Twin)
+	}
+	for _, s := range r.Signed {
+		fmt.Fprintf(tw, "signed\t%s (key %s, %s)\n", s.Ref, s.KeyID, s.Format)
+	}
+	return tw.Flush()
+}
+
+// WeightsPullOptions are kiln weights pull's inputs.
+type WeightsPullOptions struct {
+	IO       *cmdutil.IO
+	Ref      string
+	Into     string
+	From     string
+	Jobs     int
+	JSON     bool
+	Progress string
+	// Concurrency bounds HTTP requests in flight; ChunkSize and LimitRate
+	// are byte sizes as typed ("16MiB", "100M", "0").
+	Concurrency int
+	ChunkSize   string
+	LimitRate   string
+	cmdutil.ImageFlags
+}
+
+func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &WeightsPullOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
+		Short: "Fill a volume directory from a weights artifact, verified and resumable",
+		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
+as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
+missing bytes), each file verified (sha256) and flushed (fdatasync) before an
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
+alone; a damaged one is healed. A second pull into the same DIR waits for the first (DIR/.kiln-lock).
+Paths are checked component by component: nothing is written outside DIR and
+no symlink is followed. REF may also be an image made by 'kiln weights strip'
+(its dev.kiln.weights.manifest label is followed).`,
+		Example: `  kiln weights pull 127.0.0.1:5000/acme/serve-weights@sha256:9f2c... --into /var/lib/models/serve
+  kiln weights pull 127.0.0.1:5000/acme/serve:1.2-slim --into /var/lib/models/serve
+  kiln weights pull weights.json --from mirror.local:5000/acme/serve-weights --into /data/w`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			return runWeightsPull(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	cmd.Flags().StringVar(&opts.Into, "into", "", "volume directory to fill (created if missing)")
+	cmd.Flags().StringVar(&opts.From, "from", "", "fetch blobs from this repository (REGISTRY/REPO or oci:DIR) instead")
+	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "blobs downloaded at once")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
+	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	return cmd
+}
+
+func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
+	if opts.Into == "" {
+		return cmdutil.UsageErr("weights pull needs --into DIR")
+	}
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	if opts.Jobs < 1 {
+		return cmdutil.UsageErr("--jobs: must be at least 1")
+	}
+	if opts.Concurrency < 1 {
+		return cmdutil.UsageErr("--concurrency: must be at least 1")
+	}
+	chunk, err := bytesize.Parse(opts.ChunkSize)
+	if err != nil {
+		return cmdutil.UsageErr("--chunk-size: %v", err)
+	}
+	if chunk == 0 {
+		chunk = -1 // PullOptions: negative means never split
+	} else if chunk < 1<<20 {
+		return cmdutil.UsageErr("--chunk-size: %s is under 1MiB", opts.ChunkSize)
+	}
+	rate, err := bytesize.Parse(opts.LimitRate)
+	if err != nil {
+		return cmdutil.UsageErr("--limit-rate: %v", err)
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	// Keep one idle connection per request slot: the default transport
+	// keeps two per host, and re-dialing (a TLS handshake, remotely) for
+	// every chunk would cost more than the chunking gains.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = opts.Concurrency
+	lopts = append(lopts, layers.WithTransport(tr))
+	res, err := weights.Resolve(ctx, opts.Ref, opts.From, lopts...)
+	if err != nil {
+		return err
+	}
+	var done atomic.Int64
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
+	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
+		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
+	bar.Stop()
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, struct {
+			*weights.PullResult
+			Dir   string `json:"dir"`
+			Mount string `json:"mount"`
+			Ref   string `json:"ref,omitempty"`
+		}{r, opts.Into, res.Manifest.Mount, res.Ref})
+	}
+	state := "pulled"
+	if r.AlreadyReady {
+		state = "already ready"
+	}
+	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
+		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
+	return nil
+}
+
+// WeightsVerifyOptions are kiln weights verify's inputs.
+type WeightsVerifyOptions struct {
+	IO       *cmdutil.IO
+	Dir      string
+	Manifest string
+	Jobs     int
+	JSON     bool
+	cmdutil.ImageFlags
+}
+
+func newWeightsVerifyCmd(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &WeightsVerifyOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "verify DIR",
+		Short: "Check a weights volume offline (exit 3 when it does not verify)",
+		Long: `Hashes every file of the volume and checks it against the manifest pull kept in
+DIR/.kiln-manifest.json (or --manifest): sizes, sha256, modes, no missing and
+no extra files, no symlinks, and the .kiln-ready marker holding the set digest.
+Exit 3 when anything differs.`,
+		Example: `  kiln weights verify /var/lib/models/serve
+  kiln weights verify /data/w --manifest weights.json --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			return runWeightsVerify(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "volume manifest (file, artifact or image) instead of DIR/.kiln-manifest.json")
+	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "files hashed at once")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
+	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory", opts.Dir)
+	}
+	var m *weights.Manifest
+	if opts.Manifest != "" {
+		lopts, err := opts.LayersOptions()
+		if err != nil {
+			return err
+		}
+		res, err := weights.Resolve(ctx, opts.Manifest, "", lopts...)
+		if err != nil {
+			return err
+		}
+		m = res.Manifest
+	}
+	rep, err := weights.Verify(ctx, opts.Dir, m, opts.Jobs)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		if err := cmdutil.WriteJSON(opts.IO.Out, rep); err != nil {
+			return err
+		}
+	} else if rep.OK {
+		fmt.Fprintf(opts.IO.Out, "%s: ok, %d files, %s, set digest %s\n", opts.Dir, rep.Files, bytesize.Format(rep.Bytes), rep.SetDigest)
+	} else {
+		tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "PATH\tPROBLEM\n")
+		for _, p := range rep.Problems {
+			fmt.Fprintf(tw, "%s\t%s\n", p.Path, p.Problem)
+		}
+		tw.Flush()
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s does not verify: %d problems\n", opts.Dir, len(rep.Problems))
+	}
+	if !rep.OK {
+		return cmdutil.SilentExit(cmdutil.ExitRule)
+	}
+	return nil
+}
+
+// WeightsRunArgsOptions are kiln weights run-args' inputs.
+type WeightsRunArgsOptions struct {
+	IO        *cmdutil.IO
+	Ref       string
+	Volume    string
+	Image     string
+	InitImage string
+	PullRef   string
+	// Twin is --twin: the volume's image-shaped twin (weights strip
+	// --image-twin), for the Kubernetes image-volume form.
+	Twin   string
+	Format string
+	JSON   bool
+	cmdutil.ImageFlags
+}
+
+func newWeightsRunArgsCmd(f *cmdutil.Factory) *cobra.Command {
+	ios := f.IO
+	opts := &WeightsRunArgsOptions{IO: ios}
+	cmd := &cobra.Command{
+		Use:   "run-args REF|IMAGE|MANIFEST.json --volume NAME|DIR",
+		Short: "Print docker run, Compose and Kubernetes snippets that mount a weights volume",
+		Long: `Prints how to mount the volume read-only where the image expects it:
+'docker run -v', a Compose service, and a Kubernetes pod spec (a PVC, or a
+hostPath for a DIR, filled by an init container running 'kiln weights pull').
+NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
+		Example: `  kiln weights run-args 127.0.0.1:5000/acme/serve:1.2-slim --volume serve-weights
+  kiln weights run-args weights.json --volume /var/lib/models/serve --format docker`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ref = args[0]
+			return runWeightsRunArgs(cmd.Context(), opts)
+		},
+	}
+	opts.ImageFlags.Register(cmd)
+	cmd.Flags().StringVar(&opts.Volume, "volume", "", "docker volume / PVC claim name, or a host directory")
+	cmd.Flags().StringVar(&opts.Image, "image", "", "application image (default: REF when it is an image, else IMAGE)")
+	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:latest", "image with kiln as entrypoint, for the init container")
+	cmd.Flags().StringVar(&opts.PullRef, "pull-ref", "", "what the init container pulls (default: the artifact by digest)")
+	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
+	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the snippets as JSON")
+	return cmd
+}
+
+func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
+	if opts.Volume == "" {
+		return cmdutil.UsageErr("run-args needs --volume NAME|DIR")
+	}
+	switch opts.Format {
+	case "all", "docker", "compose", "kubernetes":
+	default:
+		return cmdutil.UsageErr("--format: %q is not one of all, docker, compose, kubernetes", opts.Format)
+	}
+	lopts, err := opts.LayersOptions()
+	if err != nil {
+		return err
+	}
+	res, err := weights.Resolve(ctx, opts.Ref, "", lopts...)
+	if err != nil {
+		return err
+	}
+	in := weights.RunArgsInput{Mount: res.Manifest.Mount, SetDigest: res.Manifest.SetDigest, Volume: opts.Volume,
+		Image: opts.Image, InitImage: opts.InitImage, PullRef: opts.PullRef, Twin: opts.Twin}
+	if in.Image == "" {
+		in.Image = res.Image
+	}
+	if in.PullRef == "" {
+		in.PullRef = res.Ref
+	}
+	if in.PullRef == "" {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s is a manifest file: the init container pulls WEIGHTS_REF; pass --pull-ref REGISTRY/REPO@sha256:...\n", opts.Ref)
+	}
+	s, err := weights.RunArgs(in)
+	if err != nil {
+		return cmdutil.UsageErr("%v", err)
+	}
+	if opts.JSON {
+		return cmdutil.WriteJSON(opts.IO.Out, s)
+	}
+	w := opts.IO.Out
+	if opts.Format == "all" || opts.Format == "docker" {
+		fmt.Fprintf(w, "# docker\n%s", s.Docker)
+	}
+	if opts.Format == "all" || opts.Format == "compose" {
+		fmt.Fprintf(w, "\n# compose.yaml\n%s", s.Compose)
+	}
+	if opts.Format == "all" || opts.Format == "kubernetes" {
+		fmt.Fprintf(w, "\n# kubernetes\n%s", s.Kubernetes)
+		if s.KubernetesImageVolume != "" {
+			fmt.Fprintf(w, "\n# kubernetes, image volume\n%s", s.KubernetesImageVolume)
+		}
+	}
+	return nil
+}

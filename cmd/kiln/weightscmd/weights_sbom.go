@@ -1,0 +1,44 @@
+package weightscmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sbom"
+	"github.com/kiln-build/kiln/sign"
+	"github.com/kiln-build/kiln/weights"
+)
+
+// weightsSBOM attaches the weights artifact's BOM (every file with its
+// SHA-256) as a referrer of the artifact, when it is in a registry.
+func weightsSBOM(ctx context.Context, aref string, m *weights.Manifest, version string, lopts []layers.Option) (string, error) {
+	r, err := layers.ParseRef(aref, lopts...)
+	if err != nil || r.Kind != layers.KindRegistry {
+		return "", err
+	}
+	var comps []sbom.Component
+	for _, f := range m.Files {
+		comps = append(comps, sbom.Component{Type: sbom.TypeFile, Name: f.Path, Hashes: []sbom.Hash{{Alg: "SHA-256", Content: f.SHA256}},
+			Properties: []sbom.Property{{Name: "kiln:size", Value: fmt.Sprint(f.Size)}, {Name: "kiln:mount", Value: m.Mount}}})
+	}
+	props := []sbom.Property{{Name: "kiln:weights:set-digest", Value: m.SetDigest}, {Name: "kiln:weights:mount", Value: m.Mount}}
+	if m.SourceImage != "" {
+		props = append(props, sbom.Property{Name: "kiln:weights:source-image", Value: m.SourceImage})
+	}
+	repo := r.Name.Context()
+	desc, err := layers.HeadDigest(ctx, aref, lopts...)
+	if err != nil {
+		return "", err
+	}
+	b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, version, time.Now()).Marshal()
+	if err != nil {
+		return "", err
+	}
+	dg, _, err := sign.PushReferrer(ctx, repo, *desc, sbom.MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
+	if err != nil {
+		return "", fmt.Errorf("--sbom: attaching to %s: %w", aref, layers.RedactError(err))
+	}
+	return dg, nil
+}

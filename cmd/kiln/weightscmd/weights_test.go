@@ -1,0 +1,210 @@
+package weightscmd
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/weights"
+)
+
+var updateWeights = flag.Bool("update-weights", false, "rewrite cmd/kiln weights golden files")
+
+// strippedApp strips a small image with two weight files (cmdtest.StrippedApp).
+func strippedApp(t *testing.T) (string, string) {
+	t.Helper()
+	return cmdtest.StrippedApp(t, testimage.Registry(t), NewCmdWeights)
+}
+
+func TestWeightsStripPullVerify(t *testing.T) {
+	slimRef, wref := strippedApp(t)
+	// The slim image has no weights left and points at the artifact.
+	img, err := layers.Open(t.Context(), slimRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.Config.Config.Labels[weights.LabelManifest]; got != wref {
+		t.Errorf("label %s = %q, want %q", weights.LabelManifest, got, wref)
+	}
+	if got := img.Config.Config.Labels[weights.LabelMount]; got != "/app/models" {
+		t.Errorf("label %s = %q", weights.LabelMount, got)
+	}
+	if img.CompressedSize() > 1<<20 {
+		t.Errorf("slim image is %d bytes: the 20 MiB weights are still in it", img.CompressedSize())
+	}
+
+	// Pull through the image's label.
+	vol := filepath.Join(t.TempDir(), "vol")
+	code, out, errOut := run(t, "weights", "pull", slimRef, "--into", vol, "--progress", "none")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "pulled, 2 files") {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--json")
+	var pr weights.PullResult
+	json.Unmarshal([]byte(out), &pr)
+	if code != cmdutil.ExitOK || !pr.AlreadyReady {
+		t.Errorf("second pull: code %d %s", code, out)
+	}
+	code, out, _ = run(t, "weights", "verify", vol)
+	if code != cmdutil.ExitOK || !strings.Contains(out, ": ok, 2 files") {
+		t.Errorf("verify: code %d %s", code, out)
+	}
+	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
+	code, out, errOut = run(t, "weights", "verify", vol)
+	if code != cmdutil.ExitRule || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
+		t.Errorf("tampered verify: code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run(t, "weights", "verify", vol, "--json")
+	var rep weights.VerifyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cmdutil.ExitRule || rep.OK || len(rep.Problems) != 1 {
+		t.Errorf("verify --json: code %d %s", code, out)
+	}
+}
+
+func TestWeightsRunArgsGolden(t *testing.T) {
+	dir := t.TempDir()
+	m := &weights.Manifest{SchemaVersion: 1, MediaType: weights.MediaTypeManifest, Mount: "/app/models",
+		Files:  []weights.File{{Path: "m.safetensors", Size: 3, SHA256: strings.Repeat("a", 64), Mode: 0o644, Layer: "sha256:" + strings.Repeat("a", 64)}},
+		Layers: []weights.Layer{{Digest: "sha256:" + strings.Repeat("a", 64), MediaType: weights.MediaTypeWeightRaw, Size: 3}}, Size: 3}
+	m.SetDigest = weights.SetDigest(m.Files)
+	b, _ := m.Encode()
+	mf := filepath.Join(dir, "weights.json")
+	os.WriteFile(mf, b, 0o644)
+	for _, tc := range []struct{ name, volume string }{{"pvc", "serve-weights"}, {"hostdir", "/var/lib/models/serve"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, "weights", "run-args", mf, "--volume", tc.volume, "--image", "registry.local/acme/serve:1.2-slim", "--pull-ref", "registry.local/acme/serve-weights@sha256:"+strings.Repeat("b", 64))
+			if code != cmdutil.ExitOK {
+				t.Fatalf("code %d %s", code, errOut)
+			}
+			golden := filepath.Join("testdata", "weights-run-args-"+tc.name+".golden")
+			if *updateWeights {
+				os.WriteFile(golden, []byte(out), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(want) {
+				t.Errorf("run-args differs from %s:\n%s", golden, out)
+			}
+			// The YAML snippets parse, and mount the volume read-only.
+			_, y, _ := run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "kubernetes")
+			var pod struct {
+				Spec struct {
+					InitContainers []struct {
+						Args []string `yaml:"args"`
+					} `yaml:"initContainers"`
+					Containers []struct {
+						VolumeMounts []struct {
+							MountPath string `yaml:"mountPath"`
+							ReadOnly  bool   `yaml:"readOnly"`
+						} `yaml:"volumeMounts"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			}
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# kubernetes\n")), &pod); err != nil {
+				t.Fatalf("kubernetes snippet: %v\n%s", err, y)
+			}
+			vm := pod.Spec.Containers[0].VolumeMounts[0]
+			if vm.MountPath != "/app/models" || !vm.ReadOnly || pod.Spec.InitContainers[0].Args[1] != "pull" {
+				t.Errorf("kubernetes snippet: %+v", pod)
+			}
+			_, y, _ = run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "compose")
+			var compose map[string]any
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# compose.yaml\n")), &compose); err != nil || compose["services"] == nil {
+				t.Errorf("compose snippet: %v\n%s", err, y)
+			}
+		})
+	}
+	if code, _, _ := run(t, "weights", "run-args", mf, "--volume", "bad name!"); code != cmdutil.ExitUsage {
+		t.Errorf("bad volume name: code %d, want %d", code, cmdutil.ExitUsage)
+	}
+	if code, _, _ := run(t, "weights", "pull", mf); code != cmdutil.ExitUsage {
+		t.Errorf("pull without --into: code %d", code)
+	}
+	if code, _, errOut := run(t, "weights", "pull", mf, "--into", dir+"/v"); code != cmdutil.ExitFailure || !strings.Contains(errOut, "--from") {
+		t.Errorf("pull of a manifest without a repository: code %d %s", code, errOut)
+	}
+}
+
+func TestWeightsPullChunkFlags(t *testing.T) {
+	_, wref := strippedApp(t)
+	// The 20 MiB file in 1 MiB Range chunks, three at a time.
+	vol := filepath.Join(t.TempDir(), "vol")
+	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--chunk-size", "1MiB", "--concurrency", "3", "--limit-rate", "1G", "--progress", "none")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "pulled, 2 files") {
+		t.Fatalf("chunked pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
+		t.Errorf("verify: code %d %s", code, out)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"--chunk-size lots", "--chunk-size"},
+		{"--chunk-size 4KiB", "under 1MiB"},
+		{"--concurrency 0", "--concurrency"},
+		{"--limit-rate -5M", "--limit-rate"},
+	} {
+		args := append([]string{"weights", "pull", wref, "--into", t.TempDir()}, strings.Fields(tc.args)...)
+		if code, _, errOut := run(t, args...); code != cmdutil.ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: code %d, stderr %q", tc.args, code, errOut)
+		}
+	}
+}
+
+// --image-twin: the volume as an image, named by the stripped image's
+// label, whose layers a runtime unpacks into exactly the volume; run-args
+// --twin prints the Kubernetes image-volume form.
+func TestWeightsStripImageTwin(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("app/serve.py", []byte("print('hi')\n")),
+			testimage.Safetensors("app/models/m-00001.safetensors", 20<<20), testimage.Safetensors("app/models/m-00002.safetensors", 5000)}, "gzip"))
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	slimRef, twinAt := reg+"/acme/serve:slim", reg+"/acme/serve-weights:v1-image"
+	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef,
+		"--weights-to", reg+"/acme/serve-weights:v1", "--image-twin", twinAt, "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	var r stripResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Twin, reg+"/acme/serve-weights@sha256:") {
+		t.Fatalf("twin %q", r.Twin)
+	}
+	slim, err := layers.Open(t.Context(), slimRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim.Close()
+	if got := slim.Config.Config.Labels[weights.LabelTwin]; got != r.Twin {
+		t.Errorf("stripped image label %s = %q, want %q", weights.LabelTwin, got, r.Twin)
+	}
+	twin, err := layers.Open(t.Context(), r.Twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twin.Close()
+	if twin.Config.Config.Labels[weights.LabelTwinOf] != r.Weights || len(twin.Layers) != 3 {
+		t.Fatalf("twin: labels %v, %d layers; want it tied to %s, 2 files + manifest", twin.Config.Config.Labels, len(twin.Layers), r.Weights)
+	}
+	code, out, _ = run(t, "weights", "run-args", slimRef, "--volume", "w", "--twin", r.Twin, "--format", "kubernetes")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "image volume") || !strings.Contains(out, "reference: "+r.Twin) {
+		t.Fatalf("run-args --twin: code %d\n%s", code, out)
+	}
+	if code, _, _ := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", reg+"/acme/w:v2", "--image-twin", "docker-archive:/tmp/x.tar"); code != cmdutil.ExitUsage {
+		t.Errorf("--image-twin docker-archive: exit %d, want usage", code)
+	}
+}
