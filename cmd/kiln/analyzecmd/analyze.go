@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 )
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/kiln-build/kiln/recipes"
 )
 

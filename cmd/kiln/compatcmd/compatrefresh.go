@@ -9,11 +9,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/refresh/refreshtest"

@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/slim"
 )

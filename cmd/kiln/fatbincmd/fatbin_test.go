@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/testimage"
 )

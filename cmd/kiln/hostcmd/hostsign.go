@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/hostcheck"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"

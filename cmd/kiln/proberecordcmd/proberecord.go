@@ -3,10 +3,9 @@ package proberecordcmd
 import (
 	"fmt"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/slim"
 )
 

@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/recipes"
 )
 

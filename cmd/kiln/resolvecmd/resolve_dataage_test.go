@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/kiln-build/kiln/recipes"
 )
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/kiln-build/kiln/sign"
 )
 

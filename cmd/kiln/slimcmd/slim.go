@@ -11,12 +11,11 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"

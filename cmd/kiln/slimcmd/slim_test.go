@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"

@@ -12,10 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
@@ -335,7 +334,14 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	var sigs []*sign.Result
 	if opts.VerifyKey != "" {
-		if sigs, err = verifyWarm(ctx, opts.VerifyKey, set, vols, lopts); err != nil {
+		pol, err := sign.LoadPolicy(opts.VerifyKey)
+		if err != nil {
+			return nil, cmdutil.UsageErr("%v", err)
+		}
+		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
+			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
+				err = cmdutil.Exit(cmdutil.ExitUnverified, err)
+			}
 			rep := warm.NewReport(set)
 			rep.Target, rep.DryRun, rep.Signatures, rep.Error = tgt.String(), opts.DryRun, sigs, err.Error()
 			if spec.Kind == "containerd" {

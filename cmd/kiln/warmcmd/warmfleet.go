@@ -13,11 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm/fleet"

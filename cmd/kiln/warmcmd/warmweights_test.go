@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
+
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/weightscmd"
 	"github.com/kiln-build/kiln/internal/testimage"
-
-	"github.com/google/go-containerregistry/pkg/registry"
-
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/weights"
 )

@@ -8,11 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-
 	"github.com/goccy/go-yaml"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/weights"

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 )
 
@@ -31,4 +33,15 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref, r.Dir, strings.Join(parts, ", "), bytesize.Format(r.Bytes), r.State, bytesize.Format(r.FetchedBytes), bytesize.Format(r.MissingBytes))
 	}
 	tw.Flush()
+}
+
+// writeSignatures prints the --verify-key outcome under warm's tables.
+func writeSignatures(w io.Writer, rs []*sign.Result) {
+	for _, r := range rs {
+		if r.Verified {
+			fmt.Fprintf(w, "signature: %s (%s): verified, %s, key %s\n", r.Ref, cmdutil.Short(r.Digest), r.Format, r.KeyID)
+		} else {
+			fmt.Fprintf(w, "signature: %s (%s): REFUSED, %s: %s\n", r.Ref, cmdutil.Short(r.Digest), r.Reason, r.Detail)
+		}
+	}
 }

@@ -1,34 +1,27 @@
-package warmcmd
+package warm
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
-
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
-	"github.com/kiln-build/kiln/warm"
 )
 
-// --verify-key on kiln warm: the signature gate runs after the warm set
-// is resolved (indexes, manifests and configs read and verified by
-// digest) and before the first layer or weight blob is fetched, so a host
-// never holds, let alone marks ready, bytes no trusted key signed.
+// The signature gate of kiln warm --verify-key runs after the warm set is
+// resolved (indexes, manifests and configs read and verified by digest)
+// and before the first layer or weight blob is fetched, so a host never
+// holds, let alone marks ready, bytes no trusted key signed.
 
-// verifyWarm checks every image of set (the digest its reference resolved
-// to: what cosign signs) and every weights artifact of vols. It returns
-// the results and, when one does not verify, an cmdutil.ExitUnverified error that
-// names the image and why.
-func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Volume, lopts []layers.Option) ([]*sign.Result, error) {
-	pol, err := sign.LoadPolicy(path)
-	if err != nil {
-		return nil, cmdutil.UsageErr("%v", err)
-	}
+// VerifySignatures checks every image of set (the digest its reference
+// resolved to: what cosign signs) and every weights artifact of vols
+// against pol. It returns the results and, when one does not verify or
+// cannot carry a signature, an *UnverifiedError that names it and why.
+func VerifySignatures(ctx context.Context, pol *sign.Policy, set *Set, vols []*Volume, lopts []layers.Option) ([]*sign.Result, error) {
+	path := pol.Source
 	var out []*sign.Result
 	var refused []string
 	check := func(refName, readRef string, d v1.Hash, note string) error {
@@ -41,7 +34,7 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 			return err
 		}
 		if real.Kind != layers.KindRegistry || read.Kind != layers.KindRegistry {
-			return cmdutil.Exit(cmdutil.ExitUnverified, fmt.Errorf("--verify-key: %s is not in a registry: it carries no signature to verify", refName))
+			return unverified(fmt.Errorf("--verify-key: %s is not in a registry: it carries no signature to verify", refName))
 		}
 		res, err := pol.VerifyDigest(ctx, refName, real.Name.Context(), read.Name.Context(), d, lopts...)
 		if err != nil {
@@ -81,7 +74,7 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 	}
 	for _, v := range vols {
 		if v.Resolved.Ref == "" {
-			return out, cmdutil.Exit(cmdutil.ExitUnverified, fmt.Errorf("--verify-key: weights %s is a manifest file, not a registry artifact: it carries no signature to verify", v.Ref))
+			return out, unverified(fmt.Errorf("--verify-key: weights %s is a manifest file, not a registry artifact: it carries no signature to verify", v.Ref))
 		}
 		at := v.Resolved.Ref
 		i := strings.LastIndex(at, "@")
@@ -107,18 +100,16 @@ func verifyWarm(ctx context.Context, path string, set *warm.Set, vols []*warm.Vo
 		if len(refused) > 1 {
 			msg += fmt.Sprintf(" (and %d more)", len(refused)-1)
 		}
-		return out, cmdutil.Exit(cmdutil.ExitUnverified, fmt.Errorf("--verify-key %s: refused before fetching any layer: %s", path, msg))
+		return out, unverified(fmt.Errorf("--verify-key %s: refused before fetching any layer: %s", path, msg))
 	}
 	return out, nil
 }
 
-// writeSignatures prints the --verify-key outcome under warm's tables.
-func writeSignatures(w io.Writer, rs []*sign.Result) {
-	for _, r := range rs {
-		if r.Verified {
-			fmt.Fprintf(w, "signature: %s (%s): verified, %s, key %s\n", r.Ref, cmdutil.Short(r.Digest), r.Format, r.KeyID)
-		} else {
-			fmt.Fprintf(w, "signature: %s (%s): REFUSED, %s: %s\n", r.Ref, cmdutil.Short(r.Digest), r.Reason, r.Detail)
-		}
-	}
-}
+// UnverifiedError is VerifySignatures' refusal: an image or weights
+// artifact no trusted key signed (kiln warm exits 4).
+type UnverifiedError struct{ Err error }
+
+func (e *UnverifiedError) Error() string { return e.Err.Error() }
+func (e *UnverifiedError) Unwrap() error { return e.Err }
+
+func unverified(err error) error { return &UnverifiedError{Err: err} }

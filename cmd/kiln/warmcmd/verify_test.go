@@ -1,0 +1,71 @@
+package warmcmd
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/sign"
+)
+
+// kiln warm --verify-key: a signed image warms (exit 0, the signature in
+// the report); under a key that did not sign it, a key file that is not
+// one, and an unreadable policy, warm refuses with its exit codes (4 for
+// the signature, 2 for the flag) before any blob reaches the target.
+func TestWarmVerifyKey(t *testing.T) {
+	ref, _ := cmdtest.ReferrersRegistry(t)
+	dir := t.TempDir()
+	k, _ := sign.GenerateSigner()
+	other, _ := sign.GenerateSigner()
+	pub, otherPub, priv := filepath.Join(dir, "k.pub"), filepath.Join(dir, "o.pub"), filepath.Join(dir, "k.pem")
+	os.WriteFile(pub, k.Public().PEM(), 0o644)
+	os.WriteFile(otherPub, other.Public().PEM(), 0o644)
+	os.WriteFile(priv, k.PKCS8(), 0o600)
+	if _, err := sign.Sign(context.Background(), ref, k, sign.SignOptions{Format: sign.FormatBundle}); err != nil {
+		t.Fatal(err)
+	}
+	blobs := func(oci string) int {
+		m, _ := filepath.Glob(filepath.Join(oci, "blobs", "sha256", "*"))
+		return len(m)
+	}
+	for _, tc := range []struct {
+		name, key string
+		code      int
+		want      string
+	}{
+		{"wrong key", otherPub, cmdutil.ExitUnverified, "refused before fetching any layer"},
+		{"private key given", priv, cmdutil.ExitUsage, "PUBLIC KEY"},
+		{"no such file", filepath.Join(dir, "none.pub"), cmdutil.ExitUsage, "none.pub"},
+	} {
+		oci := filepath.Join(t.TempDir(), "oci")
+		code, out, errOut := run(t, "warm", ref, "--target", "oci:"+oci, "--verify-key", tc.key, "--json", "--progress", "none")
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, code, errOut, tc.code, tc.want)
+		}
+		var rep struct{ Error string }
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Error == "" {
+			t.Errorf("%s: --json printed %q (%v), want one object with the error", tc.name, out, err)
+		}
+		if n := blobs(oci); n != 0 {
+			t.Errorf("%s: %d blobs in the target after a refusal", tc.name, n)
+		}
+	}
+	oci := filepath.Join(t.TempDir(), "oci")
+	code, out, errOut := run(t, "warm", ref, "--target", "oci:"+oci, "--verify-key", pub, "--json", "--progress", "none")
+	var rep struct {
+		Signatures []struct {
+			Verified bool `json:"verified"`
+		} `json:"signatures"`
+	}
+	if code != cmdutil.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Signatures) != 1 || !rep.Signatures[0].Verified {
+		t.Fatalf("signed image: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if blobs(oci) == 0 {
+		t.Errorf("signed image: nothing warmed into %s", oci)
+	}
+}
