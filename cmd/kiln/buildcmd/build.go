@@ -340,7 +340,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	}
 	var attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)
 	if opts.SBOM && opts.Provenance != "" {
-		attest = buildSBOMAttest(opts.Push, plan, lock, in, opts.Version)
+		attest = builder.SBOMAttestations(opts.Push, plan, lock, in, opts.Version)
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
@@ -390,7 +390,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	}
 	var sboms []string
 	if opts.SBOM && attest == nil {
-		if sboms, err = buildSBOM(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+		if sboms, err = builder.AttachSBOMs(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
 			return err
 		}
 	}

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/sign"
 )
 
 // signRegistry is go-containerregistry's registry (referrers API on)
 // holding one linux/amd64 image at REPO:v1.
 func TestSignVerifyCommands(t *testing.T) {
-	ref, d := cmdtest.ReferrersRegistry(t)
+	ref, d := testimage.ReferrersRegistry(t)
 	dir := t.TempDir()
 	k, _ := sign.GenerateSigner()
 	other, _ := sign.GenerateSigner()

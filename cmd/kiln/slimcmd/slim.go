@@ -389,7 +389,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	for i, img := range imgs {
 		var dg v1.Hash
 		if opts.SBOM {
-			idx, att, err := withSBOM(img, dests[i], bomComps, slimSBOMProps(rep), opts.Version)
+			idx, att, err := sbom.AttachToImage(img, dests[i], bomComps, rep.SBOMProperties(), opts.Version)
 			if err != nil {
 				return fmt.Errorf("--sbom: %w", err)
 			}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -18,7 +18,7 @@ import (
 // one, and an unreadable policy, warm refuses with its exit codes (4 for
 // the signature, 2 for the flag) before any blob reaches the target.
 func TestWarmVerifyKey(t *testing.T) {
-	ref, _ := cmdtest.ReferrersRegistry(t)
+	ref, _ := testimage.ReferrersRegistry(t)
 	dir := t.TempDir()
 	k, _ := sign.GenerateSigner()
 	other, _ := sign.GenerateSigner()

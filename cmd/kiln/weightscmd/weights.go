@@ -206,7 +206,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	var sbomRef string
 	if opts.SBOM {
-		if sbomRef, err = weightsSBOM(ctx, aref, m, opts.Version, lopts); err != nil {
+		if sbomRef, err = weights.AttachSBOM(ctx, aref, m, opts.Version, lopts...); err != nil {
 			return err
 		}
 	}

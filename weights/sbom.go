@@ -1,4 +1,4 @@
-package weightscmd
+package weights
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
-	"github.com/kiln-build/kiln/weights"
 )
 
-// weightsSBOM attaches the weights artifact's BOM (every file with its
-// SHA-256) as a referrer of the artifact, when it is in a registry.
-func weightsSBOM(ctx context.Context, aref string, m *weights.Manifest, version string, lopts []layers.Option) (string, error) {
+// AttachSBOM attaches the weights artifact's BOM (every file with its
+// SHA-256; tool: kiln's version) as an OCI referrer of the artifact at
+// aref, when it is in a registry, and returns the referrer's digest (""
+// for an artifact in an OCI layout).
+func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopts ...layers.Option) (string, error) {
 	r, err := layers.ParseRef(aref, lopts...)
 	if err != nil || r.Kind != layers.KindRegistry {
 		return "", err
@@ -32,7 +33,7 @@ func weightsSBOM(ctx context.Context, aref string, m *weights.Manifest, version 
 	if err != nil {
 		return "", err
 	}
-	b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, version, time.Now()).Marshal()
+	b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, tool, time.Now()).Marshal()
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package buildcmd
+package builder
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/kiln-build/kiln/builder"
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/internal/cdxschema"
+	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 )
@@ -19,7 +18,7 @@ import (
 // kiln build --sbom's attachment, on a pushed image: the lock's pinned
 // inputs as a CycloneDX referrer that validates against the schema.
 func TestBuildSBOMReferrer(t *testing.T) {
-	ref, d := cmdtest.ReferrersRegistry(t)
+	ref, d := testimage.ReferrersRegistry(t)
 	torch, cudnn := "2.5.1", "9.1.0"
 	lock := &recipes.Lock{
 		LockVersion: 1, Recipe: "kiln.yaml", RecipeHash: "sha256:" + strings.Repeat("1", 64), DataVersion: "2026-11",
@@ -29,11 +28,11 @@ func TestBuildSBOMReferrer(t *testing.T) {
 		},
 		Wheels: []recipes.LockedWheel{{Name: "torch", Version: "2.5.1+cu124", Platform: "linux/amd64", Filename: "torch-2.5.1+cu124-cp311-cp311-linux_x86_64.whl", URL: "https://download.pytorch.org/whl/torch.whl", SHA256: strings.Repeat("c", 64)}},
 	}
-	pushed := []builder.Pushed{{Ref: ref, Compression: "gzip", Digest: d.String()}}
-	in := builder.Inputs{RecipeHash: lock.RecipeHash, LockDigest: "sha256:" + strings.Repeat("d", 64)}
-	got, err := buildSBOM(context.Background(), pushed, lock.Plan, lock, in, "dev", nil)
+	pushed := []Pushed{{Ref: ref, Compression: "gzip", Digest: d.String()}}
+	in := Inputs{RecipeHash: lock.RecipeHash, LockDigest: "sha256:" + strings.Repeat("d", 64)}
+	got, err := AttachSBOMs(context.Background(), pushed, lock.Plan, lock, in, "dev", nil)
 	if err != nil || len(got) != 1 {
-		t.Fatalf("buildSBOM: %v %v", got, err)
+		t.Fatalf("AttachSBOMs: %v %v", got, err)
 	}
 	tag, _ := name.NewTag(ref, name.Insecure)
 	idx, err := remote.Referrers(tag.Context().Digest(d.String()))

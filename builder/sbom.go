@@ -1,4 +1,4 @@
-package buildcmd
+package builder
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
@@ -17,24 +16,24 @@ import (
 // base images by digest and wheels with their SHA-256 (with --locked),
 // else the plan's stack versions and GPU architectures with the recipe's
 // digest.
-func buildBOMParts(plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs) ([]sbom.Component, []sbom.Property) {
+func bomParts(plan *recipes.Plan, lock *recipes.Lock, in Inputs) ([]sbom.Component, []sbom.Property) {
 	if lock != nil {
 		return sbom.FromLock(lock, in.LockDigest, "")
 	}
 	return nil, append([]sbom.Property{{Name: "kiln:recipe-sha256", Value: in.RecipeHash}}, sbom.FromPlan(plan)...)
 }
 
-// buildSBOMAttest makes the build's BOM for each platform's image before
+// SBOMAttestations makes the build's BOM for each platform's image before
 // it is exported: what the image's own files state (dpkg status, Python
 // dist-info — torch, the nvidia-*-cu12 wheels — and versioned CUDA
 // libraries, read through BuildKit's file API) and the pinned inputs
-// (buildBOMParts), as CycloneDX and SPDX statements (as slim --sbom
+// (bomParts), as CycloneDX and SPDX statements (as slim --sbom
 // writes them) in the attestation manifest that carries the provenance:
 // there the index digest already changes per build, so a timestamped BOM
 // costs nothing, and buildx imagetools and crane read it where they read
 // BuildKit's own.
-func buildSBOMAttest(repo string, plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs, version string) func(context.Context, string, sbom.Files) ([]builder.Attestation, error) {
-	return func(ctx context.Context, platform string, files sbom.Files) ([]builder.Attestation, error) {
+func SBOMAttestations(repo string, plan *recipes.Plan, lock *recipes.Lock, in Inputs, tool string) func(context.Context, string, sbom.Files) ([]Attestation, error) {
+	return func(ctx context.Context, platform string, files sbom.Files) ([]Attestation, error) {
 		arch := platform
 		if _, a, ok := strings.Cut(platform, "/"); ok {
 			arch, _, _ = strings.Cut(a, "/")
@@ -43,9 +42,9 @@ func buildSBOMAttest(repo string, plan *recipes.Plan, lock *recipes.Lock, in bui
 		if err != nil {
 			return nil, err
 		}
-		pinned, props := buildBOMParts(plan, lock, in)
+		pinned, props := bomParts(plan, lock, in)
 		props = append(props, sbom.Property{Name: "kiln:build:platform", Value: platform})
-		bom := sbom.New(sbom.Subject{Name: repo}, append(comps, pinned...), props, version, time.Now())
+		bom := sbom.New(sbom.Subject{Name: repo}, append(comps, pinned...), props, tool, time.Now())
 		cdx, err := bom.Marshal()
 		if err != nil {
 			return nil, err
@@ -54,19 +53,19 @@ func buildSBOMAttest(repo string, plan *recipes.Plan, lock *recipes.Lock, in bui
 		if err != nil {
 			return nil, err
 		}
-		return []builder.Attestation{
+		return []Attestation{
 			{PredicateType: sbom.PredicateType, Path: "sbom.cdx.json", Body: cdx, SBOM: true},
 			{PredicateType: sbom.SPDXPredicateType, Path: "sbom.spdx.json", Body: spdx, SBOM: true},
 		}, nil
 	}
 }
 
-// buildSBOM attaches, to each image a build pushed, a CycloneDX BOM of
-// its pinned inputs (buildBOMParts). Without provenance it is an OCI
+// AttachSBOMs attaches, to each image a build pushed, a CycloneDX BOM of
+// its pinned inputs (bomParts). Without provenance it is an OCI
 // referrer of the pushed manifest rather than an attestation manifest in
 // an index: the image's digest stays the reproducible one (same inputs,
 // same digest), which an index carrying a timestamped BOM would break.
-func buildSBOM(ctx context.Context, pushed []builder.Pushed, plan *recipes.Plan, lock *recipes.Lock, in builder.Inputs, version string, lopts []layers.Option) ([]string, error) {
+func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock *recipes.Lock, in Inputs, tool string, lopts []layers.Option) ([]string, error) {
 	var out []string
 	for _, p := range pushed {
 		r, err := layers.ParseRef(p.Ref, lopts...)
@@ -78,9 +77,9 @@ func buildSBOM(ctx context.Context, pushed []builder.Pushed, plan *recipes.Plan,
 		if err != nil {
 			return out, fmt.Errorf("--sbom: %w", err)
 		}
-		comps, props := buildBOMParts(plan, lock, in)
+		comps, props := bomParts(plan, lock, in)
 		props = append(props, sbom.Property{Name: "kiln:build:compression", Value: p.Compression})
-		b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, version, time.Now()).Marshal()
+		b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, tool, time.Now()).Marshal()
 		if err != nil {
 			return out, err
 		}

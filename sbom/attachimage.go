@@ -1,0 +1,44 @@
+package sbom
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// imagePURL is how BuildKit names a statement's subject.
+func imagePURL(dest, platform string) string {
+	r := strings.TrimPrefix(dest, "oci:")
+	return "pkg:docker/" + r + "?platform=" + url.QueryEscape(platform)
+}
+
+// AttachToImage builds img's BOM from comps and props (tool: kiln's
+// version) and returns the index (image + attestation manifest holding
+// CycloneDX and SPDX statements) to write at dest instead of img, and the
+// attestation manifest's digest. kiln slim --sbom writes it.
+func AttachToImage(img v1.Image, dest string, comps []Component, props []Property, tool string) (v1.ImageIndex, v1.Hash, error) {
+	dg, err := img.Digest()
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	bom := New(Subject{Name: dest, Digest: dg.String()}, append([]Component(nil), comps...), props, tool, time.Now())
+	cdx, err := bom.Marshal()
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	spdx, err := bom.SPDX()
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	// Both documents, as two statements of one attestation manifest:
+	// CycloneDX (schema-validated) and SPDX (what buildx imagetools reads).
+	idx, _, att, err := WithAttestation(img, imagePURL(dest, cf.OS+"/"+cf.Architecture),
+		Predicate{Type: PredicateType, Body: cdx}, Predicate{Type: SPDXPredicateType, Body: spdx})
+	return idx, att, err
+}
