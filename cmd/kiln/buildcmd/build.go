@@ -198,11 +198,26 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 	return plan, in, r.Dir(), nil
 }
 
-func runBuild(ctx context.Context, opts *BuildOptions) error {
+// buildFlags is what kiln build's flags say, checked before any work:
+// where the image goes, the caches, the layer encoding and size cap.
+type buildFlags struct {
+	outputs   []builder.Output
+	cacheFrom []builder.CacheSpec
+	cacheTo   []builder.CacheSpec
+	comp      string // the build's own layer compression (both: gzip, --push adds zstd)
+	maxLayer  int64
+	// checkRules are --check's (nil: no check); signKey is --sign-key's.
+	checkRules *analyze.Rules
+	signKey    *sign.Signer
+}
+
+// parseBuildFlags checks kiln build's flags; every mistake is a usage
+// error (exit 2) naming the flag.
+func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	switch opts.Progress {
 	case "auto", "tty", "plain", "rawjson", "quiet":
 	default:
-		return cmdutil.UsageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
+		return nil, cmdutil.UsageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
 	}
 	comp := opts.Compression
 	switch comp {
@@ -210,42 +225,42 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	case "both":
 		comp = "gzip" // --push adds the zstd variant
 	default:
-		return cmdutil.UsageErr("--compression: %q is not one of both, gzip, zstd, none", opts.Compression)
+		return nil, cmdutil.UsageErr("--compression: %q is not one of both, gzip, zstd, none", opts.Compression)
 	}
 	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
 	if err != nil {
-		return cmdutil.UsageErr("--max-layer-size: %v", err)
+		return nil, cmdutil.UsageErr("--max-layer-size: %v", err)
 	}
 	if opts.DryRun && opts.Dockerfile {
-		return cmdutil.UsageErr("--dry-run and --dockerfile print different things; pick one")
+		return nil, cmdutil.UsageErr("--dry-run and --dockerfile print different things; pick one")
 	}
 	switch opts.Provenance {
 	case "", "none", "false":
 		opts.Provenance = ""
 	case "min", "max":
 	default:
-		return cmdutil.UsageErr("--provenance %q: want min, max or none", opts.Provenance)
+		return nil, cmdutil.UsageErr("--provenance %q: want min, max or none", opts.Provenance)
 	}
 	if opts.BuilderID != "" && opts.Provenance == "" {
-		return cmdutil.UsageErr("--builder-id needs --provenance min or max")
+		return nil, cmdutil.UsageErr("--builder-id needs --provenance min or max")
 	}
 	if opts.SBOM && opts.Push == "" && opts.Provenance == "" {
-		return cmdutil.UsageErr("--sbom needs --push (attached next to the pushed image) or --provenance (attested beside the image in its index)")
+		return nil, cmdutil.UsageErr("--sbom needs --push (attached next to the pushed image) or --provenance (attested beside the image in its index)")
 	}
 	var outputs []builder.Output
 	if opts.Push != "" {
 		ref, err := layers.ParseRef(opts.Push)
 		if err != nil {
-			return cmdutil.UsageErr("--push: %v", err)
+			return nil, cmdutil.UsageErr("--push: %v", err)
 		}
 		if ref.Kind != layers.KindRegistry {
-			return cmdutil.UsageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
+			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
 		}
 		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
 		if opts.Compression == "both" {
 			zd, err := cmdutil.ZstdDest(opts.Push, nil)
 			if err != nil {
-				return cmdutil.UsageErr("--compression both: %v", err)
+				return nil, cmdutil.UsageErr("--compression both: %v", err)
 			}
 			outputs = append(outputs, builder.Output{Type: "image", Path: zd, Compression: "zstd"})
 		}
@@ -253,7 +268,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	for _, o := range opts.Outputs {
 		ref, err := layers.ParseRef(o)
 		if err != nil {
-			return cmdutil.UsageErr("--output: %v", err)
+			return nil, cmdutil.UsageErr("--output: %v", err)
 		}
 		switch ref.Kind {
 		case layers.KindOCILayout:
@@ -261,13 +276,13 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		case layers.KindDockerArchive:
 			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
 		default:
-			return cmdutil.UsageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
+			return nil, cmdutil.UsageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
 		}
 	}
 	if len(opts.Outputs) > 1 {
 		for _, o := range outputs {
 			if o.Type == "oci" {
-				return cmdutil.UsageErr("--output oci:DIR cannot be combined with another --output in one build; run kiln build again for the other (it is fully cached)")
+				return nil, cmdutil.UsageErr("--output oci:DIR cannot be combined with another --output in one build; run kiln build again for the other (it is fully cached)")
 			}
 		}
 	}
@@ -275,23 +290,70 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	for _, s := range opts.CacheFrom {
 		c, err := builder.ParseCacheSpec(s, false)
 		if err != nil {
-			return cmdutil.UsageErr("--cache-from: %v", err)
+			return nil, cmdutil.UsageErr("--cache-from: %v", err)
 		}
 		cacheFrom = append(cacheFrom, c)
 	}
 	for _, s := range opts.CacheTo {
 		c, err := builder.ParseCacheSpec(s, true)
 		if err != nil {
-			return cmdutil.UsageErr("--cache-to: %v", err)
+			return nil, cmdutil.UsageErr("--cache-to: %v", err)
 		}
 		cacheTo = append(cacheTo, c)
 	}
 	for _, p := range opts.Platforms {
 		if _, err := builder.ParsePlatform(p); err != nil {
-			return cmdutil.UsageErr("--platform: %v", err)
+			return nil, cmdutil.UsageErr("--platform: %v", err)
 		}
 	}
 
+	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer}
+	if opts.Check != "" {
+		if len(outputs) == 0 {
+			return nil, cmdutil.UsageErr("--check needs --push or --output: it analyzes the image the build wrote")
+		}
+		if fl.checkRules, err = analyze.LoadRules(opts.Check); err != nil {
+			return nil, cmdutil.UsageErr("--check: %v", err)
+		}
+	}
+	if opts.SkipExisting && opts.Push == "" {
+		return nil, cmdutil.UsageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
+	}
+	if opts.SignKey != "" && opts.Push == "" {
+		return nil, cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
+	}
+	if fl.signKey, err = opts.SignFlag.LoadSigner(); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// signAll signs every manifest the build pushed (--sign-key; k nil: none).
+func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []builder.Pushed) ([]*sign.Signed, error) {
+	var signed []*sign.Signed
+	for _, p := range pushed {
+		if k == nil {
+			break
+		}
+		h, err := v1.NewHash(p.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
+		}
+		s, err := opts.SignFlag.SignPushed(ctx, k, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
+		if err != nil {
+			return nil, err
+		}
+		signed = append(signed, s)
+	}
+	return signed, nil
+}
+
+func runBuild(ctx context.Context, opts *BuildOptions) error {
+	fl, err := parseBuildFlags(opts)
+	if err != nil {
+		return err
+	}
+	outputs, cacheFrom, cacheTo, comp, maxLayer := fl.outputs, fl.cacheFrom, fl.cacheTo, fl.comp, fl.maxLayer
 	plan, in, dir, err := buildInputs(ctx, opts)
 	if err != nil {
 		return err
@@ -310,20 +372,8 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
-	var checkRules *analyze.Rules
-	if opts.Check != "" {
-		if len(outputs) == 0 {
-			return cmdutil.UsageErr("--check needs --push or --output: it analyzes the image the build wrote")
-		}
-		if checkRules, err = analyze.LoadRules(opts.Check); err != nil {
-			return cmdutil.UsageErr("--check: %v", err)
-		}
-	}
 	var content *builder.Content
 	if opts.SkipExisting {
-		if opts.Push == "" {
-			return cmdutil.UsageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
-		}
 		content, err = findContentTag(ctx, opts, plan, in, dir, maxLayer)
 		if err != nil {
 			return err
@@ -341,13 +391,6 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	var attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)
 	if opts.SBOM && opts.Provenance != "" {
 		attest = builder.SBOMAttestations(opts.Push, plan, lock, in, opts.Version)
-	}
-	if opts.SignKey != "" && opts.Push == "" {
-		return cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
-	}
-	signKey, err := opts.SignFlag.LoadSigner()
-	if err != nil {
-		return err
 	}
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
@@ -394,33 +437,30 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
-	var signed []*sign.Signed
-	for _, p := range res.Pushed {
-		if signKey == nil {
-			break
-		}
-		h, err := v1.NewHash(p.Digest)
-		if err != nil {
-			return fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
-		}
-		s, err := opts.SignFlag.SignPushed(ctx, signKey, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
-		if err != nil {
-			return err
-		}
-		signed = append(signed, s)
+	signed, err := signAll(ctx, opts, fl.signKey, res.Pushed)
+	if err != nil {
+		return err
 	}
-	if checkRules != nil {
-		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], checkRules); err != nil {
+	if fl.checkRules != nil {
+		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], fl.checkRules); err != nil {
 			return err
 		}
 	}
+	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
+	return nil
+}
+
+// writeBuildReport prints what kiln build did: one JSON object with
+// --json, else a line per fact.
+func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Result, signed []*sign.Signed, sboms []string, attested bool) {
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{
+		_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
-			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attest != nil),
+			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 		})
+		return
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
 	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
@@ -431,7 +471,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			fmt.Fprintf(opts.IO.Out, "  image  %s %s\n", pl, p.Images[pl])
 		}
 	}
-	if names := attestationNames(opts.Provenance, attest != nil); len(names) > 0 {
+	if names := attestationNames(opts.Provenance, attested); len(names) > 0 {
 		fmt.Fprintf(opts.IO.Out, "attested %s\n", strings.Join(names, ", "))
 	}
 	for _, s := range signed {
@@ -444,7 +484,6 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		}
 		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
 	}
-	return nil
 }
 
 // attestationNames lists what the attestation manifest beside each image

@@ -16,10 +16,12 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
 )
@@ -176,64 +178,80 @@ func loadSlimPolicy(s string) (*slim.Policy, error) {
 	return p, nil
 }
 
-func runSlim(ctx context.Context, opts *SlimOptions) error {
+// slimFlags is what kiln slim's flags say, checked before the image is
+// opened: the encodings and where each goes, the policy and the fleet.
+type slimFlags struct {
+	comps    []layers.Compression
+	dests    []string // one per encoding: the first --to, zstd beside it
+	to       layers.Ref
+	esgz     bool
+	maxLayer int64
+	pol      *slim.Policy
+	fleet    []fatbin.GPU
+	key      *sign.Signer
+	lopts    []layers.Option
+}
+
+// parseSlimFlags checks kiln slim's flags; every mistake is a usage error
+// (exit 2) naming the flag.
+func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
-		return err
+		return nil, err
 	}
 	if opts.To == "" {
-		return cmdutil.UsageErr("--to is required (REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE)")
+		return nil, cmdutil.UsageErr("--to is required (REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE)")
 	}
 	if opts.Level < 1 || opts.Level > 22 {
-		return cmdutil.UsageErr("--level %d: zstd levels are 1..22", opts.Level)
+		return nil, cmdutil.UsageErr("--level %d: zstd levels are 1..22", opts.Level)
 	}
 	comps, err := cmdutil.ParseCompression(opts.Compression)
 	if err != nil {
-		return cmdutil.UsageErr("--compression: %v", err)
+		return nil, cmdutil.UsageErr("--compression: %v", err)
 	}
 	esgz := false
 	switch opts.Format {
 	case "oci", "":
 		if opts.StartupList != "" {
-			return cmdutil.UsageErr("--startup-list needs --format estargz")
+			return nil, cmdutil.UsageErr("--startup-list needs --format estargz")
 		}
 	case "estargz":
 		// The zstd blobs are the source the eStargz layers are re-laid
 		// from, and the image the probe pulls (the faster to pull).
 		esgz, comps = true, []layers.Compression{layers.Zstd}
 		if opts.StartupList != "" && opts.Probe == "" {
-			return cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
+			return nil, cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
 		}
 	default:
-		return cmdutil.UsageErr("--format: %q is not one of oci, estargz", opts.Format)
+		return nil, cmdutil.UsageErr("--format: %q is not one of oci, estargz", opts.Format)
 	}
 	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
 	if err != nil {
-		return cmdutil.UsageErr("--max-layer-size: %v", err)
+		return nil, cmdutil.UsageErr("--max-layer-size: %v", err)
 	}
 	lopts, err := opts.LayersOptions()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	to, err := layers.ParseRef(opts.To, lopts...)
 	if err != nil {
-		return cmdutil.UsageErr("--to: %v", err)
+		return nil, cmdutil.UsageErr("--to: %v", err)
 	}
 	if opts.SBOM && to.Kind == layers.KindDockerArchive {
-		return cmdutil.UsageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
+		return nil, cmdutil.UsageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
 	}
 	if err := opts.SignFlag.CheckDest(opts.To, lopts); err != nil {
-		return err
+		return nil, err
 	}
 	key, err := opts.SignFlag.LoadSigner()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Where each encoding goes: the first under --to, zstd (with both)
 	// beside it. A docker archive stores plain tars whatever the blobs
 	// are: one encoding is enough to write it.
 	dests := []string{opts.To}
 	if esgz && to.Kind == layers.KindDockerArchive {
-		return cmdutil.UsageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
+		return nil, cmdutil.UsageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
 	}
 	if to.Kind == layers.KindDockerArchive {
 		// zstd when it is among them: the cheaper to write.
@@ -241,32 +259,41 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	} else if len(comps) > 1 && !esgz {
 		zd, err := cmdutil.ZstdDest(opts.To, lopts)
 		if err != nil {
-			return cmdutil.UsageErr("--compression both: %v", err)
+			return nil, cmdutil.UsageErr("--compression both: %v", err)
 		}
 		dests = append(dests, zd)
 	}
 	pol, err := loadSlimPolicy(opts.Policy)
 	if err != nil {
-		return cmdutil.UsageErr("--policy: %v", err)
+		return nil, cmdutil.UsageErr("--policy: %v", err)
 	}
 	if opts.PruneLibs {
 		pol.PruneLibs = slim.PruneUnreferenced
 	}
 	if opts.WeightsTo != "" {
 		if _, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
-			return cmdutil.UsageErr("--weights-to: %v", err)
+			return nil, cmdutil.UsageErr("--weights-to: %v", err)
 		}
 		if pol.Weights != slim.WeightsDivert {
-			return cmdutil.UsageErr("--weights-to: policy %s says weights: %s; use a policy with weights: divert", pol.Name, pol.Weights)
+			return nil, cmdutil.UsageErr("--weights-to: policy %s says weights: %s; use a policy with weights: divert", pol.Name, pol.Weights)
 		}
 	}
 	fleet, err := slim.ParseFleet(opts.GPUs)
 	if err != nil {
-		return cmdutil.UsageErr("--gpus: %v", err)
+		return nil, cmdutil.UsageErr("--gpus: %v", err)
 	}
 	if len(fleet) == 0 && opts.PruneNVIDIA {
-		return cmdutil.UsageErr("--prune-nvidia-libs needs --gpus")
+		return nil, cmdutil.UsageErr("--prune-nvidia-libs needs --gpus")
 	}
+	return &slimFlags{comps: comps, dests: dests, to: to, esgz: esgz, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
+}
+
+func runSlim(ctx context.Context, opts *SlimOptions) error {
+	fl, err := parseSlimFlags(opts)
+	if err != nil {
+		return err
+	}
+	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -316,18 +343,32 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		maps.Copy(labels, st.Labels)
 		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
 	}
+	if _, err := publish(ctx, opts, fl, res, labels); err != nil {
+		return err
+	}
+	return writeSlimReport(opts, rep)
+}
+
+// publish writes the slimmed image in each encoding to its destination
+// (probing it first with --probe, re-laid as eStargz with --format
+// estargz), with its SBOM (--sbom) and signed (--sign-key), and records
+// each in res.Report. It returns what was written.
+func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Result, labels map[string]string) ([]v1.Image, error) {
+	comps, dests, to, esgz, key, lopts := fl.comps, fl.dests, fl.to, fl.esgz, fl.key, fl.lopts
+	rep := res.Report
+	var err error
 	imgs := make([]v1.Image, len(comps))
 	for i, c := range comps {
 		if imgs[i], err = res.ImageFor(c, labels); err != nil {
-			return err
+			return nil, err
 		}
 		dig, err := imgs[i].Digest()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cn, err := imgs[i].ConfigName()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if i == 0 {
 			rep.Digest, rep.ImageID = dig.String(), cn.String()
@@ -342,38 +383,38 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		// The last encoding: zstd when there is one, the faster to pull.
 		startup, err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts, esgz)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if esgz {
 			rep.StartupFiles = len(startup)
 			if opts.StartupList != "" {
 				if err := atomicfile.WriteFile(opts.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
-					return fmt.Errorf("--startup-list: %w", err)
+					return nil, fmt.Errorf("--startup-list: %w", err)
 				}
 			}
 			if err := res.AddEStargz(ctx, startup); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	} else if esgz {
 		rep.Warnings = append(rep.Warnings, "--format estargz without --probe: no startup set, every layer says no prefetch and the snapshotter fetches each file on first read; add --probe 'CMD' with the command the container starts with")
 		if err := res.AddEStargz(ctx, nil); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if esgz {
 		// What is written is the eStargz image alone, under --to.
 		img, err := res.ImageFor(layers.EStargz, labels)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dig, err := img.Digest()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cn, err := img.ConfigName()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		imgs = []v1.Image{img}
 		rep.Digest, rep.ImageID = dig.String(), cn.String()
@@ -383,7 +424,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if opts.SBOM {
 		// One scan: every encoding holds the same files.
 		if bomComps, err = sbom.ScanImage(imgs[0]); err != nil {
-			return fmt.Errorf("--sbom: %w", err)
+			return nil, fmt.Errorf("--sbom: %w", err)
 		}
 	}
 	for i, img := range imgs {
@@ -391,26 +432,32 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		if opts.SBOM {
 			idx, att, err := sbom.AttachToImage(img, dests[i], bomComps, rep.SBOMProperties(), opts.Version)
 			if err != nil {
-				return fmt.Errorf("--sbom: %w", err)
+				return nil, fmt.Errorf("--sbom: %w", err)
 			}
 			if dg, err = layers.WriteIndex(ctx, idx, dests[i], lopts...); err != nil {
-				return err
+				return nil, err
 			}
 			rep.Images[i].Index, rep.Images[i].SBOM = dg.String(), att.String()
 		} else if dg, err = layers.Write(ctx, img, dests[i], lopts...); err != nil {
-			return err
+			return nil, err
 		}
 		if rep.Images[i].Signed, err = opts.SignFlag.SignPushed(ctx, key, dests[i], dg, lopts); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if key != nil && labels[weights.LabelManifest] != "" {
 		if s, err := opts.SignFlag.SignArtifact(ctx, key, labels[weights.LabelManifest], lopts); err != nil {
-			return err
+			return nil, err
 		} else if s != nil {
 			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
 		}
 	}
+	return imgs, nil
+}
+
+// writeSlimReport prints the report: one JSON object with --json, else
+// the table and a line per image written.
+func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	if opts.JSON {
 		enc := json.NewEncoder(opts.IO.Out)
 		enc.SetIndent("", "  ")
