@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -218,7 +219,22 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 
 // warmOnce does the warm. It returns a nil report when it failed before
 // there was one to print.
-func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
+// warmFlags is what kiln warm's flags and arguments say, checked before
+// anything is read or written: the target, the images (lock files
+// expanded) and weights manifests, and the transfer settings.
+type warmFlags struct {
+	spec              warm.TargetSpec
+	comp              warm.Compression
+	limit, chunk      int64
+	lopts             []layers.Option
+	mirrors           warm.Mirrors
+	plat              v1.Platform
+	refs, weightsArgs []string
+}
+
+// parseWarmFlags checks kiln warm's flags and reads its arguments; a
+// mistake on the command line is a usage error (exit 2) naming the flag.
+func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	if len(opts.Args) == 0 {
 		return nil, cmdutil.UsageErr("warm: name at least one image or lock file")
 	}
@@ -301,6 +317,16 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		}
 		refs = append(refs, a)
 	}
+	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, mirrors: mirrors, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
+}
+
+func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
+	fl, err := parseWarmFlags(opts)
+	if err != nil {
+		return nil, err
+	}
+	spec, comp, limit, chunk, lopts, mirrors, plat := fl.spec, fl.comp, fl.limit, fl.chunk, fl.lopts, fl.mirrors, fl.plat
+	refs, weightsArgs := fl.refs, fl.weightsArgs
 	// A stale marker must not outlive a failed or cold warm.
 	if opts.ReadyFile != "" && !opts.DryRun {
 		if err := os.Remove(opts.ReadyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
