@@ -13,10 +13,10 @@ import (
 // on the ~113,000 entries of testimage.SquashLayers(20, 5000): the
 // squash, dive's waste and efficiency, and the walk of what is visible.
 func BenchmarkMerge(b *testing.B) {
-	kinds := map[byte]uint8{tar.TypeDir: kDir, tar.TypeReg: kFile, tar.TypeSymlink: kLink, tar.TypeLink: kLink,
+	kinds := map[byte]uint8{tar.TypeDir: kDir, tar.TypeReg: kFile, tar.TypeSymlink: kSymlink, tar.TypeLink: kLink,
 		testimage.TypeWhiteout: kWhiteout, testimage.TypeOpaque: kOpaque}
 	entries := testimage.SquashLayers(20, 5000, func(_, _ int, e testimage.SquashEntry) scanEntry {
-		return scanEntry{path: e.Path, size: e.Size, class: classify.ClassifyPath(e.Path), kind: kinds[e.Type]}
+		return scanEntry{path: e.Path, link: e.Link, size: e.Size, class: classify.ClassifyPath(e.Path), kind: kinds[e.Type]}
 	})
 	img := &layers.Image{}
 	scans := make([]*layerScan, len(entries))
