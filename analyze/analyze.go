@@ -361,7 +361,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	// Final filesystem: visible sizes, duplicates.
 	bySoname := map[string][]*copyRec{}
 	var withKernels []*copyRec
-	t.Root().Walk(func(n *overlay.Node[*copyRec]) {
+	t.Root().Range(func(n *overlay.Node[*copyRec]) {
 		c := n.Value()
 		if c == nil {
 			return // a directory

@@ -34,7 +34,8 @@
 //     directory, and gives up (nil) after MaxHops links, as Linux does.
 //   - Gone is called parents first and children in name order, and Walk
 //     and Children go in name order, so what callers derive from a tree
-//     does not depend on map order.
+//     does not depend on map order. Only Range, for callers to whom order
+//     does not matter, does not sort.
 //
 // A Tree is not safe for concurrent use, even for reading: Children
 // caches the sorted order of a directory.

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -263,5 +264,25 @@ func TestChildrenOrder(t *testing.T) {
 	tr.Whiteout("d/b", func(string) {})
 	if got := names(); got != "a,aa,c" {
 		t.Errorf("children after changes %s, want a,aa,c", got)
+	}
+}
+
+// Range visits what Walk does, parents first.
+func TestRange(t *testing.T) {
+	tr, _, _ := squash([]op{file("d/b"), file("d/e/f"), file("a"), symlink("l", "d")})
+	var walked, ranged []string
+	tr.Root().Walk(func(n *overlay.Node[string]) { walked = append(walked, n.Path()) })
+	seen := map[string]bool{}
+	tr.Root().Range(func(n *overlay.Node[string]) {
+		p := n.Path()
+		if dir := strings.TrimPrefix(path.Dir("/"+p), "/"); p != "" && !seen[dir] {
+			t.Errorf("%s visited before its directory %q", p, dir)
+		}
+		seen[p] = true
+		ranged = append(ranged, p)
+	})
+	slices.Sort(ranged)
+	if !slices.Equal(walked, ranged) {
+		t.Errorf("Range visited %q, Walk %q", ranged, walked)
 	}
 }
