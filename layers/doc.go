@@ -12,6 +12,10 @@
 // stream, whatever the image's blobs are: an archive exists to be loaded,
 // and docker load before Docker 23.0 reads no zstd.
 //
+// The squash of layers into the filesystem a container sees (whiteouts,
+// opaque directories, symlinks) is the sub-package layers/overlay, one tree
+// for kiln analyze and kiln slim.
+//
 // Blob transfer (sources by digest, the resumable verified ingest, the one
 // copy loop, rate limiting) is the sub-package layers/blob, built on the
 // Fetcher here: warm and weights move every blob through it.
