@@ -20,6 +20,10 @@
 // copy loop, rate limiting) is the sub-package layers/blob, built on the
 // Fetcher here: warm and weights move every blob through it.
 //
+// Scratch is the one writer of the blobs kiln makes itself, whose digest
+// is known only at their last byte (slim's and convert's layers, eStargz
+// blobs, weights' files): hashed as written, named by digest on Commit.
+//
 // WriteEStargz is the one eStargz writer (kiln slim --format estargz, kiln
 // convert --format estargz): it reads its source twice as a stream (the
 // startup files first, then the rest) and writes through the
