@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"archive/tar"
 	"context"
 	"fmt"
 	"io"
@@ -15,7 +16,20 @@ import (
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/overlay"
 )
+
+// copyRec is one copy of a file as some layer wrote it: the value of its
+// node in the squashed tree (directories have none).
+type copyRec struct {
+	path    string
+	layer   int
+	size    int64
+	class   classify.Class
+	format  string       // weights format, when sniffed
+	kernels *kernelArchs // device code, when scanned and found
+	deleted bool         // a later layer (or a later entry) removed or replaced it
+}
 
 // Options tunes an analysis.
 type Options struct {
@@ -40,13 +54,15 @@ type Options struct {
 const (
 	kFile = iota
 	kDir
-	kLink // symlinks, hard links, devices: no content bytes
+	kLink    // hard links, devices: no content bytes
+	kSymlink // no content bytes either, but paths below it lead elsewhere
 	kWhiteout
 	kOpaque
 )
 
 type scanEntry struct {
 	path    string
+	link    string // a symlink's target
 	size    int64
 	kind    uint8
 	class   classify.Class
@@ -153,6 +169,8 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, e
 					se.kernels = k
 				}
 			}
+		case e.Header.Typeflag == tar.TypeSymlink:
+			se.kind, se.link = kSymlink, e.Header.Linkname
 		default:
 			se.kind = kLink
 		}
@@ -212,7 +230,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		Verified:       true,
 		Warnings:       []string{},
 	}
-	t := newTree()
+	t := overlay.New[*copyRec]()
 	eff := map[string]*effAcc{}
 	classes := map[classify.Class]*ClassReport{}
 	for _, c := range classify.AllClasses {
@@ -221,11 +239,17 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	var wasted []WastedFile
 	var all []*copyRec
 	layerWaste := make([]int64, len(scans))
-	supersede := func(gone []*copyRec, by int, how string) {
-		for _, g := range gone {
+	// hide is the tree's gone callback for layer by's entries: what they
+	// hide is wasted (how), and its size adds up in *sum.
+	hide := func(by int, how string, sum *int64) func(*copyRec) {
+		return func(g *copyRec) {
+			if g == nil {
+				return // a directory: the files below it come one by one
+			}
+			*sum += g.size
 			g.deleted = true
 			if g.size == 0 {
-				continue
+				return
 			}
 			layerWaste[g.layer] += g.size
 			r.Waste.WastedBytes += g.size
@@ -259,41 +283,41 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		// Whiteouts and opaque markers apply to lower layers only, so
 		// apply them before this layer's own files.
 		for _, e := range s.entries {
+			var n int64
 			switch e.kind {
 			case kWhiteout:
-				gone, wasDir := t.remove(e.path)
 				// dive's accounting: a deleted directory counts the
 				// size of its subtree, a deleted file counts 0, and
 				// either way the path's smallest copy becomes that.
-				var n int64
-				if wasDir {
-					for _, g := range gone {
-						n += g.size
-					}
+				if !t.Whiteout(e.path, hide(i, "deleted", &n)) {
+					n = 0
 				}
 				effAdd(eff, e.path, n)
-				supersede(gone, i, "deleted")
 			case kOpaque:
 				// dive does not understand opaque markers; kiln scores
 				// them like a whiteout of the directory's old contents.
-				gone := t.clear(e.path)
-				var n int64
-				for _, g := range gone {
-					n += g.size
-				}
+				t.Opaque(e.path, hide(i, "hidden", &n))
 				effAdd(eff, e.path, n)
-				supersede(gone, i, "hidden")
 			}
 		}
-		for _, e := range s.entries {
+		var overwritten int64
+		over := hide(i, "overwritten", &overwritten)
+		links := linkedWrites{layer: i}
+		place := func(e *scanEntry, k overlay.Kind, c *copyRec) { links.add(t, e, k, c, over) }
+		for j := range s.entries {
+			e := &s.entries[j]
 			switch e.kind {
 			case kDir:
-				supersede(t.mkdir(e.path), i, "overwritten")
-			case kFile, kLink:
+				place(e, overlay.Dir, nil)
+			case kFile, kLink, kSymlink:
 				lr.FileCount++
 				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, format: e.format, kernels: e.kernels}
-				supersede(t.put(c), i, "overwritten")
-				if e.kind == kLink {
+				k := overlay.File
+				if e.kind == kSymlink {
+					k = overlay.Symlink
+				}
+				place(e, k, c)
+				if e.kind != kFile {
 					continue
 				}
 				all = append(all, c)
@@ -306,6 +330,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 				effAdd(eff, e.path, e.size)
 			}
 		}
+		r.Warnings = append(r.Warnings, links.warnings()...)
 		r.Layers = append(r.Layers, lr)
 	}
 	for i := range r.Layers {
@@ -336,7 +361,11 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	// Final filesystem: visible sizes, duplicates.
 	bySoname := map[string][]*copyRec{}
 	var withKernels []*copyRec
-	t.walkFiles(func(c *copyRec) {
+	t.Root().Range(func(n *overlay.Node[*copyRec]) {
+		c := n.Value()
+		if c == nil {
+			return // a directory
+		}
 		if c.kernels != nil {
 			withKernels = append(withKernels, c)
 		}

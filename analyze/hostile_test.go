@@ -38,3 +38,38 @@ func TestHostileImage(t *testing.T) {
 		}
 	}
 }
+
+// TestSquashThroughLinks: a layer that writes below a symlink is counted
+// where a runtime puts the file (the link's target), so the copy it
+// replaces there is waste; a file where a later layer needs a directory is
+// replaced by it; an entry below a dangling link is left out, with a
+// warning for the layer.
+func TestSquashThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	l0 := testimage.Layer(t, []testimage.Entry{
+		testimage.Dir("usr/"), testimage.Dir("usr/lib/"),
+		testimage.Sized("usr/lib/libx.so", 1000),
+		testimage.Symlink("lib", "usr/lib"),
+		testimage.Sized("f", 100),
+		testimage.Symlink("dangling", "nowhere"),
+	}, "gzip")
+	l1 := testimage.Layer(t, []testimage.Entry{
+		testimage.Sized("lib/libx.so", 1500),
+		testimage.Sized("f/g", 10),
+		testimage.Sized("dangling/x", 5),
+	}, "gzip")
+	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, l0, l1))
+	r := openAndAnalyze(t, "oci:"+dir+":x")
+	if r.Waste.WastedBytes != 1000+100 {
+		t.Errorf("wasted = %d, want 1100 (usr/lib/libx.so replaced through lib, f replaced by a directory): %+v", r.Waste.WastedBytes, r.Waste.Top)
+	}
+	if r.VisibleSize != 1500+10 {
+		t.Errorf("visible = %d, want 1510", r.VisibleSize)
+	}
+	warn := strings.Join(r.Warnings, "\n")
+	for _, want := range []string{`layer 1: 2 entries could not be placed as written (the first: entry "lib/libx.so" is written through the symlink /lib → usr/lib)`, "1 counted where their symlinks lead", "1 lead nowhere"} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("warnings lack %q:\n%s", want, warn)
+		}
+	}
+}

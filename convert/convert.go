@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 )
@@ -191,7 +190,7 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
 	}
 	defer closeDec()
-	sc, err := blob.NewScratch(dir)
+	sc, err := layers.NewScratch(dir)
 	if err != nil {
 		return nil, rep, err
 	}

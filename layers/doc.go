@@ -12,9 +12,17 @@
 // stream, whatever the image's blobs are: an archive exists to be loaded,
 // and docker load before Docker 23.0 reads no zstd.
 //
+// The squash of layers into the filesystem a container sees (whiteouts,
+// opaque directories, symlinks) is the sub-package layers/overlay, one tree
+// for kiln analyze and kiln slim.
+//
 // Blob transfer (sources by digest, the resumable verified ingest, the one
 // copy loop, rate limiting) is the sub-package layers/blob, built on the
 // Fetcher here: warm and weights move every blob through it.
+//
+// Scratch is the one writer of the blobs kiln makes itself, whose digest
+// is known only at their last byte (slim's and convert's layers, eStargz
+// blobs, weights' files): hashed as written, named by digest on Commit.
 //
 // WriteEStargz is the one eStargz writer (kiln slim --format estargz, kiln
 // convert --format estargz): it reads its source twice as a stream (the

@@ -2,14 +2,11 @@ package layers
 
 import (
 	"archive/tar"
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -78,10 +75,11 @@ func TarName(p string) string {
 
 // WriteEStargz writes a layer as eStargz (gzip at EStargzGzipLevel, files
 // in chunks of the library's default size, a table of contents at the
-// end) into dir, with the layer's files of startup first, followed by the
-// prefetch landmark: the stargz snapshotter fetches that region before it
-// mounts the layer and every other file on first read. A layer holding
-// none of them gets the no-prefetch landmark instead.
+// end) into dir, through a Scratch (so dir is the caller's own), with the
+// layer's files of startup first, followed by the prefetch landmark: the
+// stargz snapshotter fetches that region before it mounts the layer and
+// every other file on first read. A layer holding none of them gets the
+// no-prefetch landmark instead.
 //
 // open returns the layer's blob (any encoding Decompress reads); it is
 // called twice and read as a stream each time, so no layer is held in
@@ -94,7 +92,7 @@ func TarName(p string) string {
 // same digest. The blob is decoded again as it is written, for its diff
 // ID and size (which the library does not report) and as proof that it
 // reads back.
-func WriteEStargz(ctx context.Context, open func() (io.ReadCloser, error), dir string, startup StartupSet) (_ *EStargzBlob, err error) {
+func WriteEStargz(ctx context.Context, open func() (io.ReadCloser, error), dir string, startup StartupSet) (*EStargzBlob, error) {
 	first := map[string]bool{}
 	for p := range startup {
 		first[p] = true
@@ -102,19 +100,11 @@ func WriteEStargz(ctx context.Context, open func() (io.ReadCloser, error), dir s
 			first[d] = true
 		}
 	}
-	f, err := os.CreateTemp(dir, ".estargz-*.tmp")
+	sc, err := NewScratch(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	bh := sha256.New()
-	var size countWriter
+	defer sc.Abort() // leaves a committed blob alone
 	pr, pw := io.Pipe()
 	type res struct {
 		sum v1.Hash
@@ -134,7 +124,7 @@ func WriteEStargz(ctx context.Context, open func() (io.ReadCloser, error), dir s
 		pr.CloseWithError(err)
 		done <- res{sum: v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}, n: n, err: err}
 	}()
-	ew := estargz.NewWriterWithCompressor(io.MultiWriter(bw, bh, &size, pw), estargz.NewGzipCompressorWithLevel(EStargzGzipLevel))
+	ew := estargz.NewWriterWithCompressor(io.MultiWriter(sc, pw), estargz.NewGzipCompressorWithLevel(EStargzGzipLevel))
 	tr, tw := io.Pipe()
 	placed := make(chan int, 1)
 	go func() {
@@ -157,30 +147,18 @@ func WriteEStargz(ctx context.Context, open func() (io.ReadCloser, error), dir s
 	if err == nil {
 		err = d.err
 	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return nil, err
 	}
 	if d.sum.String() != ew.DiffID() {
 		return nil, fmt.Errorf("eStargz blob decodes to %s, the writer hashed %s", d.sum, ew.DiffID())
 	}
-	b := &EStargzBlob{Digest: v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", bh.Sum(nil))}, Size: int64(size),
-		DiffID: d.sum, UncompressedSize: d.n, TOCDigest: toc, StartupFiles: n}
-	b.Path = filepath.Join(dir, b.Digest.Hex)
-	if err := os.Rename(f.Name(), b.Path); err != nil {
+	b := &EStargzBlob{DiffID: d.sum, UncompressedSize: d.n, TOCDigest: toc, StartupFiles: n}
+	if b.Digest, b.Size, b.Path, err = sc.Commit(); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
-
-type countWriter int64
-
-func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
 
 // orderedTar writes the layer's tar to w as one archive: the entries first
 // selects, the landmark, then the rest. It returns how many startup files

@@ -9,22 +9,21 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kiln-build/kiln/layers"
-	lblob "github.com/kiln-build/kiln/layers/blob" // slim has a blob type of its own
 )
 
 // GzipLevel is the deflate level of gzip blobs: the level docker push and
 // BuildKit use, fixed, so that the same tar always gives the same blob.
 const GzipLevel = 6
 
-// blobSink writes one encoding of a layer: a layers/blob Scratch, and the
+// blobSink writes one encoding of a layer: a layers.Scratch, and the
 // compression it holds.
 type blobSink struct {
 	comp layers.Compression
-	*lblob.Scratch
+	*layers.Scratch
 }
 
 func newSink(dir string, c layers.Compression) (*blobSink, error) {
-	sc, err := lblob.NewScratch(dir)
+	sc, err := layers.NewScratch(dir)
 	if err != nil {
 		return nil, err
 	}

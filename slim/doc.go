@@ -6,7 +6,8 @@
 // weights are sniffed, small Python sources are scanned for run-time kernel
 // compilers, CUDA libraries are hashed) and squashes the layers into the
 // final filesystem the image presents: whiteouts, opaque directories,
-// superseded copies and hardlinks are resolved exactly as a runtime would.
+// superseded copies and hardlinks are resolved exactly as a runtime would
+// (layers/overlay).
 // A Policy then decides, per visible file, whether it is kept, dropped or
 // diverted (model weights handed to a Diverter). The second pass streams the
 // kept entries of each source layer into zstd-compressed tar segments on

@@ -47,21 +47,21 @@ func splitGroups(v *view, group map[*vnode]int, state map[*rec]uint8, maxSize in
 	var fill [numBuckets]int64
 	within := map[*vnode]int{}
 	sameGroupLink := func(n *vnode) *vnode {
-		r := n.r
+		r := n.Value()
 		if r.kind != kHardlink || r.linkTo == nil || state[r] != opEmit {
 			return nil
 		}
 		t := r.linkTo
-		tn := v.lookup(t.path)
-		if tn != nil && tn.r == t && state[t] == opEmit && t.kind == kFile && group[tn] == group[n] {
+		tn := v.Lookup(t.path)
+		if tn != nil && tn.Value() == t && state[t] == opEmit && t.kind == kFile && group[tn] == group[n] {
 			return tn
 		}
 		return nil
 	}
 	var links []*vnode
-	v.root.walk(func(n *vnode) {
-		r := n.r
-		if n.dir || r == nil || n == v.root {
+	v.Root().Walk(func(n *vnode) {
+		r := n.Value()
+		if n.IsDir() || r == nil || n == v.Root() {
 			return
 		}
 		g := group[n]
@@ -112,7 +112,7 @@ func splitGroups(v *view, group map[*vnode]int, state map[*rec]uint8, maxSize in
 	}
 	var place func(n *vnode) int
 	place = func(n *vnode) int {
-		if !n.dir {
+		if !n.IsDir() {
 			o, ok := out[n]
 			if !ok {
 				// Dropped: it only pulls its directory down to its group,
@@ -124,15 +124,16 @@ func splitGroups(v *view, group map[*vnode]int, state map[*rec]uint8, maxSize in
 		}
 		// group[n] of a directory is already the lowest group below it.
 		b := offset[group[n]] + chunk[group[n]]
-		for _, c := range n.sortedChildren() {
+		cs := n.Children()
+		for _, c := range cs {
 			b = min(b, place(c))
 		}
-		if len(n.children) == 0 {
+		if len(cs) == 0 {
 			b = offset[group[n]]
 		}
 		out[n] = b
 		return b
 	}
-	place(v.root)
+	place(v.Root())
 	return out, names, nil
 }

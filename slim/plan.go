@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/overlay"
 )
 
 // Output layers, in the order they are stacked: what changes least first.
@@ -97,7 +98,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	rep := newReport(img, opt)
 	pl := &plan{report: rep, stashIDs: map[*rec]int{}}
 	pl.actions = make([][]*action, len(scans))
-	v := newView()
+	v := overlay.New[*rec]()
 	for i, s := range scans {
 		pl.actions[i] = make([]*action, len(s.recs)+1)
 		for _, r := range s.recs {
@@ -111,7 +112,7 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			}
 		}
 		rep.SourceLayers[i].UncompressedSize = s.stats.UncompressedSize
-		if err := v.apply(s.recs, func(r *rec) {
+		if err := apply(v, s.recs, func(r *rec) {
 			if r.kind == kFile {
 				pl.remove(r, whySuperseded)
 			}
@@ -135,10 +136,10 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	// Run-time kernel compilers present in the final filesystem.
 	var hits []*jitHit
 	seen := map[string]bool{}
-	v.root.walk(func(n *vnode) {
-		if n.r != nil && n.r.jit != nil && !seen[n.r.jit.pkg] {
-			seen[n.r.jit.pkg] = true
-			hits = append(hits, n.r.jit)
+	v.Root().Walk(func(n *vnode) {
+		if r := n.Value(); r != nil && r.jit != nil && !seen[r.jit.pkg] {
+			seen[r.jit.pkg] = true
+			hits = append(hits, r.jit)
 		}
 	})
 	keepForJIT := false
@@ -162,9 +163,9 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 
 	// Per visible entry: keep, drop or divert.
 	state := map[*rec]uint8{} // final op for visible records
-	v.root.walk(func(n *vnode) {
-		r := n.r
-		if r == nil || n == v.root {
+	v.Root().Walk(func(n *vnode) {
+		r := n.Value()
+		if r == nil || n == v.Root() {
 			return
 		}
 		p := r.path
@@ -220,8 +221,8 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	symlinkTo := map[*rec]string{}
 	if pol.DedupeCUDALibs {
 		groups := map[string][]*rec{}
-		v.root.walk(func(n *vnode) {
-			if r := n.r; r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
+		v.Root().Walk(func(n *vnode) {
+			if r := n.Value(); r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
 				so := classify.Soname(path.Base(r.path))
 				groups[so] = append(groups[so], r)
 			}
@@ -275,18 +276,18 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	// Repeat until nothing changes: links can point at links.
 	for changed := true; changed; {
 		changed = false
-		v.root.walk(func(n *vnode) {
-			r := n.r
+		v.Root().Walk(func(n *vnode) {
+			r := n.Value()
 			if r == nil || r.kind != kSymlink || state[r] != opEmit {
 				return
 			}
-			t := v.resolveLink(n)
-			if t == nil || t.r == nil || t.dir {
+			t := v.Resolve(n.Path())
+			if t == nil || t.Value() == nil || t.IsDir() {
 				return // dangling in the source already, or a directory: leave it
 			}
-			if op := state[t.r]; op == opSkip || op == opDivert {
+			if op := state[t.Value()]; op == opSkip || op == opDivert {
 				state[r] = opSkip
-				pl.remove(r, whyDangling+" (/"+t.r.path+")")
+				pl.remove(r, whyDangling+" (/"+t.Value().path+")")
 				changed = true
 			}
 		})
@@ -297,18 +298,18 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	bucket := map[*vnode]int{}
 	var assign func(n *vnode) int
 	assign = func(n *vnode) int {
-		own := bucketFor(n.fullPath(), n.r, appLayer, workdir)
+		own := bucketFor(n.Path(), n.Value(), appLayer, workdir)
 		b := numBuckets
-		for _, c := range n.sortedChildren() {
+		for _, c := range n.Children() {
 			b = min(b, assign(c))
 		}
-		if !n.dir || own < b {
+		if !n.IsDir() || own < b {
 			b = own
 		}
 		bucket[n] = b
 		return b
 	}
-	assign(v.root)
+	assign(v.Root())
 	out, names, err := splitGroups(v, bucket, state, opt.MaxLayerSize)
 	if err != nil {
 		return nil, err
@@ -317,9 +318,9 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 
 	// Hardlinks: keep the link when its target is emitted unchanged in the
 	// same output layer; otherwise write the content itself.
-	v.root.walk(func(n *vnode) {
-		r := n.r
-		if r == nil || n == v.root {
+	v.Root().Walk(func(n *vnode) {
+		r := n.Value()
+		if r == nil || n == v.Root() {
 			return
 		}
 		b := uint16(out[n])
@@ -333,8 +334,8 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		case opEmit:
 			if r.kind == kHardlink {
 				t := r.linkTo
-				tn := v.lookup(t.path)
-				if tn != nil && tn.r == t && state[t] == opEmit && out[tn] == int(b) && t.kind == kFile {
+				tn := v.Lookup(t.path)
+				if tn != nil && tn.Value() == t && state[t] == opEmit && out[tn] == int(b) && t.kind == kFile {
 					a.link = t.path
 				} else if t.kind == kFile {
 					a.op, a.src = opMaterialize, t
@@ -356,10 +357,6 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 	pl.gpuCode(scans, opt)
 	rep.finishPlan(pl.removed)
 	return pl, nil
-}
-
-func (v *view) resolveLink(n *vnode) *vnode {
-	return v.resolve(n.fullPath(), 0)
 }
 
 func matchKeep(pol *Policy, p string) bool {

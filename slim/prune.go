@@ -149,12 +149,11 @@ func (p *pruner) kept(r *rec) bool { return r != nil && p.state[r] == opEmit }
 // canon resolves a directory to its path in the view (following symlinked
 // directories: lib → usr/lib); "" when absent.
 func (p *pruner) canon(dir string) string {
-	dir = strings.Trim(path.Clean("/"+dir), "/")
-	n := p.v.resolve(dir, 0)
-	if n == nil || !n.dir {
+	n := p.v.Resolve(dir)
+	if n == nil || !n.IsDir() {
 		return ""
 	}
-	return n.fullPath()
+	return n.Path()
 }
 
 func triplet(arch string) string {
@@ -176,12 +175,12 @@ func (p *pruner) readConf(file string, depth int, seen map[string]bool) []string
 		return nil
 	}
 	seen[file] = true
-	n := p.v.resolve(file, 0)
-	if n == nil || n.r == nil || content(n.r).text == nil {
+	n := p.v.Resolve(file)
+	if n == nil || n.Value() == nil || content(n.Value()).text == nil {
 		return nil
 	}
 	var dirs []string
-	for _, line := range strings.Split(string(content(n.r).text), "\n") {
+	for _, line := range strings.Split(string(content(n.Value()).text), "\n") {
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}
@@ -194,13 +193,13 @@ func (p *pruner) readConf(file string, depth int, seen map[string]bool) []string
 					g = path.Join("/", path.Dir(file), g)
 				}
 				dir, pat := path.Split(strings.TrimPrefix(path.Clean(g), "/"))
-				dn := p.v.resolve(strings.TrimSuffix(dir, "/"), 0)
-				if dn == nil || !dn.dir {
+				dn := p.v.Resolve(strings.TrimSuffix(dir, "/"))
+				if dn == nil || !dn.IsDir() {
 					continue
 				}
-				for _, c := range dn.sortedChildren() {
-					if ok, _ := path.Match(pat, c.name); ok {
-						dirs = append(dirs, p.readConf(path.Join(dn.fullPath(), c.name), depth+1, seen)...)
+				for _, c := range dn.Children() {
+					if ok, _ := path.Match(pat, c.Name()); ok {
+						dirs = append(dirs, p.readConf(path.Join(dn.Path(), c.Name()), depth+1, seen)...)
 					}
 				}
 			}
@@ -231,7 +230,7 @@ func (p *pruner) canonAll(dirs []string) []string {
 // really lives in, when a symlink led there: either may be what the loader
 // uses), $LIB and $PLATFORM.
 func (p *pruner) expand(entry string, it item) []string {
-	origins := []string{"/" + path.Dir(it.n.fullPath())}
+	origins := []string{"/" + path.Dir(it.n.Path())}
 	if it.openDir != "" && "/"+it.openDir != origins[0] {
 		origins = append(origins, "/"+it.openDir)
 	}
@@ -257,9 +256,9 @@ func (p *pruner) expand(entry string, it item) []string {
 // the image (a loader path set at run time, a missing alternatives link):
 // all such matches are kept.
 func (p *pruner) lookup(name string, it item) []*vnode {
-	info := content(it.n.r).elf
+	info := content(it.n.Value()).elf
 	if strings.Contains(name, "/") {
-		if n := p.v.resolve(strings.Trim(path.Clean("/"+name), "/"), 0); n != nil && !n.dir && p.kept(content(n.r)) {
+		if n := p.v.Resolve("/" + name); n != nil && !n.IsDir() && p.kept(content(n.Value())) {
 			return []*vnode{n}
 		}
 		return nil
@@ -277,8 +276,8 @@ func (p *pruner) lookup(name string, it item) []*vnode {
 	dirs = append(dirs, p.conf...)
 	dirs = append(dirs, p.defs...)
 	for _, d := range dirs {
-		n := p.v.resolve(strings.Trim(path.Clean(d+"/"+name), "/"), 0)
-		if n != nil && !n.dir && n.r != nil && p.kept(content(n.r)) && content(n.r).elf != nil {
+		n := p.v.Resolve(d + "/" + name)
+		if n != nil && !n.IsDir() && n.Value() != nil && p.kept(content(n.Value())) && content(n.Value()).elf != nil {
 			return []*vnode{n}
 		}
 	}
@@ -287,7 +286,7 @@ func (p *pruner) lookup(name string, it item) []*vnode {
 
 // reach adds a node's content to the closure; by says why.
 func (p *pruner) reach(n *vnode, openDir string, rpath []string, by string) {
-	c := content(n.r)
+	c := content(n.Value())
 	if c == nil || p.reached[c] {
 		return
 	}
@@ -303,7 +302,7 @@ func (p *pruner) run() {
 	for len(p.queue) > 0 {
 		it := p.queue[0]
 		p.queue = p.queue[1:]
-		info := content(it.n.r).elf
+		info := content(it.n.Value()).elf
 		if info.err != "" {
 			continue
 		}
@@ -323,15 +322,15 @@ func (p *pruner) run() {
 		for _, name := range names {
 			found := p.lookup(name, it)
 			if len(found) == 0 {
-				p.unres[name] = append(p.unres[name], "/"+it.n.fullPath())
+				p.unres[name] = append(p.unres[name], "/"+it.n.Path())
 				continue
 			}
 			for _, n := range found {
 				dir := ""
 				if !strings.Contains(name, "/") {
-					dir = path.Dir(n.fullPath())
+					dir = path.Dir(n.Path())
 				}
-				p.reach(n, dir, inherited, "needed by /"+it.n.fullPath())
+				p.reach(n, dir, inherited, "needed by /"+it.n.Path())
 			}
 		}
 	}
@@ -340,7 +339,7 @@ func (p *pruner) run() {
 // candidateOf says whether a kept library node may be pruned, and through
 // which plugin directory rule (-1: directly in a search directory).
 func (p *pruner) candidateOf(n *vnode) (bool, int) {
-	full := n.fullPath()
+	full := n.Path()
 	dir := path.Dir(full)
 	if p.libDirs[dir] {
 		return true, -1
@@ -398,38 +397,38 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	var roots []*vnode
 	type linkRoot struct{ link, target *vnode }
 	var linkRoots []linkRoot
-	v.root.walk(func(n *vnode) {
-		r := n.r
+	v.Root().Walk(func(n *vnode) {
+		r := n.Value()
 		if r != nil && r.kind == kSymlink && p.kept(r) {
 			// A link from outside the linker's directories to a library
 			// (torch/lib/libtorch_global_deps.so → /usr/lib/...) is a
 			// path someone opens: the library is a root. Links inside
 			// them (SONAME and dev links) are not.
 			if ok, _ := p.candidateOf(n); !ok {
-				if t := v.resolveLink(n); t != nil && !t.dir && t.r != nil && p.kept(content(t.r)) && content(t.r).elf != nil {
+				if t := v.Resolve(n.Path()); t != nil && !t.IsDir() && t.Value() != nil && p.kept(content(t.Value())) && content(t.Value()).elf != nil {
 					linkRoots = append(linkRoots, linkRoot{n, t})
 				}
 			}
 			return
 		}
-		if r == nil || n.dir || (r.kind != kFile && r.kind != kHardlink) || !p.kept(r) {
+		if r == nil || n.IsDir() || (r.kind != kFile && r.kind != kHardlink) || !p.kept(r) {
 			return
 		}
 		c := content(r)
 		if c == nil || c.elf == nil {
 			return
 		}
-		full := n.fullPath()
+		full := n.Path()
 		if c.elf.err != "" {
 			rep.Unreadable = append(rep.Unreadable, "/"+full+": "+c.elf.err)
 			return // kept, needs unknown
 		}
-		p.byName[n.name] = append(p.byName[n.name], n)
-		if c.elf.soname != "" && c.elf.soname != n.name {
+		p.byName[n.Name()] = append(p.byName[n.Name()], n)
+		if c.elf.soname != "" && c.elf.soname != n.Name() {
 			p.byName[c.elf.soname] = append(p.byName[c.elf.soname], n)
 		}
 		ok, plugin := false, 0
-		if libNameRe.MatchString(n.name) && c.elf.interp == "" && pythonPackage(full) == "" && !pythonLibRe.MatchString(full) &&
+		if libNameRe.MatchString(n.Name()) && c.elf.interp == "" && pythonPackage(full) == "" && !pythonLibRe.MatchString(full) &&
 			!(workdir != "" && strings.HasPrefix(full, workdir+"/")) && !strings.HasPrefix(full, "app/") {
 			ok, plugin = p.candidateOf(n)
 		}
@@ -438,9 +437,9 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			ok = false
 		}
 		if ok {
-			if g, m := matchAny(pol.KeepLibs, full); m || matchBase(pol.KeepLibs, n.name) {
+			if g, m := matchAny(pol.KeepLibs, full); m || matchBase(pol.KeepLibs, n.Name()) {
 				if g == "" {
-					g, _ = matchBaseGlob(pol.KeepLibs, n.name)
+					g, _ = matchBaseGlob(pol.KeepLibs, n.Name())
 				}
 				rep.KeptByList = append(rep.KeptByList, KeptReason{Path: "/" + full, Files: 1, Bytes: c.size, Reason: "keep_libs " + g})
 				ok = false
@@ -448,7 +447,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 		}
 		if ok {
 			for _, k := range dlopenKeep {
-				if k.re.MatchString(n.name) {
+				if k.re.MatchString(n.Name()) {
 					rep.KeptByList = append(rep.KeptByList, KeptReason{Path: "/" + full, Files: 1, Bytes: c.size, Reason: k.why})
 					ok = false
 					break
@@ -466,13 +465,13 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	})
 	// A file reached both as a candidate name and a root name is a root.
 	for _, n := range roots {
-		delete(isCand, content(n.r))
+		delete(isCand, content(n.Value()))
 	}
 	for _, lr := range linkRoots {
-		c := content(lr.target.r)
+		c := content(lr.target.Value())
 		delete(isCand, c)
 		if !p.reached[c] {
-			p.reach(lr.target, path.Dir(lr.link.fullPath()), nil, "linked from /"+lr.link.fullPath())
+			p.reach(lr.target, path.Dir(lr.link.Path()), nil, "linked from /"+lr.link.Path())
 			rep.Roots++
 		}
 	}
@@ -509,7 +508,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			return false
 		}
 		for _, cd := range cands {
-			c := content(cd.n.r)
+			c := content(cd.n.Value())
 			if p.reached[c] {
 				continue
 			}
@@ -518,12 +517,12 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 				why = "plugin directory of a kept library (" + pluginDirs[cd.plugin].owner.String() + ")"
 			}
 			for _, k := range dlopenIfKept {
-				if why == "" && k.lib.MatchString(cd.n.name) && owned(k.owner) {
+				if why == "" && k.lib.MatchString(cd.n.Name()) && owned(k.owner) {
 					why = k.why
 				}
 			}
 			if why != "" {
-				rep.KeptByList = append(rep.KeptByList, KeptReason{Path: "/" + cd.n.fullPath(), Files: 1, Bytes: c.size, Reason: why})
+				rep.KeptByList = append(rep.KeptByList, KeptReason{Path: "/" + cd.n.Path(), Files: 1, Bytes: c.size, Reason: why})
 				p.reach(cd.n, "", nil, why)
 				added = true
 			}
@@ -535,14 +534,14 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 
 	// Who, among the dropped, needs each dropped library (the report's why).
 	for _, cd := range cands {
-		c := content(cd.n.r)
+		c := content(cd.n.Value())
 		if p.reached[c] || c.elf == nil {
 			continue
 		}
 		for _, name := range c.elf.needed {
 			for _, n := range p.lookup(name, item{n: cd.n}) {
-				if t := content(n.r); t != nil && !p.reached[t] {
-					p.needers[t] = append(p.needers[t], path.Base(cd.n.fullPath()))
+				if t := content(n.Value()); t != nil && !p.reached[t] {
+					p.needers[t] = append(p.needers[t], path.Base(cd.n.Path()))
 				}
 			}
 		}
@@ -551,7 +550,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	var dropped []RemovedFile
 	var keptC []KeptReason
 	for _, cd := range cands {
-		r := cd.n.r
+		r := cd.n.Value()
 		c := content(r)
 		if p.reached[c] || !isCand[c] {
 			if p.reached[c] && r.kind == kFile {
@@ -636,7 +635,7 @@ func entryProgram(ep, cmd []string) string {
 // findProgram resolves a program name as a shell would, through PATH.
 func (p *pruner) findProgram(prog string, env []string) *vnode {
 	if strings.Contains(prog, "/") {
-		if n := p.v.resolve(strings.Trim(path.Clean("/"+prog), "/"), 0); n != nil && !n.dir && n.r != nil {
+		if n := p.v.Resolve("/" + prog); n != nil && !n.IsDir() && n.Value() != nil {
 			return n
 		}
 		return nil
@@ -648,7 +647,7 @@ func (p *pruner) findProgram(prog string, env []string) *vnode {
 		}
 	}
 	for _, d := range splitPath(pathVar) {
-		if n := p.v.resolve(strings.Trim(path.Clean(d+"/"+prog), "/"), 0); n != nil && !n.dir && n.r != nil {
+		if n := p.v.Resolve(d + "/" + prog); n != nil && !n.IsDir() && n.Value() != nil {
 			return n
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // Collector gathers the weight files a rewrite takes out of an image. Each
@@ -102,7 +102,7 @@ func (c *Collector) Divert(p string, hdr *tar.Header, r io.Reader) error {
 // of the same digest already there (the same file diverted from two
 // paths) is replaced by the same bytes, which is harmless.
 func (c *Collector) store(r io.Reader) (string, int64, error) {
-	sc, err := blob.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
+	sc, err := layers.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
 	if err != nil {
 		return "", 0, err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/blob"
 )
 
 // Publish packs the collected files and writes the artifact to `to` (a
@@ -208,7 +207,7 @@ func commonDir(fs []File, idx []int) string {
 // no directories, uid/gid 0, mtime 0, the file's own mode, so the same files
 // always give the same layer digest.
 func (c *Collector) packTar(fs []File, idx []int) (Layer, error) {
-	sc, err := blob.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
+	sc, err := layers.NewScratch(filepath.Join(c.workDir, "blobs", "sha256"))
 	if err != nil {
 		return Layer{}, err
 	}

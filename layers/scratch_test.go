@@ -1,4 +1,4 @@
-package blob_test
+package layers_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // A committed scratch blob is named by the digest of what was written, and
@@ -17,7 +17,7 @@ import (
 func TestScratch(t *testing.T) {
 	dir := t.TempDir()
 	data := bytes.Repeat([]byte("kiln scratch "), 200_000) // more than the write buffer
-	s, err := blob.NewScratch(dir)
+	s, err := layers.NewScratch(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestScratch(t *testing.T) {
 		t.Fatalf("committed blob after Abort: %v", err)
 	}
 
-	a, err := blob.NewScratch(dir)
+	a, err := layers.NewScratch(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

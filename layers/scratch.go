@@ -1,4 +1,4 @@
-package blob
+package layers
 
 import (
 	"bufio"
@@ -14,12 +14,14 @@ import (
 // Scratch is a blob kiln makes itself (a rewritten or recompressed layer),
 // whose digest is not known until its last byte: it is written to a
 // temporary file in a directory of the writer's own, hashed as it passes,
-// and Commit names it after its digest. It is Dir's opposite case: Dir
-// ingests bytes of a known digest and verifies them; a Scratch computes
+// and Commit names it after its digest. It is blob.Dir's opposite case:
+// Dir ingests bytes of a known digest and verifies them; a Scratch computes
 // the digest, so there is nothing to verify, and nothing to resume (the
 // bytes come from kiln, not from a network), and no lock (the directory is
-// the writer's). slim's and convert's new layers and weights' diverted
-// files and packed layers are all written through one.
+// the writer's). slim's and convert's new layers, eStargz blobs and
+// weights' diverted files and packed layers are all written through one.
+// It lives here rather than in layers/blob, which builds on this package,
+// so that WriteEStargz can use it too.
 type Scratch struct {
 	dir string
 	f   *os.File
