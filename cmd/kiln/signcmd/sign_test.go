@@ -2,27 +2,21 @@ package signcmd
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/sign"
 )
 
-// signRegistry is go-containerregistry's registry (referrers API on)
-// holding one linux/amd64 image at REPO:v1.
+// kiln sign and kiln verify on an image in a registry with the referrers
+// API: usage errors, a signature made and verified, a wrong key refused.
 func TestSignVerifyCommands(t *testing.T) {
 	ref, d := testimage.ReferrersRegistry(t)
 	dir := t.TempDir()
-	k, _ := sign.GenerateSigner()
-	other, _ := sign.GenerateSigner()
-	key, pub, otherPub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub"), filepath.Join(dir, "o.pub")
-	os.WriteFile(key, k.PKCS8(), 0o600)
-	os.WriteFile(pub, k.Public().PEM(), 0o644)
-	os.WriteFile(otherPub, other.Public().PEM(), 0o644)
+	ks := cmdtest.NewKeys(t)
+	key, pub, otherPub := ks.Key, ks.Pub, ks.OtherPub
 
 	// Usage errors: exit 2, and with --json one object naming the error.
 	for _, tc := range []struct {

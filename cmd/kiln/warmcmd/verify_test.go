@@ -3,11 +3,11 @@ package warmcmd
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/sign"
@@ -19,13 +19,9 @@ import (
 // the signature, 2 for the flag) before any blob reaches the target.
 func TestWarmVerifyKey(t *testing.T) {
 	ref, _ := testimage.ReferrersRegistry(t)
+	ks := cmdtest.NewKeys(t)
+	k, pub, otherPub, priv := ks.Signer, ks.Pub, ks.OtherPub, ks.Key
 	dir := t.TempDir()
-	k, _ := sign.GenerateSigner()
-	other, _ := sign.GenerateSigner()
-	pub, otherPub, priv := filepath.Join(dir, "k.pub"), filepath.Join(dir, "o.pub"), filepath.Join(dir, "k.pem")
-	os.WriteFile(pub, k.Public().PEM(), 0o644)
-	os.WriteFile(otherPub, other.Public().PEM(), 0o644)
-	os.WriteFile(priv, k.PKCS8(), 0o600)
 	if _, err := sign.Sign(context.Background(), ref, k, sign.SignOptions{Format: sign.FormatBundle}); err != nil {
 		t.Fatal(err)
 	}
