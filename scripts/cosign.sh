@@ -34,11 +34,14 @@ build() {
 	# GOBIN into a private directory, then one rename: a concurrent or
 	# killed build never leaves a half-written binary at $DIR/cosign.
 	(
-		trap 'rm -rf "$tmp"' EXIT
+		trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 		# A throwaway build cache: the binary is cached per version, and its
 		# dependencies' compiled objects (gigabytes, for cosign) are never
 		# needed again; the disk is the binding limit.
 		export GOCACHE=$tmp/.gocache
+		# A throwaway module cache too: this tool's module graph is not kiln's
+		# (cosign's alone is ~2.5 GB of cloud SDKs), and nothing reads it again.
+		export GOMODCACHE=$tmp/.gomodcache
 		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
 			go install -trimpath "github.com/sigstore/cosign/v3/cmd/cosign@$VERSION"
 		mv "$tmp/cosign" "$DIR/cosign"

@@ -40,11 +40,14 @@ build() {
 	# build never leaves a crictl that looks complete. Outside this
 	# module (cd /) so kiln's go.mod does not take part.
 	(
-		trap 'rm -rf "$tmp"' EXIT
+		trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 		# A throwaway build cache: the binary is cached per version, and its
 		# dependencies' compiled objects (gigabytes, for cosign) are never
 		# needed again; the disk is the binding limit.
 		export GOCACHE=$tmp/.gocache
+		# A throwaway module cache too: this tool's module graph is not kiln's
+		# (cosign's alone is ~2.5 GB of cloud SDKs), and nothing reads it again.
+		export GOMODCACHE=$tmp/.gomodcache
 		cd /
 		GOBIN=$tmp CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath \
 			go install -ldflags "-X $MOD/pkg/version.Version=${VERSION#v}" "$MOD/cmd/crictl@$VERSION"

@@ -52,11 +52,14 @@ build() {
 	tmp=$(mktemp -d "$(dirname "$BIN")/.build.XXXXXX")
 	log "building distribution $VERSION from the module proxy"
 	(
-		trap 'rm -rf "$tmp"' EXIT
+		trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 		# A throwaway build cache: the binary is cached per version, and its
 		# dependencies' compiled objects (gigabytes, for cosign) are never
 		# needed again; the disk is the binding limit.
 		export GOCACHE=$tmp/.gocache
+		# A throwaway module cache too: this tool's module graph is not kiln's
+		# (cosign's alone is ~2.5 GB of cloud SDKs), and nothing reads it again.
+		export GOMODCACHE=$tmp/.gomodcache
 		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
 			go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$VERSION"
 		mv "$tmp/registry" "$BIN"
