@@ -205,7 +205,7 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 		// Already zstd: recompressing would only cost time.
 		rep.Skipped = true
 	}
-	n, err := io.Copy(enc, io.TeeReader(&ctxReader{ctx: ctx, r: td}, uh))
+	n, err := io.Copy(enc, io.TeeReader(layers.ContextReader(ctx, td, nil), uh))
 	if err != nil {
 		enc.Close()
 		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
@@ -264,16 +264,4 @@ func decodeFile(path string, want int64) error {
 
 func hashOf(h hash.Hash) v1.Hash {
 	return v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -171,7 +171,14 @@ func hashSection(ctx context.Context, r io.Reader, want v1.Hash, size int64, pro
 	return nil
 }
 
-// ctxReader stops a stream when its context ends and reports progress.
+// ContextReader returns r that stops with the context's cause once ctx
+// ends and, when progress is non-nil, adds every byte read to it: the one
+// cancellable reader of every stream kiln copies (layers, slim, convert).
+func ContextReader(ctx context.Context, r io.Reader, progress *atomic.Int64) io.Reader {
+	return &ctxReader{ctx: ctx, r: r, progress: progress}
+}
+
+// ctxReader is ContextReader's reader.
 type ctxReader struct {
 	ctx      context.Context
 	r        io.Reader

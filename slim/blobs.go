@@ -106,7 +106,7 @@ func writeBlobs(ctx context.Context, dir string, r io.Reader, bl *blobLayer, com
 	if zs != nil {
 		zw = zs
 	}
-	_, err = io.Copy(io.MultiWriter(zw, pw), &ctxReader{ctx: ctx, r: r})
+	_, err = io.Copy(io.MultiWriter(zw, pw), layers.ContextReader(ctx, r, nil))
 	pw.CloseWithError(err)
 	d := <-done
 	if err == nil {

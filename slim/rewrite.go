@@ -515,15 +515,3 @@ func (s *seqFiles) Close() error {
 }
 
 func hexHash(h hash.Hash) string { return fmt.Sprintf("%x", h.Sum(nil)) }
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, context.Cause(c.ctx)
-	}
-	return c.r.Read(p)
-}
