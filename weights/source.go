@@ -255,11 +255,17 @@ func imageLabel(ctx context.Context, src blob.Source, raw []byte) (string, bool,
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return "", false, fmt.Errorf("image config: %v", err)
 	}
-	label := cfg.Config.Labels[LabelManifest]
-	if label == "" {
-		return "", false, fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
+	label, err := labelOf(cfg.Config.Labels)
+	return label, err == nil, err
+}
+
+// labelOf is an image's dev.kiln.weights.manifest label; an image without
+// one is neither a weights artifact nor one kiln weights strip slimmed.
+func labelOf(labels map[string]string) (string, error) {
+	if l := labels[LabelManifest]; l != "" {
+		return l, nil
 	}
-	return label, true, nil
+	return "", fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
 }
 
 // followIndex resolves an image index — several platforms, or one image
@@ -276,9 +282,9 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Op
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
 	defer img.Close()
-	label := img.Config.Config.Labels[LabelManifest]
-	if label == "" {
-		return nil, fmt.Errorf("weights %q: an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", ref, LabelManifest)
+	label, err := labelOf(img.Config.Config.Labels)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
 	return followLabel(ctx, ref, label, opts...)
 }
