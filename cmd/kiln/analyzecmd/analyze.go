@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -96,10 +95,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 		return err
 	}
 	defer img.Close()
-	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
-	rep, violations, err := analyze.CheckImage(ctx, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Progress: &done})
-	bar.Stop()
+	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels})
 	if err != nil {
 		return err
 	}

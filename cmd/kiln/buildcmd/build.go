@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sirupsen/logrus"
@@ -330,11 +329,11 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 
 // signAll signs every manifest the build pushed (--sign-key; k nil: none).
 func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []builder.Pushed) ([]*sign.Signed, error) {
+	if k == nil {
+		return nil, nil
+	}
 	var signed []*sign.Signed
 	for _, p := range pushed {
-		if k == nil {
-			break
-		}
 		h, err := v1.NewHash(p.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
@@ -528,10 +527,7 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, dig
 	if opts.Progress == "quiet" {
 		progress = "none"
 	}
-	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, progress, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
-	rep, violations, err := analyze.CheckImage(ctx, img, rules, nil, analyze.Options{Progress: &done})
-	bar.Stop()
+	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, progress, img, rules, nil, analyze.Options{})
 	if err != nil {
 		return fmt.Errorf("--check: %w", err)
 	}
