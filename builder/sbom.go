@@ -9,7 +9,6 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
-	"github.com/kiln-build/kiln/sign"
 )
 
 // buildBOMParts are a build's BOM components and properties: the lock's
@@ -79,13 +78,10 @@ func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock 
 		}
 		comps, props := bomParts(plan, lock, in)
 		props = append(props, sbom.Property{Name: "kiln:build:compression", Value: p.Compression})
-		b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, tool, time.Now()).Marshal()
+		bom := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, tool, time.Now())
+		dg, err := sbom.PushReferrer(ctx, repo, *desc, bom, lopts...)
 		if err != nil {
-			return out, err
-		}
-		dg, _, err := sign.PushReferrer(ctx, repo, *desc, sbom.MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
-		if err != nil {
-			return out, fmt.Errorf("--sbom: attaching to %s@%s: %w", repo, p.Digest, layers.RedactError(err))
+			return out, fmt.Errorf("--sbom: %w", err)
 		}
 		out = append(out, dg)
 	}

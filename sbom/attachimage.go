@@ -1,11 +1,17 @@
 package sbom
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // imagePURL is how BuildKit names a statement's subject.
@@ -41,4 +47,21 @@ func AttachToImage(img v1.Image, dest string, comps []Component, props []Propert
 	idx, _, att, err := WithAttestation(img, imagePURL(dest, cf.OS+"/"+cf.Architecture),
 		Predicate{Type: PredicateType, Body: cdx}, Predicate{Type: SPDXPredicateType, Body: spdx})
 	return idx, att, err
+}
+
+// PushReferrer stores bom as an OCI referrer of subj in repo (the
+// referrers API, else the referrers tag schema: sign.PushReferrer),
+// stamped with when it was attached, and returns the referrer's digest:
+// how kiln build --sbom (without provenance) and kiln weights strip --sbom
+// attach a BOM while the subject's own digest stays as it is.
+func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, bom *BOM, lopts ...layers.Option) (string, error) {
+	b, err := bom.Marshal()
+	if err != nil {
+		return "", err
+	}
+	dg, _, err := sign.PushReferrer(ctx, repo, subj, MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
+	if err != nil {
+		return "", fmt.Errorf("attaching to %s@%s: %w", repo, subj.Digest, layers.RedactError(err))
+	}
+	return dg, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
-	"github.com/kiln-build/kiln/sign"
 )
 
 // AttachSBOM attaches the weights artifact's BOM (every file with its
@@ -33,13 +32,10 @@ func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopt
 	if err != nil {
 		return "", err
 	}
-	b, err := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, tool, time.Now()).Marshal()
+	bom := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, tool, time.Now())
+	dg, err := sbom.PushReferrer(ctx, repo, *desc, bom, lopts...)
 	if err != nil {
-		return "", err
-	}
-	dg, _, err := sign.PushReferrer(ctx, repo, *desc, sbom.MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
-	if err != nil {
-		return "", fmt.Errorf("--sbom: attaching to %s: %w", aref, layers.RedactError(err))
+		return "", fmt.Errorf("--sbom: %w", err)
 	}
 	return dg, nil
 }
