@@ -22,9 +22,11 @@
 //     them, and the freed bytes become zeros (which cost nothing once the
 //     layer is compressed). The registration records still point at the
 //     same headers, so no relocation, symbol or section changes.
-//   - Only containers inside the .nv_fatbin section and walked exactly to
-//     their declared size are edited; entries of a kind or with flags this
-//     package does not know are always kept.
+//   - Only containers the CUDA runtime registers (in .nv_fatbin, and in
+//     __nv_relfatbin, an -rdc build's relocatable objects) and walked
+//     exactly to their declared size are edited; containers a library keeps
+//     in its own data (.data, .rodata) are never touched; entries of a kind
+//     or with flags this package does not know are always kept.
 //   - Select never leaves a fleet GPU without code a container had for it:
 //     a container with nothing for one of the fleet's GPUs is kept whole.
 //   - Same input and the same selection give the same bytes.

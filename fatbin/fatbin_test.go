@@ -46,8 +46,8 @@ func TestScan(t *testing.T) {
 	if f.Size != int64(len(b)) || len(f.Containers) != 2 {
 		t.Fatalf("size %d containers %d", f.Size, len(f.Containers))
 	}
-	if f.FatbinSection == nil {
-		t.Fatalf("no section: %s", f.SectionErr)
+	if !f.Registered() {
+		t.Fatalf("no .nv_fatbin among %+v: %s", f.Sections, f.SectionErr)
 	}
 	for _, c := range f.Containers {
 		if !c.Complete || !f.Editable(&c) {
@@ -63,7 +63,7 @@ func TestScan(t *testing.T) {
 func TestScanNotELF(t *testing.T) {
 	b := append([]byte("not an elf, but a fat binary: "), container(1, cubin(80, 5))...)
 	f := scan(t, b)
-	if len(f.Containers) != 1 || f.FatbinSection != nil || !strings.Contains(f.SectionErr, "not an ELF") {
+	if len(f.Containers) != 1 || f.Sections != nil || !strings.Contains(f.SectionErr, "not an ELF") {
 		t.Fatalf("%+v", f)
 	}
 	p := PlanFile(f, []GPU{{"h100", 90}}, true)
@@ -146,7 +146,7 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("wrote %d (%d) bytes of %d", n, len(got), len(src))
 	}
 	// Everything outside the containers is untouched.
-	sec := f.FatbinSection
+	sec := section(t, f, ".nv_fatbin")
 	if !bytes.Equal(got[:sec.Off], src[:sec.Off]) || !bytes.Equal(got[sec.Off+sec.Size:], src[sec.Off+sec.Size:]) {
 		t.Error("bytes outside .nv_fatbin changed")
 	}
@@ -186,6 +186,71 @@ func TestPrune(t *testing.T) {
 	// Pruning the pruned file for the same fleet changes nothing.
 	if p2 := PlanFile(g, []GPU{{"h100", 90}}, true); len(p2.Edits) != 0 {
 		t.Errorf("second prune edits %d containers", len(p2.Edits))
+	}
+}
+
+func section(t *testing.T, f *File, name string) Section {
+	t.Helper()
+	for _, s := range f.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no %s among %+v", name, f.Sections)
+	return Section{}
+}
+
+// An -rdc build (NCCL) registers its relocatable objects' containers in
+// __nv_relfatbin beside the device-linked one in .nv_fatbin: both are
+// pruned. Containers a library keeps in its own data (cuFFT's .data) are
+// never edited, and the plan says where they are.
+func TestPruneRelfatbinNotLibraryData(t *testing.T) {
+	all := func(id int) []byte {
+		return container(id, cubin(50, 20), cubin(70, 21), cubin(80, 22), ptx(90, 30), cubin(90, 23))
+	}
+	src := testimage.FatbinELFSections(
+		testimage.FatbinSection{Name: "__nv_relfatbin", Containers: [][]byte{all(1), all(2)}},
+		testimage.FatbinSection{Name: ".nv_fatbin", Containers: [][]byte{all(3)}},
+		testimage.FatbinSection{Name: ".data", Containers: [][]byte{container(4, cubin(80, 9)), container(5, ptx(70, 9), cubin(90, 9), cubin(50, 9))}},
+	)
+	f := scan(t, src)
+	if len(f.Containers) != 5 {
+		t.Fatalf("%d containers", len(f.Containers))
+	}
+	for i, want := range []string{"__nv_relfatbin", "__nv_relfatbin", ".nv_fatbin", ".data", ".data"} {
+		if got := f.SectionOf(&f.Containers[i]); got != want {
+			t.Errorf("container %d in %q, want %q", i, got, want)
+		}
+	}
+	p := PlanFile(f, []GPU{{"h100", 90}}, false)
+	if p.Whole != "" || p.Edited != 3 {
+		t.Fatalf("plan %+v", p)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "2 of 5 fat binaries lie in .data, where the library picks and loads them itself") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+	var out bytes.Buffer
+	if _, err := Prune(&out, bytes.NewReader(src), p); err != nil {
+		t.Fatal(err)
+	}
+	g := scan(t, out.Bytes())
+	for i, want := range [][]string{{"sm_90"}, {"sm_90"}, {"sm_90"}, {"sm_80"}, {"compute_70", "sm_90", "sm_50"}} {
+		var got []string
+		for _, e := range g.Containers[i].Entries {
+			got = append(got, e.Name())
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("container %d after: %v, want %v", i, got, want)
+		}
+	}
+	data := section(t, f, ".data")
+	if !bytes.Equal(out.Bytes()[data.Off:data.Off+data.Size], src[data.Off:data.Off+data.Size]) {
+		t.Error(".data changed")
+	}
+	// Only the library's own containers: the file stays whole.
+	own := scan(t, testimage.FatbinELFSections(testimage.FatbinSection{Name: ".data", Containers: [][]byte{all(1)}}))
+	if p := PlanFile(own, []GPU{{"h100", 90}}, false); len(p.Edits) != 0 || !strings.Contains(p.Whole, "no .nv_fatbin or __nv_relfatbin") {
+		t.Errorf("library-own containers planned: %+v", p)
 	}
 }
 

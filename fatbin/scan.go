@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,17 +102,33 @@ type Container struct {
 // End is the offset just past the container.
 func (c *Container) End() int64 { return c.Off + c.Header + c.Size }
 
-// Section is a file range.
-type Section struct{ Off, Size int64 }
+// Section is a named file range of an ELF file.
+type Section struct {
+	Name      string
+	Off, Size int64
+}
+
+// registered are the sections whose containers the CUDA runtime registers
+// through the __fatBinC_Wrapper_t records of .nvFatBinSegment: .nv_fatbin
+// (a whole program's, or a device-linked -rdc one's, device code) and
+// __nv_relfatbin (the relocatable objects of an -rdc build, which the
+// runtime is handed beside the linked image and links through JIT only when
+// that image has nothing for the GPU). The driver reads their containers
+// by their headers, so editing within a container is safe. Containers
+// anywhere else (cuFFT's 17,607 in .data, cuSPARSE's in .rodata) are the
+// library's own: it picks and loads them by tables kiln cannot read, and
+// they are never edited.
+var registered = []string{".nv_fatbin", "__nv_relfatbin"}
 
 // File is what Scan found in one file.
 type File struct {
 	Size       int64
 	Containers []Container
-	// FatbinSection is the .nv_fatbin section; nil when the file has none
-	// or its sections could not be read (SectionErr says why).
-	FatbinSection *Section
-	SectionErr    string
+	// Sections are the file's sections with contents in the file, in
+	// section header order; nil when they could not be read (SectionErr
+	// says why).
+	Sections   []Section
+	SectionErr string
 }
 
 // Archs lists the architectures of every entry, as Entry.Name spells
@@ -126,11 +143,31 @@ func (f *File) Archs() []string {
 	return sortedNames(seen)
 }
 
+// SectionOf names the section holding the container, "" when none does.
+func (f *File) SectionOf(c *Container) string {
+	for _, s := range f.Sections {
+		if c.Off >= s.Off && c.End() <= s.Off+s.Size {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// Registered reports whether the file has a section whose containers the
+// CUDA runtime registers (.nv_fatbin, __nv_relfatbin).
+func (f *File) Registered() bool {
+	for _, s := range f.Sections {
+		if slices.Contains(registered, s.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // Editable reports whether c may be rewritten: walked exactly, and inside
-// the .nv_fatbin section.
+// a section whose containers the CUDA runtime registers.
 func (f *File) Editable(c *Container) bool {
-	s := f.FatbinSection
-	return c.Complete && s != nil && c.Off >= s.Off && c.End() <= s.Off+s.Size
+	return c.Complete && slices.Contains(registered, f.SectionOf(c))
 }
 
 // IsSharedObject says whether a file name is a shared library's (lib.so,
@@ -217,10 +254,7 @@ func Scan(r io.Reader) (*File, error) {
 		return nil, err
 	}
 	f.Size = cr.n
-	f.FatbinSection, f.SectionErr = cr.section()
-	if f.FatbinSection == nil && f.SectionErr == "" {
-		f.SectionErr = "no .nv_fatbin section"
-	}
+	f.Sections, f.SectionErr = cr.sections()
 	return f, nil
 }
 
@@ -298,8 +332,9 @@ func (c *capture) at(off, n int64) ([]byte, bool) {
 	return nil, false
 }
 
-// section finds .nv_fatbin by name in the captured section headers.
-func (c *capture) section() (*Section, string) {
+// sections reads the section headers and names from the captured windows:
+// every section with contents in the file (not SHT_NOBITS).
+func (c *capture) sections() ([]Section, string) {
 	if c.elfErr != "" {
 		return nil, c.elfErr
 	}
@@ -319,26 +354,27 @@ func (c *capture) section() (*Section, string) {
 	if !ok {
 		return nil, "section names (.shstrtab) not next to the section header table"
 	}
+	const shtNull, shtNobits = 0, 8
+	var out []Section
 	for i := 0; i < c.shnum; i++ {
 		s := sh(i)
 		if s == nil {
 			return nil, "section header table truncated"
+		}
+		if t := le.Uint32(s[4:]); t == shtNull || t == shtNobits {
+			continue
 		}
 		name := int(le.Uint32(s[0:]))
 		if name >= len(names) {
 			continue
 		}
 		end := bytes.IndexByte(names[name:], 0)
-		if end < 0 || string(names[name:name+end]) != ".nv_fatbin" {
+		if end < 0 {
 			continue
 		}
-		const shtProgbits = 1
-		if le.Uint32(s[4:]) != shtProgbits {
-			return nil, ".nv_fatbin is not PROGBITS"
-		}
-		return &Section{Off: int64(le.Uint64(s[24:])), Size: int64(le.Uint64(s[32:]))}, ""
+		out = append(out, Section{Name: string(names[name : name+end]), Off: int64(le.Uint64(s[24:])), Size: int64(le.Uint64(s[32:]))})
 	}
-	return nil, ""
+	return out, ""
 }
 
 func sortedNames(m map[string]bool) []string {

@@ -1,7 +1,10 @@
 package fatbin
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -156,14 +159,19 @@ func PlanFile(f *File, fleet []GPU, keepPTX bool) *Plan {
 	p := &Plan{Containers: len(f.Containers)}
 	before, after := map[string]bool{}, map[string]bool{}
 	missing := map[string]int{}
-	var unreadable, idle int
+	var incomplete, idle int
+	elsewhere := map[string]int{} // containers outside registered sections, by section
 	for ci := range f.Containers {
 		c := &f.Containers[ci]
 		for _, e := range c.Entries {
 			before[e.Name()] = true
 		}
 		if !f.Editable(c) {
-			unreadable++
+			if !c.Complete {
+				incomplete++
+			} else {
+				elsewhere[cmp.Or(f.SectionOf(c), "no section")]++
+			}
 			for _, e := range c.Entries {
 				after[e.Name()] = true
 			}
@@ -192,11 +200,18 @@ func PlanFile(f *File, fleet []GPU, keepPTX bool) *Plan {
 	switch {
 	case len(f.Containers) == 0:
 		p.Whole = "no fat binaries"
-	case f.FatbinSection == nil:
-		p.Whole = "fat binaries outside a readable .nv_fatbin section (" + f.SectionErr + ")"
+	case f.Sections == nil:
+		p.Whole = "fat binaries in a file whose sections cannot be read (" + f.SectionErr + ")"
+	case !f.Registered():
+		p.Whole = "fat binaries, but no .nv_fatbin or __nv_relfatbin section: the library loads them itself"
 	}
-	if unreadable > 0 && p.Whole == "" {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries could not be read to their end or lie outside .nv_fatbin: kept whole", unreadable, len(f.Containers)))
+	if p.Whole == "" {
+		if incomplete > 0 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries could not be read to their end: kept whole", incomplete, len(f.Containers)))
+		}
+		for _, sec := range slices.Sorted(maps.Keys(elsewhere)) {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries lie in %s, where the library picks and loads them itself (the CUDA runtime registers only .nv_fatbin and __nv_relfatbin): kept whole", elsewhere[sec], len(f.Containers), sec))
+		}
 	}
 	if idle > 0 {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("%d of %d fat binaries have code for none of the fleet's GPUs: their newest cubin kept", idle, len(f.Containers)))

@@ -93,14 +93,18 @@ var BuiltinPolicies = []string{"runtime", "runtime-strict", "weights"}
 //	         and diverts weights; license files stay.
 //	runtime-strict  runtime, plus prune_libs: unreferenced (libraries no
 //	         kept program, extension module or application object links,
-//	         and no dlopen keep-list names, are dropped). Use it with a
-//	         probe that exercises the application.
+//	         and no dlopen keep-list names, are dropped) and the C++ test
+//	         programs torch ships in torch/bin. Use it with a probe that
+//	         exercises the application.
 //	weights  diverts weights and drops nothing else.
 func BuiltinPolicy(name string) (*Policy, error) {
 	switch name {
 	case "runtime-strict":
 		p, _ := BuiltinPolicy("runtime")
 		p.Name, p.PruneLibs = "runtime-strict", PruneUnreferenced
+		// Debian's torch ships its C++ test programs (test_api,
+		// test_tensorexpr, ...: 40 MB) beside torch_shm_manager.
+		p.Remove = []string{"**/torch/bin/test_*", "**/torch/bin/*Test", "**/torch/bin/*_test", "**/torch/bin/tutorial_*"}
 		return p, nil
 	case "runtime":
 		return &Policy{

@@ -71,10 +71,31 @@ var pluginDirs = []struct {
 	{[]string{"pulseaudio"}, regexp.MustCompile(`^libpulse\.so`)},
 	{[]string{"alsa-lib"}, regexp.MustCompile(`^libasound\.so`)},
 	{[]string{"pkcs11"}, regexp.MustCompile(`^libp11-kit\.so`)},
+	// UCX (under Open MPI, gloo, NCCL's net plugins) loads its transport
+	// modules from ucx/ by name and skips any it cannot open.
+	{[]string{"ucx"}, regexp.MustCompile(`^libucs\.so`)},
 	// Alternatives targets, the driver's directory, and link-time stubs
 	// (libcuda.so for -lcuda: never loaded at run time).
 	{[]string{"blas", "lapack", "openblas-pthread", "openblas-openmp", "openblas-serial", "atlas", "nvidia", "stubs"}, nil},
 }
+
+// rocmModuleRe matches plugin modules for AMD GPUs (ROCm) that
+// communication libraries ship beside their CUDA ones (Debian's UCX:
+// uct_rocm, ucm_rocm, ucx_perftest_rocm). In an image that carries the CUDA
+// runtime they are not kept as plugins of their owner: its GPUs are
+// NVIDIA's, where they do nothing, their owner runs without them, and they
+// pull in the ROCm stack (HIP, comgr and LLVM: 212 MB in Debian's torch
+// image). Something else that needs that stack still keeps it.
+var rocmModuleRe = regexp.MustCompile(`^lib(uct|ucm|ucx_perftest)_rocm\.so`)
+
+// gccLibDirRe is gcc's per-version library directory (Debian's
+// /usr/lib/gcc/x86_64-linux-gnu/13/).
+var gccLibDirRe = regexp.MustCompile(`^usr/(local/)?lib/gcc/[^/]+/[^/]+/`)
+
+// cudartRe matches the CUDA runtime library, the mark of a CUDA image.
+var cudartRe = regexp.MustCompile(`^libcudart\.so`)
+
+const whyROCmModule = "a module for AMD GPUs (ROCm) in a CUDA image: its owner skips modules it cannot open"
 
 // PruneReport accounts for prune_libs.
 type PruneReport struct {
@@ -404,7 +425,11 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			// (torch/lib/libtorch_global_deps.so → /usr/lib/...) is a
 			// path someone opens: the library is a root. Links inside
 			// them (SONAME and dev links) are not.
-			if ok, _ := p.candidateOf(n); !ok {
+			// Links in gcc's own directory (libasan.so → libasan.so.8)
+			// are link-time names for gcc -lNAME: once no run-time
+			// compiler is kept they root nothing, and what a program
+			// loads it needs by SONAME.
+			if ok, _ := p.candidateOf(n); !ok && !(len(hits) == 0 && gccLibDirRe.MatchString(n.Path())) {
 				if t := v.Resolve(n.Path()); t != nil && !t.IsDir() && t.Value() != nil && p.kept(content(t.Value())) && content(t.Value()).elf != nil {
 					linkRoots = append(linkRoots, linkRoot{n, t})
 				}
@@ -475,6 +500,10 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			rep.Roots++
 		}
 	}
+	cudaImage := false
+	for name := range p.byName {
+		cudaImage = cudaImage || cudartRe.MatchString(name)
+	}
 	// The image's own program.
 	if img.Config != nil {
 		if prog := entryProgram(img.Config.Config.Entrypoint, img.Config.Config.Cmd); prog != "" {
@@ -513,7 +542,8 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 				continue
 			}
 			why := ""
-			if cd.plugin >= 0 && pluginDirs[cd.plugin].owner != nil && owned(pluginDirs[cd.plugin].owner) {
+			if cd.plugin >= 0 && pluginDirs[cd.plugin].owner != nil && owned(pluginDirs[cd.plugin].owner) &&
+				!(cudaImage && rocmModuleRe.MatchString(cd.n.Name())) {
 				why = "plugin directory of a kept library (" + pluginDirs[cd.plugin].owner.String() + ")"
 			}
 			for _, k := range dlopenIfKept {
@@ -560,7 +590,9 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			continue
 		}
 		why := "no referrer: nothing kept needs it (DT_NEEDED) and no keep-list names it"
-		if ns := p.needers[c]; len(ns) > 0 {
+		if ns := p.needers[c]; cudaImage && cd.plugin >= 0 && rocmModuleRe.MatchString(cd.n.Name()) {
+			why = whyROCmModule
+		} else if len(ns) > 0 {
 			sort.Strings(ns)
 			ns = slices.Compact(ns)
 			if len(ns) > 3 {

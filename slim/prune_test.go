@@ -272,6 +272,28 @@ func TestPruneSwitches(t *testing.T) {
 		{"app directory objects are roots", strictPolicy(t), []testimage.Entry{
 			testimage.File("srv/app/bin/viewer.so", o["fake_dri.so"]),
 		}, []string{ml + "libllvmish.so.1"}, []string{ml + "dri/fake_dri.so", ml + "libunused.so.1.0"}},
+		{"a ROCm module of a kept UCX goes from a CUDA image", strictPolicy(t), []testimage.Entry{
+			testimage.File(ml+"libucs.so.0", o["libkeepme.so.3"]),
+			testimage.File(ml+"libcudart.so.12", o["libkeepme.so.3"]),
+			testimage.File(ml+"ucx/libuct_ib.so.0", o["fake_dri.so"]),
+			testimage.File(ml+"ucx/libuct_rocm.so.0", o["plug.so"]),
+		}, []string{ml + "ucx/libuct_ib.so.0", ml + "libllvmish.so.1"}, []string{ml + "ucx/libuct_rocm.so.0", ml + "libunused.so.1.0"}},
+		{"a ROCm module of a kept UCX stays without CUDA", strictPolicy(t), []testimage.Entry{
+			testimage.File(ml+"libucs.so.0", o["libkeepme.so.3"]),
+			testimage.File(ml+"ucx/libuct_rocm.so.0", o["plug.so"]),
+		}, []string{ml + "ucx/libuct_rocm.so.0"}, []string{ml + "libunused.so.1.0"}},
+		{"UCX modules go with UCX", strictPolicy(t), []testimage.Entry{
+			testimage.File(ml+"ucx/libuct_ib.so.0", o["fake_dri.so"]),
+		}, nil, []string{ml + "ucx/libuct_ib.so.0", ml + "libunused.so.1.0"}},
+		{"gcc's link-time names root nothing without a compiler", strictPolicy(t), []testimage.Entry{
+			testimage.Symlink("usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "../../../x86_64-linux-gnu/libkeepme.so.3"),
+			testimage.File("usr/lib/python3/dist-packages/torch/bin/test_api", o["app"]),
+			testimage.File("usr/lib/python3/dist-packages/torch/bin/torch_shm_manager", o["app"]),
+		}, []string{"usr/lib/python3/dist-packages/torch/bin/torch_shm_manager"}, []string{ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "usr/lib/python3/dist-packages/torch/bin/test_api"}},
+		{"gcc's link-time names root their libraries beside a run-time compiler", strictPolicy(t), []testimage.Entry{
+			testimage.Symlink("usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "../../../x86_64-linux-gnu/libkeepme.so.3"),
+			testimage.File("usr/local/lib/python3.11/dist-packages/triton/__init__.py", []byte("")),
+		}, []string{ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so"}, nil},
 		{"triton keeps CUDA libraries", strictPolicy(t), []testimage.Entry{testimage.File(sp+"triton/__init__.py", []byte(""))},
 			[]string{ml + "libcublas.so.11"}, []string{ml + "libunused.so.1.0"}},
 	}
@@ -281,6 +303,8 @@ func TestPruneSwitches(t *testing.T) {
 			switch tc.name {
 			case "plugin dir of a kept owner":
 				tc.pol.KeepLibs = []string{"libGLX_mesa.so*"}
+			case "a ROCm module of a kept UCX goes from a CUDA image", "a ROCm module of a kept UCX stays without CUDA":
+				tc.pol.KeepLibs = []string{"libucs.so*"}
 			case "libcublas kept keeps libcublasLt":
 				tc.pol.KeepLibs = []string{"usr/lib/x86_64-linux-gnu/libcublas.so.11"}
 			}

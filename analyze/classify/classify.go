@@ -136,14 +136,21 @@ var gccInternals = map[string]bool{
 // (Debian) or /usr/libexec/gcc/TRIPLET/VERSION/ (Fedora, upstream).
 var gccLibexecRe = regexp.MustCompile(`^usr/(lib|libexec|local/libexec|local/lib)/gcc/[^/]+/[^/]+/[^/]+$`)
 
+// ltoDumpRe is gcc's lto-dump (x86_64-linux-gnu-lto-dump-13), a tool for
+// inspecting LTO object files: 28 MB that no program runs.
+var ltoDumpRe = regexp.MustCompile(`^([a-z0-9_]+-linux-gnu-)?lto-dump(-[0-9.]+)?$`)
+
 func isToolkitBinary(p, base string) bool {
 	if gccInternals[base] && gccLibexecRe.MatchString(p) {
 		return true
 	}
+	if ltoDumpRe.MatchString(base) && strings.HasPrefix(p, "usr/bin/") {
+		return true
+	}
 	if !toolkitBinaries[base] {
-		// The NVVM compiler back end and the toolkit's Nsight tools are
-		// build/profiling only.
-		return cudaRootRe.MatchString(p) && (strings.Contains(p, "/nvvm/") || strings.Contains(p, "/nsight") || strings.Contains(p, "/libnvvp/"))
+		// The NVVM compiler back end, the toolkit's Nsight tools and
+		// compute-sanitizer's support files are build/profiling only.
+		return cudaRootRe.MatchString(p) && (strings.Contains(p, "/nvvm/") || strings.Contains(p, "/nsight") || strings.Contains(p, "/libnvvp/") || strings.Contains(p, "/compute-sanitizer/"))
 	}
 	return strings.HasPrefix(p, "usr/bin/") || strings.HasPrefix(p, "usr/local/bin/") || cudaRootRe.MatchString(p) ||
 		strings.Contains(p, "site-packages/nvidia/") || strings.Contains(p, "/bin/")

@@ -25,6 +25,11 @@ func TestClassifyGCCInternals(t *testing.T) {
 		{"app/bin/cc1", classify.ClassOther},
 		{"usr/lib/gcc/x86_64-linux-gnu/11/plugin/cc1plus", classify.ClassOther},
 		{"usr/bin/nvcc", classify.ClassDevTools},
+		{"usr/bin/x86_64-linux-gnu-lto-dump-13", classify.ClassDevTools},
+		{"usr/bin/lto-dump-13", classify.ClassDevTools},
+		{"usr/lib/nvidia-cuda-toolkit/compute-sanitizer/libsanitizer-collection.so", classify.ClassDevTools},
+		{"usr/local/cuda-12.4/compute-sanitizer/TreeLauncherSubreaper", classify.ClassDevTools},
+		{"app/bin/lto-dump", classify.ClassOther},
 	}
 	for _, tc := range cases {
 		if got := classify.ClassifyPath(tc.path); got != tc.want {

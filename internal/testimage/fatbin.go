@@ -61,20 +61,41 @@ func FatbinContainer(id int, es ...FatbinEntry) []byte {
 // a header, some text, the containers in .nv_fatbin, data with a magic
 // look-alike in it, .shstrtab and the section header table at the end.
 func FatbinELF(containers ...[]byte) []byte {
+	return FatbinELFSections(FatbinSection{".nv_fatbin", containers})
+}
+
+// FatbinSection is a section of containers for FatbinELFSections.
+type FatbinSection struct {
+	Name       string
+	Containers [][]byte
+}
+
+// FatbinELFSections is FatbinELF with the containers in the sections
+// given, in order (an -rdc build's __nv_relfatbin before its .nv_fatbin,
+// a library's own containers in .data).
+func FatbinELFSections(secs ...FatbinSection) []byte {
 	le := binary.LittleEndian
 	f := make([]byte, 64)
 	copy(f, "\x7fELF")
 	f[4], f[5], f[6] = 2, 1, 1
 	le.PutUint16(f[16:], 3) // ET_DYN
 	f = append(f, bytes.Repeat([]byte{0x90}, 200)...)
-	fatOff := len(f)
-	for _, c := range containers {
-		f = append(f, c...)
+	type placed struct{ name, off, size int }
+	names := "\x00.text\x00.shstrtab\x00"
+	var at []placed
+	for _, s := range secs {
+		off := len(f)
+		for _, c := range s.Containers {
+			f = append(f, c...)
+		}
+		at = append(at, placed{len(names), off, len(f) - off})
+		names += s.Name + "\x00"
+		for len(f)%8 != 0 {
+			f = append(f, 0)
+		}
 	}
-	fatSize := len(f) - fatOff
 	f = append(f, 0x50, 0xed, 0x55, 0xba, 7, 7, 7, 7, 1, 2, 3, 4)
 	strOff := len(f)
-	names := "\x00.text\x00.nv_fatbin\x00.shstrtab\x00"
 	f = append(f, names...)
 	for len(f)%8 != 0 {
 		f = append(f, 0)
@@ -91,11 +112,13 @@ func FatbinELF(containers ...[]byte) []byte {
 	}
 	sec(0, 0, 0, 0, 0)
 	sec(1, 1, 6, 64, 200)
-	sec(7, 1, 2, fatOff, fatSize)
-	sec(18, 3, 0, strOff, len(names))
+	sec(7, 3, 0, strOff, len(names))
+	for _, p := range at {
+		sec(uint32(p.name), 1, 2, p.off, p.size)
+	}
 	le.PutUint64(f[0x28:], uint64(shoff))
 	le.PutUint16(f[0x3a:], 64)
-	le.PutUint16(f[0x3c:], 4)
-	le.PutUint16(f[0x3e:], 3)
+	le.PutUint16(f[0x3c:], uint16(3+len(at)))
+	le.PutUint16(f[0x3e:], 2)
 	return f
 }
