@@ -195,7 +195,7 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 		return nil, rep, err
 	}
 	defer sc.Abort()
-	enc, err := zstd.NewWriter(sc, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(o.Level)), zstd.WithEncoderConcurrency(1))
+	enc, err := layers.NewZstdWriter(sc, o.Level)
 	if err != nil {
 		return nil, rep, err
 	}

@@ -191,8 +191,7 @@ type writer struct {
 func (w *writer) encoder(out io.Writer) (*zstd.Encoder, error) {
 	// One goroutine per encoder: layers already run in parallel, and a
 	// single-threaded encoder's output depends only on its input.
-	return zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(w.opts.Level)),
-		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithZeroFrames(false), zstd.WithLowerEncoderMem(true))
+	return layers.NewZstdWriter(out, w.opts.Level)
 }
 
 func (w *writer) segment(layer int, b uint16) (*segment, error) {
