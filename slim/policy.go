@@ -102,9 +102,11 @@ func BuiltinPolicy(name string) (*Policy, error) {
 	case "runtime-strict":
 		p, _ := BuiltinPolicy("runtime")
 		p.Name, p.PruneLibs = "runtime-strict", PruneUnreferenced
-		// Debian's torch ships its C++ test programs (test_api,
-		// test_tensorexpr, ...: 40 MB) beside torch_shm_manager.
-		p.Remove = []string{"**/torch/bin/test_*", "**/torch/bin/*Test", "**/torch/bin/*_test", "**/torch/bin/tutorial_*"}
+		// Debian's torch ships its C++ test programs: in torch/bin
+		// (test_api, test_tensorexpr, ...: 40 MB, beside the
+		// torch_shm_manager it runs) and in libtorch-test and
+		// libtorch-cuda-test (75 MB).
+		p.Remove = []string{"**/torch/bin/test_*", "**/torch/bin/*Test", "**/torch/bin/*_test", "**/torch/bin/tutorial_*", "usr/lib/libtorch*-test/**"}
 		return p, nil
 	case "runtime":
 		return &Policy{

@@ -289,7 +289,8 @@ func TestPruneSwitches(t *testing.T) {
 			testimage.Symlink("usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "../../../x86_64-linux-gnu/libkeepme.so.3"),
 			testimage.File("usr/lib/python3/dist-packages/torch/bin/test_api", o["app"]),
 			testimage.File("usr/lib/python3/dist-packages/torch/bin/torch_shm_manager", o["app"]),
-		}, []string{"usr/lib/python3/dist-packages/torch/bin/torch_shm_manager"}, []string{ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "usr/lib/python3/dist-packages/torch/bin/test_api"}},
+			testimage.File("usr/lib/libtorch-cuda-test/cuda_cub_test", o["app"]),
+		}, []string{"usr/lib/python3/dist-packages/torch/bin/torch_shm_manager"}, []string{ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "usr/lib/python3/dist-packages/torch/bin/test_api", "usr/lib/libtorch-cuda-test/cuda_cub_test"}},
 		{"gcc's link-time names root their libraries beside a run-time compiler", strictPolicy(t), []testimage.Entry{
 			testimage.Symlink("usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "../../../x86_64-linux-gnu/libkeepme.so.3"),
 			testimage.File("usr/local/lib/python3.11/dist-packages/triton/__init__.py", []byte("")),

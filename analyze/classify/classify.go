@@ -87,7 +87,7 @@ var cudaRootRe = regexp.MustCompile(`^(usr/local/cuda[^/]*|opt/nvidia/[^/]+|usr/
 
 var cudaLibRe = regexp.MustCompile(`^lib(cudart|cublas|cublasLt|cufft|cufftw|curand|cusparse|cusolver|cusolverMg|nvrtc|nvrtc-builtins|cudnn[a-z_]*|nccl|nvJitLink|npp[a-z]*|nvjpeg|cupti|nvToolsExt|cufile|nvperf_host|nvperf_target|cusparseLt)\.so(\.[0-9.]+)?$`)
 
-var headerExt = map[string]bool{".h": true, ".hpp": true, ".hh": true, ".hxx": true, ".cuh": true, ".inl": true}
+var headerExt = map[string]bool{".h": true, ".hpp": true, ".hh": true, ".hxx": true, ".cuh": true, ".inl": true, ".tcc": true}
 
 var weightExt = map[string]bool{".safetensors": true, ".gguf": true, ".pt": true, ".pth": true, ".bin": true, ".ckpt": true, ".onnx": true}
 
@@ -115,7 +115,10 @@ func ClassifyPath(p string) Class {
 		cudaRootRe.MatchString(p) && (strings.Contains(p, "/doc/") || strings.Contains(p, "/samples/") || strings.Contains(p, "/extras/demo_suite/")),
 		strings.Contains(p, "/cuda-samples/"):
 		return ClassDocs
-	case headerExt[ext] && (strings.Contains("/"+dir+"/", "/include/") || cudaRootRe.MatchString(p)):
+	case headerExt[ext] && (strings.Contains("/"+dir+"/", "/include/") || cudaRootRe.MatchString(p)),
+		// The system include directories hold nothing but headers, and
+		// C++'s have no extension (<vector>, <cuda/std/utility>).
+		strings.HasPrefix(p, "usr/include/") || strings.HasPrefix(p, "usr/local/include/"):
 		return ClassHeaders
 	case isToolkitBinary(p, base):
 		return ClassDevTools

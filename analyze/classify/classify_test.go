@@ -30,6 +30,12 @@ func TestClassifyGCCInternals(t *testing.T) {
 		{"usr/lib/nvidia-cuda-toolkit/compute-sanitizer/libsanitizer-collection.so", classify.ClassDevTools},
 		{"usr/local/cuda-12.4/compute-sanitizer/TreeLauncherSubreaper", classify.ClassDevTools},
 		{"app/bin/lto-dump", classify.ClassOther},
+		{"usr/include/c++/13/vector", classify.ClassHeaders},
+		{"usr/include/cuda/std/utility", classify.ClassHeaders},
+		{"usr/include/c++/13/bits/vector.tcc", classify.ClassHeaders},
+		{"usr/local/include/cuda/barrier", classify.ClassHeaders},
+		{"usr/lib/python3/dist-packages/torch/include/ATen/core/vector.tcc", classify.ClassHeaders},
+		{"usr/lib/python3/dist-packages/mypkg/tcc", classify.ClassOther},
 	}
 	for _, tc := range cases {
 		if got := classify.ClassifyPath(tc.path); got != tc.want {
