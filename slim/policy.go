@@ -93,9 +93,10 @@ var BuiltinPolicies = []string{"runtime", "runtime-strict", "weights"}
 //	         and diverts weights; license files stay.
 //	runtime-strict  runtime, plus prune_libs: unreferenced (libraries no
 //	         kept program, extension module or application object links,
-//	         and no dlopen keep-list names, are dropped) and the C++ test
-//	         programs torch ships in torch/bin. Use it with a probe that
-//	         exercises the application.
+//	         and no dlopen keep-list names, are dropped), the C++ test
+//	         programs Debian's torch ships, and the system's message
+//	         translations. Use it with a probe that exercises the
+//	         application.
 //	weights  diverts weights and drops nothing else.
 func BuiltinPolicy(name string) (*Policy, error) {
 	switch name {
@@ -106,7 +107,10 @@ func BuiltinPolicy(name string) (*Policy, error) {
 		// (test_api, test_tensorexpr, ...: 40 MB, beside the
 		// torch_shm_manager it runs) and in libtorch-test and
 		// libtorch-cuda-test (75 MB).
-		p.Remove = []string{"**/torch/bin/test_*", "**/torch/bin/*Test", "**/torch/bin/*_test", "**/torch/bin/tutorial_*", "usr/lib/libtorch*-test/**"}
+		// And the system's message translations (apt's, grep's, ...:
+		// 48 MB in Debian's torch image): a service logs in English.
+		p.Remove = []string{"**/torch/bin/test_*", "**/torch/bin/*Test", "**/torch/bin/*_test", "**/torch/bin/tutorial_*", "usr/lib/libtorch*-test/**",
+			"usr/share/locale/*/LC_MESSAGES/*.mo"}
 		return p, nil
 	case "runtime":
 		return &Policy{

@@ -290,7 +290,9 @@ func TestPruneSwitches(t *testing.T) {
 			testimage.File("usr/lib/python3/dist-packages/torch/bin/test_api", o["app"]),
 			testimage.File("usr/lib/python3/dist-packages/torch/bin/torch_shm_manager", o["app"]),
 			testimage.File("usr/lib/libtorch-cuda-test/cuda_cub_test", o["app"]),
-		}, []string{"usr/lib/python3/dist-packages/torch/bin/torch_shm_manager"}, []string{ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "usr/lib/python3/dist-packages/torch/bin/test_api", "usr/lib/libtorch-cuda-test/cuda_cub_test"}},
+			testimage.File("usr/share/locale/de/LC_MESSAGES/apt.mo", []byte("Katalog")),
+			testimage.File("usr/share/locale/locale.alias", []byte("german de_DE.ISO-8859-1\n")),
+		}, []string{"usr/lib/python3/dist-packages/torch/bin/torch_shm_manager", "usr/share/locale/locale.alias"}, []string{"usr/share/locale/de/LC_MESSAGES/apt.mo", ml + "libkeepme.so.3", "usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "usr/lib/python3/dist-packages/torch/bin/test_api", "usr/lib/libtorch-cuda-test/cuda_cub_test"}},
 		{"gcc's link-time names root their libraries beside a run-time compiler", strictPolicy(t), []testimage.Entry{
 			testimage.Symlink("usr/lib/gcc/x86_64-linux-gnu/13/libkeepme.so", "../../../x86_64-linux-gnu/libkeepme.so.3"),
 			testimage.File("usr/local/lib/python3.11/dist-packages/triton/__init__.py", []byte("")),
