@@ -12,7 +12,8 @@
 #   strict             --policy runtime-strict
 #   strict h100        --policy runtime-strict --gpus h100
 #   strict h100 all    ... --prune-nvidia-libs --keep-ptx=false (NVIDIA's
-#                      libraries too, no PTX: the most it can cut)
+#                      libraries too, no PTX)
+#   ... level 19       the same at zstd level 19 (the most it can cut)
 #
 #   bash bench/gpucode.sh [NAIVE_IMAGE]     (root; ~20 GB of scratch, ~20 min)
 set -euo pipefail
@@ -33,7 +34,8 @@ bin/kiln slim --help 2>&1 | grep -q -- '--compression' && comp=(--compression zs
 
 variants=("runtime|--policy runtime" "runtime h100|--policy runtime --gpus h100"
 	"strict|--policy runtime-strict" "strict h100|--policy runtime-strict --gpus h100"
-	"strict h100 all|--policy runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false")
+	"strict h100 all|--policy runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false"
+	"... level 19|--policy runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false --level 19")
 : >"$W/rows"
 i=0
 for v in "${variants[@]}"; do

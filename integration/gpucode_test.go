@@ -67,10 +67,15 @@ func extract(t *testing.T, ref string, files map[string]string) {
 }
 
 // cuobjdumpList returns the architecture suffixes cuobjdump lists
-// ("sm_90", "sm_90a"), counted.
+// ("sm_90", "sm_90a"), counted. flag "-all" lists the ELF cubins of every
+// fat binary section (__nv_relfatbin too).
 func cuobjdumpList(t *testing.T, cuobjdump, flag, lib string) map[string]int {
 	t.Helper()
-	out, err := exec.Command(cuobjdump, flag, lib).Output()
+	args := []string{flag, lib}
+	if flag == "-all" {
+		args = []string{"-all", "--list-elf", lib}
+	}
+	out, err := exec.Command(cuobjdump, args...).Output()
 	if err != nil {
 		t.Fatalf("cuobjdump %s %s: %v", flag, lib, err)
 	}
@@ -87,12 +92,12 @@ func cuobjdumpList(t *testing.T, cuobjdump, flag, lib string) map[string]int {
 
 // cubinSums extracts the cubins whose names contain sub with cuobjdump
 // -xelf (which decompresses each) and returns their sha256 sums, sorted.
-func cubinSums(t *testing.T, cuobjdump, lib, sub, dir string) []string {
+func cubinSums(t *testing.T, cuobjdump, lib, sub, dir string, flags ...string) []string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cuobjdump, "-xelf", sub, lib)
+	cmd := exec.Command(cuobjdump, slices.Concat(flags, []string{"-xelf", sub, lib})...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cuobjdump -xelf: %v\n%s", err, out)
@@ -262,4 +267,123 @@ func fileSize(t *testing.T, p string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestSlimAppFixtureGPUsNVIDIALibs is the most slim cuts for one GPU
+// family: runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false
+// at zstd level 19 (README: "GPU code for the fleet"). NCCL is an -rdc
+// build: its 112 relocatable objects in __nv_relfatbin (which cuobjdump
+// lists only with -all) keep exactly their sm_90 cubins, byte for byte the
+// original's, beside the device-linked one; cuFFT's own fat binaries in
+// .data stay whole and the report says where they are; the ROCm stack
+// (HIP, comgr, LLVM), pulled in only by UCX's ROCm modules, is gone while
+// UCX's other modules stay; kiln analyze finds the H100 covered as before;
+// the probe loads libtorch_cuda and NCCL; and the image is at least 8×
+// smaller than the naive one.
+func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
+	testdaemon.PruneAfter(t, true)
+	r := newSlimRun(t, "kiln-slim-gpu-nv-it-")
+	dest := registry() + "/kiln-slim-it/app:h100-all"
+	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); ctypes.CDLL(\"libnccl.so.2\"); assert torch.ones(2).sum().item() == 2'"
+	type lib struct {
+		Path     string   `json:"path"`
+		Kept     []string `json:"kept"`
+		Dropped  []string `json:"dropped"`
+		Edited   int      `json:"edited"`
+		FatBins  int      `json:"fat_binaries"`
+		Warnings []string `json:"warnings"`
+	}
+	var rep struct {
+		Before, After struct {
+			CompressedSize int64 `json:"compressed_size"`
+		}
+		Digest  string `json:"digest"`
+		GPUCode *struct {
+			Libraries []lib `json:"libraries"`
+		} `json:"gpu_code"`
+		Prune *struct {
+			Top []struct {
+				Path string `json:"path"`
+				Why  string `json:"why"`
+			} `json:"top"`
+		} `json:"prune"`
+	}
+	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict", "--gpus", "h100", "--prune-nvidia-libs", "--keep-ptx=false",
+		"--compression", "zstd", "--level", "19")
+	if rep.GPUCode == nil || rep.Prune == nil {
+		t.Fatalf("no GPU code or prune report: %s", out)
+	}
+	libs := map[string]lib{}
+	for _, l := range rep.GPUCode.Libraries {
+		libs[filepath.Base(l.Path)] = l
+	}
+	const ncclPath = "usr/lib/x86_64-linux-gnu/libnccl.so.2.22.3"
+	nccl := libs[filepath.Base(ncclPath)]
+	if nccl.Edited != 113 || nccl.FatBins != 113 || !reflect.DeepEqual(nccl.Kept, []string{"sm_90"}) || len(nccl.Warnings) != 0 {
+		t.Errorf("NCCL: %+v", nccl)
+	}
+	cufft := libs["libcufft.so.11.2.1.3"]
+	if cufft.Edited != 0 || !slices.ContainsFunc(cufft.Warnings, func(w string) bool { return strings.Contains(w, "17607 of 17608 fat binaries lie in .data") }) {
+		t.Errorf("cuFFT: %+v", cufft)
+	}
+	whyROCm := ""
+	for _, f := range rep.Prune.Top {
+		if strings.HasSuffix(f.Path, "/libLLVM-17.so.1") {
+			whyROCm = f.Why
+		}
+	}
+	if whyROCm == "" {
+		t.Errorf("libLLVM-17 (ROCm's comgr needs it) not among the largest dropped: %+v", rep.Prune.Top)
+	}
+
+	slimRef := dest + "@" + rep.Digest
+	after := r.h100Support(t, slimRef).Kernels.GPUs[0]
+	if !after.Covered {
+		t.Errorf("H100 not covered after pruning: %+v", after)
+	}
+
+	cuobjdump := filepath.Join(r.scratch, "cuobjdump")
+	orig := filepath.Join(r.scratch, "libnccl.orig.so")
+	pruned := filepath.Join(r.scratch, "libnccl.so")
+	ucx := filepath.Join(r.scratch, "libuct_ib.so")
+	extract(t, r.src, map[string]string{"usr/bin/cuobjdump": cuobjdump, "usr/bin/nvdisasm": filepath.Join(r.scratch, "nvdisasm"), ncclPath: orig})
+	extract(t, slimRef, map[string]string{ncclPath: pruned, "usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0.0.0": ucx})
+	if a, b := fileSize(t, orig), fileSize(t, pruned); a != b {
+		t.Errorf("pruned NCCL is %d bytes, the original %d: offsets moved", b, a)
+	}
+	if elfs := cuobjdumpList(t, cuobjdump, "-all", pruned); !reflect.DeepEqual(elfs, map[string]int{"sm_90": 113}) {
+		t.Errorf("cuobjdump -all --list-elf: %v, want 113 sm_90", elfs)
+	}
+	want := cubinSums(t, cuobjdump, orig, "sm_90", filepath.Join(r.scratch, "x-orig"), "-all")
+	got := cubinSums(t, cuobjdump, pruned, "sm_90", filepath.Join(r.scratch, "x-pruned"), "-all")
+	if len(got) != 113 || !reflect.DeepEqual(got, want) {
+		t.Errorf("kept cubins differ from the original's: %d vs %d", len(got), len(want))
+	}
+	// A relocatable object's cubin and the device-linked one disassemble.
+	dir := filepath.Join(r.scratch, "sass")
+	os.MkdirAll(dir, 0o755)
+	cmd := exec.Command(cuobjdump, "-all", "-xelf", ".2.sm_90.", pruned)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cuobjdump -xelf: %v\n%s", err, out)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) == 0 {
+		t.Fatal("no cubin *.2.sm_90.* in the pruned NCCL")
+	}
+	for _, e := range ents {
+		cmd := exec.Command(cuobjdump, "-sass", filepath.Join(dir, e.Name()))
+		cmd.Env = append(os.Environ(), "TMPDIR="+r.scratch)
+		sass, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(sass), "code for sm_90") {
+			t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
+		}
+	}
+	os.Remove(orig)
+
+	ratio := float64(rep.Before.CompressedSize) / float64(rep.After.CompressedSize)
+	t.Logf("compressed %d → %d bytes (%.2fx), %s; ROCm's LLVM dropped: %s", rep.Before.CompressedSize, rep.After.CompressedSize, ratio, rep.Digest, whyROCm)
+	if ratio < 8 {
+		t.Errorf("%.2fx smaller than the naive image, want at least 8x", ratio)
+	}
 }
