@@ -234,29 +234,37 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	// the sm_90a pair and the first cubins listed are disassembled here,
 	// the rest were decompressed and compared above.
 	for _, sub := range []string{"sm_90a", ".1.sm_90.", ".2.sm_90.", ".3.sm_90."} {
-		dir := filepath.Join(r.scratch, "sass")
-		os.MkdirAll(dir, 0o755)
-		cmd := exec.Command(cuobjdump, "-xelf", sub, pruned)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("cuobjdump -xelf %s: %v\n%s", sub, err, out)
+		disassemble(t, cuobjdump, pruned, sub, r.scratch)
+	}
+}
+
+// disassemble extracts the cubins of lib whose names contain sub
+// (cuobjdump flags... -xelf sub) and checks cuobjdump -sass disassembles
+// each as sm_90 code.
+func disassemble(t *testing.T, cuobjdump, lib, sub, scratch string, flags ...string) {
+	t.Helper()
+	dir := filepath.Join(scratch, "sass")
+	os.MkdirAll(dir, 0o755)
+	cmd := exec.Command(cuobjdump, slices.Concat(flags, []string{"-xelf", sub, lib})...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cuobjdump -xelf %s: %v\n%s", sub, err, out)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) == 0 {
+		t.Fatalf("no cubin named *%s* in %s", sub, lib)
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		cmd := exec.Command(cuobjdump, "-sass", p)
+		// cuobjdump leaves nvdisasm's tmpxft_* files in TMPDIR: keep
+		// them in the test's scratch, which is removed.
+		cmd.Env = append(os.Environ(), "TMPDIR="+scratch)
+		sass, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(sass), "code for sm_90") {
+			t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
 		}
-		ents, _ := os.ReadDir(dir)
-		if len(ents) == 0 {
-			t.Fatalf("no cubin named *%s*", sub)
-		}
-		for _, e := range ents {
-			p := filepath.Join(dir, e.Name())
-			cmd := exec.Command(cuobjdump, "-sass", p)
-			// cuobjdump leaves nvdisasm's tmpxft_* files in TMPDIR: keep
-			// them in the test's scratch, which is removed.
-			cmd.Env = append(os.Environ(), "TMPDIR="+r.scratch)
-			sass, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(sass), "code for sm_90") {
-				t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
-			}
-			os.Remove(p)
-		}
+		os.Remove(p)
 	}
 }
 
@@ -359,26 +367,9 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	if len(got) != 113 || !reflect.DeepEqual(got, want) {
 		t.Errorf("kept cubins differ from the original's: %d vs %d", len(got), len(want))
 	}
-	// A relocatable object's cubin and the device-linked one disassemble.
-	dir := filepath.Join(r.scratch, "sass")
-	os.MkdirAll(dir, 0o755)
-	cmd := exec.Command(cuobjdump, "-all", "-xelf", ".2.sm_90.", pruned)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cuobjdump -xelf: %v\n%s", err, out)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) == 0 {
-		t.Fatal("no cubin *.2.sm_90.* in the pruned NCCL")
-	}
-	for _, e := range ents {
-		cmd := exec.Command(cuobjdump, "-sass", filepath.Join(dir, e.Name()))
-		cmd.Env = append(os.Environ(), "TMPDIR="+r.scratch)
-		sass, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(sass), "code for sm_90") {
-			t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
-		}
-	}
+	// A relocatable object.s cubin and the device-linked one disassemble.
+	disassemble(t, cuobjdump, pruned, ".2.sm_90.", r.scratch, "-all")
+	disassemble(t, cuobjdump, pruned, ".1.sm_90.", r.scratch, "-all") // the device-linked one, listed first
 	os.Remove(orig)
 
 	ratio := float64(rep.Before.CompressedSize) / float64(rep.After.CompressedSize)
