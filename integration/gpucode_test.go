@@ -367,7 +367,7 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	if len(got) != 113 || !reflect.DeepEqual(got, want) {
 		t.Errorf("kept cubins differ from the original's: %d vs %d", len(got), len(want))
 	}
-	// A relocatable object.s cubin and the device-linked one disassemble.
+	// A relocatable object's cubin and the device-linked one disassemble.
 	disassemble(t, cuobjdump, pruned, ".2.sm_90.", r.scratch, "-all")
 	disassemble(t, cuobjdump, pruned, ".1.sm_90.", r.scratch, "-all") // the device-linked one, listed first
 	os.Remove(orig)
