@@ -15,9 +15,11 @@
 #   4. with PRUNED (a second image: the same one after kiln slim --gpus or
 #      kiln build's gpu_code pruning), runs the same seeded kernels in both —
 #      a matmul (cuBLAS), a convolution with cuDNN off (torch's own CUDA
-#      kernels, in libtorch_cuda) and scaled-dot-product attention on the
-#      flash backend (torch's FlashAttention kernels) — and compares: the
-#      kept cubins are byte-identical, so the results must be too.
+#      kernels, in libtorch_cuda), scaled-dot-product attention on the
+#      flash backend (torch's FlashAttention kernels), a 2-D FFT (cuFFT) and
+#      a one-rank NCCL all_reduce (NCCL, pruned with --prune-nvidia-libs) —
+#      and compares: the kept cubins are byte-identical, so the results
+#      must be too.
 #
 #   bash scripts/gpu-check.sh [IMAGE [PRUNED]]
 #
@@ -140,6 +142,14 @@ with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
     out["sdpa_flash"] = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 ref = torch.softmax((q.float() @ k.float().transpose(-1, -2)) / 8 + torch.triu(torch.full((512, 512), float("-inf"), device=d), 1), -1) @ v.float()
 print("sdpa_flash_vs_math_maxerr %.3e" % (out["sdpa_flash"].float() - ref).abs().max().item())
+out["fft2"] = torch.view_as_real(torch.fft.fft2(torch.randn(256, 256, device=d)))  # cuFFT: its own fat binaries, kept whole
+import os, torch.distributed as dist  # NCCL: pruned with --prune-nvidia-libs, one rank
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29511")
+dist.init_process_group("nccl", rank=0, world_size=1)
+r = torch.arange(1 << 20, device=d, dtype=torch.float32)
+dist.all_reduce(r)
+out["nccl_all_reduce"] = r
+dist.destroy_process_group()
 torch.cuda.synchronize()
 for k_, t in out.items():
     print("KERNEL", k_, digest(t))
@@ -151,7 +161,7 @@ if [[ -n $PRUNED && -n $IMAGE ]]; then
 	cat "$OUT/kernels-full.txt" "$OUT/kernels-pruned.txt" >>"$SUM"
 	if grep -q "KERNELS OK" "$OUT/kernels-full.txt" && grep -q "KERNELS OK" "$OUT/kernels-pruned.txt" &&
 		diff <(grep ^KERNEL "$OUT/kernels-full.txt") <(grep ^KERNEL "$OUT/kernels-pruned.txt") >"$OUT/kernels.diff"; then
-		say "pruned image: matmul, conv2d and flash attention bitwise equal to the unpruned image's"
+		say "pruned image: matmul, conv2d, flash attention, FFT and NCCL all_reduce bitwise equal to the unpruned image's"
 	else
 		say "pruned image: kernels failed or differ (kernels-full.txt, kernels-pruned.txt, kernels.diff)"
 		ok=1
