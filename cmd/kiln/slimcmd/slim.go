@@ -88,8 +88,9 @@ docker save writes them, which every docker load reads.
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
 cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
 __pycache__); "runtime-strict" also drops shared libraries that nothing in
-the image links (--prune-libs adds that to any policy); "weights" only moves
-weights out. --policy FILE reads YAML (docs/slim.md).
+the image links (--prune-libs adds that to any policy), the C++ test
+programs Debian's torch ships and the system's message translations;
+"weights" only moves weights out. --policy FILE reads YAML (docs/slim.md).
 
 --prune-libs follows DT_NEEDED from every kept program, Python extension
 module and application object (plus libraries known to be dlopen'ed) and
