@@ -66,18 +66,14 @@ func extract(t *testing.T, ref string, files map[string]string) {
 	}
 }
 
-// cuobjdumpList returns the architecture suffixes cuobjdump lists
-// ("sm_90", "sm_90a"), counted. flag "-all" lists the ELF cubins of every
-// fat binary section (__nv_relfatbin too).
-func cuobjdumpList(t *testing.T, cuobjdump, flag, lib string) map[string]int {
+// cuobjdumpList runs cuobjdump with args and lib ("--list-elf"; "-all",
+// "--list-elf" for every fat binary section, __nv_relfatbin too) and
+// returns the architecture suffixes it lists ("sm_90", "sm_90a"), counted.
+func cuobjdumpList(t *testing.T, cuobjdump, lib string, args ...string) map[string]int {
 	t.Helper()
-	args := []string{flag, lib}
-	if flag == "-all" {
-		args = []string{"-all", "--list-elf", lib}
-	}
-	out, err := exec.Command(cuobjdump, args...).Output()
+	out, err := exec.Command(cuobjdump, append(args, lib)...).Output()
 	if err != nil {
-		t.Fatalf("cuobjdump %s %s: %v", flag, lib, err)
+		t.Fatalf("cuobjdump %s %s: %v", strings.Join(args, " "), lib, err)
 	}
 	n := map[string]int{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -90,9 +86,10 @@ func cuobjdumpList(t *testing.T, cuobjdump, flag, lib string) map[string]int {
 	return n
 }
 
-// cubinSums extracts the cubins whose names contain sub with cuobjdump
-// -xelf (which decompresses each) and returns their sha256 sums, sorted.
-func cubinSums(t *testing.T, cuobjdump, lib, sub, dir string, flags ...string) []string {
+// extractCubins extracts into dir the cubins of lib whose names contain
+// sub (cuobjdump flags... -xelf sub lib, which decompresses each) and
+// returns their paths.
+func extractCubins(t *testing.T, cuobjdump, lib, sub, dir string, flags ...string) []string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -100,18 +97,29 @@ func cubinSums(t *testing.T, cuobjdump, lib, sub, dir string, flags ...string) [
 	cmd := exec.Command(cuobjdump, slices.Concat(flags, []string{"-xelf", sub, lib})...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cuobjdump -xelf: %v\n%s", err, out)
+		t.Fatalf("cuobjdump -xelf %s: %v\n%s", sub, err, out)
 	}
 	ents, _ := os.ReadDir(dir)
-	var sums []string
+	var paths []string
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		paths = append(paths, filepath.Join(dir, e.Name()))
+	}
+	return paths
+}
+
+// cubinSums returns the sha256 sums, sorted, of the cubins extractCubins
+// gives, removing each.
+func cubinSums(t *testing.T, cuobjdump, lib, sub, dir string, flags ...string) []string {
+	t.Helper()
+	var sums []string
+	for _, p := range extractCubins(t, cuobjdump, lib, sub, dir, flags...) {
+		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := sha256.Sum256(b)
 		sums = append(sums, hex.EncodeToString(s[:]))
-		os.Remove(filepath.Join(dir, e.Name()))
+		os.Remove(p)
 	}
 	sort.Strings(sums)
 	return sums
@@ -217,11 +225,11 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	if a, b := fileSize(t, orig), fileSize(t, pruned); a != b {
 		t.Errorf("pruned libtorch_cuda is %d bytes, the original %d: offsets moved", b, a)
 	}
-	elfs := cuobjdumpList(t, cuobjdump, "--list-elf", pruned)
+	elfs := cuobjdumpList(t, cuobjdump, pruned, "--list-elf")
 	if want := map[string]int{"sm_90": 341, "sm_90a": 2}; !reflect.DeepEqual(elfs, want) {
 		t.Errorf("cuobjdump --list-elf: %v, want %v", elfs, want)
 	}
-	if ptx := cuobjdumpList(t, cuobjdump, "--list-ptx", pruned); !reflect.DeepEqual(ptx, map[string]int{"sm_90": 341}) {
+	if ptx := cuobjdumpList(t, cuobjdump, pruned, "--list-ptx"); !reflect.DeepEqual(ptx, map[string]int{"sm_90": 341}) {
 		t.Errorf("cuobjdump --list-ptx: %v, want 341 compute_90", ptx)
 	}
 	want := cubinSums(t, cuobjdump, orig, "sm_90", filepath.Join(r.scratch, "x-orig"))
@@ -238,31 +246,22 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	}
 }
 
-// disassemble extracts the cubins of lib whose names contain sub
-// (cuobjdump flags... -xelf sub) and checks cuobjdump -sass disassembles
-// each as sm_90 code.
+// disassemble checks cuobjdump -sass disassembles, as sm_90 code, each
+// cubin extractCubins gives (at least one).
 func disassemble(t *testing.T, cuobjdump, lib, sub, scratch string, flags ...string) {
 	t.Helper()
-	dir := filepath.Join(scratch, "sass")
-	os.MkdirAll(dir, 0o755)
-	cmd := exec.Command(cuobjdump, slices.Concat(flags, []string{"-xelf", sub, lib})...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cuobjdump -xelf %s: %v\n%s", sub, err, out)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) == 0 {
+	paths := extractCubins(t, cuobjdump, lib, sub, filepath.Join(scratch, "sass"), flags...)
+	if len(paths) == 0 {
 		t.Fatalf("no cubin named *%s* in %s", sub, lib)
 	}
-	for _, e := range ents {
-		p := filepath.Join(dir, e.Name())
+	for _, p := range paths {
 		cmd := exec.Command(cuobjdump, "-sass", p)
 		// cuobjdump leaves nvdisasm's tmpxft_* files in TMPDIR: keep
 		// them in the test's scratch, which is removed.
 		cmd.Env = append(os.Environ(), "TMPDIR="+scratch)
 		sass, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(sass), "code for sm_90") {
-			t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", e.Name(), err, len(sass), sass)
+			t.Errorf("cuobjdump -sass %s: %v (%d bytes): %.300s", filepath.Base(p), err, len(sass), sass)
 		}
 		os.Remove(p)
 	}
@@ -359,7 +358,7 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	if a, b := fileSize(t, orig), fileSize(t, pruned); a != b {
 		t.Errorf("pruned NCCL is %d bytes, the original %d: offsets moved", b, a)
 	}
-	if elfs := cuobjdumpList(t, cuobjdump, "-all", pruned); !reflect.DeepEqual(elfs, map[string]int{"sm_90": 113}) {
+	if elfs := cuobjdumpList(t, cuobjdump, pruned, "-all", "--list-elf"); !reflect.DeepEqual(elfs, map[string]int{"sm_90": 113}) {
 		t.Errorf("cuobjdump -all --list-elf: %v, want 113 sm_90", elfs)
 	}
 	want := cubinSums(t, cuobjdump, orig, "sm_90", filepath.Join(r.scratch, "x-orig"), "-all")
