@@ -504,6 +504,10 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	for name := range p.byName {
 		cudaImage = cudaImage || cudartRe.MatchString(name)
 	}
+	// rocmModule: a plugin its owner does not keep (rocmModuleRe).
+	rocmModule := func(cd cand) bool {
+		return cudaImage && cd.plugin >= 0 && rocmModuleRe.MatchString(cd.n.Name())
+	}
 	// The image's own program.
 	if img.Config != nil {
 		if prog := entryProgram(img.Config.Config.Entrypoint, img.Config.Config.Cmd); prog != "" {
@@ -542,8 +546,7 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 				continue
 			}
 			why := ""
-			if cd.plugin >= 0 && pluginDirs[cd.plugin].owner != nil && owned(pluginDirs[cd.plugin].owner) &&
-				!(cudaImage && rocmModuleRe.MatchString(cd.n.Name())) {
+			if cd.plugin >= 0 && pluginDirs[cd.plugin].owner != nil && owned(pluginDirs[cd.plugin].owner) && !rocmModule(cd) {
 				why = "plugin directory of a kept library (" + pluginDirs[cd.plugin].owner.String() + ")"
 			}
 			for _, k := range dlopenIfKept {
@@ -590,9 +593,9 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			continue
 		}
 		why := "no referrer: nothing kept needs it (DT_NEEDED) and no keep-list names it"
-		if ns := p.needers[c]; cudaImage && cd.plugin >= 0 && rocmModuleRe.MatchString(cd.n.Name()) {
+		if rocmModule(cd) {
 			why = whyROCmModule
-		} else if len(ns) > 0 {
+		} else if ns := p.needers[c]; len(ns) > 0 {
 			sort.Strings(ns)
 			ns = slices.Compact(ns)
 			if len(ns) > 3 {
