@@ -93,11 +93,18 @@ func pae(payloadType string, payload []byte) []byte {
 
 // newBundle signs digest as cosign v3 does for `cosign sign --key`.
 func newBundle(s *Signer, digest v1.Hash) ([]byte, error) {
+	return newStatementBundle(s, digest, CosignSignPredicate, json.RawMessage("{}"))
+}
+
+// newStatementBundle signs an in-toto statement about digest with the
+// given predicate: a signature (CosignSignPredicate) or, as `cosign
+// attest` writes them, an attestation (an SBOM, provenance).
+func newStatementBundle(s *Signer, digest v1.Hash, predicateType string, predicate json.RawMessage) ([]byte, error) {
 	st := statement{
 		Type:          inTotoStatementV1,
 		Subject:       []subject{{Digest: map[string]string{digest.Algorithm: digest.Hex}}},
-		PredicateType: CosignSignPredicate,
-		Predicate:     json.RawMessage("{}"),
+		PredicateType: predicateType,
+		Predicate:     predicate,
 	}
 	payload, err := json.Marshal(st)
 	if err != nil {
@@ -130,6 +137,11 @@ type verdict struct {
 	key    *PublicKey
 	reason string
 	detail string
+	// attestation marks a validly signed statement that is not a
+	// signature (an SBOM, provenance; predicate its type): listed among
+	// the attestations, never counted as a signature.
+	attestation bool
+	predicate   string
 }
 
 // verifyBundle checks a bundle's DSSE signature with keys and that its
@@ -171,6 +183,13 @@ func verifyBundle(raw []byte, digest v1.Hash, keys []*PublicKey) verdict {
 			var st statement
 			if err := json.Unmarshal(payload, &st); err != nil {
 				return verdict{reason: ReasonInvalid, key: k, detail: "statement does not parse: " + err.Error()}
+			}
+			// A trusted key also signs attestations (SBOMs, provenance):
+			// those say what an image is, not that it is approved. Only
+			// cosign's signature predicate counts as a signature.
+			if st.Type != inTotoStatementV1 || st.PredicateType != CosignSignPredicate {
+				return verdict{reason: ReasonInvalid, key: k, attestation: true, predicate: st.PredicateType,
+					detail: fmt.Sprintf("an attestation (statement %q, predicate %q), not a signature: only %s signs an image", st.Type, st.PredicateType, CosignSignPredicate)}
 			}
 			for _, sub := range st.Subject {
 				if sub.Digest[digest.Algorithm] == digest.Hex {

@@ -265,3 +265,52 @@ func TestCosignKeyParams(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// D2: a statement the trusted key signed is a signature only when its
+// predicate is cosign's signature predicate. An SBOM or provenance
+// attestation signed by the same key (cosign attest, a CI that attests
+// every build but signs only approved ones) must not pass as one.
+func TestAttestationIsNotASignature(t *testing.T) {
+	ctx := context.Background()
+	k, _ := GenerateSigner()
+	for _, referrers := range []bool{true, false} {
+		repo, d := pushed(t, referrers)
+		ref := repo.Tag("v1").String()
+		for _, pt := range []string{"https://cyclonedx.org/bom", "https://slsa.dev/provenance/v1", ""} {
+			b, err := newStatementBundle(k, d, pt, json.RawMessage(`{"bomFormat":"CycloneDX"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := verifyBundle(b, d, []*PublicKey{k.Public()}); v.ok {
+				t.Fatalf("predicate %q verified as a signature: %+v", pt, v)
+			}
+			desc, err := remote.Head(repo.Tag("v1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Stored exactly as cosign v3 stores an attestation: a bundle
+			// referrer, annotated with its predicate type.
+			if _, _, err := pushReferrer(ctx, repo, *desc, BundleMediaType, b, map[string]string{BundlePredicateAnnotation: pt}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := Verify(ctx, ref, repo, d, []*PublicKey{k.Public()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verified || res.Reason != ReasonMissing || !strings.Contains(res.Detail, "attestation") {
+			t.Fatalf("referrers=%v: attestations alone: %+v", referrers, res)
+		}
+		if len(res.Attestations) < 3 {
+			t.Fatalf("referrers=%v: attestations not listed: %+v", referrers, res.Attestations)
+		}
+		// A real signature beside them still verifies.
+		if _, err := Sign(ctx, ref, k, SignOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		res, err = Verify(ctx, ref, repo, d, []*PublicKey{k.Public()})
+		if err != nil || !res.Verified {
+			t.Fatalf("referrers=%v: signed: %+v %v", referrers, res, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sign
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -109,7 +110,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if err != nil {
 		return nil, fmt.Errorf("%s: referrers of %s: %v", refName, d, err)
 	}
-	bundles := 0
+	bundles, attested := 0, 0
 	for _, m := range im.Manifests {
 		at := m.ArtifactType
 		// Registries that list the config media type as the artifact
@@ -161,6 +162,13 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		if v.reason == "" && !v.ok {
 			v = verdict{reason: ReasonInvalid, detail: "no " + BundleMediaType + " layer"}
 		}
+		if !v.ok && v.attestation {
+			// Signed by a trusted key, but an attestation: listed as
+			// one, and no signature.
+			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: cmp.Or(v.predicate, at), Detail: v.detail})
+			attested++
+			continue
+		}
 		keep(f, v)
 	}
 
@@ -201,6 +209,9 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if len(res.Signatures) == 0 {
 		res.Reason = ReasonMissing
 		res.Detail = "no cosign bundle among its referrers and no " + LegacyTag(d) + " tag"
+		if attested > 0 {
+			res.Detail = fmt.Sprintf("no signature: %d signed attestation(s) among its referrers (SBOM, provenance), and an attestation is not a signature; sign the image with kiln sign or cosign sign", attested)
+		}
 		return res, nil
 	}
 	best := res.Signatures[0]
