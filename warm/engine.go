@@ -93,6 +93,9 @@ type ImageReport struct {
 	Source string `json:"source,omitempty"`
 	// Mirror is the endpoint read from (--mirror).
 	Mirror string `json:"mirror,omitempty"`
+	// Note says why a variant beside Ref was not used (not the same
+	// image in zstd).
+	Note string `json:"note,omitempty"`
 }
 
 // BlobReport is one blob's outcome.
@@ -121,7 +124,7 @@ func NewReport(s *Set) *Report {
 		if img.Source != img.Name {
 			ir.Source = img.Source
 		}
-		ir.Mirror = img.Mirror
+		ir.Mirror, ir.Note = img.Mirror, img.Note
 		r.Images = append(r.Images, ir)
 	}
 	for _, b := range s.Blobs {

@@ -66,6 +66,8 @@ type Image struct {
 	// Mirror is the endpoint the image was read from (--mirror), empty
 	// when it was read from its own registry.
 	Mirror string
+	// Note says why a variant beside the named tag was not used.
+	Note string
 }
 
 // Set is what a host must hold for its images to start with no pull.
@@ -278,19 +280,21 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		}
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
-	// The zstd variant, when asked for or allowed: REPO:TAG-zstd.
+	// The zstd variant, when asked for or allowed: REPO:TAG-zstd. Read
+	// here, used below only when it proves to be the same image.
+	var variant *fetched
+	var variantRef name.Tag
 	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" {
-		zt := tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
-		zf, ferr := o.Mirrors.fetchRef(zt, o.Layers)
+		variantRef = tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
+		zf, ferr := o.Mirrors.fetchRef(variantRef, o.Layers)
 		if ferr != nil {
 			return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, ferr)
 		}
-		if z, err := getManifest(ctx, zf, o); err == nil {
-			root = z
-			img.Source = zt.Name()
-		} else if o.Compression == CompressionZstd {
-			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
+		z, err := getManifest(ctx, zf, o)
+		if err != nil && o.Compression == CompressionZstd {
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), err)
 		}
+		variant = z
 	}
 	// repo is where blobs are read (the mirror, when there is one); the
 	// distribution source names the real repository, as a pull would.
@@ -316,8 +320,88 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	}, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
 		return getManifest(ctx, repo.Digest(d.Digest.String()), o)
 	}}
-	img, blobs, err := w.image(ctx, img, root, o)
-	return img, blobs, nil, err
+	named, nblobs, nerr := w.image(ctx, img, root, o)
+	if variant == nil {
+		return named, nblobs, nil, nerr
+	}
+	// A tag beside the one named is a claim, not a proof: anyone who can
+	// push a tag to the repository can put another image (an old release
+	// signed by the same key) at REPO:TAG-zstd. It stands in for REPO:TAG
+	// only when it is the same image in zstd: the same config, or the
+	// same diff IDs and platform.
+	zimg := img
+	zimg.Source = variantRef.Name()
+	zo := o
+	zo.Compression = CompressionZstd
+	vimg, vblobs, verr := w.image(ctx, zimg, variant, zo)
+	why := ""
+	switch {
+	case verr != nil:
+		why = verr.Error()
+	case !vimg.Zstd:
+		why = "its layers are not all zstd"
+	case nerr != nil:
+		// The named tag cannot be read as an image for this host (e.g. a
+		// zstd-only tag and no gzip): nothing to compare the variant with.
+		return Image{}, nil, nil, nerr
+	default:
+		why = sameImage(named, nblobs, vimg, vblobs)
+	}
+	if why == "" {
+		return vimg, vblobs, nil, nil
+	}
+	if o.Compression == CompressionZstd {
+		return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: %s is not the zstd form of %s: %s; warm %s itself with --compression gzip, or push its zstd form with kiln convert %s --to %s --compression zstd", ref, variantRef.Name(), r.Name.Name(), why, ref, ref, variantRef.Name())
+	}
+	if nerr != nil {
+		return Image{}, nil, nil, nerr
+	}
+	named.Note = fmt.Sprintf("%s ignored: not the zstd form of %s (%s); warmed %s as named", variantRef.Name(), r.Name.Name(), why, r.Name.Name())
+	return named, nblobs, nil, nil
+}
+
+// sameImage says why b (blobs bb) is not image a (blobs ab) in another
+// compression; empty when it is: the same config, or the same platform
+// and diff IDs (a conversion that rewrote the config's history or
+// labels), and as many layers.
+func sameImage(a Image, ab []*Blob, b Image, bb []*Blob) string {
+	if a.Platform != b.Platform {
+		return fmt.Sprintf("platform %s, not %s", b.Platform, a.Platform)
+	}
+	if len(a.Layers) != len(b.Layers) {
+		return fmt.Sprintf("%d layers, not %d", len(b.Layers), len(a.Layers))
+	}
+	if a.Config.Digest == b.Config.Digest {
+		return ""
+	}
+	ca, cb := configOf(ab), configOf(bb)
+	if ca == nil || cb == nil {
+		return "its config cannot be read"
+	}
+	if len(ca.RootFS.DiffIDs) != len(cb.RootFS.DiffIDs) {
+		return fmt.Sprintf("%d diff IDs, not %d", len(cb.RootFS.DiffIDs), len(ca.RootFS.DiffIDs))
+	}
+	for i := range ca.RootFS.DiffIDs {
+		if ca.RootFS.DiffIDs[i] != cb.RootFS.DiffIDs[i] {
+			return fmt.Sprintf("layer %d's content differs (diff ID %s, not %s)", i, cb.RootFS.DiffIDs[i], ca.RootFS.DiffIDs[i])
+		}
+	}
+	return ""
+}
+
+// configOf parses the config among an image's blobs (read and verified
+// while the set was walked).
+func configOf(blobs []*Blob) *v1.ConfigFile {
+	for _, b := range blobs {
+		if b.Kind == KindConfig {
+			var c v1.ConfigFile
+			if json.Unmarshal(b.Data, &c) != nil {
+				return nil
+			}
+			return &c
+		}
+	}
+	return nil
 }
 
 // walker turns a root manifest (an index or an image manifest) into the
@@ -369,7 +453,7 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 		blobs = append(blobs, &Blob{Descriptor: root.desc, Kind: KindIndex, Src: src, Data: root.raw, Labels: srcLabel(labels)})
 		// Several manifests for one platform: the same image with gzip and
 		// zstd layers. Take zstd when the target can run it.
-		var pick *fetched
+		var pick, first *fetched
 		for _, c := range cands {
 			m, err := w.manifest(ctx, c)
 			if err != nil {
@@ -379,6 +463,19 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 			z := manifestIsZstd(m.raw)
 			if pick == nil || (z && o.NoZstd == "" && o.Compression != CompressionGzip) || (!z && (o.NoZstd != "" || o.Compression == CompressionGzip) && manifestIsZstd(pick.raw)) {
 				pick = m
+			}
+			if first == nil {
+				first = m
+			}
+		}
+		// The first match is what a pull of this index installs; another
+		// manifest for the platform stands in for it only when it is the
+		// same image (same config, or same diff IDs) in another
+		// compression.
+		if pick != first {
+			if why := w.sameContent(ctx, first, pick); why != "" {
+				img.Note = fmt.Sprintf("manifest %s for %s ignored: not the same image as %s (%s)", pick.desc.Digest, layers.PlatformString(o.Platform), first.desc.Digest, why)
+				pick = first
 			}
 		}
 		man = pick
@@ -426,6 +523,39 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 		blobs = append(blobs, &Blob{Descriptor: l, Kind: KindLayer, Src: src, Labels: srcLabel(map[string]string{})})
 	}
 	return img, blobs, nil
+}
+
+// sameContent says why manifest b is not manifest a's image in another
+// compression (empty when it is): the same config, or the same diff IDs.
+func (w walker) sameContent(ctx context.Context, a, b *fetched) string {
+	var ma, mb ocispec.Manifest
+	if json.Unmarshal(a.raw, &ma) != nil || json.Unmarshal(b.raw, &mb) != nil {
+		return "a manifest does not parse"
+	}
+	if ma.Config.Digest == mb.Config.Digest {
+		return ""
+	}
+	var ids [2][]v1.Hash
+	for i, m := range []ocispec.Manifest{ma, mb} {
+		raw, err := readSmall(ctx, w.src, m.Config)
+		if err != nil {
+			return "config " + m.Config.Digest.String() + ": " + err.Error()
+		}
+		var c v1.ConfigFile
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return "config " + m.Config.Digest.String() + " does not parse"
+		}
+		ids[i] = c.RootFS.DiffIDs
+	}
+	if len(ids[0]) != len(ids[1]) {
+		return fmt.Sprintf("%d layers, not %d", len(ids[1]), len(ids[0]))
+	}
+	for i := range ids[0] {
+		if ids[0][i] != ids[1][i] {
+			return fmt.Sprintf("layer %d's content differs", i)
+		}
+	}
+	return ""
 }
 
 // readSmall reads and verifies a small blob (a config).

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/convert"
+	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -77,5 +78,90 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	rep, err := Warm(ctx, s, tgt, Options{})
 	if err != nil || !rep.Ready || rep.Images[0].Source != f.ref+ZstdTagSuffix {
 		t.Fatalf("ready=%v err=%v images=%+v", rep.Ready, err, rep.Images)
+	}
+}
+
+// D1: an image at REPO:TAG-zstd is used for REPO:TAG only when it is the
+// same image in zstd. Anyone who can push a tag could otherwise replace
+// what every host installs (under --verify-key, with any other image the
+// same key signed: a rollback).
+func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
+	ctx := context.Background()
+	f := pushFixture(t, false)
+	src := fastSource()
+	// Another image, zstd-compressed, at the -zstd tag.
+	other := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/evil", []byte("not your image"))}, "zstd"))
+	testimage.Push(t, f.ref+ZstdTagSuffix, other)
+
+	s, err := Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := s.Images[0]
+	if img.Source != img.Name || img.Zstd {
+		t.Fatalf("substituted: read %s (zstd=%v) for %s", img.Source, img.Zstd, img.Name)
+	}
+	wantCfg, _ := f.img.ConfigName()
+	if img.Config.Digest.String() != wantCfg.String() {
+		t.Fatalf("config %s, want the named image's %s", img.Config.Digest, wantCfg)
+	}
+	if !strings.Contains(img.Note, "not the zstd form") {
+		t.Fatalf("no word of why: note %q", img.Note)
+	}
+	for _, b := range s.Blobs {
+		if b.Kind == KindLayer && IsZstd(b.MediaType) {
+			t.Fatalf("a layer of the other image is in the set: %s", b.Digest)
+		}
+	}
+	if rep := NewReport(s); rep.Images[0].Note == "" || rep.Images[0].Source != "" {
+		t.Fatalf("report: %+v", rep.Images[0])
+	}
+	// Asked for zstd: refused, saying why.
+	_, err = Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src, Compression: CompressionZstd})
+	if err == nil || !strings.Contains(err.Error(), "not the zstd form") {
+		t.Fatalf("--compression zstd with a substituted variant: %v", err)
+	}
+
+	// The same layers' content, zstd, but one layer dropped: refused too.
+	li, err := layers.Open(ctx, f.ref, layers.WithPlatform(amd64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer li.Close()
+	in, _ := li.V1(ctx)
+	res, err := convert.ToZstd(ctx, in, convert.Options{TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	zl, _ := res.Image.Layers()
+	short := testimage.Image(t, testimage.Config{}, zl[0])
+	testimage.Push(t, f.ref+ZstdTagSuffix, short)
+	s, err = Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Images[0].Zstd || s.Images[0].Note == "" {
+		t.Fatalf("a variant with a layer missing was taken: %+v", s.Images[0])
+	}
+}
+
+// D1 inside an index: several manifests for one platform stand in for
+// each other only when they are the same image.
+func TestResolveIndexPicksZstdOnlyWhenSameImage(t *testing.T) {
+	ctx := context.Background()
+	reg := newTestRegistry(t)
+	src := fastSource()
+	gz := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/app", []byte("app v2"))}, "gzip"))
+	evil := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/app", []byte("app v1, vulnerable"))}, "zstd"))
+	ref := reg.Host + "/kiln-warm/idx:v2"
+	testimage.PushIndex(t, ref, testimage.Index(t, gz, evil))
+	s, err := Resolve(ctx, []string{ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := gz.Digest()
+	if got := s.Images[0].Manifest.Digest.String(); got != want.String() || s.Images[0].Note == "" {
+		t.Fatalf("picked %s (note %q), want the first manifest %s", got, s.Images[0].Note, want)
 	}
 }

@@ -444,6 +444,11 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, im.Platform, cmdutil.Short(im.Digest))
 	}
 	tw.Flush()
+	for _, im := range rep.Images {
+		if im.Note != "" {
+			fmt.Fprintf(w, "note: %s\n", im.Note)
+		}
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
