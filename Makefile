@@ -9,7 +9,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test lint unit integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
+.PHONY: all build test test-fast lint unit e2e integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
@@ -18,10 +18,16 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/kiln ./cmd/kiln
 
-# test: formatting, vet, staticcheck, then every test with the race detector.
-# Integration tests use the fixture images and local registry when present
-# (.ci/run builds them and sets KILN_REQUIRE_FIXTURES=1 so they cannot skip).
-test: lint unit integration
+# test: formatting, vet, staticcheck, then three tiers: the fast tier (every
+# package with the race detector, -short: pure code and in-process
+# registries, minutes), the e2e tier (the packages whose tests start
+# containerd, dockerd, sshd or use BuildKit, without the race detector) and
+# the integration tests on the gigabyte fixtures. .ci/run sets the
+# KILN_REQUIRE_* variables, so a missing daemon fails instead of skipping.
+test: lint unit e2e integration
+
+# The packages with daemon or BuildKit tests (testdaemon, e2eEnv, sshd).
+E2E_PKGS = $(shell grep -rl --include='*_test.go' -e 'testdaemon\.' -e 'e2eEnv' -e 'requireSSH' . | grep -v '^./integration/' | xargs -n1 dirname | sort -u) ./internal/testdaemon
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -29,14 +35,14 @@ lint:
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	staticcheck $(PKGS)
 
-unit:
-	$(GO) test -race -count=1 -timeout 60m $(PKGS)
+# The fast tier: race detector on, daemons skipped (-short).
+unit test-fast:
+	$(GO) test -race -short -count=1 -timeout 20m $(PKGS)
 
-# End-to-end tests on the gigabyte fixtures: no race detector (it would
-# multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
-integration:
-	$(GO) vet -tags integration ./integration/...
-	$(GO) test -tags integration -count=1 -timeout 40m ./integration/...
+# The e2e tier: real containerd, dockerd, sshd and BuildKit, no race
+# detector (the fast tier ran these packages' other tests with it).
+e2e:
+	$(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 deps:
 	bash scripts/install-deps.sh

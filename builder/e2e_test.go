@@ -40,9 +40,7 @@ func e2eEnv(t *testing.T) (*client.Client, string) {
 		}
 		t.Skipf(format+" (KILN_REQUIRE_BUILDKIT=1 makes this fail)", a...)
 	}
-	if testing.Short() && !require {
-		t.Skip("end to end build in -short mode")
-	}
+	testdaemon.SkipShort(t)
 	reg := os.Getenv("KILN_REGISTRY")
 	if reg == "" {
 		miss("KILN_REGISTRY not set (bash scripts/registry.sh start && bash scripts/fixtures.sh)")

@@ -71,10 +71,23 @@ func (c *config) skip(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// SkipShort skips a test that starts a daemon (containerd, dockerd,
+// sshd, BuildKit) in -short mode: the fast tier (make unit) runs pure
+// packages and in-process registries under the race detector; the e2e
+// tier (make e2e) runs these, without it, where the KILN_REQUIRE_*
+// variables make a missing daemon fail.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a daemon: the e2e tier runs it (make e2e)")
+	}
+}
+
 // lookup finds bin, skipping unless the test runs as root and bin is
 // installed.
 func (c *config) lookup(t testing.TB, bin string) string {
 	t.Helper()
+	SkipShort(t)
 	if os.Geteuid() != 0 {
 		c.skip(t, bin+" tests need root")
 	}

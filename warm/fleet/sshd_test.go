@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
 // requireSSH skips unless real sshd hosts can be started here: root (sshd
@@ -24,6 +26,7 @@ import (
 // KILN_REQUIRE_SSH=1 turns the skip into a failure (CI).
 func requireSSH(t *testing.T) {
 	t.Helper()
+	testdaemon.SkipShort(t)
 	why := ""
 	if os.Geteuid() != 0 {
 		why = "not root"
