@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -10,6 +9,7 @@ import (
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // Rules is a --ci rule set. Every field is optional; a zero field is not
@@ -57,7 +57,7 @@ func ParseByteSize(s string) (int64, error) { return bytesize.Parse(s) }
 
 // LoadRules reads a rule file; errors name the file, line and field.
 func LoadRules(file string) (*Rules, error) {
-	b, err := os.ReadFile(file)
+	b, err := localfile.ReadFile(file, "rules file", localfile.MaxPolicy)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,5 +186,48 @@ func TestCredentialHelperFailureNotQuoted(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "docker-credential-broken") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("err = %v, want the helper and its exit status", err)
+	}
+}
+
+// D4: an oci: layout whose index.json or blobs are not files (/dev/zero,
+// a FIFO) grew kiln without bound or hung it, deaf to signals. Refused at
+// once, by name.
+func TestLayoutRefusesDevicesAndFIFOs(t *testing.T) {
+	ctx := context.Background()
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/a", []byte("a"))}, "gzip"))
+	cfg, _ := img.ConfigName()
+	for _, tc := range []struct {
+		name   string
+		attack func(dir string) error
+	}{
+		{"index.json is /dev/zero", func(dir string) error {
+			os.Remove(filepath.Join(dir, "index.json"))
+			return os.Symlink("/dev/zero", filepath.Join(dir, "index.json"))
+		}},
+		{"index.json is a FIFO", func(dir string) error {
+			os.Remove(filepath.Join(dir, "index.json"))
+			return syscall.Mkfifo(filepath.Join(dir, "index.json"), 0o600)
+		}},
+		{"config blob is a FIFO", func(dir string) error {
+			p := filepath.Join(dir, "blobs", cfg.Algorithm, cfg.Hex)
+			os.Remove(p)
+			return syscall.Mkfifo(p, 0o600)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			testimage.WriteLayout(t, dir, "x", img)
+			if err := tc.attack(dir); err != nil {
+				t.Fatal(err)
+			}
+			li, err := layers.Open(ctx, "oci:"+dir+":x")
+			if err == nil {
+				li.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("err = %v", err)
+			}
+		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 const refNameAnnotation = "org.opencontainers.image.ref.name"
@@ -31,7 +33,7 @@ func (l layoutDir) small(h v1.Hash, what string) ([]byte, error) {
 	if h.Algorithm == "" || strings.ContainsAny(h.Hex, "/\\.") {
 		return nil, fmt.Errorf("image %q: %s: bad digest %q", l.ref.Raw, what, h)
 	}
-	f, err := os.Open(l.blobPath(h))
+	f, err := localfile.Open(l.blobPath(h), what)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %s %s: %v", l.ref.Raw, what, h, err)
 	}
@@ -75,7 +77,7 @@ func MatchesTag(ann map[string]string, tag string) bool {
 
 func openLayout(r Ref, o *options) (*Image, error) {
 	ld := layoutDir{ref: r, dir: r.Path}
-	b, err := os.ReadFile(filepath.Join(r.Path, "index.json"))
+	b, err := localfile.ReadFile(filepath.Join(r.Path, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", r.Raw, r.Path)

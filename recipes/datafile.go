@@ -3,11 +3,11 @@ package recipes
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // DataFileFormat is the version of the refreshed data file format.
@@ -67,7 +67,7 @@ const (
 // embedded data is tested (versions parse, variant names match their CUDA,
 // dates are dates); a bad file is refused naming the file and the field.
 func LoadDataFile(path string) (*DB, error) {
-	b, err := os.ReadFile(path)
+	b, err := localfile.ReadFile(path, "compat data file", localfile.MaxConfig)
 	if err != nil {
 		return nil, fmt.Errorf("compat data: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 )
 
@@ -239,7 +240,7 @@ func WriteLock(path string, l *Lock) error {
 
 // ReadLock reads a kiln.lock.
 func ReadLock(path string) (*Lock, error) {
-	b, err := os.ReadFile(path)
+	b, err := localfile.ReadFile(path, "lock", localfile.MaxConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func IsLockFile(arg string) bool {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<20 {
 		return false
 	}
-	b, err := os.ReadFile(arg)
+	b, err := localfile.ReadFile(arg, "lock", 64<<20)
 	if err != nil {
 		return false
 	}

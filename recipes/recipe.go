@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // Recipe is a kiln.yaml: one pinned GPU stack. Empty fields are filled by
@@ -162,7 +162,7 @@ func (e *FieldError) Error() string {
 
 // Load reads and parses a recipe file.
 func Load(path string) (*Recipe, error) {
-	data, err := os.ReadFile(path)
+	data, err := localfile.ReadFile(path, "recipe", localfile.MaxConfig)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/nacl/secretbox"
 	"golang.org/x/crypto/scrypt"
+
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // PEM block types kiln reads.
@@ -104,7 +106,7 @@ func EnvPassword() ([]byte, error) { return []byte(os.Getenv(passwordEnvVar)), n
 // openssl genpkey and openssl pkcs8 -nocrypt write it), SEC 1 ("EC PRIVATE
 // KEY", openssl ecparam -genkey) or cosign's encrypted key file.
 func LoadSigner(path string, pw Password) (*Signer, error) {
-	b, err := os.ReadFile(path)
+	b, err := localfile.ReadFile(path, "signing key", localfile.MaxKey)
 	if err != nil {
 		return nil, fmt.Errorf("signing key %s: %v", path, err)
 	}
@@ -177,7 +179,7 @@ func ParseSigner(b []byte, pw Password) (*Signer, error) {
 // LoadPublicKey reads a PEM public key (PKIX "PUBLIC KEY", as cosign.pub
 // and openssl ec -pubout write it).
 func LoadPublicKey(path string) (*PublicKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := localfile.ReadFile(path, "public key", localfile.MaxKey)
 	if err != nil {
 		return nil, fmt.Errorf("public key %s: %v", path, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -55,7 +55,7 @@ type policyFile struct {
 
 // LoadPolicy reads --verify-key: a PEM public key or a policy file.
 func LoadPolicy(path string) (*Policy, error) {
-	b, err := os.ReadFile(path)
+	b, err := localfile.ReadFile(path, "key or policy", localfile.MaxPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("--verify-key %s: %v", path, err)
 	}

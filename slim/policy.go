@@ -2,7 +2,6 @@ package slim
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/kiln-build/kiln/analyze/classify"
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // WeightsAction says what happens to model weights.
@@ -130,7 +130,7 @@ func BuiltinPolicy(name string) (*Policy, error) {
 
 // LoadPolicy reads a YAML policy file. Errors name the file, line and field.
 func LoadPolicy(file string) (*Policy, error) {
-	b, err := os.ReadFile(file)
+	b, err := localfile.ReadFile(file, "policy", localfile.MaxPolicy)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
@@ -67,7 +68,7 @@ func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)
 	defer unlock()
 	p := filepath.Join(l.Dir, "index.json")
 	var idx ocispec.Index
-	b, err := os.ReadFile(p)
+	b, err := localfile.ReadFile(p, "index.json", localfile.MaxIndex)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -188,7 +189,7 @@ func (l *OCILayout) Record(ctx context.Context, s *Set) error {
 
 // Verify implements Verifier: every image has its index.json entry.
 func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
-	b, err := os.ReadFile(filepath.Join(l.Dir, "index.json"))
+	b, err := localfile.ReadFile(filepath.Join(l.Dir, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
 
 // ExistingImages lists the names index.json holds (status, tests).
 func (l *OCILayout) ExistingImages() (map[string]digest.Digest, error) {
-	b, err := os.ReadFile(filepath.Join(l.Dir, "index.json"))
+	b, err := localfile.ReadFile(filepath.Join(l.Dir, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/distribution/reference"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
@@ -37,7 +38,7 @@ import (
 // under its registry reference again.
 func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
 	src := blob.Layout{Dir: r.Path}
-	b, err := os.ReadFile(filepath.Join(r.Path, "index.json"))
+	b, err := localfile.ReadFile(filepath.Join(r.Path, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", ref, r.Path)

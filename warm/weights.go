@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/weights"
 	"golang.org/x/time/rate"
@@ -140,7 +141,7 @@ func IsManifestFile(arg string) bool {
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<20 {
 		return false
 	}
-	b, err := os.ReadFile(arg)
+	b, err := localfile.ReadFile(arg, "weights manifest", 64<<20)
 	if err != nil {
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 )
@@ -89,7 +90,7 @@ func resolveLayout(ref string, follow bool) (*Resolved, error) {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
 	dir, tag := r.Path, r.Tag
-	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	b, err := localfile.ReadFile(filepath.Join(dir, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}

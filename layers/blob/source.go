@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -57,16 +58,14 @@ func (l Layout) Open(ctx context.Context, dg v1.Hash, off, n int64) (io.ReadClos
 	if err := CheckDigest(dg); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(l.Path(dg))
+	// Opened non-blocking and checked: a FIFO in a layout is refused,
+	// never waited on.
+	f, err := localfile.Open(l.Path(dg), "blob")
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, fmt.Errorf("blob %s: %w in %s", dg, ErrNotFound, l.Dir)
 		}
 		return nil, fmt.Errorf("blob %s: %v", dg, err)
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("blob %s: %s is not a regular file", dg, l.Path(dg))
 	}
 	return section(f, f, off, n)
 }

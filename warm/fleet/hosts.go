@@ -14,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -67,7 +68,7 @@ type FieldError = recipes.FieldError
 
 // LoadHosts reads and validates a hosts file.
 func LoadHosts(path string) ([]Host, error) {
-	data, err := os.ReadFile(path)
+	data, err := localfile.ReadFile(path, "hosts file", localfile.MaxConfig)
 	if err != nil {
 		return nil, err
 	}

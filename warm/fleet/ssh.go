@@ -14,6 +14,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/kiln-build/kiln/internal/localfile"
 )
 
 // SSHConfig is how fleet authenticates hosts and itself.
@@ -105,7 +107,7 @@ func authMethods(h Host, cfg SSHConfig) ([]ssh.AuthMethod, func(), error) {
 	var signers []ssh.Signer
 	var problems []string
 	if h.IdentityFile != "" {
-		pem, err := os.ReadFile(h.IdentityFile)
+		pem, err := localfile.ReadFile(h.IdentityFile, "identity file", localfile.MaxKey)
 		if err != nil {
 			return nil, func() {}, fmt.Errorf("identity file: %v", unwrapOp(err))
 		}
