@@ -149,6 +149,7 @@ type options struct {
 	transport     http.RoundTripper
 	userAgent     string
 	idle          time.Duration
+	rate          minRate
 	helperTimeout time.Duration
 	fetch         []FetchOption
 }

@@ -42,6 +42,32 @@ func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle 
 type guardTransport struct {
 	inner http.RoundTripper
 	idle  time.Duration
+	// rate is the slowest body kiln waits on (0: DefaultMinRate).
+	rate minRate
+}
+
+// minRate is the slowest a response body may arrive: fewer than Bytes
+// per second over Window of waiting on the registry fails the read with
+// ErrTooSlow. Time the caller spends between reads does not count.
+type minRate struct {
+	Bytes  int64
+	Window time.Duration
+}
+
+// DefaultMinRate: 8 KiB/s over a minute of waiting. A link that slow
+// would take a day for a CUDA image; a body trickling a byte every 25 s
+// (under any idle timeout) ends within a minute and is retried.
+var DefaultMinRate = minRate{Bytes: 8 << 10, Window: time.Minute}
+
+// ErrTooSlow is returned (wrapped) when a response body arrives slower
+// than the minimum rate: a registry or proxy that trickles.
+var ErrTooSlow = errors.New("registry sends too slowly")
+
+// WithMinRate sets the slowest transfer kiln waits on: fewer than
+// bytesPerSec over window of waiting fails with ErrTooSlow (retried like
+// an idle timeout). Tests use small windows.
+func WithMinRate(bytesPerSec int64, window time.Duration) Option {
+	return func(o *options) { o.rate = minRate{Bytes: bytesPerSec, Window: window} }
 }
 
 // roundTripper is the transport kiln hands to every registry client.
@@ -49,7 +75,7 @@ func (o *options) roundTripper() http.RoundTripper {
 	if g, ok := o.transport.(*guardTransport); ok {
 		return g
 	}
-	return &guardTransport{inner: o.transport, idle: o.idle}
+	return &guardTransport{inner: o.transport, idle: o.idle, rate: o.rate}
 }
 
 // RegistryTransport is an authenticated transport to reg with pull access
@@ -107,7 +133,11 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp = redactErrorBody(resp) // still timed: the body is read here
 	}
 	it.stop()
-	resp.Body = &idleBody{rc: resp.Body, t: it, ctx: ctx, cancel: cancel}
+	rate := t.rate
+	if rate.Bytes <= 0 || rate.Window <= 0 {
+		rate = DefaultMinRate
+	}
+	resp.Body = &idleBody{rc: resp.Body, t: it, ctx: ctx, cancel: cancel, rate: rate}
 	return resp, nil
 }
 
@@ -160,14 +190,31 @@ type idleBody struct {
 	t      *idleTimer
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// The minimum rate: bytes received and time spent waiting in the
+	// current window.
+	rate   minRate
+	got    int64
+	waited time.Duration
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
 	b.t.arm()
+	start := time.Now()
 	n, err := b.rc.Read(p)
 	b.t.stop()
 	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrIdleTimeout) {
 		err = fmt.Errorf("%w for %s mid-body", ErrIdleTimeout, b.t.idle)
+	}
+	// Each window of waiting must have brought its bytes: the idle timer
+	// alone resets on every byte, so a trickle would hold kiln for ever.
+	b.got += int64(n)
+	b.waited += time.Since(start)
+	if err == nil && b.waited >= b.rate.Window {
+		if want := int64(b.rate.Window.Seconds() * float64(b.rate.Bytes)); b.got < want {
+			b.cancel(ErrTooSlow)
+			return n, fmt.Errorf("%w: %d bytes in %s of waiting, below %d bytes/s", ErrTooSlow, b.got, b.waited.Round(time.Second), b.rate.Bytes)
+		}
+		b.got, b.waited = 0, 0
 	}
 	return n, err
 }
