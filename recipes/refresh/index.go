@@ -21,16 +21,23 @@ var projects = []string{"torch", "torchvision", "torchaudio"}
 type listing map[string]map[string]bool
 
 func (r *run) readIndex(ctx context.Context, variant, project string) (listing, error) {
-	c := &wheelindex.Client{HTTP: r.o.HTTP}
+	c := &wheelindex.Client{HTTP: r.o.HTTP, Complete: true}
 	idx := r.o.IndexURL + "/" + variant
+	// torch on a variant the data already knows must be listed: a 404 or
+	// an empty page there is a source that cannot be read, not every
+	// release removed ("a source that cannot be read fails the refresh").
+	known := project == "torch" && r.o.knowsVariant(variant)
 	files, err := c.Files(ctx, idx, project)
 	if err != nil {
-		if strings.Contains(err.Error(), "(404)") {
+		if strings.Contains(err.Error(), "(404)") && !known {
 			// A variant index without the project (no torchaudio on a new
 			// variant yet, or no such variant): nothing is listed.
 			return listing{}, nil
 		}
 		return nil, err
+	}
+	if known && len(files) == 0 {
+		return nil, fmt.Errorf("wheel index %s: the torch page of %s lists no files, though kiln's data has %s wheels; refusing to record them as removed", redactURL(wheelindex.ProjectURL(idx, project)), variant, variant)
 	}
 	out := listing{}
 	for _, f := range files {
@@ -186,6 +193,16 @@ func (r *run) torch(ctx context.Context, matrix map[string]*matrixRow) (recipes.
 // credentials); readIndex reads from the configured URL itself.
 func (r *run) projectURL(variant, project string) string {
 	return redactURL(wheelindex.ProjectURL(r.o.IndexURL+"/"+variant, project))
+}
+
+// knowsVariant says whether the base data has torch wheels for variant.
+func (o *Options) knowsVariant(variant string) bool {
+	for _, rel := range o.Base.Torch.Releases {
+		if findVariant(&rel, variant) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *Options) baseRelease(minor string) *recipes.TorchRelease {

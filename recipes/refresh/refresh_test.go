@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,4 +220,65 @@ func TestRefreshFailsOnUnreadableSource(t *testing.T) {
 	if strings.Contains(string(bs), "hunter2pass") || strings.Contains(string(bs), "user:") {
 		t.Error("index credentials in the refreshed data")
 	}
+}
+
+// D10 and D7: a source that cannot be read fails the refresh, whatever
+// shape the failure takes. A 404, an empty or a truncated torch page of a
+// variant the data knows was written as "N removed", exit 0; a tag list
+// whose Link: next points at itself was followed for ever.
+func TestRefreshRefusesBrokenSources(t *testing.T) {
+	db := embedded(t)
+	variant := db.Torch.Releases[len(db.Torch.Releases)-1].Variants[0].Name
+	run := func(t *testing.T, s *refreshtest.Set, o Options) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := Run(ctx, o)
+		return err
+	}
+	t.Run("404", func(t *testing.T) {
+		s := refreshtest.New(t, db)
+		s.Index.Drop(variant, "torch")
+		if err := run(t, s, options(s, db)); err == nil || !strings.Contains(err.Error(), "404") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("empty page", func(t *testing.T) {
+		s := refreshtest.New(t, db)
+		s.Index.Remove(variant, "torch", "")
+		if err := run(t, s, options(s, db)); err == nil || !strings.Contains(err.Error(), "lists no files") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("truncated page", func(t *testing.T) {
+		s := refreshtest.New(t, db)
+		cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			s.Index.ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			if strings.Contains(r.URL.Path, "/torch/") && strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+				b = b[:len(b)*2/3]
+			}
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			w.WriteHeader(rec.Code)
+			w.Write(b)
+		}))
+		defer cut.Close()
+		o := options(s, db)
+		o.IndexURL = cut.URL + "/whl"
+		// HTML pages must end their document (a JSON one would not parse).
+		if err := run(t, s, o); err == nil || !strings.Contains(err.Error(), "cut short") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("Link next loops", func(t *testing.T) {
+		s := refreshtest.New(t, db)
+		s.Hub.LoopNext = true
+		if err := run(t, s, options(s, db)); err == nil || !strings.Contains(err.Error(), "loops") {
+			t.Fatalf("err = %v", err)
+		}
+		if s.Hub.Pages > 3 {
+			t.Fatalf("%d pages read", s.Hub.Pages)
+		}
+	})
 }

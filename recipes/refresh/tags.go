@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
@@ -33,7 +34,7 @@ func (r *run) images(ctx context.Context) (recipes.ImageData, error) {
 	repo := ref.Name.Context()
 	listURL := fmt.Sprintf("%s://%s/v2/%s/tags/list", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr())
 	opts := append(layers.RemoteOptions(ctx, r.o.Registry...), r.o.Remote...)
-	tags, err := remote.List(repo, opts...)
+	tags, err := listTags(ctx, repo, opts)
 	if err != nil {
 		return recipes.ImageData{}, fmt.Errorf("nvidia/cuda tags %s: %w", listURL, layers.RedactError(err))
 	}
@@ -92,4 +93,41 @@ func (r *run) images(ctx context.Context) (recipes.ImageData, error) {
 	}
 	r.listURL = listURL
 	return out, nil
+}
+
+// maxTagPages bounds the tag list pages read: Docker Hub's nvidia/cuda has
+// a few thousand tags, tens of pages.
+const maxTagPages = 1000
+
+// listTags reads every page of repo's tag list, refusing a Link: next
+// that points at a page already read (a loop) or more than maxTagPages.
+func listTags(ctx context.Context, repo name.Repository, opts []remote.Option) ([]string, error) {
+	p, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.Lister(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	seen := map[string]bool{"": true}
+	for pages := 1; l.HasNext(); pages++ {
+		t, err := l.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tags = append(tags, t.Tags...)
+		if t.Next == "" {
+			break
+		}
+		if seen[t.Next] {
+			return nil, fmt.Errorf("the tag list's Link: next loops back to a page already read (%s)", redactURL(t.Next))
+		}
+		if pages >= maxTagPages {
+			return nil, fmt.Errorf("the tag list has more than %d pages", maxTagPages)
+		}
+		seen[t.Next] = true
+	}
+	return tags, nil
 }

@@ -5,6 +5,7 @@
 package wheelindex
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,6 +36,10 @@ type File struct {
 // Client fetches project pages.
 type Client struct {
 	HTTP *http.Client
+	// Complete refuses an HTML page that does not end its document
+	// (compat refresh: a page cut short reads as releases removed).
+	// Off for lock, whose mirrors may serve minimal pages.
+	Complete bool
 }
 
 func (c *Client) http() *http.Client {
@@ -49,10 +54,21 @@ var normRe = regexp.MustCompile(`[-_.]+`)
 // Normalize is the PEP 503 project-name normalization.
 func Normalize(name string) string { return strings.ToLower(normRe.ReplaceAllString(name, "-")) }
 
-// ProjectURL is INDEX/<normalized>/.
+// ProjectURL is INDEX/<normalized>/, the project's path joined to the
+// index URL's path (a query string stays the query).
 func ProjectURL(index, project string) string {
-	return strings.TrimSuffix(index, "/") + "/" + Normalize(project) + "/"
+	u, err := url.Parse(index)
+	if err != nil || (u.RawQuery == "" && u.Fragment == "") {
+		return strings.TrimSuffix(index, "/") + "/" + Normalize(project) + "/"
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + Normalize(project) + "/"
+	u.RawPath = ""
+	return u.String()
 }
+
+// maxPage bounds an index page: the largest (torch's, every wheel of
+// every release) is a few MiB.
+const maxPage = 64 << 20
 
 // Files lists project's files on the index at indexURL.
 func (c *Client) Files(ctx context.Context, indexURL, project string) ([]File, error) {
@@ -73,14 +89,23 @@ func (c *Client) Files(ctx context.Context, indexURL, project string) ([]File, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("wheel index %s: %s", u, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
 	if err != nil {
 		return nil, fmt.Errorf("wheel index %s: %w", u, err)
+	}
+	if len(body) > maxPage {
+		return nil, fmt.Errorf("wheel index %s: the page is larger than %d MiB; refused rather than cut", u, maxPage>>20)
 	}
 	base := resp.Request.URL
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == jsonType {
 		return parseJSON(base, body)
+	}
+	// A PEP 503 page ends its document; one cut short (a dropped
+	// connection behind a proxy that closed the chunked body cleanly)
+	// would list fewer files and read as releases removed.
+	if tail := strings.ToLower(string(bytes.TrimSpace(body))); c.Complete && !strings.HasSuffix(tail, "</html>") && !strings.HasSuffix(tail, "</body>") {
+		return nil, fmt.Errorf("wheel index %s: the page is cut short (no closing </html>)", u)
 	}
 	return parseHTML(base, body)
 }

@@ -3,6 +3,7 @@ package wheelindex
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,5 +80,38 @@ func TestWheelTags(t *testing.T) {
 	}
 	if Normalize("Flash_Attn..X") != "flash-attn-x" {
 		t.Error(Normalize("Flash_Attn..X"))
+	}
+}
+
+// D10: an index URL with a query string (a token, a mirror's parameter)
+// got the project's path appended after the query.
+func TestProjectURLKeepsTheQuery(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://download.pytorch.org/whl/cu126":   "https://download.pytorch.org/whl/cu126/torch/",
+		"https://mirror.example/simple/?token=abc": "https://mirror.example/simple/torch/?token=abc",
+		"https://mirror.example/whl/cu130?x=1&y=2": "https://mirror.example/whl/cu130/torch/?x=1&y=2",
+	} {
+		if got := ProjectURL(in, "Torch"); got != want {
+			t.Errorf("ProjectURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// D10: a page over the bound was cut at 64 MiB silently.
+func TestFilesRefusesOversizedPage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<html><body>")
+		chunk := strings.Repeat("<a href=\"x-1.0-py3-none-any.whl\">x-1.0-py3-none-any.whl</a>\n", 1<<10)
+		for n := 0; n <= maxPage; n += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		io.WriteString(w, "</body></html>")
+	}))
+	defer srv.Close()
+	if _, err := (&Client{}).Files(context.Background(), srv.URL, "x"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("err = %v", err)
 	}
 }

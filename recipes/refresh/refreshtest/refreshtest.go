@@ -65,6 +65,13 @@ func (x *WheelIndex) Remove(variant, project, prefix string) {
 	x.files[variant][project] = slices.DeleteFunc(x.files[variant][project], func(n string) bool { return strings.HasPrefix(n, prefix) })
 }
 
+// Drop makes variant's project page answer 404.
+func (x *WheelIndex) Drop(variant, project string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.files[variant], project)
+}
+
 func (x *WheelIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -184,6 +191,8 @@ type DockerHub struct {
 	FailPage int
 	// SawBadAuth: a request came with a credential other than the token.
 	SawBadAuth bool
+	// LoopNext makes every tag list page's Link: next point at itself.
+	LoopNext bool
 }
 
 func (h *DockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +251,9 @@ func (h *DockerHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(rec.Body.Bytes())
 		return
 	}
-	if len(body.Tags) == n {
+	if h.LoopNext {
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, r.URL.RequestURI()))
+	} else if len(body.Tags) == n {
 		w.Header().Set("Link", fmt.Sprintf(`</v2/%s/tags/list?last=%s&n=%d>; rel="next"`, body.Name, url.QueryEscape(body.Tags[n-1]), n))
 	}
 	w.Header().Set("Content-Type", "application/json")
