@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
+
+	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -20,6 +23,9 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 	}
 	img, err := ImageConfig(p, in, PlatformOrDefault(p), nil)
 	if err != nil {
+		return "", err
+	}
+	if err := L.checkDockerfile(img.Config); err != nil {
 		return "", err
 	}
 	var b strings.Builder
@@ -46,7 +52,7 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 			fmt.Fprintf(&b, "# %s\n", step.Name)
 			if len(step.Copies) > 0 {
 				for _, c := range step.Copies {
-					fmt.Fprintf(&b, "COPY %s %s\n", c.Src, c.Dst)
+					fmt.Fprintf(&b, "COPY %s\n", dfWords(c.Src, c.Dst))
 				}
 				continue
 			}
@@ -99,10 +105,10 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 		fmt.Fprintf(&b, "EXPOSE %s\n", p)
 	}
 	if img.Config.WorkingDir != "" {
-		fmt.Fprintf(&b, "WORKDIR %s\n", img.Config.WorkingDir)
+		fmt.Fprintf(&b, "WORKDIR %s\n", dq(img.Config.WorkingDir))
 	}
 	if img.Config.User != "" {
-		fmt.Fprintf(&b, "USER %s\n", img.Config.User)
+		fmt.Fprintf(&b, "USER %s\n", dq(img.Config.User))
 	}
 	if len(img.Config.Entrypoint) > 0 {
 		fmt.Fprintf(&b, "ENTRYPOINT %s\n", jsonArgs(img.Config.Entrypoint))
@@ -113,19 +119,74 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 	if len(L.Probes) > 0 {
 		b.WriteString("\n# Probes (kiln runs these in the runtime image; not part of the image)\nFROM runtime AS test\n")
 		for _, c := range L.Probes {
-			fmt.Fprintf(&b, "RUN %s\n", c)
+			// The exec form runs exactly what LLB runs (/bin/sh -c c):
+			// no heredoc or line continuation read into it.
+			fmt.Fprintf(&b, "RUN %s\n", jsonArgs([]string{"/bin/sh", "-c", c}))
 		}
 		b.WriteString("\nFROM runtime\n")
 	}
 	return b.String(), nil
 }
 
+// dq quotes s as one word of an instruction whose arguments BuildKit's
+// lexer expands (ENV, ARG, LABEL, WORKDIR, USER). Inside double quotes only
+// '"', '\' and '$' are special, so escaping them keeps s literal: nothing
+// expands in the export that LLB (which sets the value as written) does
+// not expand. A Dockerfile is not JSON: json.Marshal's \u003e stays text.
 func dq(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	return `"` + dqEscaper.Replace(s) + `"`
 }
 
+var dqEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`)
+
+// wordEscaper escapes what the lexer reads in an unquoted word: the escape
+// character, quotes and '$'.
+var wordEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, `'`, `\'`, `$`, `\$`)
+
+// dfWords is the JSON (exec) form of a COPY's arguments: one argument per
+// path whatever it holds (spaces included), each escaped for the lexer,
+// which BuildKit runs over every element of a COPY's JSON form too.
+func dfWords(words ...string) string {
+	esc := make([]string, len(words))
+	for i, w := range words {
+		esc[i] = wordEscaper.Replace(w)
+	}
+	return jsonArgs(esc)
+}
+
+// jsonArgs is a JSON array as the Dockerfile's exec form reads it, with
+// '<', '>' and '&' written as themselves.
 func jsonArgs(a []string) string {
-	b, _ := json.Marshal(a)
-	return string(b)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(a)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// checkDockerfile refuses a value the export cannot write on one line. A
+// recipe refuses control characters already; a plan read from elsewhere
+// (a lock file) is checked here.
+func (l *Layout) checkDockerfile(cfg ocispecs.ImageConfig) error {
+	vals := map[string][]string{"workdir": {cfg.WorkingDir}, "user": {cfg.User}, "env": cfg.Env, "test": l.Probes}
+	for k, v := range cfg.Labels {
+		vals["label "+k] = []string{v}
+	}
+	for _, st := range []Stage{l.Devel, l.Runtime} {
+		vals["base image"] = append(vals["base image"], st.Base)
+		for _, step := range st.Steps {
+			vals["step "+step.Name] = append(vals["step "+step.Name], step.Shell)
+			for _, c := range step.Copies {
+				vals["app files"] = append(vals["app files"], c.Src, c.Dst)
+			}
+		}
+	}
+	for what, vs := range vals {
+		for _, v := range vs {
+			if strings.ContainsFunc(v, unicode.IsControl) {
+				return fmt.Errorf("builder: the %s value %q holds a control character: a Dockerfile line cannot carry it", what, v)
+			}
+		}
+	}
+	return nil
 }

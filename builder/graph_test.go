@@ -323,7 +323,7 @@ func TestDockerfile(t *testing.T) {
 		"--mount=type=bind,from=devel,source=/wheelhouse,target=/wheelhouse",
 		"--mount=type=cache,id=kiln-pip-cache,target=/root/.cache/pip",
 		"RUN --network=host",
-		"COPY app /app",
+		`COPY ["app","/app"]`,
 		`ENTRYPOINT ["python3","main.py"]`,
 		"NVIDIA_REQUIRE_CUDA=",
 		LabelRecipeHash,
