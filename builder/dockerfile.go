@@ -35,22 +35,43 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 		b.WriteString("# GPU code is pruned to the recipe's gpus by kiln itself: build with\n# --build-context " + ToolsName + "=DIR, DIR holding a statically linked kiln (CGO_ENABLED=0 make build).\n")
 	}
 	for _, st := range []Stage{L.Devel, L.Runtime} {
+		// A file step that is more than one copy is one layer in LLB: its
+		// files are gathered in a stage of their own and copied at once.
+		gathered := map[int]string{}
+		for i, step := range st.Steps {
+			if len(step.Copies)+len(step.Dirs) < 2 && len(step.Dirs) == 0 {
+				continue
+			}
+			name := fmt.Sprintf("%s-files-%d", st.Name, i)
+			if step.Component == ComponentApp {
+				name = "app"
+			}
+			gathered[i] = name
+			fmt.Fprintf(&b, "\n# %s, gathered into one layer\nFROM scratch AS %s\n", step.Name, name)
+			for _, c := range step.Copies {
+				fmt.Fprintf(&b, "COPY %s\n", dfWords(c.Src, c.Dst))
+			}
+			for _, d := range step.Dirs {
+				fmt.Fprintf(&b, "WORKDIR %s\n", dq(d))
+			}
+		}
 		fmt.Fprintf(&b, "\nFROM %s AS %s\n", st.Base, st.Name)
+		// The runtime stage's build-time variables are ARGs: they reach
+		// its RUN steps but not the image config (only PATH is in both).
 		for _, kv := range st.Env {
-			if kv[0] == "PATH" || st.Name == "devel" || kv[0] == "DEBIAN_FRONTEND" {
+			if kv[0] == "PATH" || st.Name == "devel" {
 				fmt.Fprintf(&b, "ENV %s=%s\n", kv[0], dq(kv[1]))
+			} else {
+				fmt.Fprintf(&b, "ARG %s=%s\n", kv[0], dq(kv[1]))
 			}
 		}
-		if st.Name == "runtime" {
-			for _, kv := range st.Env {
-				if kv[0] != "PATH" && kv[0] != "DEBIAN_FRONTEND" {
-					fmt.Fprintf(&b, "ARG %s=%s\n", kv[0], dq(kv[1]))
-				}
-			}
-		}
-		for _, step := range st.Steps {
+		for i, step := range st.Steps {
 			fmt.Fprintf(&b, "# %s\n", step.Name)
-			if len(step.Copies) > 0 {
+			if name, ok := gathered[i]; ok {
+				fmt.Fprintf(&b, "COPY --from=%s / /\n", name)
+				continue
+			}
+			if step.IsFile() {
 				for _, c := range step.Copies {
 					fmt.Fprintf(&b, "COPY %s\n", dfWords(c.Src, c.Dst))
 				}
@@ -168,24 +189,32 @@ func jsonArgs(a []string) string {
 // recipe refuses control characters already; a plan read from elsewhere
 // (a lock file) is checked here.
 func (l *Layout) checkDockerfile(cfg ocispecs.ImageConfig) error {
-	vals := map[string][]string{"workdir": {cfg.WorkingDir}, "user": {cfg.User}, "env": cfg.Env, "test": l.Probes}
+	type value struct{ what, v string }
+	vals := []value{{"workdir", cfg.WorkingDir}, {"user", cfg.User}}
+	for _, kv := range cfg.Env {
+		vals = append(vals, value{"env", kv})
+	}
 	for k, v := range cfg.Labels {
-		vals["label "+k] = []string{v}
+		vals = append(vals, value{"label " + k, v})
+	}
+	for _, c := range l.Probes {
+		vals = append(vals, value{"test", c})
 	}
 	for _, st := range []Stage{l.Devel, l.Runtime} {
-		vals["base image"] = append(vals["base image"], st.Base)
+		vals = append(vals, value{"base image", st.Base})
 		for _, step := range st.Steps {
-			vals["step "+step.Name] = append(vals["step "+step.Name], step.Shell)
+			vals = append(vals, value{"step " + step.Name, step.Shell})
 			for _, c := range step.Copies {
-				vals["app files"] = append(vals["app files"], c.Src, c.Dst)
+				vals = append(vals, value{"app files", c.Src}, value{"app files", c.Dst})
+			}
+			for _, d := range step.Dirs {
+				vals = append(vals, value{"app workdir", d})
 			}
 		}
 	}
-	for what, vs := range vals {
-		for _, v := range vs {
-			if strings.ContainsFunc(v, unicode.IsControl) {
-				return fmt.Errorf("builder: the %s value %q holds a control character: a Dockerfile line cannot carry it", what, v)
-			}
+	for _, v := range vals {
+		if strings.ContainsFunc(v.v, unicode.IsControl) {
+			return fmt.Errorf("builder: the %s value %q holds a control character: a Dockerfile line cannot carry it", v.what, v.v)
 		}
 	}
 	return nil

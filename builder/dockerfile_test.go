@@ -67,6 +67,9 @@ func readDockerfile(t *testing.T, df string) dfMeaning {
 			case *instructions.UserCommand:
 				m.user = c.User
 			case *instructions.CopyCommand:
+				if c.From != "" {
+					continue // a gathered file step, copied from its stage
+				}
 				m.copies = append(m.copies, append(slices.Clone(c.SourcePaths), c.DestPath))
 			case *instructions.RunCommand:
 				m.runs[st.Name]++
