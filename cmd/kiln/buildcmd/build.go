@@ -40,11 +40,7 @@ type BuildOptions struct {
 	Dockerfile bool
 	JSON       bool
 
-	Builder       string
-	TLSCACert     string
-	TLSCert       string
-	TLSKey        string
-	TLSServerName string
+	cmdutil.BuilderFlags
 
 	Push         string
 	Outputs      []string
@@ -122,11 +118,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
 	fl.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
-	fl.StringVar(&opts.Builder, "builder", "", "BuildKit address: unix://PATH, tcp://HOST:PORT, docker-container://NAME, kube-pod://POD (default $BUILDKIT_HOST, then the standard sockets)")
-	fl.StringVar(&opts.TLSCACert, "tlscacert", "", "CA certificate for a tcp:// builder")
-	fl.StringVar(&opts.TLSCert, "tlscert", "", "client certificate for a tcp:// builder")
-	fl.StringVar(&opts.TLSKey, "tlskey", "", "client key for a tcp:// builder")
-	fl.StringVar(&opts.TLSServerName, "tlsservername", "", "server name the builder's certificate is checked against")
+	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
 	fl.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
@@ -397,7 +389,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	// containerd's content store warns through logrus (e.g. about fsverity
 	// on the output directory); kiln's own messages are enough.
 	logrus.SetLevel(logrus.ErrorLevel)
-	c, addr, err := builder.Connect(ctx, opts.Builder, builder.TLS{ServerName: opts.TLSServerName, CACert: opts.TLSCACert, Cert: opts.TLSCert, Key: opts.TLSKey})
+	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
 	}
