@@ -22,6 +22,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
@@ -389,6 +390,24 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	// containerd's content store warns through logrus (e.g. about fsverity
 	// on the output directory); kiln's own messages are enough.
 	logrus.SetLevel(logrus.ErrorLevel)
+	// Where the image goes is checked before the build, not after it.
+	for _, out := range outputs {
+		raw, flag := out.Path, "--push"
+		switch out.Type {
+		case "image":
+		case "oci", "docker-archive":
+			raw, flag = out.Type+":"+out.Path, "--output"
+		default:
+			continue
+		}
+		ref, err := layers.ParseRef(raw, layers.WithInsecureRegistries(opts.Insecure...))
+		if err == nil {
+			err = preflight.Target(ctx, flag, ref, layers.WithInsecureRegistries(opts.Insecure...))
+		}
+		if err != nil {
+			return err
+		}
+	}
 	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
