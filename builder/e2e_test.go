@@ -32,6 +32,14 @@ import (
 // with KILN_REQUIRE_BUILDKIT=1) when either is missing.
 func e2eEnv(t *testing.T) (*client.Client, string) {
 	t.Helper()
+	return buildkitEnv(t, "12.4.1-devel-debian13", "12.4.1-base-debian13")
+}
+
+// buildkitEnv returns a BuildKit client and the registry KILN_REGISTRY
+// names, or skips (fails with KILN_REQUIRE_BUILDKIT=1) when either is
+// missing or the registry lacks one of the fixtures nvidia/cuda:TAG.
+func buildkitEnv(t *testing.T, fixtureTags ...string) (*client.Client, string) {
+	t.Helper()
 	require := os.Getenv("KILN_REQUIRE_BUILDKIT") == "1"
 	miss := func(format string, a ...any) {
 		t.Helper()
@@ -45,7 +53,12 @@ func e2eEnv(t *testing.T) (*client.Client, string) {
 	if reg == "" {
 		miss("KILN_REGISTRY not set (bash scripts/registry.sh start && bash scripts/fixtures.sh)")
 	}
-	for _, tag := range []string{"12.4.1-devel-debian13", "12.4.1-base-debian13"} {
+	resp, err := http.Get("http://" + reg + "/v2/")
+	if err != nil {
+		miss("registry %s: %v (bash scripts/registry.sh start)", reg, err)
+	}
+	resp.Body.Close()
+	for _, tag := range fixtureTags {
 		req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/"+tag, nil)
 		req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json")
 		resp, err := http.DefaultClient.Do(req)

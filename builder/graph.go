@@ -125,8 +125,8 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 		s = s.AddEnv(kv[0], kv[1])
 	}
 	for _, step := range st.Steps {
-		if len(step.Copies) > 0 {
-			s = s.File(copyAction(step.Copies, in), llb.WithCustomName(step.Name))
+		if step.IsFile() {
+			s = s.File(fileAction(step, in), llb.WithCustomName(step.Name))
 			continue
 		}
 		opts := []llb.RunOption{
@@ -161,34 +161,51 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 	return s
 }
 
-func copyAction(copies []FileCopy, in Inputs) *llb.FileAction {
-	var patterns []string
-	for _, c := range copies {
-		patterns = append(patterns, strings.TrimPrefix(path.Clean("/"+c.Src), "/"))
+// fileAction is a file step: its copies from the build context, then its
+// directories.
+func fileAction(step Step, in Inputs) *llb.FileAction {
+	var created *time.Time
+	if in.SourceDateEpoch != nil {
+		t := time.Unix(*in.SourceDateEpoch, 0).UTC()
+		created = &t
 	}
-	ctx := llb.Local(ContextName,
-		llb.IncludePatterns(patterns),
-		llb.SharedKeyHint(ContextName),
-		llb.LocalUniqueID("kiln-"+ContextName),
-		llb.WithCustomName("app files"),
-	)
 	var fa *llb.FileAction
-	for _, c := range copies {
-		info := &llb.CopyInfo{
-			CopyDirContentsOnly: true,
-			CreateDestPath:      true,
-			AllowWildcard:       true,
-			FollowSymlinks:      true,
+	if len(step.Copies) > 0 {
+		var patterns []string
+		for _, c := range step.Copies {
+			patterns = append(patterns, strings.TrimPrefix(path.Clean("/"+c.Src), "/"))
 		}
-		if in.SourceDateEpoch != nil {
-			t := time.Unix(*in.SourceDateEpoch, 0).UTC()
-			info.CreatedTime = &t
+		ctx := llb.Local(ContextName,
+			llb.IncludePatterns(patterns),
+			llb.SharedKeyHint(ContextName),
+			llb.LocalUniqueID("kiln-"+ContextName),
+			llb.WithCustomName("app files"),
+		)
+		for _, c := range step.Copies {
+			info := &llb.CopyInfo{
+				CopyDirContentsOnly: true,
+				CreateDestPath:      true,
+				AllowWildcard:       true,
+				FollowSymlinks:      true,
+				CreatedTime:         created,
+			}
+			src := "/" + strings.TrimPrefix(path.Clean("/"+c.Src), "/")
+			if fa == nil {
+				fa = llb.Copy(ctx, src, c.Dst, info)
+			} else {
+				fa = fa.Copy(ctx, src, c.Dst, info)
+			}
 		}
-		src := "/" + strings.TrimPrefix(path.Clean("/"+c.Src), "/")
+	}
+	for _, d := range step.Dirs {
+		opts := []llb.MkdirOption{llb.WithParents(true)}
+		if created != nil {
+			opts = append(opts, llb.WithCreatedTime(*created))
+		}
 		if fa == nil {
-			fa = llb.Copy(ctx, src, c.Dst, info)
+			fa = llb.Mkdir(d, 0o755, opts...)
 		} else {
-			fa = fa.Copy(ctx, src, c.Dst, info)
+			fa = fa.Mkdir(d, 0o755, opts...)
 		}
 	}
 	return fa

@@ -153,14 +153,21 @@ func TestGraphOps(t *testing.T) {
 	if aptRuns != 2 {
 		t.Errorf("apt runs=%d, want devel and runtime", aptRuns)
 	}
-	// The app is copied last, from the context, in one op; no wheel is ever copied.
+	// The app is copied last, from the context, in one op that then makes
+	// the workdir (as a Dockerfile's WORKDIR does); no wheel is ever copied.
 	if len(d.files) != 1 {
 		t.Fatalf("file ops=%d, want 1 (app)", len(d.files))
 	}
 	for _, a := range d.files[0].Actions {
+		if m := a.GetMkdir(); m != nil {
+			if m.Path != "/app" || !m.MakeParents {
+				t.Errorf("app op makes %v", m)
+			}
+			continue
+		}
 		c := a.GetCopy()
 		if c == nil {
-			t.Errorf("app op has a non-copy action %v", a)
+			t.Errorf("app op has another action %v", a)
 			continue
 		}
 		if strings.Contains(c.Src, "wheel") || c.Dest != "/app" {
@@ -323,7 +330,7 @@ func TestDockerfile(t *testing.T) {
 		"--mount=type=bind,from=devel,source=/wheelhouse,target=/wheelhouse",
 		"--mount=type=cache,id=kiln-pip-cache,target=/root/.cache/pip",
 		"RUN --network=host",
-		"COPY app /app",
+		`COPY ["app","/app"]`,
 		`ENTRYPOINT ["python3","main.py"]`,
 		"NVIDIA_REQUIRE_CUDA=",
 		LabelRecipeHash,

@@ -71,7 +71,7 @@ func (L *Layout) SplitComponent(comp Component, parts [][]string) error {
 	}
 	i := -1
 	for j, s := range L.Runtime.Steps {
-		if s.Component == comp && len(s.Copies) == 0 {
+		if s.Component == comp && !s.IsFile() {
 			i = j
 		}
 	}

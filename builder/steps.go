@@ -66,8 +66,13 @@ type Step struct {
 	Shell       string    // a /bin/sh -c command (run steps)
 	Mounts      []Mount
 	HostNetwork bool       // fetches from the network (indexes on 127.0.0.1 included)
-	Copies      []FileCopy // copy steps: files from the build context
+	Copies      []FileCopy // file steps: files from the build context
+	Dirs        []string   // file steps: directories made after the copies (the app's workdir)
 }
+
+// IsFile reports whether the step is a file operation (copies and
+// directories, one layer) rather than a command.
+func (s Step) IsFile() bool { return len(s.Copies) > 0 || len(s.Dirs) > 0 }
 
 // FileCopy copies Src (relative to the build context) to Dst.
 type FileCopy struct {
@@ -332,12 +337,19 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 			Mounts:    mounts,
 		})
 	}
-	if p.App != nil && len(p.App.Files) > 0 {
+	if p.App != nil {
 		st := Step{Name: "runtime: app files", Component: ComponentApp}
 		for _, f := range p.App.Files {
 			st.Copies = append(st.Copies, FileCopy{Src: f.Src, Dst: f.Dst})
 		}
-		L.Runtime.Steps = append(L.Runtime.Steps, st)
+		// The workdir exists in the image, as a Dockerfile's WORKDIR
+		// makes it: the export and this graph give the same layers.
+		if w := path.Clean(p.App.Workdir); p.App.Workdir != "" && w != "/" {
+			st.Dirs = []string{w}
+		}
+		if st.IsFile() {
+			L.Runtime.Steps = append(L.Runtime.Steps, st)
+		}
 	}
 	return L, nil
 }

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -619,7 +621,52 @@ func (r *Recipe) validate() []problem {
 			add(fmt.Sprintf("test[%d]", i), "empty command")
 		}
 	}
+	controlChars("", reflect.ValueOf(r).Elem(), add)
 	return ps
+}
+
+// controlChars refuses control characters (a newline, a tab, NUL, ESC...)
+// in every string of the recipe but its description: each field becomes
+// one word or one line of the image config, an LLB operation and the
+// exported Dockerfile, where a newline would start a new instruction
+// (workdir: "/app\nRUN touch /x") that kiln build never runs.
+func controlChars(path string, v reflect.Value, add func(path, format string, a ...any)) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			controlChars(path, v.Elem(), add)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" || !f.IsExported() || tag == "description" {
+				continue
+			}
+			p := tag
+			if path != "" {
+				p = path + "." + tag
+			}
+			controlChars(p, v.Field(i), add)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			controlChars(fmt.Sprintf("%s[%d]", path, i), v.Index(i), add)
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			controlChars(path+"."+k.String(), k, add)
+			controlChars(path+"."+k.String(), v.MapIndex(k), add)
+		}
+	case reflect.String:
+		if i := strings.IndexFunc(v.String(), unicode.IsControl); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(v.String()[i:])
+			add(path, "%q holds the control character %U: a recipe value is one line of printable text", v.String(), r)
+		}
+	}
 }
 
 func checkURL(s string) error {

@@ -110,3 +110,33 @@ func FuzzParseRecipe(f *testing.F) {
 		_ = r.Hash()
 	})
 }
+
+// A control character in any recipe value is refused with the file and the
+// field: a newline would start a new Dockerfile instruction in the export
+// (issue 27 D8) that kiln build never runs.
+func TestParseRefusesControlCharacters(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"name: a\napp:\n  workdir: \"/app\\nRUN touch /x\"\n", `kiln.yaml:3:12: app.workdir: "/app\nRUN touch /x" holds the control character U+000A`},
+		{"name: a\napp:\n  user: \"app\\nRUN id\"\n", "kiln.yaml:3:9: app.user:"},
+		{"name: a\napp:\n  files:\n    - {src: app, dst: \"/app\\nRUN id\"}\n", "app.files[0].dst:"},
+		{"name: a\napp:\n  env: {A: \"x\\ty\"}\n", "app.env.A: \"x\\ty\" holds the control character U+0009"},
+		{"name: a\napp:\n  cmd: [\"a\\rb\"]\n", "app.cmd[0]:"},
+		{"name: a\ntest: [\"true\\nRUN touch /x\"]\n", "kiln.yaml:2:8: test[0]:"},
+		{"name: a\npip: [\"numpy\\nRUN id\"]\n", "kiln.yaml:2:7: pip[0]:"},
+		{"name: a\nweights:\n  - {source: \"hf://x/y\\u001b[2J\", mount: /m}\n", "weights[0].source:"},
+	}
+	for _, tc := range cases {
+		_, err := Parse("kiln.yaml", []byte(tc.yaml))
+		if err == nil {
+			t.Errorf("%q: parsed, want %q", tc.yaml, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got  %q\n want %q", tc.yaml, err, tc.want)
+		}
+	}
+	// A description may span lines: it is never written into the image.
+	if _, err := Parse("kiln.yaml", []byte("name: a\ncuda: '12.4'\ndescription: |\n  two\n  lines\n")); err != nil {
+		t.Errorf("multi-line description refused: %v", err)
+	}
+}

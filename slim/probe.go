@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	ctdcontent "github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/plugins/content/local"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/client/llb"
@@ -14,12 +16,37 @@ import (
 	"github.com/tonistiigi/fsutil"
 )
 
-// Probe runs cmd with /bin/sh -c in image ref (which the BuildKit daemon
-// must be able to pull, pinned by digest) with the image's environment,
-// working directory and user, as a real execution: a non-zero exit fails
-// it, and the error carries the tail of the command's output.
-func Probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd string) error {
-	_, err := probe(ctx, c, ref, cfg, cmd, "")
+// ProbeSource is where BuildKit reads the probed image: Ref (NAME@DIGEST)
+// in the OCI layout at Layout on this machine, sent to the daemon through
+// the solve's session (nothing is pushed anywhere), or, with Layout empty,
+// a registry reference the daemon pulls, pinned by digest.
+type ProbeSource struct {
+	Ref    string
+	Layout string
+}
+
+// probeStore is the session's name for the layout's content store.
+const probeStore = "kiln-slim-probe"
+
+// state is the image as an LLB source, and the solve options that serve it.
+func (s ProbeSource) state(opt *client.SolveOpt) (llb.State, error) {
+	if s.Layout == "" {
+		return llb.Image(s.Ref, llb.WithCustomName("kiln slim probe image "+s.Ref)), nil
+	}
+	store, err := local.NewStore(s.Layout)
+	if err != nil {
+		return llb.State{}, fmt.Errorf("probe: the image's layout %s: %w", s.Layout, err)
+	}
+	opt.OCIStores = map[string]ctdcontent.Store{probeStore: store}
+	return llb.OCILayout(s.Ref, llb.OCIStore("", probeStore), llb.WithCustomName("kiln slim probe image "+s.Ref)), nil
+}
+
+// Probe runs cmd with /bin/sh -c in the image src names with the image's
+// environment, working directory and user, as a real execution: a
+// non-zero exit fails it, and the error carries the tail of the command's
+// output.
+func Probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.ConfigFile, cmd string) error {
+	_, err := probe(ctx, c, src, cfg, cmd, "")
 	return err
 }
 
@@ -38,15 +65,19 @@ const (
 // linked kiln named "kiln"; it is mounted into the probe container, which
 // runs privileged (BuildKit's security.insecure entitlement: fanotify
 // needs CAP_SYS_ADMIN), the recorder as root and cmd as the image's user.
-func ProbeRecord(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
+func ProbeRecord(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
 	if tools == "" {
 		return nil, fmt.Errorf("probe: recording the startup set needs the kiln tools directory")
 	}
-	return probe(ctx, c, ref, cfg, cmd, tools)
+	return probe(ctx, c, src, cfg, cmd, tools)
 }
 
-func probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
-	st := llb.Image(ref, llb.WithCustomName("kiln slim probe image "+ref))
+func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
+	var opt client.SolveOpt
+	st, err := src.state(&opt)
+	if err != nil {
+		return nil, err
+	}
 	var ro []llb.RunOption
 	args := []string{"/bin/sh", "-c", cmd}
 	user := ""
@@ -79,7 +110,6 @@ func probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile
 	}
 	run := st.Run(ro...)
 	out := run.Root()
-	var opt client.SolveOpt
 	var outDir string
 	if tools != "" {
 		out = run.AddMount(recordOut, llb.Scratch())
@@ -91,11 +121,9 @@ func probe(ctx context.Context, c *client.Client, ref string, cfg *v1.ConfigFile
 			return nil, err
 		}
 		defer os.RemoveAll(outDir)
-		opt = client.SolveOpt{
-			LocalMounts:         map[string]fsutil.FS{"kiln-tools": tfs},
-			AllowedEntitlements: []string{entitlements.EntitlementSecurityInsecure.String()},
-			Exports:             []client.ExportEntry{{Type: client.ExporterLocal, OutputDir: outDir}},
-		}
+		opt.LocalMounts = map[string]fsutil.FS{"kiln-tools": tfs}
+		opt.AllowedEntitlements = []string{entitlements.EntitlementSecurityInsecure.String()}
+		opt.Exports = []client.ExportEntry{{Type: client.ExporterLocal, OutputDir: outDir}}
 	}
 	def, err := out.Marshal(ctx)
 	if err != nil {

@@ -2,11 +2,10 @@ package warm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -17,7 +16,7 @@ var ErrAlreadyExists = blob.ErrAlreadyExists
 
 // ErrNoSpace is returned (wrapped) when the target's disk cannot hold what
 // is missing.
-var ErrNoSpace = errors.New("not enough disk space")
+var ErrNoSpace = preflight.ErrNoSpace
 
 // Target is a host's image store that kiln warm fills: a Store (it holds
 // blobs: containerd's content store, an OCI layout) or a Loader (its unit
@@ -123,13 +122,9 @@ func ParseTarget(s string) (TargetSpec, error) {
 
 func (t TargetSpec) String() string { return t.Kind + ":" + t.Addr }
 
-func statfsFree(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
-}
+// statfsFree is the free space on dir's file system (kiln's one preflight
+// helper measures it for every verb).
+func statfsFree(dir string) (int64, error) { return preflight.Free(dir) }
 
 // The adapters and the roles each plays, checked at compile time: a target
 // that silently lost one would still run, without its guarantee.

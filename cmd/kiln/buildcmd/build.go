@@ -22,6 +22,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
@@ -40,11 +41,7 @@ type BuildOptions struct {
 	Dockerfile bool
 	JSON       bool
 
-	Builder       string
-	TLSCACert     string
-	TLSCert       string
-	TLSKey        string
-	TLSServerName string
+	cmdutil.BuilderFlags
 
 	Push         string
 	Outputs      []string
@@ -122,11 +119,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
 	fl.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
-	fl.StringVar(&opts.Builder, "builder", "", "BuildKit address: unix://PATH, tcp://HOST:PORT, docker-container://NAME, kube-pod://POD (default $BUILDKIT_HOST, then the standard sockets)")
-	fl.StringVar(&opts.TLSCACert, "tlscacert", "", "CA certificate for a tcp:// builder")
-	fl.StringVar(&opts.TLSCert, "tlscert", "", "client certificate for a tcp:// builder")
-	fl.StringVar(&opts.TLSKey, "tlskey", "", "client key for a tcp:// builder")
-	fl.StringVar(&opts.TLSServerName, "tlsservername", "", "server name the builder's certificate is checked against")
+	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
 	fl.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
@@ -397,7 +390,25 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	// containerd's content store warns through logrus (e.g. about fsverity
 	// on the output directory); kiln's own messages are enough.
 	logrus.SetLevel(logrus.ErrorLevel)
-	c, addr, err := builder.Connect(ctx, opts.Builder, builder.TLS{ServerName: opts.TLSServerName, CACert: opts.TLSCACert, Cert: opts.TLSCert, Key: opts.TLSKey})
+	// Where the image goes is checked before the build, not after it.
+	for _, out := range outputs {
+		raw, flag := out.Path, "--push"
+		switch out.Type {
+		case "image":
+		case "oci", "docker-archive":
+			raw, flag = out.Type+":"+out.Path, "--output"
+		default:
+			continue
+		}
+		ref, err := layers.ParseRef(raw, layers.WithInsecureRegistries(opts.Insecure...))
+		if err == nil {
+			err = preflight.Target(ctx, flag, ref, layers.WithInsecureRegistries(opts.Insecure...))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,24 @@ func TestBuildNoDaemon(t *testing.T) {
 	}
 }
 
+// Where the image goes is checked before the build (issue 25 item 8): an
+// unreachable --push or an --output that cannot be written fails at once,
+// not after a build that takes minutes.
+func TestBuildChecksOutputsFirst(t *testing.T) {
+	f := buildRecipe(t)
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, []byte("x"), 0o644)
+	for _, tc := range []struct{ flag, dest, want string }{
+		{"--push", "127.0.0.1:1/kiln/app:v1", "--push 127.0.0.1:1/kiln/app:v1: cannot reach"},
+		{"--output", "oci:" + filepath.Join(file, "out"), "is a file, not a directory"},
+	} {
+		code, _, errOut := run(t, "build", f, tc.flag, tc.dest, "--builder", "unix:///nonexistent/buildkitd.sock", "--mirror", "127.0.0.1:5000")
+		if code != cmdutil.ExitFailure || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s %s: exit %d: %s; want %q", tc.flag, tc.dest, code, errOut, tc.want)
+		}
+	}
+}
+
 func TestBuildMissingRecipe(t *testing.T) {
 	if code, _, _ := run(t, "build", filepath.Join(t.TempDir(), "nope.yaml"), "--dry-run"); code != cmdutil.ExitFailure {
 		t.Errorf("exit %d", code)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/moby/buildkit/client"
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder"
@@ -19,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
@@ -58,6 +61,7 @@ type SlimOptions struct {
 	SBOM bool
 	cmdutil.SignFlag
 	cmdutil.ImageFlags
+	cmdutil.BuilderFlags
 }
 
 func NewCmdSlim(f *cmdutil.Factory) *cobra.Command {
@@ -116,9 +120,18 @@ FlashAttention, bitsandbytes, ...) by default; NVIDIA's redistributable
 libraries (cuBLAS, cuDNN, NCCL, cuFFT, ...) only with --prune-nvidia-libs,
 since whether their license allows modified copies is your call.
 
---probe CMD pushes the slim image to a local registry and runs CMD in it
-through BuildKit before anything is written to DEST; the slim fails when the
-probe does.`,
+--probe CMD runs CMD in the slim image through BuildKit (--builder, else
+$BUILDKIT_HOST, else the standard sockets) before anything is written to
+DEST; the slim fails when the probe does. BuildKit reads the image from an
+OCI layout in the work directory: nothing is pushed anywhere you did not
+name (--probe-registry REG pushes it there instead, for a remote builder
+that cannot read this machine's files).
+
+Before the rewrite, slim checks what it will need at the end: that --to
+(and --weights-to) can be written (a registry answers and takes kiln's
+credentials for a push; a directory can be created), that BuildKit answers
+when --probe is set, and that the work directory has room for the new
+layers.`,
 		Example: `  kiln slim 127.0.0.1:5000/kiln/naive-app:latest --to 127.0.0.1:5000/kiln/app:slim
   kiln slim docker-archive:app.tar --to oci:./slim:app --weights-to oci:./weights:app
   kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
@@ -143,7 +156,8 @@ probe does.`,
 	fl.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
 	fl.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
 	fl.StringVar(&opts.Probe, "probe", "", "command to run in the slim image through BuildKit before writing it (fails the slim when it fails)")
-	fl.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", "127.0.0.1:5000"), "registry the BuildKit daemon can pull from, for --probe")
+	fl.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", ""), "with --probe: push the image to this registry for BuildKit to pull (default: BuildKit reads it from an OCI layout in the work directory, nothing is pushed)")
+	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
 	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
@@ -308,6 +322,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 		defer os.RemoveAll(work)
 	}
+	bk, err := slimPreflight(ctx, opts, fl, img, work)
+	if err != nil {
+		return err
+	}
+	if bk != nil {
+		defer bk.Close()
+	}
 	ro := slim.Options{Policy: pol, WorkDir: filepath.Join(work, "image"), Level: opts.Level, Compression: comps, MaxLayerSize: maxLayer,
 		Force: opts.Force, Concurrency: opts.Jobs, SkipVerify: opts.NoVerify,
 		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
@@ -344,17 +365,69 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		maps.Copy(labels, st.Labels)
 		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
 	}
-	if _, err := publish(ctx, opts, fl, res, labels); err != nil {
+	if _, err := publish(ctx, opts, fl, res, labels, bk, work); err != nil {
 		return err
 	}
 	return writeSlimReport(opts, rep)
 }
 
+// slimPreflight checks, before the rewrite, what slim needs at its end:
+// the destinations can be written, BuildKit answers (--probe; its client
+// is returned for the probe) and the work directory's file system holds
+// the new layers: an estimate of one copy of the image's compressed layers
+// per encoding, and one more for the probe's layout.
+func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *layers.Image, work string) (*client.Client, error) {
+	if err := preflight.Target(ctx, "--to", fl.to, fl.lopts...); err != nil {
+		return nil, err
+	}
+	if opts.WeightsTo != "" {
+		wt, err := layers.ParseRef(opts.WeightsTo, fl.lopts...)
+		if err != nil {
+			return nil, cmdutil.UsageErr("--weights-to: %v", err)
+		}
+		if err := preflight.Target(ctx, "--weights-to", wt, fl.lopts...); err != nil {
+			return nil, err
+		}
+	}
+	copies := int64(len(fl.comps))
+	var bk *client.Client
+	if opts.Probe != "" {
+		if opts.ProbeRegistry != "" {
+			pr, err := layers.ParseRef(probeRef(opts.ProbeRegistry, "probe"), fl.lopts...)
+			if err != nil {
+				return nil, cmdutil.UsageErr("--probe-registry: %v", err)
+			}
+			if err := preflight.Target(ctx, "--probe-registry", pr, fl.lopts...); err != nil {
+				return nil, err
+			}
+		} else {
+			copies++
+		}
+		// containerd's content store (the probe's layout) warns through
+		// logrus (e.g. about fsverity); kiln's own messages are enough.
+		logrus.SetLevel(logrus.ErrorLevel)
+		var err error
+		if bk, err = preflight.BuildKit(ctx, "--probe", opts.Builder, opts.TLS()); err != nil {
+			return nil, err
+		}
+	}
+	if err := preflight.Disk(work, copies*img.CompressedSize(), "the slimmed layers"); err != nil {
+		if bk != nil {
+			bk.Close()
+		}
+		return nil, fmt.Errorf("--work-dir: %w", err)
+	}
+	return bk, nil
+}
+
+// probeRef is where --probe-registry REG holds the probe image.
+func probeRef(reg, tag string) string { return reg + "/kiln-slim-probe/image:" + tag }
+
 // publish writes the slimmed image in each encoding to its destination
 // (probing it first with --probe, re-laid as eStargz with --format
 // estargz), with its SBOM (--sbom) and signed (--sign-key), and records
 // each in res.Report. It returns what was written.
-func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Result, labels map[string]string) ([]v1.Image, error) {
+func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Result, labels map[string]string, bk *client.Client, work string) ([]v1.Image, error) {
 	comps, dests, to, esgz, key, lopts := fl.comps, fl.dests, fl.to, fl.esgz, fl.key, fl.lopts
 	rep := res.Report
 	var err error
@@ -382,7 +455,7 @@ func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Re
 
 	if opts.Probe != "" {
 		// The last encoding: zstd when there is one, the faster to pull.
-		startup, err := probeSlim(ctx, opts, imgs[len(imgs)-1], lopts, esgz)
+		startup, err := probeSlim(ctx, opts, bk, imgs[len(imgs)-1], work, lopts, esgz)
 		if err != nil {
 			return nil, err
 		}
@@ -481,31 +554,36 @@ func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	return nil
 }
 
-// probeSlim pushes the image to the probe registry under its digest and
-// runs the probe through BuildKit; with record, under the recorder (kiln
-// itself mounted into the probe container), returning the files it opened.
-func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []layers.Option, record bool) ([]string, error) {
+// probeSlim hands the image to BuildKit, from an OCI layout in the work
+// directory (or pushed to --probe-registry when it is named), and runs
+// the probe there; with record, under the recorder (kiln itself mounted
+// into the probe container), returning the files it opened.
+func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.Image, work string, lopts []layers.Option, record bool) ([]string, error) {
 	dig, err := out.Digest()
 	if err != nil {
 		return nil, err
 	}
-	ref := fmt.Sprintf("%s/kiln-slim-probe/image:%s", opts.ProbeRegistry, dig.Hex[:16])
-	if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
-		return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
+	var src slim.ProbeSource
+	if opts.ProbeRegistry != "" {
+		ref := probeRef(opts.ProbeRegistry, dig.Hex[:16])
+		if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
+			return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
+		}
+		src = slim.ProbeSource{Ref: fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)}
+	} else {
+		dir := filepath.Join(work, "probe")
+		if _, err := layers.Write(ctx, out, "oci:"+dir+":probe", lopts...); err != nil {
+			return nil, fmt.Errorf("--probe: writing the image for BuildKit to %s: %w", dir, err)
+		}
+		src = slim.ProbeSource{Layout: dir, Ref: "kiln.local/slim-probe@" + dig.String()}
 	}
-	c, _, err := builder.Connect(ctx, "", builder.TLS{})
-	if err != nil {
-		return nil, fmt.Errorf("--probe: %w", err)
-	}
-	defer c.Close()
 	cfg, err := out.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, ref)
-	pinned := fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)
+	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, cmdutil.Short(dig.String()))
 	if !record {
-		if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
+		if err := slim.Probe(ctx, c, src, cfg, opts.Probe); err != nil {
 			return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 		}
 		return nil, nil
@@ -519,7 +597,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []lay
 		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
 	}
 	defer cleanup()
-	files, err := slim.ProbeRecord(ctx, c, pinned, cfg, opts.Probe, tools)
+	files, err := slim.ProbeRecord(ctx, c, src, cfg, opts.Probe, tools)
 	if err != nil {
 		return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -162,6 +163,24 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	// What the end needs, checked before the rewrite: the destinations
+	// can be written, and the work directory holds the weights and the
+	// new layers (together about the image's compressed size).
+	for _, d := range []struct{ flag, ref string }{{"--to", opts.To}, {"--weights-to", opts.WeightsTo}, {"--image-twin", opts.ImageTwin}} {
+		if d.ref == "" {
+			continue
+		}
+		r, err := layers.ParseRef(d.ref, lopts...)
+		if err == nil {
+			err = preflight.Target(ctx, d.flag, r, lopts...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := preflight.Disk(work, img.CompressedSize(), "the weights and the new layers"); err != nil {
+		return fmt.Errorf("--work-dir: %w", err)
+	}
 	col, err := weights.NewCollector(filepath.Join(work, "weights"))
 	if err != nil {
 		return err
