@@ -132,6 +132,10 @@ type CUDAFacts struct {
 	// the driver the toolkit shipped with, MinorVersionCompat the floor
 	// with minor-version compatibility (SASS-only code).
 	MinDriver *MinDriver `json:"min_driver"`
+	// CompatLibs are the forward-compatibility libraries (cuda-compat:
+	// libcuda.so* under /usr/local/cuda*/compat) in the final filesystem;
+	// without them an image cannot run on an older data-center driver.
+	CompatLibs []string `json:"compat_libs,omitempty"`
 }
 
 // Requirement is NVIDIA_REQUIRE_CUDA parsed: any one term satisfied lets the
