@@ -48,6 +48,10 @@ type Options struct {
 	Kernels bool
 	// GPUs are target GPUs to check kernel coverage for (implies Kernels).
 	GPUs []cuda.GPUInfo
+	// Tree, when set, fills Report.Tree: the squashed filesystem for a
+	// treemap, bounded to TreeNodes nodes (default DefaultTreeNodes).
+	Tree      bool
+	TreeNodes int
 }
 
 // entry kinds kept per layer.
@@ -419,6 +423,9 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	r.CUDA, cw = cudaFacts(img, cudnnFile, cudart)
 	sort.Strings(compat)
 	r.CUDA.CompatLibs = compat
+	if opt.Tree {
+		r.Tree = squashedTree(t, opt.TreeNodes)
+	}
 	r.Warnings = append(r.Warnings, cw...)
 	for i := range r.Waste.Top {
 		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path

@@ -35,6 +35,9 @@ type Report struct {
 	// asked for (--kernels or --gpu).
 	Kernels  *KernelReport `json:"kernels"`
 	Warnings []string      `json:"warnings"`
+	// Tree is the squashed filesystem for a treemap (Options.Tree); not
+	// part of the JSON report.
+	Tree *TreeNode `json:"-"`
 }
 
 // LayerReport describes one layer.
