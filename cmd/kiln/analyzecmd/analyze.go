@@ -99,6 +99,15 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return cmdutil.UsageErr("%v", err)
 	}
+	// The page's file is made first: a path that cannot be written is
+	// said before minutes of reading layers, not after.
+	var page *atomicfile.File
+	if opts.HTML != "" {
+		if page, err = atomicfile.Create(opts.HTML, 0o644); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+		defer page.Abort()
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -108,8 +117,8 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.HTML != "" {
-		if err := writeHTML(opts.HTML, rep); err != nil {
+	if page != nil {
+		if err := writeHTML(page, opts.HTML, rep); err != nil {
 			return err
 		}
 	}
@@ -151,18 +160,14 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	return nil
 }
 
-// writeHTML writes the page atomically: a reader never sees half a page.
-func writeHTML(file string, rep *analyze.Report) error {
-	f, err := atomicfile.Create(file, 0o644)
-	if err != nil {
-		return fmt.Errorf("--html: %w", err)
-	}
-	defer f.Abort()
+// writeHTML writes the page and renames it into place: a reader never
+// sees half a page.
+func writeHTML(f *atomicfile.File, name string, rep *analyze.Report) error {
 	if err := htmlreport.Write(f, rep); err != nil {
-		return fmt.Errorf("--html %s: %w", file, err)
+		return fmt.Errorf("--html %s: %w", name, err)
 	}
 	if err := f.Commit(); err != nil {
-		return fmt.Errorf("--html %s: %w", file, err)
+		return fmt.Errorf("--html %s: %w", name, err)
 	}
 	return nil
 }
