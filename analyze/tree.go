@@ -134,13 +134,13 @@ func (q *dirQueue) Pop() any {
 
 // boundTree lists the largest directories first until maxNodes nodes are
 // used: a directory whose entries would pass the bound stays one summed
-// box, and entries too small to draw (under 1/20,000 of the image) are
+// box, and entries too small to draw (under 1/100,000 of the image) are
 // summed into one box per directory. A 5 GB CUDA image's 100,000 files
 // become a few thousand boxes that still show every large file.
 func boundTree(root *fsNode, maxNodes int) *TreeNode {
 	top := root.leaf()
 	top.Name, top.Path = "/", "/"
-	minSize := root.size / 20000
+	minSize := root.size / 100000
 	q := &dirQueue{{root, top}}
 	nodes := 1
 	for q.Len() > 0 {

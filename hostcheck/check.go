@@ -392,7 +392,9 @@ func (c *checker) torchCUDA(it *Item) {
 	}
 	d := c.h.Driver
 	it.Evidence = append(it.Evidence, fmt.Sprintf("torch %s+%s wheels carry CUDA %s's runtime", c.im.Torch, tv, tc))
-	if cmpVer(d.CUDAVersion, tc) >= 0 {
+	// Wheels no newer than the image's CUDA run wherever the image's CUDA
+	// does (natively, or through its cuda-compat): the verdict above.
+	if cmpVer(d.CUDAVersion, tc) >= 0 || cmpVer(c.imgMM, tc) >= 0 {
 		return
 	}
 	md, err := cuda.MinDriver(tc)

@@ -262,17 +262,22 @@ func TestDoneWhen(t *testing.T) {
 // (unpinned torch today) carries CUDA 13.0's runtime whatever the base
 // image's CUDA; a driver of branch 570 (CUDA 12.8) cannot run it.
 func TestTorchCUDAAboveDriver(t *testing.T) {
-	lock := func(variant string) *hostcheck.Image {
+	lock := func(base, variant string) *hostcheck.Image {
 		torch, v := "2.9.1", variant
-		return hostcheck.ImageFromLock("kiln.lock", &recipes.Lock{Plan: &recipes.Plan{CUDA: "12.8.1", Torch: &torch, TorchCUDAVariant: &v}})
+		return hostcheck.ImageFromLock("kiln.lock", &recipes.Lock{Plan: &recipes.Plan{CUDA: base, Torch: &torch, TorchCUDAVariant: &v}})
 	}
 	h := loadHost(t, "h200-570")
-	it := hostcheck.Check(h, lock("cu130"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat)
+	it := hostcheck.Check(h, lock("12.8.1", "cu130"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat)
 	assertItem(t, it, hostcheck.Warn,
 		[]string{"torch 2.9.1+cu130 needs CUDA 13.0 (driver ≥ 580.65.06); driver 570.124.06 supports CUDA 12.8"},
 		[]string{"torch 2.9.1+cu130 wheels carry CUDA 13.0's runtime"},
 		[]string{"torch: {variant: cu128} or older", "upgrade the driver to ≥ 580.65.06 (CUDA 13.0)"})
-	if it := hostcheck.Check(h, lock("cu128"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat); it.Status != hostcheck.Pass || strings.Contains(it.Summary, "torch") {
+	if it := hostcheck.Check(h, lock("12.8.1", "cu128"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat); it.Status != hostcheck.Pass || strings.Contains(it.Summary, "torch") {
 		t.Errorf("torch cu128 on a CUDA 12.8 driver: %s %q", it.Status, it.Summary)
+	}
+	// On a CUDA 13.0 base the wheels run where the base does: through its
+	// cuda-compat on this data-center GPU, which the item already weighs.
+	if it := hostcheck.Check(h, lock("13.0.0", "cu130"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat); strings.Contains(it.Summary, "torch") || !strings.Contains(it.Summary, "forward compatibility") {
+		t.Errorf("torch cu130 on a CUDA 13.0 base: %s %q", it.Status, it.Summary)
 	}
 }

@@ -50,6 +50,9 @@ func TestHostCheckCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(lock, lb, 0o644)
+	// A recipe, resolved offline: unpinned torch takes the newest wheels.
+	recipe := filepath.Join(t.TempDir(), "kiln.yaml")
+	os.WriteFile(recipe, []byte("name: serve\nos: ubuntu24.04\npython: \"3.12\"\ntorch: {}\n"), 0o644)
 
 	// Runtime configs outside --root, named by flag.
 	cfgDir := t.TempDir()
@@ -76,6 +79,7 @@ func TestHostCheckCommand(t *testing.T) {
 		{[]string{"--host-info", host("h100-535"), "--image", sm80}, cmdutil.ExitFailure, []string{"FAIL  GPU architectures in the image", "no kernel image for sm_90"}},
 		// A lock: the recipe's CUDA and targets, nothing pulled.
 		{[]string{"--host-info", host("rtx4090-550"), "--image", lock}, cmdutil.ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "not a target of the recipe"}},
+		{[]string{"--host-info", host("rtx4090-550"), "--image", recipe}, cmdutil.ExitFailure, []string{"FAIL  Image CUDA vs driver", "wheels carry CUDA"}},
 		{[]string{"--host-info", host("h100-535"), "--image", img124, "--no-kernels"}, cmdutil.ExitOK, []string{"skip  GPU architectures in the image"}},
 		// Usage errors.
 		{[]string{"--host-info", host("h100-535"), "--capture"}, cmdutil.ExitUsage, nil},
