@@ -48,6 +48,10 @@ type Options struct {
 	Kernels bool
 	// GPUs are target GPUs to check kernel coverage for (implies Kernels).
 	GPUs []cuda.GPUInfo
+	// Tree, when set, fills Report.Tree: the squashed filesystem for a
+	// treemap, bounded to TreeNodes nodes (default DefaultTreeNodes).
+	Tree      bool
+	TreeNodes int
 }
 
 // entry kinds kept per layer.
@@ -361,6 +365,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	// Final filesystem: visible sizes, duplicates.
 	bySoname := map[string][]*copyRec{}
 	var withKernels []*copyRec
+	var compat []string
 	t.Root().Range(func(n *overlay.Node[*copyRec]) {
 		c := n.Value()
 		if c == nil {
@@ -368,6 +373,9 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		}
 		if c.kernels != nil {
 			withKernels = append(withKernels, c)
+		}
+		if IsCompatLib(c.path) {
+			compat = append(compat, "/"+c.path)
 		}
 		r.VisibleSize += c.size
 		r.FileCount++
@@ -413,11 +421,26 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	}
 	var cw []string
 	r.CUDA, cw = cudaFacts(img, cudnnFile, cudart)
+	sort.Strings(compat)
+	r.CUDA.CompatLibs = compat
+	if opt.Tree {
+		r.Tree = squashedTree(t, opt.TreeNodes)
+	}
 	r.Warnings = append(r.Warnings, cw...)
 	for i := range r.Waste.Top {
 		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path
 	}
 	return r
+}
+
+// IsCompatLib says whether p (relative to the image root) is one of the
+// cuda-compat package's driver libraries: libcuda.so* in a compat
+// directory of a CUDA toolkit (/usr/local/cuda/compat,
+// /usr/local/cuda-12.8/compat).
+func IsCompatLib(p string) bool {
+	p = strings.TrimPrefix(p, "/")
+	dir, base := path.Split(p)
+	return strings.HasPrefix(base, "libcuda.so") && strings.HasPrefix(dir, "usr/local/cuda") && strings.HasSuffix(dir, "/compat/")
 }
 
 func headN[T any](s []T, n int) []T {

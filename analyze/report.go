@@ -35,6 +35,9 @@ type Report struct {
 	// asked for (--kernels or --gpu).
 	Kernels  *KernelReport `json:"kernels"`
 	Warnings []string      `json:"warnings"`
+	// Tree is the squashed filesystem for a treemap (Options.Tree); not
+	// part of the JSON report.
+	Tree *TreeNode `json:"-"`
 }
 
 // LayerReport describes one layer.
@@ -132,6 +135,10 @@ type CUDAFacts struct {
 	// the driver the toolkit shipped with, MinorVersionCompat the floor
 	// with minor-version compatibility (SASS-only code).
 	MinDriver *MinDriver `json:"min_driver"`
+	// CompatLibs are the forward-compatibility libraries (cuda-compat:
+	// libcuda.so* under /usr/local/cuda*/compat) in the final filesystem;
+	// without them an image cannot run on an older data-center driver.
+	CompatLibs []string `json:"compat_libs,omitempty"`
 }
 
 // Requirement is NVIDIA_REQUIRE_CUDA parsed: any one term satisfied lets the

@@ -139,6 +139,7 @@ type checker struct {
 	md       *cuda.DriverReq // drivers the image's CUDA needs
 	fwd      bool            // every GPU runs the image through forward compatibility
 	fwdWhy   []string
+	noCompat bool // forward compatibility would apply but the image lacks cuda-compat
 	mvcOK    bool // same CUDA major and driver ≥ the minor-version floor
 	native   bool
 	compatOK bool // the CUDA runtime in the image initialises on this driver
@@ -209,6 +210,13 @@ func (c *checker) prepare() {
 			c.fwd = false
 			c.fwdWhy = append(c.fwdWhy, fmt.Sprintf("%s: the image's cuda-compat covers driver branches %s for brand %s, not %s", gpuLabel(g), dashJoin(c.req.Branches(g.Brand), ","), g.Brand, branch(d.Version)))
 		}
+	}
+	// Forward compatibility loads the image's own libcuda from
+	// /usr/local/cuda/compat: an image without it (slimmed, or a base
+	// that never had cuda-compat) has nothing to load.
+	if c.fwd && c.im.CompatScanned && len(c.im.CompatLibs) == 0 {
+		c.fwd, c.noCompat = false, true
+		c.fwdWhy = append(c.fwdWhy, "the image has no cuda-compat libraries (no libcuda.so* under /usr/local/cuda*/compat): forward compatibility has nothing to load")
 	}
 	c.compatOK = c.native || c.fwd || c.mvcOK
 }
@@ -325,6 +333,13 @@ func (c *checker) cudaCompat() Item {
 		it.Status = Pass
 		it.Summary = fmt.Sprintf("forward compatibility: the image's cuda-compat libraries cover driver branch %s on these data-center GPUs", branch(d.Version))
 		it.Evidence = append(it.Evidence, "forward compatibility needs NVIDIA Container Toolkit ≥ 1.17.5 (enable-cuda-compat hook) or the image's /usr/local/cuda/compat on LD_LIBRARY_PATH")
+		if len(c.im.CompatLibs) > 0 {
+			it.Evidence = append(it.Evidence, "cuda-compat in the image: "+listSome(c.im.CompatLibs, 3))
+		} else if !c.im.CompatScanned {
+			it.Status = Warn
+			it.Summary = fmt.Sprintf("forward compatibility on driver branch %s, if the image has cuda-compat: its layers were not read", branch(d.Version))
+			it.Fix = append(it.Fix, "check the image itself (an image reference, without --no-kernels): forward compatibility needs libcuda.so under /usr/local/cuda/compat, which slimming can drop")
+		}
 		if c.mvcOK {
 			it.Evidence = append(it.Evidence, fmt.Sprintf("minor-version compatibility would also run SASS-only code (driver ≥ %s)", c.md.MinorVersionCompat))
 		}
@@ -334,6 +349,7 @@ func (c *checker) cudaCompat() Item {
 		it.Evidence = append(it.Evidence, "SASS (cubins) runs; PTX JIT (Triton, +PTX archs, NVRTC) fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION; features needing a newer driver return cudaErrorCallRequiresNewerDriver")
 		it.Evidence = append(it.Evidence, c.fwdWhy...)
 		it.Fix = []string{fmt.Sprintf("upgrade the driver to ≥ %s for native CUDA %s", c.md.Toolkit, c.imgMM)}
+		it.Fix = append(it.Fix, c.compatFix()...)
 	default:
 		it.Status = Fail
 		floor := "n/a"
@@ -349,9 +365,78 @@ func (c *checker) cudaCompat() Item {
 				it.Fix = append(it.Fix, fmt.Sprintf("or at least to ≥ %s, the CUDA %s minor-version floor (SASS-only code; PTX JIT needs %s)", c.md.MinorVersionCompat, strings.SplitN(c.imgMM, ".", 2)[0]+".x", c.md.Toolkit))
 			}
 		}
+		it.Fix = append(it.Fix, c.compatFix()...)
 		it.Fix = append(it.Fix, fmt.Sprintf("use an image built for CUDA ≤ %s", d.CUDAVersion))
 	}
+	c.torchCUDA(&it)
 	return it
+}
+
+// compatFix is the fix when only the missing cuda-compat libraries stop
+// forward compatibility.
+func (c *checker) compatFix() []string {
+	if !c.noCompat {
+		return nil
+	}
+	return []string{fmt.Sprintf("or keep forward compatibility: install cuda-compat-%s in the image (its libcuda.so under /usr/local/cuda/compat; nvidia/cuda bases ship it, slimming must keep it)", strings.ReplaceAll(c.imgMM, ".", "-"))}
+}
+
+// torchCUDA warns when the lock's torch wheels bring a CUDA runtime the
+// driver cannot run: the wheels' CUDA, not the base image's, is what
+// torch initialises (unpinned torch resolves to the newest variant).
+func (c *checker) torchCUDA(it *Item) {
+	tv := c.im.TorchCUDAVariant
+	tc := variantCUDA(tv)
+	if tc == "" {
+		return
+	}
+	d := c.h.Driver
+	it.Evidence = append(it.Evidence, fmt.Sprintf("torch %s+%s wheels carry CUDA %s's runtime", c.im.Torch, tv, tc))
+	// Wheels no newer than the image's CUDA run wherever the image's CUDA
+	// does (natively, or through its cuda-compat): the verdict above.
+	if cmpVer(d.CUDAVersion, tc) >= 0 || cmpVer(c.imgMM, tc) >= 0 {
+		return
+	}
+	md, err := cuda.MinDriver(tc)
+	if err != nil {
+		it.Evidence = append(it.Evidence, err.Error())
+		return
+	}
+	if it.Status == Pass || it.Status == Skip {
+		it.Status = Warn
+	}
+	sum := fmt.Sprintf("torch %s+%s needs CUDA %s (driver ≥ %s); driver %s supports CUDA %s", c.im.Torch, tv, tc, md.Toolkit, d.Version, d.CUDAVersion)
+	if it.Summary == "" {
+		it.Summary = sum
+	} else {
+		it.Summary = sum + "; " + it.Summary
+	}
+	it.Fix = append(it.Fix,
+		fmt.Sprintf("pin torch's CUDA variant in the recipe to one the driver runs (torch: {variant: %s} or older) and lock again", variantOf(d.CUDAVersion)),
+		fmt.Sprintf("or upgrade the driver to ≥ %s (CUDA %s)", md.Toolkit, tc))
+}
+
+// variantCUDA is the CUDA version of a torch wheel variant ("cu130" →
+// "13.0"), or "" for a variant that is not a CUDA one (cpu, rocm6.2).
+func variantCUDA(v string) string {
+	n, ok := strings.CutPrefix(v, "cu")
+	if !ok || len(n) < 3 {
+		return ""
+	}
+	if _, err := strconv.Atoi(n); err != nil {
+		return ""
+	}
+	return n[:len(n)-1] + "." + n[len(n)-1:]
+}
+
+// variantOf is the torch wheel variant name of a CUDA version ("12.8" →
+// "cu128").
+func variantOf(cudaVersion string) string {
+	v, err := cuda.ParseVersion(cudaVersion)
+	if err != nil {
+		return "cu" + strings.ReplaceAll(cudaVersion, ".", "")
+	}
+	return "cu" + strings.ReplaceAll(v.MajorMinor(), ".", "")
 }
 
 func dashOr(s, alt string) string {
@@ -441,7 +526,12 @@ func (c *checker) requireCUDA() Item {
 	}
 	it.Status = Fail
 	it.Summary = fmt.Sprintf("the NVIDIA container runtime refuses to start the container: unsatisfied condition %s", cond)
-	if md, err := c.req.MinDriver(); err == nil {
+	// One minimum driver per report: the image's own CUDA (what
+	// cuda-compat's item names), the requirement's floor only when the
+	// image's CUDA is unknown.
+	if c.md != nil {
+		it.Fix = append(it.Fix, fmt.Sprintf("upgrade the driver to ≥ %s (CUDA %s natively)", c.md.Toolkit, c.imgMM))
+	} else if md, err := c.req.MinDriver(); err == nil {
 		it.Fix = append(it.Fix, fmt.Sprintf("upgrade the driver to ≥ %s (CUDA %s natively)", md.Toolkit, c.req.CUDAMin()))
 	}
 	it.Fix = append(it.Fix, fmt.Sprintf("use an image built for CUDA %s or older (the driver's CUDA), e.g. a kiln recipe with cuda: %s", d.CUDAVersion, d.CUDAVersion))

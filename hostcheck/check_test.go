@@ -13,6 +13,7 @@ import (
 	"github.com/kiln-build/kiln/hostcheck"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 )
 
 var testdata = filepath.Join("..", "testdata", "hostcheck")
@@ -50,6 +51,11 @@ func scannedImage(t *testing.T, env string, libs ...string) *hostcheck.Image {
 	t.Helper()
 	var entries []testimage.Entry
 	for _, l := range libs {
+		// "/PATH" is a plain file there (the cuda-compat libraries).
+		if strings.HasPrefix(l, "/") {
+			entries = append(entries, testimage.Sized(l[1:], 4096))
+			continue
+		}
 		// "SRC=NAME" installs testdata's SRC under another name.
 		src, name, ok := strings.Cut(l, "=")
 		if !ok {
@@ -76,6 +82,10 @@ func scannedImage(t *testing.T, env string, libs ...string) *hostcheck.Image {
 	return im
 }
 
+// compat124 is where nvidia/cuda:12.4.1 images keep the cuda-compat
+// package's libcuda (forward compatibility loads it).
+const compat124 = "/usr/local/cuda-12.4/compat/libcuda.so.550.54.15"
+
 // TestDoneWhen is the acceptance table: described hosts (JSON in
 // testdata/hostcheck/hosts) against images with recorded nvidia/cuda env
 // and real fat binaries. Each verdict names its reason.
@@ -91,13 +101,15 @@ func TestDoneWhen(t *testing.T) {
 		libs  []string
 		ok    bool
 		items map[string]want
+		// absent is text no item may say.
+		absent []string
 	}{
 		{
 			name: "H100 + driver 535 runs a CUDA 12.4 image", host: "h100-535", env: "cuda-12.4.1",
-			libs: []string{"libk_sm80_sm90.so"}, ok: true,
+			libs: []string{"libk_sm80_sm90.so", compat124}, ok: true,
 			items: map[string]want{
 				hostcheck.IDDriver:      {hostcheck.Pass, []string{"driver 535.104.05 (CUDA 12.2), 2 GPU(s): 2× NVIDIA H100 80GB HBM3 (sm_90)"}},
-				hostcheck.IDCUDACompat:  {hostcheck.Pass, []string{"forward compatibility", "driver branch 535", "≥ 1.17.5"}},
+				hostcheck.IDCUDACompat:  {hostcheck.Pass, []string{"forward compatibility", "driver branch 535", "≥ 1.17.5", "cuda-compat in the image: " + compat124}},
 				hostcheck.IDRequireCUDA: {hostcheck.Pass, []string{"satisfied by driver 535.104.05"}},
 				hostcheck.IDKernels:     {hostcheck.Pass, []string{"every library has SASS for every GPU"}},
 				hostcheck.IDToolkit:     {hostcheck.Pass, nil},
@@ -107,6 +119,18 @@ func TestDoneWhen(t *testing.T) {
 			},
 		},
 		{
+			// Forward compatibility loads the image's own libcuda: an
+			// image without cuda-compat (slimmed away) falls back to
+			// minor-version compatibility, and PTX no longer JITs.
+			name: "H100 + driver 535 without cuda-compat in the image: no forward compatibility", host: "h100-535", env: "cuda-12.4.1",
+			libs: []string{"libk_sm80_ptx.so"}, ok: false,
+			items: map[string]want{
+				hostcheck.IDCUDACompat: {hostcheck.Warn, []string{"minor-version compatibility only", "no cuda-compat libraries (no libcuda.so* under /usr/local/cuda*/compat)", "install cuda-compat-12-4 in the image"}},
+				hostcheck.IDKernels:    {hostcheck.Fail, []string{"PTX JIT needs a newer driver"}},
+			},
+			absent: []string{"cuda-compat libraries cover driver branch"},
+		},
+		{
 			name: "RTX 4090 + driver 550 is refused a CUDA 12.8 image", host: "rtx4090-550", env: "cuda-12.8.1",
 			libs: []string{"libk_sm80_sm90.so"}, ok: false,
 			items: map[string]want{
@@ -114,7 +138,7 @@ func TestDoneWhen(t *testing.T) {
 					"unsatisfied condition cuda>=12.8",
 					"nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8",
 					"driver branches for geforcertx: none",
-					"upgrade the driver to ≥ 570.26",
+					"upgrade the driver to ≥ 570.124.06 (CUDA 12.8 natively)",
 					"CUDA 12.4 or older",
 					"NVIDIA_DISABLE_REQUIRE=1",
 				}},
@@ -122,6 +146,9 @@ func TestDoneWhen(t *testing.T) {
 				hostcheck.IDCUDACompat: {hostcheck.Warn, []string{"minor-version compatibility only", "525.60.13", "only on data-center GPUs, not brand geforcertx"}},
 				hostcheck.IDKernels:    {hostcheck.Pass, nil}, // sm_80 SASS runs on 8.9
 			},
+			// One minimum driver for CUDA 12.8.1 in one report: Table 3's
+			// 12.8 Update 1 row, never the GA row's 570.26 as well.
+			absent: []string{"570.26"},
 		},
 		{
 			name: "GeForce + driver 470 fails a CUDA 12.0 image", host: "geforce-470", env: "cuda-12.0.1", ok: false,
@@ -148,7 +175,7 @@ func TestDoneWhen(t *testing.T) {
 		},
 		{
 			name: "sm_80-only code without PTX fails on an sm_90 GPU", host: "h100-535", env: "cuda-12.4.1",
-			libs: []string{"libk_sm80.so", "libk_sm80_sm90.so"}, ok: false,
+			libs: []string{"libk_sm80.so", "libk_sm80_sm90.so", compat124}, ok: false,
 			items: map[string]want{
 				hostcheck.IDCUDACompat: {hostcheck.Pass, nil},
 				hostcheck.IDKernels: {hostcheck.Fail, []string{
@@ -170,7 +197,7 @@ func TestDoneWhen(t *testing.T) {
 		{
 			// Both said: the JIT library and CUPTI's missing sm_90 code.
 			name: "H100: CUPTI without sm_90 code beside a PTX-JIT library warns with both", host: "h100-535", env: "cuda-12.8.1",
-			libs: []string{"libk_sm80_ptx.so", "libk_sm80.so=libcupti.so.2024.1.1"}, ok: true,
+			libs: []string{"libk_sm80_ptx.so", "libk_sm80.so=libcupti.so.2024.1.1", "/usr/local/cuda-12.8/compat/libcuda.so.570.124.06"}, ok: true,
 			items: map[string]want{
 				hostcheck.IDKernels: {hostcheck.Warn, []string{"PTX JIT, no profiler kernels", "only profiling/debugging libraries have no code for sm_90", "1 libraries only through PTX JIT"}},
 			},
@@ -184,7 +211,7 @@ func TestDoneWhen(t *testing.T) {
 		},
 		{
 			name: "sm_80 with compute_80 PTX runs on sm_90 through JIT", host: "h100-535", env: "cuda-12.4.1",
-			libs: []string{"libk_sm80_ptx.so"}, ok: true,
+			libs: []string{"libk_sm80_ptx.so", compat124}, ok: true,
 			items: map[string]want{
 				hostcheck.IDKernels: {hostcheck.Warn, []string{"PTX JIT", "slow first start"}},
 			},
@@ -219,6 +246,38 @@ func TestDoneWhen(t *testing.T) {
 					t.Errorf("%s: fails without a fix", id)
 				}
 			}
+			for _, it := range r.Items {
+				all := it.Summary + "\n" + strings.Join(it.Evidence, "\n") + "\n" + strings.Join(it.Fix, "\n")
+				for _, a := range c.absent {
+					if strings.Contains(all, a) {
+						t.Errorf("%s says %q:\n%s", it.ID, a, all)
+					}
+				}
+			}
 		})
+	}
+}
+
+// TestTorchCUDAAboveDriver: a lock whose torch resolved to the cu130 wheels
+// (unpinned torch today) carries CUDA 13.0's runtime whatever the base
+// image's CUDA; a driver of branch 570 (CUDA 12.8) cannot run it.
+func TestTorchCUDAAboveDriver(t *testing.T) {
+	lock := func(base, variant string) *hostcheck.Image {
+		torch, v := "2.9.1", variant
+		return hostcheck.ImageFromLock("kiln.lock", &recipes.Lock{Plan: &recipes.Plan{CUDA: base, Torch: &torch, TorchCUDAVariant: &v}})
+	}
+	h := loadHost(t, "h200-570")
+	it := hostcheck.Check(h, lock("12.8.1", "cu130"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat)
+	assertItem(t, it, hostcheck.Warn,
+		[]string{"torch 2.9.1+cu130 needs CUDA 13.0 (driver ≥ 580.65.06); driver 570.124.06 supports CUDA 12.8"},
+		[]string{"torch 2.9.1+cu130 wheels carry CUDA 13.0's runtime"},
+		[]string{"torch: {variant: cu128} or older", "upgrade the driver to ≥ 580.65.06 (CUDA 13.0)"})
+	if it := hostcheck.Check(h, lock("12.8.1", "cu128"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat); it.Status != hostcheck.Pass || strings.Contains(it.Summary, "torch") {
+		t.Errorf("torch cu128 on a CUDA 12.8 driver: %s %q", it.Status, it.Summary)
+	}
+	// On a CUDA 13.0 base the wheels run where the base does: through its
+	// cuda-compat on this data-center GPU, which the item already weighs.
+	if it := hostcheck.Check(h, lock("13.0.0", "cu130"), hostcheck.Options{}).Item(hostcheck.IDCUDACompat); strings.Contains(it.Summary, "torch") || !strings.Contains(it.Summary, "forward compatibility") {
+		t.Errorf("torch cu130 on a CUDA 13.0 base: %s %q", it.Status, it.Summary)
 	}
 }

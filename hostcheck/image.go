@@ -51,6 +51,17 @@ type Image struct {
 	// Layers is the number of layers (0 when not known: a lock), which
 	// the runtimes' concurrent-download limits are compared with.
 	Layers int `json:"layers,omitempty"`
+	// CompatLibs are the cuda-compat libraries in the image
+	// (/usr/local/cuda*/compat/libcuda.so*), which forward compatibility
+	// loads; CompatScanned says the layers were read for them (false: a
+	// lock, or --no-kernels).
+	CompatLibs    []string `json:"compat_libs,omitempty"`
+	CompatScanned bool     `json:"compat_scanned"`
+	// TorchCUDAVariant is the lock's torch wheel variant (cu128, cu130):
+	// the wheels bring their own CUDA runtime, which the driver must run
+	// whatever the base image's CUDA.
+	Torch            string `json:"torch,omitempty"`
+	TorchCUDAVariant string `json:"torch_cuda_variant,omitempty"`
 
 	report *analyze.KernelReport
 }
@@ -111,6 +122,7 @@ func (im *Image) AddReport(r *analyze.Report) {
 	if im.CUDA == "" && r.CUDA.CUDAVersion != "" {
 		im.CUDA = r.CUDA.CUDAVersion
 	}
+	im.CompatLibs, im.CompatScanned = r.CUDA.CompatLibs, true
 	if k := r.Kernels; k != nil {
 		im.report = k
 		im.Kernels = &KernelSummary{SM: k.SM, PTX: k.PTX, Libraries: len(k.Libraries)}
@@ -132,6 +144,9 @@ func ImageFromLock(path string, l *recipes.Lock) *Image {
 		im.RequireCUDA, im.RequireSource = "cuda>="+v.MajorMinor(), "cuda>= of the recipe's CUDA"
 	}
 	im.DeclaredArchs = append(im.DeclaredArchs, p.CUDAArchs...)
+	if p.Torch != nil && p.TorchCUDAVariant != nil {
+		im.Torch, im.TorchCUDAVariant = *p.Torch, *p.TorchCUDAVariant
+	}
 	return im
 }
 

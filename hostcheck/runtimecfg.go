@@ -45,11 +45,17 @@ type ContainerdConfig struct {
 	MaxConcurrentDownloadsKey string `json:"max_concurrent_downloads_key"`
 	// MaxConcurrentUnpacks is the transfer service's unpack limit
 	// (containerd ≥ 2.2; 0 when the config has no such key).
-	MaxConcurrentUnpacks int    `json:"max_concurrent_unpacks,omitempty"`
-	ImagePullWithSyncFs  bool   `json:"image_pull_with_sync_fs,omitempty"`
-	UseLocalImagePull    bool   `json:"use_local_image_pull,omitempty"`
-	LocalPull            bool   `json:"local_pull"`
-	LocalPullReason      string `json:"local_pull_reason,omitempty"`
+	MaxConcurrentUnpacks int `json:"max_concurrent_unpacks,omitempty"`
+	// ConcurrentLayerFetchBuffer is containerd ≥ 2.1's chunk size in bytes
+	// for fetching one layer over several connections (0: off, each layer
+	// over one connection), read from the table the CRI pull goes through
+	// (ConcurrentLayerFetchBufferKey); containerd 2.x only.
+	ConcurrentLayerFetchBuffer    int    `json:"concurrent_layer_fetch_buffer"`
+	ConcurrentLayerFetchBufferKey string `json:"concurrent_layer_fetch_buffer_key,omitempty"`
+	ImagePullWithSyncFs           bool   `json:"image_pull_with_sync_fs,omitempty"`
+	UseLocalImagePull             bool   `json:"use_local_image_pull,omitempty"`
+	LocalPull                     bool   `json:"local_pull"`
+	LocalPullReason               string `json:"local_pull_reason,omitempty"`
 	// RegistryConfigPath is the CRI registry config_path (hosts.toml
 	// directories, ':'-separated); Mirrors the mirrors found there and in
 	// the deprecated registry.mirrors table.
@@ -364,7 +370,11 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any, docVersion int)
 	cc.LocalPull = cc.LocalPullReason != ""
 	if cc.LocalPull {
 		cc.MaxConcurrentDownloads, cc.MaxConcurrentDownloadsKey = criDownloads, tableOf()+".max_concurrent_downloads"
+		cc.ConcurrentLayerFetchBuffer = k.int(img, tableOf(), "concurrent_layer_fetch_buffer", 0)
+		cc.ConcurrentLayerFetchBufferKey = tableOf() + ".concurrent_layer_fetch_buffer"
 	} else {
+		cc.ConcurrentLayerFetchBuffer = k.int(tr, fmt.Sprintf("plugins.%q", transferV3), "concurrent_layer_fetch_buffer", 0)
+		cc.ConcurrentLayerFetchBufferKey = fmt.Sprintf("plugins.%q.concurrent_layer_fetch_buffer", transferV3)
 		cc.MaxConcurrentDownloads = k.int(tr, fmt.Sprintf("plugins.%q", transferV3), "max_concurrent_downloads", defaultDownloads)
 		cc.MaxConcurrentDownloadsKey = fmt.Sprintf("plugins.%q.max_concurrent_downloads", transferV3)
 		// CRI pulls through the transfer service still resolve with the

@@ -149,6 +149,7 @@ imports = ["conf.d/*.toml"]
 [plugins."io.containerd.transfer.v1.local"]
   max_concurrent_downloads = 10
   max_concurrent_unpacks = 4
+  concurrent_layer_fetch_buffer = 67108864
 `,
 				"etc/containerd/certs.d/ghcr.io/hosts.toml": dragonflyHosts,
 			},
@@ -160,9 +161,44 @@ imports = ["conf.d/*.toml"]
 					t.Errorf("containerd config = %+v", cc)
 				}
 			},
+			status:  hostcheck.Pass,
+			summary: []string{"Dragonfly mirror for ghcr.io"},
+			evidence: []string{"pulls through the transfer service", "dragonfly, recognized by header X-Dragonfly-Registry", "max_concurrent_unpacks = 4",
+				`plugins."io.containerd.transfer.v1.local".concurrent_layer_fetch_buffer = 67108864: each layer is fetched in parallel chunks`},
+		},
+		{
+			// containerd 2.x's default: every layer over one connection.
+			name: "2.x v3 transfer service without concurrent_layer_fetch_buffer warns",
+			files: map[string]string{
+				"etc/containerd/config.toml": `version = 3
+[plugins."io.containerd.transfer.v1.local"]
+  max_concurrent_downloads = 8
+`,
+			},
+			check: func(t *testing.T, h *hostcheck.Host) {
+				if cc := h.ContainerdConfig; cc.ConcurrentLayerFetchBuffer != 0 || cc.ConcurrentLayerFetchBufferKey != `plugins."io.containerd.transfer.v1.local".concurrent_layer_fetch_buffer` {
+					t.Errorf("containerd config = %+v", cc)
+				}
+			},
+			status:   hostcheck.Warn,
+			summary:  []string{"containerd concurrent_layer_fetch_buffer is off: each layer is fetched over one connection"},
+			evidence: []string{"parallel layer fetch is off"},
+			fix:      []string{`set plugins."io.containerd.transfer.v1.local".concurrent_layer_fetch_buffer = 67108864 (64 MiB chunks) and restart containerd (≥ 2.1)`},
+		},
+		{
+			// A local CRI pull reads the key from the images table.
+			name: "2.x local pull reads concurrent_layer_fetch_buffer from the CRI images table",
+			files: map[string]string{
+				"etc/containerd/config.toml": `version = 3
+[plugins."io.containerd.cri.v1.images"]
+  use_local_image_pull = true
+  concurrent_layer_fetch_buffer = 1024
+[plugins."io.containerd.transfer.v1.local"]
+  concurrent_layer_fetch_buffer = 0
+`,
+			},
 			status:   hostcheck.Pass,
-			summary:  []string{"Dragonfly mirror for ghcr.io"},
-			evidence: []string{"pulls through the transfer service", "dragonfly, recognized by header X-Dragonfly-Registry", "max_concurrent_unpacks = 4"},
+			evidence: []string{`plugins."io.containerd.cri.v1.images".concurrent_layer_fetch_buffer = 1024: each layer is fetched in parallel chunks`},
 		},
 		{
 			name: "2.x v3 discard and sync fs force the local pull",

@@ -140,6 +140,7 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 	if fix, ok := downloadsFix(cc.MaxConcurrentDownloadsKey, cc.MaxConcurrentDownloads, layers); ok {
 		r.add(Warn, fmt.Sprintf("containerd max_concurrent_downloads = %d of an image with %d layers", cc.MaxConcurrentDownloads, layers), fix+", then restart containerd")
 	}
+	c.fetchBuffer(r, cc)
 	if cc.MaxConcurrentUnpacks > 0 {
 		e := fmt.Sprintf("containerd plugins.%q.max_concurrent_unpacks = %d", transferV3, cc.MaxConcurrentUnpacks)
 		if cc.MaxConcurrentUnpacks == 1 && layers > 1 {
@@ -163,6 +164,29 @@ func (c *checker) containerdSettings(r *runtimeFindings, cc *ContainerdConfig, l
 		ok += ", " + strings.Join(peers, ", ")
 	}
 	r.oks = append(r.oks, ok)
+}
+
+// minFetchBuffer is the smallest concurrent_layer_fetch_buffer containerd
+// fetches a layer in parallel chunks with; suggestedFetchBuffer the chunk
+// size the fix suggests.
+const (
+	minFetchBuffer       = 512
+	suggestedFetchBuffer = 64 << 20
+)
+
+// fetchBuffer warns when containerd 2.x fetches each layer over one
+// connection: a multi-GB CUDA layer then pulls at one stream's speed.
+func (c *checker) fetchBuffer(r *runtimeFindings, cc *ContainerdConfig) {
+	if cc.Major < 2 || cc.ConcurrentLayerFetchBufferKey == "" {
+		return
+	}
+	if cc.ConcurrentLayerFetchBuffer >= minFetchBuffer {
+		r.ev("containerd %s = %d: each layer is fetched in parallel chunks", cc.ConcurrentLayerFetchBufferKey, cc.ConcurrentLayerFetchBuffer)
+		return
+	}
+	r.ev("containerd %s = %d: parallel layer fetch is off (containerd ≥ 2.1 turns it on at ≥ %d bytes)", cc.ConcurrentLayerFetchBufferKey, cc.ConcurrentLayerFetchBuffer, minFetchBuffer)
+	r.add(Warn, "containerd concurrent_layer_fetch_buffer is off: each layer is fetched over one connection",
+		fmt.Sprintf("set %s = %d (64 MiB chunks) and restart containerd (≥ 2.1): a multi-GB layer is fetched over max_concurrent_downloads connections at once, not one", cc.ConcurrentLayerFetchBufferKey, suggestedFetchBuffer))
 }
 
 func mirrorKinds(ms []Mirror) (spegel, dragonfly []string) {

@@ -7,9 +7,10 @@ set -euo pipefail
 # containerd (warm target, ctr), skopeo and crane (outside clients), docker.io
 # (the `docker` warm target; 20.10 pulls no zstd), openssh (fleet warm over
 # SSH), iproute2 (network namespaces), zstd (the CLI, for benchmarks),
-# openssl (the signing tests make PKCS#8 keys with it).
+# openssl (the signing tests make PKCS#8 keys with it), chromium (headless:
+# the analyze --html test opens the page and checks the treemap is drawn).
 pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates
-	docker.io openssh-server openssh-client iproute2 zstd openssl)
+	docker.io openssh-server openssh-client iproute2 zstd openssl chromium)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

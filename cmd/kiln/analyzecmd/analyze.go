@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/analyze/htmlreport"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -24,6 +26,7 @@ type AnalyzeOptions struct {
 	Progress string
 	Kernels  bool
 	GPUs     []string
+	HTML     string
 	cmdutil.ImageFlags
 }
 
@@ -48,13 +51,18 @@ require_gpus: [h100, ...] (every library with device code has a kernel for it).
 --kernels reads the shared libraries' fat binaries and lists the SASS (sm_XX)
 and PTX architectures they carry; --gpu NAME checks that each library can run
 on that GPU (a cubin of the same major and a lower-or-equal minor, or PTX the
-driver can JIT), which is what "no kernel image is available" errors are about.`,
+driver can JIT), which is what "no kernel image is available" errors are about.
+
+--html FILE also writes one self-contained page (no network): a treemap of
+the final filesystem coloured by class or by layer, the waste list and the
+CUDA facts.`,
 		Example: `  kiln analyze nvcr.io/nvidia/pytorch:24.05-py3
   kiln analyze 127.0.0.1:5000/app@sha256:4f1e...
   kiln analyze oci:./fixtures/oci:app --json > report.json
   kiln analyze docker-archive:app.tar --ci testdata/rules/runtime.yaml
   kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2
-  kiln analyze --gpu h100 --gpu l4 127.0.0.1:5000/acme/serve:1.2`,
+  kiln analyze --gpu h100 --gpu l4 127.0.0.1:5000/acme/serve:1.2
+  kiln analyze --html report.html nvidia/cuda:12.8.1-runtime-ubuntu24.04`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -69,6 +77,7 @@ driver can JIT), which is what "no kernel image is available" errors are about.`
 	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
 	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
+	cmd.Flags().StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page (treemap, waste, CUDA) to FILE")
 	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
 	return cmd
 }
@@ -90,14 +99,28 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return cmdutil.UsageErr("%v", err)
 	}
+	// The page's file is made first: a path that cannot be written is
+	// said before minutes of reading layers, not after.
+	var page *atomicfile.File
+	if opts.HTML != "" {
+		if page, err = atomicfile.Create(opts.HTML, 0o644); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+		defer page.Abort()
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}
 	defer img.Close()
-	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels})
+	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Tree: opts.HTML != ""})
 	if err != nil {
 		return err
+	}
+	if page != nil {
+		if err := writeHTML(page, opts.HTML, rep); err != nil {
+			return err
+		}
 	}
 	if opts.JSON {
 		out := struct {
@@ -133,6 +156,18 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if len(violations) > 0 {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --ci rule(s) broken\n", len(violations))
 		return cmdutil.SilentExit(cmdutil.ExitRule)
+	}
+	return nil
+}
+
+// writeHTML writes the page and renames it into place: a reader never
+// sees half a page.
+func writeHTML(f *atomicfile.File, name string, rep *analyze.Report) error {
+	if err := htmlreport.Write(f, rep); err != nil {
+		return fmt.Errorf("--html %s: %w", name, err)
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("--html %s: %w", name, err)
 	}
 	return nil
 }

@@ -68,3 +68,32 @@ func TestAnalyzeCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeHTML: --html writes the page beside the table, whole (no
+// temporary file left), and an unwritable path is an error naming the flag
+// before the image is opened.
+func TestAnalyzeHTML(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{Env: []string{"CUDA_VERSION=12.8.1"}},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/local/cuda/bin/nvcc", 5000), testimage.Sized("usr/bin/python3", 100)}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	ref := "oci:" + dir + ":app"
+	page := filepath.Join(dir, "out", "report.html")
+	os.Mkdir(filepath.Dir(page), 0o755)
+	code, out, errOut := run(t, "analyze", ref, "--html", page)
+	b, err := os.ReadFile(page)
+	if code != cmdutil.ExitOK || err != nil || !strings.Contains(out, "dev_tools") {
+		t.Fatalf("exit %d, %v: %s", code, err, errOut)
+	}
+	if !strings.HasPrefix(string(b), "<!DOCTYPE html>") || !strings.HasSuffix(string(b), "</html>\n") || !strings.Contains(string(b), `data-path="/usr/local/cuda/bin/nvcc"`) {
+		t.Errorf("page:\n%s", b)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(page)); len(ents) != 1 {
+		t.Errorf("left beside the page: %v", ents)
+	}
+	// Said before any layer is read: the image here does not even exist.
+	code, _, errOut = run(t, "analyze", "oci:"+filepath.Join(dir, "missing"), "--html", filepath.Join(dir, "nope", "r.html"))
+	if code != cmdutil.ExitFailure || !strings.Contains(errOut, "--html") || strings.Contains(errOut, "missing") {
+		t.Errorf("unwritable --html: exit %d, %s", code, errOut)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
@@ -57,7 +58,7 @@ func newHostCheckCmd(f *cmdutil.Factory) *cobra.Command {
 	ios := f.IO
 	opts := &HostCheckOptions{IO: ios}
 	cmd := &cobra.Command{
-		Use:   "check [--image REF|LOCK] [--volume DIR...] [--json]",
+		Use:   "check [--image REF|LOCK|RECIPE] [--volume DIR...] [--json]",
 		Short: "Will this image start and use the GPU on this host?",
 		Long: `Checks what decides whether a CUDA container starts and uses the GPU, each
 item pass, warn, fail or skip with its evidence and the fix:
@@ -83,8 +84,9 @@ item pass, warn, fail or skip with its evidence and the fix:
                      (max-concurrent-downloads, storage driver, mirrors),
                      each with the setting to change and its effect
 
---image takes an image reference or a kiln.lock (the recipe's CUDA and
-architectures; nothing is pulled). --host-info FILE checks a captured
+--image takes an image reference, a kiln.lock or a kiln.yaml recipe (resolved
+offline as kiln lock would: the recipe's CUDA, torch wheels and architectures;
+nothing is pulled). --host-info FILE checks a captured
 description instead of this machine (kiln host check --capture > host.json on
 the host), to plan before renting. --root DIR reads another root (a mounted
 host image, a test sysroot).
@@ -146,7 +148,8 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	// The image's registry, for the credentials probe.
 	var registries []string
 	lock := recipes.IsLockFile(opts.Image)
-	if opts.Image != "" && !lock {
+	recipe := !lock && isRecipeFile(opts.Image)
+	if opts.Image != "" && !lock && !recipe {
 		ref, err := layers.ParseRef(opts.Image, lopts...)
 		if err != nil {
 			return cmdutil.UsageErr("--image: %v", err)
@@ -185,6 +188,17 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 			return cmdutil.UsageErr("--image: %v", err)
 		}
 		im = hostcheck.ImageFromLock(opts.Image, l)
+	case recipe:
+		r, err := recipes.Load(opts.Image)
+		if err != nil {
+			return cmdutil.UsageErr("--image: %v", err)
+		}
+		plan, err := recipes.Resolve(ctx, r)
+		if err != nil {
+			return cmdutil.UsageErr("--image %s: %v", opts.Image, err)
+		}
+		im = hostcheck.ImageFromLock(opts.Image, &recipes.Lock{Plan: plan})
+		im.Source = "recipe"
 	case opts.Image != "":
 		img, err := layers.Open(ctx, opts.Image, lopts...)
 		if err != nil {
@@ -206,7 +220,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		}
 	}
 	ho := hostcheck.Options{WeightsBytes: weights}
-	if im != nil && !lock {
+	if im != nil && !lock && !recipe {
 		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
 			return err
 		}
@@ -228,4 +242,14 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
 	return nil
+}
+
+// isRecipeFile says whether --image names a kiln.yaml recipe: a regular
+// file named *.yaml or *.yml (an image reference never ends so).
+func isRecipeFile(arg string) bool {
+	if !strings.HasSuffix(arg, ".yaml") && !strings.HasSuffix(arg, ".yml") {
+		return false
+	}
+	fi, err := os.Stat(arg)
+	return err == nil && fi.Mode().IsRegular()
 }

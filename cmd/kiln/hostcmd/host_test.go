@@ -34,7 +34,7 @@ func cudaLayout(t *testing.T, env, lib string) string {
 	}
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "app", testimage.Image(t, testimage.Config{Env: c.Config.Env},
-		testimage.Layer(t, []testimage.Entry{testimage.File("usr/lib/"+lib, so)}, "gzip")))
+		testimage.Layer(t, []testimage.Entry{testimage.File("usr/lib/"+lib, so), testimage.Sized("usr/local/cuda/compat/libcuda.so.580.65.06", 1024)}, "gzip")))
 	return "oci:" + dir + ":app"
 }
 
@@ -50,6 +50,9 @@ func TestHostCheckCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(lock, lb, 0o644)
+	// A recipe, resolved offline: unpinned torch takes the newest wheels.
+	recipe := filepath.Join(t.TempDir(), "kiln.yaml")
+	os.WriteFile(recipe, []byte("name: serve\nos: ubuntu24.04\npython: \"3.12\"\ntorch: {}\n"), 0o644)
 
 	// Runtime configs outside --root, named by flag.
 	cfgDir := t.TempDir()
@@ -72,10 +75,11 @@ func TestHostCheckCommand(t *testing.T) {
 			"FAIL  Runtime pull settings", "Spegel cannot serve layers this node unpacked",
 			`→ set discard_unpacked_layers = false in [plugins."io.containerd.cri.v1.images"]`, "pull the zstd variant (TAG-zstd)"}},
 		{[]string{"--host-info", host("h100-535"), "--image", img124}, cmdutil.ExitOK, []string{"PASS  Image CUDA vs driver", "0 failed"}},
-		{[]string{"--host-info", host("rtx4090-550"), "--image", img128}, cmdutil.ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "→ upgrade the driver to ≥ 570.26", "NVIDIA_DISABLE_REQUIRE=1"}},
+		{[]string{"--host-info", host("rtx4090-550"), "--image", img128}, cmdutil.ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "→ upgrade the driver to ≥ 570.124.06", "NVIDIA_DISABLE_REQUIRE=1"}},
 		{[]string{"--host-info", host("h100-535"), "--image", sm80}, cmdutil.ExitFailure, []string{"FAIL  GPU architectures in the image", "no kernel image for sm_90"}},
 		// A lock: the recipe's CUDA and targets, nothing pulled.
 		{[]string{"--host-info", host("rtx4090-550"), "--image", lock}, cmdutil.ExitFailure, []string{"FAIL  NVIDIA_REQUIRE_CUDA", "not a target of the recipe"}},
+		{[]string{"--host-info", host("rtx4090-550"), "--image", recipe}, cmdutil.ExitFailure, []string{"FAIL  Image CUDA vs driver", "wheels carry CUDA"}},
 		{[]string{"--host-info", host("h100-535"), "--image", img124, "--no-kernels"}, cmdutil.ExitOK, []string{"skip  GPU architectures in the image"}},
 		// Usage errors.
 		{[]string{"--host-info", host("h100-535"), "--capture"}, cmdutil.ExitUsage, nil},

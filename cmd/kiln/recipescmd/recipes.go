@@ -50,10 +50,11 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print the list as JSON")
 	show := &RecipesOptions{IO: ios}
 	showCmd := &cobra.Command{
-		Use:     "show NAME",
-		Short:   "Print a curated recipe's kiln.yaml",
-		Example: "  kiln recipes show torch25-cu124",
-		Args:    cobra.ExactArgs(1),
+		Use:               "show NAME",
+		Short:             "Print a curated recipe's kiln.yaml",
+		Example:           "  kiln recipes show torch25-cu124",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cmdutil.CompleteRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			show.Name = args[0]
 			return runRecipesShow(cmd.Context(), show)
@@ -66,7 +67,8 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 		Example: `  kiln recipes init                   # the default stack, ` + recipes.DefaultRecipe + `
   kiln recipes init torch25-cu124
   kiln recipes init cuda13-torch29 -o serve/kiln.yaml --force`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: cmdutil.CompleteRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			initO.Name = recipes.DefaultRecipe
 			if len(args) == 1 {

@@ -58,6 +58,7 @@ did not verify (verify, warm --verify-key).`,
 	for _, add := range verbs {
 		root.AddCommand(add(f))
 	}
+	registerCompletions(root)
 	return root
 }
 
