@@ -186,4 +186,3 @@ func ParseBinary(s string) (Binary, error) {
 	}
 	return Binary{}, fmt.Errorf("%q: want PLATFORM=FILE, e.g. linux/amd64=dist/kiln-linux-amd64", s)
 }
-
