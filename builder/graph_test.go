@@ -359,6 +359,11 @@ func TestConnectNoDaemon(t *testing.T) {
 	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "scripts/buildkitd.sh start") {
 		t.Fatalf("err = %v", err)
 	}
+	// The buildx builder most Docker users already run comes before the
+	// project's own script.
+	if i := strings.Index(err.Error(), "docker-container://buildx_buildkit_default"); i < 0 || i > strings.Index(err.Error(), "scripts/buildkitd.sh") {
+		t.Errorf("the hint does not name the buildx builder first: %v", err)
+	}
 }
 
 // fakeBuildKit serves the one call Connect makes (ListWorkers) on a unix
