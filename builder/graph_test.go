@@ -427,7 +427,7 @@ func TestConnectNamedAddressNoFallback(t *testing.T) {
 	}
 }
 
-// TestDefaultRecipeShipsCUDAOnce: the default recipe (torch cu124 wheels on
+// TestDefaultRecipeShipsCUDAOnce: the offline recipe (torch cu124 wheels on
 // an nvidia/cuda 12.4.1 -base image, whose cudart is the same 12.4) leaves
 // the nvidia-cuda-runtime wheel out in the step that installs torch; a
 // -runtime base, or a base of another CUDA minor, keeps it. The system step
@@ -435,7 +435,7 @@ func TestConnectNamedAddressNoFallback(t *testing.T) {
 // with --strip-all (nvcc's pid-named temp files in .symtab): both broke
 // "two builds from an empty cache, one digest".
 func TestDefaultRecipeShipsCUDAOnce(t *testing.T) {
-	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	b, err := recipes.CatalogRecipe(recipes.OfflineRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}
