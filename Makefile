@@ -79,8 +79,9 @@ registry:
 fixtures: deps registry
 	bash scripts/fixtures.sh
 
-# demo: set everything up on a fresh machine, then analyze the naive CUDA
-# image and build the embedded default recipe beside the naive Dockerfile.
+# demo: set up only what the demo shows on a fresh machine, then analyze
+# the naive CUDA image, build the offline stack, slim, weights, host check,
+# warm and verify (scripts/demo.sh). The benchmarks are make bench.
 demo:
 	bash scripts/demo.sh
 
