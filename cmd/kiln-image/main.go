@@ -99,5 +99,11 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("%s\n", dg)
+	// A pushed image: the flags that pin it by digest where kiln names
+	// its own image.
+	if r, err := layers.ParseRef(*to); err == nil && r.Name != nil {
+		pinned := r.Name.Context().Digest(dg.String()).String()
+		fmt.Fprintf(os.Stderr, "pin it: kiln weights run-args --init-image %s; kiln warm --emit --kiln-image %s\n", pinned, pinned)
+	}
 	return nil
 }
