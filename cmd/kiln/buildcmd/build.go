@@ -97,7 +97,9 @@ inputs give the same image digest.
 The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
 build fails; kiln never falls back from it), else
 unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
-Start one with: sudo bash scripts/buildkitd.sh start`,
+Docker users have one already: --builder docker-container://buildx_buildkit_default
+(docker buildx create --node default --driver docker-container --bootstrap
+starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 		Example: `  kiln build --dry-run
   kiln build --dockerfile > Dockerfile
   kiln build kiln.yaml --push 127.0.0.1:5000/acme/serve:1.0
