@@ -2,7 +2,6 @@ package analyzecmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -63,6 +62,7 @@ driver can JIT), which is what "no kernel image is available" errors are about.`
 	}
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/analyze-json.md)")
+	cmdutil.SetSchema(cmd, "kiln.analyze/v1")
 	cmd.Flags().StringVar(&opts.CIRules, "ci", "", "check the report against a rules file; exit 3 when a rule breaks")
 	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
@@ -90,6 +90,9 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return cmdutil.UsageErr("%v", err)
 	}
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -110,9 +113,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 				out.CI.Violations = []analyze.Violation{}
 			}
 		}
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := cmdutil.WriteJSON(opts.IO.Out, out); err != nil {
 			return err
 		}
 	} else {

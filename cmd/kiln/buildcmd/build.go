@@ -122,6 +122,7 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
 	fl.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
+	cmdutil.SetSchema(cmd, "kiln.build/v1")
 	fl.StringVar(&opts.Builder, "builder", "", "BuildKit address: unix://PATH, tcp://HOST:PORT, docker-container://NAME, kube-pod://POD (default $BUILDKIT_HOST, then the standard sockets)")
 	fl.StringVar(&opts.TLSCACert, "tlscacert", "", "CA certificate for a tcp:// builder")
 	fl.StringVar(&opts.TLSCert, "tlscert", "", "client certificate for a tcp:// builder")

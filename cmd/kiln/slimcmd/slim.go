@@ -2,7 +2,6 @@ package slimcmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -147,6 +146,7 @@ probe does.`,
 	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
 	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.SetSchema(cmd, "kiln.slim/v1")
 	opts.SignFlag.Register(cmd)
 	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
@@ -295,6 +295,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		return err
 	}
 	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -326,7 +329,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if err != nil {
 		var je *slim.JITError
 		if errors.As(err, &je) {
-			return cmdutil.Exit(cmdutil.ExitRule, err)
+			return cmdutil.Exit(cmdutil.ExitFailure, err)
 		}
 		return err
 	}
@@ -460,9 +463,7 @@ func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Re
 // the table and a line per image written.
 func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	if err := rep.WriteTable(opts.IO.Out); err != nil {
 		return err
@@ -506,7 +507,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []lay
 	pinned := fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)
 	if !record {
 		if err := slim.Probe(ctx, c, pinned, cfg, opts.Probe); err != nil {
-			return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+			return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 		}
 		return nil, nil
 	}
@@ -521,7 +522,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, out v1.Image, lopts []lay
 	defer cleanup()
 	files, err := slim.ProbeRecord(ctx, c, pinned, cfg, opts.Probe, tools)
 	if err != nil {
-		return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+		return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
 	return files, nil

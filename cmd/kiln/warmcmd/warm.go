@@ -114,7 +114,7 @@ REPO:TAG, REPO:TAG-zstd (kiln convert --compression zstd makes it), or the
 zstd manifest of an index, when the target can run zstd layers.
 
 Exit codes: 0 ready (every digest of the warm set verified present; with
---dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
+--dry-run: nothing missing), 1 failure, 2 usage, 5 --dry-run found
 something missing, 4 --verify-key refused a signature. --json prints one object (schema kiln.warm/v1,
 docs/warm.md); --ready-file writes a marker only when ready.
 
@@ -147,11 +147,12 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	fl.StringVar(&opts.Target, "target", "", "where to warm: containerd[:SOCKET], oci:DIR or docker[:SOCKET]")
 	fl.StringVarP(&opts.Namespace, "namespace", "n", "default", "containerd namespace (Kubernetes: k8s.io)")
 	fl.BoolVar(&opts.Unpack, "unpack", false, "also unpack into containerd's snapshotter (first start does no work)")
-	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 3 if anything is")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 5 if anything is")
 	fl.IntVar(&opts.Concurrency, "concurrency", 4, "blobs fetched at once")
 	fl.StringVar(&opts.LimitRate, "limit-rate", "", "cap registry reads, bytes per second (e.g. 100MiB, 50M, 1000000)")
 	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write this marker file when ready (removed when not)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON report on stdout (schema kiln.warm/v1)")
+	cmdutil.SetSchema(cmd, "kiln.warm/v1")
 	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
@@ -205,7 +206,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	if opts.DryRun {
 		if !rep.Ready {
-			return cmdutil.SilentExit(cmdutil.ExitRule)
+			return cmdutil.SilentExit(cmdutil.ExitNotReady)
 		}
 		return nil
 	}
@@ -362,7 +363,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if opts.VerifyKey != "" {
 		pol, err := sign.LoadPolicy(opts.VerifyKey)
 		if err != nil {
-			return nil, cmdutil.UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
 		}
 		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
 			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {

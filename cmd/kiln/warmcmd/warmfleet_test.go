@@ -204,7 +204,7 @@ func TestWarmStatusNodeFromLogs(t *testing.T) {
 		t.Errorf("--json: exit %d %v %+v", code, err, rows)
 	}
 	write(coldLine, bWarmLine)
-	if code, _, _ := run(t, "warm", "status", "--from-logs", logs); code != cmdutil.ExitRule {
+	if code, _, _ := run(t, "warm", "status", "--from-logs", logs); code != cmdutil.ExitNotReady {
 		t.Errorf("cold and warm: exit %d, want 3", code)
 	}
 	write(bWarmLine)
