@@ -67,7 +67,7 @@ driver can JIT), which is what "no kernel image is available" errors are about.`
 	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
 	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
 	return cmd

@@ -68,10 +68,11 @@ Docker >= 23.0).`,
 	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz: the files the container opens as it starts, one absolute path a line (kiln slim --format estargz --probe CMD --startup-list FILE records them)")
 	fl.IntVar(&opts.Level, "level", 3, "zstd level, 1-22")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers converted at once (default: CPUs)")
-	fl.StringVar(&opts.TempDir, "tmp", "", "scratch directory for converted blobs (default $TMPDIR)")
+	fl.StringVar(&opts.TempDir, "work-dir", "", "scratch directory for converted blobs (default $TMPDIR)")
+	cmdutil.Alias(fl, "tmp", "work-dir")
 	fl.BoolVar(&opts.JSON, "json", false, "print the per-layer report as JSON")
 	cmdutil.SetSchema(cmd, "kiln.convert/v1")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	opts.SignFlag.Register(cmd)
 	return cmd
 }

@@ -114,7 +114,7 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 	fl.StringVar(&opts.DockerDaemonConfig, "docker-config", "", "Docker daemon.json to read (default /etc/docker/daemon.json under --root)")
 	fl.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	return cmd
 }
 

@@ -151,7 +151,7 @@ probe does.`,
 	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	fl.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
 	fl.StringSliceVar(&opts.GPUs, "gpus", nil, "prune GPU code to what these GPUs run (names such as h100,l4 or sm_90)")
 	fl.BoolVar(&opts.KeepPTX, "keep-ptx", true, "with --gpus: keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")

@@ -148,12 +148,13 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	fl.StringVarP(&opts.Namespace, "namespace", "n", "default", "containerd namespace (Kubernetes: k8s.io)")
 	fl.BoolVar(&opts.Unpack, "unpack", false, "also unpack into containerd's snapshotter (first start does no work)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 5 if anything is")
-	fl.IntVar(&opts.Concurrency, "concurrency", 4, "blobs fetched at once")
+	fl.IntVarP(&opts.Concurrency, "jobs", "j", 4, "blobs fetched at once")
+	cmdutil.Alias(fl, "concurrency", "jobs")
 	fl.StringVar(&opts.LimitRate, "limit-rate", "", "cap registry reads, bytes per second (e.g. 100MiB, 50M, 1000000)")
 	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write this marker file when ready (removed when not)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON report on stdout (schema kiln.warm/v1)")
-	cmdutil.SetSchema(cmd, "kiln.warm/v1")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
@@ -249,6 +250,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
 		return nil, err
 	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	comp := warm.Compression(opts.Compression)
 	switch comp {
 	case warm.CompressionAuto, warm.CompressionGzip, warm.CompressionZstd:
@@ -256,7 +258,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, cmdutil.UsageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
 	}
 	if opts.Concurrency < 1 {
-		return nil, cmdutil.UsageErr("--concurrency: must be at least 1")
+		return nil, cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	switch opts.Ingest {
 	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
@@ -397,7 +399,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
-		// --concurrency N: N weight blobs at once, at most 2N requests in
+		// --jobs N: N weight blobs at once, at most 2N requests in
 		// flight (the default 4 gives weights pull's own 4 and 8).
 		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,

@@ -288,7 +288,7 @@ Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print per-host results as JSON")
 	cmdutil.SetSchema(cmd, "kiln.warm-status/v1")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "per-host progress lines on stderr: auto, plain, none")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
 
@@ -349,6 +349,10 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 	if opts.Parallel < 1 {
 		return cmdutil.UsageErr("--parallel: must be at least 1")
 	}
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	if len(opts.Refs) == 0 {
 		return cmdutil.UsageErr("name at least one image to warm")
 	}

@@ -91,7 +91,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmdutil.SetSchema(cmd, "kiln.weights-strip/v2")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	opts.SignFlag.Register(cmd)
 	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
 	return cmd
@@ -279,7 +279,7 @@ func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
 		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
-as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+as parallel HTTP Range chunks (--chunk-size, at most --requests requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
 atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
@@ -300,12 +300,13 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmd.Flags().StringVar(&opts.Into, "into", "", "volume directory to fill (created if missing)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "fetch blobs from this repository (REGISTRY/REPO or oci:DIR) instead")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "blobs downloaded at once")
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmd.Flags().IntVar(&opts.Concurrency, "requests", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmdutil.Alias(cmd.Flags(), "concurrency", "requests")
 	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
 	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmdutil.SetSchema(cmd, "kiln.weights-pull/v2")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.weights-pull/v2"))
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
 
@@ -320,7 +321,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		return cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	if opts.Concurrency < 1 {
-		return cmdutil.UsageErr("--concurrency: must be at least 1")
+		return cmdutil.UsageErr("--requests: must be at least 1")
 	}
 	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil {
