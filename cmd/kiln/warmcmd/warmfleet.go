@@ -287,7 +287,7 @@ Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 	cmd.Flags().StringVar(&opts.Platform, "platform", "", "platform to check (default: each host's)")
 	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print per-host results as JSON")
-	cmdutil.SetSchema(cmd, "kiln.warm-status/v1")
+	cmdutil.SetSchema(cmd, "kiln.warm-fleet/v1")
 	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
