@@ -150,7 +150,8 @@ func TestWeightsPullChunkFlags(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--chunk-size lots", "--chunk-size"},
 		{"--chunk-size 4KiB", "under 1MiB"},
-		{"--concurrency 0", "--concurrency"},
+		{"--concurrency 0", "--requests: must be at least 1"},
+		{"--requests 0", "--requests: must be at least 1"},
 		{"--limit-rate -5M", "--limit-rate"},
 	} {
 		args := append([]string{"weights", "pull", wref, "--into", t.TempDir()}, strings.Fields(tc.args)...)

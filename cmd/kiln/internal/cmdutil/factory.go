@@ -54,6 +54,7 @@ on failure: "schema", "ok", and on failure "error" and "exit_code"
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) { warnAliases(c) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -1,6 +1,11 @@
 package cmdutil
 
-import "github.com/spf13/pflag"
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
 
 // kiln's flag vocabulary, the same in every verb (a test walks every
 // command's flags and holds them to it):
@@ -14,8 +19,8 @@ import "github.com/spf13/pflag"
 // Older spellings stay as hidden aliases (Alias) that say what to write.
 
 // Alias registers old as a hidden, deprecated spelling of fs's flag
-// name: both set the same value, and using old prints "Flag --old has
-// been deprecated, use --name" on stderr.
+// name: both set the same value, and using old prints "kiln: --old is
+// deprecated, use --name" on stderr (the root's PersistentPreRun).
 func Alias(fs *pflag.FlagSet, old, name string) {
 	f := fs.Lookup(name)
 	if f == nil {
@@ -24,4 +29,14 @@ func Alias(fs *pflag.FlagSet, old, name string) {
 	fs.Var(f.Value, old, f.Usage)
 	fs.Lookup(old).NoOptDefVal = f.NoOptDefVal
 	_ = fs.MarkDeprecated(old, "use --"+name)
+}
+
+// warnAliases prints a note for each deprecated alias c's command line
+// used (pflag leaves its own note in a buffer cobra prints only on errors).
+func warnAliases(c *cobra.Command) {
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if f.Deprecated != "" {
+			fmt.Fprintf(c.ErrOrStderr(), "kiln: --%s is deprecated, %s\n", f.Name, f.Deprecated)
+		}
+	})
 }
