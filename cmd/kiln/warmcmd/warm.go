@@ -465,10 +465,9 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
 		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
+	// rep.Error is not repeated here: the error comes back to
+	// cmdutil.Execute, which prints it once.
 	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
-	if rep.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", rep.Error)
-	}
 }
 
 func writeReadyFile(p string, rep *warm.Report) error {
