@@ -131,6 +131,9 @@ func TestJSONContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := func(s string) string { return filepath.Join(dir, s) }
+	reg := testimage.Registry(t)
+	pushed := reg + "/acme/serve:1"
+	testimage.Push(t, pushed, testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 100)}, "gzip")))
 	type run struct {
 		args []string
 		code int
@@ -150,6 +153,12 @@ func TestJSONContract(t *testing.T) {
 		{[]string{"compat", "driver", "--cuda", "12.4", "--driver", "550.54"}, 0},
 		{[]string{"compat", "gpu", "h100", "--cuda", "12.4"}, 0},
 		{[]string{"host", "check", "--host-info", "../../testdata/hostcheck/hosts/h100-535.json"}, 0},
+		{[]string{"resolve", "../../testdata/recipes/torch25-cu124.yaml"}, 0},
+		{[]string{"build", "../../testdata/recipes/torch25-cu124.yaml", "--dry-run"}, 0},
+		{[]string{"fatbin", "prune", dir, "--gpus", "h100", "--dry-run"}, 0},
+		{[]string{"sign", pushed, "--key", keys.Key}, 0},
+		{[]string{"verify", pushed, "--key", keys.Pub}, 0},
+		{[]string{"verify", pushed, "--key", keys.OtherPub}, cmdutil.ExitUnverified},
 		// failures: each verb prints one object all the same
 		{[]string{"analyze", "BAD::ref"}, cmdutil.ExitUsage},
 		{[]string{"analyze", "oci:" + p("nothing")}, cmdutil.ExitFailure},
