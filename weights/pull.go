@@ -71,7 +71,7 @@ type PullOptions struct {
 
 // PullResult says what a pull did.
 type PullResult struct {
-	SetDigest string `json:"setDigest"`
+	SetDigest string `json:"set_digest"`
 	Files     int    `json:"files"`
 	Bytes     int64  `json:"bytes"`
 	// Fetched is the bytes transferred in this run; Resumed the bytes a
@@ -81,7 +81,7 @@ type PullResult struct {
 	// Present counts files that were already in place and verified.
 	Present int `json:"present"`
 	// AlreadyReady is true when the marker already matched: nothing done.
-	AlreadyReady bool `json:"alreadyReady"`
+	AlreadyReady bool `json:"already_ready"`
 }
 
 // Pull materialises the volume m into dir from src. Blobs are staged in

@@ -72,6 +72,7 @@ min_driver, reason. Exit 0 when compatible, 1 when not.`,
 	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the host's NVIDIA driver version (e.g. 550.54.15)")
 	cmd.Flags().StringVar(&opts.GPU, "gpu", "", "the host's GPU (h100, rtx4090, sm_89, ...)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the verdict as JSON")
+	cmdutil.SetSchema(cmd, "kiln.compat-driver/v1")
 	return cmd
 }
 
@@ -148,6 +149,7 @@ JSON keys: compute_capability, supported, reason. Exit 0 when supported, 1 when 
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the CUDA toolkit version (12.8, 13.0, ...)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the verdict as JSON")
+	cmdutil.SetSchema(cmd, "kiln.compat-gpu/v1")
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package hostcmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -110,13 +109,14 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 	fl.StringVar(&opts.Root, "root", "/", "root directory to read the host from (/proc, /etc, sockets)")
 	fl.StringSliceVar(&opts.Volumes, "volume", nil, "directory for persistent data to probe (repeatable)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/hostcheck.md)")
+	cmdutil.SetSchema(cmd, "kiln.host-check/v1")
 	fl.BoolVar(&opts.Capture, "capture", false, "print this host's description as JSON (for --host-info) and exit")
 	fl.BoolVar(&opts.NoKernels, "no-kernels", false, "do not stream the image's layers for fat binaries; read only its config")
 	fl.StringVar(&opts.ContainerdConfig, "containerd-config", "", "containerd config to read (default /etc/containerd/config.toml under --root; its imports too)")
 	fl.StringVar(&opts.DockerDaemonConfig, "docker-config", "", "Docker daemon.json to read (default /etc/docker/daemon.json under --root)")
 	fl.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	return cmd
 }
 
@@ -229,9 +229,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	rep := hostcheck.Check(h, im, ho)
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := cmdutil.WriteJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
 	} else if err := rep.WriteTable(opts.IO.Out); err != nil {

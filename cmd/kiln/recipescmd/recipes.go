@@ -48,6 +48,7 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 		},
 	}
 	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print the list as JSON")
+	cmdutil.SetSchema(listCmd, "kiln.recipes-list/v1")
 	show := &RecipesOptions{IO: ios}
 	showCmd := &cobra.Command{
 		Use:               "show NAME",
@@ -89,7 +90,7 @@ func runRecipesList(_ context.Context, opts *RecipesOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.IO.Out, all)
+		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{"recipes": all})
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tDESCRIPTION")

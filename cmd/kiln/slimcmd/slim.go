@@ -2,7 +2,6 @@ package slimcmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -161,11 +160,12 @@ layers.`,
 	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
 	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.SetSchema(cmd, "kiln.slim/v1")
 	opts.SignFlag.Register(cmd)
 	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	fl.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
 	fl.StringSliceVar(&opts.GPUs, "gpus", nil, "prune GPU code to what these GPUs run (names such as h100,l4 or sm_90)")
 	fl.BoolVar(&opts.KeepPTX, "keep-ptx", true, "with --gpus: keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")
@@ -309,6 +309,9 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		return err
 	}
 	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -347,7 +350,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 	if err != nil {
 		var je *slim.JITError
 		if errors.As(err, &je) {
-			return cmdutil.Exit(cmdutil.ExitRule, err)
+			return cmdutil.Exit(cmdutil.ExitFailure, err)
 		}
 		return err
 	}
@@ -533,9 +536,7 @@ func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Re
 // the table and a line per image written.
 func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	if err := rep.WriteTable(opts.IO.Out); err != nil {
 		return err
@@ -584,7 +585,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.
 	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, cmdutil.Short(dig.String()))
 	if !record {
 		if err := slim.Probe(ctx, c, src, cfg, opts.Probe); err != nil {
-			return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+			return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 		}
 		return nil, nil
 	}
@@ -599,7 +600,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.
 	defer cleanup()
 	files, err := slim.ProbeRecord(ctx, c, src, cfg, opts.Probe, tools)
 	if err != nil {
-		return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+		return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
 	return files, nil

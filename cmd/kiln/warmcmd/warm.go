@@ -114,7 +114,7 @@ REPO:TAG, REPO:TAG-zstd (kiln convert --compression zstd makes it), or the
 zstd manifest of an index, when the target can run zstd layers.
 
 Exit codes: 0 ready (every digest of the warm set verified present; with
---dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
+--dry-run: nothing missing), 1 failure, 2 usage, 5 --dry-run found
 something missing, 4 --verify-key refused a signature. --json prints one object (schema kiln.warm/v1,
 docs/warm.md); --ready-file writes a marker only when ready.
 
@@ -147,12 +147,14 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	fl.StringVar(&opts.Target, "target", "", "where to warm: containerd[:SOCKET], oci:DIR or docker[:SOCKET]")
 	fl.StringVarP(&opts.Namespace, "namespace", "n", "default", "containerd namespace (Kubernetes: k8s.io)")
 	fl.BoolVar(&opts.Unpack, "unpack", false, "also unpack into containerd's snapshotter (first start does no work)")
-	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 3 if anything is")
-	fl.IntVar(&opts.Concurrency, "concurrency", 4, "blobs fetched at once")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 5 if anything is")
+	fl.IntVarP(&opts.Concurrency, "jobs", "j", 4, "blobs fetched at once")
+	cmdutil.Alias(fl, "concurrency", "jobs")
 	fl.StringVar(&opts.LimitRate, "limit-rate", "", "cap registry reads, bytes per second (e.g. 100MiB, 50M, 1000000)")
 	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write this marker file when ready (removed when not)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON report on stdout (schema kiln.warm/v1)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
@@ -205,7 +207,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	if opts.DryRun {
 		if !rep.Ready {
-			return cmdutil.SilentExit(cmdutil.ExitRule)
+			return cmdutil.SilentExit(cmdutil.ExitNotReady)
 		}
 		return nil
 	}
@@ -248,6 +250,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
 		return nil, err
 	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	comp := warm.Compression(opts.Compression)
 	switch comp {
 	case warm.CompressionAuto, warm.CompressionGzip, warm.CompressionZstd:
@@ -255,7 +258,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, cmdutil.UsageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
 	}
 	if opts.Concurrency < 1 {
-		return nil, cmdutil.UsageErr("--concurrency: must be at least 1")
+		return nil, cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	switch opts.Ingest {
 	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
@@ -362,7 +365,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if opts.VerifyKey != "" {
 		pol, err := sign.LoadPolicy(opts.VerifyKey)
 		if err != nil {
-			return nil, cmdutil.UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
 		}
 		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
 			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
@@ -396,7 +399,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
-		// --concurrency N: N weight blobs at once, at most 2N requests in
+		// --jobs N: N weight blobs at once, at most 2N requests in
 		// flight (the default 4 gives weights pull's own 4 and 8).
 		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
@@ -467,10 +470,9 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
 		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
+	// rep.Error is not repeated here: the error comes back to
+	// cmdutil.Execute, which prints it once.
 	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
-	if rep.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", rep.Error)
-	}
 }
 
 func writeReadyFile(p string, rep *warm.Report) error {

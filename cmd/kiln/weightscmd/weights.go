@@ -91,7 +91,8 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	cmd.Flags().IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level of the rewritten layers (1..22)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.SetSchema(cmd, "kiln.weights-strip/v2")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	opts.SignFlag.Register(cmd)
 	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
 	return cmd
@@ -99,15 +100,15 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 
 type stripResult struct {
 	Image          string            `json:"image"`
-	ImageDigest    string            `json:"imageDigest"`
+	ImageDigest    string            `json:"image_digest"`
 	Weights        string            `json:"weights"`
 	Mount          string            `json:"mount"`
-	SetDigest      string            `json:"setDigest"`
+	SetDigest      string            `json:"set_digest"`
 	Files          int               `json:"files"`
 	Bytes          int64             `json:"bytes"`
 	Layers         int               `json:"layers"`
-	BeforeSize     int64             `json:"beforeCompressedSize"`
-	AfterSize      int64             `json:"afterCompressedSize"`
+	BeforeSize     int64             `json:"before_compressed_size"`
+	AfterSize      int64             `json:"after_compressed_size"`
 	Labels         map[string]string `json:"labels"`
 	VolumeManifest *weights.Manifest `json:"manifest"`
 	// Signed are the --sign-key signatures: the image's, then the
@@ -151,6 +152,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	}
 	pol, err := slim.BuiltinPolicy("weights")
 	if err != nil {
+		return err
+	}
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
 		return err
 	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
@@ -294,7 +298,7 @@ func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
 		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
-as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+as parallel HTTP Range chunks (--chunk-size, at most --requests requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
 atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
@@ -315,11 +319,13 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmd.Flags().StringVar(&opts.Into, "into", "", "volume directory to fill (created if missing)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "fetch blobs from this repository (REGISTRY/REPO or oci:DIR) instead")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "blobs downloaded at once")
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmd.Flags().IntVar(&opts.Concurrency, "requests", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmdutil.Alias(cmd.Flags(), "concurrency", "requests")
 	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
 	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.weights-pull/v2"))
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
 
@@ -334,7 +340,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		return cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	if opts.Concurrency < 1 {
-		return cmdutil.UsageErr("--concurrency: must be at least 1")
+		return cmdutil.UsageErr("--requests: must be at least 1")
 	}
 	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil {
@@ -404,11 +410,11 @@ func newWeightsVerifyCmd(f *cmdutil.Factory) *cobra.Command {
 	opts := &WeightsVerifyOptions{IO: ios}
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
-		Short: "Check a weights volume offline (exit 3 when it does not verify)",
+		Short: "Check a weights volume offline (exit 1 when it does not verify)",
 		Long: `Hashes every file of the volume and checks it against the manifest pull kept in
 DIR/.kiln-manifest.json (or --manifest): sizes, sha256, modes, no missing and
 no extra files, no symlinks, and the .kiln-ready marker holding the set digest.
-Exit 3 when anything differs.`,
+Exit 1 when anything differs.`,
 		Example: `  kiln weights verify /var/lib/models/serve
   kiln weights verify /data/w --manifest weights.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -421,6 +427,7 @@ Exit 3 when anything differs.`,
 	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "volume manifest (file, artifact or image) instead of DIR/.kiln-manifest.json")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "files hashed at once")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.SetSchema(cmd, "kiln.weights-verify/v2")
 	return cmd
 }
 
@@ -460,7 +467,7 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s does not verify: %d problems\n", opts.Dir, len(rep.Problems))
 	}
 	if !rep.OK {
-		return cmdutil.SilentExit(cmdutil.ExitRule)
+		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
 	return nil
 }
@@ -507,6 +514,7 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
 	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the snippets as JSON")
+	cmdutil.SetSchema(cmd, "kiln.weights-run-args/v2")
 	return cmd
 }
 

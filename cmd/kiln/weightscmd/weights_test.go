@@ -60,12 +60,12 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
 	code, out, errOut = run(t, "weights", "verify", vol)
-	if code != cmdutil.ExitRule || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
+	if code != cmdutil.ExitFailure || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("tampered verify: code %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = run(t, "weights", "verify", vol, "--json")
 	var rep weights.VerifyReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cmdutil.ExitRule || rep.OK || len(rep.Problems) != 1 {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cmdutil.ExitFailure || rep.OK || len(rep.Problems) != 1 {
 		t.Errorf("verify --json: code %d %s", code, out)
 	}
 }
@@ -150,7 +150,8 @@ func TestWeightsPullChunkFlags(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--chunk-size lots", "--chunk-size"},
 		{"--chunk-size 4KiB", "under 1MiB"},
-		{"--concurrency 0", "--concurrency"},
+		{"--concurrency 0", "--requests: must be at least 1"},
+		{"--requests 0", "--requests: must be at least 1"},
 		{"--limit-rate -5M", "--limit-rate"},
 	} {
 		args := append([]string{"weights", "pull", wref, "--into", t.TempDir()}, strings.Fields(tc.args)...)

@@ -47,13 +47,17 @@ Images are named the same way by every command:
   oci:DIR[:TAG|@sha256:...]                       an OCI image layout
   docker-archive:FILE.tar                         a 'docker save' archive
 
-Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken, 4 a signature
-did not verify (verify, warm --verify-key).`,
+With --json every command prints exactly one JSON object on stdout, also
+on failure: "schema", "ok", and on failure "error" and "exit_code"
+(docs/schema/ holds the schemas).
+
+` + ExitCodesHelp,
 		Version:       f.buildInfo().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Version}}")
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) { warnAliases(c) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -27,3 +27,17 @@ func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 	}
 	return []layers.Option{layers.WithPlatform(p), layers.WithInsecureRegistries(f.InsecureRegistry...)}, nil
 }
+
+// CheckRef parses an image reference named on the command line; one that
+// does not parse is a usage error (exit 2) from every verb, before any
+// work starts. what names the flag ("--to") or is "" for an argument.
+func CheckRef(what, ref string, opts ...layers.Option) (layers.Ref, error) {
+	r, err := layers.ParseRef(ref, opts...)
+	if err != nil {
+		if what != "" {
+			return r, UsageErr("%s: %v", what, err)
+		}
+		return r, UsageErr("%v", err)
+	}
+	return r, nil
+}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kiln-build/kiln/internal/bytesize"
 )
 
@@ -33,19 +35,46 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// CheckProgress validates a --progress value: auto, tty (bars is the same),
-// plain or none, as StartProgress takes them.
+// ProgressWords are the --progress values every verb takes, and
+// ProgressUsage the flag's one help text (a test holds every verb to it).
+const (
+	ProgressWords = "auto, tty, plain, none"
+	ProgressUsage = "progress on stderr: auto (bars on a terminal), tty, plain (lines, for logs), none"
+)
+
+// progressAliases are the older spellings some verbs took, still accepted
+// (not shown): bars is tty, quiet is none.
+var progressAliases = map[string]string{"bars": "tty", "quiet": "none"}
+
+// ProgressFlag registers --progress (default auto) on fs with the one
+// vocabulary: ProgressWords, and the old aliases.
+func ProgressFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "progress", "auto", ProgressUsage)
+}
+
+// NormalizeProgress maps an old alias to its word (bars → tty, quiet →
+// none); others come back as they are.
+func NormalizeProgress(mode string) string {
+	if w, ok := progressAliases[mode]; ok {
+		return w
+	}
+	return mode
+}
+
+// CheckProgress validates a --progress value: one of ProgressWords or an
+// old alias, as StartProgress takes them.
 func CheckProgress(mode string) error {
-	switch mode {
-	case "auto", "tty", "bars", "plain", "none":
+	switch NormalizeProgress(mode) {
+	case "auto", "tty", "plain", "none":
 		return nil
 	}
-	return UsageErr("--progress: %q is not one of auto, tty, plain, none", mode)
+	return UsageErr("--progress: %q is not one of %s", mode, ProgressWords)
 }
 
 // StartProgress starts drawing unless mode is "none" (or "auto" on a
 // non-terminal for small totals).
 func StartProgress(w io.Writer, mode, label string, total int64, done *atomic.Int64) *ProgressBar {
+	mode = NormalizeProgress(mode)
 	p := &ProgressBar{w: w, label: label, total: total, done: done, tty: isTerminal(w), stop: make(chan struct{}), exited: make(chan struct{})}
 	switch mode {
 	case "none":
