@@ -265,6 +265,9 @@ type WeightsPullOptions struct {
 	Concurrency int
 	ChunkSize   string
 	LimitRate   string
+	// Quick trusts the ready marker and the files' sizes and times
+	// without hashing them.
+	Quick bool
 	cmdutil.ImageFlags
 }
 
@@ -278,8 +281,11 @@ func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
 as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
-atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
-alone; a damaged one is healed. A second pull into the same DIR waits for the first (DIR/.kiln-lock).
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last.
+A volume whose marker already matches is hashed (-j files at once) before it
+is called ready, so bit rot that kept a file's size and times is found; a
+damaged volume is healed. --quick trusts the marker and the files' sizes,
+modes and times instead (no read of the weights, no bit rot found). A second pull into the same DIR waits for the first (DIR/.kiln-lock).
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
@@ -299,6 +305,7 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
 	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
 	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
+	cmd.Flags().BoolVar(&opts.Quick, "quick", false, "a volume whose marker matches is ready if its files have their sizes, modes and times (no hashing)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
 	return cmd
@@ -347,7 +354,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	var done atomic.Int64
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
-		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
 		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
@@ -362,8 +369,11 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		}{r, opts.Into, res.Manifest.Mount, res.Ref})
 	}
 	state := "pulled"
-	if r.AlreadyReady {
-		state = "already ready"
+	switch {
+	case r.AlreadyReady && r.Verified:
+		state = "already ready (every file hashed)"
+	case r.AlreadyReady:
+		state = "already ready (--quick: not hashed)"
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
 		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)

@@ -207,3 +207,45 @@ func TestWeightsStripImageTwin(t *testing.T) {
 		t.Errorf("--image-twin docker-archive: exit %d, want usage", code)
 	}
 }
+
+// D11: `kiln weights pull` (what the Kubernetes init container runs) must
+// not call a volume "already ready" over bit rot that kept the file's size
+// and modification time: it hashes, finds and heals it.
+func TestWeightsPullHealsBitRot(t *testing.T) {
+	_, wref := strippedApp(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	file := filepath.Join(vol, "m-00002.safetensors")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0x80
+	if err := os.WriteFile(file, b, fi.Mode()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none", "--quick")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (--quick: not hashed)") {
+		t.Fatalf("--quick trusts the marker: code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	if code != cmdutil.ExitOK || strings.Contains(out, "already ready") || !strings.Contains(out, "1 already present") {
+		t.Fatalf("pull over bit rot: code %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
+		t.Fatalf("after the healing pull: code %d %s", code, out)
+	}
+	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (every file hashed)") {
+		t.Fatalf("healed volume: code %d %s", code, out)
+	}
+}
