@@ -313,7 +313,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
 	var col *weights.Collector
 	if opts.WeightsTo != "" {
-		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
+		if col, err = weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.WeightsMount)); err != nil {
 			return err
 		}
 		ro.Divert = col

@@ -97,13 +97,16 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 }
 
 type stripResult struct {
-	Image          string            `json:"image"`
-	ImageDigest    string            `json:"imageDigest"`
-	Weights        string            `json:"weights"`
-	Mount          string            `json:"mount"`
-	SetDigest      string            `json:"setDigest"`
-	Files          int               `json:"files"`
-	Bytes          int64             `json:"bytes"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"imageDigest"`
+	Weights     string `json:"weights"`
+	Mount       string `json:"mount"`
+	SetDigest   string `json:"setDigest"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	// Beside counts the files that are not weights but sat below the
+	// mount: they go into the volume too, so that the mount hides none.
+	Beside         int               `json:"beside"`
 	Layers         int               `json:"layers"`
 	BeforeSize     int64             `json:"beforeCompressedSize"`
 	AfterSize      int64             `json:"afterCompressedSize"`
@@ -162,7 +165,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	col, err := weights.NewCollector(filepath.Join(work, "weights"))
+	col, err := weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.Mount))
 	if err != nil {
 		return err
 	}
@@ -230,7 +233,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		}
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
-		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
+		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
 		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, r)
@@ -241,6 +244,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	fmt.Fprintf(tw, "weights\t%s\n", r.Weights)
 	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
+	if r.Beside > 0 {
+		fmt.Fprintf(tw, "\t%d of the files are not weights: the volume holds\n\tall of %s, which the mount would hide\n", r.Beside, r.Mount)
+	}
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
 	if r.Twin != "" {
 		fmt.Fprintf(tw, "image twin\t%s\n", r.Twin)

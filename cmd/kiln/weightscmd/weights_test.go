@@ -1,6 +1,8 @@
 package weightscmd
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"os"
@@ -247,5 +249,76 @@ func TestWeightsPullHealsBitRot(t *testing.T) {
 	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
 	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (every file hashed)") {
 		t.Fatalf("healed volume: code %d %s", code, out)
+	}
+}
+
+// Issue 25 item 3: weights keep their neighbours. A Hugging Face-shaped
+// model directory is stripped; the volume must hold every file the image
+// had below the mount (shards, index, config, tokenizer, generation
+// config, a README, a subdirectory), the stripped image none of them (the
+// mount would hide them) and everything else; pulled, the volume has
+// their bytes, and every run-args form mounts it at that directory.
+func TestWeightsStripKeepsNeighbours(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	img, orig := cmdtest.HFModelImage(t)
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	slimRef, wref := reg+"/acme/hf:slim", reg+"/acme/hf-weights:v1"
+	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", wref, "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	var r struct {
+		Files, Beside int
+		Mount         string
+		Weights       string
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]string{} // path below the mount → sha256
+	for p, sum := range orig {
+		if strings.HasPrefix(p, cmdtest.HFModelMount+"/") {
+			under[strings.TrimPrefix(p, cmdtest.HFModelMount+"/")] = sum
+		}
+	}
+	if r.Mount != cmdtest.HFModelMount || r.Files != len(under) || r.Beside != len(under)-2 {
+		t.Errorf("strip: mount %s, %d files (%d beside the weights); want %s, %d (%d)", r.Mount, r.Files, r.Beside, cmdtest.HFModelMount, len(under), len(under)-2)
+	}
+	slimFiles := cmdtest.RefFiles(t, slimRef)
+	for p, sum := range orig {
+		_, inImage := slimFiles[p]
+		switch below := strings.HasPrefix(p, cmdtest.HFModelMount+"/"); {
+		case below && inImage:
+			t.Errorf("%s is still in the stripped image, under the volume's mount", p)
+		case !below && slimFiles[p] != sum:
+			t.Errorf("%s left the image (sha256 %q), but it is not below the mount", p, slimFiles[p])
+		}
+	}
+
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", slimRef, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	for rel, sum := range under {
+		b, err := os.ReadFile(filepath.Join(vol, rel))
+		if err != nil {
+			t.Errorf("volume: %v", err)
+			continue
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+			t.Errorf("volume: %s differs from the image's", rel)
+		}
+	}
+
+	for _, format := range []string{"docker", "compose", "kubernetes"} {
+		code, out, errOut := run(t, "weights", "run-args", slimRef, "--volume", "models", "--format", format)
+		if code != cmdutil.ExitOK {
+			t.Fatalf("run-args %s: code %d\n%s\n%s", format, code, out, errOut)
+		}
+		want := map[string]string{"docker": "models:/app/models:ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models"}[format]
+		if !strings.Contains(out, want) {
+			t.Errorf("run-args %s does not mount the volume at %s:\n%s", format, cmdtest.HFModelMount, out)
+		}
 	}
 }
