@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -320,5 +322,61 @@ func TestWeightsStripKeepsNeighbours(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("run-args %s does not mount the volume at %s:\n%s", format, cmdtest.HFModelMount, out)
 		}
+	}
+}
+
+// A link below the mount cannot go into a volume of regular files and
+// would be hidden by the mount: strip refuses and says what to do. A
+// symlink elsewhere that points at a weight stays in the image: the
+// volume brings its target back at run time.
+func TestWeightsStripLinksAndMount(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	st := testimage.Safetensors("app/models/model.safetensors", 5000)
+	cases := []struct {
+		name    string
+		entries []testimage.Entry
+		args    []string
+		want    string
+	}{
+		{"symlink below the mount", []testimage.Entry{st, testimage.Symlink("app/models/latest.safetensors", "model.safetensors")}, nil,
+			"/app/models/latest.safetensors is a symlink to model.safetensors below the weights' mount /app/models"},
+		{"mount above no weight", []testimage.Entry{st}, []string{"--mount", "/app/other"},
+			"/app/models/model.safetensors is not below the mount /app/other"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, tc.entries, "gzip"))
+			src := filepath.Join(dir, fmt.Sprint(i))
+			testimage.WriteLayout(t, src, "app", img)
+			args := append([]string{"weights", "strip", "oci:" + src + ":app", "--to", reg + "/links/app:slim", "--weights-to", reg + "/links/w:v1", "--progress", "none"}, tc.args...)
+			code, out, errOut := run(t, args...)
+			if code == cmdutil.ExitOK || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("code %d\n%s\n%s\nwant an error with %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{st, testimage.Symlink("app/current.safetensors", "models/model.safetensors")}, "gzip"))
+	testimage.WriteLayout(t, filepath.Join(dir, "ok"), "app", img)
+	if code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "ok")+":app", "--to", reg+"/links/ok:slim", "--weights-to", reg+"/links/okw:v1", "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	slim, err := layers.Open(t.Context(), reg+"/links/ok:slim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slim.Close()
+	found := false
+	for _, l := range slim.Layers {
+		if _, err := l.Walk(t.Context(), layers.WalkOptions{}, func(e *layers.Entry, _ io.Reader) error {
+			found = found || e.Path == "app/current.safetensors" && e.Header.Linkname == "models/model.safetensors"
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Error("the symlink /app/current.safetensors to a diverted weight left the image; the volume brings its target back")
 	}
 }
