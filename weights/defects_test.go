@@ -149,7 +149,7 @@ func TestPullHealsBitRotKeepingTimes(t *testing.T) {
 	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
 		t.Fatalf("after the healing pull: %+v %v", rep, err)
 	}
-	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady || !r.Verified || r.Fetched != 0 {
+	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady || !r.Verified || r.Fetched != 0 || r.Present != len(modelFiles) {
 		t.Fatalf("a healed volume is ready, verified: %+v %v", r, err)
 	}
 	// Recheck (warm, after its own Verify found the file) heals too.

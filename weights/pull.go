@@ -146,7 +146,7 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 			return nil, err
 		}
 		if len(good) == len(m.Files) {
-			res.AlreadyReady, res.Verified = true, true
+			res.AlreadyReady, res.Verified, res.Present = true, true, len(m.Files)
 			return res, nil
 		}
 		// A file the cheap check passed does not hash right (bit rot, a

@@ -377,9 +377,9 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	state := "pulled"
 	switch {
 	case r.AlreadyReady && r.Verified:
-		state = "already ready (every file hashed)"
+		state = "already ready (verified)"
 	case r.AlreadyReady:
-		state = "already ready (--quick: not hashed)"
+		state = "already ready (--quick: not verified)"
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
 		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)

@@ -238,7 +238,7 @@ func TestWeightsPullHealsBitRot(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none", "--quick")
-	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (--quick: not hashed)") {
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (--quick: not verified)") {
 		t.Fatalf("--quick trusts the marker: code %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
@@ -249,7 +249,7 @@ func TestWeightsPullHealsBitRot(t *testing.T) {
 		t.Fatalf("after the healing pull: code %d %s", code, out)
 	}
 	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
-	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (every file hashed)") {
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (verified)") {
 		t.Fatalf("healed volume: code %d %s", code, out)
 	}
 }
