@@ -68,6 +68,11 @@ type Report struct {
 	// Diverted is the number and size of the files handed to the diverter.
 	DivertedFiles int   `json:"diverted_files"`
 	DivertedBytes int64 `json:"diverted_bytes"`
+	// DivertMount is where a MountDiverter's volume is mounted;
+	// DivertedBeside counts the diverted files that are not weights but
+	// sat below it (they go into the volume so that the mount hides none).
+	DivertMount    string `json:"diverted_mount,omitempty"`
+	DivertedBeside int    `json:"diverted_beside,omitempty"`
 	// Materialized counts hardlinks written as files because their target
 	// left the image or landed in another layer.
 	Materialized int      `json:"materialized_hardlinks"`
@@ -411,6 +416,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.DivertedFiles > 0 {
 		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, bytesize.Format(r.DivertedBytes))
+		if r.DivertedBeside > 0 {
+			fmt.Fprintf(w, "  %d of them beside the weights: the volume holds all of %s\n", r.DivertedBeside, r.DivertMount)
+		}
 	}
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", wn)

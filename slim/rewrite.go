@@ -34,6 +34,19 @@ type Diverter interface {
 	Divert(path string, hdr *tar.Header, r io.Reader) error
 }
 
+// A MountDiverter is a Diverter whose files come back at run time as one
+// directory mounted over the image (a weights volume). Rewrite asks it,
+// while planning, where that mount will be (given the absolute paths of
+// the weights the policy diverts) and diverts every other regular file
+// below that directory too: config, tokenizer, index JSON and whatever
+// else sits beside the weights, so that the mount hides nothing the image
+// had. A symlink or hardlink below the mount fails the rewrite (the volume
+// holds regular files only).
+type MountDiverter interface {
+	Diverter
+	DivertMount(weights []string) (string, error)
+}
+
 // DefaultLevel is the zstd level used when Options.Level is 0.
 const DefaultLevel = 3
 

@@ -158,7 +158,7 @@ layers.`,
 	fl.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", ""), "with --probe: push the image to this registry for BuildKit to pull (default: BuildKit reads it from an OCI layout in the work directory, nothing is pushed)")
 	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
-	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
+	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file); every file below it goes into the volume")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	cmdutil.SetSchema(cmd, "kiln.slim/v1")
 	opts.SignFlag.Register(cmd)
@@ -337,7 +337,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
 	var col *weights.Collector
 	if opts.WeightsTo != "" {
-		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
+		if col, err = weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.WeightsMount)); err != nil {
 			return err
 		}
 		ro.Divert = col

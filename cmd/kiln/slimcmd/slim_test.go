@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -210,5 +211,56 @@ func TestSlimCommandCompressionAndCap(t *testing.T) {
 	}
 	if _, err := layers.Open(context.Background(), "oci:"+filepath.Join(dir, "out")+":v1-zstd"); err == nil {
 		t.Error("a zstd variant was written with --compression gzip")
+	}
+}
+
+// Issue 25 item 3 through slim --weights-to: every file below the
+// weights' mount (a Hugging Face-shaped directory) goes into the volume,
+// none stays in the image where the mount would hide it.
+func TestSlimWeightsToKeepsNeighbours(t *testing.T) {
+	dir := t.TempDir()
+	img, orig := cmdtest.HFModelImage(t)
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	reg := testimage.Registry(t)
+	wto := "oci:" + filepath.Join(dir, "w") + ":hf"
+	code, out, errOut := run(t, "slim", "oci:"+filepath.Join(dir, "src")+":app", "--to", reg+"/slim/hf:v1", "--weights-to", wto, "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var rep slim.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var below []string
+	for p := range orig {
+		if strings.HasPrefix(p, cmdtest.HFModelMount+"/") {
+			below = append(below, strings.TrimPrefix(p, cmdtest.HFModelMount+"/"))
+		}
+	}
+	if rep.DivertedFiles != len(below) || rep.DivertedBeside != len(below)-2 || rep.DivertMount != cmdtest.HFModelMount {
+		t.Errorf("report: diverted %d (%d beside) below %q; want %d (%d) below %s", rep.DivertedFiles, rep.DivertedBeside, rep.DivertMount, len(below), len(below)-2, cmdtest.HFModelMount)
+	}
+	slimFiles := cmdtest.RefFiles(t, reg+"/slim/hf:v1")
+	for p, sum := range orig {
+		_, in := slimFiles[p]
+		if strings.HasPrefix(p, cmdtest.HFModelMount+"/") == in {
+			t.Errorf("%s: in the slim image %v (sha256 %s)", p, in, sum)
+		}
+	}
+	res, err := weights.Resolve(context.Background(), reg+"/slim/hf:v1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range res.Manifest.Files {
+		got[f.Path] = f.SHA256
+	}
+	for _, rel := range below {
+		if got[rel] != orig[cmdtest.HFModelMount+"/"+rel] {
+			t.Errorf("volume manifest: %s has sha256 %q, want the image's %s", rel, got[rel], orig[cmdtest.HFModelMount+"/"+rel])
+		}
+	}
+	if len(got) != len(below) || res.Manifest.Mount != cmdtest.HFModelMount {
+		t.Errorf("volume: %d files at %s, want %d at %s", len(got), res.Manifest.Mount, len(below), cmdtest.HFModelMount)
 	}
 }

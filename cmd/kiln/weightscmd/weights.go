@@ -84,7 +84,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().StringVar(&opts.To, "to", "", "where the image without weights goes (REF, oci:DIR[:TAG], docker-archive:FILE)")
 	cmd.Flags().StringVar(&opts.WeightsTo, "weights-to", "", "where the weights artifact goes (REF or oci:DIR[:TAG])")
-	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file)")
+	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file); every file below it goes into the volume")
 	cmd.Flags().StringVar(&opts.ManifestOut, "manifest-out", "", "also write the volume manifest to this file")
 	cmd.Flags().StringVar(&opts.ImageTwin, "image-twin", "", "also publish the volume as an image here (REF or oci:DIR[:TAG]), for Kubernetes image volumes (docs/weights.md)")
 	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for blobs (default: $TMPDIR); needs the image's size free")
@@ -99,13 +99,16 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 }
 
 type stripResult struct {
-	Image          string            `json:"image"`
-	ImageDigest    string            `json:"image_digest"`
-	Weights        string            `json:"weights"`
-	Mount          string            `json:"mount"`
-	SetDigest      string            `json:"set_digest"`
-	Files          int               `json:"files"`
-	Bytes          int64             `json:"bytes"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest"`
+	Weights     string `json:"weights"`
+	Mount       string `json:"mount"`
+	SetDigest   string `json:"set_digest"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	// Beside counts the files that are not weights but sat below the
+	// mount: they go into the volume too, so that the mount hides none.
+	Beside         int               `json:"beside"`
 	Layers         int               `json:"layers"`
 	BeforeSize     int64             `json:"before_compressed_size"`
 	AfterSize      int64             `json:"after_compressed_size"`
@@ -185,7 +188,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err := preflight.Disk(work, img.CompressedSize(), "the weights and the new layers"); err != nil {
 		return fmt.Errorf("--work-dir: %w", err)
 	}
-	col, err := weights.NewCollector(filepath.Join(work, "weights"))
+	col, err := weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.Mount))
 	if err != nil {
 		return err
 	}
@@ -253,7 +256,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		}
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
-		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
+		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
 		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, r)
@@ -264,6 +267,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	fmt.Fprintf(tw, "weights\t%s\n", r.Weights)
 	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
+	if r.Beside > 0 {
+		fmt.Fprintf(tw, "\t%d of the files are not weights: the volume holds\n\tall of %s, which the mount would hide\n", r.Beside, r.Mount)
+	}
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
 	if r.Twin != "" {
 		fmt.Fprintf(tw, "image twin\t%s\n", r.Twin)
@@ -288,6 +294,9 @@ type WeightsPullOptions struct {
 	Concurrency int
 	ChunkSize   string
 	LimitRate   string
+	// Quick trusts the ready marker and the files' sizes and times
+	// without hashing them.
+	Quick bool
 	cmdutil.ImageFlags
 }
 
@@ -301,8 +310,11 @@ func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
 as parallel HTTP Range chunks (--chunk-size, at most --requests requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
-atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
-alone; a damaged one is healed. A second pull into the same DIR waits for the first (DIR/.kiln-lock).
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last.
+A volume whose marker already matches is hashed (-j files at once) before it
+is called ready, so bit rot that kept a file's size and times is found; a
+damaged volume is healed. --quick trusts the marker and the files' sizes,
+modes and times instead (no read of the weights, no bit rot found). A second pull into the same DIR waits for the first (DIR/.kiln-lock).
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
@@ -323,6 +335,7 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmdutil.Alias(cmd.Flags(), "concurrency", "requests")
 	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
 	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
+	cmd.Flags().BoolVar(&opts.Quick, "quick", false, "a volume whose marker matches is ready if its files have their sizes, modes and times (no hashing)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.weights-pull/v2"))
 	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
@@ -372,7 +385,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	var done atomic.Int64
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
-		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
 		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
@@ -387,8 +400,11 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		}{r, opts.Into, res.Manifest.Mount, res.Ref})
 	}
 	state := "pulled"
-	if r.AlreadyReady {
-		state = "already ready"
+	switch {
+	case r.AlreadyReady && r.Verified:
+		state = "already ready (verified)"
+	case r.AlreadyReady:
+		state = "already ready (--quick: not verified)"
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
 		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
