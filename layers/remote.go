@@ -29,7 +29,7 @@ func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
 func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+		return nil, imageError(r.Raw, RedactError(err))
 	}
 	var vimg v1.Image
 	if desc.MediaType.IsIndex() {
@@ -143,7 +143,7 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: %w", ref, RedactError(err))
+		return "", nil, imageError(ref, RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {
