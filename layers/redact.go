@@ -190,6 +190,8 @@ type redactedError struct {
 	// whole: the message names the image and what is wrong with it
 	// (a tag or manifest not found): it needs no "image REF:" before it.
 	whole bool
+	// described: the message is in words already (describe); said once.
+	described bool
 }
 
 func (e *redactedError) Error() string { return e.msg }
@@ -198,13 +200,20 @@ func (e *redactedError) Unwrap() error { return e.err }
 // RedactError returns err in words (see describe) with a redacted message
 // (nil stays nil). Use it wherever an error from a registry, a keychain or
 // a credential helper is formed into one kiln prints.
-func RedactError(err error) error {
+func RedactError(err error) error { return redactErrorAt(err, "") }
+
+// redactErrorAt is RedactError for an error of a request to host.
+func redactErrorAt(err error, host string) error {
 	if err == nil {
 		return nil
 	}
 	orig := err.Error()
 	msg := orig
-	words, inner := describe(err)
+	var words, inner string
+	var done *redactedError
+	if !errors.As(err, &done) || !done.described {
+		words, inner = describe(err, host)
+	}
 	if words != "" {
 		if i := strings.Index(msg, inner); inner != "" && i >= 0 {
 			msg = msg[:i] + words
@@ -218,7 +227,7 @@ func RedactError(err error) error {
 	if clean == orig {
 		return err
 	}
-	return &redactedError{msg: clean, err: err, whole: whole && clean == msg}
+	return &redactedError{msg: clean, err: err, whole: whole && clean == msg, described: words != ""}
 }
 
 // imageError prefixes err with the image it concerns, unless its message

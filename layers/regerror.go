@@ -188,15 +188,17 @@ func scopeRepo(u *url.URL) string {
 
 // describe says in words what err means, for the registry and network
 // errors a person meets; "" when it has no better words than err's own.
-// inner is the part of err's message the words replace.
-func describe(err error) (words, inner string) {
+// inner is the part of err's message the words replace; host names the
+// server when err does not (a transport's error, before http.Client wraps
+// it with the URL).
+func describe(err error, host string) (words, inner string) {
 	var te *transport.Error
 	if errors.As(err, &te) {
 		if w := describeStatus(te); w != "" {
 			return w, te.Error()
 		}
 	}
-	return describeNet(err)
+	return describeNet(err, host)
 }
 
 func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
@@ -333,9 +335,8 @@ func tagsNote(te *transport.Error) string {
 }
 
 // describeNet says what a failed connection means.
-func describeNet(err error) (words, inner string) {
+func describeNet(err error, host string) (words, inner string) {
 	var ue *url.Error
-	host := ""
 	if errors.As(err, &ue) {
 		inner = ue.Error()
 		if u, perr := url.Parse(ue.URL); perr == nil {
@@ -362,7 +363,9 @@ func describeNet(err error) (words, inner string) {
 			addr = op.Addr.String()
 		}
 		words = fmt.Sprintf("nothing answers at %s (connection refused): is the registry running, and on that port?", addr)
-	case errors.Is(err, http.ErrSchemeMismatch):
+	case host == "":
+		// The TLS cases need the host to say what to do.
+	case errors.Is(err, http.ErrSchemeMismatch), errors.As(err, &tlsRecord) && string(tlsRecord.RecordHeader[:]) == "HTTP/":
 		h := hostOnly(host)
 		words = fmt.Sprintf("%s speaks plain HTTP, not HTTPS: if you trust the network to it, pass --insecure-registry %s", h, h)
 	case errors.As(err, &x509Unknown), errors.As(err, &x509Host), errors.As(err, &x509Invalid), errors.As(err, &tlsVerify):

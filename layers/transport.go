@@ -81,7 +81,7 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.idle <= 0 {
 		resp, err := t.inner.RoundTrip(req)
 		if err != nil {
-			return nil, RedactError(err)
+			return nil, redactErrorAt(err, req.URL.Host)
 		}
 		t.inspect(req, resp)
 		return redactErrorBody(resp), nil
@@ -103,7 +103,7 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			u.User, u.RawQuery = nil, ""
 			return nil, fmt.Errorf("%s %s: %w for %s waiting for the answer", req.Method, u.String(), ErrIdleTimeout, t.idle)
 		}
-		return nil, RedactError(err)
+		return nil, redactErrorAt(err, req.URL.Host)
 	}
 	t.inspect(req, resp)
 	if resp.StatusCode >= 400 {
