@@ -53,7 +53,7 @@ var (
 // signParams are the query parameters that carry a URL's signature or a
 // credential: AWS SigV4/SigV2 and CloudFront, Google Cloud Storage, Azure
 // SAS, and the generic ones.
-const signParams = `X-Amz-[A-Za-z-]+|X-Goog-[A-Za-z-]+|AWSAccessKeyId|Signature|Key-Pair-Id|Policy|Expires|GoogleAccessId|sig|se|sp|sv|st|sr|spr|skoid|sktid|skt|ske|sks|skv|ss|srt|token|access_token|auth|jwt|code`
+const signParams = `X-Amz-[A-Za-z-]+|X-Goog-[A-Za-z-]+|AWSAccessKeyId|Signature|Key-Pair-Id|Policy|Expires|GoogleAccessId|sig|se|sp|sv|st|sr|spr|skoid|sktid|skt|ske|sks|skv|ss|srt|token|access_token|jwt`
 
 // allowedParams are the query parameters of the registry protocol itself
 // (as go-containerregistry's redaction allows): not secret.
@@ -228,25 +228,6 @@ func redactErrorAt(err error, host string) error {
 		return err
 	}
 	return &redactedError{msg: clean, err: err, whole: whole && clean == msg, described: words != ""}
-}
-
-// BlobError prefixes err with "blob DIGEST: " unless its message names
-// the digest already: a failed blob's digest is said once, however many
-// layers wrap the error.
-func BlobError(digest fmt.Stringer, err error) error {
-	if err == nil || strings.Contains(err.Error(), digest.String()) {
-		return err
-	}
-	return fmt.Errorf("blob %s: %w", digest, err)
-}
-
-// NameOnce is msg said of name: "name: msg", or msg alone when it names
-// name already.
-func NameOnce(name, msg string) string {
-	if strings.Contains(msg, name) {
-		return msg
-	}
-	return name + ": " + msg
 }
 
 // imageError prefixes err with the image it concerns, unless its message

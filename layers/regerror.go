@@ -397,3 +397,22 @@ func certReason(err error) string {
 	}
 	return msg
 }
+
+// BlobError prefixes err with "blob DIGEST: " unless its message names
+// the digest already: a failed blob's digest is said once, however many
+// layers wrap the error.
+func BlobError(digest fmt.Stringer, err error) error {
+	if err == nil || strings.Contains(err.Error(), digest.String()) {
+		return err
+	}
+	return fmt.Errorf("blob %s: %w", digest, err)
+}
+
+// NameOnce is msg said of name: "name: msg", or msg alone when it names
+// name already.
+func NameOnce(name, msg string) string {
+	if strings.Contains(msg, name) {
+		return msg
+	}
+	return name + ": " + msg
+}

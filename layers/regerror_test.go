@@ -243,3 +243,28 @@ func TestPresignedStorageErrorRedacted(t *testing.T) {
 	}
 	noSecret("redact", layers.Redact(string(body)+" "+resp.Request.URL.String()))
 }
+
+// Redaction of signed URLs keeps ordinary text: parameters that are not
+// signatures, and words that only look like them.
+func TestRedactSignedURLKeepsOrdinaryText(t *testing.T) {
+	for _, keep := range []string{
+		"GET https://r.example/v2/a/tags/list?n=100&last=v1",
+		"exit code=1; sort=asc; step=3",
+		"blob sha256:" + strings.Repeat("ab", 32) + ": registry answered 403 Forbidden",
+	} {
+		if got := layers.Redact(keep); got != keep {
+			t.Errorf("Redact(%q) = %q", keep, got)
+		}
+	}
+	for in, secret := range map[string]string{
+		"https://s.example/b?sv=2022-11-02&sig=AbCdEf0123456789%2B%3D&se=2026": "AbCdEf0123456789",
+		"https://storage.googleapis.com/b/o?X-Goog-Signature=deadbeefcafe0123": "deadbeefcafe0123",
+		"<SignatureProvided>0123456789abcdef</SignatureProvided>":              "0123456789abcdef",
+		"<StringToSign>AWS4-HMAC-SHA256\n20261202T000000Z</StringToSign>":      "20261202T000000Z",
+		"X-Amz-Security-Token=FwoGZXIvYXdzEKILN&X-Amz-Signature=abc":           "FwoGZXIvYXdzEKILN",
+	} {
+		if got := layers.Redact(in); strings.Contains(got, secret) {
+			t.Errorf("Redact(%q) = %q keeps %q", in, got, secret)
+		}
+	}
+}
