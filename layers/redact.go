@@ -211,7 +211,16 @@ func redactErrorAt(err error, host string) error {
 	msg := orig
 	var words, inner string
 	var done *redactedError
-	if !errors.As(err, &done) || !done.described {
+	if errors.As(err, &done) && done.described {
+		// In words already (by the transport): said once, without the
+		// URL http.Client puts before it (twice for a ping over https
+		// and http).
+		words, inner = done.msg, done.msg
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			inner = ue.Error()
+		}
+	} else {
 		words, inner = describe(err, host)
 	}
 	if words != "" {
@@ -222,7 +231,7 @@ func redactErrorAt(err error, host string) error {
 		}
 	}
 	var te *transport.Error
-	whole := msg == words && errors.As(err, &te) && (strings.HasPrefix(words, "tag ") || strings.HasPrefix(words, "manifest "))
+	whole := msg == words && errors.As(err, &te) && (strings.HasPrefix(words, "tag ") || strings.HasPrefix(words, "manifest ") || strings.HasPrefix(words, "repository "))
 	clean := Redact(msg)
 	if clean == orig {
 		return err

@@ -39,8 +39,8 @@ func wantWords(t *testing.T, what string, err error, want ...string) {
 	}
 	msg := err.Error()
 	for _, w := range want {
-		if !strings.Contains(msg, w) {
-			t.Errorf("%s: error lacks %q:\n%s", what, w, msg)
+		if n := strings.Count(msg, w); n != 1 {
+			t.Errorf("%s: error says %q %d times, want once:\n%s", what, w, n, msg)
 		}
 	}
 	for _, bad := range []string{"map[", "MANIFEST_UNKNOWN", "NAME_UNKNOWN", "UNAUTHORIZED", "DENIED", "dial tcp"} {
@@ -187,7 +187,7 @@ func TestNetworkErrorsInWords(t *testing.T) {
 	wantWords(t, "refused", err, "nothing answers at "+closed, "connection refused")
 
 	_, err = layers.Open(context.Background(), "kiln-no-such-host.invalid/a/b:1")
-	wantWords(t, "dns", err, "kiln-no-such-host.invalid")
+	wantWords(t, "dns", err, "no host named kiln-no-such-host.invalid")
 }
 
 // D6: a registry that redirects blobs to presigned storage, which refuses
