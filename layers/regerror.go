@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -238,7 +239,7 @@ func describeStatus(te *transport.Error) string {
 		if strings.Contains(ref, ":") {
 			return fmt.Sprintf("manifest %s not found in %s", ref, where)
 		}
-		return fmt.Sprintf("tag %q not found in %s%s", ref, where, tagsNote(te))
+		return fmt.Sprintf("tag %q not found in %s%s", ref, where, tagsNote(te, ref))
 	case hasCode(te, transport.NameUnknownErrorCode) && repo != "":
 		return fmt.Sprintf("repository %s/%s not found or you have no access", displayHost(host), repo)
 	case kind == "blobs" && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.BlobUnknownErrorCode)):
@@ -312,9 +313,10 @@ func xmlField(s, field string) string {
 	return strings.TrimSpace(v)
 }
 
-// tagsNote lists a few of the repository's tags (" (tags: a, b, …)"), or
-// says it has none; "" when they cannot be listed.
-func tagsNote(te *transport.Error) string {
+// tagsNote lists a few of the repository's tags (" (tags: a, b, …)"),
+// those sharing the longest prefix with the tag asked for first, or says
+// it has none; "" when they cannot be listed.
+func tagsNote(te *transport.Error, want string) string {
 	lister, ok := te.Request.Context().Value(tagListerKey{}).(func() ([]string, error))
 	if !ok {
 		return ""
@@ -328,10 +330,24 @@ func tagsNote(te *transport.Error) string {
 		return ""
 	case len(tags) == 0:
 		return " (the repository has no tags)"
-	case len(tags) > maxTagsShown:
-		return fmt.Sprintf(" (tags: %s, … %d in all)", strings.Join(tags[:maxTagsShown], ", "), len(tags))
+	case len(tags) <= maxTagsShown:
+		return " (tags: " + strings.Join(tags, ", ") + ")"
 	}
-	return " (tags: " + strings.Join(tags, ", ") + ")"
+	near := slices.Clone(tags)
+	slices.SortStableFunc(near, func(a, b string) int { return commonPrefix(b, want) - commonPrefix(a, want) })
+	all := fmt.Sprintf("%d in all", len(tags))
+	if len(tags) >= maxTagList {
+		all = fmt.Sprintf("more than %d", maxTagList)
+	}
+	return fmt.Sprintf(" (tags: %s, … %s)", strings.Join(near[:maxTagsShown], ", "), all)
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // describeNet says what a failed connection means.

@@ -84,6 +84,9 @@ func TestRegistryNotFoundInWords(t *testing.T) {
 	}
 	_, err = layers.Open(ctx, host+"/team/many:nope")
 	wantWords(t, "many tags", err, `tag "nope" not found in `+host+"/team/many (tags: t0, t1, t2, t3, t4, t5, … 9 in all)")
+	// Those nearest the tag asked for come first.
+	_, err = layers.Open(ctx, host+"/team/many:t8-cuda")
+	wantWords(t, "near tags", err, `tag "t8-cuda" not found in `+host+"/team/many (tags: t8, t0, t1, t2, t3, t4, … 9 in all)")
 }
 
 // tokenRegistry answers like a registry behind a token server: 401 with a
