@@ -242,9 +242,15 @@ func redactErrorAt(err error, host string) error {
 // imageError prefixes err with the image it concerns, unless its message
 // already names it (a registry's "tag not found in REPO"): said once.
 func imageError(raw string, err error) error {
-	var re *redactedError
-	if errors.As(err, &re) && re.whole && re.msg == err.Error() {
+	if StandsAlone(err) {
 		return err
 	}
 	return fmt.Errorf("image %q: %w", raw, err)
+}
+
+// StandsAlone says whether err (from RedactError) names the image and what
+// is wrong with it, so that no "image REF:" need go before it.
+func StandsAlone(err error) bool {
+	var re *redactedError
+	return errors.As(err, &re) && re.whole && re.msg == err.Error()
 }

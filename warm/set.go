@@ -273,8 +273,14 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	}
 	root, err := getManifest(ctx, fref, o)
 	if err != nil {
+		// In words (a missing tag lists the repository's tags: only
+		// here, not for a variant probed below).
+		err = layers.RedactError(err)
 		if img.Mirror != "" {
 			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
+		}
+		if layers.StandsAlone(err) {
+			return Image{}, nil, nil, err
 		}
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
@@ -289,7 +295,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 			root = z
 			img.Source = zt.Name()
 		} else if o.Compression == CompressionZstd {
-			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), layers.RedactError(err))
 		}
 	}
 	// repo is where blobs are read (the mirror, when there is one); the

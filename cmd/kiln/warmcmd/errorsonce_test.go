@@ -47,3 +47,22 @@ func TestWarmFailedBlobNamedOnce(t *testing.T) {
 		t.Errorf("the refused blob is named %d times (want once, with the registry's answer):\n%s", n, errOut)
 	}
 }
+
+// Issue 25 item 6: a tag the registry does not have reads as words with
+// the repository's tags, said once, not as a Go map.
+func TestWarmUnknownTagInWords(t *testing.T) {
+	host := testimage.Registry(t)
+	testimage.Push(t, host+"/kiln/app:v1", testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip")))
+	for _, json := range []bool{false, true} {
+		args := []string{"warm", host + "/kiln/app:nope", "--target", "oci:" + t.TempDir(), "--progress", "none"}
+		if json {
+			args = append(args, "--json")
+		}
+		code, _, errOut := run(t, args...)
+		want := `kiln: tag "nope" not found in ` + host + "/kiln/app (tags: v1)\n"
+		if code == 0 || !strings.HasSuffix(errOut, want) || strings.Contains(errOut, "map[") {
+			t.Errorf("json %v: exit %d, want the error %q:\n%s", json, code, want, errOut)
+		}
+	}
+}
