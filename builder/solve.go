@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
@@ -78,6 +79,10 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string,
 		if p, ok := strings.CutPrefix(a, "unix://"); ok {
 			if _, err := os.Stat(p); err != nil {
 				tried = append(tried, a+" (no socket)")
+				continue
+			}
+			if err := unixsock.Check(ctx, p, unixsock.BuildKit); err != nil {
+				tried = append(tried, fmt.Sprintf("%s (%v)", a, err))
 				continue
 			}
 		}

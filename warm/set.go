@@ -275,8 +275,14 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	}
 	root, err := getManifest(ctx, fref, o)
 	if err != nil {
+		// In words (a missing tag lists the repository's tags: only
+		// here, not for a variant probed below).
+		err = layers.RedactError(err)
 		if img.Mirror != "" {
 			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
+		}
+		if layers.StandsAlone(err) {
+			return Image{}, nil, nil, err
 		}
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
@@ -292,7 +298,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		}
 		z, err := getManifest(ctx, zf, o)
 		if err != nil && o.Compression == CompressionZstd {
-			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), err)
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), layers.RedactError(err))
 		}
 		variant = z
 	}
