@@ -158,6 +158,8 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 		img, err = openLayout(r, o)
 	case KindDockerArchive:
 		img, err = openArchive(r, o)
+	case KindDaemon:
+		img, err = openDaemon(ctx, r, o)
 	default:
 		err = fmt.Errorf("image %q: unknown source kind %q", r.Raw, r.Kind)
 	}

@@ -247,7 +247,7 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 	switch r.Kind {
 	case layers.KindOCILayout:
 		return resolveLayout(ctx, ref, r, o)
-	case layers.KindDockerArchive:
+	case layers.KindDockerArchive, layers.KindDaemon:
 		return resolveArchive(ctx, ref, r, o)
 	}
 	img, blobs, vol, err := resolveRegistry(ctx, ref, r, o)
