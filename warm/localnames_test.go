@@ -113,4 +113,3 @@ func writeArchiveNamed(t *testing.T, src, dst, old, repl string) {
 		t.Fatal(err)
 	}
 }
-
