@@ -166,6 +166,10 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.exactPlatform && img.Platform.Architecture != "" && !PlatformMatches(o.platform, img.Platform) {
+		img.Close()
+		return nil, fmt.Errorf("image %q: no image for platform %s: it is a single-platform image for %s (leave out --platform, or pass --platform %s)", r.Raw, PlatformString(o.platform), PlatformString(img.Platform), PlatformString(img.Platform))
+	}
 	attachHistory(img.Config, img.Layers)
 	return img, nil
 }

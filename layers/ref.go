@@ -287,6 +287,7 @@ type Option func(*options)
 
 type options struct {
 	platform      v1.Platform
+	exactPlatform bool
 	insecureHosts []string
 	keychain      authn.Keychain
 	transport     http.RoundTripper
@@ -318,6 +319,14 @@ func makeOptions(opts []Option) *options {
 
 // WithPlatform selects the image of an index for platform p.
 func WithPlatform(p v1.Platform) Option { return func(o *options) { o.platform = p } }
+
+// WithExactPlatform selects platform p, as WithPlatform does, and also
+// refuses a single-platform image of another platform: a user who asked
+// for linux/arm64 must not be shown an amd64-only image's contents as if
+// they were arm64's (what --platform, when given, means).
+func WithExactPlatform(p v1.Platform) Option {
+	return func(o *options) { o.platform, o.exactPlatform = p, true }
+}
 
 // WithInsecureRegistries allows plain HTTP to the named hosts (host or
 // host:port). Loopback registries are always allowed plain HTTP.
