@@ -295,6 +295,7 @@ type options struct {
 	idle          time.Duration
 	helperTimeout time.Duration
 	fetch         []FetchOption
+	archiveName   string
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class

@@ -300,6 +300,10 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		return err
 	}
 	defer img.Close()
+	if n, ok := layers.SourceName(img); ok {
+		// A docker archive records the source's name, as docker save would.
+		fl.lopts = append(fl.lopts, layers.WithArchiveName(n))
+	}
 
 	work := opts.WorkDir
 	if work == "" {
