@@ -263,7 +263,10 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 // resolveRegistry reads a registry reference: an image (its blobs), or a
 // weights artifact (its volume, resolved from the manifest read here).
 func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (Image, []*Blob, *Volume, error) {
-	img := Image{Name: r.Name.Name(), Source: r.Name.Name()}
+	// Named as containerd's CRI and docker name it (docker.io/library/
+	// ubuntu:24.04, never go-containerregistry's index.docker.io/…), so a
+	// pod naming ubuntu:24.04 finds the warmed image.
+	img := Image{Name: r.Canonical(), Source: r.Name.Name()}
 	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
