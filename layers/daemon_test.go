@@ -6,10 +6,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -99,5 +101,32 @@ func TestOpenDockerDaemon(t *testing.T) {
 	_, err = layers.Open(context.Background(), "docker-daemon:kiln/app:1")
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the Docker daemon") {
 		t.Errorf("no daemon: %v", err)
+	}
+}
+
+// The same against a real dockerd (started by the test, as warm's tests
+// start theirs): an image docker load put there is read by its short name,
+// with its own digest.
+func TestOpenDockerDaemonReal(t *testing.T) {
+	dk := testdaemon.StartDockerd(t)
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app/model.bin", 4096)}, "gzip"))
+	archive := filepath.Join(dir, "app.tar")
+	testimage.WriteArchive(t, archive, "kiln/daemon:1", img)
+	if out, err := exec.Command("docker", "-H", "unix://"+dk.Socket, "load", "-i", archive).CombinedOutput(); err != nil {
+		t.Fatalf("docker load: %v\n%s", err, out)
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+dk.Socket)
+	li, err := layers.Open(context.Background(), "docker-daemon:kiln/daemon:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer li.Close()
+	want, _ := img.ConfigFile()
+	if len(li.Layers) != 1 || li.Config.RootFS.DiffIDs[0] != want.RootFS.DiffIDs[0] {
+		t.Errorf("read %d layers, diff IDs %v, want %v", len(li.Layers), li.Config.RootFS.DiffIDs, want.RootFS.DiffIDs)
+	}
+	if _, err := li.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil }); err != nil {
+		t.Errorf("walk: %v", err)
 	}
 }

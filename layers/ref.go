@@ -166,7 +166,7 @@ func NormalizeName(s string) (string, error) {
 	}
 	if before, dg, ok := strings.Cut(s, "@"); ok {
 		if err := digest.Digest(dg).Validate(); err != nil {
-			return "", fmt.Errorf("digest %q is not sha256: and 64 hex digits (write %s@sha256:<64 hex digits>, as docker images --digests prints it)", dg, before)
+			return "", fmt.Errorf("digest %q is not sha256: and 64 hex digits (write %s@sha256:<64 hex digits> as docker images --digests prints it, or a tag)", dg, before)
 		}
 	}
 	n, err := reference.ParseNormalizedNamed(s)
@@ -199,7 +199,7 @@ func nameError(s string, err error) error {
 		}
 		return fmt.Errorf("repository names are lower case (write %s)", fix)
 	case errors.Is(err, reference.ErrTagInvalidFormat) || tag != "" && !strings.Contains(tag, "/") && !validTag.MatchString(tag):
-		return fmt.Errorf("tag %q is not valid: a tag is up to 128 letters, digits, '_', '.' and '-', and starts with a letter, digit or '_' (%s)", tag, want)
+		return fmt.Errorf("tag %q is not valid: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
 	case errors.Is(err, reference.ErrNameTooLong):
 		return fmt.Errorf("the name is longer than %d characters", reference.NameTotalLengthMax)
 	case errors.Is(err, reference.ErrNameEmpty):
