@@ -201,7 +201,7 @@ func nameError(s string, err error) error {
 	case errors.Is(err, reference.ErrTagInvalidFormat) || tag != "" && !strings.Contains(tag, "/") && !validTag.MatchString(tag):
 		return fmt.Errorf("tag %q is not valid: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
 	case errors.Is(err, reference.ErrNameTooLong):
-		return fmt.Errorf("the name is longer than %d characters", reference.NameTotalLengthMax)
+		return fmt.Errorf("the name is longer than %d characters", reference.RepositoryNameTotalLengthMax)
 	case errors.Is(err, reference.ErrNameEmpty):
 		return fmt.Errorf("the image name is empty (%s)", want)
 	}
