@@ -34,7 +34,19 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if len(s.Images) != 1 || s.Images[0].Name != "docker.io/library/ubuntu:24.04" {
-		t.Fatalf("images %+v, want docker.io/library/ubuntu:24.04", s.Images)
+	if len(s.Images) != 1 || s.Images[0].Name != "docker.io/library/ubuntu:24.04" || s.Images[0].Source != s.Images[0].Name {
+		t.Fatalf("images %+v, want docker.io/library/ubuntu:24.04 read from itself", s.Images)
+	}
+	// The zstd variant is named in the same spelling (a Source unlike
+	// Name reports "warm chose the zstd variant").
+	imgZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "zstd"))
+	testimage.Push(t, reg+"/library/ubuntu:24.04-zstd", imgZ)
+	z, err := Resolve(context.Background(), []string{"ubuntu:24.04"}, ResolveOptions{Platform: amd64, Layers: lopts, Blobs: blob.NewRegistry(lopts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	if len(z.Images) != 1 || z.Images[0].Source != "docker.io/library/ubuntu:24.04-zstd" {
+		t.Errorf("zstd variant: images %+v", z.Images)
 	}
 }

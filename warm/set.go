@@ -266,7 +266,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	// Named as containerd's CRI and docker name it (docker.io/library/
 	// ubuntu:24.04, never go-containerregistry's index.docker.io/…), so a
 	// pod naming ubuntu:24.04 finds the warmed image.
-	img := Image{Name: r.Canonical(), Source: r.Name.Name()}
+	img := Image{Name: r.Canonical(), Source: r.Canonical()}
 	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
@@ -290,7 +290,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		}
 		if z, err := getManifest(ctx, zf, o); err == nil {
 			root = z
-			img.Source = zt.Name()
+			img.Source = r.Canonical() + ZstdTagSuffix
 		} else if o.Compression == CompressionZstd {
 			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, zt.Name(), ref, zt.Name(), err)
 		}
