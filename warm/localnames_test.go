@@ -6,10 +6,12 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -111,5 +113,38 @@ func writeArchiveNamed(t *testing.T, src, dst, old, repl string) {
 	tw.Close()
 	if err := os.WriteFile(dst, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kiln warm docker-daemon:NAME reads the image out of the local Docker
+// daemon, names it in full and leaves no temporary archive behind.
+func TestWarmFromDockerDaemon(t *testing.T) {
+	dk := testdaemon.StartDockerd(t)
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
+	archive := filepath.Join(t.TempDir(), "d.tar")
+	testimage.WriteArchive(t, archive, "kiln/daemon:1", img)
+	if out, err := exec.Command("docker", "-H", "unix://"+dk.Socket, "load", "-i", archive).CombinedOutput(); err != nil {
+		t.Fatalf("docker load: %v\n%s", err, out)
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+dk.Socket)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	s, err := Resolve(context.Background(), []string{"docker-daemon:kiln/daemon:1"}, ResolveOptions{Platform: amd64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Images) != 1 || s.Images[0].Name != "docker.io/kiln/daemon:1" || s.Images[0].Source != "docker-daemon:kiln/daemon:1" {
+		t.Errorf("images %+v", s.Images)
+	}
+	dst, err := NewOCILayout(filepath.Join(t.TempDir(), "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Warm(context.Background(), s, dst, Options{}); err != nil || !rep.Ready {
+		t.Fatalf("warm: ready=%v %v", rep.Ready, err)
+	}
+	s.Close()
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
