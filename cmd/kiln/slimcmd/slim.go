@@ -133,7 +133,7 @@ probe does.`,
 	}
 	opts.ImageFlags.Register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
+	fl.StringVar(&opts.To, "to", "", "destination: [REGISTRY/]REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
 	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
