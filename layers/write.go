@@ -87,13 +87,43 @@ func writeLayout(r Ref, img v1.Image) error {
 // archive is named kiln/image.
 func WithArchiveName(n string) Option { return func(o *options) { o.archiveName = n } }
 
+// BareTag says whether s is only a tag ("latest", "1"), no repository.
+func BareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }
+
+// LayoutImageName is the full name of an OCI layout's image whose
+// index.json entry records entry (its ref.name or containerd name), which
+// a file anyone may write gives, so it is checked by NormalizeName: a full
+// name as it is; a bare tag ("latest", as skopeo and crane write ref.name)
+// or none (then latest) under the layout directory's name, as docker tag
+// would name it (oci:img/wapp's latest is docker.io/library/wapp:latest).
+// The error says why a name is refused and what to do.
+func LayoutImageName(dir, entry string) (string, error) {
+	if entry != "" && !BareTag(entry) {
+		n, err := NormalizeName(entry)
+		if err != nil {
+			return "", fmt.Errorf("index.json names the image %q, which is not an image name: %v", entry, err)
+		}
+		return n, nil
+	}
+	tag := entry
+	if tag == "" {
+		tag = "latest"
+	}
+	abs, _ := filepath.Abs(dir)
+	full := filepath.Base(abs) + ":" + tag
+	n, err := NormalizeName(full)
+	if err != nil {
+		return "", fmt.Errorf("index.json names the image only by the tag %q, and the directory's name does not make an image name (%s: %v); record a full name in its org.opencontainers.image.ref.name (REPO:TAG), or rename the directory", entry, full, err)
+	}
+	return n, nil
+}
+
 // SourceName is the name img has in its source, in Docker's short form
 // (ubuntu:24.04, nvidia/cuda:12.4.1-base-ubuntu22.04, HOST/REPO:TAG), for
 // the docker archives written from it: a registry or daemon image's
 // reference (its tag, latest for a digest), a docker archive's first
-// RepoTag, an OCI layout's ref.name when it is a full name, else the
-// layout directory's name with the ref.name as its tag. ok is false when
-// none of these makes an image name.
+// RepoTag, an OCI layout's by LayoutImageName. ok is false when none of
+// these makes an image name.
 func SourceName(img *Image) (string, bool) {
 	r := img.Ref
 	var n string
@@ -107,16 +137,7 @@ func SourceName(img *Image) (string, bool) {
 			n = img.Names[0]
 		}
 	case KindOCILayout:
-		switch {
-		case r.Tag != "" && strings.ContainsAny(r.Tag, ":/"):
-			n = r.Tag
-		default:
-			abs, _ := filepath.Abs(r.Path)
-			n = filepath.Base(abs)
-			if r.Tag != "" {
-				n += ":" + r.Tag
-			}
-		}
+		n, _ = LayoutImageName(r.Path, r.Tag)
 	}
 	named, err := reference.ParseNormalizedNamed(n)
 	if err != nil || n == "" {

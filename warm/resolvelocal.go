@@ -114,32 +114,11 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 // a bare tag ("latest", "1": the OCI ref.name of skopeo's and crane's
 // layouts, a docker-archive:FILE:TAG selection) never becomes the name.
 
-// bareTag says whether s is only a tag (no repository).
-func bareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }
-
-// layoutImageName names the layout image whose index.json entry records
-// entry: a full name as it is; a bare tag under the layout directory's
-// name (oci:img/wapp's "latest" is wapp:latest, docker.io/library/
-// wapp:latest in full, as docker tag would name it); no name at all
-// the same way with the tag latest.
+// layoutImageName is layers.LayoutImageName, the error naming ref.
 func layoutImageName(ref string, r layers.Ref, entry string) (string, error) {
-	full := entry
-	if entry == "" || bareTag(entry) {
-		tag := entry
-		if tag == "" {
-			tag = "latest"
-		}
-		abs, _ := filepath.Abs(r.Path)
-		full = filepath.Base(abs) + ":" + tag
-		n, err := layers.NormalizeName(full)
-		if err != nil {
-			return "", fmt.Errorf("image %q: index.json names the image only by the tag %q, and the directory's name does not make an image name (%s: %v); record a full name in its org.opencontainers.image.ref.name (REPO:TAG), or rename the directory", ref, entry, full, err)
-		}
-		return n, nil
-	}
-	n, err := layers.NormalizeName(entry)
+	n, err := layers.LayoutImageName(r.Path, entry)
 	if err != nil {
-		return "", fmt.Errorf("image %q: index.json names the image %q, which is not an image name: %v", ref, entry, err)
+		return "", fmt.Errorf("image %q: %v", ref, err)
 	}
 	return n, nil
 }
@@ -152,7 +131,7 @@ func archiveImageName(ref string, r layers.Ref, names []string) (string, error) 
 	switch {
 	case r.Kind == layers.KindDaemon:
 		name = r.Tag
-	case r.Tag != "" && bareTag(r.Tag):
+	case r.Tag != "" && layers.BareTag(r.Tag):
 		for _, n := range names {
 			if strings.HasSuffix(n, ":"+r.Tag) {
 				name = n
