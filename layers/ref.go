@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -210,9 +211,10 @@ func nameError(s string, err error) error {
 
 // splitLayout splits an oci: reference's "DIR[:TAG]". kiln's own layouts
 // name images in full (DIR:127.0.0.1:5000/app:v1, DIR:docker.io/library/
-// ubuntu:24.04): the first colon before which an existing directory ends
-// splits them; for a layout not yet written, a full name (one with a
-// registry host) after a colon is the tag; else splitLocal.
+// ubuntu:24.04): the first colon before which a layout (a directory with
+// an index.json) ends splits them; for a layout not yet written, a full
+// name (one with a registry host) after a colon is the tag; else
+// splitLocal.
 func splitLayout(s string) (string, string) {
 	if _, err := os.Stat(s); err == nil {
 		return s, ""
@@ -221,7 +223,7 @@ func splitLayout(s string) (string, string) {
 		if s[i] != ':' {
 			continue
 		}
-		if fi, err := os.Stat(s[:i]); err == nil && fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(s[:i], "index.json")); err == nil && fi.Mode().IsRegular() {
 			return s[:i], s[i+1:]
 		}
 	}

@@ -106,3 +106,23 @@ func TestLayoutFullNameReadBack(t *testing.T) {
 		t.Errorf("ParseRef created %s", out)
 	}
 }
+
+// A directory with a colon in its path is still read as the layout it is.
+func TestLayoutPathWithColon(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "a:b", "lay")
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
+	testimage.WriteLayout(t, dir, "v1", img)
+	for _, tc := range []struct{ ref, path, tag string }{
+		{"oci:" + dir, dir, ""},
+		{"oci:" + dir + ":v1", dir, "v1"},
+	} {
+		r, err := layers.ParseRef(tc.ref)
+		if err != nil || r.Path != tc.path || r.Tag != tc.tag {
+			t.Errorf("ParseRef(%q) = %q %q, %v; want %q %q", tc.ref, r.Path, r.Tag, err, tc.path, tc.tag)
+		}
+	}
+}
