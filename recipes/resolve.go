@@ -885,7 +885,7 @@ func (s *resolver) imagesStep() error {
 		mirror = *s.cfg.mirror
 	}
 	s.plan.RegistryMirror = mirror
-	runtime := fmt.Sprintf("nvidia/cuda:%s-%sruntime-%s", s.plan.CUDA, tok, osName)
+	runtime := fmt.Sprintf(cudaRepo+":%s-%sruntime-%s", s.plan.CUDA, tok, osName)
 	s.plan.RuntimeFlavor = "runtime"
 	switch r.RuntimeBase {
 	case "base":
@@ -901,10 +901,10 @@ func (s *resolver) imagesStep() error {
 	}
 	if s.plan.RuntimeFlavor == "base" {
 		// There is no cudnn variant of -base.
-		runtime = fmt.Sprintf("nvidia/cuda:%s-base-%s", s.plan.CUDA, osName)
+		runtime = fmt.Sprintf(cudaRepo+":%s-base-%s", s.plan.CUDA, osName)
 	}
 	s.plan.BaseImages = BaseImages{
-		Devel:   MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
+		Devel:   MirrorRef(mirror, fmt.Sprintf(cudaRepo+":%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
 		Runtime: MirrorRef(mirror, runtime),
 	}
 	if req, ir, ok := cuda.ImageRequireCUDA(s.plan.CUDA); ok {
@@ -923,6 +923,12 @@ func (s *resolver) imagesStep() error {
 // torchLibsSource is where the "torch brings its own CUDA libraries" fact
 // comes from (compat-data.md §4, [A]).
 const torchLibsSource = "pytorch/pytorch .ci/manywheel/build_cuda.sh \"Using nvidia libs from pypi\"; pip freeze of torch+cuXXX installs (nvidia-cublas-cu12, nvidia-cudnn-cu12, ...)"
+
+// cudaRepo is NVIDIA's CUDA repository on Docker Hub, named in full as
+// every plan and lock records a base image (layers.NormalizeName's rule):
+// docker.io/nvidia/cuda, never the short nvidia/cuda a reader has to know
+// means Docker Hub.
+const cudaRepo = "docker.io/nvidia/cuda"
 
 // MirrorRef rewrites a Docker Hub reference ("nvidia/cuda:TAG") to pull
 // through mirror ("MIRROR/nvidia/cuda:TAG"); an empty mirror leaves it.

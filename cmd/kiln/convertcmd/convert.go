@@ -158,6 +158,10 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return err
 	}
 	defer li.Close()
+	if n, ok := layers.SourceName(li); ok {
+		// A docker archive records the source's name, as docker save would.
+		lopts = append(lopts, layers.WithArchiveName(n))
+	}
 	src, err := li.V1(ctx)
 	if err != nil {
 		return err

@@ -145,7 +145,7 @@ layers.`,
 	}
 	opts.ImageFlags.Register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
+	fl.StringVar(&opts.To, "to", "", "destination: [REGISTRY/]REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
 	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
@@ -317,6 +317,10 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		return err
 	}
 	defer img.Close()
+	if n, ok := layers.SourceName(img); ok {
+		// A docker archive records the source's name, as docker save would.
+		fl.lopts = append(fl.lopts, layers.WithArchiveName(n))
+	}
 
 	work := opts.WorkDir
 	if work == "" {

@@ -340,6 +340,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
+		DryRun: opts.DryRun,
 	})
 	if err != nil {
 		return nil, err

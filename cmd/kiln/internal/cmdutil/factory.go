@@ -43,9 +43,12 @@ analyzes and slims existing images, moves model weights out of layers and
 pre-warms layer caches on GPU hosts.
 
 Images are named the same way by every command:
-  REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...   a registry (Docker config credentials)
-  oci:DIR[:TAG|@sha256:...]                       an OCI image layout
-  docker-archive:FILE.tar                         a 'docker save' archive
+  [REGISTRY/]REPO[:TAG|@sha256:...]  a registry; ubuntu:24.04 is
+                                     docker.io/library/ubuntu:24.04
+  docker://REF                       the same, as skopeo writes it
+  oci:DIR[:TAG|@sha256:...]          an OCI image layout
+  docker-archive:FILE.tar[:TAG]      a 'docker save' archive
+  docker-daemon:NAME[:TAG]           an image in the local Docker daemon
 
 With --json every command prints exactly one JSON object on stdout, also
 on failure: "schema", "ok", and on failure "error" and "exit_code"
