@@ -38,7 +38,7 @@ func TestDefaultRecipeIsCurrent(t *testing.T) {
 	}
 	p := resolveCatalog(t, DefaultRecipe)
 	for _, img := range []string{p.BaseImages.Devel, p.BaseImages.Runtime} {
-		if !strings.HasPrefix(img, "nvidia/cuda:") || !strings.Contains(img, "-ubuntu") {
+		if !strings.HasPrefix(img, "docker.io/nvidia/cuda:") || !strings.Contains(img, "-ubuntu") {
 			t.Errorf("default recipe base %q: want NVIDIA's Ubuntu image on Docker Hub", img)
 		}
 	}
