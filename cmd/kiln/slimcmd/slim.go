@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
@@ -318,11 +317,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 		ro.Divert = col
 	}
-	var done atomic.Int64
-	ro.Progress = &done
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "slimming "+img.Ref.Raw, 2*img.CompressedSize(), &done)
+	// One bar per pass, each to the image's compressed size: both read
+	// every layer.
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	ro.ScanProgress = bars.Counter("scan "+img.Ref.Raw, img.CompressedSize())
+	ro.Progress = bars.Counter("rewrite "+img.Ref.Raw, img.CompressedSize())
 	res, err := slim.Rewrite(ctx, img, ro)
-	bar.Stop()
+	bars.Stop()
 	if err != nil {
 		var je *slim.JITError
 		if errors.As(err, &je) {

@@ -166,10 +166,10 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "strip "+opts.Image, 2*img.CompressedSize(), &done)
-	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs, Progress: &done})
-	bar.Stop()
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs,
+		ScanProgress: bars.Counter("scan "+opts.Image, img.CompressedSize()), Progress: bars.Counter("strip "+opts.Image, img.CompressedSize())})
+	bars.Stop()
 	if err != nil {
 		return err
 	}
