@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/slim"
@@ -210,5 +211,36 @@ func TestSlimCommandCompressionAndCap(t *testing.T) {
 	}
 	if _, err := layers.Open(context.Background(), "oci:"+filepath.Join(dir, "out")+":v1-zstd"); err == nil {
 		t.Error("a zstd variant was written with --compression gzip")
+	}
+}
+
+// Each pass reads every layer once: its bar ends at the image's
+// compressed size, where one bar for both used to claim twice the image.
+func TestSlimProgressCountsEachPassOnce(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/bin/python3", 300_000), testimage.Sized("usr/local/cuda/bin/nvcc", 200_000)}, "gzip"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("app/main.py", []byte("m"))}, "gzip"))
+	testimage.WriteLayout(t, dir, "app", img)
+	src := "oci:" + dir + ":app"
+	li, err := layers.Open(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := li.CompressedSize()
+	li.Close()
+
+	code, _, errOut := run(t, "slim", src, "--to", "oci:"+filepath.Join(dir, "out")+":app", "--progress", "plain")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	for _, pass := range []string{"scan", "rewrite"} {
+		want := pass + " " + src + ": done, " + bytesize.Format(size) + " in "
+		if !strings.Contains(errOut, want) {
+			t.Errorf("no %q in\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, bytesize.Format(2*size)) {
+		t.Errorf("progress claims twice the image (%s):\n%s", bytesize.Format(2*size), errOut)
 	}
 }
