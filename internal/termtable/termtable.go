@@ -96,29 +96,30 @@ func Bar(frac float64, width int) string {
 }
 
 // Wrap breaks s into lines of at most width columns at spaces; lines
-// after the first start with indent. A word longer than a line is cut in
-// the middle.
+// after the first start with indent. A word longer than a line (a long
+// comma list) is broken where the line ends.
 func Wrap(s string, width int, indent string) []string {
 	var out []string
 	line := ""
-	for _, w := range strings.Fields(s) {
-		pre := ""
-		if len(out) > 0 {
-			pre = indent
+	room := func() int {
+		if len(out) == 0 {
+			return max(width, 1)
 		}
-		switch {
-		case line == "":
-			line = w
-		case Len(pre+line+" "+w) <= width:
+		return max(width-Len(indent), 1)
+	}
+	for _, w := range strings.Fields(s) {
+		if line != "" && Len(line)+1+Len(w) <= room() {
 			line += " " + w
 			continue
-		default:
-			out = append(out, line)
-			pre = indent
-			line = w
 		}
-		if room := width - Len(pre); Len(line) > room {
-			line = Middle(line, max(room, 1))
+		if line != "" {
+			out = append(out, line)
+		}
+		line = w
+		for Len(line) > room() {
+			head := runewidth.Truncate(line, room(), "")
+			out = append(out, head)
+			line = line[len(head):]
 		}
 	}
 	if line != "" || len(out) == 0 {
