@@ -220,7 +220,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
-	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+	} else if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	if !rep.OK {
