@@ -139,7 +139,7 @@ func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
 	if c.Requirement != nil {
 		req := "cuda>=" + dash(c.Requirement.CUDA)
 		if len(c.Requirement.DriverBranches) > 0 {
-			req += fmt.Sprintf(", or forward compat on driver branches %s for brands %s", strings.Join(c.Requirement.DriverBranches, "/"), strings.Join(c.Requirement.Brands, ","))
+			req += fmt.Sprintf(", or forward compat on driver branches %s for brands %s", strings.Join(c.Requirement.DriverBranches, "/"), strings.Join(c.Requirement.Brands, ", "))
 		}
 		cf("NVIDIA_REQUIRE_CUDA", "%s", req)
 	} else {

@@ -236,7 +236,7 @@ func (t *Table) widths() []int {
 		if lo == 0 {
 			lo = 8
 		}
-		w[best] = max(lo, w[best]-over)
+		w[best]--
 	}
 	return w
 }
