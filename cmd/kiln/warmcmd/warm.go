@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
@@ -433,24 +434,24 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	return rep, werr
 }
 
-func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "IMAGE\tPLATFORM\tDIGEST\n")
+func writeWarmTable(w io.Writer, rep *warm.Report) {
+	o := termtable.Resolve(cmdutil.TableOptions(w)...)
+	t := termtable.New(o, termtable.Column{Head: "IMAGE", Shrink: true, Min: 20}, termtable.Column{Head: "PLATFORM"}, termtable.Column{Head: "DIGEST"})
 	for _, im := range rep.Images {
 		name := im.Ref
 		if im.Source != "" {
 			name += " (from " + im.Source + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, im.Platform, cmdutil.Short(im.Digest))
+		t.Row(name, im.Platform, cmdutil.Short(im.Digest))
 	}
-	tw.Flush()
+	t.Write(w)
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
+	t = termtable.New(o, termtable.Column{Head: "BLOB", Right: true}, termtable.Column{Head: "KIND", Right: true}, termtable.Column{Head: "SIZE", Right: true},
+		termtable.Column{Head: "STATE", Right: true}, termtable.Column{Head: "FETCHED", Right: true}, termtable.Column{Head: "SECONDS", Right: true})
 	for _, b := range rep.Blobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), b.Seconds)
+		t.Row(cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), fmt.Sprintf("%.2f", b.Seconds))
 	}
-	tw.Flush()
+	t.Write(w)
 	verdict := "READY"
 	switch {
 	case rep.DryRun && !rep.Ready:
@@ -462,9 +463,10 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
 		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
-	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
+	fmt.Fprintln(w)
+	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
 	if rep.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", rep.Error)
+		termtable.Fprintw(w, o.Width, "error: ", "", rep.Error)
 	}
 }
 
