@@ -465,12 +465,14 @@ func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	if err := rep.WriteTable(opts.IO.Out); err != nil {
+	if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
-		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		// The digest whole (to pin the image), on its own line: with the
+		// reference it would run past 80 columns.
+		fmt.Fprintf(opts.IO.Out, "wrote %s (%s)\n      %s\n", p.Ref, p.Compression, p.Digest)
 		if p.SBOM != "" {
 			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, cmdutil.Short(p.Index), cmdutil.Short(p.SBOM), sbom.SpecVersion)
 		}
