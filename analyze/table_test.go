@@ -14,14 +14,14 @@ func wideReport() *Report {
 	const dg = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	long := "/usr/local/lib/python3.12/dist-packages/nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9"
 	return &Report{
-		Image: "registry.example.com:5000/some-team/a-rather-long-repository-name/serve:2026-12-01-cu124",
+		Image:  "registry.example.com:5000/some-team/a-rather-long-repository-name/serve:2026-12-01-cu124",
 		Digest: dg, Platform: "linux/amd64", Source: "registry", CompressedSize: 4 << 30, UncompressedSize: 9 << 30,
 		VisibleSize: 8 << 30, FileCount: 123456, Verified: true,
 		Layers: []LayerReport{
 			{Index: 0, Digest: dg, Compression: "gzip", CompressedSize: 30 << 20, UncompressedSize: 80 << 20, FileCount: 4000,
 				CreatedBy: "/bin/sh -c #(nop) ADD file:0123456789abcdef0123456789abcdef0123456789abcdef in /"},
 			{Index: 11, Digest: dg, Compression: "zstd", CompressedSize: 3 << 30, UncompressedSize: 7 << 30, FileCount: 90000,
-				CreatedBy: "RUN /bin/sh -c pip install --no-cache-dir torch==2.6.0 torchvision torchaudio --index-url https://download.pytorch.org/whl/cu124 # buildkit",
+				CreatedBy:    "RUN /bin/sh -c pip install --no-cache-dir torch==2.6.0 torchvision torchaudio --index-url https://download.pytorch.org/whl/cu124 # buildkit",
 				BytesByClass: map[string]int64{string(classify.ClassWeights): 2 << 30, string(classify.ClassStaticLibs): 300 << 20, string(classify.ClassCUDALibs): 100 << 20}, WastedBytes: 12 << 20},
 		},
 		Waste: Waste{WastedBytes: 12 << 20, Efficiency: 0.99, Top: []WastedFile{{Path: long, Size: 12 << 20, Layer: 0, By: 11, How: "overwritten"}}},

@@ -68,12 +68,13 @@ type Progress struct {
 }
 
 type trackedBar struct {
-	label string
-	total int64
-	n     *atomic.Int64
-	bar   *mpb.Bar // nil in plain mode
-	start time.Time
-	last  int64 // plain: what the last line reported
+	label     string
+	total     int64
+	cur       func() int64
+	transient bool
+	bar       *mpb.Bar // nil in plain mode
+	start     time.Time
+	last      int64 // plain: what the last line reported
 }
 
 // ProgressOption tunes NewProgress.
@@ -129,28 +130,57 @@ func (p *Progress) Counter(label string, total int64) *atomic.Int64 {
 }
 
 // Track adds a bar labelled label that follows n up to total.
-func (p *Progress) Track(label string, total int64, n *atomic.Int64) {
-	if p.mode == ProgressNone || (p.auto && p.mode == ProgressPlain && total < plainMin) {
+func (p *Progress) Track(label string, total int64, n *atomic.Int64, opts ...BarOption) {
+	p.TrackFunc(label, total, n.Load, opts...)
+}
+
+// BarOption tunes a bar.
+type BarOption func(*trackedBar)
+
+// Transient bars are drawn on a terminal only, and vanish once complete:
+// a layer's bar while it is read, under the image's.
+func Transient() BarOption { return func(b *trackedBar) { b.transient = true } }
+
+// TrackFunc adds a bar labelled label that follows cur up to total.
+func (p *Progress) TrackFunc(label string, total int64, cur func() int64, opts ...BarOption) {
+	tb := &trackedBar{label: label, total: total, cur: cur, start: time.Now()}
+	for _, o := range opts {
+		o(tb)
+	}
+	if p.mode == ProgressNone || (p.auto && p.mode == ProgressPlain && total < plainMin) || (tb.transient && p.pool == nil) {
 		return
 	}
-	tb := &trackedBar{label: label, total: total, n: n, start: time.Now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	select {
+	case <-p.stop:
+		return // stopping: no new bars
+	default:
+	}
 	if p.pool == nil {
 		fmt.Fprintf(p.w, "%s: %s to read\n", label, bytesize.Format(total))
 		p.bars = append(p.bars, tb)
 		return
 	}
 	// The label takes what the numbers leave: "349.1 MiB / 697.5 MiB
-	// 60.1 MiB/s ETA 1m5s" and a bar of at least 10 columns.
-	room := max(12, p.width-54)
-	tb.bar = p.pool.New(total, mpb.BarStyle(),
+	// 60.1 MiB/s 1m5s" and a bar of at least 10 columns.
+	room := max(12, p.width-50)
+	bo := []mpb.BarOption{
 		mpb.PrependDecorators(decor.Name(termtable.Middle(label, room), decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(
-			decor.Counters(decor.SizeB1024(0), " % .1f / % .1f", decor.WCSyncSpace),
-			decor.AverageSpeed(decor.SizeB1024(0), " % .1f", decor.WCSyncSpace),
+			decor.Any(func(s decor.Statistics) string {
+				return fmt.Sprintf("%s / %s", bytesize.Format(s.Current), bytesize.Format(s.Total))
+			}, decor.WCSyncSpace),
+			decor.Any(func(s decor.Statistics) string {
+				return bytesize.Format(int64(float64(s.Current)/max(time.Since(tb.start).Seconds(), 0.001))) + "/s"
+			}, decor.WCSyncSpace),
 			decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO, decor.WCSyncSpace), "done"),
-		))
+		),
+	}
+	if tb.transient {
+		bo = append(bo, mpb.BarRemoveOnComplete())
+	}
+	tb.bar = p.pool.New(total, mpb.BarStyle(), bo...)
 	p.bars = append(p.bars, tb)
 }
 
@@ -175,7 +205,7 @@ func (p *Progress) tick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, b := range p.bars {
-		n := min(b.n.Load(), b.total)
+		n := min(b.cur(), b.total)
 		if b.bar != nil {
 			b.bar.SetCurrent(n)
 			continue
@@ -215,12 +245,12 @@ func (p *Progress) Stop() {
 		<-p.exited
 		p.mu.Lock()
 		for _, b := range p.bars {
-			n := b.n.Load()
+			n := b.cur()
 			switch {
 			case b.bar != nil && n >= b.total:
 				b.bar.SetTotal(-1, true)
 			case b.bar != nil:
-				b.bar.Abort(false)
+				b.bar.Abort(b.transient)
 			case n >= b.total:
 				fmt.Fprintf(p.w, "%s: done, %s in %s\n", b.label, bytesize.Format(b.total), time.Since(b.start).Round(time.Second))
 			default:
