@@ -36,8 +36,7 @@ func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
 		termtable.Fprintw(&b, o.Width, "IMAGE  ", "       ", line)
 	}
 	b.WriteString("\n")
-	t := termtable.New(o, termtable.Column{}, termtable.Column{Shrink: true, ShrinkEnd: true, Min: 16},
-		termtable.Column{Shrink: true, ShrinkEnd: true, Min: 24}).NoHeader()
+	t := termtable.New(o, termtable.Column{}, termtable.Column{Wrap: true, Min: 16}, termtable.Column{Wrap: true, Min: 24}).NoHeader()
 	for _, it := range r.Items {
 		t.Row(statusWord[it.Status], it.Title, it.Summary)
 	}

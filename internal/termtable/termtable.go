@@ -153,6 +153,10 @@ type Column struct {
 	Shrink    bool
 	ShrinkEnd bool
 	Min       int
+	// Wrap lets the column give up columns like Shrink, but its cells
+	// are wrapped onto more lines instead of cut: prose that must stay
+	// whole.
+	Wrap bool
 }
 
 // Table is a table that fits a width: the shrinkable columns give up
@@ -225,7 +229,7 @@ func (t *Table) widths() []int {
 			if lo == 0 {
 				lo = 8
 			}
-			if c.Shrink && w[i] > lo && (best < 0 || w[i] > w[best]) {
+			if (c.Shrink || c.Wrap) && w[i] > lo && (best < 0 || w[i] > w[best]) {
 				best = i
 			}
 		}
@@ -246,37 +250,25 @@ func (t *Table) Write(w io.Writer) error {
 	ws := t.widths()
 	var b strings.Builder
 	line := func(row int, cells []string) {
-		var l strings.Builder
-		l.WriteString(t.indent)
-		last := len(cells) - 1
-		for last >= 0 && cells[last] == "" && !t.cols[last].Right {
-			last--
+		// A wrapped cell spreads the row over more lines.
+		parts := make([][]string, len(cells))
+		height := 1
+		for i, c := range cells {
+			parts[i] = []string{c}
+			if t.cols[i].Wrap && Len(c) > ws[i] {
+				parts[i] = Wrap(c, ws[i], "")
+			}
+			height = max(height, len(parts[i]))
 		}
-		for i := 0; i <= last; i++ {
-			s := cells[i]
-			if Len(s) > ws[i] {
-				if t.cols[i].ShrinkEnd {
-					s = End(s, ws[i])
-				} else {
-					s = Middle(s, ws[i])
+		for k := range height {
+			sub := make([]string, len(cells))
+			for i := range cells {
+				if k < len(parts[i]) {
+					sub[i] = parts[i][k]
 				}
 			}
-			pad := strings.Repeat(" ", ws[i]-Len(s))
-			if t.opts.Color && t.style != nil && s != "" {
-				s = t.style(row, i, s)
-			}
-			if t.cols[i].Right {
-				s = pad + s
-			} else if i < last {
-				s += pad
-			}
-			if i > 0 {
-				l.WriteString(strings.Repeat(" ", t.gap))
-			}
-			l.WriteString(s)
+			t.line(&b, ws, row, sub)
 		}
-		b.WriteString(strings.TrimRight(l.String(), " "))
-		b.WriteString("\n")
 	}
 	head := false
 	hs := make([]string, len(t.cols))
@@ -292,6 +284,41 @@ func (t *Table) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// line writes one line of cells laid out in widths ws.
+func (t *Table) line(b *strings.Builder, ws []int, row int, cells []string) {
+	var l strings.Builder
+	l.WriteString(t.indent)
+	last := len(cells) - 1
+	for last >= 0 && cells[last] == "" && !t.cols[last].Right {
+		last--
+	}
+	for i := 0; i <= last; i++ {
+		s := cells[i]
+		if Len(s) > ws[i] {
+			if t.cols[i].ShrinkEnd {
+				s = End(s, ws[i])
+			} else {
+				s = Middle(s, ws[i])
+			}
+		}
+		pad := strings.Repeat(" ", ws[i]-Len(s))
+		if t.opts.Color && t.style != nil && s != "" {
+			s = t.style(row, i, s)
+		}
+		if t.cols[i].Right {
+			s = pad + s
+		} else if i < last {
+			s += pad
+		}
+		if i > 0 {
+			l.WriteString(strings.Repeat(" ", t.gap))
+		}
+		l.WriteString(s)
+	}
+	b.WriteString(strings.TrimRight(l.String(), " "))
+	b.WriteString("\n")
 }
 
 // Colours, as SGR escapes; Paint returns s unchanged when off.
