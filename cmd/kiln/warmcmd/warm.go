@@ -388,12 +388,17 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
 		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
 	}
-	if opts.Progress != "none" {
-		eo.Log = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "kiln: "+format+"\n", a...) }
+	mode := opts.Progress
+	if opts.DryRun {
+		mode = "none"
 	}
-	var bar *cmdutil.ProgressBar
-	if !opts.DryRun {
-		bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "warming "+tgt.String(), total, &done)
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
+	bars.Track("warming "+tgt.String(), total, &done)
+	// Notices print above the bars: straight to the terminal they would
+	// tear the display.
+	logTo := bars.Writer()
+	if opts.Progress != "none" {
+		eo.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
@@ -403,7 +408,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
 			ChunkSize: chunk, Limiter: limiter,
 			OnWait: func() {
-				fmt.Fprintf(opts.IO.ErrOut, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+				fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
 			},
 		})
 	}
@@ -424,9 +429,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			rep.Error = err.Error()
 		}
 	}
-	if bar != nil {
-		bar.Stop()
-	}
+	bars.Stop()
 	if spec.Kind == "containerd" {
 		rep.Namespace = opts.Namespace
 	}

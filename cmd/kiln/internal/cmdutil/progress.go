@@ -264,6 +264,25 @@ func (p *Progress) Stop() {
 	})
 }
 
+// Writer is where a verb writes lines while bars are drawn (retries,
+// notices): on a terminal they print above the bars, which a write
+// straight to the terminal would tear; elsewhere they go to the output.
+func (p *Progress) Writer() io.Writer {
+	if p.pool == nil {
+		return p.w
+	}
+	return progressWriter{p}
+}
+
+type progressWriter struct{ p *Progress }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	if n, err := w.p.pool.Write(b); err == nil {
+		return n, nil
+	}
+	return w.p.w.Write(b) // the display has ended
+}
+
 // ProgressBar is one bar on its own display, as StartProgress draws it.
 type ProgressBar struct{ p *Progress }
 

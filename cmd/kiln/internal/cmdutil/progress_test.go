@@ -245,3 +245,27 @@ func TestLayerBarsOnePerLayerUnderTheImage(t *testing.T) {
 		t.Errorf("the image's bar does not end at its size:\n%q", o)
 	}
 }
+
+// Lines a verb writes while bars are drawn print above them, whole.
+func TestProgressWriterPrintsAboveTheBars(t *testing.T) {
+	tty, out, seen := openTerm(t, 80)
+	p := NewProgress(tty, "tty")
+	n := p.Counter("warming oci:/cache", 100<<20)
+	n.Store(10 << 20)
+	waitFor(t, "the bar", func() bool { return seen("10.0 MiB / 100.0 MiB") })
+	fmt.Fprintf(p.Writer(), "kiln: blob sha256:0123456789ab: try 1/5 failed: connection reset\n")
+	waitFor(t, "the notice", func() bool { return seen("try 1/5 failed") })
+	n.Store(100 << 20)
+	p.Stop()
+	o := out()
+	checkFrames(t, o, 80)
+	if !strings.Contains(o, "kiln: blob sha256:0123456789ab: try 1/5 failed: connection reset\r\n") {
+		t.Errorf("the notice is not a whole line:\n%q", o)
+	}
+	var buf bytes.Buffer
+	q := NewProgress(&buf, "plain")
+	defer q.Stop()
+	if q.Writer() != io.Writer(&buf) {
+		t.Error("plain Writer is not the output")
+	}
+}
