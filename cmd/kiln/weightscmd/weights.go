@@ -348,7 +348,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
 		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
-		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
+		OnWait: func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
 		return err

@@ -296,3 +296,6 @@ func StartProgress(w io.Writer, mode, label string, total int64, done *atomic.In
 
 // Stop draws the bar a last time.
 func (b *ProgressBar) Stop() { b.p.Stop() }
+
+// Writer is where lines go while the bar is drawn (Progress.Writer).
+func (b *ProgressBar) Writer() io.Writer { return b.p.Writer() }
