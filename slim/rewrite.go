@@ -79,9 +79,12 @@ type Options struct {
 	Concurrency int
 	// SkipVerify trusts local blobs without hashing them.
 	SkipVerify bool
-	// Progress, when set, advances by stored bytes read (both passes read
-	// every layer: the total is twice the image's compressed size).
-	Progress *atomic.Int64
+	// ScanProgress and Progress, when set, advance by stored bytes read
+	// in the first pass (the scan) and the second (the rewrite): each
+	// reads every layer once, so each reaches the image's compressed
+	// size. With ScanProgress nil, Progress counts both passes (twice the
+	// compressed size).
+	ScanProgress, Progress *atomic.Int64
 	// GPUs, when set, prunes the GPU code in shared libraries' fat binaries
 	// to what this fleet runs (fatbin.Select): the native cubin per GPU and
 	// the newest PTX, unless DropPTX. NVIDIA's redistributable libraries

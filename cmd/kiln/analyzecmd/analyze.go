@@ -140,7 +140,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 			return err
 		}
 	} else {
-		if err := rep.WriteTable(opts.IO.Out); err != nil {
+		if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 			return err
 		}
 		if rules != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -205,15 +204,15 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 			return err
 		}
 		defer img.Close()
-		var done atomic.Int64
-		o := analyze.Options{Concurrency: opts.Jobs, Progress: &done}
-		var bar *cmdutil.ProgressBar
+		o := analyze.Options{Concurrency: opts.Jobs}
+		var bars *cmdutil.Progress
 		if !opts.NoKernels {
-			bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "reading fat binaries in "+img.Ref.Raw, img.CompressedSize(), &done)
+			bars = cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+			o.LayerProgress = cmdutil.LayerBars(bars, "reading fat binaries in "+img.Ref.Raw, img)
 		}
 		im, err = hostcheck.FromLayers(ctx, img, !opts.NoKernels, o)
-		if bar != nil {
-			bar.Stop()
+		if bars != nil {
+			bars.Stop()
 		}
 		if err != nil {
 			return err
@@ -232,7 +231,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		if err := cmdutil.WriteJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
-	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+	} else if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	if !rep.OK {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
@@ -346,11 +345,13 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 		}
 		ro.Divert = col
 	}
-	var done atomic.Int64
-	ro.Progress = &done
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "slimming "+img.Ref.Raw, 2*img.CompressedSize(), &done)
+	// One bar per pass, each to the image's compressed size: both read
+	// every layer.
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	ro.ScanProgress = bars.Counter("scan "+img.Ref.Raw, img.CompressedSize())
+	ro.Progress = bars.Counter("rewrite "+img.Ref.Raw, img.CompressedSize())
 	res, err := slim.Rewrite(ctx, img, ro)
-	bar.Stop()
+	bars.Stop()
 	if err != nil {
 		var je *slim.JITError
 		if errors.As(err, &je) {
@@ -542,12 +543,14 @@ func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
-	if err := rep.WriteTable(opts.IO.Out); err != nil {
+	if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
-		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		// The digest whole (to pin the image), on its own line: with the
+		// reference it would run past 80 columns.
+		fmt.Fprintf(opts.IO.Out, "wrote %s (%s)\n      %s\n", p.Ref, p.Compression, p.Digest)
 		if p.SBOM != "" {
 			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, cmdutil.Short(p.Index), cmdutil.Short(p.SBOM), sbom.SpecVersion)
 		}

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
@@ -391,12 +392,17 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
 		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
 	}
-	if opts.Progress != "none" {
-		eo.Log = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "kiln: "+format+"\n", a...) }
+	mode := opts.Progress
+	if opts.DryRun {
+		mode = "none"
 	}
-	var bar *cmdutil.ProgressBar
-	if !opts.DryRun {
-		bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "warming "+tgt.String(), total, &done)
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
+	bars.Track("warming "+tgt.String(), total, &done)
+	// Notices print above the bars: straight to the terminal they would
+	// tear the display.
+	logTo := bars.Writer()
+	if opts.Progress != "none" {
+		eo.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
@@ -406,7 +412,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
 			ChunkSize: chunk, Limiter: limiter,
 			OnWait: func() {
-				fmt.Fprintf(opts.IO.ErrOut, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+				fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
 			},
 		})
 	}
@@ -427,9 +433,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			rep.Error = err.Error()
 		}
 	}
-	if bar != nil {
-		bar.Stop()
-	}
+	bars.Stop()
 	if spec.Kind == "containerd" {
 		rep.Namespace = opts.Namespace
 	}
@@ -437,29 +441,29 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	return rep, werr
 }
 
-func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "IMAGE\tPLATFORM\tDIGEST\n")
+func writeWarmTable(w io.Writer, rep *warm.Report) {
+	o := termtable.Resolve(cmdutil.TableOptions(w)...)
+	t := termtable.New(o, termtable.Column{Head: "IMAGE", Shrink: true, Min: 20}, termtable.Column{Head: "PLATFORM"}, termtable.Column{Head: "DIGEST"})
 	for _, im := range rep.Images {
 		name := im.Ref
 		if im.Source != "" {
 			name += " (from " + im.Source + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, im.Platform, cmdutil.Short(im.Digest))
+		t.Row(name, im.Platform, cmdutil.Short(im.Digest))
 	}
-	tw.Flush()
+	t.Write(w)
 	for _, im := range rep.Images {
 		if im.Note != "" {
-			fmt.Fprintf(w, "note: %s\n", im.Note)
+			termtable.Fprintw(w, o.Width, "note: ", "      ", im.Note)
 		}
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
+	t = termtable.New(o, termtable.Column{Head: "BLOB", Right: true}, termtable.Column{Head: "KIND", Right: true}, termtable.Column{Head: "SIZE", Right: true},
+		termtable.Column{Head: "STATE", Right: true}, termtable.Column{Head: "FETCHED", Right: true}, termtable.Column{Head: "SECONDS", Right: true})
 	for _, b := range rep.Blobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), b.Seconds)
+		t.Row(cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), fmt.Sprintf("%.2f", b.Seconds))
 	}
-	tw.Flush()
+	t.Write(w)
 	verdict := "READY"
 	switch {
 	case rep.DryRun && !rep.Ready:
@@ -473,7 +477,8 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	}
 	// rep.Error is not repeated here: the error comes back to
 	// cmdutil.Execute, which prints it once.
-	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
+	fmt.Fprintln(w)
+	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
 }
 
 func writeReadyFile(p string, rep *warm.Report) error {

@@ -192,10 +192,10 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "strip "+opts.Image, 2*img.CompressedSize(), &done)
-	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs, Progress: &done})
-	bar.Stop()
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs,
+		ScanProgress: bars.Counter("scan "+opts.Image, img.CompressedSize()), Progress: bars.Counter("strip "+opts.Image, img.CompressedSize())})
+	bars.Stop()
 	if err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
 		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
-		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
+		OnWait: func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
 		return err

@@ -1,7 +1,9 @@
 // Package cmdutil is what kiln's verb packages share, and nothing else:
 // the I/O streams and the Factory a verb is built from, the stable exit
 // codes and the errors that carry them, the root command that wires
-// verbs (one place, no init hooks), progress bars, and the flags more
+// verbs (one place, no init hooks), progress (mpb bars on a terminal,
+// lines elsewhere: Progress, ProgressMode), the terminal's width and
+// whether to colour (TableOptions for internal/termtable), and the flags more
 // than one verb takes (--platform/--insecure-registry, --progress,
 // --compression, recipe overrides, --sign-key).
 //
