@@ -78,7 +78,7 @@ func TestSlimProbePushesNothing(t *testing.T) {
 	}
 	// The probe really runs there: one that fails fails the slim.
 	if code, _, errOut := run(t, "slim", "oci:"+dir+":app", "--to", "oci:"+out+"-2", "--compression", "zstd",
-		"--probe", "exit 7", "--progress", "none"); code != cmdutil.ExitRule || !strings.Contains(errOut, `probe "exit 7" failed`) {
+		"--probe", "exit 7", "--progress", "none"); code != cmdutil.ExitFailure || !strings.Contains(errOut, `probe "exit 7" failed`) {
 		t.Errorf("a failing probe: %d %s", code, errOut)
 	}
 	var rep struct{ Digest string }

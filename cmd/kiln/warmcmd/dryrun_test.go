@@ -17,8 +17,8 @@ func TestWarmDryRunWritesNothing(t *testing.T) {
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a.bin", 1000)}, "gzip")))
 	dir := filepath.Join(t.TempDir(), "oci")
 	code, out, errOut := run(t, "warm", ref, "--target", "oci:"+dir, "--dry-run", "--json", "--progress", "none")
-	if code != cmdutil.ExitRule {
-		t.Fatalf("exit %d, want %d (missing)\n%s\n%s", code, cmdutil.ExitRule, out, errOut)
+	if code != cmdutil.ExitNotReady {
+		t.Fatalf("exit %d, want %d (missing)\n%s\n%s", code, cmdutil.ExitNotReady, out, errOut)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		entries, _ := os.ReadDir(dir)

@@ -107,5 +107,5 @@ uncommitted changes.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	return cmd
+	return SetSchema(cmd, "kiln.version/v1")
 }

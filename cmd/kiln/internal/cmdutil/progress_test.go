@@ -179,14 +179,14 @@ func TestProgressPlainLinePerEvent(t *testing.T) {
 }
 
 func TestParseProgressWords(t *testing.T) {
-	for in, want := range map[string]ProgressMode{"auto": ProgressAuto, "tty": ProgressTTY, "bars": ProgressTTY, "plain": ProgressPlain, "none": ProgressNone} {
+	for in, want := range map[string]ProgressMode{"auto": ProgressAuto, "tty": ProgressTTY, "bars": ProgressTTY, "plain": ProgressPlain, "none": ProgressNone, "quiet": ProgressNone} {
 		if got, err := ParseProgress(in); err != nil || got != want {
 			t.Errorf("ParseProgress(%q) = %q, %v", in, got, err)
 		}
 	}
 	var ee *ExitError
-	if _, err := ParseProgress("quiet"); !errors.As(err, &ee) || ee.Code != ExitUsage {
-		t.Errorf("ParseProgress(quiet): %v", err)
+	if _, err := ParseProgress("loud"); !errors.As(err, &ee) || ee.Code != ExitUsage {
+		t.Errorf("ParseProgress(loud): %v", err)
 	}
 }
 
