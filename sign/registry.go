@@ -73,15 +73,33 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("image %q: only registry images can be signed (a signature is stored in the registry)", ref)
 	}
-	ropts := layers.RemoteOptions(ctx, o.Layers...)
-	desc, err := remote.Head(r.Name, ropts...)
+	desc, err := Resolve(ctx, r.Name, o.Layers...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
-	}
-	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
-		return nil, fmt.Errorf("image %q: registry answers digest %s", ref, desc.Digest)
+		return nil, fmt.Errorf("image %q: %w", ref, err)
 	}
 	return SignDigest(ctx, r.Name.Context(), *desc, s, o)
+}
+
+// Resolve finds the manifest ref names the way warm does: it GETs the
+// manifest and hashes the bytes served. A HEAD's digest header is not
+// evidence: a registry (or a proxy) can answer one digest on HEAD and
+// serve another manifest on GET, and what is signed or verified must be
+// what a pull gets. A digest reference must hash to its digest.
+func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*v1.Descriptor, error) {
+	d, err := remote.Get(ref, layers.RemoteOptions(ctx, lopts...)...)
+	if err != nil {
+		return nil, layers.RedactError(err)
+	}
+	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(d.Manifest))}
+	if got != d.Digest {
+		return nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
+	}
+	if dr, ok := ref.(name.Digest); ok && dr.DigestStr() != got.String() {
+		return nil, fmt.Errorf("registry serves manifest %s for %s: %w", got, dr.DigestStr(), layers.ErrDigestMismatch)
+	}
+	desc := d.Descriptor
+	desc.Size = int64(len(d.Manifest))
+	return &desc, nil
 }
 
 // SignDigest signs the manifest desc in repo (kiln build/slim/convert
