@@ -32,9 +32,13 @@ func TestReferrerFloodDoesNotHideTheSignature(t *testing.T) {
 		junk int
 		// annotated junk claims cosign's predicate but is older.
 		annotated bool
+		// unsigned: no real signature listed; the junk is refused,
+		// bounded and counted.
+		unsigned bool
 	}{
-		{"40 unannotated junk first", 40, false},
-		{"300 older annotated junk first", 300, true},
+		{"40 unannotated junk first", 40, false, false},
+		{"300 older annotated junk first", 300, true, false},
+		{"300 junk and no signature", 300, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -79,12 +83,20 @@ func TestReferrerFloodDoesNotHideTheSignature(t *testing.T) {
 				ms = append(ms, v1.Descriptor{MediaType: types.OCIManifestSchema1, ArtifactType: "application/spdx+json", Size: 500,
 					Digest: v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%064x", 1<<40+i)}})
 			}
-			ms = append(ms, real)
+			if !tc.unsigned {
+				ms = append(ms, real)
+			}
 			listing, _ = json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: ms})
 
 			res, err := Verify(ctx, repo.Tag("v1").String(), repo, d, []*PublicKey{k.Public()})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.unsigned {
+				if res.Verified || len(res.Signatures) != maxListed || res.SignaturesOmitted != maxSignatures-maxListed || res.Unread != tc.junk-maxSignatures || !strings.Contains(res.Detail, "not read") {
+					t.Errorf("unsigned: verified %v, %d signatures listed, %d omitted, %d unread: %s", res.Verified, len(res.Signatures), res.SignaturesOmitted, res.Unread, res.Detail)
+				}
+				return
 			}
 			if !res.Verified || res.Artifact != signed.Artifact {
 				t.Fatalf("the real signature is hidden: %s: %s", res.Reason, res.Detail)

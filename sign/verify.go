@@ -41,7 +41,8 @@ type Result struct {
 	// At most maxListed signatures and attestations are listed (a
 	// report and warm's ready marker stay small whatever a registry
 	// lists); these count the rest, and the candidate signatures not
-	// read (past maxSignatures or readBudget, or after one verified).
+	// read (past maxSignatures, readBudget or readTime, or after one
+	// verified).
 	SignaturesOmitted   int `json:"signatures_omitted,omitempty"`
 	AttestationsOmitted int `json:"attestations_omitted,omitempty"`
 	Unread              int `json:"unread,omitempty"`
@@ -75,12 +76,13 @@ func (e *Error) Error() string {
 // What one digest's check reads and keeps. A registry can list any
 // number of referrers, and anyone who can push can add bundle-typed junk:
 // candidates are read most likely first (see candidates) up to
-// maxSignatures manifests and readBudget bytes, which no real signature
-// set comes near, and at most maxListed of each kind are kept in the
+// maxSignatures manifests, readBudget bytes and readTime, which no real
+// signature set comes near, and at most maxListed of each kind are kept in the
 // Result.
 const (
 	maxSignatures = 256
 	readBudget    = 64 << 20
+	readTime      = 2 * time.Minute
 	maxListed     = 32
 )
 
@@ -155,11 +157,11 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		}
 		cands = append(cands, m)
 	}
-	attested, read, budget := 0, 0, int64(readBudget)
+	attested, read, budget, until := 0, 0, int64(readBudget), time.Now().Add(readTime)
 	for i, m := range candidates(cands) {
 		// Read until one verifies, within bounds: thousands of junk
 		// referrers do not make kiln fetch thousands of manifests.
-		if res.Verified || read == maxSignatures || budget <= 0 {
+		if res.Verified || read == maxSignatures || budget <= 0 || time.Now().After(until) {
 			res.Unread = len(cands) - i
 			break
 		}
@@ -263,7 +265,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	}
 	res.Reason, res.Detail = best.Reason, best.Detail
 	if res.Unread > 0 {
-		res.Detail += fmt.Sprintf(" (%d more candidate signature(s) not read: over %d or %s)", res.Unread, maxSignatures, bytesize.Format(readBudget))
+		res.Detail += fmt.Sprintf(" (%d more candidate signature(s) not read: over %d, %s or %s)", res.Unread, maxSignatures, bytesize.Format(readBudget), readTime)
 	}
 	return res, nil
 }
