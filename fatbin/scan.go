@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
 )
 
 // Kind is what an entry's payload is.
@@ -171,9 +173,13 @@ func (f *File) Editable(c *Container) bool {
 }
 
 // IsSharedObject says whether a file name is a shared library's (lib.so,
-// lib.so.12.4): the files worth scanning for device code.
+// lib.so.12.4): the files worth scanning for device code. A temporary
+// file a writer left beside one (.libx.so.1.*.tmp, TempPrefix's) is not.
 func IsSharedObject(p string) bool {
 	b := path.Base(p)
+	if atomicfile.IsTemp(b) {
+		return false
+	}
 	return strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.")
 }
 

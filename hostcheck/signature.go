@@ -59,7 +59,7 @@ func (c *checker) signature() Item {
 		it.Status, it.Summary = Fail, fmt.Sprintf("%s: signature %s: %s", r.Digest, r.Reason, r.Detail)
 		it.Fix = []string{"sign the image: kiln sign " + r.Ref + " --key KEY (or cosign sign --key)", "or warm an image this key signed"}
 	case len(r.Signatures) > 0:
-		it.Status, it.Summary = Warn, fmt.Sprintf("%d signature(s) stored, none checked: pass --verify-key PUBKEY to verify", len(r.Signatures))
+		it.Status, it.Summary = Warn, fmt.Sprintf("%d signature(s) stored, none checked: pass --verify-key PUBKEY to verify", len(r.Signatures)+r.SignaturesOmitted)
 	default:
 		it.Status, it.Summary = Warn, "unsigned: no cosign signature stored for "+r.Digest
 		it.Fix = []string{"kiln sign " + r.Ref + " --key KEY"}

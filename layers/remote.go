@@ -60,6 +60,15 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 		if err != nil {
 			return nil, fmt.Errorf("image %q: %v", r.Raw, RedactError(err))
 		}
+		// ggcr checks the child's digest; a descriptor's size must be
+		// the bytes' as well.
+		raw, err := vimg.RawManifest()
+		if err != nil {
+			return nil, fmt.Errorf("image %q: manifest %s: %v", r.Raw, pick.Digest, RedactError(err))
+		}
+		if int64(len(raw)) != pick.Size {
+			return nil, fmt.Errorf("image %q: index lists manifest %s as %d bytes; it is %d: %w", r.Raw, pick.Digest, pick.Size, len(raw), ErrSizeMismatch)
+		}
 	} else {
 		vimg, err = desc.Image()
 		if err != nil {

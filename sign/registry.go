@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -72,15 +73,33 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("image %q: only registry images can be signed (a signature is stored in the registry)", ref)
 	}
-	ropts := layers.RemoteOptions(ctx, o.Layers...)
-	desc, err := remote.Head(r.Name, ropts...)
+	desc, err := Resolve(ctx, r.Name, o.Layers...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
-	}
-	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
-		return nil, fmt.Errorf("image %q: registry answers digest %s", ref, desc.Digest)
+		return nil, fmt.Errorf("image %q: %w", ref, err)
 	}
 	return SignDigest(ctx, r.Name.Context(), *desc, s, o)
+}
+
+// Resolve finds the manifest ref names the way warm does: it GETs the
+// manifest and hashes the bytes served. A HEAD's digest header is not
+// evidence: a registry (or a proxy) can answer one digest on HEAD and
+// serve another manifest on GET, and what is signed or verified must be
+// what a pull gets. A digest reference must hash to its digest.
+func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*v1.Descriptor, error) {
+	d, err := remote.Get(ref, layers.RemoteOptions(ctx, lopts...)...)
+	if err != nil {
+		return nil, layers.RedactError(err)
+	}
+	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(d.Manifest))}
+	if got != d.Digest {
+		return nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
+	}
+	if dr, ok := ref.(name.Digest); ok && dr.DigestStr() != got.String() {
+		return nil, fmt.Errorf("registry serves manifest %s for %s: %w", got, dr.DigestStr(), layers.ErrDigestMismatch)
+	}
+	desc := d.Descriptor
+	desc.Size = int64(len(d.Manifest))
+	return &desc, nil
 }
 
 // SignDigest signs the manifest desc in repo (kiln build/slim/convert
@@ -110,7 +129,7 @@ func SignDigest(ctx context.Context, repo name.Repository, desc v1.Descriptor, s
 		out.Artifact, out.Referrers = dg, via
 	case FormatLegacy:
 		out.Format = FormatLegacy
-		tag, err := pushLegacy(repo, desc.Digest, s, ropts)
+		tag, err := pushLegacy(ctx, repo, desc.Digest, s, ropts)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
 		}
@@ -175,14 +194,98 @@ func pushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor,
 		return "", "", err
 	}
 	dg := fmt.Sprintf("sha256:%x", sha256.Sum256(raw))
-	if err := remote.Put(repo.Digest(dg), rawManifest{raw, types.OCIManifestSchema1}, ropts...); err != nil {
+	put := func() error {
+		return remote.Put(repo.Digest(dg), rawManifest{raw, types.OCIManifestSchema1}, ropts...)
+	}
+	if err := put(); err != nil {
 		return "", "", err
 	}
-	via := "tag"
 	if HasReferrersAPI(ctx, repo, subj.Digest, lopts...) {
-		via = "api"
+		return dg, "api", nil
 	}
-	return dg, via, nil
+	// Without the referrers API the listing is one index under the
+	// sha256-<hex> tag that every signer reads, extends and writes back:
+	// a concurrent signer can write a list without ours. Read it back;
+	// putting the manifest again merges ours into the current list.
+	listed := func() (bool, error) {
+		idx, err := remote.Referrers(repo.Digest(subj.Digest.String()), ropts...)
+		if err != nil {
+			return false, err
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return false, err
+		}
+		for _, m := range im.Manifests {
+			if m.Digest.String() == dg {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if err := confirmListed(ctx, "referrers tag "+subj.Digest.Algorithm+"-"+subj.Digest.Hex, put, listed); err != nil {
+		return "", "", err
+	}
+	return dg, "tag", nil
+}
+
+// Read-back after a read-modify-write of a shared tag: how often and how
+// long apart. A signature counts as stored when two reads, a settle
+// interval apart, list it (a writer that read the list before ours was
+// added has finished writing by then, or the second read sees its loss).
+const (
+	confirmAttempts = 8
+	confirmSettle   = 40 * time.Millisecond
+)
+
+// confirmListed checks that what write stored is listed, and writes
+// again (write merges into the current list) until two reads a settle
+// interval apart list it, with a growing, jittered pause; after
+// confirmAttempts it fails saying the signature could not be kept.
+func confirmListed(ctx context.Context, what string, write func() error, listed func() (bool, error)) error {
+	pause := confirmSettle
+	for attempt := 1; ; attempt++ {
+		ok, err := listedTwice(ctx, pause, listed)
+		if err != nil {
+			return fmt.Errorf("reading back %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if attempt == confirmAttempts {
+			return fmt.Errorf("%s: another writer replaced it %d times without our signature (concurrent signers on a registry without the referrers API); sign again", what, attempt)
+		}
+		pause = min(2*pause, 2*time.Second)
+		if err := sleepJitter(ctx, pause); err != nil {
+			return err
+		}
+		if err := write(); err != nil {
+			return err
+		}
+	}
+}
+
+func listedTwice(ctx context.Context, settle time.Duration, listed func() (bool, error)) (bool, error) {
+	if ok, err := listed(); !ok || err != nil {
+		return ok, err
+	}
+	if err := sleepJitter(ctx, settle); err != nil {
+		return false, err
+	}
+	return listed()
+}
+
+// sleepJitter sleeps between d/2 and d, or until ctx ends: concurrent
+// signers retrying in step would collide again.
+func sleepJitter(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d/2 + rand.N(d/2+1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // HasReferrersAPI asks GET /v2/<repo>/referrers/<digest> as ggcr does:
@@ -217,7 +320,7 @@ type legacyManifest struct {
 	Layers        []v1.Descriptor `json:"layers"`
 }
 
-func pushLegacy(repo name.Repository, d v1.Hash, s *Signer, ropts []remote.Option) (string, error) {
+func pushLegacy(ctx context.Context, repo name.Repository, d v1.Hash, s *Signer, ropts []remote.Option) (string, error) {
 	payload, err := newSimpleSigning(repo.Name(), d)
 	if err != nil {
 		return "", err
@@ -227,42 +330,75 @@ func pushLegacy(repo name.Repository, d v1.Hash, s *Signer, ropts []remote.Optio
 		return "", err
 	}
 	tag := repo.Tag(LegacyTag(d))
-	// Keep signatures already there (other keys): cosign appends.
-	var m legacyManifest
-	if desc, err := remote.Get(tag, ropts...); err == nil {
-		_ = json.Unmarshal(desc.Manifest, &m)
-	} else if !isNotFound(err) {
-		return "", err
-	}
 	lay := static.NewLayer(payload, SimpleSigningMediaType)
 	if err := remote.WriteLayer(repo, lay, ropts...); err != nil {
 		return "", err
 	}
 	ld, _ := lay.Digest()
-	m.Layers = append(m.Layers, v1.Descriptor{
+	ours := v1.Descriptor{
 		MediaType: SimpleSigningMediaType, Digest: ld, Size: int64(len(payload)),
 		Annotations: map[string]string{SignatureAnnotation: encodeB64(sig)},
-	})
-	diffIDs := make([]string, len(m.Layers))
-	for i, l := range m.Layers {
-		diffIDs[i] = l.Digest.String()
 	}
-	cfgRaw, _ := json.Marshal(map[string]any{
-		"architecture": "", "os": "", "config": map[string]any{},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
-	})
-	cfg := static.NewLayer(cfgRaw, types.OCIConfigJSON)
-	if err := remote.WriteLayer(repo, cfg, ropts...); err != nil {
+	// current reads the tag's manifest (none yet: an empty one).
+	current := func() (legacyManifest, error) {
+		var m legacyManifest
+		desc, err := remote.Get(tag, ropts...)
+		if err == nil {
+			_ = json.Unmarshal(desc.Manifest, &m)
+		} else if !isNotFound(err) {
+			return m, err
+		}
+		return m, nil
+	}
+	has := func(m legacyManifest) bool {
+		for _, l := range m.Layers {
+			if l.Digest == ours.Digest && l.Annotations[SignatureAnnotation] == ours.Annotations[SignatureAnnotation] {
+				return true
+			}
+		}
+		return false
+	}
+	// write keeps the signatures already there (other keys, other
+	// signers): cosign appends.
+	write := func() error {
+		m, err := current()
+		if err != nil {
+			return err
+		}
+		if has(m) {
+			return nil
+		}
+		m.Layers = append(m.Layers, ours)
+		diffIDs := make([]string, len(m.Layers))
+		for i, l := range m.Layers {
+			diffIDs[i] = l.Digest.String()
+		}
+		cfgRaw, _ := json.Marshal(map[string]any{
+			"architecture": "", "os": "", "config": map[string]any{},
+			"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+		})
+		cfg := static.NewLayer(cfgRaw, types.OCIConfigJSON)
+		if err := remote.WriteLayer(repo, cfg, ropts...); err != nil {
+			return err
+		}
+		cd, _ := cfg.Digest()
+		m.SchemaVersion, m.MediaType = 2, types.OCIManifestSchema1
+		m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cd, Size: int64(len(cfgRaw))}
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}, ropts...)
+	}
+	if err := write(); err != nil {
 		return "", err
 	}
-	cd, _ := cfg.Digest()
-	m.SchemaVersion, m.MediaType = 2, types.OCIManifestSchema1
-	m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cd, Size: int64(len(cfgRaw))}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return "", err
+	// Every signer rewrites the one tag: read it back (see confirmListed).
+	listed := func() (bool, error) {
+		m, err := current()
+		return has(m), err
 	}
-	if err := remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}, ropts...); err != nil {
+	if err := confirmListed(ctx, "tag "+tag.TagStr(), write, listed); err != nil {
 		return "", err
 	}
 	return tag.String(), nil

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"slices"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -36,6 +38,14 @@ type Result struct {
 	// Attestations lists the digest's other referrers (SBOMs,
 	// provenance) by artifact type, for host check.
 	Attestations []Found `json:"attestations,omitempty"`
+	// At most maxListed signatures and attestations are listed (a
+	// report and warm's ready marker stay small whatever a registry
+	// lists); these count the rest, and the candidate signatures not
+	// read (past maxSignatures, readBudget or readTime, or after one
+	// verified).
+	SignaturesOmitted   int `json:"signatures_omitted,omitempty"`
+	AttestationsOmitted int `json:"attestations_omitted,omitempty"`
+	Unread              int `json:"unread,omitempty"`
 }
 
 // Found is one signature (or other referrer) artifact.
@@ -63,8 +73,18 @@ func (e *Error) Error() string {
 	}
 }
 
-// maxSignatures caps the signature artifacts read per digest.
-const maxSignatures = 32
+// What one digest's check reads and keeps. A registry can list any
+// number of referrers, and anyone who can push can add bundle-typed junk:
+// candidates are read most likely first (see candidates) up to
+// maxSignatures manifests, readBudget bytes and readTime, which no real
+// signature set comes near, and at most maxListed of each kind are kept in the
+// Result.
+const (
+	maxSignatures = 256
+	readBudget    = 64 << 20
+	readTime      = 2 * time.Minute
+	maxListed     = 32
+)
 
 // rank orders refusal reasons: the most telling one is reported.
 var rank = map[string]int{ReasonMissing: 0, ReasonInvalid: 1, ReasonWrongKey: 2, ReasonTampered: 3}
@@ -91,15 +111,30 @@ func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, 
 func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []layers.Option) (*Result, error) {
 	ropts := layers.RemoteOptions(ctx, lopts...)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
+	var best *Found // the most telling refusal (rank)
 	keep := func(f Found, v verdict) {
 		f.Verified, f.Reason, f.Detail = v.ok, v.reason, v.detail
 		if v.key != nil {
 			f.KeyID = v.key.ID()
 		}
-		res.Signatures = append(res.Signatures, f)
 		if v.ok && !res.Verified {
 			res.Verified, res.KeyID, res.Format, res.Artifact = true, f.KeyID, f.Format, f.Artifact
 		}
+		if !v.ok && (best == nil || rank[f.Reason] > rank[best.Reason]) {
+			best = &f
+		}
+		if len(res.Signatures) < maxListed || v.ok && !hasVerified(res.Signatures) {
+			res.Signatures = append(res.Signatures, f)
+			return
+		}
+		res.SignaturesOmitted++
+	}
+	attest := func(f Found) {
+		if len(res.Attestations) < maxListed {
+			res.Attestations = append(res.Attestations, f)
+			return
+		}
+		res.AttestationsOmitted++
 	}
 
 	idx, err := remote.Referrers(repo.Digest(d.String()), ropts...)
@@ -110,28 +145,35 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if err != nil {
 		return nil, fmt.Errorf("%s: referrers of %s: %v", refName, d, err)
 	}
-	bundles, attested := 0, 0
+	var cands []v1.Descriptor
 	for _, m := range im.Manifests {
 		at := m.ArtifactType
 		// Registries that list the config media type as the artifact
 		// type (older ones, ggcr's) hide a bundle behind the empty
 		// config's: look inside those.
 		if at != BundleMediaType && at != emptyJSONMediaType && at != "" {
-			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: at})
+			attest(Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: at})
 			continue
 		}
-		// A registry listing thousands of referrers does not make kiln
-		// fetch thousands of manifests.
-		if bundles++; bundles > maxSignatures {
-			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: at, Detail: "not read: more than " + strconv.Itoa(maxSignatures) + " candidate signatures"})
-			continue
+		cands = append(cands, m)
+	}
+	attested, read, budget, until := 0, 0, int64(readBudget), time.Now().Add(readTime)
+	for i, m := range candidates(cands) {
+		// Read until one verifies, within bounds: thousands of junk
+		// referrers do not make kiln fetch thousands of manifests.
+		if res.Verified || read == maxSignatures || budget <= 0 || time.Now().After(until) {
+			res.Unread = len(cands) - i
+			break
 		}
+		read++
+		at := m.ArtifactType
 		f := Found{Format: FormatBundle, Artifact: m.Digest.String(), ArtifactType: at}
 		raw, err := readManifest(repo, m.Digest, ropts)
 		if err != nil {
 			keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
 			continue
 		}
+		budget -= int64(len(raw))
 		var am artifactManifest
 		if err := json.Unmarshal(raw, &am); err != nil || len(am.Layers) == 0 {
 			keep(f, verdict{reason: ReasonInvalid, detail: "signature manifest has no bundle layer"})
@@ -142,13 +184,17 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 			continue
 		}
 		if am.ArtifactType != BundleMediaType && (len(am.Layers) != 1 || string(am.Layers[0].MediaType) != BundleMediaType) {
-			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: am.ArtifactType})
+			attest(Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: am.ArtifactType})
 			continue
 		}
 		var v verdict
 		for _, l := range am.Layers {
 			if string(l.MediaType) != BundleMediaType {
 				continue
+			}
+			if budget -= l.Size; budget < 0 {
+				v = verdict{reason: ReasonInvalid, detail: "not read: the signatures read before it used the read budget"}
+				break
 			}
 			b, err := readBlob(repo, l, ropts)
 			if err != nil {
@@ -165,7 +211,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		if !v.ok && v.attestation {
 			// Signed by a trusted key, but an attestation: listed as
 			// one, and no signature.
-			res.Attestations = append(res.Attestations, Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: cmp.Or(v.predicate, at), Detail: v.detail})
+			attest(Found{Format: "referrer", Artifact: m.Digest.String(), ArtifactType: cmp.Or(v.predicate, at), Detail: v.detail})
 			attested++
 			continue
 		}
@@ -183,11 +229,14 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 			break
 		}
 		n := 0
-		for _, l := range m.Layers {
+		for i, l := range m.Layers {
 			if string(l.MediaType) != SimpleSigningMediaType {
 				continue
 			}
-			n++
+			if n++; n > maxSignatures || res.Verified {
+				res.Unread += len(m.Layers) - i
+				break
+			}
 			payload, err := readBlob(repo, l, ropts)
 			if err != nil {
 				keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
@@ -206,7 +255,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if res.Verified {
 		return res, nil
 	}
-	if len(res.Signatures) == 0 {
+	if best == nil {
 		res.Reason = ReasonMissing
 		res.Detail = "no cosign bundle among its referrers and no " + LegacyTag(d) + " tag"
 		if attested > 0 {
@@ -214,14 +263,43 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		}
 		return res, nil
 	}
-	best := res.Signatures[0]
-	for _, f := range res.Signatures[1:] {
-		if rank[f.Reason] > rank[best.Reason] {
-			best = f
+	res.Reason, res.Detail = best.Reason, best.Detail
+	if res.Unread > 0 {
+		res.Detail += fmt.Sprintf(" (%d more candidate signature(s) not read: over %d, %s or %s)", res.Unread, maxSignatures, bytesize.Format(readBudget), readTime)
+	}
+	return res, nil
+}
+
+func hasVerified(fs []Found) bool {
+	for _, f := range fs {
+		if f.Verified {
+			return true
 		}
 	}
-	res.Reason, res.Detail = best.Reason, best.Detail
-	return res, nil
+	return false
+}
+
+// candidates orders bundle-typed referrers most likely first: those
+// whose dev.sigstore.bundle.predicateType annotation is cosign's
+// signature predicate (kiln and cosign set it), then the newest by
+// org.opencontainers.image.created; listing order breaks ties. Junk
+// listed first does not push a real signature past the read bounds.
+func candidates(ms []v1.Descriptor) []v1.Descriptor {
+	created := func(m v1.Descriptor) time.Time {
+		t, _ := time.Parse(time.RFC3339, m.Annotations["org.opencontainers.image.created"])
+		return t
+	}
+	slices.SortStableFunc(ms, func(a, b v1.Descriptor) int {
+		pa, pb := a.Annotations[BundlePredicateAnnotation] == CosignSignPredicate, b.Annotations[BundlePredicateAnnotation] == CosignSignPredicate
+		if pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return created(b).Compare(created(a))
+	})
+	return ms
 }
 
 // Attestations lists d's referrers that are not signatures (host check).

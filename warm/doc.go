@@ -22,7 +22,12 @@
 // uses. The engine runs blobs in parallel (bounded), splits large blobs
 // into parallel Range chunks, rate-limits with one token bucket, and reports
 // per blob what it found and did: the report's Ready is the readiness gate
-// for a spot node (every digest of the warm set verified present).
+// for a spot node (every digest of the warm set verified present). Every
+// descriptor is digest and size: an index listing a manifest with a false
+// size is refused. Diff IDs are checked where a layer is decompressed:
+// --unpack (below), and containerd's or Docker's own unpack at the first
+// run; a plain warm verifies the compressed blobs and does not decompress
+// them only to hash them (that would cost the unpack's CPU once more).
 //
 // --unpack (containerd) keeps containerd's snapshot chain: each layer's
 // snapshot is committed under its chain ID, on its parent, in manifest

@@ -469,6 +469,12 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 			if err != nil {
 				return Image{}, nil, fmt.Errorf("image %q: manifest %s: %v", ref, c.Digest, err)
 			}
+			// A descriptor is digest and size: the index's must be the
+			// bytes' (containerd's pull of this index checks it too).
+			if n := int64(len(m.raw)); n != c.Size {
+				return Image{}, nil, fmt.Errorf("image %q: index %s lists manifest %s as %d bytes; it is %d: %w", ref, root.desc.Digest, c.Digest, c.Size, n, layers.ErrSizeMismatch)
+			}
+			m.desc.Size = c.Size
 			m.desc.Platform = c.Platform
 			z := manifestIsZstd(m.raw)
 			if pick == nil || (z && o.NoZstd == "" && o.Compression != CompressionGzip) || (!z && (o.NoZstd != "" || o.Compression == CompressionGzip) && manifestIsZstd(pick.raw)) {

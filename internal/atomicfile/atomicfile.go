@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFile writes b to path atomically with mode perm.
@@ -24,20 +25,53 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 // after Commit it does nothing.
 type File struct {
 	*os.File
-	path string
-	perm os.FileMode
-	done bool
+	path   string
+	perm   os.FileMode
+	done   bool
+	before func() error
 }
+
+// Option tunes Create.
+type Option func(*createOptions)
+
+type createOptions struct {
+	prefix string
+	before func() error
+}
+
+// WithPrefix names the temporary file PREFIX+BASE.*.tmp instead of
+// .BASE.*.tmp: a writer whose scratch others must recognise (and whose
+// stale scratch a later run removes) picks a prefix of its own. It
+// should start with a dot.
+func WithPrefix(prefix string) Option { return func(o *createOptions) { o.prefix = prefix } }
+
+// BeforeRename runs check after the temporary file is complete and
+// synced, just before it replaces the destination: an error leaves the
+// destination as it is (the temporary file is removed) and is Commit's.
+func BeforeRename(check func() error) Option { return func(o *createOptions) { o.before = check } }
 
 // Create opens a temporary file next to path (named .BASE.*.tmp, so
 // directory listings and globs of real names pass it over) that Commit
-// will rename to path with mode perm.
-func Create(path string, perm os.FileMode) (*File, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+// will rename to path with mode perm (permission bits and setuid, setgid,
+// sticky).
+func Create(path string, perm os.FileMode, opts ...Option) (*File, error) {
+	o := createOptions{prefix: "."}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), o.prefix+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return nil, err
 	}
-	return &File{File: f, path: path, perm: perm}, nil
+	return &File{File: f, path: path, perm: perm, before: o.before}, nil
+}
+
+// IsTemp says whether a file name is a temporary file's as Create names
+// them (.BASE.*.tmp, or a prefix of its own starting with a dot): what a
+// killed writer leaves behind, not a real file.
+func IsTemp(name string) bool {
+	b := filepath.Base(name)
+	return strings.HasPrefix(b, ".") && strings.HasSuffix(b, ".tmp")
 }
 
 // Commit flushes the file to disk, sets its mode, renames it to the
@@ -56,6 +90,9 @@ func (f *File) Commit() error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && f.before != nil {
+		err = f.before()
 	}
 	if err == nil {
 		err = os.Rename(tmp, f.path)

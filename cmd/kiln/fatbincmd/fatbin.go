@@ -2,16 +2,20 @@ package fatbincmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/fatbin"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/slim"
 )
 
@@ -41,7 +45,10 @@ libraries with CUDA fat binaries and rewrites each in place with the code the
 fleet runs: per GPU the cubin that runs on it natively, and each fat binary's
 newest PTX unless --keep-ptx=false. A library keeps its size and every
 offset (dropped code becomes zeros) and is replaced atomically (a temporary
-file beside it, renamed over it, mode, owner and times kept). The same
+file .kiln-prune.* beside it, renamed over it; mode with setuid/setgid,
+owner, extended attributes and times kept). A library replaced or written
+while it is pruned (a pip install) is left as it is, with a warning; a
+killed prune's temporary file is removed by the next one. The same
 selection as kiln slim --gpus; kiln build runs it in the step that installs
 the wheels, for the recipe's gpus.
 
@@ -112,6 +119,10 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if d.Type().IsRegular() && fatbin.IsPruneTemp(p) {
+				removeStaleTemp(opts.IO.ErrOut, p, d)
+				return nil
+			}
 			if !d.Type().IsRegular() || !fatbin.IsSharedObject(p) || !isELFFile(p) {
 				return nil
 			}
@@ -121,6 +132,10 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 			}
 			apply := opts.PruneNVIDIA || !slim.IsNVIDIALib(strings.TrimPrefix(abs, "/"))
 			plan, err := fatbin.PruneFile(p, fleet, opts.KeepPTX, opts.DryRun || !apply)
+			if errors.Is(err, fatbin.ErrChanged) {
+				fmt.Fprintf(opts.IO.ErrOut, "kiln: %v\n", err)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -141,6 +156,25 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 	}
 	rep.Sort()
 	return rep, nil
+}
+
+// staleTemp is how long a prune's temporary file goes unwritten before a
+// later prune takes it for a killed run's and removes it (a younger one
+// may be a prune running now, and is only passed over).
+const staleTemp = 10 * time.Minute
+
+// removeStaleTemp removes the temporary file a killed prune left (it is
+// never taken for a library), saying so.
+func removeStaleTemp(w io.Writer, p string, d fs.DirEntry) {
+	fi, err := d.Info()
+	if err != nil || time.Since(fi.ModTime()) < staleTemp {
+		return
+	}
+	if err := os.Remove(p); err != nil {
+		fmt.Fprintf(w, "kiln: %s: a killed prune's temporary file; could not remove it: %v\n", p, err)
+		return
+	}
+	fmt.Fprintf(w, "kiln: removed %s, a killed prune's temporary file (%s)\n", p, bytesize.Format(fi.Size()))
 }
 
 func isELFFile(p string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -221,9 +220,9 @@ func verifyRef(ctx context.Context, ref string, pol *sign.Policy, lopts []layers
 	if r.Kind != layers.KindRegistry {
 		return nil, cmdutil.UsageErr("verify: %s is not a registry reference", ref)
 	}
-	desc, err := remote.Head(r.Name, layers.RemoteOptions(ctx, lopts...)...)
+	desc, err := sign.Resolve(ctx, r.Name, lopts...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
+		return nil, fmt.Errorf("image %q: %w", ref, err)
 	}
 	return pol.VerifyDigest(ctx, ref, r.Name.Context(), r.Name.Context(), desc.Digest, lopts...)
 }
