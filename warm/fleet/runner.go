@@ -192,13 +192,11 @@ func (c *Conn) warm(ctx context.Context, kiln string, args []string, stdin io.Re
 }
 
 func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started func()) (*warm.Report, json.RawMessage, int, error) {
-	var out bytes.Buffer
-	errb := &tailBuffer{max: 64 << 10}
-	code, err := c.Run(ctx, cmd, stdin, &out, errb, started)
+	out, errs, code, err := c.output(ctx, cmd, stdin, started)
 	if err != nil {
 		return nil, nil, code, err
 	}
-	return parseWarm(out.Bytes(), code, errb.String())
+	return parseWarm(out, code, errs)
 }
 
 // parseWarm reads a kiln warm --json run's stdout, exit status and stderr
