@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/cli/cli/config"
@@ -219,6 +220,11 @@ func runCredentialHelper(ctx context.Context, helper, serverURL string, timeout 
 	cmd.Stdout = &out
 	cmd.Stderr = io.Discard
 	cmd.WaitDelay = time.Second // a helper's children may hold stdout open
+	// The helper leads a process group of its own, and the timeout kills
+	// that whole group: a helper's children (a login flow, a cloud CLI)
+	// are not left running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		switch {
