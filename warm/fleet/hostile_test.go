@@ -112,3 +112,31 @@ func TestFleetBoundsHostStdout(t *testing.T) {
 		t.Errorf("controller allocated %d MiB for a host's 100 MB of stdout", got>>20)
 	}
 }
+
+// A host whose stderr carries terminal escapes (retitle the window, clear
+// the screen, a carriage return over kiln's line): the host's error keeps
+// its words and loses the escapes before anything prints it.
+func TestFleetStripsHostEscapes(t *testing.T) {
+	e := newFleetEnv(t, 1)
+	h := hostileHost(t, e, `printf 'kiln: disk \033]0;pwned\007\033[2Jfull\r\n' >&2; exit 1`+"\n")
+	r := Run(context.Background(), []Host{h}, e.options())[0]
+	if r.State != StateFailed || !strings.Contains(r.Error, "disk") || !strings.Contains(r.Error, "full") {
+		t.Fatalf("%+v", r)
+	}
+	if strings.ContainsAny(r.Error, "\x1b\x07\r") {
+		t.Errorf("host error %q carries terminal control characters", r.Error)
+	}
+}
+
+// kiln warm status reads nodes' pod logs: what a node printed is cleaned
+// the same way.
+func TestStatusLogsStripEscapes(t *testing.T) {
+	logs := `{"host":"node-1\u001b]0;x\u0007","address":"","mode":"pull","state":"failed","ready":false,"missing_bytes":0,"fetched_bytes":0,"seconds":0,"binary_copied":false,"exit_code":1,"error":"bad\u001b[2J\r"}` + "\n"
+	res, err := ReadStatusLogs(strings.NewReader(logs), "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Host != "node-1]0;x" || r.Error != "bad[2J" {
+		t.Errorf("host %q error %q, want the control characters gone", r.Host, r.Error)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -112,7 +113,7 @@ func (o *Options) event(host, what string) {
 }
 
 func failed(h Host, o Options, start time.Time, err error) Result {
-	return Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: or(h.Target, o.Target), State: StateFailed, ExitCode: -1, Seconds: since(start), Error: err.Error()}
+	return Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: or(h.Target, o.Target), State: StateFailed, ExitCode: -1, Seconds: since(start), Error: termtext.Clean(err.Error())}
 }
 
 func since(t time.Time) float64 { return float64(time.Since(t).Milliseconds()) / 1000 }
@@ -256,6 +257,9 @@ func ReadStatusLogs(r io.Reader, name string) ([]Result, error) {
 		if err := dec.Decode(&row); err != nil {
 			return nil, fmt.Errorf("%s:%d: not a kiln warm status line: %v", name, n, err)
 		}
+		// A node's log line is the node's text: cleaned before anyone
+		// prints it.
+		row.Host, row.Address, row.Target, row.Error = termtext.Clean(row.Host), termtext.Clean(row.Address), termtext.Clean(row.Target), termtext.Clean(row.Error)
 		if row.Host == "" {
 			return nil, fmt.Errorf("%s:%d: host: empty (kiln warm status --node NAME prints it)", name, n)
 		}
@@ -308,7 +312,9 @@ func result(h Host, target string, rep *warm.Report, raw json.RawMessage, code i
 	}
 	switch {
 	case err != nil:
-		r.State, r.Error = StateFailed, err.Error()
+		// The error may quote the host's stderr or report: no terminal
+		// escapes from there reach whoever prints it.
+		r.State, r.Error = StateFailed, termtext.Clean(err.Error())
 	case code == warmExitReady && (rep.Ready || rep.DryRun && rep.MissingBytes == 0):
 		r.State, r.Ready = StateWarm, true
 	case code == warmExitMissing:
