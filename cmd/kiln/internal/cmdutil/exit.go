@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -70,8 +71,10 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IO) i
 		code = ExitUsage
 	}
 	// The last line of defence: no credential in what kiln prints, whichever
-	// package formed the error (layers redacts where registry errors form).
-	fmt.Fprintf(ios.ErrOut, "kiln: %s\n", layers.Redact(err.Error()))
+	// package formed the error (layers redacts where registry errors form),
+	// and no terminal escape from the error bodies and artifact text it
+	// may quote.
+	fmt.Fprintf(ios.ErrOut, "kiln: %s\n", termtext.Clean(layers.Redact(err.Error())))
 	return code
 }
 
