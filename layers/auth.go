@@ -12,13 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/docker/cli/cli/config"
 	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/kiln-build/kiln/internal/procgroup"
 )
 
 // DefaultHelperTimeout bounds one credential lookup (a docker-credential-*
@@ -214,17 +215,13 @@ func isFile(p string) bool {
 // credentials. found is false when the helper has none.
 func runCredentialHelper(ctx context.Context, helper, serverURL string, timeout time.Duration) (a authn.Authenticator, found bool, err error) {
 	prog := "docker-credential-" + helper
-	cmd := exec.CommandContext(ctx, prog, "get")
+	// The timeout kills the helper's process group: its children (a login
+	// flow, a cloud CLI) are not left running.
+	cmd := procgroup.Command(ctx, prog, "get")
 	cmd.Stdin = strings.NewReader(serverURL)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = io.Discard
-	cmd.WaitDelay = time.Second // a helper's children may hold stdout open
-	// The helper leads a process group of its own, and the timeout kills
-	// that whole group: a helper's children (a login flow, a cloud CLI)
-	// are not left running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		switch {
