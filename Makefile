@@ -9,14 +9,46 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build test test-fast lint unit e2e integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
+.PHONY: all build dist image test test-fast lint unit e2e integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
 # Static (CGO_ENABLED=0): kiln build runs this binary inside the images it
-# builds, to prune GPU code, whatever C library they have.
+# builds, to prune GPU code, whatever C library they have. Reproducible: no
+# paths (-trimpath), no build ID, the commit's time as the only date; the
+# same commit gives the same bytes on any machine. kiln version reads the
+# rest from the build info; the -X values only fill in what a git worktree
+# or a tarball build cannot stamp.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false \
+	-ldflags "-buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)"
+PLATFORMS := linux/amd64 linux/arm64
+# IMAGE is where make image writes kiln's own image: an oci: layout by
+# default, or a registry (make image IMAGE=ghcr.io/kiln-build/kiln:v1.2.0).
+IMAGE ?= oci:dist/image:$(VERSION)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/kiln ./cmd/kiln
+	$(GOBUILD) -o bin/kiln ./cmd/kiln
+
+# dist: release binaries, static, for each platform, and SHA256SUMS.
+dist:
+	@mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -o dist/kiln-$${p%/*}-$${p#*/} ./cmd/kiln; \
+		touch -d @$(SOURCE_DATE_EPOCH) dist/kiln-$${p%/*}-$${p#*/}; \
+	done
+	cd dist && sha256sum kiln-* > SHA256SUMS && cat SHA256SUMS
+
+# image: kiln's own image (the dist binaries and a CA bundle, built by
+# kiln's own code, not docker) at $(IMAGE); prints its digest, which is
+# what kiln weights run-args --init-image REPO@DIGEST pins.
+image: dist
+	$(GO) run -trimpath ./cmd/kiln-image --to $(IMAGE) --version $(VERSION) --revision $(COMMIT) \
+		$(foreach p,$(PLATFORMS),$(p)=dist/kiln-$(subst /,-,$(p)))
 
 # test: formatting, vet, staticcheck, then three tiers: the fast tier (every
 # package with the race detector, -short: pure code and in-process
@@ -53,8 +85,9 @@ registry:
 fixtures: deps registry
 	bash scripts/fixtures.sh
 
-# demo: set everything up on a fresh machine, then analyze the naive CUDA
-# image and build the embedded default recipe beside the naive Dockerfile.
+# demo: set up only what the demo shows on a fresh machine, then analyze
+# the naive CUDA image, build the offline stack, slim, weights, host check,
+# warm and verify (scripts/demo.sh). The benchmarks are make bench.
 demo:
 	bash scripts/demo.sh
 
@@ -74,4 +107,4 @@ bench-warm: build
 	bash bench/warm.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -42,6 +43,10 @@ type Options struct {
 	TopN int
 	// Progress, when set, advances by stored bytes read.
 	Progress *atomic.Int64
+	// LayerProgress, when set, is asked as each layer's read starts for
+	// the counter its stored bytes advance instead of Progress (a
+	// display's bar for that layer); nil keeps Progress.
+	LayerProgress func(l *layers.Layer) *atomic.Int64
 	// Kernels scans shared libraries for device code (cubins, PTX) and
 	// reports the GPU architectures they cover. It reads every shared
 	// library's bytes, so it is opt-in.
@@ -133,7 +138,11 @@ var cudnnDefineRe = regexp.MustCompile(`#define\s+CUDNN_(MAJOR|MINOR|PATCHLEVEL)
 func scanLayer(ctx context.Context, l *layers.Layer, opt Options) (*layerScan, error) {
 	s := &layerScan{}
 	head := make([]byte, classify.SniffLen)
-	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
+	progress := opt.Progress
+	if opt.LayerProgress != nil {
+		progress = cmp.Or(opt.LayerProgress(l), progress)
+	}
+	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: progress}, func(e *layers.Entry, body io.Reader) error {
 		if e.Escapes {
 			s.warnings = append(s.warnings, fmt.Sprintf("layer %d: entry %q points outside the image root; counted as /%s", l.Index, e.Header.Name, e.Path))
 		}

@@ -1,49 +1,87 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
-// WriteTable prints the report for people.
-func (r *Report) WriteTable(w io.Writer) error {
+// WriteTable prints the report for people, fitted to the width in opts
+// (80 columns by default): digests and paths are shortened there and
+// prose wrapped; --json keeps every value whole.
+func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
+	o := termtable.Resolve(opts...)
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("Image     %s\n", r.Image)
-	p("Digest    %s  (%s, %s)\n", r.Digest, r.Platform, r.Source)
-	p("Size      %s compressed, %s uncompressed, %s visible in %d files\n",
+	head := func(s string) { p("\n%s\n", termtable.Paint(o.Color, termtable.Bold, s)) }
+	field := func(name, format string, a ...any) {
+		termtable.Fprintw(w, o.Width, fmt.Sprintf("%-10s", name), "          ", fmt.Sprintf(format, a...))
+	}
+	p("%-10s%s\n", "Image", termtable.Middle(r.Image, o.Width-10))
+	field("Digest", "%s (%s, %s)", termtable.Digest(r.Digest), r.Platform, r.Source)
+	field("Size", "%s compressed, %s uncompressed, %s visible in %d files",
 		bytesize.Format(r.CompressedSize), bytesize.Format(r.UncompressedSize), bytesize.Format(r.VisibleSize), r.FileCount)
-	p("Waste     %s in superseded files; efficiency %.2f%% (dive would report %s wasted)\n",
+	field("Waste", "%s in superseded files; efficiency %.2f%% (dive would report %s wasted)",
 		bytesize.Format(r.Waste.WastedBytes), 100*r.Waste.Efficiency, bytesize.Format(r.Waste.DiveWastedBytes))
 	if !r.Verified {
-		p("Digests   NOT verified (--no-verify)\n")
+		field("Digests", "NOT verified (--no-verify)")
 	}
-	p("\nLAYERS\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tDIGEST\tCOMPR\tSIZE\tUNCOMPRESSED\tFILES\tWASTED\tFLAGGED\tCREATED BY")
+	head("LAYERS")
+	var largest int64
 	for _, l := range r.Layers {
-		var flagged []string
+		largest = max(largest, l.CompressedSize)
+	}
+	const barWidth = 8
+	t := termtable.New(o, termtable.Column{Head: "#", Right: true}, termtable.Column{Head: "DIGEST"},
+		termtable.Column{Head: "SIZE", Right: true}, termtable.Column{}, termtable.Column{Head: "UNPACKED", Right: true},
+		termtable.Column{Head: "WASTED", Right: true}, termtable.Column{Head: "CREATED BY", Shrink: true, ShrinkEnd: true, Min: 10})
+	var flagged [][]string
+	for _, l := range r.Layers {
+		var f []string
 		for _, c := range classify.AllClasses {
 			if c == classify.ClassCUDALibs {
 				continue
 			}
 			if n := l.BytesByClass[string(c)]; n > 0 {
-				flagged = append(flagged, fmt.Sprintf("%s %s", c, bytesize.Format(n)))
+				f = append(f, fmt.Sprintf("%s %s", c, bytesize.Format(n)))
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Index, shortDigest(l.Digest, l.DiffID), l.Compression,
-			bytesize.Format(l.CompressedSize), bytesize.Format(l.UncompressedSize), l.FileCount, bytesize.Format(l.WastedBytes),
-			dash(strings.Join(flagged, ", ")), truncate(l.CreatedBy, 60))
+		flagged = append(flagged, f)
+		bar := ""
+		if largest > 0 {
+			bar = termtable.Bar(float64(l.CompressedSize)/float64(largest), barWidth)
+		}
+		t.Row(fmt.Sprint(l.Index), termtable.Digest(cmp.Or(l.Digest, l.DiffID)), bytesize.Format(l.CompressedSize), bar,
+			bytesize.Format(l.UncompressedSize), bytesize.Format(l.WastedBytes), l.CreatedBy)
 	}
-	tw.Flush()
+	t.Style(func(row, col int, s string) string {
+		switch {
+		case row < 0:
+			return s
+		case col == 3:
+			return termtable.Paint(true, termtable.Cyan, s)
+		case col == 5 && r.Layers[row].WastedBytes > 0:
+			return termtable.Paint(true, termtable.Yellow, s)
+		}
+		return s
+	})
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	for i, f := range flagged {
+		if len(f) > 0 {
+			termtable.Fprintw(w, o.Width, fmt.Sprintf("  layer %d flagged: ", r.Layers[i].Index), "    ", strings.Join(f, ", "))
+		}
+	}
 
-	p("\nFINDINGS\n")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tFILES\tSHIPPED\tVISIBLE\tLARGEST")
+	head("FINDINGS")
+	t = termtable.New(o, termtable.Column{Head: "CLASS"}, termtable.Column{Head: "FILES", Right: true},
+		termtable.Column{Head: "SHIPPED", Right: true}, termtable.Column{Head: "VISIBLE", Right: true},
+		termtable.Column{Head: "LARGEST", Shrink: true, Min: 16})
 	for _, c := range r.Classes {
 		if c.Files == 0 {
 			continue
@@ -55,34 +93,38 @@ func (r *Report) WriteTable(w io.Writer) error {
 				top += " " + c.Top[0].Format
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", c.Class, c.Files, bytesize.Format(c.Bytes), bytesize.Format(c.VisibleBytes), top)
+		t.Row(string(c.Class), fmt.Sprint(c.Files), bytesize.Format(c.Bytes), bytesize.Format(c.VisibleBytes), top)
 	}
-	tw.Flush()
+	if err := t.Write(w); err != nil {
+		return err
+	}
 	for _, c := range r.Classes {
 		if c.Files > 0 && c.Class != classify.ClassCUDALibs {
-			p("  %-12s fix: %s\n", c.Class, c.Fix)
+			termtable.Fprintw(w, o.Width, fmt.Sprintf("  %-12s fix: ", c.Class), "    ", c.Fix)
 		}
 	}
 	if len(r.DuplicateCUDALibs) > 0 {
-		p("\nCUDA LIBRARIES SHIPPED TWICE\n")
+		head("CUDA LIBRARIES SHIPPED TWICE")
 		for _, d := range r.DuplicateCUDALibs {
 			var paths []string
 			for _, c := range d.Copies {
-				paths = append(paths, c.Path)
+				paths = append(paths, termtable.Middle(c.Path, o.Width-8))
 			}
-			p("  %s: %s wasted (%s)\n", d.Soname, bytesize.Format(d.WastedBytes), strings.Join(paths, ", "))
+			termtable.Fprintw(w, o.Width, "  ", "    ", fmt.Sprintf("%s: %s wasted (%s)", d.Soname, bytesize.Format(d.WastedBytes), strings.Join(paths, ", ")))
 		}
-		p("  fix: %s\n", classify.ClassCUDALibs.Fix())
+		termtable.Fprintw(w, o.Width, "  fix: ", "    ", classify.ClassCUDALibs.Fix())
 	}
 	if len(r.Waste.Top) > 0 {
-		p("\nLARGEST WASTE\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		head("LARGEST WASTE")
+		t = termtable.New(o, termtable.Column{Right: true}, termtable.Column{Shrink: true, Min: 16}, termtable.Column{}).NoHeader().Indent("  ")
 		for _, f := range r.Waste.Top {
-			fmt.Fprintf(tw, "  %s\t%s\tlayer %d, %s by layer %d\n", bytesize.Format(f.Size), f.Path, f.Layer, f.How, f.By)
+			t.Row(bytesize.Format(f.Size), f.Path, fmt.Sprintf("layer %d, %s by layer %d", f.Layer, f.How, f.By))
 		}
-		tw.Flush()
+		if err := t.Write(w); err != nil {
+			return err
+		}
 	}
-	p("\nCUDA\n")
+	head("CUDA")
 	c := r.CUDA
 	p("  CUDA_VERSION         %s\n", dash(c.CUDAVersion))
 	p("  cudart in files      %s\n", dash(c.RuntimeVersion))
@@ -90,23 +132,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.CuDNNSource != "" {
 		cudnn += " (" + c.CuDNNSource + ")"
 	}
-	p("  cuDNN                %s\n", cudnn)
+	termtable.Fprintw(w, o.Width, "  cuDNN                ", strings.Repeat(" ", 23), cudnn)
+	cf := func(name, format string, a ...any) {
+		termtable.Fprintw(w, o.Width, fmt.Sprintf("  %-20s ", name), strings.Repeat(" ", 23), fmt.Sprintf(format, a...))
+	}
 	if c.Requirement != nil {
-		p("  NVIDIA_REQUIRE_CUDA  cuda>=%s", dash(c.Requirement.CUDA))
+		req := "cuda>=" + dash(c.Requirement.CUDA)
 		if len(c.Requirement.DriverBranches) > 0 {
-			p(", or forward compat on driver branches %s for brands %s", strings.Join(c.Requirement.DriverBranches, "/"), strings.Join(c.Requirement.Brands, ","))
+			req += fmt.Sprintf(", or forward compat on driver branches %s for brands %s", strings.Join(c.Requirement.DriverBranches, "/"), strings.Join(c.Requirement.Brands, ", "))
 		}
-		p("\n")
+		cf("NVIDIA_REQUIRE_CUDA", "%s", req)
 	} else {
-		p("  NVIDIA_REQUIRE_CUDA  -\n")
+		cf("NVIDIA_REQUIRE_CUDA", "-")
 	}
 	if c.MinDriver != nil {
-		p("  minimum host driver  %s (%s with minor-version compatibility, SASS-only code)\n", c.MinDriver.Toolkit, c.MinDriver.MinorVersionCompat)
+		cf("minimum host driver", "%s (%s with minor-version compatibility, SASS-only code)", c.MinDriver.Toolkit, c.MinDriver.MinorVersionCompat)
 	}
 	if k := r.Kernels; k != nil {
-		p("\nKERNELS (device code in %d shared libraries)\n", len(k.Libraries))
-		p("  SASS  %s\n", dash(strings.Join(k.SM, " ")))
-		p("  PTX   %s\n", dash(strings.Join(k.PTX, " ")))
+		head(fmt.Sprintf("KERNELS (device code in %d shared libraries)", len(k.Libraries)))
+		termtable.Fprintw(w, o.Width, "  SASS  ", "        ", dash(strings.Join(k.SM, " ")))
+		termtable.Fprintw(w, o.Width, "  PTX   ", "        ", dash(strings.Join(k.PTX, " ")))
 		if len(k.Coverage) > 0 {
 			var sass, ptx, none []string
 			for _, c := range k.Coverage {
@@ -119,17 +164,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 					none = append(none, c.Arch)
 				}
 			}
-			p("  coverage  SASS on %s; PTX JIT only on %s; no kernel on %s\n", dash(strings.Join(sass, " ")), dash(strings.Join(ptx, " ")), dash(strings.Join(none, " ")))
+			termtable.Fprintw(w, o.Width, "  coverage  ", "    ", fmt.Sprintf("SASS on %s; PTX JIT only on %s; no kernel on %s", dash(strings.Join(sass, " ")), dash(strings.Join(ptx, " ")), dash(strings.Join(none, " "))))
 		}
 		// The per-library inventory: the largest lists first would hide
 		// the odd one out, so libraries keep path order; long lists are cut.
 		const maxLibs = 20
-		for i, l := range k.Libraries {
-			if i == maxLibs {
-				p("  … %d more libraries (--json lists all)\n", len(k.Libraries)-maxLibs)
-				break
-			}
-			p("  %-48s SASS %-24s PTX %s\n", l.Path, dash(strings.Join(l.SM, " ")), dash(strings.Join(l.PTX, " ")))
+		lt := termtable.New(o, termtable.Column{Head: "LIBRARY", Shrink: true, Min: 20}, termtable.Column{Head: "SASS", Shrink: true, ShrinkEnd: true, Min: 12},
+			termtable.Column{Head: "PTX", Shrink: true, ShrinkEnd: true, Min: 8}).Indent("  ")
+		for _, l := range k.Libraries[:min(maxLibs, len(k.Libraries))] {
+			lt.Row(l.Path, dash(strings.Join(l.SM, " ")), dash(strings.Join(l.PTX, " ")))
+		}
+		if err := lt.Write(w); err != nil {
+			return err
+		}
+		if len(k.Libraries) > maxLibs {
+			p("  … %d more libraries (--json lists all)\n", len(k.Libraries)-maxLibs)
 		}
 		for _, g := range k.GPUs {
 			verdict := "covered"
@@ -139,35 +188,27 @@ func (r *Report) WriteTable(w io.Writer) error {
 			case len(g.JIT) > 0:
 				verdict = fmt.Sprintf("covered, %d libraries only through PTX JIT (slow first start; driver >= toolkit), e.g. %s", len(g.JIT), g.JIT[0])
 			}
-			p("  %-18s %-5s %s\n", g.GPU, g.ComputeCapability, verdict)
+			termtable.Fprintw(w, o.Width, fmt.Sprintf("  %-18s %-5s ", g.GPU, g.ComputeCapability), "    ", verdict)
 		}
 	}
 	if len(r.LargestFiles) > 0 {
-		p("\nLARGEST FILES\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		head("LARGEST FILES")
+		t = termtable.New(o, termtable.Column{Right: true}, termtable.Column{Shrink: true, Min: 16}, termtable.Column{}, termtable.Column{}).NoHeader().Indent("  ")
 		for _, f := range r.LargestFiles[:min(10, len(r.LargestFiles))] {
 			note := string(f.Class)
 			if f.Deleted {
 				note = strings.TrimSpace(note + " (deleted later)")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tlayer %d\t%s\n", bytesize.Format(f.Size), f.Path, f.Layer, note)
+			t.Row(bytesize.Format(f.Size), f.Path, fmt.Sprintf("layer %d", f.Layer), note)
 		}
-		tw.Flush()
+		if err := t.Write(w); err != nil {
+			return err
+		}
 	}
 	for _, wng := range r.Warnings {
-		p("warning: %s\n", wng)
+		termtable.Fprintw(w, o.Width, termtable.Paint(o.Color, termtable.Yellow, "warning:")+" ", "    ", wng)
 	}
 	return nil
-}
-
-func shortDigest(d, diffID string) string {
-	if d == "" {
-		d = diffID
-	}
-	if i := strings.Index(d, ":"); i >= 0 && len(d) > i+13 {
-		return d[i+1 : i+13]
-	}
-	return d
 }
 
 func dash(s string) string {
@@ -175,12 +216,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

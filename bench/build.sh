@@ -41,9 +41,9 @@ for _ in $(seq 1 50); do [[ -s $WORK/index.url ]] && break; sleep 0.1; done
 INDEX=$(cat "$WORK/index.url")
 
 mkdir -p "$WORK/ctx/app"
-# The embedded default recipe (CUDA 12.4.1, torch 2.6.0+cu124, Debian 13),
+# The offline stack debian13-cu124 (CUDA 12.4.1, torch 2.6.0+cu124, Debian 13),
 # as a user would start from it.
-"$WORK/kiln" recipes init -o "$WORK/ctx/kiln.yaml" >/dev/null
+"$WORK/kiln" recipes init debian13-cu124 -o "$WORK/ctx/kiln.yaml" >/dev/null
 echo "print('v1')" >"$WORK/ctx/app/main.py"
 
 # The naive image: everything on the devel base, one stage.

@@ -10,7 +10,7 @@
 # from the page cache (bench/hashrate).
 # kiln verifies each file, fdatasyncs, renames and writes the marker; crane
 # blob streams the blob (digest-verified) to a file and does not sync.
-# KILN_ARGS adds flags to the default kiln run (e.g. "--concurrency 4").
+# KILN_ARGS adds flags to the default kiln run (e.g. "--requests 4").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:/usr/local/go/bin:$PATH"

@@ -84,7 +84,7 @@ func buildkitEnv(t *testing.T, fixtureTags ...string) (*client.Client, string) {
 // by nvcc 12.4 for A100 and H100, bitsandbytes), as a user gets it.
 func e2eRecipe(t *testing.T) []byte {
 	t.Helper()
-	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	b, err := recipes.CatalogRecipe(recipes.OfflineRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +728,7 @@ func TestEndToEndUnsupportedPlatform(t *testing.T) {
 			}
 		}
 	}
-	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	b, err := recipes.CatalogRecipe(recipes.OfflineRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}

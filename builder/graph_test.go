@@ -366,6 +366,11 @@ func TestConnectNoDaemon(t *testing.T) {
 	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "scripts/buildkitd.sh start") {
 		t.Fatalf("err = %v", err)
 	}
+	// The buildx builder most Docker users already run comes before the
+	// project's own script.
+	if i := strings.Index(err.Error(), "docker-container://buildx_buildkit_default"); i < 0 || i > strings.Index(err.Error(), "scripts/buildkitd.sh") {
+		t.Errorf("the hint does not name the buildx builder first: %v", err)
+	}
 }
 
 // fakeBuildKit serves the one call Connect makes (ListWorkers) on a unix
@@ -429,7 +434,7 @@ func TestConnectNamedAddressNoFallback(t *testing.T) {
 	}
 }
 
-// TestDefaultRecipeShipsCUDAOnce: the default recipe (torch cu124 wheels on
+// TestDefaultRecipeShipsCUDAOnce: the offline recipe (torch cu124 wheels on
 // an nvidia/cuda 12.4.1 -base image, whose cudart is the same 12.4) leaves
 // the nvidia-cuda-runtime wheel out in the step that installs torch; a
 // -runtime base, or a base of another CUDA minor, keeps it. The system step
@@ -437,7 +442,7 @@ func TestConnectNamedAddressNoFallback(t *testing.T) {
 // with --strip-all (nvcc's pid-named temp files in .symtab): both broke
 // "two builds from an empty cache, one digest".
 func TestDefaultRecipeShipsCUDAOnce(t *testing.T) {
-	b, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	b, err := recipes.CatalogRecipe(recipes.OfflineRecipe)
 	if err != nil {
 		t.Fatal(err)
 	}

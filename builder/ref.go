@@ -3,7 +3,7 @@ package builder
 import (
 	"fmt"
 
-	"github.com/distribution/reference"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // NormalizeRef is the one place kiln writes an image reference out in
@@ -14,10 +14,13 @@ import (
 // for every call (ResolveImageConfig takes "nvidia" for a registry host),
 // so nothing kiln hands on may rely on it. A name without tag or digest
 // gets :latest, as BuildKit's own llb.Image does.
+//
+// The rule is layers.NormalizeName, the one every kiln verb reads
+// references by.
 func NormalizeRef(ref string) (string, error) {
-	n, err := reference.ParseNormalizedNamed(ref)
+	n, err := layers.NormalizeName(ref)
 	if err != nil {
 		return "", fmt.Errorf("image reference %q: %v", ref, err)
 	}
-	return reference.TagNameOnly(n).String(), nil
+	return n, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
@@ -42,7 +43,10 @@ var DefaultSockets = []string{
 }
 
 // StartHint says how to get a daemon; it ends every "no daemon" error.
-const StartHint = "start one with `sudo bash scripts/buildkitd.sh start` (builds buildkitd from the module cache), or point --builder / $BUILDKIT_HOST at a running buildkitd (unix://, tcp://, docker-container://NAME, kube-pod://POD)"
+// The builder most users already run comes first: the one 'docker buildx'
+// starts (docker buildx create --use, or any buildx build with the
+// docker-container driver), then the project's script.
+const StartHint = "use the buildx builder most Docker users already run: --builder docker-container://buildx_buildkit_default (the container `docker buildx create --node default --driver docker-container --bootstrap` starts; any buildx_buildkit_* container `docker ps` lists works), or point --builder / $BUILDKIT_HOST at another buildkitd (unix://, tcp://, docker-container://NAME, kube-pod://POD); without Docker: `sudo bash scripts/buildkitd.sh start`"
 
 // TLS configures a tcp:// connection.
 type TLS struct {
@@ -75,6 +79,10 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string,
 		if p, ok := strings.CutPrefix(a, "unix://"); ok {
 			if _, err := os.Stat(p); err != nil {
 				tried = append(tried, a+" (no socket)")
+				continue
+			}
+			if err := unixsock.Check(ctx, p, unixsock.BuildKit); err != nil {
+				tried = append(tried, fmt.Sprintf("%s (%v)", a, err))
 				continue
 			}
 		}

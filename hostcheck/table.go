@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 var statusWord = map[Status]string{Pass: "PASS", Warn: "WARN", Fail: "FAIL", Skip: "skip"}
 
+var statusColor = map[Status]string{Pass: termtable.Green, Warn: termtable.Yellow, Fail: termtable.Red, Skip: termtable.Dim}
+
 // WriteTable renders the report for humans: one line per item, then its
-// evidence (·) and fixes (→) indented below when it did not pass.
-func (r *Report) WriteTable(w io.Writer) error {
+// evidence (·) and fixes (→) indented below when it did not pass, all
+// fitted to the width in opts (80 by default; --json has every value).
+func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
+	o := termtable.Resolve(opts...)
 	var b strings.Builder
 	h := r.Host
 	drv := "no NVIDIA driver"
@@ -22,30 +27,38 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if h.Hostname != "" {
 		name += " " + h.Hostname
 	}
-	fmt.Fprintf(&b, "HOST   %s: %s, %d GPU(s)\n", name, drv, len(h.GPUs))
+	termtable.Fprintw(&b, o.Width, "HOST   ", "       ", fmt.Sprintf("%s: %s, %d GPU(s)", name, drv, len(h.GPUs)))
 	if im := r.Image; im != nil {
-		fmt.Fprintf(&b, "IMAGE  %s: CUDA %s", im.Ref, dashOr(im.CUDA, "?"))
+		line := fmt.Sprintf("%s: CUDA %s", im.Ref, dashOr(im.CUDA, "?"))
 		if im.Kernels != nil {
-			fmt.Fprintf(&b, ", SASS %s, PTX %s", dashJoin(im.Kernels.SM, " "), dashJoin(im.Kernels.PTX, " "))
+			line += fmt.Sprintf(", SASS %s, PTX %s", dashJoin(im.Kernels.SM, " "), dashJoin(im.Kernels.PTX, " "))
 		}
-		b.WriteString("\n")
+		termtable.Fprintw(&b, o.Width, "IMAGE  ", "       ", line)
 	}
 	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	t := termtable.New(o, termtable.Column{}, termtable.Column{Wrap: true, Min: 16}, termtable.Column{Wrap: true, Min: 24}).NoHeader()
 	for _, it := range r.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", statusWord[it.Status], it.Title, it.Summary)
+		t.Row(statusWord[it.Status], it.Title, it.Summary)
 	}
-	tw.Flush()
+	t.Style(func(row, col int, s string) string {
+		if col == 0 && row >= 0 {
+			return termtable.Paint(true, statusColor[r.Items[row].Status], s)
+		}
+		return s
+	})
+	if err := t.Write(&b); err != nil {
+		return err
+	}
 	for _, it := range r.Items {
 		if it.Status != Fail && it.Status != Warn {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s %s\n", statusWord[it.Status], it.Title)
+		fmt.Fprintf(&b, "\n%s %s\n", termtable.Paint(o.Color, statusColor[it.Status], statusWord[it.Status]), it.Title)
 		for _, e := range it.Evidence {
-			fmt.Fprintf(&b, "  · %s\n", e)
+			termtable.Fprintw(&b, o.Width, "  · ", "    ", e)
 		}
 		for _, f := range it.Fix {
-			fmt.Fprintf(&b, "  → %s\n", f)
+			termtable.Fprintw(&b, o.Width, "  → ", "    ", f)
 		}
 	}
 	c := r.Counts

@@ -98,7 +98,7 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 	}
 	var strip struct {
 		Mount     string `json:"mount"`
-		SetDigest string `json:"setDigest"`
+		SetDigest string `json:"set_digest"`
 		Files     int    `json:"files"`
 		Bytes     int64  `json:"bytes"`
 		Twin      string `json:"twin"`
@@ -159,7 +159,7 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 	if err := os.WriteFile(logs, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(kiln, "warm", "status", "--from-logs", logs).CombinedOutput(); exitCode(err) != 3 || !regexp.MustCompile(`node-1\s+pull\s+cold\s+[1-9]`).Match(out) {
+	if out, err := exec.Command(kiln, "warm", "status", "--from-logs", logs).CombinedOutput(); exitCode(err) != 5 || !regexp.MustCompile(`node-1\s+pull\s+cold\s+[1-9]`).Match(out) {
 		t.Fatalf("status before the warm: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(logs, []byte(before+status()), 0o644); err != nil {
@@ -239,7 +239,7 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 	}
 	var rep struct {
 		Dir       string `json:"dir"`
-		SetDigest string `json:"setDigest"`
+		SetDigest string `json:"set_digest"`
 		Files     int    `json:"files"`
 		Bytes     int64  `json:"bytes"`
 		OK        bool   `json:"ok"`

@@ -173,8 +173,8 @@ func TestSlimAppFixture(t *testing.T) {
 		} `json:"images"`
 	}
 	r.slim(t, dest, probe, &rep)
-	if rep.DivertedFiles != 1 {
-		t.Errorf("diverted %d files, want the fixture's one safetensors file", rep.DivertedFiles)
+	if rep.DivertedFiles != 2 {
+		t.Errorf("diverted %d files, want the fixture's safetensors file and the config.json beside it (the mount would hide it)", rep.DivertedFiles)
 	}
 	// The defaults: groups in stability order, each split under
 	// --max-layer-size (512MiB) unless one file is larger; gzip under the

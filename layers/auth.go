@@ -85,20 +85,28 @@ func (g *keychainGuard) ResolveContext(ctx context.Context, r authn.Resource) (a
 		if res.err != nil {
 			return nil, fmt.Errorf("credentials for %s: %w", r.RegistryStr(), RedactError(stripHelperOutput(res.err)))
 		}
-		rememberAuthenticator(res.a)
+		if rememberAuthenticator(res.a) {
+			src := "kiln's keychain"
+			if g.inner == authn.DefaultKeychain {
+				src = dockerConfigPath()
+			}
+			rememberCredentialSource(r.RegistryStr(), src)
+		}
 		return res.a, nil
 	case <-grace.C:
 		return nil, fmt.Errorf("credentials for %s: no answer within %s (a credential helper that hangs?)", r.RegistryStr(), g.timeout)
 	}
 }
 
-func rememberAuthenticator(a authn.Authenticator) {
+// rememberAuthenticator records a's secrets for Redact and says whether a
+// holds any credential.
+func rememberAuthenticator(a authn.Authenticator) bool {
 	if a == nil || a == authn.Anonymous {
-		return
+		return false
 	}
 	c, err := a.Authorization()
-	if err != nil || c == nil {
-		return
+	if err != nil || c == nil || *c == (authn.AuthConfig{}) {
+		return false
 	}
 	for _, s := range []string{c.Password, c.Auth, c.IdentityToken, c.RegistryToken} {
 		rememberSecret(s)
@@ -106,6 +114,7 @@ func rememberAuthenticator(a authn.Authenticator) {
 	if c.Username != "" && c.Password != "" {
 		rememberSecret(c.Username + ":" + c.Password)
 	}
+	return true
 }
 
 // helperOutputRe matches the ", out: `...`" docker-credential-helpers'

@@ -68,16 +68,21 @@ func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchO
 }
 
 func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOption) (*Fetcher, error) {
-	nopts := []name.Option{name.StrictValidation}
-	if o.insecure(registryHost(repo)) {
+	// The one rule for names (NormalizeName): a Docker Hub short name is
+	// docker.io/library/….
+	full, err := NormalizeName(repo)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %v", repo, err)
+	}
+	var nopts []name.Option
+	if o.insecure(registryHost(full)) {
 		nopts = append(nopts, name.Insecure)
 	}
-	var r name.Repository
-	if ref, err := name.ParseReference(repo, nopts...); err == nil {
-		r = ref.Context()
-	} else if r, err = name.NewRepository(repo, nopts...); err != nil {
+	ref, err := name.ParseReference(full, nopts...)
+	if err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
 	}
+	r := ref.Context()
 	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(transport.PullScope)})
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %w", repo, err)

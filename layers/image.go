@@ -158,11 +158,17 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 		img, err = openLayout(r, o)
 	case KindDockerArchive:
 		img, err = openArchive(r, o)
+	case KindDaemon:
+		img, err = openDaemon(ctx, r, o)
 	default:
 		err = fmt.Errorf("image %q: unknown source kind %q", r.Raw, r.Kind)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if o.exactPlatform && img.Platform.Architecture != "" && !PlatformMatches(o.platform, img.Platform) {
+		img.Close()
+		return nil, fmt.Errorf("image %q: no image for platform %s: it is a single-platform image for %s (leave out --platform, or pass --platform %s)", r.Raw, PlatformString(o.platform), PlatformString(img.Platform), PlatformString(img.Platform))
 	}
 	attachHistory(img.Config, img.Layers)
 	return img, nil

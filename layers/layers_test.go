@@ -190,7 +190,7 @@ func TestOpenErrors(t *testing.T) {
 
 	for _, tc := range []struct{ ref, want string }{
 		{"", "empty image reference"},
-		{"UPPER/Case:tag", "not a valid reference"},
+		{"UPPER/Case:tag", "lower case (write upper/case:tag)"},
 		{"foo::bar", "not a valid reference"},
 		{"s3://bucket/img", `unknown transport "s3"`},
 		{"oci:" + filepath.Join(dir, "missing"), "not an OCI image layout"},

@@ -2,10 +2,15 @@ package layers
 
 import (
 	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // Redaction: kiln never prints a credential. Registries sometimes echo the
@@ -18,7 +23,13 @@ import (
 //   - JSON fields that carry secrets (token, access_token, password, ...);
 //   - every secret kiln has handled in this process (keychain answers and
 //     the Authorization values it sent), verbatim and in base64, so an echo
-//     without a "Basic" in front is caught too.
+//     without a "Basic" in front is caught too;
+//   - signed URLs: the query values of every redirect kiln followed (the
+//     presigned storage a registry sends blobs to), the values of known
+//     signature parameters (X-Amz-*, X-Goog-*, Azure SAS sig/se/sp/sv...,
+//     Signature, token) wherever they appear, and the fields of a storage
+//     error body that echo the signed request (SignatureProvided,
+//     StringToSign, CanonicalRequest, AWSAccessKeyId...).
 //
 // The transport (guardTransport) redacts error bodies before go-containerregistry
 // turns them into errors, so errors formed by other packages from those
@@ -31,7 +42,55 @@ var (
 	schemeCredRe = regexp.MustCompile(`(?i)\b(basic|bearer)(\s+)([A-Za-z0-9._~+/-]{8,}={0,2})`)
 	secretJSONRe = regexp.MustCompile(`(?i)("(?:token|access_token|refresh_token|id_token|identitytoken|identity_token|registrytoken|registry_token|password|secret|auth)"\s*:\s*)"(?:[^"\\]|\\.)*"`)
 	secretFormRe = regexp.MustCompile(`(?i)\b((?:access_token|refresh_token|password|token)=)[^&\s"']+`)
+	// signParamRe: a signature parameter in a query, raw or XML-escaped
+	// (&amp;), or quoted in a canonical request.
+	signParamRe = regexp.MustCompile(`(?i)((?:^|[?&;\s])(?:` + signParams + `)=)[^&\s"'<>]+`)
+	// storageFieldRe: an S3/GCS/Azure error body's fields that echo the
+	// signed request or the key that signed it.
+	storageFieldRe = regexp.MustCompile(`(?is)(<(?:SignatureProvided|StringToSign|StringToSignBytes|CanonicalRequest|CanonicalRequestBytes|AWSAccessKeyId|AuthenticationErrorDetail|Details)>)[^<]*(</)`)
 )
+
+// signParams are the query parameters that carry a URL's signature or a
+// credential: AWS SigV4/SigV2 and CloudFront, Google Cloud Storage, Azure
+// SAS, and the generic ones.
+const signParams = `X-Amz-[A-Za-z-]+|X-Goog-[A-Za-z-]+|AWSAccessKeyId|Signature|Key-Pair-Id|Policy|Expires|GoogleAccessId|sig|se|sp|sv|st|sr|spr|skoid|sktid|skt|ske|sks|skv|ss|srt|token|access_token|jwt`
+
+// allowedParams are the query parameters of the registry protocol itself
+// (as go-containerregistry's redaction allows): not secret.
+var allowedParams = map[string]bool{"scope": true, "service": true, "mount": true, "from": true, "digest": true, "n": true, "last": true}
+
+// rememberRedirect records the query of a redirect's target: every value
+// that is not part of the registry protocol, raw and decoded.
+func rememberRedirect(u *url.URL) {
+	if u == nil || u.RawQuery == "" {
+		return
+	}
+	q, _ := url.ParseQuery(u.RawQuery)
+	secret := false
+	for k, vs := range q {
+		if allowedParams[k] {
+			continue
+		}
+		secret = true
+		for _, v := range vs {
+			if len(v) >= 8 {
+				rememberSecret(v)
+				rememberSecret(url.QueryEscape(v))
+			}
+		}
+	}
+	if secret {
+		rememberSecret(u.RawQuery)
+	}
+}
+
+// rememberSignedURL records the query of a request URL that carries a
+// signature parameter (a redirect followed, or a presigned URL given).
+func rememberSignedURL(u *url.URL) {
+	if u != nil && u.RawQuery != "" && signParamRe.MatchString("?"+u.RawQuery) {
+		rememberRedirect(u)
+	}
+}
 
 // secrets is every credential seen in this process, longest first.
 var secrets struct {
@@ -118,6 +177,8 @@ func Redact(s string) string {
 	})
 	s = secretJSONRe.ReplaceAllString(s, `$1"`+redacted+`"`)
 	s = secretFormRe.ReplaceAllString(s, `${1}`+redacted)
+	s = signParamRe.ReplaceAllString(s, `${1}`+redacted)
+	s = storageFieldRe.ReplaceAllString(s, `${1}`+redacted+`${2}`)
 	return s
 }
 
@@ -126,22 +187,70 @@ func Redact(s string) string {
 type redactedError struct {
 	msg string
 	err error
+	// whole: the message names the image and what is wrong with it
+	// (a tag or manifest not found): it needs no "image REF:" before it.
+	whole bool
+	// described: the message is in words already (describe); said once.
+	described bool
 }
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// RedactError returns err with a redacted message (nil stays nil). Use it
-// wherever an error from a registry, a keychain or a credential helper is
-// formed into one kiln prints.
-func RedactError(err error) error {
+// RedactError returns err in words (see describe) with a redacted message
+// (nil stays nil). Use it wherever an error from a registry, a keychain or
+// a credential helper is formed into one kiln prints.
+func RedactError(err error) error { return redactErrorAt(err, "") }
+
+// redactErrorAt is RedactError for an error of a request to host.
+func redactErrorAt(err error, host string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
+	orig := err.Error()
+	msg := orig
+	var words, inner string
+	var done *redactedError
+	if errors.As(err, &done) && done.described {
+		// In words already (by the transport): said once, without the
+		// URL http.Client puts before it (twice for a ping over https
+		// and http).
+		words, inner = done.msg, done.msg
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			inner = ue.Error()
+		}
+	} else {
+		words, inner = describe(err, host)
+	}
+	if words != "" {
+		if i := strings.Index(msg, inner); inner != "" && i >= 0 {
+			msg = msg[:i] + words
+		} else {
+			msg = words
+		}
+	}
+	var te *transport.Error
+	whole := msg == words && errors.As(err, &te) && (strings.HasPrefix(words, "tag ") || strings.HasPrefix(words, "manifest ") || strings.HasPrefix(words, "repository "))
 	clean := Redact(msg)
-	if clean == msg {
+	if clean == orig {
 		return err
 	}
-	return &redactedError{msg: clean, err: err}
+	return &redactedError{msg: clean, err: err, whole: whole && clean == msg, described: words != ""}
+}
+
+// imageError prefixes err with the image it concerns, unless its message
+// already names it (a registry's "tag not found in REPO"): said once.
+func imageError(raw string, err error) error {
+	if StandsAlone(err) {
+		return err
+	}
+	return fmt.Errorf("image %q: %w", raw, err)
+}
+
+// StandsAlone says whether err (from RedactError) names the image and what
+// is wrong with it, so that no "image REF:" need go before it.
+func StandsAlone(err error) bool {
+	var re *redactedError
+	return errors.As(err, &re) && re.whole && re.msg == err.Error()
 }

@@ -1,16 +1,21 @@
 package layers
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/opencontainers/go-digest"
 )
 
 // ZstdTagSuffix names an image's zstd variant: kiln build, slim and convert
@@ -28,6 +33,9 @@ const (
 	KindRegistry      Kind = "registry"
 	KindOCILayout     Kind = "oci"
 	KindDockerArchive Kind = "docker-archive"
+	// KindDaemon is an image in the local Docker daemon (docker-daemon:NAME),
+	// read through the daemon's image-save API; Ref.Tag holds its full name.
+	KindDaemon Kind = "docker-daemon"
 )
 
 // Ref is a parsed image reference.
@@ -51,13 +59,19 @@ func (r Ref) String() string { return r.Raw }
 
 // ParseRef parses the reference syntax every kiln command shares:
 //
-//	REGISTRY/REPO[:TAG|@DIGEST]   a registry
-//	oci:DIR[:TAG|@sha256:HEX]     an OCI image layout
-//	docker-archive:FILE[:TAG]     a 'docker save' tarball
+//	[REGISTRY/]REPO[:TAG|@DIGEST]  a registry; Docker Hub short names as
+//	                               docker, crane and skopeo read them
+//	                               (ubuntu = docker.io/library/ubuntu:latest)
+//	docker://REF                   the same, as skopeo writes it
+//	oci:DIR[:TAG|@sha256:HEX]      an OCI image layout
+//	docker-archive:FILE[:TAG]      a 'docker save' tarball
+//	docker-daemon:NAME[:TAG]       an image in the local Docker daemon
+//
+// A refused reference's error says why and what to write.
 func ParseRef(s string, opts ...Option) (Ref, error) {
 	o := makeOptions(opts)
 	if s == "" {
-		return Ref{}, fmt.Errorf("empty image reference")
+		return Ref{}, fmt.Errorf("empty image reference (write [REGISTRY/]REPO[:TAG], e.g. ubuntu:24.04, or oci:DIR, docker-archive:FILE, docker-daemon:NAME)")
 	}
 	switch {
 	case strings.HasPrefix(s, "oci:"):
@@ -69,7 +83,7 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 			}
 			return Ref{Kind: KindOCILayout, Raw: s, Path: rest[:i], Digest: h}, nil
 		}
-		dir, tag := splitLocal(rest)
+		dir, tag := splitLayout(rest)
 		if dir == "" {
 			return Ref{}, fmt.Errorf("image %q: oci: needs a directory (oci:DIR[:TAG|@sha256:HEX])", s)
 		}
@@ -77,22 +91,153 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 	case strings.HasPrefix(s, "docker-archive:"):
 		file, tag := splitArchive(strings.TrimPrefix(s, "docker-archive:"))
 		if file == "" {
-			return Ref{}, fmt.Errorf("image %q: docker-archive: needs a file (docker-archive:FILE.tar)", s)
+			return Ref{}, fmt.Errorf("image %q: docker-archive: needs a file (docker-archive:FILE.tar[:NAME:TAG])", s)
 		}
 		return Ref{Kind: KindDockerArchive, Raw: s, Path: file, Tag: tag}, nil
+	case strings.HasPrefix(s, "docker-daemon:"):
+		rest := strings.TrimPrefix(s, "docker-daemon:")
+		if rest == "" {
+			return Ref{}, fmt.Errorf("image %q: docker-daemon: needs an image name (docker-daemon:NAME[:TAG], as docker images lists it)", s)
+		}
+		n, err := NormalizeName(rest)
+		if err != nil {
+			return Ref{}, fmt.Errorf("image %q: %v", s, err)
+		}
+		return Ref{Kind: KindDaemon, Raw: s, Tag: n}, nil
+	case strings.HasPrefix(s, "docker://"):
+		if strings.TrimPrefix(s, "docker://") == "" {
+			return Ref{}, fmt.Errorf("image %q: docker:// needs an image name (docker://[REGISTRY/]REPO[:TAG])", s)
+		}
+		r, err := parseRegistry(strings.TrimPrefix(s, "docker://"), o)
+		if err != nil {
+			return Ref{}, fmt.Errorf("image %q: %v", s, err)
+		}
+		r.Raw = s
+		return r, nil
 	}
 	if i := strings.Index(s, ":"); i > 0 && !strings.ContainsAny(s[:i], "./") && strings.HasPrefix(s[i+1:], "/") {
-		return Ref{}, fmt.Errorf("image %q: unknown transport %q (use a registry reference, oci:DIR[:TAG] or docker-archive:FILE)", s, s[:i])
+		return Ref{}, fmt.Errorf("image %q: unknown transport %q (write a registry reference such as ubuntu:24.04, docker://REF, oci:DIR[:TAG], docker-archive:FILE or docker-daemon:NAME)", s, s[:i])
 	}
-	nopts := []name.Option{name.StrictValidation}
-	if o.insecure(registryHost(s)) {
+	r, err := parseRegistry(s, o)
+	if err != nil {
+		return Ref{}, fmt.Errorf("image %q: %v", s, err)
+	}
+	r.Raw = s
+	return r, nil
+}
+
+// parseRegistry reads a registry reference by the one rule (NormalizeName)
+// and hands go-containerregistry the full name, so every request, log line
+// and record names docker.io/library/ubuntu:latest, never "ubuntu".
+func parseRegistry(s string, o *options) (Ref, error) {
+	full, err := NormalizeName(s)
+	if err != nil {
+		return Ref{}, err
+	}
+	var nopts []name.Option
+	if o.insecure(registryHost(full)) {
 		nopts = append(nopts, name.Insecure)
 	}
-	ref, err := name.ParseReference(s, nopts...)
+	ref, err := name.ParseReference(full, nopts...)
 	if err != nil {
-		return Ref{}, fmt.Errorf("image %q: not a valid reference: %v", s, trimNameErr(err))
+		return Ref{}, fmt.Errorf("not a valid reference: %v (write [REGISTRY/]REPO[:TAG|@sha256:DIGEST], e.g. ubuntu:24.04 or ghcr.io/org/app:v1)", trimNameErr(err))
 	}
-	return Ref{Kind: KindRegistry, Raw: s, Name: ref}, nil
+	return Ref{Kind: KindRegistry, Name: ref}, nil
+}
+
+// Canonical is the reference written out in full, the name locks, plans
+// and reports record: docker.io/library/ubuntu:24.04 for "ubuntu:24.04";
+// local sources as typed.
+func (r Ref) Canonical() string {
+	if r.Kind == KindRegistry && r.Name != nil {
+		return r.Name.String()
+	}
+	return r.Raw
+}
+
+// NormalizeName is kiln's one rule for image names, Docker's own
+// (github.com/distribution/reference): a Docker Hub short name gains its
+// registry and, for official images, library/ ("nvidia/cuda:12.4.1-base" is
+// docker.io/nvidia/cuda:12.4.1-base, "ubuntu" docker.io/library/ubuntu),
+// and a name without tag or digest gets :latest. The error says what is
+// wrong with s and what to write instead.
+func NormalizeName(s string) (string, error) {
+	if strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }) {
+		return "", fmt.Errorf("an image name has no spaces or control characters (write [REGISTRY/]REPO[:TAG], e.g. ubuntu:24.04)")
+	}
+	if before, dg, ok := strings.Cut(s, "@"); ok {
+		if err := digest.Digest(dg).Validate(); err != nil {
+			return "", fmt.Errorf("digest %q is not sha256: and 64 hex digits (write %s@sha256:<64 hex digits> as docker images --digests prints it, or a tag)", dg, before)
+		}
+	}
+	n, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return "", nameError(s, err)
+	}
+	return reference.TagNameOnly(n).String(), nil
+}
+
+// validTag is the OCI distribution spec's tag.
+var validTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// nameError turns distribution/reference's error into why and what to write.
+func nameError(s string, err error) error {
+	const want = "write [REGISTRY/]REPO[:TAG|@sha256:DIGEST], e.g. ubuntu:24.04 or ghcr.io/org/app:v1"
+	repo, tag := s, ""
+	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
+		repo, tag = s[:i], s[i+1:]
+	}
+	switch {
+	case errors.Is(err, reference.ErrNameContainsUppercase) || strings.Contains(err.Error(), "must be lowercase"):
+		fix := repo
+		if host, path, ok := strings.Cut(repo, "/"); ok && (strings.ContainsAny(host, ".:") || host == "localhost") {
+			fix = host + "/" + strings.ToLower(path)
+		} else {
+			fix = strings.ToLower(repo)
+		}
+		if tag != "" {
+			fix += ":" + tag
+		}
+		return fmt.Errorf("repository names are lower case (write %s)", fix)
+	case errors.Is(err, reference.ErrTagInvalidFormat) || tag != "" && !strings.Contains(tag, "/") && !validTag.MatchString(tag):
+		return fmt.Errorf("tag %q is not valid: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
+	case errors.Is(err, reference.ErrNameTooLong):
+		return fmt.Errorf("the name is longer than %d characters", reference.RepositoryNameTotalLengthMax)
+	case errors.Is(err, reference.ErrNameEmpty):
+		return fmt.Errorf("the image name is empty (%s)", want)
+	}
+	return fmt.Errorf("not a valid reference: %v (%s)", err, want)
+}
+
+// splitLayout splits an oci: reference's "DIR[:TAG]". kiln's own layouts
+// name images in full (DIR:127.0.0.1:5000/app:v1, DIR:docker.io/library/
+// ubuntu:24.04): the first colon before which a layout (a directory with
+// an index.json) ends splits them; for a layout not yet written, a full
+// name (one with a registry host) after a colon is the tag; else
+// splitLocal.
+func splitLayout(s string) (string, string) {
+	if _, err := os.Stat(s); err == nil {
+		return s, ""
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != ':' {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(s[:i], "index.json")); err == nil && fi.Mode().IsRegular() {
+			return s[:i], s[i+1:]
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != ':' {
+			continue
+		}
+		if rest := s[i+1:]; registryHost(rest) != name.DefaultRegistry || strings.HasPrefix(rest, "docker.io/") {
+			if _, err := reference.ParseNormalizedNamed(rest); err == nil {
+				return s[:i], rest
+			}
+		}
+	}
+	return splitLocal(s)
 }
 
 // splitLocal splits "path[:tag]" where the tag may not contain '/'. A path
@@ -144,6 +289,7 @@ type Option func(*options)
 
 type options struct {
 	platform      v1.Platform
+	exactPlatform bool
 	insecureHosts []string
 	keychain      authn.Keychain
 	transport     http.RoundTripper
@@ -152,6 +298,7 @@ type options struct {
 	rate          minRate
 	helperTimeout time.Duration
 	fetch         []FetchOption
+	archiveName   string
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class
@@ -176,6 +323,14 @@ func makeOptions(opts []Option) *options {
 
 // WithPlatform selects the image of an index for platform p.
 func WithPlatform(p v1.Platform) Option { return func(o *options) { o.platform = p } }
+
+// WithExactPlatform selects platform p, as WithPlatform does, and also
+// refuses a single-platform image of another platform: a user who asked
+// for linux/arm64 must not be shown an amd64-only image's contents as if
+// they were arm64's (what --platform, when given, means).
+func WithExactPlatform(p v1.Platform) Option {
+	return func(o *options) { o.platform, o.exactPlatform = p, true }
+}
 
 // WithInsecureRegistries allows plain HTTP to the named hosts (host or
 // host:port). Loopback registries are always allowed plain HTTP.

@@ -29,17 +29,17 @@ func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
 func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+		return nil, imageError(r.Raw, RedactError(err))
 	}
 	var vimg v1.Image
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
+			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, RedactError(err))
 		}
 		im, err := idx.IndexManifest()
 		if err != nil {
-			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
+			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, RedactError(err))
 		}
 		var seen []*v1.Platform
 		var pick *v1.Descriptor
@@ -58,12 +58,12 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 		}
 		vimg, err = idx.Image(pick.Digest)
 		if err != nil {
-			return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+			return nil, fmt.Errorf("image %q: %v", r.Raw, RedactError(err))
 		}
 	} else {
 		vimg, err = desc.Image()
 		if err != nil {
-			return nil, fmt.Errorf("image %q: %v", r.Raw, err)
+			return nil, fmt.Errorf("image %q: %v", r.Raw, RedactError(err))
 		}
 	}
 	return fromV1(ctx, r, vimg, o)
@@ -77,26 +77,26 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, error) {
 	m, err := vimg.Manifest()
 	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
+		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, RedactError(err))
 	}
 	dg, err := vimg.Digest()
 	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest digest: %v", r.Raw, err)
+		return nil, fmt.Errorf("image %q: manifest digest: %v", r.Raw, RedactError(err))
 	}
 	raw, err := vimg.RawConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, RedactError(err))
 	}
 	if err := checkBlobDigest(raw, m.Config.Digest); err != nil {
-		return nil, fmt.Errorf("image %q: config: %v", r.Raw, err)
+		return nil, fmt.Errorf("image %q: config: %v", r.Raw, RedactError(err))
 	}
 	cfg, err := parseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, RedactError(err))
 	}
 	rawM, err := vimg.RawManifest()
 	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
+		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, RedactError(err))
 	}
 	mt, _ := vimg.MediaType()
 	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw, RawManifest: rawM}
@@ -143,17 +143,17 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: %w", ref, RedactError(err))
+		return "", nil, imageError(ref, RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return "", nil, fmt.Errorf("image %q: %v", ref, err)
+			return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
 		}
 		im, err := idx.IndexManifest()
 		if err != nil {
-			return "", nil, fmt.Errorf("image %q: %v", ref, err)
+			return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
 		}
 		for _, d := range im.Manifests {
 			if d.Platform == nil || !d.MediaType.IsImage() || IsAttestation(d.Annotations) {
@@ -165,11 +165,11 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: %v", ref, err)
+		return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: config: %v", ref, err)
+		return "", nil, fmt.Errorf("image %q: config: %v", ref, RedactError(err))
 	}
 	out[PlatformString(v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant})] = desc.Digest.String()
 	return desc.Digest.String(), out, nil

@@ -103,11 +103,13 @@ func (o *options) registryTransport(ctx context.Context, reg name.Registry, scop
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rememberAuthorization(req.Header.Get("Authorization"))
+	rememberSignedURL(req.URL)
 	if t.idle <= 0 {
 		resp, err := t.inner.RoundTrip(req)
 		if err != nil {
-			return nil, RedactError(err)
+			return nil, redactErrorAt(err, req.URL.Host)
 		}
+		t.inspect(req, resp)
 		return redactErrorBody(resp), nil
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
@@ -127,8 +129,9 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			u.User, u.RawQuery = nil, ""
 			return nil, fmt.Errorf("%s %s: %w for %s waiting for the answer", req.Method, u.String(), ErrIdleTimeout, t.idle)
 		}
-		return nil, RedactError(err)
+		return nil, redactErrorAt(err, req.URL.Host)
 	}
+	t.inspect(req, resp)
 	if resp.StatusCode >= 400 {
 		resp = redactErrorBody(resp) // still timed: the body is read here
 	}
@@ -139,6 +142,21 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &idleBody{rc: resp.Body, t: it, ctx: ctx, cancel: cancel, rate: rate}
 	return resp, nil
+}
+
+// inspect learns from an answer what errors will need: the query of a
+// redirect (a signed URL, redacted from then on), the registry behind a
+// token server, and how to list tags when a tag is not found.
+func (t *guardTransport) inspect(req *http.Request, resp *http.Response) {
+	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if u, err := req.URL.Parse(loc); err == nil {
+			rememberRedirect(u)
+		}
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		rememberRealm(resp)
+	}
+	t.withTagLister(req, resp)
 }
 
 // idleTimer cancels a request after idle without progress.

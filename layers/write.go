@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -48,7 +49,7 @@ func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.H
 			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
 		}
 	case KindDockerArchive:
-		if err := writeArchive(r, img); err != nil {
+		if err := writeArchive(r, img, makeOptions(opts).archiveName); err != nil {
 			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
 		}
 	default:
@@ -79,14 +80,92 @@ func writeLayout(r Ref, img v1.Image) error {
 	return p.AppendImage(img, lopts...)
 }
 
-func writeArchive(r Ref, img v1.Image) error {
-	tag := r.Tag
+// WithArchiveName is the name (REPO:TAG) a docker archive written by Write
+// records when its destination names none (docker-archive:FILE) or only a
+// tag (FILE.tar:v1 keeps REPO, takes v1): the name of the image it was
+// made from (SourceName), as docker save records it. Without it such an
+// archive is named kiln/image.
+func WithArchiveName(n string) Option { return func(o *options) { o.archiveName = n } }
+
+// BareTag says whether s is only a tag ("latest", "1"), no repository.
+func BareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }
+
+// LayoutImageName is the full name of an OCI layout's image whose
+// index.json entry records entry (its ref.name or containerd name), which
+// a file anyone may write gives, so it is checked by NormalizeName: a full
+// name as it is; a bare tag ("latest", as skopeo and crane write ref.name)
+// or none (then latest) under the layout directory's name, as docker tag
+// would name it (oci:img/wapp's latest is docker.io/library/wapp:latest).
+// The error says why a name is refused and what to do.
+func LayoutImageName(dir, entry string) (string, error) {
+	if entry != "" && !BareTag(entry) {
+		n, err := NormalizeName(entry)
+		if err != nil {
+			return "", fmt.Errorf("index.json names the image %q, which is not an image name: %v", entry, err)
+		}
+		return n, nil
+	}
+	tag := entry
+	if tag == "" {
+		tag = "latest"
+	}
+	abs, _ := filepath.Abs(dir)
+	full := filepath.Base(abs) + ":" + tag
+	n, err := NormalizeName(full)
+	if err != nil {
+		return "", fmt.Errorf("index.json names the image only by the tag %q, and the directory's name does not make an image name (%s: %v); record a full name in its org.opencontainers.image.ref.name (REPO:TAG), or rename the directory", entry, full, err)
+	}
+	return n, nil
+}
+
+// SourceName is the name img has in its source, in Docker's short form
+// (ubuntu:24.04, nvidia/cuda:12.4.1-base-ubuntu22.04, HOST/REPO:TAG), for
+// the docker archives written from it: a registry or daemon image's
+// reference (its tag, latest for a digest), a docker archive's first
+// RepoTag, an OCI layout's by LayoutImageName. ok is false when none of
+// these makes an image name.
+func SourceName(img *Image) (string, bool) {
+	r := img.Ref
+	var n string
+	switch r.Kind {
+	case KindRegistry:
+		n = r.Canonical()
+	case KindDaemon:
+		n = r.Tag
+	case KindDockerArchive:
+		if len(img.Names) > 0 {
+			n = img.Names[0]
+		}
+	case KindOCILayout:
+		n, _ = LayoutImageName(r.Path, r.Tag)
+	}
+	named, err := reference.ParseNormalizedNamed(n)
+	if err != nil || n == "" {
+		return "", false
+	}
+	tag := "latest"
+	if t, ok := named.(reference.Tagged); ok {
+		tag = t.Tag()
+	}
+	return reference.FamiliarName(named) + ":" + tag, true
+}
+
+func writeArchive(r Ref, img v1.Image, from string) error {
+	repo := "kiln/image"
+	tag := "latest"
+	if i := strings.LastIndex(from, ":"); i > strings.LastIndex(from, "/") {
+		repo, tag = from[:i], from[i+1:]
+	} else if from != "" {
+		repo = from
+	}
 	switch {
-	case tag == "":
-		tag = "kiln/image:latest"
-	case !strings.ContainsAny(tag, ":/"):
-		// A bare tag, as Open matches it: "FILE.tar:v1" → kiln/image:v1.
-		tag = "kiln/image:" + tag
+	case r.Tag == "":
+		tag = repo + ":" + tag
+	case !strings.ContainsAny(r.Tag, ":/"):
+		// A bare tag, as Open matches it: "FILE.tar:v1" → REPO:v1.
+		tag = repo + ":" + r.Tag
+	default:
+		tag = r.Tag
 	}
 	t, err := name.NewTag(tag)
 	if err != nil {

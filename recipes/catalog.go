@@ -12,9 +12,15 @@ import (
 var catalogFS embed.FS
 
 // DefaultRecipe is the catalog recipe `kiln recipes init` writes when no
-// name is given, and the one `make demo` builds: CUDA 12.4.1, torch
-// 2.6.0+cu124, Debian 13 (the stack kiln's fixtures carry offline).
-const DefaultRecipe = "debian13-cu124"
+// name is given: the stack most users pick today, NVIDIA's CUDA 12.8
+// Ubuntu 24.04 images from Docker Hub with torch 2.11.0+cu128 (the newest
+// torch with cu128 wheels; cu130 needs driver >= 580).
+const DefaultRecipe = "torch211-cu128"
+
+// OfflineRecipe is the stack kiln's fixtures carry offline, the one
+// `make demo` and the end-to-end tests build: CUDA 12.4.1, torch
+// 2.6.0+cu124, Debian 13, bases in the local fixture registry.
+const OfflineRecipe = "debian13-cu124"
 
 // CatalogEntry is a curated recipe embedded in kiln.
 type CatalogEntry struct {

@@ -284,6 +284,16 @@ func (s *resolver) dataStep() error {
 	return nil
 }
 
+// newerThanData refuses a torch version newer than the newest kiln's data
+// knows: the release may well exist, so the first way out is refreshing
+// the data, then the newest version the data has.
+func (s *resolver) newerThanData(want, newest string) error {
+	return refuse("torch.version", []string{
+		fmt.Sprintf("refresh kiln's data: kiln compat refresh -o compat.json, then resolve with --compat-data compat.json (or %s=compat.json)", DataEnv),
+		"torch " + newest,
+	}, "torch %s is newer than kiln's data (%s, checked %s; newest known: %s)", want, s.db.Version(), s.db.Date(), newest)
+}
+
 func (s *resolver) gpusStep() error {
 	for i, g := range s.r.GPUs {
 		info, err := cuda.GPU(g)
@@ -423,14 +433,22 @@ func (s *resolver) torchAndCUDA() error {
 			for _, x := range s.db.Torch.Releases {
 				known = append(known, x.Minor)
 			}
-			alts := []string{"torch " + known[len(known)-1]}
-			if cuda.CompareVersions(mm, known[len(known)-1]) > 0 {
-				alts = append(alts, fmt.Sprintf("refresh kiln's data: kiln compat refresh -o compat.json, then --compat-data compat.json (or %s)", DataEnv))
+			newest := known[len(known)-1]
+			if cuda.CompareVersions(mm, newest) > 0 {
+				return s.newerThanData(t.Version, newest)
 			}
-			return refuse("torch.version", alts, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
+			return refuse("torch.version", []string{"torch " + newest}, "kiln has no data for torch %s (known: %s)", t.Version, strings.Join(known, ", "))
 		}
 		if strings.Count(t.Version, ".") == 2 && !slices.Contains(rel.Patches, t.Version) {
-			return refuse("torch.version", []string{"torch " + rel.Patches[len(rel.Patches)-1]}, "torch %s is not a known release (known %s.x: %s)", t.Version, mm, strings.Join(rel.Patches, ", "))
+			newest := rel.Patches[len(rel.Patches)-1]
+			// Patch releases come in the months after a minor release:
+			// a higher patch of one of the two newest minors may be out.
+			rels := s.db.Torch.Releases
+			recent := len(rels) < 3 || cuda.CompareVersions(mm, rels[len(rels)-2].Minor) >= 0
+			if recent && cuda.CompareVersions(t.Version, newest) > 0 {
+				return s.newerThanData(t.Version, newest)
+			}
+			return refuse("torch.version", []string{"torch " + newest}, "torch %s is not a known release (known %s.x: %s)", t.Version, mm, strings.Join(rel.Patches, ", "))
 		}
 		releases = []*TorchRelease{rel}
 	} else {
@@ -867,7 +885,7 @@ func (s *resolver) imagesStep() error {
 		mirror = *s.cfg.mirror
 	}
 	s.plan.RegistryMirror = mirror
-	runtime := fmt.Sprintf("nvidia/cuda:%s-%sruntime-%s", s.plan.CUDA, tok, osName)
+	runtime := fmt.Sprintf(cudaRepo+":%s-%sruntime-%s", s.plan.CUDA, tok, osName)
 	s.plan.RuntimeFlavor = "runtime"
 	switch r.RuntimeBase {
 	case "base":
@@ -883,10 +901,10 @@ func (s *resolver) imagesStep() error {
 	}
 	if s.plan.RuntimeFlavor == "base" {
 		// There is no cudnn variant of -base.
-		runtime = fmt.Sprintf("nvidia/cuda:%s-base-%s", s.plan.CUDA, osName)
+		runtime = fmt.Sprintf(cudaRepo+":%s-base-%s", s.plan.CUDA, osName)
 	}
 	s.plan.BaseImages = BaseImages{
-		Devel:   MirrorRef(mirror, fmt.Sprintf("nvidia/cuda:%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
+		Devel:   MirrorRef(mirror, fmt.Sprintf(cudaRepo+":%s-%sdevel-%s", s.plan.CUDA, tok, osName)),
 		Runtime: MirrorRef(mirror, runtime),
 	}
 	if req, ir, ok := cuda.ImageRequireCUDA(s.plan.CUDA); ok {
@@ -905,6 +923,12 @@ func (s *resolver) imagesStep() error {
 // torchLibsSource is where the "torch brings its own CUDA libraries" fact
 // comes from (compat-data.md §4, [A]).
 const torchLibsSource = "pytorch/pytorch .ci/manywheel/build_cuda.sh \"Using nvidia libs from pypi\"; pip freeze of torch+cuXXX installs (nvidia-cublas-cu12, nvidia-cudnn-cu12, ...)"
+
+// cudaRepo is NVIDIA's CUDA repository on Docker Hub, named in full as
+// every plan and lock records a base image (layers.NormalizeName's rule):
+// docker.io/nvidia/cuda, never the short nvidia/cuda a reader has to know
+// means Docker Hub.
+const cudaRepo = "docker.io/nvidia/cuda"
 
 // MirrorRef rewrites a Docker Hub reference ("nvidia/cuda:TAG") to pull
 // through mirror ("MIRROR/nvidia/cuda:TAG"); an empty mirror leaves it.

@@ -4,13 +4,20 @@
 # the network entirely.
 set -euo pipefail
 
+#
+#   bash scripts/install-deps.sh        # everything the tests need
+#   bash scripts/install-deps.sh demo   # only what make demo uses
+#
 # containerd (warm target, ctr), skopeo and crane (outside clients), docker.io
 # (the `docker` warm target; 20.10 pulls no zstd), openssh (fleet warm over
 # SSH), iproute2 (network namespaces), zstd (the CLI, for benchmarks),
 # openssl (the signing tests make PKCS#8 keys with it), chromium (headless:
 # the analyze --html test opens the page and checks the treemap is drawn).
-pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates
-	docker.io openssh-server openssh-client iproute2 zstd openssl chromium)
+MODE=${1:-all}
+pkgs=(debootstrap docker-registry runc containerd skopeo ca-certificates openssl)
+if [ "$MODE" != demo ]; then
+	pkgs+=(docker.io openssh-server openssh-client iproute2 zstd chromium)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -39,9 +46,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# staticcheck for `make test`, pinned.
+# staticcheck for `make test`, pinned (not for the demo: minutes of compiling).
 export PATH="$(go env GOPATH)/bin:$PATH"
-if ! command -v staticcheck >/dev/null; then
+if [ "$MODE" != demo ] && ! command -v staticcheck >/dev/null; then
 	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
 # crane at the go-containerregistry version go.mod pins: an outside client

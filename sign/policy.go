@@ -53,39 +53,41 @@ type policyFile struct {
 	} `yaml:"keys" json:"keys"`
 }
 
-// LoadPolicy reads --verify-key: a PEM public key or a policy file.
+// LoadPolicy reads a PEM public key or a policy file (verify --key, warm
+// and host check --verify-key: its errors name the file; the caller names
+// its flag).
 func LoadPolicy(path string) (*Policy, error) {
 	b, err := localfile.ReadFile(path, "key or policy", localfile.MaxPolicy)
 	if err != nil {
-		return nil, fmt.Errorf("--verify-key %s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if bytes.Contains(b, []byte("-----BEGIN ")) {
 		k, err := ParsePublicKey(b)
 		if err != nil {
-			return nil, fmt.Errorf("--verify-key %s: %v", path, err)
+			return nil, fmt.Errorf("%s: %v", path, err)
 		}
 		k.Source = path
 		return &Policy{Source: path, rules: []rule{{scope: "*", keys: []*PublicKey{k}}}}, nil
 	}
 	var pf policyFile
 	if err := yaml.Unmarshal(b, &pf); err != nil {
-		return nil, fmt.Errorf("--verify-key %s: neither a PEM public key nor a policy file: %v", path, err)
+		return nil, fmt.Errorf("%s: neither a PEM public key nor a policy file: %v", path, err)
 	}
 	if pf.Schema != PolicySchema {
-		return nil, fmt.Errorf("--verify-key %s: schema %q, want %s", path, pf.Schema, PolicySchema)
+		return nil, fmt.Errorf("%s: schema %q, want %s", path, pf.Schema, PolicySchema)
 	}
 	if len(pf.Keys) == 0 {
-		return nil, fmt.Errorf("--verify-key %s: keys: empty", path)
+		return nil, fmt.Errorf("%s: keys: empty", path)
 	}
 	p := &Policy{Source: path}
 	byScope := map[string]int{}
 	for i, e := range pf.Keys {
 		scope, err := canonicalScope(e.Scope)
 		if err != nil {
-			return nil, fmt.Errorf("--verify-key %s: keys[%d].scope: %v", path, i, err)
+			return nil, fmt.Errorf("%s: keys[%d].scope: %v", path, i, err)
 		}
 		if e.Key == "" {
-			return nil, fmt.Errorf("--verify-key %s: keys[%d].key: empty", path, i)
+			return nil, fmt.Errorf("%s: keys[%d].key: empty", path, i)
 		}
 		kp := e.Key
 		if !filepath.IsAbs(kp) {
@@ -93,7 +95,7 @@ func LoadPolicy(path string) (*Policy, error) {
 		}
 		k, err := LoadPublicKey(kp)
 		if err != nil {
-			return nil, fmt.Errorf("--verify-key %s: keys[%d].key: %v", path, i, err)
+			return nil, fmt.Errorf("%s: keys[%d].key: %v", path, i, err)
 		}
 		j, ok := byScope[scope]
 		if !ok {

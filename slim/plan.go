@@ -206,6 +206,12 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		}
 	})
 
+	if md, ok := opt.Divert.(MountDiverter); ok && pol.Weights == WeightsDivert {
+		if err := pl.divertBeside(v, md, state); err != nil {
+			return nil, err
+		}
+	}
+
 	// Libraries nothing links: after the policy's drops (a program it
 	// removed needs nothing), before the dedupe (whose keeper must stay).
 	if pol.Prunes() {
@@ -285,7 +291,8 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			if t == nil || t.Value() == nil || t.IsDir() {
 				return // dangling in the source already, or a directory: leave it
 			}
-			if op := state[t.Value()]; op == opSkip || op == opDivert {
+			// A diverted target comes back at its path with the volume.
+			if state[t.Value()] == opSkip {
 				state[r] = opSkip
 				pl.remove(r, whyDangling+" (/"+t.Value().path+")")
 				changed = true
@@ -393,6 +400,58 @@ func relLink(link, target string) (string, error) {
 
 func (pl *plan) remove(r *rec, why string) {
 	pl.removed = append(pl.removed, RemovedFile{Path: "/" + r.path, Bytes: r.size, Layer: r.layer, Class: r.class, Why: why, kind: r.kind})
+}
+
+// divertBeside asks md where the diverted weights will be mounted and
+// diverts every other regular file the image keeps below that directory
+// (the mount would hide it otherwise). Files the policy drops stay
+// dropped; links below the mount are refused, naming the fix.
+func (pl *plan) divertBeside(v *view, md MountDiverter, state map[*rec]uint8) error {
+	var ws []string
+	v.Root().Walk(func(n *vnode) {
+		if r := n.Value(); r != nil && state[r] == opDivert {
+			ws = append(ws, "/"+r.path)
+		}
+	})
+	if len(ws) == 0 {
+		return nil
+	}
+	mount, err := md.DivertMount(ws)
+	if err != nil {
+		return err
+	}
+	dir := strings.TrimPrefix(path.Clean(mount), "/")
+	if !path.IsAbs(mount) || dir == "" {
+		return fmt.Errorf("weights mount %q: want an absolute directory below /", mount)
+	}
+	pl.report.DivertMount = "/" + dir
+	top := v.Lookup(dir)
+	if top == nil {
+		return nil
+	}
+	if !top.IsDir() {
+		return fmt.Errorf("weights mount /%s is a file in the image, not a directory", dir)
+	}
+	var bad error
+	top.Walk(func(n *vnode) {
+		r := n.Value()
+		if bad != nil || r == nil || n == top || r.kind == kDir {
+			return
+		}
+		switch {
+		case r.kind == kFile && state[r] == opEmit:
+			state[r] = opDivert
+			pl.remove(r, whyDiverted)
+			pl.report.DivertedBeside++
+		case r.kind == kSymlink && state[r] == opEmit, r.kind == kHardlink && (state[r] == opEmit || r.linkTo != nil && state[r.linkTo] == opDivert):
+			what := "symlink to " + n.Link()
+			if r.kind == kHardlink {
+				what = "hardlink to /" + r.linkTo.path
+			}
+			bad = fmt.Errorf("/%s is a %s below the weights' mount /%s: a volume holds regular files only, and mounting it there would hide the link; replace the link by a copy of its target, or move the weights to their own directory (or choose another mount with --mount / --weights-mount)", r.path, what, dir)
+		}
+	})
+	return bad
 }
 
 func (pl *plan) stash(r *rec) {

@@ -5,9 +5,9 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/sign"
 
 	"github.com/kiln-build/kiln/analyze/classify"
@@ -68,6 +68,11 @@ type Report struct {
 	// Diverted is the number and size of the files handed to the diverter.
 	DivertedFiles int   `json:"diverted_files"`
 	DivertedBytes int64 `json:"diverted_bytes"`
+	// DivertMount is where a MountDiverter's volume is mounted;
+	// DivertedBeside counts the diverted files that are not weights but
+	// sat below it (they go into the volume so that the mount hides none).
+	DivertMount    string `json:"diverted_mount,omitempty"`
+	DivertedBeside int    `json:"diverted_beside,omitempty"`
 	// Materialized counts hardlinks written as files because their target
 	// left the image or landed in another layer.
 	Materialized int      `json:"materialized_hardlinks"`
@@ -342,46 +347,87 @@ func (r *Report) Ratio() float64 {
 	return float64(r.Before.CompressedSize) / float64(r.After.CompressedSize)
 }
 
-// WriteTable prints the report for humans.
-func (r *Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "slim %s (policy %s: %s)\n\n", r.Source, r.Policy, r.PolicySummary)
-	fmt.Fprintf(tw, "\tbefore\tafter\tsaved\n")
-	fmt.Fprintf(tw, "compressed (pull)\t%s\t%s\t%.2fx smaller\n", bytesize.Format(r.Before.CompressedSize), bytesize.Format(r.After.CompressedSize), r.Ratio())
-	fmt.Fprintf(tw, "uncompressed\t%s\t%s\t%s\n", bytesize.Format(r.Before.UncompressedSize), bytesize.Format(r.After.UncompressedSize), bytesize.Format(r.Before.UncompressedSize-r.After.UncompressedSize))
-	fmt.Fprintf(tw, "files\t%d\t%d\t%d\n", r.Before.Files, r.After.Files, r.Before.Files-r.After.Files)
-	fmt.Fprintf(tw, "layers\t%d\t%d\t\n", r.Before.Layers, r.After.Layers)
-	fmt.Fprintf(tw, "\nCLASS\tBEFORE\tAFTER\tREMOVED\n")
-	for _, c := range r.Classes {
-		fmt.Fprintf(tw, "%s\t%s (%d)\t%s (%d)\t%s\n", c.Class, bytesize.Format(c.BeforeBytes), c.BeforeFiles, bytesize.Format(c.AfterBytes), c.AfterFiles, bytesize.Format(c.BeforeBytes-c.AfterBytes))
-	}
-	fmt.Fprintf(tw, "\nREMOVED\tFILES\tBYTES\t\n")
-	for _, s := range r.Removed {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t\n", s.Why, s.Files, bytesize.Format(s.Bytes))
-	}
-	fmt.Fprintf(tw, "\nLAYER\tSIZE\tUNCOMPRESSED\tFILES\tFROM\n")
-	for _, l := range r.Layers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\n", l.Name, bytesize.Format(l.CompressedSize), bytesize.Format(l.UncompressedSize), l.Files, l.FromLayers)
-	}
-	if err := tw.Flush(); err != nil {
+// WriteTable prints the report for humans, fitted to the width in opts
+// (80 columns by default: paths cut in the middle, prose wrapped; --json
+// keeps every value whole), with size bars in the layer table.
+func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
+	o := termtable.Resolve(opts...)
+	row := func(first, s string) { termtable.Fprintw(w, o.Width, first, "    ", s) }
+	row("slim ", fmt.Sprintf("%s (policy %s: %s)", r.Source, r.Policy, strings.ReplaceAll(r.PolicySummary, ",", ", ")))
+	fmt.Fprintln(w)
+	right := func(h string) termtable.Column { return termtable.Column{Head: h, Right: true} }
+	t := termtable.New(o, termtable.Column{}, right("BEFORE"), right("AFTER"), right("SAVED"))
+	t.Row("compressed (pull)", bytesize.Format(r.Before.CompressedSize), bytesize.Format(r.After.CompressedSize), fmt.Sprintf("%.2fx smaller", r.Ratio()))
+	t.Row("uncompressed", bytesize.Format(r.Before.UncompressedSize), bytesize.Format(r.After.UncompressedSize), bytesize.Format(r.Before.UncompressedSize-r.After.UncompressedSize))
+	t.Row("files", fmt.Sprint(r.Before.Files), fmt.Sprint(r.After.Files), fmt.Sprint(r.Before.Files-r.After.Files))
+	t.Row("layers", fmt.Sprint(r.Before.Layers), fmt.Sprint(r.After.Layers))
+	if err := t.Write(w); err != nil {
 		return err
+	}
+	fmt.Fprintln(w)
+	t = termtable.New(o, termtable.Column{Head: "CLASS"}, right("BEFORE"), right("AFTER"), right("REMOVED"))
+	for _, c := range r.Classes {
+		t.Row(string(c.Class), fmt.Sprintf("%s (%d)", bytesize.Format(c.BeforeBytes), c.BeforeFiles), fmt.Sprintf("%s (%d)", bytesize.Format(c.AfterBytes), c.AfterFiles), bytesize.Format(c.BeforeBytes-c.AfterBytes))
+	}
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	if len(r.Removed) > 0 {
+		fmt.Fprintln(w)
+		t = termtable.New(o, termtable.Column{Head: "REMOVED", Shrink: true, ShrinkEnd: true, Min: 20}, right("FILES"), right("BYTES"))
+		for _, s := range r.Removed {
+			t.Row(s.Why, fmt.Sprint(s.Files), bytesize.Format(s.Bytes))
+		}
+		if err := t.Write(w); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	var largest int64
+	for _, l := range r.Layers {
+		largest = max(largest, l.CompressedSize)
+	}
+	t = termtable.New(o, termtable.Column{Head: "LAYER", Shrink: true, Min: 10}, right("SIZE"), termtable.Column{}, right("UNPACKED"), right("FILES"),
+		termtable.Column{Head: "FROM", Shrink: true, ShrinkEnd: true, Min: 8})
+	for _, l := range r.Layers {
+		bar := ""
+		if largest > 0 {
+			bar = termtable.Bar(float64(l.CompressedSize)/float64(largest), 8)
+		}
+		t.Row(l.Name, bytesize.Format(l.CompressedSize), bar, bytesize.Format(l.UncompressedSize), fmt.Sprint(l.Files), fmt.Sprint(l.FromLayers))
+	}
+	t.Style(func(row, col int, s string) string {
+		if row >= 0 && col == 2 {
+			return termtable.Paint(true, termtable.Cyan, s)
+		}
+		return s
+	})
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	// size  path  (note) lines: the path gives way, cut in the middle.
+	sized := func(size int64, path, note string) {
+		pre := fmt.Sprintf("  %10s  ", bytesize.Format(size))
+		room := o.Width - termtable.Len(pre) - termtable.Len(note) - 4
+		row(pre, fmt.Sprintf("%s  (%s)", termtable.Middle(path, max(room, 24)), note))
 	}
 	if len(r.TopRemoved) > 0 {
 		fmt.Fprintf(w, "\nlargest removed files:\n")
 		for _, f := range r.TopRemoved[:min(len(r.TopRemoved), 8)] {
-			fmt.Fprintf(w, "  %10s  %s  (layer %d, %s)\n", bytesize.Format(f.Bytes), f.Path, f.Layer, f.Why)
+			sized(f.Bytes, f.Path, fmt.Sprintf("layer %d, %s", f.Layer, f.Why))
 		}
 	}
 	if p := r.Prune; p != nil {
-		fmt.Fprintf(w, "\nunreferenced libraries (prune_libs: %s): %d of %d candidate libraries dropped, %s of %s; %d roots; search dirs %s\n",
-			p.Mode, p.DroppedFiles, p.Candidates, bytesize.Format(p.DroppedBytes), bytesize.Format(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, ":"))
+		fmt.Fprintln(w)
+		row("", fmt.Sprintf("unreferenced libraries (prune_libs: %s): %d of %d candidate libraries dropped, %s of %s; %d roots; search dirs %s",
+			p.Mode, p.DroppedFiles, p.Candidates, bytesize.Format(p.DroppedBytes), bytesize.Format(p.CandidateBytes), p.Roots, strings.Join(p.SearchDirs, " : ")))
 		for _, f := range p.Top[:min(len(p.Top), 10)] {
-			fmt.Fprintf(w, "  %10s  %s  (%s)\n", bytesize.Format(f.Bytes), f.Path, f.Why)
+			sized(f.Bytes, f.Path, f.Why)
 		}
 		if len(p.TopKept) > 0 {
 			fmt.Fprintf(w, "  largest kept:\n")
 			for _, k := range p.TopKept[:min(len(p.TopKept), 5)] {
-				fmt.Fprintf(w, "  %10s  %s  (%s)\n", bytesize.Format(k.Bytes), k.Path, k.Reason)
+				sized(k.Bytes, k.Path, k.Reason)
 			}
 		}
 		if len(p.Unresolved) > 0 {
@@ -389,7 +435,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			for _, u := range p.Unresolved {
 				names = append(names, u.Name)
 			}
-			fmt.Fprintf(w, "  needed but not in the image (the host may provide them): %s\n", strings.Join(names, ", "))
+			row("  ", "needed but not in the image (the host may provide them): "+strings.Join(names, ", "))
 		}
 	}
 	if g := r.GPUCode; g != nil {
@@ -397,7 +443,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		g.WriteTable(w)
 	}
 	for _, j := range r.JIT {
-		fmt.Fprintf(w, "\nrun-time kernel compiler: %s — %s; needs %s\n", j.Package, j.What, j.Needs)
+		fmt.Fprintln(w)
+		row("", fmt.Sprintf("run-time kernel compiler: %s — %s; needs %s", j.Package, j.What, j.Needs))
 	}
 	if len(r.Kept) > 0 {
 		fmt.Fprintf(w, "\nkept on purpose:\n")
@@ -406,14 +453,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 			if what == "" {
 				what = fmt.Sprintf("%d %s files", k.Files, k.Class)
 			}
-			fmt.Fprintf(w, "  %10s  %s: %s\n", bytesize.Format(k.Bytes), what, k.Reason)
+			row(fmt.Sprintf("  %10s  ", bytesize.Format(k.Bytes)), termtable.Middle(what, o.Width/2)+": "+k.Reason)
 		}
 	}
 	if r.DivertedFiles > 0 {
 		fmt.Fprintf(w, "\nweights moved out: %d files, %s\n", r.DivertedFiles, bytesize.Format(r.DivertedBytes))
+		if r.DivertedBeside > 0 {
+			fmt.Fprintf(w, "  %d of them beside the weights: the volume holds all of %s\n", r.DivertedBeside, r.DivertMount)
+		}
 	}
 	for _, wn := range r.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", wn)
+		row(termtable.Paint(o.Color, termtable.Yellow, "warning:")+" ", wn)
 	}
 	if r.Seconds > 0 {
 		fmt.Fprintf(w, "\nrewrite: %.1fs, %.0f MB/s of source layers\n", r.Seconds, r.MBps)

@@ -34,6 +34,19 @@ type Diverter interface {
 	Divert(path string, hdr *tar.Header, r io.Reader) error
 }
 
+// A MountDiverter is a Diverter whose files come back at run time as one
+// directory mounted over the image (a weights volume). Rewrite asks it,
+// while planning, where that mount will be (given the absolute paths of
+// the weights the policy diverts) and diverts every other regular file
+// below that directory too: config, tokenizer, index JSON and whatever
+// else sits beside the weights, so that the mount hides nothing the image
+// had. A symlink or hardlink below the mount fails the rewrite (the volume
+// holds regular files only).
+type MountDiverter interface {
+	Diverter
+	DivertMount(weights []string) (string, error)
+}
+
 // DefaultLevel is the zstd level used when Options.Level is 0.
 const DefaultLevel = 3
 
@@ -66,9 +79,12 @@ type Options struct {
 	Concurrency int
 	// SkipVerify trusts local blobs without hashing them.
 	SkipVerify bool
-	// Progress, when set, advances by stored bytes read (both passes read
-	// every layer: the total is twice the image's compressed size).
-	Progress *atomic.Int64
+	// ScanProgress and Progress, when set, advance by stored bytes read
+	// in the first pass (the scan) and the second (the rewrite): each
+	// reads every layer once, so each reaches the image's compressed
+	// size. With ScanProgress nil, Progress counts both passes (twice the
+	// compressed size).
+	ScanProgress, Progress *atomic.Int64
 	// GPUs, when set, prunes the GPU code in shared libraries' fat binaries
 	// to what this fleet runs (fatbin.Select): the native cubin per GPU and
 	// the newest PTX, unless DropPTX. NVIDIA's redistributable libraries

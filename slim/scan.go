@@ -3,6 +3,7 @@ package slim
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -65,7 +66,7 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 		elfHead = make([]byte, elfHeadLen)
 	}
 	ord := -1
-	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: opt.Progress}, func(e *layers.Entry, body io.Reader) error {
+	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: cmp.Or(opt.ScanProgress, opt.Progress)}, func(e *layers.Entry, body io.Reader) error {
 		ord++
 		if e.Escapes {
 			return fmt.Errorf("entry %q leaves the image root (absolute or ../ path): refusing to rewrite a hostile layer", e.Header.Name)

@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
+	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -85,6 +86,9 @@ func IngestRef(d digest.Digest) string { return "kiln-warm-" + d.String() }
 func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, error) {
 	if _, err := os.Stat(addr); err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v (is containerd running? name its socket: --target containerd:/run/containerd/containerd.sock)", addr, err)
+	}
+	if err := unixsock.Check(ctx, addr, unixsock.Containerd); err != nil {
+		return nil, fmt.Errorf("target containerd:%s: %w", addr, err)
 	}
 	ns := o.Namespace
 	if ns == "" {

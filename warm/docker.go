@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 )
@@ -54,6 +55,9 @@ type Docker struct {
 func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, error) {
 	if _, err := os.Stat(addr); err != nil {
 		return nil, fmt.Errorf("target docker:%s: %v (is dockerd running? name its socket: --target docker:/var/run/docker.sock)", addr, err)
+	}
+	if err := unixsock.Check(ctx, addr, unixsock.Docker); err != nil {
+		return nil, fmt.Errorf("target docker:%s: %w", addr, err)
 	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

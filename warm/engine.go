@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/sign"
 	"golang.org/x/sync/errgroup"
@@ -269,7 +270,7 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 	var failed []string
 	for _, br := range rep.Blobs {
 		if br.State == StateFailed {
-			failed = append(failed, br.Digest+": "+br.Error)
+			failed = append(failed, layers.NameOnce(br.Digest, br.Error))
 		} else if br.State == StateMissing && gerr != nil {
 			failed = append(failed, br.Digest+": not fetched")
 		}

@@ -28,12 +28,18 @@ type TargetOptions struct {
 	// DefaultUnpackConcurrency, 1 one layer at a time on its committed
 	// parent.
 	UnpackConcurrency int
+	// DryRun opens the target to be looked at, never changed: an oci:
+	// layout that does not exist yet is not created (it holds nothing).
+	DryRun bool
 }
 
 // OpenTarget connects to the target spec names.
 func OpenTarget(ctx context.Context, spec TargetSpec, o TargetOptions) (Target, error) {
 	switch spec.Kind {
 	case "oci":
+		if o.DryRun {
+			return &OCILayout{Dir: spec.Addr}, nil
+		}
 		return NewOCILayout(spec.Addr)
 	case "containerd":
 		return openContainerd(ctx, spec.Addr, o)

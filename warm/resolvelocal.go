@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/distribution/reference"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/internal/localfile"
@@ -79,9 +78,9 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 		if err != nil {
 			return nil, fmt.Errorf("image %q: index.json manifests[%d]: %v", ref, i, err)
 		}
-		name := entryName(d)
-		if name == "" {
-			name = ref
+		name, err := layoutImageName(ref, r, entryName(d))
+		if err != nil {
+			return nil, err
 		}
 		img := Image{Name: name, Source: "oci:" + abs + "@" + d.Digest.String()}
 		im, blobs, err := w.image(ctx, img, root, o)
@@ -107,6 +106,52 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 		out.blobs = append(out.blobs, blobs...)
 	}
 	return out, nil
+}
+
+// The name a local image is recorded under in a store (containerd's image
+// name, a layout's ref.name) comes from a file anyone may have written, so
+// it is checked by kiln's one rule for image names (layers.NormalizeName)
+// and written in full: a name with a newline, ';' or '../' is refused, and
+// a bare tag ("latest", "1": the OCI ref.name of skopeo's and crane's
+// layouts, a docker-archive:FILE:TAG selection) never becomes the name.
+
+// layoutImageName is layers.LayoutImageName, the error naming ref.
+func layoutImageName(ref string, r layers.Ref, entry string) (string, error) {
+	n, err := layers.LayoutImageName(r.Path, entry)
+	if err != nil {
+		return "", fmt.Errorf("image %q: %v", ref, err)
+	}
+	return n, nil
+}
+
+// archiveImageName names a docker archive's image: the RepoTag the user
+// selected (a bare tag selects the RepoTag ending in it), else the first;
+// a docker-daemon: image by the name asked for.
+func archiveImageName(ref string, r layers.Ref, names []string) (string, error) {
+	name := ""
+	switch {
+	case r.Kind == layers.KindDaemon:
+		name = r.Tag
+	case r.Tag != "" && layers.BareTag(r.Tag):
+		for _, n := range names {
+			if strings.HasSuffix(n, ":"+r.Tag) {
+				name = n
+				break
+			}
+		}
+	case r.Tag != "":
+		name = r.Tag
+	case len(names) > 0:
+		name = names[0]
+	}
+	if name == "" {
+		return "", fmt.Errorf("image %q: the archive names no image (manifest.json field RepoTags is empty); kiln warm records images by name", ref)
+	}
+	n, err := layers.NormalizeName(name)
+	if err != nil {
+		return "", fmt.Errorf("image %q: the archive names the image %q (manifest.json field RepoTags), which is not an image name: %v", ref, name, err)
+	}
+	return n, nil
 }
 
 // entryName is the image name a layout's index.json entry records.
@@ -150,18 +195,9 @@ func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOpti
 			li.Close()
 		}
 	}()
-	name := ""
-	switch {
-	case r.Tag != "":
-		name = r.Tag
-	case len(li.Names) > 0:
-		name = li.Names[0]
-	}
-	if name == "" {
-		return nil, fmt.Errorf("image %q: the archive names no image (manifest.json field RepoTags is empty); kiln warm records images by name", ref)
-	}
-	if n, err := reference.ParseNormalizedNamed(name); err == nil {
-		name = reference.TagNameOnly(n).String()
+	name, err := archiveImageName(ref, r, li.Names)
+	if err != nil {
+		return nil, err
 	}
 	secs := blob.Sections{}
 	cdg := li.Digest
@@ -202,6 +238,9 @@ func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOpti
 	root := &fetched{raw: raw, desc: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(raw), Size: int64(len(raw))}}
 	abs, _ := filepath.Abs(r.Path)
 	img := Image{Name: name, Source: "docker-archive:" + abs}
+	if r.Kind == layers.KindDaemon {
+		img.Source = r.Raw
+	}
 	w := walker{ref: ref, src: secs}
 	im, blobs, err := w.image(ctx, img, root, o)
 	if err != nil {

@@ -249,7 +249,7 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 	switch r.Kind {
 	case layers.KindOCILayout:
 		return resolveLayout(ctx, ref, r, o)
-	case layers.KindDockerArchive:
+	case layers.KindDockerArchive, layers.KindDaemon:
 		return resolveArchive(ctx, ref, r, o)
 	}
 	img, blobs, vol, err := resolveRegistry(ctx, ref, r, o)
@@ -265,7 +265,10 @@ func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, e
 // resolveRegistry reads a registry reference: an image (its blobs), or a
 // weights artifact (its volume, resolved from the manifest read here).
 func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (Image, []*Blob, *Volume, error) {
-	img := Image{Name: r.Name.Name(), Source: r.Name.Name()}
+	// Named as containerd's CRI and docker name it (docker.io/library/
+	// ubuntu:24.04, never go-containerregistry's index.docker.io/…), so a
+	// pod naming ubuntu:24.04 finds the warmed image.
+	img := Image{Name: r.Canonical(), Source: r.Canonical()}
 	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
 	if err != nil {
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
@@ -275,8 +278,14 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	}
 	root, err := getManifest(ctx, fref, o)
 	if err != nil {
+		// In words (a missing tag lists the repository's tags: only
+		// here, not for a variant probed below).
+		err = layers.RedactError(err)
 		if img.Mirror != "" {
 			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
+		}
+		if layers.StandsAlone(err) {
+			return Image{}, nil, nil, err
 		}
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}
@@ -292,7 +301,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		}
 		z, err := getManifest(ctx, zf, o)
 		if err != nil && o.Compression == CompressionZstd {
-			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), err)
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), layers.RedactError(err))
 		}
 		variant = z
 	}
@@ -330,7 +339,8 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	// only when it is the same image in zstd: the same config, or the
 	// same diff IDs and platform.
 	zimg := img
-	zimg.Source = variantRef.Name()
+	// Named canonically, as the image is (docker.io/…, not index.docker.io).
+	zimg.Source = r.Canonical() + ZstdTagSuffix
 	zo := o
 	zo.Compression = CompressionZstd
 	vimg, vblobs, verr := w.image(ctx, zimg, variant, zo)
@@ -351,12 +361,12 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		return vimg, vblobs, nil, nil
 	}
 	if o.Compression == CompressionZstd {
-		return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: %s is not the zstd form of %s: %s; warm %s itself with --compression gzip, or push its zstd form with kiln convert %s --to %s --compression zstd", ref, variantRef.Name(), r.Name.Name(), why, ref, ref, variantRef.Name())
+		return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: %s is not the zstd form of %s: %s; warm %s itself with --compression gzip, or push its zstd form with kiln convert %s --to %s --compression zstd", ref, zimg.Source, r.Canonical(), why, ref, ref, zimg.Source)
 	}
 	if nerr != nil {
 		return Image{}, nil, nil, nerr
 	}
-	named.Note = fmt.Sprintf("%s ignored: not the zstd form of %s (%s); warmed %s as named", variantRef.Name(), r.Name.Name(), why, r.Name.Name())
+	named.Note = fmt.Sprintf("%s ignored: not the zstd form of %s (%s); warmed %s as named", zimg.Source, r.Canonical(), why, r.Canonical())
 	return named, nblobs, nil, nil
 }
 

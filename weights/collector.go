@@ -23,6 +23,7 @@ type Collector struct {
 
 	mu    sync.Mutex
 	files map[string]File // by absolute image path
+	mount string          // decided by DivertMount
 }
 
 // CollectorOption configures a Collector.
@@ -31,6 +32,7 @@ type CollectorOption func(*collectorOptions)
 type collectorOptions struct {
 	largeFile int64
 	packLimit int64
+	mount     string
 }
 
 // DefaultLargeFile is the size from which a file gets its own raw layer:
@@ -50,6 +52,13 @@ func WithLargeFileThreshold(n int64) CollectorOption {
 // (default 256 MiB); past it, small files spill into another tar.
 func WithPackLimit(n int64) CollectorOption {
 	return func(o *collectorOptions) { o.packLimit = n }
+}
+
+// WithMount sets where the volume is mounted (an absolute directory
+// holding every weight) instead of the deepest directory holding them all
+// (MountFor).
+func WithMount(dir string) CollectorOption {
+	return func(o *collectorOptions) { o.mount = dir }
 }
 
 // NewCollector stores blobs under workDir, which it creates.
@@ -112,6 +121,34 @@ func (c *Collector) store(r io.Reader) (string, int64, error) {
 	}
 	dg, n, _, err := sc.Commit()
 	return dg.Hex, n, err
+}
+
+// DivertMount implements slim.MountDiverter: given the weights a rewrite
+// diverts (absolute image paths), it decides where the volume is mounted
+// (WithMount's directory, or MountFor), so that the rewrite diverts every
+// other file below it too and the mount hides nothing the image had.
+// Publish then uses that mount.
+func (c *Collector) DivertMount(weights []string) (string, error) {
+	mount := c.opts.mount
+	if mount == "" {
+		mount = MountFor(weights)
+	}
+	mount = path.Clean(mount)
+	if !path.IsAbs(mount) || mount == "/" {
+		if c.opts.mount == "" {
+			return "", fmt.Errorf("weights: %s and %s share no directory below /: mounting their volume over / would hide the whole image; move the weights into one directory, or pass a directory with --mount (--weights-mount for slim)", weights[0], weights[len(weights)-1])
+		}
+		return "", fmt.Errorf("weights: mount %q: want an absolute directory below /", c.opts.mount)
+	}
+	for _, w := range weights {
+		if !within(w, mount) {
+			return "", fmt.Errorf("weights: %s is not below the mount %s: choose a directory that holds every weight file", w, mount)
+		}
+	}
+	c.mu.Lock()
+	c.mount = mount
+	c.mu.Unlock()
+	return mount, nil
 }
 
 // blobPath is where a content blob lives in the work dir.

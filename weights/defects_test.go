@@ -105,10 +105,11 @@ func TestPullHealsDamagedReadyVolume(t *testing.T) {
 	}
 }
 
-// Recheck: a same-size rewrite that keeps its modification time passes the
-// cheap ready check (only hashing finds it); a caller whose Verify found it
-// asks for a recheck, and the pull hashes the volume and heals it.
-func TestPullRecheckHealsRewriteKeepingTimes(t *testing.T) {
+// D11: bit rot that keeps a file's size and modification time passes the
+// cheap stat check; a plain pull (what the Kubernetes init container runs)
+// must still find it, heal it and not say "already ready". --quick
+// (TrustMarker) is the documented way to skip the hashing.
+func TestPullHealsBitRotKeepingTimes(t *testing.T) {
 	ctx := context.Background()
 	res, _ := publishLayout(t, modelFiles)
 	dir := t.TempDir()
@@ -116,21 +117,44 @@ func TestPullRecheckHealsRewriteKeepingTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "llm/model-00002.safetensors")
-	fi, err := os.Stat(file)
-	if err != nil {
-		t.Fatal(err)
+	rot := func() {
+		t.Helper()
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(file, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		f.ReadAt(b, 1000)
+		b[0] ^= 0x01 // one bit flipped, size unchanged
+		if _, err := f.WriteAt(b, 1000); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	f, err := os.OpenFile(file, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	rot()
+	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{TrustMarker: true}); err != nil || !r.AlreadyReady || r.Verified {
+		t.Fatalf("TrustMarker: the stat check alone decides (ready, unverified): %+v %v", r, err)
 	}
-	f.WriteAt([]byte("tampered"), 1000)
-	f.Close()
-	os.Chtimes(file, fi.ModTime(), fi.ModTime())
-	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady {
-		t.Fatalf("without Recheck the cheap check decides (ready): %+v %v", r, err)
+	r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
+	if err != nil || r.AlreadyReady || r.Fetched == 0 || r.Present != len(modelFiles)-1 {
+		t.Fatalf("a plain pull over bit rot must heal it: %+v %v", r, err)
 	}
-	r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{Recheck: true})
+	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
+		t.Fatalf("after the healing pull: %+v %v", rep, err)
+	}
+	if r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil || !r.AlreadyReady || !r.Verified || r.Fetched != 0 || r.Present != len(modelFiles) {
+		t.Fatalf("a healed volume is ready, verified: %+v %v", r, err)
+	}
+	// Recheck (warm, after its own Verify found the file) heals too.
+	rot()
+	r, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{Recheck: true})
 	if err != nil || r.AlreadyReady || r.Fetched == 0 {
 		t.Fatalf("Recheck: %+v %v", r, err)
 	}

@@ -103,7 +103,15 @@ func (c *Collector) Pack(mount, sourceImageDigest string) (*Manifest, *artifact,
 	for i, f := range files {
 		paths[i] = f.Path
 	}
-	if mount == "" {
+	c.mu.Lock()
+	decided := c.mount
+	c.mu.Unlock()
+	switch {
+	case decided != "" && mount != "" && path.Clean(mount) != decided:
+		return nil, nil, fmt.Errorf("weights: mount %s, but the rewrite diverted the files below %s", mount, decided)
+	case decided != "":
+		mount = decided
+	case mount == "":
 		mount = MountFor(paths)
 	}
 	mount = path.Clean(mount)

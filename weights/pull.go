@@ -65,13 +65,19 @@ type PullOptions struct {
 	// not match though the marker and the cheap check say ready (a
 	// same-size rewrite that kept its modification time).
 	Recheck bool
+	// TrustMarker lets the cheap check alone decide that a volume is
+	// ready (marker, sizes, modes, modification times), without hashing:
+	// bit rot or a rewrite that kept a file's size and times goes unseen.
+	// By default a volume whose cheap check passes is hashed too (Jobs
+	// files at once) before it is called ready, and healed if it is not.
+	TrustMarker bool
 
 	sync blob.SyncMode // benchmarks compare durability strategies
 }
 
 // PullResult says what a pull did.
 type PullResult struct {
-	SetDigest string `json:"setDigest"`
+	SetDigest string `json:"set_digest"`
 	Files     int    `json:"files"`
 	Bytes     int64  `json:"bytes"`
 	// Fetched is the bytes transferred in this run; Resumed the bytes a
@@ -81,7 +87,10 @@ type PullResult struct {
 	// Present counts files that were already in place and verified.
 	Present int `json:"present"`
 	// AlreadyReady is true when the marker already matched: nothing done.
-	AlreadyReady bool `json:"alreadyReady"`
+	AlreadyReady bool `json:"already_ready"`
+	// Verified is true when every file of a ready volume was hashed
+	// before it was called ready (false with TrustMarker).
+	Verified bool `json:"verified"`
 }
 
 // Pull materialises the volume m into dir from src. Blobs are staged in
@@ -124,15 +133,27 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 		}
 	}
 	defer unlock()
+	var good map[string]bool // files hashed here and found right
 	if !opts.Recheck && readyIntact(dir, m) {
-		res.AlreadyReady = true
-		if opts.Progress != nil {
-			opts.Progress.Add(m.Size)
+		if opts.TrustMarker {
+			res.AlreadyReady = true
+			if opts.Progress != nil {
+				opts.Progress.Add(m.Size)
+			}
+			return res, nil
 		}
-		return res, nil
+		if good, err = hashPresent(ctx, dir, m, opts.Jobs, opts.Progress); err != nil {
+			return nil, err
+		}
+		if len(good) == len(m.Files) {
+			res.AlreadyReady, res.Verified, res.Present = true, true, len(m.Files)
+			return res, nil
+		}
+		// A file the cheap check passed does not hash right (bit rot, a
+		// rewrite that kept its times): heal it as any damaged volume.
 	}
 	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
-		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter}
+		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter, good: good}
 	if p.limit == nil {
 		p.limit = blob.NewLimiter(opts.LimitRate)
 	}
@@ -172,8 +193,9 @@ func lockVolume(ctx context.Context, dir string, onWait func()) (func(), error) 
 // the marker names m's set, the kept manifest is there, and every file is
 // a regular file of its size and mode, not modified since the marker was
 // written. Anything else sends the pull through plan, which hashes what is
-// present and fetches what is wrong. (A same-size rewrite that also
-// restores the old mtime is caught only by Verify.)
+// present and fetches what is wrong. Bit rot, or a same-size rewrite that
+// also restores the old mtime, passes it: Pull hashes the files after it
+// (hashPresent) unless TrustMarker says not to.
 func readyIntact(dir string, m *Manifest) bool {
 	marker := filepath.Join(dir, ReadyMarker)
 	b, err := os.ReadFile(marker)
@@ -207,6 +229,7 @@ type puller struct {
 	dir  string
 	opts PullOptions
 	res  *PullResult
+	good map[string]bool // files already hashed and found right
 
 	needBy map[string][]File // files to fetch, by layer digest
 	need   int64             // their bytes
@@ -231,6 +254,10 @@ func (p *puller) plan() error {
 		target, err := safeTarget(p.dir, f.Path)
 		if err != nil {
 			return err
+		}
+		if p.good[f.Path] {
+			p.res.Present++ // hashed (and counted in Progress) already
+			continue
 		}
 		ok, err := present(target, f)
 		if err != nil {
@@ -609,4 +636,40 @@ func present(target string, f File) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// hashPresent hashes the files of m in dir, jobs at once, and returns
+// those whose sha256 is right (the cheap check already passed their
+// size, mode and type). Progress counts the bytes of the good ones.
+func hashPresent(ctx context.Context, dir string, m *Manifest, jobs int, progress *atomic.Int64) (map[string]bool, error) {
+	var mu sync.Mutex
+	good := map[string]bool{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	for _, f := range m.Files {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			target, err := safeTarget(dir, f.Path)
+			if err != nil {
+				return err
+			}
+			h, err := blob.FileDigest(target)
+			if err != nil {
+				return err
+			}
+			if h.Hex != f.SHA256 {
+				return nil
+			}
+			if progress != nil {
+				progress.Add(f.Size)
+			}
+			mu.Lock()
+			good[f.Path] = true
+			mu.Unlock()
+			return nil
+		})
+	}
+	return good, g.Wait()
 }

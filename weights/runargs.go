@@ -98,7 +98,7 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 	s.Compose = c.String()
 
 	var k strings.Builder
-	fmt.Fprintf(&k, "# Pod spec: an init container fills the volume (a no-op once .kiln-ready matches),\n# the app mounts it read-only where the image expects it.\nspec:\n")
+	fmt.Fprintf(&k, "# Pod spec: an init container fills the volume (once filled, it hashes and heals it),\n# the app mounts it read-only where the image expects it.\nspec:\n")
 	fmt.Fprintf(&k, "  initContainers:\n    - name: kiln-weights\n      image: %s\n      args: [\"weights\", \"pull\", %s, \"--into\", \"/weights\"]\n", yq(in.InitImage), jq(in.PullRef))
 	fmt.Fprintf(&k, "      volumeMounts:\n        - name: weights\n          mountPath: /weights\n")
 	fmt.Fprintf(&k, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))

@@ -152,7 +152,7 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	}
 	desc, err := remote.Get(r.Name, layers.RemoteOptions(ctx, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("weights %q: %v", ref, err)
+		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
 	}
 	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
 	if err != nil {

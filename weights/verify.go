@@ -24,7 +24,7 @@ type Problem struct {
 // VerifyReport is the outcome of Verify.
 type VerifyReport struct {
 	Dir       string    `json:"dir"`
-	SetDigest string    `json:"setDigest"`
+	SetDigest string    `json:"set_digest"`
 	Files     int       `json:"files"`
 	Bytes     int64     `json:"bytes"`
 	OK        bool      `json:"ok"`

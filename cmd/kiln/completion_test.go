@@ -47,7 +47,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"slim", "x", "--policy", ""}, []string{"runtime", "runtime-strict", "weights"}, nil},
 		{[]string{"warm", "x", "--target", ""}, []string{"containerd", "docker", "oci:"}, nil},
 		{[]string{"analyze", "x", "--progress", ""}, []string{"auto", "tty", "plain", "none"}, []string{"bars"}},
-		{[]string{"warm", "x", "--progress", ""}, []string{"auto", "bars", "plain", "none"}, nil},
+		{[]string{"warm", "x", "--progress", ""}, []string{"auto", "tty", "plain", "none"}, []string{"bars"}},
 		{[]string{"slim", "x", "--compression", ""}, []string{"both", "gzip", "zstd"}, []string{"none"}},
 		{[]string{"build", "--compression", ""}, []string{"both", "gzip", "zstd", "none"}, nil},
 		{[]string{"warm", "x", "--compression", ""}, []string{"auto", "gzip", "zstd"}, nil},

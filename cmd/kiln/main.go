@@ -15,19 +15,23 @@ import (
 // work and remove its scratch (every verb's work watches the context;
 // fleet runs end their remote commands) before it exits regardless: a
 // read that no context can end (a pipe that never closes) does not hold
-// kiln. A second signal ends kiln at once.
+// kiln.
 const shutdownGrace = 10 * time.Second
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT/SIGTERM cancels ctx: the command stops, cleans up
+	// and exits 130 (cmdutil.Execute). Then the default action is back, so
+	// a second Ctrl-C ends a clean-up that hangs, and after shutdownGrace
+	// kiln ends on its own.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
-		stop() // the default action again: a second signal ends kiln now
+		cancel()
 		time.Sleep(shutdownGrace)
-		fmt.Fprintf(os.Stderr, "kiln: interrupted; the same command resumes (kiln did not stop within %s and exited)\n", shutdownGrace)
+		fmt.Fprintf(os.Stderr, "kiln: interrupted (the command did not stop within %s; kiln exited without it)\n", shutdownGrace)
 		os.Exit(130)
 	}()
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	cancel()
 	os.Exit(code)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -23,8 +24,16 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/weightscmd"
 )
 
-// version is set at link time (-ldflags "-X main.version=...").
-var version = "dev"
+// version, commit and date override the build info the Go toolchain
+// embeds (-ldflags "-X main.version=v1.2.3 -X main.commit=... -X
+// main.date=..."); left empty, kiln version reads them from the build.
+var version, commit, date string
+
+// buildInfo is this binary's build info, overridden at link time.
+func buildInfo() cmdutil.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return cmdutil.NewBuildInfo(bi, version, commit, date)
+}
 
 // verbs are kiln's commands, wired here and nowhere else (no init hooks),
 // each from its own package; the order is cobra's help order.
@@ -42,6 +51,7 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 }
 
 func run(ctx context.Context, args []string, ios *cmdutil.IO) int {
-	f := &cmdutil.Factory{IO: ios, Version: version, Exec: run}
+	b := buildInfo()
+	f := &cmdutil.Factory{IO: ios, Version: b.Version, Build: b, Exec: run}
 	return cmdutil.Execute(ctx, cmdutil.NewRoot(f, verbs...), args, ios)
 }

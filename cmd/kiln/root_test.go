@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -18,8 +20,18 @@ func kiln(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestVersionAndCompletion(t *testing.T) {
-	if code, out, _ := kiln(t, "version"); code != 0 || !strings.HasPrefix(out, "kiln ") {
+	code, out, _ := kiln(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "kiln ") || !strings.Contains(out, "  go      "+runtime.Version()) {
 		t.Errorf("version: %d %q", code, out)
+	}
+	// kiln --version prints the same, as every peer's --version does.
+	if code, out2, errOut := kiln(t, "--version"); code != 0 || out2 != out {
+		t.Errorf("--version: exit %d, %q (want %q) %s", code, out2, out, errOut)
+	}
+	code, js, _ := kiln(t, "version", "--json")
+	var v struct{ Schema, Version, Go string }
+	if err := json.Unmarshal([]byte(js), &v); code != 0 || err != nil || v.Schema != "kiln.version/v1" || v.Version == "" || v.Go != runtime.Version() {
+		t.Errorf("version --json: exit %d, %v, %s", code, err, js)
 	}
 	if code, out, _ := kiln(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
 		t.Errorf("completion: %d", code)

@@ -205,7 +205,7 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 			// Keep the bytes: the next try (or run) resumes from them.
 			w.Close()
 		}
-		return fetched, resumed, fmt.Errorf("blob %s: %w", dg, err)
+		return fetched, resumed, layers.BlobError(dg, err)
 	}
 	if err := w.Commit(ctx); err != nil {
 		if errors.Is(err, ErrAlreadyExists) {

@@ -109,15 +109,15 @@ func TestRefreshDiffForChangedSources(t *testing.T) {
 	for py := 10; py <= 14; py++ {
 		s.Index.Add("cu129", "torch", refreshtest.Wheel("torch", "2.11.0", "cu129", py, plat))
 	}
-	// torch 2.12.1 and a torchaudio 2.12 on the official variants.
-	for _, v := range []string{"cu126", "cu130", "cu132"} {
+	// torch 2.13.1 and a torchaudio 2.13 on the official variants.
+	for _, v := range []string{"cu126", "cu130"} {
 		for py := 10; py <= 14; py++ {
-			s.Index.Add(v, "torch", refreshtest.Wheel("torch", "2.12.1", v, py, plat))
-			s.Index.Add(v, "torchvision", refreshtest.Wheel("torchvision", "0.27.1", v, py, plat))
+			s.Index.Add(v, "torch", refreshtest.Wheel("torch", "2.13.1", v, py, plat))
+			s.Index.Add(v, "torchvision", refreshtest.Wheel("torchvision", "0.28.1", v, py, plat))
 		}
 	}
 	for py := 10; py <= 14; py++ {
-		s.Index.Add("cu130", "torchaudio", refreshtest.Wheel("torchaudio", "2.12.0", "cu130", py, plat), refreshtest.Wheel("torchaudio", "2.12.1", "cu130", py, plat))
+		s.Index.Add("cu130", "torchaudio", refreshtest.Wheel("torchaudio", "2.13.0", "cu130", py, plat), refreshtest.Wheel("torchaudio", "2.13.1", "cu130", py, plat))
 	}
 	// torchvision 0.20 gains cp313 wheels; torch 2.1+cu121 is withdrawn.
 	for _, v := range []string{"cu118", "cu121", "cu124"} {
@@ -173,9 +173,9 @@ func TestRefreshDiffForChangedSources(t *testing.T) {
 		}
 		return recipes.Resolve(context.Background(), r, recipes.WithData(rdb))
 	}
-	plan, err := resolve("name: a\ncuda: '13.0'\ntorch: {version: '2.12', torchaudio: true}\n")
-	if err != nil || *plan.Torch != "2.12.1" || *plan.Torchaudio != "2.12.1" || plan.CUDA != "13.0.4" {
-		t.Errorf("torch 2.12 on the refreshed data: %+v %v", plan, err)
+	plan, err := resolve("name: a\ncuda: '13.0'\ntorch: {version: '2.13', torchaudio: true}\n")
+	if err != nil || *plan.Torch != "2.13.1" || *plan.Torchaudio != "2.13.1" || plan.CUDA != "13.0.4" {
+		t.Errorf("torch 2.13 on the refreshed data: %+v %v", plan, err)
 	}
 	if _, err := resolve("name: a\ncuda: '12.9'\ntorch: {version: 2.11.0}\n"); err == nil || !strings.Contains(err.Error(), "unofficial") {
 		t.Errorf("2.11+cu129 offered: %v", err)

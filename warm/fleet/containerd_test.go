@@ -67,15 +67,19 @@ func TestFleetWarmsContainerdHosts(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		var res []Result
-		if jerr := json.Unmarshal(out, &res); jerr != nil || code != want || len(res) != 2 {
+		var obj struct {
+			Hosts []Result `json:"hosts"`
+		}
+		jerr := json.Unmarshal(out, &obj)
+		res := obj.Hosts
+		if jerr != nil || code != want || len(res) != 2 {
 			t.Fatalf("kiln %s: exit %d (want %d), %d results, %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, len(res), jerr, out, stderr.String())
 		}
 		return res
 	}
 
-	// Cold before: status exits 3 with bytes missing on both hosts.
-	for i, r := range cli(3, "warm", "status", ref) {
+	// Cold before: status exits 5 (not ready) with bytes missing on both hosts.
+	for i, r := range cli(5, "warm", "status", ref) {
 		if r.State != StateCold || r.MissingBytes == 0 {
 			t.Fatalf("status before, host %d: %+v", i, r)
 		}

@@ -19,10 +19,13 @@ import (
 )
 
 // Exit codes of `kiln warm` that fleet branches on (cmd/kiln's ExitOK
-// and ExitRule: with --dry-run, 3 means something is missing).
+// and ExitNotReady: with --dry-run, 5 means something is missing; a kiln
+// before the one exit-code table said 3, still read as such from hosts
+// that run an older binary).
 const (
-	warmExitReady   = 0
-	warmExitMissing = 3
+	warmExitReady      = 0
+	warmExitMissing    = 5
+	warmExitMissingOld = 3
 )
 
 // Host states in a Result.
@@ -317,7 +320,7 @@ func result(h Host, target string, rep *warm.Report, raw json.RawMessage, code i
 		r.State, r.Error = StateFailed, termtext.Clean(err.Error())
 	case code == warmExitReady && (rep.Ready || rep.DryRun && rep.MissingBytes == 0):
 		r.State, r.Ready = StateWarm, true
-	case code == warmExitMissing:
+	case code == warmExitMissing || code == warmExitMissingOld:
 		r.State = StateCold
 	default:
 		r.State, r.Error = StateFailed, fmt.Sprintf("kiln warm exit %d but the report says not ready", code)

@@ -2,7 +2,6 @@ package analyzecmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -71,11 +70,12 @@ CUDA facts.`,
 	}
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/analyze-json.md)")
+	cmdutil.SetSchema(cmd, "kiln.analyze/v1")
 	cmd.Flags().StringVar(&opts.CIRules, "ci", "", "check the report against a rules file; exit 3 when a rule breaks")
 	cmd.Flags().BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().IntVar(&opts.Top, "top", 10, "entries in each top-files list")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
 	cmd.Flags().StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page (treemap, waste, CUDA) to FILE")
 	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
@@ -98,6 +98,9 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	}
 	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return cmdutil.UsageErr("%v", err)
+	}
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
 	}
 	// The page's file is made first: a path that cannot be written is
 	// said before minutes of reading layers, not after.
@@ -133,13 +136,11 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 				out.CI.Violations = []analyze.Violation{}
 			}
 		}
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := cmdutil.WriteJSON(opts.IO.Out, out); err != nil {
 			return err
 		}
 	} else {
-		if err := rep.WriteTable(opts.IO.Out); err != nil {
+		if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 			return err
 		}
 		if rules != nil {

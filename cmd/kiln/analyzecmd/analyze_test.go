@@ -34,8 +34,8 @@ func TestAnalyzeCommand(t *testing.T) {
 		t.Errorf("--ci with a broken rule: exit %d, want %d", code, cmdutil.ExitRule)
 	}
 	var rep struct {
-		SchemaVersion int `json:"schema_version"`
-		CI            struct {
+		Schema string `json:"schema"`
+		CI     struct {
 			Passed     bool
 			Violations []struct{ Rule string }
 		} `json:"ci"`
@@ -43,7 +43,7 @@ func TestAnalyzeCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
-	if rep.SchemaVersion != 1 || rep.CI.Passed || len(rep.CI.Violations) != 1 || rep.CI.Violations[0].Rule != "forbid" {
+	if rep.Schema != "kiln.analyze/v1" || rep.CI.Passed || len(rep.CI.Violations) != 1 || rep.CI.Violations[0].Rule != "forbid" {
 		t.Errorf("ci result = %+v", rep)
 	}
 

@@ -87,7 +87,7 @@ one failing fails the build.
 --push publishes gzip under REF and zstd under REF-zstd from one solve
 (--compression both, the default): gzip for every Docker and containerd
 (a platform that pulls your image may run Docker 20.10), zstd for Docker >=
-23.0, containerd >= 1.5 and kiln warm. --output gets the first (gzip; a
+23.0, containerd >= 1.5 and kiln warm. --to gets the first (gzip; a
 docker archive is always gzip). A pip component whose wheels install more
 than --max-layer-size is installed in several steps, whole wheels in name
 order, one layer each, so pulls fetch and unpack them in parallel.
@@ -97,14 +97,16 @@ inputs give the same image digest.
 The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
 build fails; kiln never falls back from it), else
 unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
-Start one with: sudo bash scripts/buildkitd.sh start`,
+Docker users have one already: --builder docker-container://buildx_buildkit_default
+(docker buildx create --node default --driver docker-container --bootstrap
+starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 		Example: `  kiln build --dry-run
   kiln build --dockerfile > Dockerfile
   kiln build kiln.yaml --push 127.0.0.1:5000/acme/serve:1.0
-  kiln build --locked --output oci:./out --output docker-archive:serve.tar
+  kiln build --locked --to oci:./out --to docker-archive:serve.tar
   kiln build --push reg.example.com/serve:1.0 --cache-from reg.example.com/serve:cache --cache-to reg.example.com/serve:cache
   kiln build --builder tcp://buildkitd:1234 --tlscacert ca.pem --tlscert cert.pem --tlskey key.pem --push ...
-  kiln build --builder docker-container://buildx_buildkit_default --progress plain --output oci:out`,
+  kiln build --builder docker-container://buildx_buildkit_default --progress plain --to oci:out`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -119,14 +121,16 @@ Start one with: sudo bash scripts/buildkitd.sh start`,
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and the graph's digest; build nothing")
 	fl.BoolVar(&opts.Dockerfile, "dockerfile", false, "print an equivalent multi-stage Dockerfile; build nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result (or the dry run) as JSON")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.build/v1"))
 	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
-	fl.StringArrayVar(&opts.Outputs, "output", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
+	fl.StringArrayVar(&opts.Outputs, "to", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
+	cmdutil.Alias(fl, "output", "to")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
 	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a pip component's install into several layers when its wheels install more than this (0: one layer per component)")
 	fl.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "import build cache: REF, local:DIR or type=registry|local,k=v...; repeatable")
 	fl.StringArrayVar(&opts.CacheTo, "cache-to", nil, "export build cache (mode=max, zstd): REF, local:DIR or type=...; repeatable")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, rawjson, quiet")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
 	fl.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
 	fl.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
@@ -206,10 +210,12 @@ type buildFlags struct {
 // parseBuildFlags checks kiln build's flags; every mistake is a usage
 // error (exit 2) naming the flag.
 func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
-	switch opts.Progress {
-	case "auto", "tty", "plain", "rawjson", "quiet":
-	default:
-		return nil, cmdutil.UsageErr("--progress: %q is not one of auto, tty, plain, rawjson, quiet", opts.Progress)
+	// The one --progress vocabulary, and BuildKit's rawjson (not shown).
+	if opts.Progress != "rawjson" {
+		if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+			return nil, err
+		}
+		opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	}
 	comp := opts.Compression
 	switch comp {
@@ -246,7 +252,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--push: %v", err)
 		}
 		if ref.Kind != layers.KindRegistry {
-			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --output for %s", opts.Push, ref.Kind)
+			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --to for %s", opts.Push, ref.Kind)
 		}
 		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
 		if opts.Compression == "both" {
@@ -260,7 +266,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	for _, o := range opts.Outputs {
 		ref, err := layers.ParseRef(o)
 		if err != nil {
-			return nil, cmdutil.UsageErr("--output: %v", err)
+			return nil, cmdutil.UsageErr("--to: %v", err)
 		}
 		switch ref.Kind {
 		case layers.KindOCILayout:
@@ -268,13 +274,13 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 		case layers.KindDockerArchive:
 			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
 		default:
-			return nil, cmdutil.UsageErr("--output %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
+			return nil, cmdutil.UsageErr("--to %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
 		}
 	}
 	if len(opts.Outputs) > 1 {
 		for _, o := range outputs {
 			if o.Type == "oci" {
-				return nil, cmdutil.UsageErr("--output oci:DIR cannot be combined with another --output in one build; run kiln build again for the other (it is fully cached)")
+				return nil, cmdutil.UsageErr("--to oci:DIR cannot be combined with another --to in one build; run kiln build again for the other (it is fully cached)")
 			}
 		}
 	}
@@ -302,7 +308,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer}
 	if opts.Check != "" {
 		if len(outputs) == 0 {
-			return nil, cmdutil.UsageErr("--check needs --push or --output: it analyzes the image the build wrote")
+			return nil, cmdutil.UsageErr("--check needs --push or --to: it analyzes the image the build wrote")
 		}
 		if fl.checkRules, err = analyze.LoadRules(opts.Check); err != nil {
 			return nil, cmdutil.UsageErr("--check: %v", err)
@@ -385,7 +391,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		attest = builder.SBOMAttestations(opts.Push, plan, lock, in, opts.Version)
 	}
 	if len(outputs) == 0 && len(cacheTo) == 0 {
-		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --output: the image is built and tested but stays in the builder's cache")
+		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
 	}
 	// containerd's content store warns through logrus (e.g. about fsverity
 	// on the output directory); kiln's own messages are enough.
@@ -422,7 +428,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		MaxLayerSize: maxLayer,
 		CacheFrom:    cacheFrom,
 		CacheTo:      cacheTo,
-		Progress:     opts.Progress,
+		Progress:     buildkitProgress(opts.Progress),
 		ProgressOut:  opts.IO.ErrOut,
 		NoProbes:     opts.NoTest,
 		Insecure:     opts.Insecure,
@@ -535,7 +541,7 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, dig
 	}
 	defer img.Close()
 	progress := "auto"
-	if opts.Progress == "quiet" {
+	if opts.Progress == "none" {
 		progress = "none"
 	}
 	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, progress, img, rules, nil, analyze.Options{})
@@ -636,4 +642,13 @@ func toolsExecutable() string {
 		return ""
 	}
 	return p
+}
+
+// buildkitProgress names kiln's --progress word as BuildKit's progress
+// display takes it (none is BuildKit's quiet).
+func buildkitProgress(mode string) string {
+	if mode == "none" {
+		return "quiet"
+	}
+	return mode
 }

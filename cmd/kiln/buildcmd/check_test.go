@@ -43,7 +43,7 @@ func TestCheckBuilt(t *testing.T) {
 	if !errors.As(err, &s) || int(s) != cmdutil.ExitRule || !strings.Contains(errOut.String(), "static_libs") {
 		t.Errorf("breaking rules: err %v, stderr %q", err, errOut.String())
 	}
-	if code, _, errText := run(t, "build", buildRecipe(t), "--check", "rules.yaml", "--mirror", reg); code != cmdutil.ExitUsage || !strings.Contains(errText, "--check needs --push or --output") {
+	if code, _, errText := run(t, "build", buildRecipe(t), "--check", "rules.yaml", "--mirror", reg); code != cmdutil.ExitUsage || !strings.Contains(errText, "--check needs --push or --to") {
 		t.Errorf("--check without an output: %d %s", code, errText)
 	}
 }

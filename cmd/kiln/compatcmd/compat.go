@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 // CompatDriverOptions are kiln compat driver's inputs.
@@ -72,6 +73,7 @@ min_driver, reason. Exit 0 when compatible, 1 when not.`,
 	cmd.Flags().StringVar(&opts.Driver, "driver", "", "the host's NVIDIA driver version (e.g. 550.54.15)")
 	cmd.Flags().StringVar(&opts.GPU, "gpu", "", "the host's GPU (h100, rtx4090, sm_89, ...)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the verdict as JSON")
+	cmdutil.SetSchema(cmd, "kiln.compat-driver/v1")
 	return cmd
 }
 
@@ -100,13 +102,17 @@ func runCompatDriver(_ context.Context, opts *CompatDriverOptions) error {
 		if !v.Compatible {
 			verdict = "NOT compatible"
 		}
-		fmt.Fprintf(opts.IO.Out, "%s (mode: %s)\n%s\n", verdict, v.Mode, v.Reason)
+		// The reason and the alternatives are prose: wrapped at the
+		// terminal's width (80 on a pipe).
+		out, to := opts.IO.Out, termtable.Resolve(cmdutil.TableOptions(opts.IO.Out)...)
+		fmt.Fprintf(out, "%s (mode: %s)\n", termtable.Paint(to.Color, map[bool]string{true: termtable.Green, false: termtable.Red}[v.Compatible], verdict), v.Mode)
+		termtable.Fprintw(out, to.Width, "", "", v.Reason)
 		if v.MinDriver != "" {
-			fmt.Fprintf(opts.IO.Out, "min driver: %s (toolkit), %s (minor-version compatibility)\n", v.MinDriver, v.MinDriverMVC)
+			termtable.Fprintw(out, to.Width, "min driver: ", "", fmt.Sprintf("%s (toolkit), %s (minor-version compatibility)", v.MinDriver, v.MinDriverMVC))
 		}
 		if !v.Compatible {
 			for _, a := range v.Alternatives {
-				fmt.Fprintf(opts.IO.Out, "  try: %s\n", a)
+				termtable.Fprintw(out, to.Width, "  try: ", "", a)
 			}
 		}
 	}
@@ -148,6 +154,7 @@ JSON keys: compute_capability, supported, reason. Exit 0 when supported, 1 when 
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the CUDA toolkit version (12.8, 13.0, ...)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the verdict as JSON")
+	cmdutil.SetSchema(cmd, "kiln.compat-gpu/v1")
 	return cmd
 }
 

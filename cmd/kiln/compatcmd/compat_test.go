@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 func TestCompatDriver(t *testing.T) {
@@ -51,5 +53,21 @@ func TestCompatGPU(t *testing.T) {
 	code, out, _ = run(t, "compat", "gpu", "h100", "--cuda", "11.7")
 	if code != 1 || !strings.Contains(out, "sm_90 needs CUDA ≥ 11.8") {
 		t.Errorf("h100: %d %s", code, out)
+	}
+}
+
+// compat driver's verdict fits 80 columns on a pipe (a reason ran to 367):
+// wrapped, every word kept.
+func TestCompatDriverFitsEightyColumns(t *testing.T) {
+	_, out, _ := run(t, "compat", "driver", "--cuda", "12.8", "--driver", "550.54", "--gpu", "rtx4090")
+	for _, l := range strings.Split(out, "\n") {
+		if n := termtable.Len(l); n > 80 {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	for _, w := range []string{"NOT compatible", "brand geforcertx", "try: "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("no %q in\n%s", w, out)
+		}
 	}
 }

@@ -81,6 +81,7 @@ source, date}], sources; a failure is {"error"}.`,
 	fl.StringVar(&opts.Diff, "diff", "", "also write the reviewed diff, as text, to this file")
 	fl.BoolVar(&opts.Check, "check", false, "write nothing; exit 1 when a fact changed")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as one JSON object")
+	cmdutil.SetSchema(cmd, "kiln.compat-refresh/v1")
 	fl.StringVar(&opts.IndexURL, "index", "", "root of the per-variant wheel indexes (default https://download.pytorch.org/whl)")
 	fl.StringVar(&opts.MatrixURL, "matrix", refresh.DefaultMatrixURL, "PyTorch's RELEASE.md with the Release Compatibility Matrix")
 	fl.StringVar(&opts.Repository, "repository", refresh.DefaultRepository, "nvidia/cuda repository whose tags are listed (REGISTRY/REPO for a mirror)")

@@ -59,8 +59,8 @@ func TestCompatRefresh(t *testing.T) {
 
 	// A new torch patch on the indexes: --check reports it and exits 1,
 	// writing nothing; --json is one object.
-	for _, v := range []string{"cu126", "cu130", "cu132"} {
-		s.Index.Add(v, "torch", refreshtest.Wheel("torch", "2.12.1", v, 12, "manylinux_2_28_x86_64"))
+	for _, v := range []string{"cu126", "cu130"} {
+		s.Index.Add(v, "torch", refreshtest.Wheel("torch", "2.13.1", v, 12, "manylinux_2_28_x86_64"))
 	}
 	before, _ := os.ReadFile(out)
 	opts, stdout, _ = refreshOpts(s, out)
@@ -73,7 +73,7 @@ func TestCompatRefresh(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	if res.Written || res.Output != nil || res.Summary["changed"] != 1 || len(res.Changes) != 1 || res.Changes[0].Fact != "torch 2.12 patches" || res.Changes[0].New != "2.12.0, 2.12.1" || res.Changes[0].Date != "2027-01-02" || !strings.Contains(res.Changes[0].Source, "/torch/") {
+	if res.Written || res.Output != nil || res.Summary["changed"] != 1 || len(res.Changes) != 1 || res.Changes[0].Fact != "torch 2.13 patches" || res.Changes[0].New != "2.13.0, 2.13.1" || res.Changes[0].Date != "2027-01-02" || !strings.Contains(res.Changes[0].Source, "/torch/") {
 		t.Errorf("json: %s", stdout)
 	}
 	if after, _ := os.ReadFile(out); !bytes.Equal(before, after) {
@@ -87,10 +87,10 @@ func TestCompatRefresh(t *testing.T) {
 	if err := runCompatRefresh(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(diffFile); !strings.Contains(string(b), "~ torch 2.12 patches: 2.12.0 -> 2.12.0, 2.12.1") {
+	if b, _ := os.ReadFile(diffFile); !strings.Contains(string(b), "~ torch 2.13 patches: 2.13.0 -> 2.13.0, 2.13.1") {
 		t.Errorf("diff file:\n%s", b)
 	}
-	recipe := cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '13.0'\ntorch: {version: '2.12'}\n")
+	recipe := cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '13.0'\ntorch: {version: '2.13'}\n")
 	plan := func(args ...string) map[string]any {
 		t.Helper()
 		code, o, e := run(t, append([]string{"resolve", recipe, "--json"}, args...)...)
@@ -100,14 +100,14 @@ func TestCompatRefresh(t *testing.T) {
 		}
 		return p
 	}
-	if p := plan(); p["torch"] != "2.12.0" || p["data"].(map[string]any)["origin"] != "embedded" {
+	if p := plan(); p["torch"] != "2.13.0" || p["data"].(map[string]any)["origin"] != "embedded" {
 		t.Errorf("embedded default: torch %v data %v", p["torch"], p["data"])
 	}
-	if p := plan("--compat-data", out); p["torch"] != "2.12.1" || p["data"].(map[string]any)["origin"] != out || !strings.HasSuffix(p["data_version"].(string), "+refresh.20270102") {
+	if p := plan("--compat-data", out); p["torch"] != "2.13.1" || p["data"].(map[string]any)["origin"] != out || !strings.HasSuffix(p["data_version"].(string), "+refresh.20270102") {
 		t.Errorf("--compat-data: torch %v data %v", p["torch"], p["data"])
 	}
 	t.Setenv(recipes.DataEnv, out)
-	if p := plan(); p["torch"] != "2.12.1" || p["data"].(map[string]any)["date"] != "2027-01-02" {
+	if p := plan(); p["torch"] != "2.13.1" || p["data"].(map[string]any)["date"] != "2027-01-02" {
 		t.Errorf("%s: torch %v data %v", recipes.DataEnv, p["torch"], p["data"])
 	}
 

@@ -2,7 +2,6 @@ package convertcmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -69,9 +68,11 @@ Docker >= 23.0).`,
 	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz: the files the container opens as it starts, one absolute path a line (kiln slim --format estargz --probe CMD --startup-list FILE records them)")
 	fl.IntVar(&opts.Level, "level", 3, "zstd level, 1-22")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers converted at once (default: CPUs)")
-	fl.StringVar(&opts.TempDir, "tmp", "", "scratch directory for converted blobs (default $TMPDIR)")
+	fl.StringVar(&opts.TempDir, "work-dir", "", "scratch directory for converted blobs (default $TMPDIR)")
+	cmdutil.Alias(fl, "tmp", "work-dir")
 	fl.BoolVar(&opts.JSON, "json", false, "print the per-layer report as JSON")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	cmdutil.SetSchema(cmd, "kiln.convert/v1")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	opts.SignFlag.Register(cmd)
 	return cmd
 }
@@ -157,6 +158,10 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return err
 	}
 	defer li.Close()
+	if n, ok := layers.SourceName(li); ok {
+		// A docker archive records the source's name, as docker save would.
+		lopts = append(lopts, layers.WithArchiveName(n))
+	}
 	src, err := li.V1(ctx)
 	if err != nil {
 		return err
@@ -200,9 +205,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		rep.After += l.ToSize
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\tZSTD DECODE\t\n", col)

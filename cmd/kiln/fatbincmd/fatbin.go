@@ -62,6 +62,7 @@ modified copies is your call.`,
 	fl.BoolVar(&opts.PruneNVIDIA, "prune-nvidia-libs", false, "prune NVIDIA's redistributable libraries too (check that their license allows modified copies)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what would be pruned without writing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (one object, also on failure)")
+	cmdutil.SetSchema(prune, "kiln.fatbin/v1")
 	cmd.AddCommand(prune)
 	return cmd
 }

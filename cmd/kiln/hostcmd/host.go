@@ -2,11 +2,9 @@ package hostcmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -110,13 +108,14 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
 	fl.StringVar(&opts.Root, "root", "/", "root directory to read the host from (/proc, /etc, sockets)")
 	fl.StringSliceVar(&opts.Volumes, "volume", nil, "directory for persistent data to probe (repeatable)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (schema: docs/hostcheck.md)")
+	cmdutil.SetSchema(cmd, "kiln.host-check/v1")
 	fl.BoolVar(&opts.Capture, "capture", false, "print this host's description as JSON (for --host-info) and exit")
 	fl.BoolVar(&opts.NoKernels, "no-kernels", false, "do not stream the image's layers for fat binaries; read only its config")
 	fl.StringVar(&opts.ContainerdConfig, "containerd-config", "", "containerd config to read (default /etc/containerd/config.toml under --root; its imports too)")
 	fl.StringVar(&opts.DockerDaemonConfig, "docker-config", "", "Docker daemon.json to read (default /etc/docker/daemon.json under --root)")
 	fl.StringVar(&opts.WeightsSize, "weights-size", "", "size of the model weights the volumes must hold (e.g. 30GB)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	return cmd
 }
 
@@ -205,15 +204,15 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 			return err
 		}
 		defer img.Close()
-		var done atomic.Int64
-		o := analyze.Options{Concurrency: opts.Jobs, Progress: &done}
-		var bar *cmdutil.ProgressBar
+		o := analyze.Options{Concurrency: opts.Jobs}
+		var bars *cmdutil.Progress
 		if !opts.NoKernels {
-			bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "reading fat binaries in "+img.Ref.Raw, img.CompressedSize(), &done)
+			bars = cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+			o.LayerProgress = cmdutil.LayerBars(bars, "reading fat binaries in "+img.Ref.Raw, img)
 		}
 		im, err = hostcheck.FromLayers(ctx, img, !opts.NoKernels, o)
-		if bar != nil {
-			bar.Stop()
+		if bars != nil {
+			bars.Stop()
 		}
 		if err != nil {
 			return err
@@ -229,12 +228,10 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	rep := hostcheck.Check(h, im, ho)
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := cmdutil.WriteJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
-	} else if err := rep.WriteTable(opts.IO.Out); err != nil {
+	} else if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	if !rep.OK {

@@ -25,7 +25,7 @@ func hostSignature(ctx context.Context, ref, key string, lopts []layers.Option) 
 	var pol *sign.Policy
 	if key != "" {
 		if pol, err = sign.LoadPolicy(key); err != nil {
-			return nil, cmdutil.UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
 		}
 	}
 	s := &hostcheck.Signature{KeyGiven: key != ""}

@@ -2,7 +2,9 @@ package lockcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
 
@@ -76,16 +78,22 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	if err != nil {
 		return err
 	}
+	var l *recipes.Lock
+	if opts.Check {
+		// Read the lock first: with none there is nothing to resolve for.
+		l, err = recipes.ReadLock(out)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no lock file %s to check; write one with: kiln lock %s", out, file)
+		}
+		if err != nil {
+			return fmt.Errorf("%s cannot be read (%v); write it again with: kiln lock %s", out, err, file)
+		}
+	}
 	plan, err := recipes.Resolve(ctx, r, ropts...)
 	if err != nil {
 		return cmdutil.Refusal(opts.IO, false, err)
 	}
 	if opts.Check {
-		l, err := recipes.ReadLock(out)
-		if err != nil {
-			fmt.Fprintf(opts.IO.ErrOut, "kiln: %s: stale: %v\n", out, err)
-			return cmdutil.SilentExit(cmdutil.ExitFailure)
-		}
 		if why := l.Stale(r, plan); len(why) > 0 {
 			fmt.Fprintf(opts.IO.ErrOut, "kiln: %s is stale:\n", out)
 			for _, w := range why {
@@ -108,7 +116,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	l, err := recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: &wheelindex.Client{HTTP: hc}, HTTP: hc})
+	l, err = recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: &wheelindex.Client{HTTP: hc}, HTTP: hc})
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -48,6 +48,7 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 		},
 	}
 	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print the list as JSON")
+	cmdutil.SetSchema(listCmd, "kiln.recipes-list/v1")
 	show := &RecipesOptions{IO: ios}
 	showCmd := &cobra.Command{
 		Use:               "show NAME",
@@ -89,18 +90,20 @@ func runRecipesList(_ context.Context, opts *RecipesOptions) error {
 		return err
 	}
 	if opts.JSON {
-		return cmdutil.WriteJSON(opts.IO.Out, all)
+		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{"recipes": all})
 	}
-	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDESCRIPTION")
+	// Descriptions are cut at the terminal's edge; --json and
+	// `kiln recipes show NAME` give them whole.
+	t := termtable.New(termtable.Resolve(cmdutil.TableOptions(opts.IO.Out)...),
+		termtable.Column{Head: "NAME"}, termtable.Column{Head: "DESCRIPTION", Shrink: true, ShrinkEnd: true, Min: 20})
 	for _, e := range all {
 		d := e.Description
 		if e.Name == recipes.DefaultRecipe {
 			d = "(default) " + d
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", e.Name, d)
+		t.Row(e.Name, d)
 	}
-	return tw.Flush()
+	return t.Write(opts.IO.Out)
 }
 
 func runRecipesShow(_ context.Context, opts *RecipesOptions) error {

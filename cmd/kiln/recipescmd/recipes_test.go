@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 func TestRecipesCommands(t *testing.T) {
@@ -47,5 +49,22 @@ func TestRecipesCommands(t *testing.T) {
 	}
 	if code, _, _ := run(t, "recipes"); code != 2 {
 		t.Errorf("bare recipes: exit %d", code)
+	}
+}
+
+// recipes list fits 80 columns on a pipe (it was 154); --json keeps the
+// whole description.
+func TestRecipesListFitsEightyColumns(t *testing.T) {
+	code, out, errOut := run(t, "recipes", "list")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if n := termtable.Len(l); n > 80 {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(out, "NAME") || !strings.Contains(out, "(default)") {
+		t.Errorf("list:\n%s", out)
 	}
 }

@@ -61,6 +61,7 @@ refresh writes newer data; --compat-data or $KILN_COMPAT_DATA uses it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the plan as JSON")
+	cmdutil.SetSchema(cmd, "kiln.resolve/v1")
 	cmd.Flags().BoolVar(&opts.Locked, "locked", false, "print the plan recorded in kiln.lock (fails when the lock is stale)")
 	cmd.Flags().IntVar(&opts.MaxDataAge, "max-data-age", recipes.DefaultMaxDataAgeDays, "warn when the torch and nvidia/cuda facts are older than this many days")
 	opts.RecipeFlags.Register(cmd)

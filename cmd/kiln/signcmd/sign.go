@@ -67,6 +67,7 @@ Exit codes: 0 signed, 1 failure, 2 usage. --json prints one object
 	fl.StringVar(&opts.Key, "key", "", "PEM private key (PKCS#8, SEC 1 or cosign's encrypted key file)")
 	fl.StringVar(&opts.Format, "format", sign.FormatBundle, "bundle (cosign v3's referrer) or legacy (cosign's .sig tag)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON object (schema kiln.sign/v1)")
+	cmdutil.SetSchema(cmd, "kiln.sign/v1")
 	return cmd
 }
 
@@ -157,6 +158,7 @@ failure; each result's reason is missing, wrong-key, tampered or invalid.`,
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().StringVar(&opts.Key, "key", "", "PEM public key or policy file (schema kiln.verify-policy/v1)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object (schema kiln.verify/v1)")
+	cmdutil.SetSchema(cmd, "kiln.verify/v1")
 	return cmd
 }
 
@@ -172,7 +174,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 		pol, err := sign.LoadPolicy(opts.Key)
 		if err != nil {
-			return cmdutil.UsageErr("%v", err)
+			return cmdutil.UsageErr("--key %v", err)
 		}
 		var refused []string
 		for _, ref := range opts.Refs {

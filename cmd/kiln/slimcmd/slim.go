@@ -2,14 +2,12 @@ package slimcmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
@@ -147,7 +145,7 @@ layers.`,
 	}
 	opts.ImageFlags.Register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.To, "to", "", "destination: REGISTRY/REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
+	fl.StringVar(&opts.To, "to", "", "destination: [REGISTRY/]REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
 	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
@@ -160,13 +158,14 @@ layers.`,
 	fl.StringVar(&opts.ProbeRegistry, "probe-registry", envOr("KILN_PROBE_REGISTRY", ""), "with --probe: push the image to this registry for BuildKit to pull (default: BuildKit reads it from an OCI layout in the work directory, nothing is pushed)")
 	opts.BuilderFlags.Register(cmd)
 	fl.StringVar(&opts.WeightsTo, "weights-to", "", "move weights into a volume artifact at REF or oci:DIR[:TAG] (labels in the image point to it)")
-	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file)")
+	fl.StringVar(&opts.WeightsMount, "weights-mount", "", "where the weights volume is mounted (default: the deepest directory holding every weight file); every file below it goes into the volume")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.SetSchema(cmd, "kiln.slim/v1")
 	opts.SignFlag.Register(cmd)
 	fl.BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM (dpkg, Python, CUDA, what slim removed) as an attestation manifest in an image index (registry or oci: destinations)")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers processed at once (default: CPUs, at most 4)")
 	fl.BoolVar(&opts.NoVerify, "no-verify", false, "skip hashing local blobs (registry blobs are always verified)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for the new blobs (default: a temporary directory, removed afterwards)")
 	fl.StringSliceVar(&opts.GPUs, "gpus", nil, "prune GPU code to what these GPUs run (names such as h100,l4 or sm_90)")
 	fl.BoolVar(&opts.KeepPTX, "keep-ptx", true, "with --gpus: keep each fat binary's newest PTX, so GPUs newer than the fleet start through JIT")
@@ -310,11 +309,18 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		return err
 	}
 	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}
 	defer img.Close()
+	if n, ok := layers.SourceName(img); ok {
+		// A docker archive records the source's name, as docker save would.
+		fl.lopts = append(fl.lopts, layers.WithArchiveName(n))
+	}
 
 	work := opts.WorkDir
 	if work == "" {
@@ -347,20 +353,22 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		GPUs: fleet, DropPTX: !opts.KeepPTX, PruneNVIDIA: opts.PruneNVIDIA}
 	var col *weights.Collector
 	if opts.WeightsTo != "" {
-		if col, err = weights.NewCollector(filepath.Join(work, "weights")); err != nil {
+		if col, err = weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.WeightsMount)); err != nil {
 			return err
 		}
 		ro.Divert = col
 	}
-	var done atomic.Int64
-	ro.Progress = &done
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "slimming "+img.Ref.Raw, 2*img.CompressedSize(), &done)
+	// One bar per pass, each to the image's compressed size: both read
+	// every layer.
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	ro.ScanProgress = bars.Counter("scan "+img.Ref.Raw, img.CompressedSize())
+	ro.Progress = bars.Counter("rewrite "+img.Ref.Raw, img.CompressedSize())
 	res, err := slim.Rewrite(ctx, img, ro)
-	bar.Stop()
+	bars.Stop()
 	if err != nil {
 		var je *slim.JITError
 		if errors.As(err, &je) {
-			return cmdutil.Exit(cmdutil.ExitRule, err)
+			return cmdutil.Exit(cmdutil.ExitFailure, err)
 		}
 		return err
 	}
@@ -546,16 +554,16 @@ func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Re
 // the table and a line per image written.
 func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
-	if err := rep.WriteTable(opts.IO.Out); err != nil {
+	if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 		return err
 	}
 	fmt.Fprintln(opts.IO.Out)
 	for _, p := range rep.Images {
-		fmt.Fprintf(opts.IO.Out, "wrote %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
+		// The digest whole (to pin the image), on its own line: with the
+		// reference it would run past 80 columns.
+		fmt.Fprintf(opts.IO.Out, "wrote %s (%s)\n      %s\n", p.Ref, p.Compression, p.Digest)
 		if p.SBOM != "" {
 			fmt.Fprintf(opts.IO.Out, "sbom  %s: index %s, attestation %s (CycloneDX %s)\n", p.Ref, cmdutil.Short(p.Index), cmdutil.Short(p.SBOM), sbom.SpecVersion)
 		}
@@ -597,7 +605,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.
 	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, cmdutil.Short(dig.String()))
 	if !record {
 		if err := slim.Probe(ctx, c, src, cfg, opts.Probe); err != nil {
-			return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+			return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 		}
 		return nil, nil
 	}
@@ -612,7 +620,7 @@ func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.
 	defer cleanup()
 	files, err := slim.ProbeRecord(ctx, c, src, cfg, opts.Probe, tools)
 	if err != nil {
-		return nil, cmdutil.Exit(cmdutil.ExitRule, fmt.Errorf("%w; nothing written to %s", err, opts.To))
+		return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
 	return files, nil

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
@@ -114,7 +115,7 @@ REPO:TAG, REPO:TAG-zstd (kiln convert --compression zstd makes it), or the
 zstd manifest of an index, when the target can run zstd layers.
 
 Exit codes: 0 ready (every digest of the warm set verified present; with
---dry-run: nothing missing), 1 failure, 2 usage, 3 --dry-run found
+--dry-run: nothing missing), 1 failure, 2 usage, 5 --dry-run found
 something missing, 4 --verify-key refused a signature. --json prints one object (schema kiln.warm/v1,
 docs/warm.md); --ready-file writes a marker only when ready.
 
@@ -147,12 +148,14 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	fl.StringVar(&opts.Target, "target", "", "where to warm: containerd[:SOCKET], oci:DIR or docker[:SOCKET]")
 	fl.StringVarP(&opts.Namespace, "namespace", "n", "default", "containerd namespace (Kubernetes: k8s.io)")
 	fl.BoolVar(&opts.Unpack, "unpack", false, "also unpack into containerd's snapshotter (first start does no work)")
-	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 3 if anything is")
-	fl.IntVar(&opts.Concurrency, "concurrency", 4, "blobs fetched at once")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what is missing and exit 5 if anything is")
+	fl.IntVarP(&opts.Concurrency, "jobs", "j", 4, "blobs fetched at once")
+	cmdutil.Alias(fl, "concurrency", "jobs")
 	fl.StringVar(&opts.LimitRate, "limit-rate", "", "cap registry reads, bytes per second (e.g. 100MiB, 50M, 1000000)")
 	fl.StringVar(&opts.ReadyFile, "ready-file", "", "write this marker file when ready (removed when not)")
 	fl.BoolVar(&opts.JSON, "json", false, "print one JSON report on stdout (schema kiln.warm/v1)")
-	fl.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, bars, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
+	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
@@ -205,7 +208,7 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	}
 	if opts.DryRun {
 		if !rep.Ready {
-			return cmdutil.SilentExit(cmdutil.ExitRule)
+			return cmdutil.SilentExit(cmdutil.ExitNotReady)
 		}
 		return nil
 	}
@@ -248,6 +251,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
 		return nil, err
 	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	comp := warm.Compression(opts.Compression)
 	switch comp {
 	case warm.CompressionAuto, warm.CompressionGzip, warm.CompressionZstd:
@@ -255,7 +259,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, cmdutil.UsageErr("--compression: %q is not one of auto, gzip, zstd", opts.Compression)
 	}
 	if opts.Concurrency < 1 {
-		return nil, cmdutil.UsageErr("--concurrency: must be at least 1")
+		return nil, cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	switch opts.Ingest {
 	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
@@ -337,6 +341,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
+		DryRun: opts.DryRun,
 	})
 	if err != nil {
 		return nil, err
@@ -362,7 +367,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	if opts.VerifyKey != "" {
 		pol, err := sign.LoadPolicy(opts.VerifyKey)
 		if err != nil {
-			return nil, cmdutil.UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
 		}
 		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
 			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
@@ -387,22 +392,27 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
 		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
 	}
-	if opts.Progress != "none" {
-		eo.Log = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, "kiln: "+format+"\n", a...) }
+	mode := opts.Progress
+	if opts.DryRun {
+		mode = "none"
 	}
-	var bar *cmdutil.ProgressBar
-	if !opts.DryRun {
-		bar = cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "warming "+tgt.String(), total, &done)
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
+	bars.Track("warming "+tgt.String(), total, &done)
+	// Notices print above the bars: straight to the terminal they would
+	// tear the display.
+	logTo := bars.Writer()
+	if opts.Progress != "none" {
+		eo.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
 	}
 	var waitWeights func() ([]*warm.WeightsReport, error)
 	if len(vols) > 0 {
-		// --concurrency N: N weight blobs at once, at most 2N requests in
+		// --jobs N: N weight blobs at once, at most 2N requests in
 		// flight (the default 4 gives weights pull's own 4 and 8).
 		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
 			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
 			ChunkSize: chunk, Limiter: limiter,
 			OnWait: func() {
-				fmt.Fprintf(opts.IO.ErrOut, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+				fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
 			},
 		})
 	}
@@ -423,9 +433,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			rep.Error = err.Error()
 		}
 	}
-	if bar != nil {
-		bar.Stop()
-	}
+	bars.Stop()
 	if spec.Kind == "containerd" {
 		rep.Namespace = opts.Namespace
 	}
@@ -433,29 +441,29 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	return rep, werr
 }
 
-func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "IMAGE\tPLATFORM\tDIGEST\n")
+func writeWarmTable(w io.Writer, rep *warm.Report) {
+	o := termtable.Resolve(cmdutil.TableOptions(w)...)
+	t := termtable.New(o, termtable.Column{Head: "IMAGE", Shrink: true, Min: 20}, termtable.Column{Head: "PLATFORM"}, termtable.Column{Head: "DIGEST"})
 	for _, im := range rep.Images {
 		name := im.Ref
 		if im.Source != "" {
 			name += " (from " + im.Source + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, im.Platform, cmdutil.Short(im.Digest))
+		t.Row(name, im.Platform, cmdutil.Short(im.Digest))
 	}
-	tw.Flush()
+	t.Write(w)
 	for _, im := range rep.Images {
 		if im.Note != "" {
-			fmt.Fprintf(w, "note: %s\n", im.Note)
+			termtable.Fprintw(w, o.Width, "note: ", "      ", im.Note)
 		}
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "BLOB\tKIND\tSIZE\tSTATE\tFETCHED\tSECONDS\t\n")
+	t = termtable.New(o, termtable.Column{Head: "BLOB", Right: true}, termtable.Column{Head: "KIND", Right: true}, termtable.Column{Head: "SIZE", Right: true},
+		termtable.Column{Head: "STATE", Right: true}, termtable.Column{Head: "FETCHED", Right: true}, termtable.Column{Head: "SECONDS", Right: true})
 	for _, b := range rep.Blobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t\n", cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), b.Seconds)
+		t.Row(cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), fmt.Sprintf("%.2f", b.Seconds))
 	}
-	tw.Flush()
+	t.Write(w)
 	verdict := "READY"
 	switch {
 	case rep.DryRun && !rep.Ready:
@@ -467,10 +475,10 @@ func writeWarmTable(w interface{ Write([]byte) (int, error) }, rep *warm.Report)
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
 		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
-	fmt.Fprintf(w, "\n%s: present %s, fetched %s%s, missing %s, %.1fs: %s\n", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict)
-	if rep.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", rep.Error)
-	}
+	// rep.Error is not repeated here: the error comes back to
+	// cmdutil.Execute, which prints it once.
+	fmt.Fprintln(w)
+	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
 }
 
 func writeReadyFile(p string, rep *warm.Report) error {

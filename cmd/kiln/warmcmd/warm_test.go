@@ -39,7 +39,7 @@ func TestWarmCLIContract(t *testing.T) {
 		ready bool
 		state string
 	}{
-		{"dry run on an empty target: exit 3", []string{"--dry-run"}, cmdutil.ExitRule, false, warm.StateMissing},
+		{"dry run on an empty target: exit 5", []string{"--dry-run"}, cmdutil.ExitNotReady, false, warm.StateMissing},
 		{"warm: exit 0", []string{"--ready-file", ready}, cmdutil.ExitOK, true, warm.StateFetched},
 		{"dry run when warm: exit 0", []string{"--dry-run"}, cmdutil.ExitOK, true, warm.StatePresent},
 		{"rerun: all present", nil, cmdutil.ExitOK, true, warm.StatePresent},

@@ -239,7 +239,7 @@ here, against this node's --target, and prints one JSON line (the row
 failed. --from-logs FILE|- reads those lines as kubectl logs prints them
 (with or without --prefix) and prints the table for every node.
 
-Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
+Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 		Example: `  kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2 --target containerd --namespace k8s.io
   kubectl logs -l app.kubernetes.io/instance=kiln-warm-status -c status --prefix --tail=-1 | kiln warm status --from-logs -`,
 		RunE: func(c *cobra.Command, args []string) error {
@@ -287,7 +287,8 @@ Exit codes: 0 every host warm, 3 some host cold, 1 some host failed.`,
 	cmd.Flags().StringVar(&opts.Platform, "platform", "", "platform to check (default: each host's)")
 	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print per-host results as JSON")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "per-host progress lines on stderr: auto, plain, none")
+	cmdutil.SetSchema(cmd, "kiln.warm-fleet/v1")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
 
@@ -348,6 +349,10 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 	if opts.Parallel < 1 {
 		return cmdutil.UsageErr("--parallel: must be at least 1")
 	}
+	if err := cmdutil.CheckProgress(opts.Progress); err != nil {
+		return err
+	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	if len(opts.Refs) == 0 {
 		return cmdutil.UsageErr("name at least one image to warm")
 	}
@@ -382,12 +387,11 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 }
 
 // printFleet prints the per-host table (or --json array) and exits 0
-// every host warm, 3 some cold and none failed, 1 some failed.
+// every host warm, 5 some cold and none failed, 1 some failed.
 func printFleet(opts *FleetOptions, res []fleet.Result) error {
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		// One object (kiln's --json contract): the hosts under "hosts".
+		if err := cmdutil.WriteJSON(opts.IO.Out, map[string]any{"schema": "kiln.warm-fleet/v1", "hosts": res}); err != nil {
 			return err
 		}
 	} else {
@@ -400,9 +404,9 @@ func printFleet(opts *FleetOptions, res []fleet.Result) error {
 			code = cmdutil.ExitFailure
 		case fleet.StateCold:
 			if code == cmdutil.ExitOK {
-				// status (and --dry-run) answer "something missing" with 3,
+				// status (and --dry-run) answer "something missing" with 5,
 				// like a single host's kiln warm --dry-run.
-				code = cmdutil.ExitRule
+				code = cmdutil.ExitNotReady
 			}
 		}
 	}

@@ -199,13 +199,18 @@ func TestWarmStatusNodeFromLogs(t *testing.T) {
 		}
 	}
 	code, out, _ = run(t, "warm", "status", "--from-logs", logs, "--json")
-	var rows []fleet.Result
-	if err := json.Unmarshal([]byte(out), &rows); err != nil || code != cmdutil.ExitFailure || len(rows) != 3 || rows[1].Host != "gpu-b" || rows[1].State != fleet.StateWarm || rows[0].MissingBytes == 0 {
+	var res struct {
+		Schema string         `json:"schema"`
+		Hosts  []fleet.Result `json:"hosts"`
+	}
+	err := json.Unmarshal([]byte(out), &res)
+	rows := res.Hosts
+	if err != nil || res.Schema != "kiln.warm-fleet/v1" || code != cmdutil.ExitFailure || len(rows) != 3 || rows[1].Host != "gpu-b" || rows[1].State != fleet.StateWarm || rows[0].MissingBytes == 0 {
 		t.Errorf("--json: exit %d %v %+v", code, err, rows)
 	}
 	write(coldLine, bWarmLine)
-	if code, _, _ := run(t, "warm", "status", "--from-logs", logs); code != cmdutil.ExitRule {
-		t.Errorf("cold and warm: exit %d, want 3", code)
+	if code, _, _ := run(t, "warm", "status", "--from-logs", logs); code != cmdutil.ExitNotReady {
+		t.Errorf("cold and warm: exit %d, want 5", code)
 	}
 	write(bWarmLine)
 	if code, _, _ := run(t, "warm", "status", "--from-logs", logs); code != cmdutil.ExitOK {

@@ -55,7 +55,7 @@ func TestWarmWeightsIntoFollowsLabel(t *testing.T) {
 	}
 
 	// Cold: the dry run counts the weight files as missing bytes.
-	r := warmJSON(cmdutil.ExitRule, "--dry-run")
+	r := warmJSON(cmdutil.ExitNotReady, "--dry-run")
 	w := r.Weights[0]
 	if w.State != warm.StateMissing || w.MissingBytes != w.Bytes || w.Bytes < 20<<20 || w.Image != slimRef || w.Ref != wref {
 		t.Fatalf("dry run weights: %+v", w)
@@ -101,7 +101,7 @@ func TestWarmWeightsIntoFollowsLabel(t *testing.T) {
 	if err := os.WriteFile(big, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = warmJSON(cmdutil.ExitRule, "--dry-run")
+	r = warmJSON(cmdutil.ExitNotReady, "--dry-run")
 	w = r.Weights[0]
 	var tampered warm.WeightsFile
 	for _, f := range w.Files {

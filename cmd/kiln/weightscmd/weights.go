@@ -85,30 +85,34 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().StringVar(&opts.To, "to", "", "where the image without weights goes (REF, oci:DIR[:TAG], docker-archive:FILE)")
 	cmd.Flags().StringVar(&opts.WeightsTo, "weights-to", "", "where the weights artifact goes (REF or oci:DIR[:TAG])")
-	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file)")
+	cmd.Flags().StringVar(&opts.Mount, "mount", "", "mount path of the volume (default: the deepest directory holding every weight file); every file below it goes into the volume")
 	cmd.Flags().StringVar(&opts.ManifestOut, "manifest-out", "", "also write the volume manifest to this file")
 	cmd.Flags().StringVar(&opts.ImageTwin, "image-twin", "", "also publish the volume as an image here (REF or oci:DIR[:TAG]), for Kubernetes image volumes (docs/weights.md)")
 	cmd.Flags().StringVar(&opts.WorkDir, "work-dir", "", "scratch directory for blobs (default: $TMPDIR); needs the image's size free")
 	cmd.Flags().IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level of the rewritten layers (1..22)")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 0, "layers read at once (default: CPUs, at most 4)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.SetSchema(cmd, "kiln.weights-strip/v2")
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	opts.SignFlag.Register(cmd)
 	cmd.Flags().BoolVar(&opts.SBOM, "sbom", false, "attach a CycloneDX SBOM of the weight files (each with its SHA-256) to the weights artifact as a referrer (registry --weights-to)")
 	return cmd
 }
 
 type stripResult struct {
-	Image          string            `json:"image"`
-	ImageDigest    string            `json:"imageDigest"`
-	Weights        string            `json:"weights"`
-	Mount          string            `json:"mount"`
-	SetDigest      string            `json:"setDigest"`
-	Files          int               `json:"files"`
-	Bytes          int64             `json:"bytes"`
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest"`
+	Weights     string `json:"weights"`
+	Mount       string `json:"mount"`
+	SetDigest   string `json:"set_digest"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	// Beside counts the files that are not weights but sat below the
+	// mount: they go into the volume too, so that the mount hides none.
+	Beside         int               `json:"beside"`
 	Layers         int               `json:"layers"`
-	BeforeSize     int64             `json:"beforeCompressedSize"`
-	AfterSize      int64             `json:"afterCompressedSize"`
+	BeforeSize     int64             `json:"before_compressed_size"`
+	AfterSize      int64             `json:"after_compressed_size"`
 	Labels         map[string]string `json:"labels"`
 	VolumeManifest *weights.Manifest `json:"manifest"`
 	// Signed are the --sign-key signatures: the image's, then the
@@ -154,6 +158,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
+	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+		return err
+	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
@@ -182,14 +189,14 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err := preflight.Disk(work, img.CompressedSize(), "the weights and the new layers"); err != nil {
 		return fmt.Errorf("--work-dir: %w", err)
 	}
-	col, err := weights.NewCollector(filepath.Join(work, "weights"))
+	col, err := weights.NewCollector(filepath.Join(work, "weights"), weights.WithMount(opts.Mount))
 	if err != nil {
 		return err
 	}
-	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "strip "+opts.Image, 2*img.CompressedSize(), &done)
-	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs, Progress: &done})
-	bar.Stop()
+	bars := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	res, err := slim.Rewrite(ctx, img, slim.Options{Policy: pol, Divert: col, WorkDir: filepath.Join(work, "slim"), Level: opts.Level, Concurrency: opts.Jobs,
+		ScanProgress: bars.Counter("scan "+opts.Image, img.CompressedSize()), Progress: bars.Counter("strip "+opts.Image, img.CompressedSize())})
+	bars.Stop()
 	if err != nil {
 		return err
 	}
@@ -250,7 +257,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		}
 	}
 	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
-		Files: len(m.Files), Bytes: m.Size, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
+		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
 		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, r)
@@ -261,6 +268,9 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	fmt.Fprintf(tw, "weights\t%s\n", r.Weights)
 	fmt.Fprintf(tw, "files\t%d files, %s in %d layers\n", r.Files, bytesize.Format(r.Bytes), r.Layers)
 	fmt.Fprintf(tw, "mount\t%s\n", r.Mount)
+	if r.Beside > 0 {
+		fmt.Fprintf(tw, "\t%d of the files are not weights: the volume holds\n\tall of %s, which the mount would hide\n", r.Beside, r.Mount)
+	}
 	fmt.Fprintf(tw, "set digest\t%s\n", r.SetDigest)
 	if r.Twin != "" {
 		fmt.Fprintf(tw, "image twin\t%s\n", r.Twin)
@@ -285,6 +295,9 @@ type WeightsPullOptions struct {
 	Concurrency int
 	ChunkSize   string
 	LimitRate   string
+	// Quick trusts the ready marker and the files' sizes and times
+	// without hashing them.
+	Quick bool
 	cmdutil.ImageFlags
 }
 
@@ -295,11 +308,14 @@ func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
 		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
-as parallel HTTP Range chunks (--chunk-size, at most --concurrency requests in
+as parallel HTTP Range chunks (--chunk-size, at most --requests requests in
 flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
 missing bytes), each file verified (sha256) and flushed (fdatasync) before an
-atomic rename into place, and DIR/.kiln-ready (the set digest) written last. A volume whose marker already matches, with every file of its size and unmodified since, is left
-alone; a damaged one is healed. A second pull into the same DIR waits for the first (DIR/.kiln-lock).
+atomic rename into place, and DIR/.kiln-ready (the set digest) written last.
+A volume whose marker already matches is hashed (-j files at once) before it
+is called ready, so bit rot that kept a file's size and times is found; a
+damaged volume is healed. --quick trusts the marker and the files' sizes,
+modes and times instead (no read of the weights, no bit rot found). A second pull into the same DIR waits for the first (DIR/.kiln-lock).
 Paths are checked component by component: nothing is written outside DIR and
 no symlink is followed. REF may also be an image made by 'kiln weights strip'
 (its dev.kiln.weights.manifest label is followed).`,
@@ -316,11 +332,14 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 	cmd.Flags().StringVar(&opts.Into, "into", "", "volume directory to fill (created if missing)")
 	cmd.Flags().StringVar(&opts.From, "from", "", "fetch blobs from this repository (REGISTRY/REPO or oci:DIR) instead")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "blobs downloaded at once")
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmd.Flags().IntVar(&opts.Concurrency, "requests", weights.DefaultConcurrency, "HTTP requests in flight, all blobs together")
+	cmdutil.Alias(cmd.Flags(), "concurrency", "requests")
 	cmd.Flags().StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range request size for large blobs (at least 4 chunks); 0: one connection per blob")
 	cmd.Flags().StringVar(&opts.LimitRate, "limit-rate", "0", "cap the total transfer rate, bytes per second (e.g. 100M, 1GiB); 0: no cap")
+	cmd.Flags().BoolVar(&opts.Quick, "quick", false, "a volume whose marker matches is ready if its files have their sizes, modes and times (no hashing)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto, tty, plain, none")
+	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.weights-pull/v2"))
+	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	return cmd
 }
 
@@ -335,7 +354,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		return cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	if opts.Concurrency < 1 {
-		return cmdutil.UsageErr("--concurrency: must be at least 1")
+		return cmdutil.UsageErr("--requests: must be at least 1")
 	}
 	chunk, err := bytesize.Parse(opts.ChunkSize)
 	if err != nil {
@@ -367,8 +386,8 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	var done atomic.Int64
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
-		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate,
-		OnWait: func() { fmt.Fprintf(opts.IO.ErrOut, "waiting for another kiln weights pull into %s\n", opts.Into) }})
+		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
+		OnWait: func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
 		return err
@@ -382,8 +401,11 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		}{r, opts.Into, res.Manifest.Mount, res.Ref})
 	}
 	state := "pulled"
-	if r.AlreadyReady {
-		state = "already ready"
+	switch {
+	case r.AlreadyReady && r.Verified:
+		state = "already ready (verified)"
+	case r.AlreadyReady:
+		state = "already ready (--quick: not verified)"
 	}
 	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
 		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
@@ -405,11 +427,11 @@ func newWeightsVerifyCmd(f *cmdutil.Factory) *cobra.Command {
 	opts := &WeightsVerifyOptions{IO: ios}
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
-		Short: "Check a weights volume offline (exit 3 when it does not verify)",
+		Short: "Check a weights volume offline (exit 1 when it does not verify)",
 		Long: `Hashes every file of the volume and checks it against the manifest pull kept in
 DIR/.kiln-manifest.json (or --manifest): sizes, sha256, modes, no missing and
 no extra files, no symlinks, and the .kiln-ready marker holding the set digest.
-Exit 3 when anything differs.`,
+Exit 1 when anything differs.`,
 		Example: `  kiln weights verify /var/lib/models/serve
   kiln weights verify /data/w --manifest weights.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -422,6 +444,7 @@ Exit 3 when anything differs.`,
 	cmd.Flags().StringVar(&opts.Manifest, "manifest", "", "volume manifest (file, artifact or image) instead of DIR/.kiln-manifest.json")
 	cmd.Flags().IntVarP(&opts.Jobs, "jobs", "j", 4, "files hashed at once")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.SetSchema(cmd, "kiln.weights-verify/v2")
 	return cmd
 }
 
@@ -461,7 +484,7 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s does not verify: %d problems\n", opts.Dir, len(rep.Problems))
 	}
 	if !rep.OK {
-		return cmdutil.SilentExit(cmdutil.ExitRule)
+		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
 	return nil
 }
@@ -503,11 +526,12 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().StringVar(&opts.Volume, "volume", "", "docker volume / PVC claim name, or a host directory")
 	cmd.Flags().StringVar(&opts.Image, "image", "", "application image (default: REF when it is an image, else IMAGE)")
-	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:latest", "image with kiln as entrypoint, for the init container")
+	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:"+f.VersionTag(), "kiln's own image, for the init container; pin it by digest (REPO@sha256:..., printed by make image)")
 	cmd.Flags().StringVar(&opts.PullRef, "pull-ref", "", "what the init container pulls (default: the artifact by digest)")
 	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
 	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the snippets as JSON")
+	cmdutil.SetSchema(cmd, "kiln.weights-run-args/v2")
 	return cmd
 }
 

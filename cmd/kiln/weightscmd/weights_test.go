@@ -1,8 +1,12 @@
 package weightscmd
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,12 +64,12 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
 	code, out, errOut = run(t, "weights", "verify", vol)
-	if code != cmdutil.ExitRule || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
+	if code != cmdutil.ExitFailure || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("tampered verify: code %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = run(t, "weights", "verify", vol, "--json")
 	var rep weights.VerifyReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cmdutil.ExitRule || rep.OK || len(rep.Problems) != 1 {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != cmdutil.ExitFailure || rep.OK || len(rep.Problems) != 1 {
 		t.Errorf("verify --json: code %d %s", code, out)
 	}
 }
@@ -150,7 +154,8 @@ func TestWeightsPullChunkFlags(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"--chunk-size lots", "--chunk-size"},
 		{"--chunk-size 4KiB", "under 1MiB"},
-		{"--concurrency 0", "--concurrency"},
+		{"--concurrency 0", "--requests: must be at least 1"},
+		{"--requests 0", "--requests: must be at least 1"},
 		{"--limit-rate -5M", "--limit-rate"},
 	} {
 		args := append([]string{"weights", "pull", wref, "--into", t.TempDir()}, strings.Fields(tc.args)...)
@@ -205,5 +210,174 @@ func TestWeightsStripImageTwin(t *testing.T) {
 	}
 	if code, _, _ := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", reg+"/acme/w:v2", "--image-twin", "docker-archive:/tmp/x.tar"); code != cmdutil.ExitUsage {
 		t.Errorf("--image-twin docker-archive: exit %d, want usage", code)
+	}
+}
+
+// D11: `kiln weights pull` (what the Kubernetes init container runs) must
+// not call a volume "already ready" over bit rot that kept the file's size
+// and modification time: it hashes, finds and heals it.
+func TestWeightsPullHealsBitRot(t *testing.T) {
+	_, wref := strippedApp(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	file := filepath.Join(vol, "m-00002.safetensors")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0x80
+	if err := os.WriteFile(file, b, fi.Mode()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none", "--quick")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (--quick: not verified)") {
+		t.Fatalf("--quick trusts the marker: code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	if code != cmdutil.ExitOK || strings.Contains(out, "already ready") || !strings.Contains(out, "1 already present") {
+		t.Fatalf("pull over bit rot: code %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
+		t.Fatalf("after the healing pull: code %d %s", code, out)
+	}
+	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	if code != cmdutil.ExitOK || !strings.Contains(out, "already ready (verified)") {
+		t.Fatalf("healed volume: code %d %s", code, out)
+	}
+}
+
+// Issue 25 item 3: weights keep their neighbours. A Hugging Face-shaped
+// model directory is stripped; the volume must hold every file the image
+// had below the mount (shards, index, config, tokenizer, generation
+// config, a README, a subdirectory), the stripped image none of them (the
+// mount would hide them) and everything else; pulled, the volume has
+// their bytes, and every run-args form mounts it at that directory.
+func TestWeightsStripKeepsNeighbours(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	img, orig := cmdtest.HFModelImage(t)
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	slimRef, wref := reg+"/acme/hf:slim", reg+"/acme/hf-weights:v1"
+	code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", wref, "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	var r struct {
+		Files, Beside int
+		Mount         string
+		Weights       string
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]string{} // path below the mount → sha256
+	for p, sum := range orig {
+		if strings.HasPrefix(p, cmdtest.HFModelMount+"/") {
+			under[strings.TrimPrefix(p, cmdtest.HFModelMount+"/")] = sum
+		}
+	}
+	if r.Mount != cmdtest.HFModelMount || r.Files != len(under) || r.Beside != len(under)-2 {
+		t.Errorf("strip: mount %s, %d files (%d beside the weights); want %s, %d (%d)", r.Mount, r.Files, r.Beside, cmdtest.HFModelMount, len(under), len(under)-2)
+	}
+	slimFiles := cmdtest.RefFiles(t, slimRef)
+	for p, sum := range orig {
+		_, inImage := slimFiles[p]
+		switch below := strings.HasPrefix(p, cmdtest.HFModelMount+"/"); {
+		case below && inImage:
+			t.Errorf("%s is still in the stripped image, under the volume's mount", p)
+		case !below && slimFiles[p] != sum:
+			t.Errorf("%s left the image (sha256 %q), but it is not below the mount", p, slimFiles[p])
+		}
+	}
+
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", slimRef, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	for rel, sum := range under {
+		b, err := os.ReadFile(filepath.Join(vol, rel))
+		if err != nil {
+			t.Errorf("volume: %v", err)
+			continue
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+			t.Errorf("volume: %s differs from the image's", rel)
+		}
+	}
+
+	for _, format := range []string{"docker", "compose", "kubernetes"} {
+		code, out, errOut := run(t, "weights", "run-args", slimRef, "--volume", "models", "--format", format)
+		if code != cmdutil.ExitOK {
+			t.Fatalf("run-args %s: code %d\n%s\n%s", format, code, out, errOut)
+		}
+		want := map[string]string{"docker": "models:/app/models:ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models"}[format]
+		if !strings.Contains(out, want) {
+			t.Errorf("run-args %s does not mount the volume at %s:\n%s", format, cmdtest.HFModelMount, out)
+		}
+	}
+}
+
+// A link below the mount cannot go into a volume of regular files and
+// would be hidden by the mount: strip refuses and says what to do. A
+// symlink elsewhere that points at a weight stays in the image: the
+// volume brings its target back at run time.
+func TestWeightsStripLinksAndMount(t *testing.T) {
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	st := testimage.Safetensors("app/models/model.safetensors", 5000)
+	cases := []struct {
+		name    string
+		entries []testimage.Entry
+		args    []string
+		want    string
+	}{
+		{"symlink below the mount", []testimage.Entry{st, testimage.Symlink("app/models/latest.safetensors", "model.safetensors")}, nil,
+			"/app/models/latest.safetensors is a symlink to model.safetensors below the weights' mount /app/models"},
+		{"mount above no weight", []testimage.Entry{st}, []string{"--mount", "/app/other"},
+			"/app/models/model.safetensors is not below the mount /app/other"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, tc.entries, "gzip"))
+			src := filepath.Join(dir, fmt.Sprint(i))
+			testimage.WriteLayout(t, src, "app", img)
+			args := append([]string{"weights", "strip", "oci:" + src + ":app", "--to", reg + "/links/app:slim", "--weights-to", reg + "/links/w:v1", "--progress", "none"}, tc.args...)
+			code, out, errOut := run(t, args...)
+			if code == cmdutil.ExitOK || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("code %d\n%s\n%s\nwant an error with %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{st, testimage.Symlink("app/current.safetensors", "models/model.safetensors")}, "gzip"))
+	testimage.WriteLayout(t, filepath.Join(dir, "ok"), "app", img)
+	if code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "ok")+":app", "--to", reg+"/links/ok:slim", "--weights-to", reg+"/links/okw:v1", "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	slim, err := layers.Open(t.Context(), reg+"/links/ok:slim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slim.Close()
+	found := false
+	for _, l := range slim.Layers {
+		if _, err := l.Walk(t.Context(), layers.WalkOptions{}, func(e *layers.Entry, _ io.Reader) error {
+			found = found || e.Path == "app/current.safetensors" && e.Header.Linkname == "models/model.safetensors"
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Error("the symlink /app/current.safetensors to a diverted weight left the image; the volume brings its target back")
 	}
 }

@@ -2,18 +2,45 @@ package cmdutil
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 )
 
-// CheckImage is analyze.CheckImage with a progress bar on ios.ErrOut
-// (mode: a --progress value): kiln analyze and kiln build --check.
+// CheckImage is analyze.CheckImage with progress on ios.ErrOut (mode: a
+// --progress value): a bar for the image and, on a terminal, one for
+// each layer while it is read. kiln analyze and kiln build --check.
 func CheckImage(ctx context.Context, ios *IO, mode string, img *layers.Image, rules *analyze.Rules, gpus []string, o analyze.Options) (*analyze.Report, []analyze.Violation, error) {
-	var done atomic.Int64
-	o.Progress = &done
-	bar := StartProgress(ios.ErrOut, mode, "analyzing "+img.Ref.Raw, img.CompressedSize(), &done)
-	defer bar.Stop()
+	p := NewProgress(ios.ErrOut, mode)
+	defer p.Stop()
+	o.LayerProgress = LayerBars(p, "analyzing "+img.Ref.Raw, img)
 	return analyze.CheckImage(ctx, img, rules, gpus, o)
+}
+
+// LayerBars draws a bar labelled label for img's stored size, and returns
+// the function that gives each layer, when its read starts, a counter
+// with a bar of its own on a terminal (gone once the layer is read).
+func LayerBars(p *Progress, label string, img *layers.Image) func(*layers.Layer) *atomic.Int64 {
+	counters := make([]*atomic.Int64, len(img.Layers))
+	for i := range counters {
+		counters[i] = new(atomic.Int64)
+	}
+	p.TrackFunc(label, img.CompressedSize(), func() int64 {
+		var n int64
+		for _, c := range counters {
+			n += c.Load()
+		}
+		return n
+	})
+	return func(l *layers.Layer) *atomic.Int64 {
+		if l.Index < 0 || l.Index >= len(counters) {
+			return nil
+		}
+		c := counters[l.Index]
+		p.TrackFunc(fmt.Sprintf("  layer %d %s", l.Index, termtable.Digest(l.Digest.String())), l.Size, c.Load, Transient())
+		return c
+	}
 }

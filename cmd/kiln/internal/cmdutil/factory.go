@@ -3,7 +3,6 @@ package cmdutil
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 )
@@ -13,18 +12,20 @@ import (
 // they run, so tests hand in a Factory of buffers.
 type Factory struct {
 	IO *IO
-	// Version is kiln's version (set at link time in cmd/kiln), recorded
-	// in SBOMs, provenance parameters and the fleet's pod image tag.
+	// Version is kiln's version (Build.Version), recorded in SBOMs,
+	// provenance parameters and the fleet's pod image tag.
 	Version string
+	// Build is what kiln version and kiln --version print.
+	Build BuildInfo
 	// Exec runs kiln itself with args on these streams and returns the
 	// exit code: kiln warm status --node runs its own dry run through it.
 	Exec func(ctx context.Context, args []string, ios *IO) int
 }
 
-// VersionTag is the image tag of this kiln build ("latest" for a
-// development build).
+// VersionTag is the image tag of this kiln build: its release version,
+// or "latest" for a development build (a pseudo-version or "dev").
 func (f *Factory) VersionTag() string {
-	if f.Version == "dev" || f.Version == "" {
+	if !IsRelease(f.Version) {
 		return "latest"
 	}
 	return f.Version
@@ -42,15 +43,24 @@ analyzes and slims existing images, moves model weights out of layers and
 pre-warms layer caches on GPU hosts.
 
 Images are named the same way by every command:
-  REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...   a registry (Docker config credentials)
-  oci:DIR[:TAG|@sha256:...]                       an OCI image layout
-  docker-archive:FILE.tar                         a 'docker save' archive
+  [REGISTRY/]REPO[:TAG|@sha256:...]  a registry; ubuntu:24.04 is
+                                     docker.io/library/ubuntu:24.04
+  docker://REF                       the same, as skopeo writes it
+  oci:DIR[:TAG|@sha256:...]          an OCI image layout
+  docker-archive:FILE.tar[:TAG]      a 'docker save' archive
+  docker-daemon:NAME[:TAG]           an image in the local Docker daemon
 
-Exit codes: 0 ok, 1 failure, 2 usage, 3 a --ci rule broken, 4 a signature
-did not verify (verify, warm --verify-key).`,
+With --json every command prints exactly one JSON object on stdout, also
+on failure: "schema", "ok", and on failure "error" and "exit_code"
+(docs/schema/ holds the schemas).
+
+` + ExitCodesHelp,
+		Version:       f.buildInfo().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}")
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) { warnAliases(c) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
@@ -62,19 +72,40 @@ did not verify (verify, warm --verify-key).`,
 	return root
 }
 
+// buildInfo is f.Build, or a Factory's bare Version when a test made it
+// without one.
+func (f *Factory) buildInfo() BuildInfo {
+	if f.Build.Version != "" {
+		return f.Build
+	}
+	return NewBuildInfo(nil, f.Version, "", "")
+}
+
 func newVersionCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print kiln's version",
-		Example: "  kiln version",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print kiln's version, commit, build date and Go version",
+		Long: `Print kiln's version, commit, build date and Go version (also kiln --version).
+
+The version is the module version go install recorded (kiln@v1.2.3), or
+a pseudo-version for a build from a git checkout; the commit and its date
+come from the build's VCS stamp, with (modified) when the work tree had
+uncommitted changes.`,
+		Example: "  kiln version\n  kiln --version\n  kiln version --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v := f.Version
-			if bi, ok := debug.ReadBuildInfo(); ok && (v == "dev" || v == "") && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
+			b := f.buildInfo()
+			if asJSON {
+				return WriteJSON(f.IO.Out, struct {
+					Schema string `json:"schema"`
+					BuildInfo
+				}{"kiln.version/v1", b})
 			}
-			fmt.Fprintf(f.IO.Out, "kiln %s\n", v)
+			fmt.Fprint(f.IO.Out, b.String())
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return SetSchema(cmd, "kiln.version/v1")
 }

@@ -10,20 +10,44 @@ import (
 type ImageFlags struct {
 	Platform         string
 	InsecureRegistry []string
+
+	// set says whether --platform was given: only then is an image of
+	// another platform refused (layers.WithExactPlatform).
+	set func() bool
 }
 
 // Register adds --platform and --insecure-registry to cmd.
 func (f *ImageFlags) Register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.Platform, "platform", "linux/amd64", "platform to select from a multi-platform image (linux/amd64, linux/arm64)")
+	cmd.Flags().StringVar(&f.Platform, "platform", "linux/amd64", "platform to read (linux/amd64, linux/arm64): selects it from a multi-platform image; given, a single-platform image of another platform is refused")
+	f.set = func() bool { return cmd.Flags().Changed("platform") }
 	cmd.Flags().StringSliceVar(&f.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable; loopback hosts always may)")
 }
 
 // LayersOptions turns the flags into layers options; a bad platform is a
-// usage error.
+// usage error. A --platform given on the command line is exact: a
+// single-platform image of another platform is refused, not read.
 func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 	p, err := layers.ParsePlatform(f.Platform)
 	if err != nil {
 		return nil, UsageErr("--platform: %v", err)
 	}
-	return []layers.Option{layers.WithPlatform(p), layers.WithInsecureRegistries(f.InsecureRegistry...)}, nil
+	sel := layers.WithPlatform(p)
+	if f.set != nil && f.set() {
+		sel = layers.WithExactPlatform(p)
+	}
+	return []layers.Option{sel, layers.WithInsecureRegistries(f.InsecureRegistry...)}, nil
+}
+
+// CheckRef parses an image reference named on the command line; one that
+// does not parse is a usage error (exit 2) from every verb, before any
+// work starts. what names the flag ("--to") or is "" for an argument.
+func CheckRef(what, ref string, opts ...layers.Option) (layers.Ref, error) {
+	r, err := layers.ParseRef(ref, opts...)
+	if err != nil {
+		if what != "" {
+			return r, UsageErr("%s: %v", what, err)
+		}
+		return r, UsageErr("%v", err)
+	}
+	return r, nil
 }

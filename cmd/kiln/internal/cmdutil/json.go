@@ -3,7 +3,8 @@ package cmdutil
 import (
 	"encoding/json"
 	"io"
-	"strings"
+
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 // WriteJSON writes v as kiln's --json output: indented, HTML left as is.
@@ -23,9 +24,4 @@ func NonNil(s []string) []string {
 }
 
 // Short abbreviates a digest for tables (sha256: and 12 hex digits).
-func Short(dg string) string {
-	if i := strings.Index(dg, ":"); i >= 0 && len(dg) > i+13 {
-		return dg[:i+13]
-	}
-	return dg
-}
+func Short(dg string) string { return termtable.Digest(dg) }

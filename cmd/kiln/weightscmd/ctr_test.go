@@ -1,0 +1,82 @@
+package weightscmd
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testimage"
+)
+
+// Issue 25 item 3 in a real container: the stripped Hugging Face-shaped
+// image runs under containerd (ctr run) with the pulled volume bind-mounted
+// read-only where run-args says; inside, every file the original image had
+// below the mount (config, tokenizer, index, shards, the subdirectory) and
+// the app's own file beside it are there with their bytes (sha256sum run
+// in the container over each path). Skipped without containerd unless
+// KILN_REQUIRE_CONTAINERD=1.
+func TestWeightsHFVolumeInContainer(t *testing.T) {
+	cd := testdaemon.StartContainerd(t)
+	hf, _ := cmdtest.HFModelImage(t)
+	img, err := mutate.AppendLayers(hf, testimage.HostLayer(t, append(testimage.RunnableFiles, "/usr/bin/sha256sum")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := cmdtest.ImageFiles(t, img)
+	reg := testimage.Registry(t)
+	dir := t.TempDir()
+	testimage.WriteLayout(t, filepath.Join(dir, "src"), "app", img)
+	slimRef := reg + "/acme/hf-run:slim"
+	if code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "src")+":app", "--to", slimRef, "--weights-to", reg+"/acme/hf-run-weights:v1", "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
+	}
+	vol := filepath.Join(dir, "vol")
+	if code, out, errOut := run(t, "weights", "pull", slimRef, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := run(t, "weights", "run-args", slimRef, "--volume", vol, "--format", "docker")
+	want := fmt.Sprintf("-v %s:%s:ro", vol, cmdtest.HFModelMount)
+	if code != cmdutil.ExitOK || !strings.Contains(out, want) {
+		t.Fatalf("run-args: code %d, want %q\n%s\n%s", code, want, out, errOut)
+	}
+
+	sn := cd.Snapshotter(t)
+	if out, err := cd.Ctr(t, append(cd.PullArgs(), "--plain-http", "--snapshotter", sn, slimRef)...); err != nil {
+		t.Fatalf("ctr pull: %v\n%s", err, out)
+	}
+	var paths []string
+	for p := range orig {
+		if strings.HasPrefix(p, "/app/") {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	args := []string{"run", "--rm", "--snapshotter", sn,
+		"--mount", "type=bind,src=" + vol + ",dst=" + cmdtest.HFModelMount + ",options=rbind:ro",
+		slimRef, "kiln-weights-hf", "/usr/bin/sha256sum"}
+	out, err = cd.Ctr(t, append(args, paths...)...)
+	if err != nil {
+		t.Fatalf("ctr run: %v\n%s", err, out)
+	}
+	seen := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if sum, p, ok := strings.Cut(strings.TrimSpace(l), "  "); ok {
+			seen[p] = sum
+		}
+	}
+	for _, p := range paths {
+		if seen[p] != orig[p] {
+			t.Errorf("in the container, %s has sha256 %q, want the original image's %s", p, seen[p], orig[p])
+		}
+	}
+	if len(paths) < 9 {
+		t.Errorf("only %d files below /app: %v", len(paths), paths)
+	}
+}
