@@ -250,41 +250,54 @@ const killGrace = 3 * time.Second
 
 // stop ends session s's remote command: SIGTERM to its process group,
 // SIGKILL when it has not ended after killGrace, then the connection is
-// closed so that Wait returns even when the host does not answer.
+// closed so that Wait returns even when the host does not answer. It
+// takes at most killGrace and two seconds more: kiln's shutdown grace
+// after a signal covers it.
 func (c *Conn) stop(s *ssh.Session, pg *pgidSniffer, done <-chan struct{}) {
-	for _, sig := range []ssh.Signal{ssh.SIGTERM, ssh.SIGKILL} {
-		_ = s.Signal(sig)
-		if pgid := pg.pgid.Load(); pgid > 1 {
-			c.signalGroup(pgid, sig)
-		}
+	wait := func(ch <-chan struct{}, d time.Duration) bool {
 		select {
 		case <-done:
-			return
-		case <-time.After(killGrace):
+			return true
+		case <-ch:
+		case <-time.After(d):
 		}
+		return false
+	}
+	c.signal(s, pg, ssh.SIGTERM)
+	if wait(nil, killGrace) {
+		return
+	}
+	// Let SIGKILL reach the host (a second or less) before the connection
+	// that carries it is closed.
+	if wait(c.signal(s, pg, ssh.SIGKILL), time.Second) || wait(nil, time.Second) {
+		return
 	}
 	s.Close()
 	c.client.Close()
 }
 
-// signalGroup sends sig to the remote process group pgid from a session
-// of its own; it gives up after killGrace (a host that does not answer is
-// cut off by the caller).
-func (c *Conn) signalGroup(pgid int64, sig ssh.Signal) {
-	ks, err := c.client.NewSession()
-	if err != nil {
-		return
-	}
-	defer ks.Close()
-	ended := make(chan struct{})
+// signal sends sig to the remote command in the background, twice over:
+// a signal request on its session (OpenSSH refuses some), and kill(1) of
+// its process group from a session of its own. The channel closes when
+// both are sent; on a host that does not answer it never does, and
+// closing the connection ends the attempt.
+func (c *Conn) signal(s *ssh.Session, pg *pgidSniffer, sig ssh.Signal) <-chan struct{} {
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
+		_ = s.Signal(sig)
+		pgid := pg.pgid.Load()
+		if pgid <= 1 {
+			return
+		}
+		ks, err := c.client.NewSession()
+		if err != nil {
+			return
+		}
+		defer ks.Close()
 		_ = ks.Run(fmt.Sprintf("kill -s %s -- -%d 2>/dev/null", sig, pgid))
-		close(ended)
 	}()
-	select {
-	case <-ended:
-	case <-time.After(killGrace):
-	}
+	return sent
 }
 
 // pgidMarker makes the remote shell print its pid, which is its process
