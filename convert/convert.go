@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
@@ -64,7 +65,7 @@ type Result struct {
 }
 
 func newResult(o Options, n int) (*Result, error) {
-	dir, err := os.MkdirTemp(o.TempDir, "kiln-convert-*")
+	dir, err := scratch.Dir(o.TempDir, "kiln-convert")
 	if err != nil {
 		return nil, err
 	}

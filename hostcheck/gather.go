@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/kiln-build/kiln/internal/procgroup"
 )
 
 // GatherOptions say where Gather looks. Every path is read under Root, so
@@ -90,7 +92,9 @@ func Gather(ctx context.Context, o GatherOptions) (*Host, error) {
 func run(ctx context.Context, timeout time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	// The timeout (or an interrupt) kills the program's whole process
+	// group: a hung driver query's children do not hold its output open.
+	cmd := procgroup.Command(ctx, name, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -18,6 +18,8 @@ import (
 	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/kiln-build/kiln/internal/procgroup"
 )
 
 // DefaultHelperTimeout bounds one credential lookup (a docker-credential-*
@@ -222,12 +224,13 @@ func isFile(p string) bool {
 // credentials. found is false when the helper has none.
 func runCredentialHelper(ctx context.Context, helper, serverURL string, timeout time.Duration) (a authn.Authenticator, found bool, err error) {
 	prog := "docker-credential-" + helper
-	cmd := exec.CommandContext(ctx, prog, "get")
+	// The timeout kills the helper's process group: its children (a login
+	// flow, a cloud CLI) are not left running.
+	cmd := procgroup.Command(ctx, prog, "get")
 	cmd.Stdin = strings.NewReader(serverURL)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = io.Discard
-	cmd.WaitDelay = time.Second // a helper's children may hold stdout open
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		switch {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,6 +170,40 @@ func TestCredentialHelperTimeout(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a hanging credential helper hangs kiln")
+	}
+}
+
+// Issue 27: a timed-out credential helper's children were left running
+// (only the helper itself was killed). The helper's whole process group
+// is killed.
+func TestCredentialHelperTimeoutKillsChildren(t *testing.T) {
+	host := testimage.Registry(t)
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	fakeHelper(t, host, "forks", "sleep 300 &\necho $! > "+pidFile+"\nwait")
+	_, err := layers.Open(context.Background(), host+"/kiln/app:1", layers.WithHelperTimeout(500*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("err = %v, want the timeout", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL is delivered before kill(2) returns; wait only for the
+	// reaping, which is not the test's to time.
+	for i := 0; ; i++ {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if i == 1000 {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the helper's child %d still runs after the timeout", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/moby/buildkit/client/llb"
 	"github.com/moby/buildkit/util/entitlements"
 	"github.com/tonistiigi/fsutil"
+
+	"github.com/kiln-build/kiln/internal/scratch"
 )
 
 // ProbeSource is where BuildKit reads the probed image: Ref (NAME@DIGEST)
@@ -117,7 +119,7 @@ func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.Confi
 		if err != nil {
 			return nil, fmt.Errorf("probe: kiln tools %s: %w", tools, err)
 		}
-		if outDir, err = os.MkdirTemp("", "kiln-probe-out-"); err != nil {
+		if outDir, err = scratch.Dir("", "kiln-probe-out"); err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(outDir)

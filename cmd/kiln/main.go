@@ -4,19 +4,32 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
+
+// shutdownGrace is how long kiln has after SIGINT or SIGTERM to stop its
+// work and remove its scratch (every verb's work watches the context;
+// fleet runs end their remote commands) before it exits regardless: a
+// read that no context can end (a pipe that never closes) does not hold
+// kiln.
+const shutdownGrace = 10 * time.Second
 
 func main() {
 	// The first SIGINT/SIGTERM cancels ctx: the command stops, cleans up
 	// and exits 130 (cmdutil.Execute). Then the default action is back, so
-	// a second Ctrl-C ends a clean-up that hangs.
+	// a second Ctrl-C ends a clean-up that hangs, and after shutdownGrace
+	// kiln ends on its own.
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		cancel()
+		time.Sleep(shutdownGrace)
+		fmt.Fprintf(os.Stderr, "kiln: interrupted (the command did not stop within %s; kiln exited without it)\n", shutdownGrace)
+		os.Exit(130)
 	}()
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	cancel()

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/mattn/go-runewidth"
+
+	"github.com/kiln-build/kiln/internal/termtext"
 )
 
 // DefaultWidth is the width of output that is not a terminal.
@@ -131,9 +133,11 @@ func Wrap(s string, width int, indent string) []string {
 	return out
 }
 
-// Fprintw writes the lines of Wrap(s) to w.
+// Fprintw writes the lines of Wrap(s) to w. s loses terminal control
+// characters (it may quote an image's or a host's text); first may be
+// painted.
 func Fprintw(w io.Writer, width int, first, indent, s string) {
-	for i, l := range Wrap(s, width-Len(first), strings.Repeat(" ", max(0, Len(indent)-Len(first)))) {
+	for i, l := range Wrap(termtext.Clean(s), width-Len(first), strings.Repeat(" ", max(0, Len(indent)-Len(first)))) {
 		if i == 0 {
 			fmt.Fprintln(w, first+l)
 		} else {
@@ -190,12 +194,14 @@ func (t *Table) NoHeader() *Table {
 	return t
 }
 
-// Row adds a row; missing cells are empty.
+// Row adds a row; missing cells are empty. Cells lose terminal control
+// characters (a layer's created_by, a file's name, a host's message come
+// from images and hosts); Style colours them after.
 func (t *Table) Row(cells ...string) {
 	r := make([]string, len(t.cols))
 	for i := range r {
 		if i < len(cells) {
-			r[i] = strings.Join(strings.Fields(cells[i]), " ")
+			r[i] = strings.Join(strings.Fields(termtext.Clean(cells[i])), " ")
 		}
 	}
 	t.rows = append(t.rows, r)

@@ -63,3 +63,27 @@ func TestTableShrinksToWidth(t *testing.T) {
 		t.Errorf("path not cut in the middle:\n%s", b.String())
 	}
 }
+
+// An image's created_by, a file name or a host's message may carry
+// terminal escapes (retitle the window, clear the screen, overwrite a
+// line): tables and wrapped prose print the words without them, and
+// Style's own colours still work.
+func TestTableAndWrapStripTerminalEscapes(t *testing.T) {
+	var b strings.Builder
+	tb := New(Options{Width: 80, Color: true}, Column{Head: "#"}, Column{Head: "CREATED BY", Shrink: true})
+	tb.Row("1", "RUN \x1b]0;pwned\x07make\x1b[2J\r install")
+	tb.Style(func(row, col int, s string) string { return Paint(true, Cyan, s) })
+	if err := tb.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	Fprintw(&b, 80, Paint(true, Yellow, "warning:")+" ", "    ", "layer \x1b[31mred\x9b text")
+	got := b.String()
+	for _, bad := range []string{"\x1b]", "\x07", "\x1b[2J", "\r", "\x1b[31m", "\x9b"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("output carries %q:\n%q", bad, got)
+		}
+	}
+	if !strings.Contains(got, "make") || !strings.Contains(got, "install") || !strings.Contains(got, Paint(true, Cyan, "1")) {
+		t.Errorf("output lost words or colours:\n%q", got)
+	}
+}

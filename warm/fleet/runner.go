@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -115,7 +116,7 @@ func (o *Options) event(host, what string) {
 }
 
 func failed(h Host, o Options, start time.Time, err error) Result {
-	return Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: or(h.Target, o.Target), State: StateFailed, ExitCode: -1, Seconds: since(start), Error: err.Error()}
+	return Result{Host: h.Name, Address: h.Address, Mode: h.Mode, Target: or(h.Target, o.Target), State: StateFailed, ExitCode: -1, Seconds: since(start), Error: termtext.Clean(err.Error())}
 }
 
 func since(t time.Time) float64 { return float64(time.Since(t).Milliseconds()) / 1000 }
@@ -195,13 +196,11 @@ func (c *Conn) warm(ctx context.Context, kiln string, args []string, stdin io.Re
 }
 
 func (c *Conn) warmCmd(ctx context.Context, cmd string, stdin io.Reader, started func()) (*warm.Report, json.RawMessage, int, error) {
-	var out bytes.Buffer
-	errb := &tailBuffer{max: 64 << 10}
-	code, err := c.Run(ctx, cmd, stdin, &out, errb, started)
+	out, errs, code, err := c.output(ctx, cmd, stdin, started)
 	if err != nil {
 		return nil, nil, code, err
 	}
-	return parseWarm(out.Bytes(), code, errb.String())
+	return parseWarm(out, code, errs)
 }
 
 // parseWarm reads a kiln warm --json run's stdout, exit status and stderr
@@ -261,6 +260,9 @@ func ReadStatusLogs(r io.Reader, name string) ([]Result, error) {
 		if err := dec.Decode(&row); err != nil {
 			return nil, fmt.Errorf("%s:%d: not a kiln warm status line: %v", name, n, err)
 		}
+		// A node's log line is the node's text: cleaned before anyone
+		// prints it.
+		row.Host, row.Address, row.Target, row.Error = termtext.Clean(row.Host), termtext.Clean(row.Address), termtext.Clean(row.Target), termtext.Clean(row.Error)
 		if row.Host == "" {
 			return nil, fmt.Errorf("%s:%d: host: empty (kiln warm status --node NAME prints it)", name, n)
 		}
@@ -313,7 +315,9 @@ func result(h Host, target string, rep *warm.Report, raw json.RawMessage, code i
 	}
 	switch {
 	case err != nil:
-		r.State, r.Error = StateFailed, err.Error()
+		// The error may quote the host's stderr or report: no terminal
+		// escapes from there reach whoever prints it.
+		r.State, r.Error = StateFailed, termtext.Clean(err.Error())
 	case code == warmExitReady && (rep.Ready || rep.DryRun && rep.MissingBytes == 0):
 		r.State, r.Ready = StateWarm, true
 	case code == warmExitMissing || code == warmExitMissingOld:

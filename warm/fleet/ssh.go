@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -191,19 +193,33 @@ var ErrConnectionLost = errors.New("connection lost")
 // its output to stdout and stderr, and returns its exit status. A cancelled
 // context or a dropped connection is an error, never an exit status.
 // started, when not nil, is called once the command has been sent.
+//
+// A cancelled context ends the remote command too: its process group gets
+// SIGTERM, then SIGKILL after killGrace, and the connection is closed; a
+// hung host never holds kiln, and nothing is left running there.
 func (c *Conn) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer, started func()) (int, error) {
 	s, err := c.client.NewSession()
 	if err != nil {
 		return -1, fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}
 	defer s.Close()
-	s.Stdin, s.Stdout, s.Stderr = stdin, stdout, stderr
-	stop := context.AfterFunc(ctx, func() {
-		_ = s.Signal(ssh.SIGTERM)
-		s.Close()
-	})
-	defer stop()
-	if err := s.Start(cmd); err != nil {
+	// The session's shell leads its own process group (sshd calls setsid);
+	// it names it on stderr before running cmd, so the group can be
+	// signalled from a second session, which works where sshd refuses
+	// signal requests (as OpenSSH does for some logins).
+	pg := &pgidSniffer{w: stderr}
+	s.Stdin, s.Stdout, s.Stderr = stdin, stdout, pg
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		c.stop(s, pg, done)
+	}()
+	if err := s.Start(pgidMarker + cmd); err != nil {
 		return -1, fmt.Errorf("%w: %v", ErrConnectionLost, err)
 	}
 	if started != nil {
@@ -211,7 +227,7 @@ func (c *Conn) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, std
 	}
 	err = s.Wait()
 	if ctx.Err() != nil {
-		return -1, ctx.Err()
+		return -1, context.Cause(ctx)
 	}
 	var ee *ssh.ExitError
 	switch {
@@ -228,19 +244,159 @@ func (c *Conn) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, std
 	}
 }
 
+// killGrace is how long a cancelled remote command has to end on SIGTERM
+// (kiln warm keeps its resumable state) before it gets SIGKILL.
+const killGrace = 3 * time.Second
+
+// stop ends session s's remote command: SIGTERM to its process group,
+// SIGKILL when it has not ended after killGrace, then the connection is
+// closed so that Wait returns even when the host does not answer. It
+// takes at most killGrace and two seconds more: kiln's shutdown grace
+// after a signal covers it.
+func (c *Conn) stop(s *ssh.Session, pg *pgidSniffer, done <-chan struct{}) {
+	wait := func(ch <-chan struct{}, d time.Duration) bool {
+		select {
+		case <-done:
+			return true
+		case <-ch:
+		case <-time.After(d):
+		}
+		return false
+	}
+	c.signal(s, pg, ssh.SIGTERM)
+	if wait(nil, killGrace) {
+		return
+	}
+	// Let SIGKILL reach the host (a second or less) before the connection
+	// that carries it is closed.
+	if wait(c.signal(s, pg, ssh.SIGKILL), time.Second) || wait(nil, time.Second) {
+		return
+	}
+	s.Close()
+	c.client.Close()
+}
+
+// signal sends sig to the remote command in the background, twice over:
+// a signal request on its session (OpenSSH refuses some), and kill(1) of
+// its process group from a session of its own. The channel closes when
+// both are sent; on a host that does not answer it never does, and
+// closing the connection ends the attempt.
+func (c *Conn) signal(s *ssh.Session, pg *pgidSniffer, sig ssh.Signal) <-chan struct{} {
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_ = s.Signal(sig)
+		pgid := pg.pgid.Load()
+		if pgid <= 1 {
+			return
+		}
+		ks, err := c.client.NewSession()
+		if err != nil {
+			return
+		}
+		defer ks.Close()
+		_ = ks.Run(fmt.Sprintf("kill -s %s -- -%d 2>/dev/null", sig, pgid))
+	}()
+	return sent
+}
+
+// pgidMarker makes the remote shell print its pid, which is its process
+// group, as the first line of stderr.
+const (
+	pgidPrefix = "kiln-remote-pgid "
+	pgidMarker = "printf '" + pgidPrefix + "%d\\n' $$ >&2; "
+)
+
+// pgidSniffer takes the pgidMarker line off the start of stderr and
+// passes the rest on.
+type pgidSniffer struct {
+	w    io.Writer
+	head []byte // the first line, until it is complete
+	seen bool
+	pgid atomic.Int64
+}
+
+func (p *pgidSniffer) Write(b []byte) (int, error) {
+	n := len(b)
+	if !p.seen {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 && len(p.head)+len(b) < 64 {
+			p.head = append(p.head, b...)
+			return n, nil
+		}
+		p.seen = true
+		line := append(p.head, b...)
+		if i >= 0 {
+			line = append(p.head, b[:i]...)
+			b = b[i+1:]
+		} else {
+			b = nil
+		}
+		p.head = nil
+		if id, ok := strings.CutPrefix(string(line), pgidPrefix); ok {
+			if v, err := strconv.ParseInt(id, 10, 64); err == nil {
+				p.pgid.Store(v)
+			}
+		} else {
+			// Not the marker (a shell that printed first): keep it.
+			b = append(append(line, '\n'), b...)
+		}
+	}
+	if len(b) == 0 {
+		return n, nil
+	}
+	if _, err := p.w.Write(b); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// maxStdout bounds what a host may print on stdout: kiln warm --json
+// prints one report there, far smaller.
+const maxStdout = 16 << 20
+
+// errStdoutTooLarge fails a host whose command prints more than maxStdout.
+var errStdoutTooLarge = fmt.Errorf("the host printed more than %d MiB on stdout, where kiln warm --json prints one report (is kiln_path a kiln binary?)", maxStdout>>20)
+
+// boundedBuffer keeps up to max bytes; the write past that cancels the
+// run (which ends the remote command) with errStdoutTooLarge. It is no
+// io.ReaderFrom, so every byte passes through Write.
+type boundedBuffer struct {
+	buf    bytes.Buffer
+	max    int
+	cancel context.CancelCauseFunc
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	if b.buf.Len()+len(p) > b.max {
+		b.cancel(errStdoutTooLarge)
+		return 0, errStdoutTooLarge
+	}
+	return b.buf.Write(p)
+}
+
+// output runs cmd, keeping at most maxStdout bytes of its stdout and the
+// last 64 KiB of its stderr.
+func (c *Conn) output(ctx context.Context, cmd string, stdin io.Reader, started func()) ([]byte, string, int, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := &boundedBuffer{max: maxStdout, cancel: cancel}
+	errb := &tailBuffer{max: 64 << 10}
+	code, err := c.Run(ctx, cmd, stdin, out, errb, started)
+	return out.buf.Bytes(), errb.String(), code, err
+}
+
 // Output runs cmd and returns its stdout; a nonzero exit is an error that
 // carries the last line of stderr.
 func (c *Conn) Output(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
-	var out bytes.Buffer
-	errb := &tailBuffer{max: 64 << 10}
-	code, err := c.Run(ctx, cmd, stdin, &out, errb, nil)
+	out, errs, code, err := c.output(ctx, cmd, stdin, nil)
 	if err != nil {
 		return "", err
 	}
 	if code != 0 {
-		return out.String(), fmt.Errorf("exit %d: %s", code, lastLine(errb.String()))
+		return string(out), fmt.Errorf("exit %d: %s", code, lastLine(errs))
 	}
-	return out.String(), nil
+	return string(out), nil
 }
 
 // shq quotes s for a POSIX shell.

@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
+	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
@@ -302,7 +303,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	return &slimFlags{comps: comps, dests: dests, to: to, esgz: esgz, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
 }
 
-func runSlim(ctx context.Context, opts *SlimOptions) error {
+func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 	fl, err := parseSlimFlags(opts)
 	if err != nil {
 		return err
@@ -323,10 +324,22 @@ func runSlim(ctx context.Context, opts *SlimOptions) error {
 
 	work := opts.WorkDir
 	if work == "" {
-		if work, err = os.MkdirTemp(envOr("KILN_WORK_DIR", ""), "kiln-slim-"); err != nil {
+		// Named after this process: a later run sweeps it if this one is
+		// killed before its defer runs.
+		if work, err = scratch.Dir(envOr("KILN_WORK_DIR", ""), "kiln-slim"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(work)
+	} else {
+		// A failed (or interrupted) run keeps nothing it wrote in the
+		// user's --work-dir: the rewrite's blobs are as large as the image.
+		defer func() {
+			if err != nil {
+				for _, d := range []string{"image", "weights", "probe"} {
+					_ = os.RemoveAll(filepath.Join(work, d))
+				}
+			}
+		}()
 	}
 	bk, err := slimPreflight(ctx, opts, fl, img, work)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
+	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -165,7 +166,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		return err
 	}
 	defer img.Close()
-	work, err := os.MkdirTemp(opts.WorkDir, "kiln-weights-")
+	work, err := scratch.Dir(opts.WorkDir, "kiln-weights")
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -167,7 +168,9 @@ func classify(err error) (int, string) {
 	} else if isCobraUsage(err) {
 		code = ExitUsage
 	}
-	return code, layers.Redact(err.Error())
+	// No terminal escape either, from the error bodies and artifact text
+	// an error may quote.
+	return code, termtext.Clean(layers.Redact(err.Error()))
 }
 
 // isCobraUsage recognises cobra's own argument and flag errors, which it
