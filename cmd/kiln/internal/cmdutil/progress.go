@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/vbauerster/cupwriter"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
@@ -138,7 +139,10 @@ func NewProgress(w io.Writer, mode string, opts ...ProgressOption) *Progress {
 		return p
 	case ProgressTTY:
 		p.every = 150 * time.Millisecond
-		p.pool = mpb.New(mpb.WithOutput(w), mpb.WithWidth(p.width), mpb.WithRefreshRate(p.every), mpb.WithAutoRefresh())
+		// One column short of the terminal: a line that fills the last
+		// column leaves tmux (and other terminals) a row lower after its
+		// line break, and every redraw then stacks a new line.
+		p.pool = mpb.New(mpb.WithOutput(w), mpb.WithConsoleWriter(narrowConsole{cupwriter.New(w, false)}), mpb.WithWidth(p.width-1), mpb.WithRefreshRate(p.every), mpb.WithAutoRefresh())
 	default:
 		p.every = 5 * time.Second
 	}
@@ -189,7 +193,7 @@ func (p *Progress) TrackFunc(label string, total int64, cur func() int64, opts .
 	}
 	// The label takes what the numbers leave: "349.1 MiB / 697.5 MiB
 	// 60.1 MiB/s 1m5s" and a bar of at least 10 columns.
-	room := max(12, p.width-50)
+	room := max(12, p.width-51)
 	bo := []mpb.BarOption{
 		mpb.PrependDecorators(decor.Name(termtable.Middle(label, room), decor.WCSyncSpaceR)),
 		mpb.AppendDecorators(
@@ -207,6 +211,18 @@ func (p *Progress) TrackFunc(label string, total int64, cur func() int64, opts .
 	}
 	tb.bar = p.pool.New(total, mpb.BarStyle(), bo...)
 	p.bars = append(p.bars, tb)
+}
+
+// narrowConsole is mpb's own console writer, reporting the terminal one
+// column narrower than it is: mpb fills a bar line to the width it is
+// told, and a line that fills the last column leaves tmux (and other
+// terminals) a row lower after its line break, so that every redraw's
+// cursor-up stacked a new line.
+type narrowConsole struct{ *cupwriter.Writer }
+
+func (c narrowConsole) GetTermSize() (int, int, error) {
+	w, h, err := c.Writer.GetTermSize()
+	return max(w-1, 20), h, err
 }
 
 func (p *Progress) loop() {
