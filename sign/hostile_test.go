@@ -1,6 +1,7 @@
 package sign
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,5 +26,29 @@ func TestKeysAndPoliciesRefuseDevicesAndFIFOs(t *testing.T) {
 		if _, err := LoadPolicy(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Errorf("LoadPolicy(%s): %v", p, err)
 		}
+	}
+}
+
+// Issue 27 (minor): a policy whose comment holds "-----BEGIN " was taken
+// for a PEM key, and unknown policy keys were ignored (a misspelt "keys"
+// trusted less than its author meant, silently).
+func TestPolicyCommentsAndUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	k, _ := GenerateSigner()
+	pub := k.Public().PEM()
+	os.WriteFile(filepath.Join(dir, "fleet.pub"), pub, 0o600)
+	good := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(good, []byte("# paste keys as files, not as -----BEGIN PUBLIC KEY----- blocks\nschema: kiln.verify-policy/v1\nkeys:\n  - scope: \"*\"\n    key: fleet.pub\n"), 0o600)
+	if p, err := LoadPolicy(good); err != nil || len(p.rules) != 1 {
+		t.Fatalf("policy with a PEM word in a comment: %v", err)
+	}
+	bad := filepath.Join(dir, "typo.yaml")
+	os.WriteFile(bad, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: \"*\"\n    key: fleet.pub\n    scopes: 127.0.0.1:5000/acme\n"), 0o600)
+	if _, err := LoadPolicy(bad); err == nil || !strings.Contains(err.Error(), "scopes") {
+		t.Fatalf("unknown field: %v", err)
+	}
+	// A key file itself still loads.
+	if _, err := LoadPolicy(filepath.Join(dir, "fleet.pub")); err != nil {
+		t.Fatal(err)
 	}
 }

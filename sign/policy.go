@@ -61,7 +61,7 @@ func LoadPolicy(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if bytes.Contains(b, []byte("-----BEGIN ")) {
+	pemKey := func() (*Policy, error) {
 		k, err := ParsePublicKey(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", path, err)
@@ -69,9 +69,19 @@ func LoadPolicy(path string) (*Policy, error) {
 		k.Source = path
 		return &Policy{Source: path, rules: []rule{{scope: "*", keys: []*PublicKey{k}}}}, nil
 	}
+	// A key file starts with its PEM block; a policy may mention one in
+	// a comment and is still a policy.
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("-----BEGIN ")) {
+		return pemKey()
+	}
 	var pf policyFile
-	if err := yaml.Unmarshal(b, &pf); err != nil {
-		return nil, fmt.Errorf("%s: neither a PEM public key nor a policy file: %v", path, err)
+	// Unknown fields are refused: a misspelt "keys" would otherwise be a
+	// policy that trusts nothing, or less than its author meant.
+	if err := yaml.UnmarshalWithOptions(b, &pf, yaml.DisallowUnknownField()); err != nil {
+		if bytes.Contains(b, []byte("-----BEGIN ")) {
+			return pemKey()
+		}
+		return nil, fmt.Errorf("%s: neither a PEM public key nor a policy file (%s): %v", path, PolicySchema, err)
 	}
 	if pf.Schema != PolicySchema {
 		return nil, fmt.Errorf("%s: schema %q, want %s", path, pf.Schema, PolicySchema)
