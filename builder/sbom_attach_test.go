@@ -58,7 +58,7 @@ func TestBuildSBOMReferrer(t *testing.T) {
 	if err := cdxschema.Validate(b); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	for _, want := range []string{`"kiln:lock-sha256"`, strings.Repeat("d", 64), `"kiln:plan:cuda-archs"`, "8.0,9.0", strings.Repeat("c", 64), "pkg:pypi/torch@2.5.1+cu124", strings.Repeat("b", 64), `"kiln:plan:cudnn"`} {
+	for _, want := range []string{`"kiln:lock-sha256"`, strings.Repeat("d", 64), `"kiln:plan:cuda-archs"`, "8.0,9.0", strings.Repeat("c", 64), "pkg:pypi/torch@2.5.1%2Bcu124", strings.Repeat("b", 64), `"kiln:plan:cudnn"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("build SBOM lacks %s", want)
 		}

@@ -65,9 +65,8 @@ func FromLock(l *recipes.Lock, lockDigest, platform string) ([]Component, []Prop
 		if platform != "" && w.Platform != "" && w.Platform != platform {
 			continue
 		}
-		norm := strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(w.Name))
 		c := Component{Type: TypeLibrary, Name: w.Name, Version: w.Version,
-			PURL:       "pkg:pypi/" + norm + "@" + url.PathEscape(w.Version) + "?file_name=" + url.QueryEscape(w.Filename),
+			PURL:       PyPIPURL(w.Name, w.Version) + "?file_name=" + url.QueryEscape(w.Filename),
 			Properties: []Property{{"kiln:source", "lock"}, {"kiln:wheel:platform", w.Platform}, {"kiln:wheel:url", w.URL}}}
 		if w.SHA256 != "" {
 			c.Hashes = []Hash{{"SHA-256", strings.ToLower(w.SHA256)}}

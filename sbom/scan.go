@@ -298,7 +298,23 @@ func pythonDist(b []byte, p string) (Component, bool) {
 	if n == "" || v == "" {
 		return Component{}, false
 	}
-	norm := strings.ToLower(regexp.MustCompile(`[-_.]+`).ReplaceAllString(n, "-"))
-	return Component{Type: TypeLibrary, Name: n, Version: v, PURL: "pkg:pypi/" + norm + "@" + url.PathEscape(v),
+	return Component{Type: TypeLibrary, Name: n, Version: v, PURL: PyPIPURL(n, v),
 		Properties: []Property{{"kiln:source", "python"}, {"kiln:path", "/" + strings.TrimSuffix(p, "/METADATA")}}}, true
+}
+
+// PyPIPURL is the package URL of a Python distribution: the PEP 503
+// normalized name and the version, each percent-encoded as one segment
+// (a "/" in a hostile METADATA name or a "+" local version label
+// cannot change the purl's structure).
+func PyPIPURL(name, version string) string {
+	norm := strings.ToLower(pypiNormRe.ReplaceAllString(name, "-"))
+	return "pkg:pypi/" + purlSegment(norm) + "@" + purlSegment(version)
+}
+
+var pypiNormRe = regexp.MustCompile(`[-_.]+`)
+
+// purlSegment percent-encodes s as a purl segment: url.PathEscape, which
+// keeps "+" (a purl reads it literally but many tools as a space).
+func purlSegment(s string) string {
+	return strings.ReplaceAll(url.PathEscape(s), "+", "%2B")
 }
