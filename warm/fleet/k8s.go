@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"strings"
@@ -216,6 +217,9 @@ func BuildK8s(o K8sOptions) (*K8sObject, error) {
 	if len(o.Refs) == 0 {
 		return nil, fmt.Errorf("no image to warm")
 	}
+	if err := o.checkValues(); err != nil {
+		return nil, err
+	}
 	if o.KilnImage == "" {
 		return nil, fmt.Errorf("no kiln image: pass --kiln-image")
 	}
@@ -423,6 +427,51 @@ func zoneSuffix(z string) string {
 		}
 	}
 	return strings.Trim(string(b), "-")
+}
+
+// checkValues refuses what YAML would carry but the pods would not mean:
+// a control character (a newline cut a header comment short and split
+// an argument), a --ready-file of the caller's (kiln's own, which the
+// pods' readiness reads, must be the last word), and counts a Kubernetes
+// int32 cannot hold.
+func (o K8sOptions) checkValues() error {
+	check := func(what, v string) error {
+		if i := strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+			return fmt.Errorf("%s %q holds the control character %U: every value in the pod spec is one line", what, v, rune(v[i]))
+		}
+		return nil
+	}
+	vals := [][2]string{{"name", o.Name}, {"namespace", o.Namespace}, {"--kiln-image", o.KilnImage}, {"pause image", o.PauseImage},
+		{"containerd socket", o.ContainerdSocket}, {"containerd namespace", o.ContainerdNamespace}, {"--weights-into", o.WeightsDir}}
+	for _, r := range o.Refs {
+		vals = append(vals, [2]string{"image", r})
+	}
+	for _, a := range o.WarmArgs {
+		vals = append(vals, [2]string{"warm argument", a})
+		if a == "--ready-file" || strings.HasPrefix(a, "--ready-file=") {
+			return fmt.Errorf("warm argument %s: the pods' readiness reads kiln's own --ready-file; leave it out", a)
+		}
+	}
+	for k, v := range o.NodeSelector {
+		vals = append(vals, [2]string{"--node-selector key", k}, [2]string{"--node-selector value", v})
+	}
+	for _, z := range o.Zones {
+		vals = append(vals, [2]string{"zone", z})
+	}
+	for _, v := range vals {
+		if err := check(v[0], v[1]); err != nil {
+			return err
+		}
+	}
+	for _, n := range []struct {
+		what string
+		n    int
+	}{{"--completions", o.Completions}, {"--per-zone", o.PerZone}} {
+		if n.n < 0 || n.n > math.MaxInt32 {
+			return fmt.Errorf("%s %d: Kubernetes counts pods in an int32 (at most %d)", n.what, n.n, math.MaxInt32)
+		}
+	}
+	return nil
 }
 
 // EmitK8s prints the objects for o as YAML, one document each.

@@ -170,6 +170,14 @@ func TestEmitK8sRejects(t *testing.T) {
 		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/var/run"}, "overlaps"},
 		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/var/run/kiln/w"}, "overlaps"},
 		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WeightsDir: "/"}, "overlaps"},
+		// Issue 27 (minor): a newline was cut off silently, a user
+		// --ready-file came after kiln's own, an int32 overflowed.
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WarmArgs: []string{"--limit-rate", "10M\nevil: true"}}, "control character"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", NodeSelector: map[string]string{"gpu": "h100\nx"}}, "control character"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k\n"}, "control character"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WarmArgs: []string{"--ready-file", "/tmp/x"}}, "--ready-file"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", WarmArgs: []string{"--ready-file=/tmp/x"}}, "--ready-file"},
+		{K8sOptions{Refs: []string{"a"}, KilnImage: "k", Kind: KindJob, Completions: 1 << 32}, "int32"},
 	} {
 		if _, err := EmitK8s(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.o, err, tc.want)
