@@ -27,6 +27,8 @@ const (
 
 // Check item ids, in report order; stable for scripts.
 const (
+	// IDImage comes first, only when the image named could not be read.
+	IDImage       = "image"
 	IDDriver      = "driver"
 	IDCUDACompat  = "cuda-compat"
 	IDRequireCUDA = "require-cuda"
@@ -75,6 +77,9 @@ type Counts struct {
 
 // Options tune the checks.
 type Options struct {
+	// ImageRef and ImageError: the image named could not be read; the
+	// report says why (an "image" item, failed) beside the host's items.
+	ImageRef, ImageError string
 	// WeightsBytes is the size of the model weights the volumes must hold
 	// (0: unknown, free space is only reported).
 	WeightsBytes int64
@@ -99,6 +104,14 @@ func Check(h *Host, im *Image, o Options) *Report {
 	c.prepare()
 	r := &Report{SchemaVersion: ReportSchemaVersion, Host: h, Image: im}
 	r.Items = []Item{c.driver(), c.cudaCompat(), c.requireCUDA(), c.kernels(), c.toolkit(), c.engine(), c.registry(), c.volumes(), c.compose(), c.runtimeSettings()}
+	if o.ImageError != "" {
+		// The image could not be read (refused credentials, a missing
+		// tag): the host is still checked and reported, and this says
+		// why the image's items were skipped.
+		r.Items = append([]Item{{ID: IDImage, Title: "Image", Status: Fail,
+			Summary: "could not read " + o.ImageRef + ": " + o.ImageError, Evidence: []string{o.ImageError},
+			Fix: []string{"fix what the error names, then run kiln host check --image " + o.ImageRef + " again"}}}, r.Items...)
+	}
 	if o.Signature != nil {
 		r.Items = append(r.Items, c.signature())
 	}

@@ -180,6 +180,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		return err
 	}
 	var im *hostcheck.Image
+	var imageErr string
 	switch {
 	case lock:
 		l, err := recipes.ReadLock(opts.Image)
@@ -201,7 +202,14 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	case opts.Image != "":
 		img, err := layers.Open(ctx, opts.Image, lopts...)
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// The host is checked all the same: the report says why the
+			// image could not be read (a refused password, a missing tag)
+			// beside everything else it found.
+			imageErr = layers.RedactError(err).Error()
+			break
 		}
 		defer img.Close()
 		o := analyze.Options{Concurrency: opts.Jobs}
@@ -219,7 +227,9 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		}
 	}
 	ho := hostcheck.Options{WeightsBytes: weights}
-	if im != nil && !lock && !recipe {
+	if imageErr != "" {
+		ho.ImageRef, ho.ImageError = opts.Image, imageErr
+	} else if im != nil && !lock && !recipe {
 		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
 			return err
 		}

@@ -136,3 +136,32 @@ func TestHostCheckCommand(t *testing.T) {
 		t.Errorf("json report: %+v\n%s", rep, ids)
 	}
 }
+
+// Issue 27 (minor): an image that cannot be read (a refused password, a
+// missing tag) aborted host check with no report; the host is checked
+// all the same and the report says why the image was not.
+func TestHostCheckReportsAnUnreadableImage(t *testing.T) {
+	host := filepath.Join(hostTestdata, "hosts", "h100-535.json")
+	reg := testimage.Registry(t)
+	ref := reg + "/acme/app:nope"
+	code, out, errOut := run(t, "host", "check", "--progress", "none", "--json", "--host-info", host, "--image", ref)
+	if code != cmdutil.ExitFailure {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Items []struct{ ID, Status, Summary string } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(rep.Items) < 5 || rep.Items[0].ID != "image" || rep.Items[0].Status != "fail" || !strings.Contains(rep.Items[0].Summary, "nope") {
+		t.Fatalf("items: %+v", rep.Items)
+	}
+	var driver bool
+	for _, it := range rep.Items {
+		driver = driver || (it.ID == "driver" && it.Status == "pass")
+	}
+	if !driver {
+		t.Errorf("the host's own items are missing: %+v", rep.Items)
+	}
+}
