@@ -55,6 +55,10 @@ type Options struct {
 	Attempts int
 	// Progress, when set, counts bytes fetched.
 	Progress *atomic.Int64
+	// BlobProgress, when set, gives the counter of one layer's bytes as
+	// its fetch starts (a bar per layer); that layer's bytes are counted
+	// there instead of in Progress. Called from several goroutines.
+	BlobProgress func(b *Blob) *atomic.Int64
 	// Log, when set, receives one line per notable event (retries, resumes).
 	Log func(format string, a ...any)
 }
@@ -354,6 +358,11 @@ func NewLimiter(bps int64) *rate.Limiter { return blob.NewLimiter(bps) }
 // it resumed from.
 func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
 	src, progress := b.Src, o.Progress
+	if o.BlobProgress != nil && b.Kind == KindLayer {
+		if c := o.BlobProgress(b); c != nil {
+			progress = c
+		}
+	}
 	if b.Data != nil {
 		// Read and verified while resolving: written from memory, and not
 		// counted as fetched.

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -377,4 +379,42 @@ func openTestTarget(t *testing.T, kind string) Target {
 	}
 	t.Fatalf("unknown target kind %s", kind)
 	return nil
+}
+
+// Issue 25 item 7: a bar per layer. BlobProgress gives each layer its
+// own counter as its fetch starts; each ends at its layer's size, and the
+// layers' bytes are not counted twice in Progress.
+func TestWarmBlobProgressPerLayer(t *testing.T) {
+	ctx := context.Background()
+	f := pushFixture(t, false)
+	set := resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref)
+	var mu sync.Mutex
+	per := map[string]*atomic.Int64{}
+	var total atomic.Int64
+	rep, err := Warm(ctx, set, openTestTarget(t, "oci"), Options{Progress: &total, BlobProgress: func(b *Blob) *atomic.Int64 {
+		c := new(atomic.Int64)
+		mu.Lock()
+		defer mu.Unlock()
+		if per[b.Digest.String()] != nil {
+			t.Errorf("layer %s given two counters", b.Digest)
+		}
+		per[b.Digest.String()] = c
+		return c
+	}})
+	if err != nil || !rep.Ready {
+		t.Fatalf("ready=%v err=%v", rep.Ready, err)
+	}
+	layers := 0
+	for _, b := range set.Blobs {
+		if b.Kind != KindLayer {
+			continue
+		}
+		layers++
+		if c := per[b.Digest.String()]; c == nil || c.Load() != b.Size {
+			t.Errorf("layer %s (%d bytes): counter %v", b.Digest, b.Size, c)
+		}
+	}
+	if len(per) != layers || total.Load() != 0 {
+		t.Errorf("%d counters for %d layers; Progress counted %d bytes beside them", len(per), layers, total.Load())
+	}
 }

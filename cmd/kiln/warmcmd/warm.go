@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -397,7 +398,27 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		mode = "none"
 	}
 	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
-	bars.Track("warming "+tgt.String(), total, &done)
+	// One bar for the whole warm, and one per layer while it is fetched
+	// (on a terminal; it goes when the layer is in).
+	var mu sync.Mutex
+	var layerCounters []*atomic.Int64
+	bars.TrackFunc("warming "+tgt.String(), total, func() int64 {
+		n := done.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range layerCounters {
+			n += c.Load()
+		}
+		return n
+	})
+	eo.BlobProgress = func(b *warm.Blob) *atomic.Int64 {
+		c := new(atomic.Int64)
+		mu.Lock()
+		layerCounters = append(layerCounters, c)
+		mu.Unlock()
+		bars.TrackFunc("  layer "+cmdutil.Short(b.Digest.String()), b.Size, c.Load, cmdutil.Transient())
+		return c
+	}
 	// Notices print above the bars: straight to the terminal they would
 	// tear the display.
 	logTo := bars.Writer()
