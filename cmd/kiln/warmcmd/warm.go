@@ -382,7 +382,14 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			return rep, err
 		}
 	}
-	total := set.Bytes()
+	// What the bars count: the layers (indexes, manifests and configs
+	// were read while the set was resolved) and the weights.
+	var total int64
+	for _, b := range set.Blobs {
+		if b.Data == nil {
+			total += b.Size
+		}
+	}
 	for _, v := range vols {
 		total += v.Manifest.Size
 	}
