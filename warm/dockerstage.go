@@ -76,7 +76,7 @@ func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, o Optio
 		switch br.State {
 		case StateFailed:
 			r.State, r.Error = StateFailed, br.Error
-		case StateFetched, StatePresent:
+		case StateFetched, StateWritten, StatePresent:
 			r.State, r.Error = StateMissing, ""
 		}
 	}

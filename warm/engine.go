@@ -23,6 +23,10 @@ const Schema = "kiln.warm/v1"
 const (
 	StatePresent = "present"
 	StateFetched = "fetched"
+	// StateWritten: an index, manifest or config read and verified while
+	// the set was resolved, written to the target from memory (nothing
+	// fetched for it at this step, so bytes_fetched is 0).
+	StateWritten = "written"
 	StateMissing = "missing"
 	StateFailed  = "failed"
 )
@@ -263,6 +267,9 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 				return nil
 			}
 			br.State = StateFetched
+			if b.Data != nil {
+				br.State = StateWritten
+			}
 			rep.MissingBytes -= b.Size
 			return nil
 		})
