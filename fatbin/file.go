@@ -11,6 +11,7 @@ import (
 
 	"github.com/containerd/continuity/sysx"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,9 @@ var testHookBeforeCheck = func(path string) {}
 // prune is not touched; with dryRun nothing is. The plan is returned
 // either way. Other hardlinks to the file keep the old content.
 func PruneFile(path string, fleet []GPU, keepPTX, dryRun bool) (*Plan, error) {
-	f, err := os.Open(path)
+	// Regular files only, opened non-blocking: a FIFO among the
+	// libraries is refused, never waited on (internal/localfile).
+	f, err := localfile.Open(path, "library")
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +59,6 @@ func PruneFile(path string, fleet []GPU, keepPTX, dryRun bool) (*Plan, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	scan, err := Scan(bufio.NewReaderSize(f, window))
 	if err != nil {
