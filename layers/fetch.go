@@ -379,6 +379,10 @@ func contentRangeStart(v string) (int64, error) {
 	return strconv.ParseInt(s, 10, 64)
 }
 
+// Sleep waits d, or until ctx ends (its error then): every backoff in
+// kiln waits through it, so a signal always ends the wait.
+func Sleep(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, d) }
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -278,14 +278,7 @@ func listedTwice(ctx context.Context, settle time.Duration, listed func() (bool,
 // sleepJitter sleeps between d/2 and d, or until ctx ends: concurrent
 // signers retrying in step would collide again.
 func sleepJitter(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d/2 + rand.N(d/2+1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return layers.Sleep(ctx, d/2+rand.N(d/2+1))
 }
 
 // HasReferrersAPI asks GET /v2/<repo>/referrers/<digest> as ggcr does:
