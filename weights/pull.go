@@ -43,6 +43,11 @@ type PullOptions struct {
 	Attempts int
 	// Progress, when set, counts bytes fetched or found already present.
 	Progress *atomic.Int64
+	// BlobProgress, when set, gives the counter of one blob's bytes as
+	// its fetch starts (a bar per file); that blob's fetched bytes are
+	// counted there instead of in Progress. Called from several
+	// goroutines.
+	BlobProgress func(digest string, size int64) *atomic.Int64
 	// ChunkSize is the size of the parallel Range requests a large blob
 	// (at least 4 chunks) is split into (default DefaultChunkSize; < 0:
 	// every blob on one connection).
@@ -349,6 +354,12 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 		return "", err
 	}
 	dir := blob.Dir{Root: p.partial(""), Partial: p.partial(""), Suffix: ".part", Sync: p.opts.sync, Staging: true}
+	progress := p.opts.Progress
+	if p.opts.BlobProgress != nil {
+		if c := p.opts.BlobProgress(l.Digest, l.Size); c != nil {
+			progress = c
+		}
+	}
 	first := true
 	open := func(ctx context.Context) (blob.Writer, error) {
 		w, err := dir.Writer(ctx, d, l.Size)
@@ -363,8 +374,8 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 			first = false
 			if r := w.Resumed(); r > 0 {
 				p.resumed.Add(r)
-				if p.opts.Progress != nil {
-					p.opts.Progress.Add(r)
+				if progress != nil {
+					progress.Add(r)
 				}
 			}
 		}
@@ -373,7 +384,7 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 	res, err := blob.Copy(ctx, open, p.src, d, l.Size, blob.CopyOptions{
 		Attempts: p.opts.Attempts,
 		Fill:     blob.FillOptions{Chunk: p.opts.ChunkSize, Acquire: p.acquire, Conns: p.opts.Concurrency, Fetched: &p.fetched},
-		Limit:    p.limit, Progress: p.opts.Progress,
+		Limit:    p.limit, Progress: progress,
 	})
 	if err != nil {
 		switch {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -349,5 +350,37 @@ func TestPullFullDisk(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "a.json")); string(b) != `{"old": true}` {
 		t.Errorf("old file replaced: %q", b)
+	}
+}
+
+// Issue 25 item 7: a bar per file. BlobProgress gives each blob its own
+// counter as its fetch starts; each ends at its blob's size and the blobs'
+// bytes are not counted again in Progress.
+func TestPullBlobProgressPerBlob(t *testing.T) {
+	ctx := context.Background()
+	res, _ := publishLayout(t, []testFile{{"m/model-00001-of-00002.safetensors", body("a", 2<<20), 0o644}, {"m/model-00002-of-00002.safetensors", body("b", 1<<20), 0o644}, {"m/config.json", []byte("{}"), 0o644}})
+	var mu sync.Mutex
+	per := map[string]*atomic.Int64{}
+	var total atomic.Int64
+	if _, err := Pull(ctx, res.Manifest, res.Source, t.TempDir(), PullOptions{Progress: &total, BlobProgress: func(d string, size int64) *atomic.Int64 {
+		c := new(atomic.Int64)
+		mu.Lock()
+		defer mu.Unlock()
+		per[d] = c
+		return c
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, l := range res.Manifest.Layers {
+		c := per[l.Digest]
+		if c == nil || c.Load() != l.Size {
+			t.Errorf("blob %s (%d bytes): counter %v", l.Digest, l.Size, c)
+			continue
+		}
+		sum += c.Load()
+	}
+	if sum+total.Load() < res.Manifest.Size-int64(len(res.Manifest.Layers))*4096 || len(per) != len(res.Manifest.Layers) {
+		t.Errorf("%d counters for %d blobs; %d + %d bytes counted of %d", len(per), len(res.Manifest.Layers), sum, total.Load(), res.Manifest.Size)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -407,24 +406,9 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
 	// One bar for the whole warm, and one per layer while it is fetched
 	// (on a terminal; it goes when the layer is in).
-	var mu sync.Mutex
-	var layerCounters []*atomic.Int64
-	bars.TrackFunc("warming "+tgt.String(), total, func() int64 {
-		n := done.Load()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range layerCounters {
-			n += c.Load()
-		}
-		return n
-	})
+	part := bars.Parts("warming "+tgt.String(), total, &done)
 	eo.BlobProgress = func(b *warm.Blob) *atomic.Int64 {
-		c := new(atomic.Int64)
-		mu.Lock()
-		layerCounters = append(layerCounters, c)
-		mu.Unlock()
-		bars.TrackFunc("  layer "+cmdutil.Short(b.Digest.String()), b.Size, c.Load, cmdutil.Transient())
-		return c
+		return part("  layer "+cmdutil.Short(b.Digest.String()), b.Size)
 	}
 	// Notices print above the bars: straight to the terminal they would
 	// tear the display.

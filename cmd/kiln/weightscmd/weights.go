@@ -384,9 +384,26 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		return err
 	}
 	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "pull "+res.Manifest.Mount, res.Manifest.Size, &done)
+	// A bar for the volume, and one per file (or packed group of small
+	// files) while it is fetched.
+	bar := cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
+	part := bar.Parts("pull "+res.Manifest.Mount, res.Manifest.Size, &done)
+	// A blob carrying one file is named by it; a packed group of small
+	// files by its digest.
+	files := map[string][]string{}
+	for _, f := range res.Manifest.Files {
+		files[f.Layer] = append(files[f.Layer], f.Path)
+	}
+	names := map[string]string{}
+	for _, l := range res.Manifest.Layers {
+		names[l.Digest] = "  " + cmdutil.Short(l.Digest)
+		if len(files[l.Digest]) == 1 {
+			names[l.Digest] = "  " + files[l.Digest][0]
+		}
+	}
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
 		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
+		BlobProgress: func(d string, size int64) *atomic.Int64 { return part(names[d], size) },
 		OnWait: func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {

@@ -163,6 +163,33 @@ func (p *Progress) Track(label string, total int64, n *atomic.Int64, opts ...Bar
 	p.TrackFunc(label, total, n.Load, opts...)
 }
 
+// Parts adds a bar labelled label that fills to total with base plus
+// every part's counter, and returns how a part starts: a bar of its own
+// (transient: drawn on a terminal while the part moves, gone once done)
+// and the counter it fills. Warm's layers and a weights pull's files; safe
+// to call from several goroutines.
+func (p *Progress) Parts(label string, total int64, base *atomic.Int64) func(label string, size int64) *atomic.Int64 {
+	var mu sync.Mutex
+	var parts []*atomic.Int64
+	p.TrackFunc(label, total, func() int64 {
+		n := base.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range parts {
+			n += c.Load()
+		}
+		return n
+	})
+	return func(label string, size int64) *atomic.Int64 {
+		c := new(atomic.Int64)
+		mu.Lock()
+		parts = append(parts, c)
+		mu.Unlock()
+		p.TrackFunc(label, size, c.Load, Transient())
+		return c
+	}
+}
+
 // BarOption tunes a bar.
 type BarOption func(*trackedBar)
 
