@@ -404,7 +404,7 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	r, err := weights.Pull(ctx, res.Manifest, res.Source, opts.Into, weights.PullOptions{
 		Jobs: opts.Jobs, Progress: &done, Concurrency: opts.Concurrency, ChunkSize: chunk, LimitRate: rate, TrustMarker: opts.Quick,
 		BlobProgress: func(d string, size int64) *atomic.Int64 { return part(names[d], size) },
-		OnWait: func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
+		OnWait:       func() { fmt.Fprintf(bar.Writer(), "waiting for another kiln weights pull into %s\n", opts.Into) }})
 	bar.Stop()
 	if err != nil {
 		return err
