@@ -76,6 +76,12 @@ unit test-fast:
 e2e:
 	$(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
+# End-to-end tests on the gigabyte fixtures: no race detector (it would
+# multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
+integration:
+	$(GO) vet -tags integration ./integration/...
+	$(GO) test -tags integration -count=1 -timeout 40m ./integration/...
+
 deps:
 	bash scripts/install-deps.sh
 
