@@ -21,8 +21,10 @@ all: build
 # or a tarball build cannot stamp.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+# Not exported: the fixtures read SOURCE_DATE_EPOCH as their own epoch
+# (1747699200 unless set), which keys their blob cache; a commit's time
+# leaking into make test's environment made fixtures.sh archive miss it.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-export SOURCE_DATE_EPOCH
 DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false \
 	-ldflags "-buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)"
@@ -47,7 +49,7 @@ dist:
 # kiln's own code, not docker) at $(IMAGE); prints its digest, which is
 # what kiln weights run-args --init-image REPO@DIGEST pins.
 image: dist
-	$(GO) run -trimpath ./cmd/kiln-image --to $(IMAGE) --version $(VERSION) --revision $(COMMIT) \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run -trimpath ./cmd/kiln-image --to $(IMAGE) --version $(VERSION) --revision $(COMMIT) \
 		$(foreach p,$(PLATFORMS),$(p)=dist/kiln-$(subst /,-,$(p)))
 
 # test: formatting, vet, staticcheck, then three tiers: the fast tier (every
