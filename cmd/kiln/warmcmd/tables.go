@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -17,8 +17,10 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 		return
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "WEIGHTS\tDIR\tFILES\tSIZE\tSTATE\tFETCHED\tMISSING\n")
+	o := termtable.Resolve(cmdutil.TableOptions(w)...)
+	t := termtable.New(o, termtable.Column{Head: "WEIGHTS", Shrink: true, Min: 16}, termtable.Column{Head: "DIR", Shrink: true, Min: 12},
+		termtable.Column{Head: "FILES", Wrap: true, Min: 10}, termtable.Column{Head: "SIZE", Right: true}, termtable.Column{Head: "STATE"},
+		termtable.Column{Head: "FETCHED", Right: true}, termtable.Column{Head: "MISSING", Right: true})
 	for _, r := range wreps {
 		n := map[string]int{}
 		for _, f := range r.Files {
@@ -30,9 +32,9 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 				parts = append(parts, fmt.Sprintf("%d %s", n[s], s))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ref, r.Dir, strings.Join(parts, ", "), bytesize.Format(r.Bytes), r.State, bytesize.Format(r.FetchedBytes), bytesize.Format(r.MissingBytes))
+		t.Row(r.Ref, r.Dir, strings.Join(parts, ", "), bytesize.Format(r.Bytes), r.State, bytesize.Format(r.FetchedBytes), bytesize.Format(r.MissingBytes))
 	}
-	tw.Flush()
+	t.Write(w)
 }
 
 // writeSignatures prints the --verify-key outcome under warm's tables.

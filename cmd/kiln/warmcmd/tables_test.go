@@ -1,0 +1,30 @@
+package warmcmd
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/termtable"
+	"github.com/kiln-build/kiln/warm"
+)
+
+// The weights table under warm's ran to ~150 columns (make demo's step 6):
+// it fits 80 like the others.
+func TestWeightsTableFitsEightyColumns(t *testing.T) {
+	var b bytes.Buffer
+	writeWeightsTable(&b, []*warm.WeightsReport{{
+		Ref:   "127.0.0.1:5000/kiln-demo/app-weights@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		Dir:   "/var/tmp/kiln-demo-containerd/weights/sha256-0123456789abcdef0123456789abcdef",
+		State: warm.StateFetched, Bytes: 300 << 20, FetchedBytes: 300 << 20,
+		Files: []warm.WeightsFile{{Path: "model.safetensors", State: warm.StateFetched}, {Path: "config.json", State: warm.StatePresent}},
+	}})
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if n := termtable.Len(l); n > 80 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(b.String(), "1 fetched") {
+		t.Errorf("no file counts:\n%s", b.String())
+	}
+}
