@@ -18,7 +18,7 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 	}
 	fmt.Fprintln(w)
 	o := termtable.Resolve(cmdutil.TableOptions(w)...)
-	t := termtable.New(o, termtable.Column{Head: "WEIGHTS", Shrink: true, Min: 16}, termtable.Column{Head: "DIR", Shrink: true, Min: 12},
+	t := termtable.New(o, termtable.Column{Head: "WEIGHTS", Shrink: true, Min: 12}, termtable.Column{Head: "DIR", Shrink: true, Min: 10},
 		termtable.Column{Head: "FILES", Wrap: true, Min: 10}, termtable.Column{Head: "SIZE", Right: true}, termtable.Column{Head: "STATE"},
 		termtable.Column{Head: "FETCHED", Right: true}, termtable.Column{Head: "MISSING", Right: true})
 	for _, r := range wreps {
