@@ -24,7 +24,8 @@ func TestWeightsTableFitsEightyColumns(t *testing.T) {
 			t.Errorf("a line of %d columns: %q", n, l)
 		}
 	}
-	if !strings.Contains(b.String(), "1 fetched") {
+	// Wrapped, not cut: every word is there.
+	if words := strings.Join(strings.Fields(b.String()), " "); !strings.Contains(words, "1 present, 1") || !strings.Contains(words, "fetched") {
 		t.Errorf("no file counts:\n%s", b.String())
 	}
 }
