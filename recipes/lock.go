@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -266,10 +265,7 @@ func IsLockFile(arg string) bool {
 	if arg == "" || strings.HasPrefix(arg, "oci:") || strings.HasPrefix(arg, "docker-archive:") {
 		return false
 	}
-	fi, err := os.Stat(arg)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<20 {
-		return false
-	}
+	// A regular file of at most 64 MiB, never a FIFO or device.
 	b, err := localfile.ReadFile(arg, "lock", 64<<20)
 	if err != nil {
 		return false

@@ -137,10 +137,7 @@ func ResolveVolume(ctx context.Context, ref, image string, mirrors Mirrors, lopt
 // IsManifestFile says whether arg is a weights volume manifest file (a
 // JSON file with the volume manifest's media type).
 func IsManifestFile(arg string) bool {
-	fi, err := os.Stat(arg)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<20 {
-		return false
-	}
+	// A regular file of at most 64 MiB, never a FIFO or device.
 	b, err := localfile.ReadFile(arg, "weights manifest", 64<<20)
 	if err != nil {
 		return false
