@@ -388,12 +388,18 @@ func sameImage(a Image, ab []*Blob, b Image, bb []*Blob) string {
 	if ca == nil || cb == nil {
 		return "its config cannot be read"
 	}
-	if len(ca.RootFS.DiffIDs) != len(cb.RootFS.DiffIDs) {
-		return fmt.Sprintf("%d diff IDs, not %d", len(cb.RootFS.DiffIDs), len(ca.RootFS.DiffIDs))
+	return diffIDsDiffer(ca.RootFS.DiffIDs, cb.RootFS.DiffIDs)
+}
+
+// diffIDsDiffer says how layer contents b differ from a (empty when they
+// are the same): the one comparison of two images' diff IDs.
+func diffIDsDiffer(a, b []v1.Hash) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("%d diff IDs, not %d", len(b), len(a))
 	}
-	for i := range ca.RootFS.DiffIDs {
-		if ca.RootFS.DiffIDs[i] != cb.RootFS.DiffIDs[i] {
-			return fmt.Sprintf("layer %d's content differs (diff ID %s, not %s)", i, cb.RootFS.DiffIDs[i], ca.RootFS.DiffIDs[i])
+	for i := range a {
+		if a[i] != b[i] {
+			return fmt.Sprintf("layer %d's content differs (diff ID %s, not %s)", i, b[i], a[i])
 		}
 	}
 	return ""
@@ -563,15 +569,7 @@ func (w walker) sameContent(ctx context.Context, a, b *fetched) string {
 		}
 		ids[i] = c.RootFS.DiffIDs
 	}
-	if len(ids[0]) != len(ids[1]) {
-		return fmt.Sprintf("%d layers, not %d", len(ids[1]), len(ids[0]))
-	}
-	for i := range ids[0] {
-		if ids[0][i] != ids[1][i] {
-			return fmt.Sprintf("layer %d's content differs", i)
-		}
-	}
-	return ""
+	return diffIDsDiffer(ids[0], ids[1])
 }
 
 // readSmall reads and verifies a small blob (a config).
