@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -24,23 +25,19 @@ func CheckImage(ctx context.Context, ios *IO, mode string, img *layers.Image, ru
 // the function that gives each layer, when its read starts, a counter
 // with a bar of its own on a terminal (gone once the layer is read).
 func LayerBars(p *Progress, label string, img *layers.Image) func(*layers.Layer) *atomic.Int64 {
+	part := p.Parts(label, img.CompressedSize(), new(atomic.Int64))
+	var mu sync.Mutex
 	counters := make([]*atomic.Int64, len(img.Layers))
-	for i := range counters {
-		counters[i] = new(atomic.Int64)
-	}
-	p.TrackFunc(label, img.CompressedSize(), func() int64 {
-		var n int64
-		for _, c := range counters {
-			n += c.Load()
-		}
-		return n
-	})
 	return func(l *layers.Layer) *atomic.Int64 {
 		if l.Index < 0 || l.Index >= len(counters) {
 			return nil
 		}
-		c := counters[l.Index]
-		p.TrackFunc(fmt.Sprintf("  layer %d %s", l.Index, termtable.Digest(l.Digest.String())), l.Size, c.Load, Transient())
-		return c
+		mu.Lock()
+		defer mu.Unlock()
+		// One counter (and bar) per layer, however often its read starts.
+		if counters[l.Index] == nil {
+			counters[l.Index] = part(fmt.Sprintf("  layer %d %s", l.Index, termtable.Digest(l.Digest.String())), l.Size)
+		}
+		return counters[l.Index]
 	}
 }
