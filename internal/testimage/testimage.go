@@ -427,3 +427,38 @@ func LimitOpenFiles(t testing.TB, n uint64) {
 	}
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
+
+// PushIndexSizeLie pushes img by digest beside ref, then at ref an index
+// whose one descriptor (for platform p) names img's digest rightly and its
+// size lie bytes off: a hostile registry's index (issue 27 D12).
+func PushIndexSizeLie(t testing.TB, ref string, img v1.Image, p v1.Platform, lie int64) {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r.Context().Digest(d.String()), img); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := img.RawManifest()
+	mt, _ := img.MediaType()
+	idx, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{
+		MediaType: mt, Digest: d, Size: int64(len(raw)) + lie, Platform: &p,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(r, rawIndex(idx)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawIndex is an index manifest pushed as its bytes.
+type rawIndex []byte
+
+func (r rawIndex) RawManifest() ([]byte, error)        { return r, nil }
+func (r rawIndex) MediaType() (types.MediaType, error) { return types.OCIImageIndex, nil }
