@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -202,6 +201,7 @@ type buildFlags struct {
 	cacheTo   []builder.CacheSpec
 	comp      string // the build's own layer compression (both: gzip, --push adds zstd)
 	maxLayer  int64
+	progress  builder.ProgressMode
 	// checkRules are --check's (nil: no check); signKey is --sign-key's.
 	checkRules *analyze.Rules
 	signKey    *sign.Signer
@@ -211,12 +211,11 @@ type buildFlags struct {
 // error (exit 2) naming the flag.
 func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	// The one --progress vocabulary, and BuildKit's rawjson (not shown).
-	if opts.Progress != "rawjson" {
-		if err := cmdutil.CheckProgress(opts.Progress); err != nil {
-			return nil, err
-		}
-		opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
+	progress, err := builder.ParseProgress(opts.Progress)
+	if err != nil {
+		return nil, cmdutil.UsageErr("%v", err)
 	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	comp := opts.Compression
 	switch comp {
 	case "zstd", "gzip", "none":
@@ -247,20 +246,24 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	}
 	var outputs []builder.Output
 	if opts.Push != "" {
-		ref, err := layers.ParseRef(opts.Push)
+		ref, err := layers.ParseRef(opts.Push, layers.WithInsecureRegistries(opts.Insecure...))
 		if err != nil {
 			return nil, cmdutil.UsageErr("--push: %v", err)
 		}
 		if ref.Kind != layers.KindRegistry {
 			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --to for %s", opts.Push, ref.Kind)
 		}
-		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
+		outputs = append(outputs, builder.Output{Ref: ref})
 		if opts.Compression == "both" {
 			zd, err := cmdutil.ZstdDest(opts.Push, nil)
 			if err != nil {
 				return nil, cmdutil.UsageErr("--compression both: %v", err)
 			}
-			outputs = append(outputs, builder.Output{Type: "image", Path: zd, Compression: "zstd"})
+			zref, err := layers.ParseRef(zd, layers.WithInsecureRegistries(opts.Insecure...))
+			if err != nil {
+				return nil, cmdutil.UsageErr("--compression both: %v", err)
+			}
+			outputs = append(outputs, builder.Output{Ref: zref, Compression: "zstd"})
 		}
 	}
 	for _, o := range opts.Outputs {
@@ -269,17 +272,15 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--to: %v", err)
 		}
 		switch ref.Kind {
-		case layers.KindOCILayout:
-			outputs = append(outputs, builder.Output{Type: "oci", Path: ref.Path})
-		case layers.KindDockerArchive:
-			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
+		case layers.KindOCILayout, layers.KindDockerArchive:
+			outputs = append(outputs, builder.Output{Ref: ref})
 		default:
 			return nil, cmdutil.UsageErr("--to %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
 		}
 	}
 	if len(opts.Outputs) > 1 {
 		for _, o := range outputs {
-			if o.Type == "oci" {
+			if o.Ref.Kind == layers.KindOCILayout {
 				return nil, cmdutil.UsageErr("--to oci:DIR cannot be combined with another --to in one build; run kiln build again for the other (it is fully cached)")
 			}
 		}
@@ -305,7 +306,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 		}
 	}
 
-	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer}
+	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer, progress: progress}
 	if opts.Check != "" {
 		if len(outputs) == 0 {
 			return nil, cmdutil.UsageErr("--check needs --push or --to: it analyzes the image the build wrote")
@@ -356,9 +357,6 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(opts.Platforms) > 0 {
-		plan.Platforms = opts.Platforms
-	}
 	if opts.Dockerfile {
 		df, err := builder.Dockerfile(plan, in)
 		if err != nil {
@@ -393,24 +391,13 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
 	}
-	// containerd's content store warns through logrus (e.g. about fsverity
-	// on the output directory); kiln's own messages are enough.
-	logrus.SetLevel(logrus.ErrorLevel)
 	// Where the image goes is checked before the build, not after it.
 	for _, out := range outputs {
-		raw, flag := out.Path, "--push"
-		switch out.Type {
-		case "image":
-		case "oci", "docker-archive":
-			raw, flag = out.Type+":"+out.Path, "--output"
-		default:
-			continue
+		flag := "--output"
+		if out.Pushes() {
+			flag = "--push"
 		}
-		ref, err := layers.ParseRef(raw, layers.WithInsecureRegistries(opts.Insecure...))
-		if err == nil {
-			err = preflight.Target(ctx, flag, ref, layers.WithInsecureRegistries(opts.Insecure...))
-		}
-		if err != nil {
+		if err := preflight.Target(ctx, flag, out.Ref, layers.WithInsecureRegistries(opts.Insecure...)); err != nil {
 			return err
 		}
 	}
@@ -422,13 +409,14 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
 	res, err := builder.Build(ctx, plan, in, builder.Options{
 		Client:       c,
+		Platforms:    opts.Platforms,
 		ContextDir:   dir,
 		Outputs:      outputs,
 		Compression:  comp,
 		MaxLayerSize: maxLayer,
 		CacheFrom:    cacheFrom,
 		CacheTo:      cacheTo,
-		Progress:     buildkitProgress(opts.Progress),
+		Progress:     fl.progress,
 		ProgressOut:  opts.IO.ErrOut,
 		NoProbes:     opts.NoTest,
 		Insecure:     opts.Insecure,
@@ -519,18 +507,12 @@ func attestationNames(prov string, bom bool) []string {
 // checkBuilt analyzes what the build wrote (the first output) against the
 // --check rules, requiring kernels for the recipe's GPUs.
 func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, digest string, out builder.Output, rules *analyze.Rules) error {
-	var ref string
-	switch out.Type {
-	case "image":
-		r, err := layers.ParseRef(out.Path)
-		if err != nil {
-			return err
-		}
-		ref = r.Name.Context().String() + "@" + digest
-	case "oci":
-		ref = "oci:" + out.Path
-	default:
-		ref = "docker-archive:" + out.Path
+	ref := "oci:" + out.Ref.Path
+	switch out.Ref.Kind {
+	case layers.KindRegistry:
+		ref = out.Ref.Name.Context().String() + "@" + digest
+	case layers.KindDockerArchive:
+		ref = "docker-archive:" + out.Ref.Path
 	}
 	for _, g := range plan.GPUs {
 		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
@@ -584,7 +566,7 @@ func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in buil
 		Digest   string `json:"graph_digest"`
 		Ops      int    `json:"ops"`
 	}
-	gs, err := builder.Graphs(plan, in, nil)
+	gs, err := builder.Graphs(plan, in, opts.Platforms)
 	if err != nil {
 		return err
 	}
@@ -642,13 +624,4 @@ func toolsExecutable() string {
 		return ""
 	}
 	return p
-}
-
-// buildkitProgress names kiln's --progress word as BuildKit's progress
-// display takes it (none is BuildKit's quiet).
-func buildkitProgress(mode string) string {
-	if mode == "none" {
-		return "quiet"
-	}
-	return mode
 }

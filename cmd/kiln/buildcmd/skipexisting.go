@@ -18,7 +18,7 @@ func findContentTag(ctx context.Context, opts *BuildOptions, plan *recipes.Plan,
 		return nil, cmdutil.UsageErr("--push: %v", err)
 	}
 	c, err := builder.FindContent(ctx, plan, builder.DigestInputs{
-		Inputs: in, ContextDir: dir, Platforms: plan.Platforms, Compression: opts.Compression, MaxLayerSize: maxLayer, NoProbes: opts.NoTest,
+		Inputs: in, ContextDir: dir, Platforms: opts.Platforms, Compression: opts.Compression, MaxLayerSize: maxLayer, NoProbes: opts.NoTest,
 	}, opts.Push, opts.Compression == "both", lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("--skip-existing: %w", err)
