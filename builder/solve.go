@@ -212,6 +212,12 @@ type Result struct {
 	Response    map[string]string // the exporter's response
 	Status      Stats
 	ConfigBytes map[string][]byte // platform -> config JSON
+	// Reused says the build was answered from its content tag, the
+	// image already built from the same inputs (Content.Reused): nothing
+	// was solved. ContentTag and InputsDigest name it.
+	Reused       bool
+	ContentTag   string
+	InputsDigest string
 }
 
 // Pushed is an image output and the digest the registry has for it.

@@ -51,6 +51,11 @@ type BuildOptions struct {
 	Progress     string
 	Platforms    []string
 	NoTest       bool
+	// Rebuild is --rebuild: build even when the --push repository's
+	// content tag holds an image built from the same inputs (by default
+	// that image answers). SkipExisting is the deprecated --skip-existing,
+	// which that default made a no-op.
+	Rebuild      bool
 	SkipExisting bool
 	Check        string
 	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
@@ -133,7 +138,9 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
 	fl.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
 	fl.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
-	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
+	fl.BoolVar(&opts.Rebuild, "rebuild", false, "with --push: build even when an image built from the same inputs (lock, bases by digest, graph, app files) is in the repository under its content tag; without it that image answers, checked by its labels")
+	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "the default now (see --rebuild)")
+	_ = fl.MarkDeprecated("skip-existing", "use --push alone: a no-op rebuild answers from the content tag by default (--rebuild opts out)")
 	fl.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.SignFlag.Register(cmd)
@@ -315,8 +322,8 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--check: %v", err)
 		}
 	}
-	if opts.SkipExisting && opts.Push == "" {
-		return nil, cmdutil.UsageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
+	if opts.Rebuild && opts.SkipExisting {
+		return nil, cmdutil.UsageErr("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return nil, cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
@@ -352,7 +359,6 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	outputs, cacheFrom, cacheTo, comp, maxLayer := fl.outputs, fl.cacheFrom, fl.cacheTo, fl.comp, fl.maxLayer
 	plan, in, dir, err := buildInputs(ctx, opts)
 	if err != nil {
 		return err
@@ -368,15 +374,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
-	var content *builder.Content
-	if opts.SkipExisting {
-		content, err = findContentTag(ctx, opts, plan, in, dir, maxLayer)
-		if err != nil {
-			return err
-		}
-		if content.Existing != nil {
-			return reuseExisting(ctx, opts, content)
-		}
+	content, res, err := answerExisting(ctx, opts, fl, plan, in, dir)
+	if err != nil {
+		return err
 	}
 	var lock *recipes.Lock
 	if opts.SBOM && opts.Locked {
@@ -388,6 +388,41 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.SBOM && opts.Provenance != "" {
 		attest = builder.SBOMAttestations(opts.Push, plan, lock, in, opts.Version)
 	}
+	if res != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: up to date: %s was built from these inputs (%s); --rebuild builds again\n", res.Digest, res.ContentTag)
+	} else if res, err = build(ctx, opts, fl, plan, in, dir, attest); err != nil {
+		return err
+	}
+	if content != nil && !res.Reused {
+		if err := content.TagPushed(ctx); err != nil {
+			return err
+		}
+		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
+	}
+	var sboms []string
+	if opts.SBOM && attest == nil {
+		if sboms, err = builder.AttachSBOMs(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+			return err
+		}
+	}
+	signed, err := signAll(ctx, opts, fl.signKey, res.Pushed)
+	if err != nil {
+		return err
+	}
+	if fl.checkRules != nil {
+		if err := checkBuilt(ctx, opts, plan, res.Digest, fl.outputs[0], fl.checkRules); err != nil {
+			return err
+		}
+	}
+	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
+	return nil
+}
+
+// build solves the plan on the BuildKit daemon the flags name, after
+// checking where the image goes.
+func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipes.Plan, in builder.Inputs, dir string, attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)) (*builder.Result, error) {
+	outputs, cacheFrom, cacheTo, comp, maxLayer := fl.outputs, fl.cacheFrom, fl.cacheTo, fl.comp, fl.maxLayer
 	if len(outputs) == 0 && len(cacheTo) == 0 {
 		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
 	}
@@ -398,12 +433,12 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			flag = "--push"
 		}
 		if err := preflight.Target(ctx, flag, out.Ref, layers.WithInsecureRegistries(opts.Insecure...)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
@@ -427,31 +462,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		Attest:       attest,
 	})
 	if err != nil {
-		return fmt.Errorf("build %s: %w", plan.Name, err)
+		return nil, fmt.Errorf("build %s: %w", plan.Name, err)
 	}
-	if content != nil {
-		if err := content.TagPushed(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
-	}
-	var sboms []string
-	if opts.SBOM && attest == nil {
-		if sboms, err = builder.AttachSBOMs(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
-			return err
-		}
-	}
-	signed, err := signAll(ctx, opts, fl.signKey, res.Pushed)
-	if err != nil {
-		return err
-	}
-	if fl.checkRules != nil {
-		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], fl.checkRules); err != nil {
-			return err
-		}
-	}
-	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
-	return nil
+	return res, nil
 }
 
 // writeBuildReport prints what kiln build did: one JSON object with
@@ -463,12 +476,17 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
+			"reused": res.Reused, "content_tag": res.ContentTag, "inputs_digest": res.InputsDigest,
 		})
 		return
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
-	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
-	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	if res.Reused {
+		fmt.Fprintf(opts.IO.Out, "reused   %s (up to date: built from these inputs)\n", res.ContentTag)
+	} else {
+		fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
+		fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	}
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
 		for _, pl := range slices.Sorted(maps.Keys(p.Images)) {
