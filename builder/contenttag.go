@@ -94,6 +94,21 @@ func InputsDigest(ctx context.Context, plan *recipes.Plan, d DigestInputs) (stri
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// AppDigest is the digest of the plan's app files under dir, the bytes
+// the graph names only by path ("" without app files).
+func AppDigest(p *recipes.Plan, dir string) (string, error) {
+	if p.App == nil || len(p.App.Files) == 0 {
+		return "", nil
+	}
+	h := sha256.New()
+	for _, c := range p.App.Files {
+		if err := hashSource(h, dir, c.Src); err != nil {
+			return "", fmt.Errorf("app file %s: %w", c.Src, err)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // ContentTag is the registry tag under which a build with inputs digest d
 // is pushed, next to the user's tag.
 func ContentTag(d string) string {

@@ -57,9 +57,14 @@ type BuildOptions struct {
 	// which that default made a no-op.
 	Rebuild      bool
 	SkipExisting bool
-	Check        string
-	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
-	Insecure     []string
+	// Explain is --explain: per step, hit or miss against ExplainAgainst
+	// (default: the --push tag's last push), which input changed, and the
+	// cost in bytes.
+	Explain        bool
+	ExplainAgainst string
+	Check          string
+	Epoch          string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	Insecure       []string
 	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
 	// pinned inputs, as a referrer, or with --provenance in the
 	// attestation manifest beside the image (sbomcmd.go).
@@ -140,6 +145,8 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
 	fl.BoolVar(&opts.Rebuild, "rebuild", false, "with --push: build even when an image built from the same inputs (lock, bases by digest, graph, app files) is in the repository under its content tag; without it that image answers, checked by its labels")
 	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "the default now (see --rebuild)")
+	fl.BoolVar(&opts.Explain, "explain", false, "say per step whether it hit or missed against the image --explain-against names (default: the --push tag's last push), which input changed (base, apt, pip pins, compiled wheels, GPU archs, app files), and the bytes to push and to pull again")
+	fl.StringVar(&opts.ExplainAgainst, "explain-against", "", "the image --explain compares with (implies --explain)")
 	_ = fl.MarkDeprecated("skip-existing", "use --push alone: a no-op rebuild answers from the content tag by default (--rebuild opts out)")
 	fl.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
@@ -197,6 +204,12 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 		return nil, in, "", cmdutil.UsageErr("--source-date-epoch: %q is not a non-negative integer", epoch)
 	}
 	in.SourceDateEpoch = &e
+	// The app files' digest goes into the image's record (--explain tells
+	// an app change by it). Files that cannot be read leave it out: a dry
+	// run needs none, and the build itself says which one is missing.
+	if d, err := builder.AppDigest(plan, r.Dir()); err == nil {
+		in.AppDigest = d
+	}
 	return plan, in, r.Dir(), nil
 }
 
@@ -322,6 +335,9 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--check: %v", err)
 		}
 	}
+	if err := explainUsage(opts); err != nil {
+		return nil, err
+	}
 	if opts.Rebuild && opts.SkipExisting {
 		return nil, cmdutil.UsageErr("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
 	}
@@ -374,6 +390,11 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
+	// The earlier image is read before the build moves its tag.
+	ex, err := startExplain(ctx, opts, plan, in)
+	if err != nil {
+		return err
+	}
 	content, res, err := answerExisting(ctx, opts, fl, plan, in, dir)
 	if err != nil {
 		return err
@@ -415,7 +436,11 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
-	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
+	explained, err := ex.finish(opts, res)
+	if err != nil {
+		return err
+	}
+	writeBuildReport(opts, plan, res, signed, sboms, attest != nil, explained)
 	return nil
 }
 
@@ -469,14 +494,14 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 
 // writeBuildReport prints what kiln build did: one JSON object with
 // --json, else a line per fact.
-func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Result, signed []*sign.Signed, sboms []string, attested bool) {
+func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Result, signed []*sign.Signed, sboms []string, attested bool, explained *builder.Explanation) {
 	if opts.JSON {
 		_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
-			"reused": res.Reused, "content_tag": res.ContentTag, "inputs_digest": res.InputsDigest,
+			"reused": res.Reused, "content_tag": res.ContentTag, "inputs_digest": res.InputsDigest, "explain": explained,
 		})
 		return
 	}
@@ -505,6 +530,9 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 			p = strings.SplitN(o, ":", 2)[0] + ":" + abs
 		}
 		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
+	}
+	if explained != nil {
+		writeExplain(opts.IO.Out, explained)
 	}
 }
 
