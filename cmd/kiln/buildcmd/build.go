@@ -147,7 +147,10 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "the default now (see --rebuild)")
 	fl.BoolVar(&opts.Explain, "explain", false, "say per step whether it hit or missed against the image --explain-against names (default: the --push tag's last push), which input changed (base, apt, pip pins, compiled wheels, GPU archs, app files), and the bytes to push and to pull again")
 	fl.StringVar(&opts.ExplainAgainst, "explain-against", "", "the image --explain compares with (implies --explain)")
-	_ = fl.MarkDeprecated("skip-existing", "use --push alone: a no-op rebuild answers from the content tag by default (--rebuild opts out)")
+	// Hidden, not MarkDeprecated: pflag's note would go to stdout (cobra
+	// prints it through OutOrStderr, which is the command's stdout) and
+	// break --json's one object; runBuild says it on stderr.
+	_ = fl.MarkHidden("skip-existing")
 	fl.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.SignFlag.Register(cmd)
@@ -341,6 +344,9 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	if opts.Rebuild && opts.SkipExisting {
 		return nil, cmdutil.UsageErr("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
 	}
+	if opts.SkipExisting {
+		fmt.Fprintln(opts.IO.ErrOut, "kiln: --skip-existing is deprecated and does nothing: with --push a no-op rebuild answers from the content tag by default (--rebuild opts out)")
+	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return nil, cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
 	}
@@ -507,7 +513,7 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
 	if res.Reused {
-		fmt.Fprintf(opts.IO.Out, "reused   %s (up to date: built from these inputs)\n", res.ContentTag)
+		fmt.Fprintf(opts.IO.Out, "reused   %s (up to date)\n", res.ContentTag)
 	} else {
 		fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
 		fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/slim"
 )
 
@@ -105,7 +106,7 @@ func TestBuildSkipExisting(t *testing.T) {
 
 // reuseSetup is a recipe whose --push repository's content tags (gzip and
 // zstd) hold images made with cfg, as if built from it before.
-func reuseSetup(t *testing.T, cfg func(in builder.Inputs) testimage.Config) (reg, f string, args []string) {
+func reuseSetup(t *testing.T, cfg func(plan *recipes.Plan, in builder.Inputs) testimage.Config) (reg, f string, args []string) {
 	t.Helper()
 	reg = testimage.Registry(t)
 	for _, s := range []string{"devel", "runtime"} {
@@ -126,7 +127,7 @@ func reuseSetup(t *testing.T, cfg func(in builder.Inputs) testimage.Config) (reg
 		t.Fatal(err)
 	}
 	for tag, comp := range map[string]string{c.Tag.String(): "gzip", layers.ZstdTag(c.Tag).String(): "zstd"} {
-		testimage.Push(t, tag, testimage.Image(t, cfg(in), testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, comp)))
+		testimage.Push(t, tag, testimage.Image(t, cfg(plan, in), testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, comp)))
 	}
 	return reg, f, []string{"build", f, "--mirror", reg, "--wheel-index", "http://127.0.0.1:9/simple", "--push", reg + "/acme/app:1", "--builder", "unix:///nonexistent/buildkitd.sock"}
 }
@@ -136,7 +137,7 @@ func reuseSetup(t *testing.T, cfg func(in builder.Inputs) testimage.Config) (reg
 // says so in words and in --json; --rebuild builds; --skip-existing is a
 // deprecated no-op alias, accepted without --push.
 func TestBuildReusesByDefault(t *testing.T) {
-	reg, f, args := reuseSetup(t, func(in builder.Inputs) testimage.Config {
+	reg, f, args := reuseSetup(t, func(_ *recipes.Plan, in builder.Inputs) testimage.Config {
 		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
 	})
 	code, out, errOut := run(t, args...)
@@ -158,7 +159,7 @@ func TestBuildReusesByDefault(t *testing.T) {
 	if code, _, errOut := run(t, append(args, "--rebuild")...); code != cmdutil.ExitFailure || !strings.Contains(errOut, "buildkitd") {
 		t.Errorf("--rebuild: exit %d (want a build attempt): %s", code, errOut)
 	}
-	if code, out, errOut := run(t, append(args, "--skip-existing")...); code != cmdutil.ExitOK || !strings.Contains(out, "reused") || !strings.Contains(errOut, "deprecated") {
+	if code, out, errOut := run(t, append(args, "--skip-existing", "--json")...); code != cmdutil.ExitOK || !strings.HasPrefix(out, "{") || !strings.Contains(out, `"reused": true`) || !strings.Contains(errOut, "deprecated") {
 		t.Errorf("--skip-existing (deprecated alias): exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, _, errOut := run(t, "build", f, "--skip-existing", "--mirror", reg, "--wheel-index", "http://127.0.0.1:9/simple", "--builder", "unix:///nonexistent/buildkitd.sock"); code != cmdutil.ExitFailure || !strings.Contains(errOut, "buildkitd") {
@@ -174,7 +175,7 @@ func TestBuildReuseIsChecked(t *testing.T) {
 		"another recipe": {builder.LabelRecipeHash: "sha256:0000"},
 		"no kiln labels": nil,
 	} {
-		_, _, args := reuseSetup(t, func(builder.Inputs) testimage.Config { return testimage.Config{Labels: labels} })
+		_, _, args := reuseSetup(t, func(*recipes.Plan, builder.Inputs) testimage.Config { return testimage.Config{Labels: labels} })
 		code, _, errOut := run(t, args...)
 		if code != cmdutil.ExitFailure || !strings.Contains(errOut, "not reusing") || !strings.Contains(errOut, builder.LabelRecipeHash) || !strings.Contains(errOut, "buildkitd") {
 			t.Errorf("%s: exit %d (want a build attempt, saying why): %s", what, code, errOut)
