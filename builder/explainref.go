@@ -146,7 +146,13 @@ func (a *Against) Explain(now *Record) *Explanation {
 		e.Note = a.Ref + " has no kiln record (" + LabelInputs + "): built by another tool or an older kiln"
 	}
 	if was == nil {
-		was = &Record{}
+		// Nothing to compare with: every step misses, and the note says
+		// why; no input "changed".
+		e.Changes = []Change{}
+		for _, s := range now.Steps {
+			e.Steps = append(e.Steps, StepExplain{Name: s.Name})
+		}
+		return e
 	}
 	e.Steps, e.Changes = Explain(was, now)
 	e.Changes = nonNil(e.Changes)
