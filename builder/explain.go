@@ -146,7 +146,7 @@ func ParseRecord(s string) (*Record, error) {
 
 // Change is one input that differs between two records.
 type Change struct {
-	Input string `json:"input"` // base devel|runtime, apt, pip torch|extensions|pip, wheel flash-attn, archs, app
+	Input string `json:"input"` // base devel|runtime, apt, pip torch|extensions|extras, wheel flash-attn, archs, app
 	What  string `json:"what"`  // in words: old → new, added, removed
 }
 
@@ -225,7 +225,7 @@ func stepInputs(step string, changes []Change) []string {
 	default:
 		for _, comp := range []Component{ComponentTorch, ComponentExtensions, ComponentPip} {
 			if strings.HasSuffix(step, " "+string(comp)) {
-				reads = []string{"pip " + string(comp)}
+				reads = []string{pipInput(string(comp))}
 				if comp == ComponentExtensions {
 					reads = append(reads, "wheel flash-attn", "archs")
 				}
@@ -257,7 +257,7 @@ func diffRecords(was, now *Record) []Change {
 	}
 	for _, comp := range sortedKeys(was.Pip, now.Pip) {
 		if d := pinDiff(was.Pip[comp], now.Pip[comp]); d != "" {
-			out = append(out, Change{"pip " + comp, d})
+			out = append(out, Change{pipInput(comp), d})
 		}
 	}
 	for _, w := range sortedKeys(was.Wheels, now.Wheels) {
@@ -279,6 +279,15 @@ func diffRecords(was, now *Record) []Change {
 		out = append(out, Change{"app", "files changed (" + shortDigest(was.App) + " → " + shortDigest(now.App) + ")"})
 	}
 	return out
+}
+
+// pipInput names a component's pins as a Change's input: pip torch, pip
+// extensions, and the recipe's own requirements, pip extras.
+func pipInput(comp string) string {
+	if comp == string(ComponentPip) {
+		return "pip extras"
+	}
+	return "pip " + comp
 }
 
 // pinDiff says how pins differ by package name: a → b, added, removed.

@@ -65,7 +65,7 @@ func TestExplainNamesTheChangedInput(t *testing.T) {
 		{"arch list", mustRecord(t, sourcePlan(t, "90", nil), in), "wheel flash-attn", map[string]string{
 			"devel: python and pip": "hit", "devel: wheels for torch": "hit", "devel: wheels for extensions": "changed: wheel flash-attn",
 			"runtime: system packages": "hit", "runtime: install torch": "the devel stage's wheelhouse", "runtime: install extensions": "the devel stage's wheelhouse"}},
-		{"pip pin", mustRecord(t, sourcePlan(t, "80;90", func(r *recipes.Recipe) { r.Pip = []string{"numpy==2.1.0"} }), in), "pip pip", map[string]string{
+		{"pip pin", mustRecord(t, sourcePlan(t, "80;90", func(r *recipes.Recipe) { r.Pip = []string{"numpy==2.1.0"} }), in), "pip extras", map[string]string{
 			"devel: wheels for extensions": "hit", "devel: wheels for pip": "a step the earlier image did not have",
 			"runtime: install extensions": "the devel stage's wheelhouse", "runtime: install pip": "a step the earlier image did not have"}},
 	} {
