@@ -262,7 +262,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		o.Client, o.ContextDir, o.Progress, o.Tools = c, dir, "quiet", tools
-		o.Outputs = []Output{{Type: "image", Path: repo + ":" + tag}}
+		o.Outputs = []Output{mustOutput(t, repo+":"+tag)}
 		res, err := Build(ctx, plan, in, o)
 		if err != nil {
 			t.Fatalf("build %s: %v", tag, err)
@@ -372,7 +372,7 @@ func TestEndToEnd(t *testing.T) {
 		start := time.Now()
 		res, err := Build(ctx, plan, in, Options{
 			Client: c, ContextDir: dir, Progress: "quiet", Compression: "gzip", MaxLayerSize: 512 << 20, Tools: tools,
-			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}, {Type: "image", Path: repo + ":" + tag + "-zstd", Compression: "zstd"}},
+			Outputs: []Output{mustOutput(t, repo+":"+tag), {Ref: mustOutput(t, repo+":"+tag+"-zstd").Ref, Compression: "zstd"}},
 		})
 		if err != nil {
 			t.Fatalf("build %s: %v", tag, err)
