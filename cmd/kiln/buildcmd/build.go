@@ -3,8 +3,6 @@ package buildcmd
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -164,10 +162,7 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 		if why := l.Stale(r, nil); len(why) > 0 {
 			return nil, in, "", fmt.Errorf("--locked: %s is stale: %s; run kiln lock", lp, strings.Join(why, "; "))
 		}
-		if b, err := os.ReadFile(lp); err == nil {
-			s := sha256.Sum256(b)
-			in.LockDigest = "sha256:" + hex.EncodeToString(s[:])
-		}
+		in.LockDigest = l.FileDigest
 		plan = l.LockedPlan()
 	} else {
 		ropts, oerr := opts.ResolverOptions()

@@ -16,7 +16,6 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
-	"github.com/kiln-build/kiln/warm"
 )
 
 // ConvertOptions are kiln convert's inputs.
@@ -95,7 +94,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if opts.Compression != "zstd" {
 		return cmdutil.UsageErr("--compression: %q: only zstd is supported", opts.Compression)
 	}
-	suffix := warm.ZstdTagSuffix
+	suffix := layers.ZstdTagSuffix
 	var startup []string
 	switch opts.Format {
 	case "oci", "":
@@ -141,7 +140,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		if r.Kind != layers.KindRegistry || !ok {
 			return cmdutil.UsageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", suffix)
 		}
-		to = t.Context().Tag(t.TagStr() + suffix).String()
+		to = layers.VariantTag(t, suffix).String()
 	}
 	if _, err := layers.ParseRef(to, lopts...); err != nil {
 		return cmdutil.UsageErr("--to: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // HostCheckOptions are kiln host check's inputs.
@@ -230,7 +231,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	if imageErr != "" {
 		ho.ImageRef, ho.ImageError = opts.Image, imageErr
 	} else if im != nil && !lock && !recipe {
-		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
+		if ho.Signature, err = inspectSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
 			return err
 		}
 	} else if opts.VerifyKey != "" {
@@ -259,4 +260,22 @@ func isRecipeFile(arg string) bool {
 	}
 	fi, err := os.Stat(arg)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// inspectSignature is sign.Inspect of a registry image, verified with
+// --verify-key's policy when it is given (nil for any other image). Only
+// a bad key file is an error: host check reports the registry, and does
+// not gate on it.
+func inspectSignature(ctx context.Context, ref, key string, lopts []layers.Option) (*hostcheck.Signature, error) {
+	if r, err := layers.ParseRef(ref, lopts...); err != nil || r.Kind != layers.KindRegistry {
+		return nil, nil
+	}
+	var pol *sign.Policy
+	if key != "" {
+		var err error
+		if pol, err = sign.LoadPolicy(key); err != nil {
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
+		}
+	}
+	return sign.Inspect(ctx, ref, pol, lopts...), nil
 }

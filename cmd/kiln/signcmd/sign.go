@@ -177,7 +177,14 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 		var refused []string
 		for _, ref := range opts.Refs {
-			res, err := verifyRef(ctx, ref, pol, lopts)
+			r, err := cmdutil.CheckRef("", ref, lopts...)
+			if err != nil {
+				return err
+			}
+			if r.Kind != layers.KindRegistry {
+				return cmdutil.UsageErr("verify: %s is not a registry reference", ref)
+			}
+			res, err := pol.VerifyRef(ctx, ref, lopts...)
 			if err != nil {
 				return err
 			}
@@ -209,20 +216,4 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 	}
 	return err
-}
-
-// verifyRef resolves ref to its digest and verifies it under pol.
-func verifyRef(ctx context.Context, ref string, pol *sign.Policy, lopts []layers.Option) (*sign.Result, error) {
-	r, err := layers.ParseRef(ref, lopts...)
-	if err != nil {
-		return nil, cmdutil.UsageErr("%v", err)
-	}
-	if r.Kind != layers.KindRegistry {
-		return nil, cmdutil.UsageErr("verify: %s is not a registry reference", ref)
-	}
-	desc, err := sign.Resolve(ctx, r.Name, lopts...)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, err)
-	}
-	return pol.VerifyDigest(ctx, ref, r.Name.Context(), r.Name.Context(), desc.Digest, lopts...)
 }
