@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/moby/buildkit/client"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
@@ -64,11 +65,16 @@ type BuildOptions struct {
 	BuilderID  string
 	cmdutil.SignFlag
 	cmdutil.RecipeFlags
+	// BuildKit connects to the builder (Factory.Connect).
+	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 }
 
-func NewCmdBuild(f *cmdutil.Factory) *cobra.Command {
+// NewCmdBuild is kiln build [FILE].
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdBuild(f *cmdutil.Factory, runF func(*BuildOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &BuildOptions{IO: ios, Version: f.Version}
+	opts := &BuildOptions{IO: ios, Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
 		Use:   "build [FILE]",
 		Short: "Build a slim two-stage CUDA image from a recipe through BuildKit",
@@ -111,6 +117,9 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
+			if runF != nil {
+				return runF(opts)
+			}
 			return runBuild(cmd.Context(), opts)
 		},
 	}
@@ -409,7 +418,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
-	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
+	c, addr, err := opts.BuildKit(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
 	}

@@ -35,9 +35,12 @@ type ConvertOptions struct {
 	cmdutil.ImageFlags
 }
 
-func NewCmdConvert(f *cmdutil.Factory) *cobra.Command {
+// NewCmdConvert is kiln convert IMAGE.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdConvert(f *cmdutil.Factory, runF func(*ConvertOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &ConvertOptions{IO: ios}
+	opts := &ConvertOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "convert IMAGE --to REF --compression zstd",
 		Short: "Recompress an image's gzip layers as zstd, without a daemon",
@@ -56,6 +59,9 @@ Docker >= 23.0).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runConvert(cmd.Context(), opts)
 		},
 	}

@@ -49,13 +49,16 @@ func NewCmdHost(f *cmdutil.Factory) *cobra.Command {
 			return cmdutil.UsageErr("host needs a subcommand: check")
 		},
 	}
-	cmd.AddCommand(newHostCheckCmd(f))
+	cmd.AddCommand(NewCmdHostCheck(f, nil))
 	return cmd
 }
 
-func newHostCheckCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdHostCheck is kiln host check.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdHostCheck(f *cmdutil.Factory, runF func(*HostCheckOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &HostCheckOptions{IO: ios}
+	opts := &HostCheckOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "check [--image REF|LOCK|RECIPE] [--volume DIR...] [--json]",
 		Short: "Will this image start and use the GPU on this host?",
@@ -98,6 +101,9 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
   kiln host check --host-info host.json --image 127.0.0.1:5000/acme/serve:1.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
 			return runHostCheck(cmd.Context(), opts)
 		},
 	}

@@ -29,7 +29,10 @@ type LockOptions struct {
 	HTTP    *http.Client
 }
 
-func NewCmdLock(f *cmdutil.Factory) *cobra.Command {
+// NewCmdLock is kiln lock [FILE].
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdLock(f *cmdutil.Factory, runF func(*LockOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &LockOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -54,6 +57,9 @@ alone.`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
+			if runF != nil {
+				return runF(opts)
+			}
 			return runLock(cmd.Context(), opts)
 		},
 	}

@@ -30,9 +30,12 @@ type signReport struct {
 
 const signSchema = "kiln.sign/v1"
 
-func NewCmdSign(f *cmdutil.Factory) *cobra.Command {
+// NewCmdSign is kiln sign IMAGE --key KEY.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdSign(f *cmdutil.Factory, runF func(*SignOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &SignOptions{IO: ios}
+	opts := &SignOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "sign REF --key KEY",
 		Short: "Sign an image or artifact in the registry (cosign's format)",
@@ -58,6 +61,9 @@ Exit codes: 0 signed, 1 failure, 2 usage. --json prints one object
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runSign(cmd.Context(), opts)
 		},
 	}
@@ -130,9 +136,12 @@ type verifyReport struct {
 
 const verifySchema = "kiln.verify/v1"
 
-func NewCmdVerify(f *cmdutil.Factory) *cobra.Command {
+// NewCmdVerify is kiln verify IMAGE... --key KEY.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdVerify(f *cmdutil.Factory, runF func(*VerifyOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &VerifyOptions{IO: ios}
+	opts := &VerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "verify REF... --key PUBKEY|POLICY",
 		Short: "Verify the cosign signatures of images or artifacts",
@@ -151,6 +160,9 @@ failure; each result's reason is missing, wrong-key, tampered or invalid.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Refs = args
+			if runF != nil {
+				return runF(opts)
+			}
 			return runVerify(cmd.Context(), opts)
 		},
 	}

@@ -61,11 +61,16 @@ type SlimOptions struct {
 	cmdutil.SignFlag
 	cmdutil.ImageFlags
 	cmdutil.BuilderFlags
+	// BuildKit connects to the builder --probe runs on (Factory.Connect).
+	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 }
 
-func NewCmdSlim(f *cmdutil.Factory) *cobra.Command {
+// NewCmdSlim is kiln slim IMAGE --to DEST.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdSlim(f *cmdutil.Factory, runF func(*SlimOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &SlimOptions{IO: ios, Version: f.Version}
+	opts := &SlimOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
 		Use:   "slim IMAGE --to DEST",
 		Short: "Rewrite an image without what it does not need at run time",
@@ -140,6 +145,9 @@ layers.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runSlim(cmd.Context(), opts)
 		},
 	}
@@ -428,8 +436,8 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 		// logrus (e.g. about fsverity); kiln's own messages are enough.
 		logrus.SetLevel(logrus.ErrorLevel)
 		var err error
-		if bk, err = preflight.BuildKit(ctx, "--probe", opts.Builder, opts.TLS()); err != nil {
-			return nil, err
+		if bk, _, err = opts.BuildKit(ctx, opts.Builder, opts.TLS()); err != nil {
+			return nil, fmt.Errorf("--probe needs BuildKit: %w", err)
 		}
 	}
 	if err := preflight.Disk(work, copies*img.CompressedSize(), "the slimmed layers"); err != nil {

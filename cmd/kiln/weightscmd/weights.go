@@ -31,7 +31,7 @@ uncompressed layer per large file, whose digest is the file's sha256) plus a
 volume manifest (docs/weights.md). A host pulls the volume once, verified and
 resumable, and every container mounts it read-only where the image expects it.`,
 	}
-	cmd.AddCommand(newWeightsStripCmd(f), newWeightsPullCmd(f), newWeightsVerifyCmd(f), newWeightsRunArgsCmd(f))
+	cmd.AddCommand(NewCmdWeightsStrip(f, nil), NewCmdWeightsPull(f, nil), NewCmdWeightsVerify(f, nil), NewCmdWeightsRunArgs(f, nil))
 	return cmd
 }
 
@@ -61,9 +61,12 @@ type WeightsStripOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsStripCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsStrip is kiln weights strip IMAGE.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsStrip(f *cmdutil.Factory, runF func(*WeightsStripOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsStripOptions{IO: ios, Version: f.Version}
+	opts := &WeightsStripOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "strip IMAGE --to REF --weights-to REF|oci:DIR",
 		Short: "Take the weight files out of an image into a weights artifact",
@@ -79,6 +82,9 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runWeightsStrip(cmd.Context(), opts)
 		},
 	}
@@ -301,9 +307,12 @@ type WeightsPullOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsPull is kiln weights pull REF.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsPull(f *cmdutil.Factory, runF func(*WeightsPullOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsPullOptions{IO: ios}
+	opts := &WeightsPullOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
@@ -325,6 +334,9 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runWeightsPull(cmd.Context(), opts)
 		},
 	}
@@ -439,9 +451,12 @@ type WeightsVerifyOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsVerifyCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsVerify is kiln weights verify.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsVerify(f *cmdutil.Factory, runF func(*WeightsVerifyOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsVerifyOptions{IO: ios}
+	opts := &WeightsVerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check a weights volume offline (exit 1 when it does not verify)",
@@ -454,6 +469,9 @@ Exit 1 when anything differs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runWeightsVerify(cmd.Context(), opts)
 		},
 	}
@@ -522,9 +540,12 @@ type WeightsRunArgsOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsRunArgsCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsRunArgs is kiln weights run-args.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsRunArgs(f *cmdutil.Factory, runF func(*WeightsRunArgsOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsRunArgsOptions{IO: ios}
+	opts := &WeightsRunArgsOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "run-args REF|IMAGE|MANIFEST.json --volume NAME|DIR",
 		Short: "Print docker run, Compose and Kubernetes snippets that mount a weights volume",
@@ -537,6 +558,9 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
 			return runWeightsRunArgs(cmd.Context(), opts)
 		},
 	}
