@@ -23,6 +23,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
@@ -330,22 +331,25 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	return fl, nil
 }
 
-// signAll signs every manifest the build pushed (--sign-key; k nil: none).
+// signAll signs every manifest the build pushed (--sign-key; k nil:
+// none): BuildKit wrote them, publish signs them as it signs what slim,
+// convert and weights strip write.
 func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []builder.Pushed) ([]*sign.Signed, error) {
 	if k == nil {
 		return nil, nil
 	}
+	pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(k, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}))
 	var signed []*sign.Signed
 	for _, p := range pushed {
 		h, err := v1.NewHash(p.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
 		}
-		s, err := opts.SignFlag.SignPushed(ctx, k, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
+		res, err := pub.Publish(ctx, publish.Pushed(h), p.Ref)
 		if err != nil {
 			return nil, err
 		}
-		signed = append(signed, s)
+		signed = append(signed, res.Signed)
 	}
 	return signed, nil
 }

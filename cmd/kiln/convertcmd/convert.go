@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -192,14 +193,11 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return fmt.Errorf("convert %s: %w", opts.Image, err)
 	}
 	defer res.Close()
-	dg, err := layers.Write(ctx, res.Image, to, lopts...)
+	pub, err := publish.WithSign(publish.Writer(lopts...), opts.SignFlag.Signer(key, lopts)).Publish(ctx, res.Image, to)
 	if err != nil {
 		return err
 	}
-	signed, err := opts.SignFlag.SignPushed(ctx, key, to, dg, lopts)
-	if err != nil {
-		return err
-	}
+	dg, signed := pub.Digest, pub.Signed
 	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Format: "oci", Layers: res.Layers, Signed: signed}
 	col := "ZSTD"
 	if opts.Format == "estargz" {

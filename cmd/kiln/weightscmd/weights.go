@@ -209,62 +209,21 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if len(col.Files()) == 0 {
 		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
 	}
-	st, err := col.Finish(ctx, opts.WeightsTo, opts.Mount, img.Digest.String(), lopts...)
+	st, err := weights.Strip(ctx, col, res, weights.StripOptions{To: opts.To, WeightsTo: opts.WeightsTo, Mount: opts.Mount, ImageTwin: opts.ImageTwin,
+		Source: img, SBOM: opts.SBOM, Version: opts.Version, Signer: opts.SignFlag.Signer(key, lopts), Layers: lopts})
 	if err != nil {
 		return err
 	}
-	m, aref, labels := st.Manifest, st.Ref, st.Labels
-	twinRef := ""
-	if opts.ImageTwin != "" {
-		twin, err := col.Twin(m, aref, img.Platform)
-		if err != nil {
-			return err
-		}
-		tdg, err := layers.Write(ctx, twin, opts.ImageTwin, lopts...)
-		if err != nil {
-			return fmt.Errorf("--image-twin: %w", err)
-		}
-		if twinRef, err = weights.ArtifactRef(opts.ImageTwin, tdg, lopts...); err != nil {
-			return fmt.Errorf("--image-twin: %w", err)
-		}
-		labels[weights.LabelTwin] = twinRef
-	}
-	out, err := res.Image(labels)
-	if err != nil {
-		return err
-	}
-	idg, err := layers.Write(ctx, out, opts.To, lopts...)
-	if err != nil {
-		return err
-	}
-	var sbomRef string
-	if opts.SBOM {
-		if sbomRef, err = weights.AttachSBOM(ctx, aref, m, opts.Version, lopts...); err != nil {
-			return err
-		}
-	}
-	var signed []*sign.Signed
-	if key != nil {
-		s, err := opts.SignFlag.SignPushed(ctx, key, opts.To, idg, lopts)
-		if err != nil {
-			return err
-		}
-		signed = append(signed, s)
-		if s, err = opts.SignFlag.SignArtifact(ctx, key, aref, lopts); err != nil {
-			return err
-		} else if s != nil {
-			signed = append(signed, s)
-		}
-	}
+	m := st.Manifest
 	if opts.ManifestOut != "" {
 		b, _ := m.Encode()
 		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
 			return fmt.Errorf("--manifest-out: %v", err)
 		}
 	}
-	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
+	r := stripResult{Image: opts.To, ImageDigest: st.Image.Digest.String(), Weights: st.Ref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
+		Labels: st.Labels, VolumeManifest: m, Signed: st.Signed, SBOM: st.SBOM, Twin: st.Twin}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, r)
 	}
