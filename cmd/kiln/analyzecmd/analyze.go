@@ -68,10 +68,7 @@ CUDA facts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runAnalyze(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runAnalyze)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

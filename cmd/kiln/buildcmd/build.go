@@ -118,10 +118,7 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			if runF != nil {
-				return runF(opts)
-			}
-			return runBuild(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runBuild)
 		},
 	}
 	fl := cmd.Flags()

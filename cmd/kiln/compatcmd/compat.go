@@ -69,10 +69,7 @@ min_driver, reason. Exit 0 when compatible, 1 when not.`,
   kiln compat driver --cuda 13.0 --driver 535.104.05 --gpu h100 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCompatDriver(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatDriver)
 		},
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the image's CUDA version (12.4 or 12.4.1)")
@@ -158,10 +155,7 @@ JSON keys: compute_capability, supported, reason. Exit 0 when supported, 1 when 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.GPU = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCompatGPU(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatGPU)
 		},
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the CUDA toolkit version (12.8, 13.0, ...)")

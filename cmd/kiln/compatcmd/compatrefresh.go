@@ -76,10 +76,7 @@ source, date}], sources; a failure is {"error"}.`,
   kiln compat refresh --repository mirror.internal:5000/nvidia/cuda --index https://mirror.internal/whl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(opts)
-			}
-			return runCompatRefresh(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatRefresh)
 		},
 	}
 	fl := cmd.Flags()

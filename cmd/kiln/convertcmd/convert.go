@@ -60,10 +60,7 @@ Docker >= 23.0).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runConvert(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runConvert)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

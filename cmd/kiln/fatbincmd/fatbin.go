@@ -68,10 +68,7 @@ modified copies is your call.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
-			if runF != nil {
-				return runF(opts)
-			}
-			return runFatbinPrune(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runFatbinPrune)
 		},
 	}
 	fl := prune.Flags()

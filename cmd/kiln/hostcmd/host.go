@@ -101,10 +101,7 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
   kiln host check --host-info host.json --image 127.0.0.1:5000/acme/serve:1.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(opts)
-			}
-			return runHostCheck(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runHostCheck)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

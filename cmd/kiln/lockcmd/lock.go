@@ -57,10 +57,7 @@ alone.`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			if runF != nil {
-				return runF(opts)
-			}
-			return runLock(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runLock)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Check, "check", false, "exit 1 when kiln.lock is stale; write nothing")

@@ -38,10 +38,7 @@ func NewCmdProbeRecord(f *cmdutil.Factory, runF func(*ProbeRecordOptions) error)
 				return cmdutil.UsageErr("--out is required")
 			}
 			opts.Cmd = args
-			if runF != nil {
-				return runF(opts)
-			}
-			return runProbeRecord(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runProbeRecord)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Out, "out", "", "file to write the opened paths to, one a line")

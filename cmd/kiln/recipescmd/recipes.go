@@ -51,10 +51,7 @@ func NewCmdRecipesList(f *cmdutil.Factory, runF func(*RecipesOptions) error) *co
 		Example: "  kiln recipes list\n  kiln recipes list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRecipesList(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesList)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the list as JSON")
@@ -73,10 +70,7 @@ func NewCmdRecipesShow(f *cmdutil.Factory, runF func(*RecipesOptions) error) *co
 		ValidArgsFunction: cmdutil.CompleteRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Name = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRecipesShow(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesShow)
 		},
 	}
 }
@@ -98,10 +92,7 @@ func NewCmdRecipesInit(f *cmdutil.Factory, runF func(*RecipesOptions) error) *co
 			if len(args) == 1 {
 				opts.Name = args[0]
 			}
-			if runF != nil {
-				return runF(opts)
-			}
-			return runRecipesInit(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesInit)
 		},
 	}
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "kiln.yaml", "file to write")

@@ -60,10 +60,7 @@ refresh writes newer data; --compat-data or $KILN_COMPAT_DATA uses it.`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			if runF != nil {
-				return runF(opts)
-			}
-			return runResolve(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runResolve)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the plan as JSON")

@@ -61,10 +61,7 @@ Exit codes: 0 signed, 1 failure, 2 usage. --json prints one object
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runSign(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runSign)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -160,10 +157,7 @@ failure; each result's reason is missing, wrong-key, tampered or invalid.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Refs = args
-			if runF != nil {
-				return runF(opts)
-			}
-			return runVerify(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runVerify)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

@@ -143,10 +143,7 @@ layers.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runSlim(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runSlim)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

@@ -82,10 +82,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runWeightsStrip(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsStrip)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -293,10 +290,7 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runWeightsPull(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsPull)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -428,10 +422,7 @@ Exit 1 when anything differs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runWeightsVerify(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsVerify)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -517,10 +508,7 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			if runF != nil {
-				return runF(opts)
-			}
-			return runWeightsRunArgs(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsRunArgs)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

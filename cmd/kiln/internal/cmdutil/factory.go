@@ -78,6 +78,15 @@ func (f *Factory) Open(ctx context.Context, spec warm.TargetSpec, o warm.TargetO
 	return warm.OpenTarget(ctx, spec, o)
 }
 
+// Run ends a verb's RunE: runF(opts) when a test gave one (it stops at
+// the parsed options), else the verb's own run(ctx, opts).
+func Run[O any](ctx context.Context, opts *O, runF func(*O) error, run func(context.Context, *O) error) error {
+	if runF != nil {
+		return runF(opts)
+	}
+	return run(ctx, opts)
+}
+
 // Leaf wires a verb whose constructor takes a runF (gh's shape,
 // NewCmdX(f, runF)) into a root, with runF nil: the command runs its own
 // workflow. Tests that stop at the parsed options call NewCmdX with a
