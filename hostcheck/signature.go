@@ -7,22 +7,9 @@ import (
 )
 
 // Signature is what kiln host check --image learned about the image's
-// signatures and attestations (cmd/kiln reads them from the registry;
-// this package does no network I/O of its own).
-type Signature struct {
-	// KeyGiven: --verify-key was passed, so Result is a verification.
-	KeyGiven bool
-	// Result is the verification (KeyGiven), or the signatures found
-	// checked against no key (only their number and formats mean
-	// anything then).
-	Result *sign.Result
-	// Attestations are the image's attestations: BuildKit-style
-	// attestation manifests in its index and non-signature referrers,
-	// as "predicate-or-artifact-type (digest)".
-	Attestations []string
-	// Err is why the registry could not be asked.
-	Err string
-}
+// signatures and attestations: sign.Inspect's answer (cmd/kiln reads it
+// from the registry; this package does no network I/O of its own).
+type Signature = sign.Inspection
 
 // signature is the "signature" item: pass when the image verifies with
 // --verify-key, fail when it does not, warn when no key was given

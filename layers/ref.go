@@ -23,7 +23,11 @@ import (
 const ZstdTagSuffix = "-zstd"
 
 // ZstdTag is t's zstd variant, TAG-zstd.
-func ZstdTag(t name.Tag) name.Tag { return t.Context().Tag(t.TagStr() + ZstdTagSuffix) }
+func ZstdTag(t name.Tag) name.Tag { return VariantTag(t, ZstdTagSuffix) }
+
+// VariantTag is t's variant named by suffix: TAG-zstd (ZstdTag),
+// TAG-estargz, the names kiln convert and slim publish beside TAG.
+func VariantTag(t name.Tag, suffix string) name.Tag { return t.Context().Tag(t.TagStr() + suffix) }
 
 // Kind says where an image reference points.
 type Kind string

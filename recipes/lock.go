@@ -35,6 +35,10 @@ type Lock struct {
 	BaseImages  map[string]LockedImage `json:"base_images"` // "devel", "runtime"
 	Wheels      []LockedWheel          `json:"wheels"`
 	Warnings    []string               `json:"warnings"`
+	// FileDigest is the sha256 of the file ReadLock read (sha256:HEX),
+	// which a build records as its lock digest; empty for a lock that
+	// was not read from a file.
+	FileDigest string `json:"-"`
 }
 
 // LockedImage is a base image pinned by digest.
@@ -255,6 +259,7 @@ func ReadLock(path string) (*Lock, error) {
 	if l.Plan == nil {
 		return nil, fmt.Errorf("%s: no plan", path)
 	}
+	l.FileDigest = fmt.Sprintf("sha256:%x", sha256.Sum256(b))
 	return &l, nil
 }
 

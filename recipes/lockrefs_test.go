@@ -1,6 +1,9 @@
 package recipes
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,5 +54,34 @@ func TestRuntimeRefs(t *testing.T) {
 	delete(l.BaseImages, "runtime")
 	if _, err := l.RuntimeRefs("kiln.lock", "linux/amd64"); err == nil || !strings.Contains(err.Error(), "no runtime image") {
 		t.Fatalf("no runtime base: %v", err)
+	}
+}
+
+// TestReadLockDigestsTheBytesRead: the lock digest a build records is the
+// sha256 of the very bytes ReadLock decoded (one read, no second open
+// that could see another file), and a marshalled lock does not carry it.
+func TestReadLockDigestsTheBytesRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kiln.lock")
+	l := &Lock{LockVersion: LockVersion, Plan: &Plan{CUDA: "12.8.1"}}
+	if err := WriteLock(p, l); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("sha256:%x", sha256.Sum256(b)); got.FileDigest != want {
+		t.Fatalf("FileDigest = %q, want %q", got.FileDigest, want)
+	}
+	out, err := got.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, b) {
+		t.Fatalf("a read lock marshals to other bytes:\n%s\nwant\n%s", out, b)
 	}
 }

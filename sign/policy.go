@@ -162,6 +162,24 @@ func (p *Policy) Keys(repo name.Repository) ([]*PublicKey, string) {
 	return nil, ""
 }
 
+// VerifyRef verifies the manifest the registry reference ref resolves to
+// (Resolve: GET and hash what is served, as a pull gets it) under p, as
+// kiln verify does. ref that is not a registry reference is an error.
+func (p *Policy) VerifyRef(ctx context.Context, ref string, lopts ...layers.Option) (*Result, error) {
+	r, err := layers.ParseRef(ref, lopts...)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != layers.KindRegistry {
+		return nil, fmt.Errorf("%s is not a registry reference", ref)
+	}
+	desc, err := Resolve(ctx, r.Name, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", ref, err)
+	}
+	return p.VerifyDigest(ctx, ref, r.Name.Context(), r.Name.Context(), desc.Digest, lopts...)
+}
+
 // VerifyDigest verifies digest d, named ref, whose signatures are read
 // from readRepo (a --mirror endpoint's, or repo itself), against the keys
 // p names for repo (the image's real name). A policy that names no key

@@ -86,20 +86,26 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 // serve another manifest on GET, and what is signed or verified must be
 // what a pull gets. A digest reference must hash to its digest.
 func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*v1.Descriptor, error) {
+	desc, _, err := resolve(ctx, ref, lopts)
+	return desc, err
+}
+
+// resolve is Resolve, also returning the manifest's bytes (verified).
+func resolve(ctx context.Context, ref name.Reference, lopts []layers.Option) (*v1.Descriptor, []byte, error) {
 	d, err := remote.Get(ref, layers.RemoteOptions(ctx, lopts...)...)
 	if err != nil {
-		return nil, layers.RedactError(err)
+		return nil, nil, layers.RedactError(err)
 	}
 	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(d.Manifest))}
 	if got != d.Digest {
-		return nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
+		return nil, nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
 	}
 	if dr, ok := ref.(name.Digest); ok && dr.DigestStr() != got.String() {
-		return nil, fmt.Errorf("registry serves manifest %s for %s: %w", got, dr.DigestStr(), layers.ErrDigestMismatch)
+		return nil, nil, fmt.Errorf("registry serves manifest %s for %s: %w", got, dr.DigestStr(), layers.ErrDigestMismatch)
 	}
 	desc := d.Descriptor
 	desc.Size = int64(len(d.Manifest))
-	return &desc, nil
+	return &desc, d.Manifest, nil
 }
 
 // SignDigest signs the manifest desc in repo (kiln build/slim/convert

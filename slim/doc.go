@@ -38,6 +38,11 @@
 // the TOC digest the snapshotter verifies. It depends only on the layer's
 // tar and the set of startup paths, not on their order.
 //
+// Publish is what follows a rewrite: each encoding's image (with the
+// weights volume's labels), an optional probe run through BuildKit before
+// anything is written (recording the eStargz startup set), then the
+// writes, SBOM attestations and signatures through layers/publish.
+//
 // Every byte that goes into a blob is deterministic (original mtimes,
 // source order, path-ordered splits, fixed zstd settings with one encoder
 // goroutine per segment, gzip at GzipLevel with an empty header and one

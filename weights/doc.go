@@ -21,4 +21,8 @@
 // component so that a hostile manifest or tar cannot write outside DIR.
 // Verify checks a volume offline; RunArgs prints the docker, Compose and
 // Kubernetes snippets that mount it.
+//
+// Strip is kiln weights strip's ending after the rewrite: the artifact
+// (Finish), its image twin, the stripped image labelled and written, the
+// artifact's SBOM and the signatures (through layers/publish).
 package weights

@@ -2,8 +2,13 @@ package weights
 
 import (
 	"context"
+	"fmt"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // Stripped is a published weights volume and the labels that tie the
@@ -32,4 +37,95 @@ func (c *Collector) Finish(ctx context.Context, to, mount, sourceImageDigest str
 		return nil, err
 	}
 	return &Stripped{Manifest: m, Ref: ref, Labels: map[string]string{LabelManifest: ref, LabelMount: m.Mount, LabelSetDigest: m.SetDigest}}, nil
+}
+
+// Rewritten is an image rewritten without its weights whose config
+// takes labels at the end (slim.Result).
+type Rewritten interface {
+	Image(labels map[string]string) (v1.Image, error)
+}
+
+// StripOptions say where Strip publishes a stripped image and its
+// weights, and what it attaches.
+type StripOptions struct {
+	// To is where the image without weights goes; WeightsTo the weights
+	// artifact (REF or oci:DIR[:TAG]); Mount the volume's mount path ("":
+	// the deepest directory holding every weight file).
+	To, WeightsTo, Mount string
+	// ImageTwin, when set, is where the volume is also published as an
+	// image (Twin) that the stripped image names (LabelTwin).
+	ImageTwin string
+	// Source is the stripped image: its digest is recorded in the volume
+	// manifest, its platform is the twin's.
+	Source *layers.Image
+	// SBOM attaches a bill of the weight files to the artifact
+	// (AttachSBOM, registry only), naming Version as its tool.
+	SBOM    bool
+	Version string
+	// Signer signs the image and the artifact (a registry one); nil signs
+	// nothing.
+	Signer *publish.Signer
+	Layers []layers.Option
+}
+
+// StripResult is what Strip published.
+type StripResult struct {
+	*Stripped
+	// Image is the stripped image as written to To (and signed).
+	Image *publish.Published
+	// Twin is the image twin by digest ("" without ImageTwin); SBOM the
+	// artifact's SBOM attestation ("" without one).
+	Twin, SBOM string
+	// Signed are the signatures: the image's, then the artifact's (when
+	// it is in a registry).
+	Signed []*sign.Signed
+}
+
+// Strip is kiln weights strip's ending, after the rewrite diverted the
+// weights into c: the artifact published (Finish), its image twin, the
+// stripped image labelled to name them and written, the artifact's SBOM,
+// and the signatures.
+func Strip(ctx context.Context, c *Collector, rw Rewritten, o StripOptions) (*StripResult, error) {
+	st, err := c.Finish(ctx, o.WeightsTo, o.Mount, o.Source.Digest.String(), o.Layers...)
+	if err != nil {
+		return nil, err
+	}
+	r := &StripResult{Stripped: st}
+	if o.ImageTwin != "" {
+		twin, err := c.Twin(st.Manifest, st.Ref, o.Source.Platform)
+		if err != nil {
+			return nil, err
+		}
+		tp, err := publish.Writer(o.Layers...).Publish(ctx, twin, o.ImageTwin)
+		if err != nil {
+			return nil, fmt.Errorf("--image-twin: %w", err)
+		}
+		if r.Twin, err = ArtifactRef(o.ImageTwin, tp.Digest, o.Layers...); err != nil {
+			return nil, fmt.Errorf("--image-twin: %w", err)
+		}
+		st.Labels[LabelTwin] = r.Twin
+	}
+	out, err := rw.Image(st.Labels)
+	if err != nil {
+		return nil, err
+	}
+	if r.Image, err = publish.WithSign(publish.Writer(o.Layers...), o.Signer).Publish(ctx, out, o.To); err != nil {
+		return nil, err
+	}
+	if o.SBOM {
+		if r.SBOM, err = AttachSBOM(ctx, st.Ref, st.Manifest, o.Version, o.Layers...); err != nil {
+			return nil, err
+		}
+	}
+	if r.Image.Signed != nil {
+		r.Signed = append(r.Signed, r.Image.Signed)
+		s, err := o.Signer.SignRef(ctx, st.Ref)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			r.Signed = append(r.Signed, s)
+		}
+	}
+	return r, nil
 }

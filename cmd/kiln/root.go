@@ -36,12 +36,16 @@ func buildInfo() cmdutil.BuildInfo {
 }
 
 // verbs are kiln's commands, wired here and nowhere else (no init hooks),
-// each from its own package; the order is cobra's help order.
+// each from its own package; the order is cobra's help order. A verb that
+// runs (a leaf) is wired with its runF nil (cmdutil.Leaf); a verb with
+// subcommands wires its own.
 var verbs = []func(*cmdutil.Factory) *cobra.Command{
-	analyzecmd.NewCmdAnalyze, buildcmd.NewCmdBuild, compatcmd.NewCmdCompat, convertcmd.NewCmdConvert,
-	fatbincmd.NewCmdFatbin, hostcmd.NewCmdHost, lockcmd.NewCmdLock, proberecordcmd.NewCmdProbeRecord,
-	recipescmd.NewCmdRecipes, resolvecmd.NewCmdResolve, signcmd.NewCmdSign, slimcmd.NewCmdSlim,
-	signcmd.NewCmdVerify, warmcmd.NewCmdWarm, weightscmd.NewCmdWeights,
+	cmdutil.Leaf(analyzecmd.NewCmdAnalyze), cmdutil.Leaf(buildcmd.NewCmdBuild), compatcmd.NewCmdCompat,
+	cmdutil.Leaf(convertcmd.NewCmdConvert), fatbincmd.NewCmdFatbin, hostcmd.NewCmdHost,
+	cmdutil.Leaf(lockcmd.NewCmdLock), cmdutil.Leaf(proberecordcmd.NewCmdProbeRecord),
+	recipescmd.NewCmdRecipes, cmdutil.Leaf(resolvecmd.NewCmdResolve), cmdutil.Leaf(signcmd.NewCmdSign),
+	cmdutil.Leaf(slimcmd.NewCmdSlim), cmdutil.Leaf(signcmd.NewCmdVerify), cmdutil.Leaf(warmcmd.NewCmdWarm),
+	weightscmd.NewCmdWeights,
 }
 
 // Main runs kiln with args and returns the process exit code.
@@ -52,6 +56,6 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 
 func run(ctx context.Context, args []string, ios *cmdutil.IO) int {
 	b := buildInfo()
-	f := &cmdutil.Factory{IO: ios, Version: b.Version, Build: b, Exec: run}
+	f := cmdutil.NewFactory(ios, b, run)
 	return cmdutil.Execute(ctx, cmdutil.NewRoot(f, verbs...), args, ios)
 }

@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/moby/buildkit/client"
+
+	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 )
 
 // kiln runs kiln ARGS... as the binary does, every verb wired.
@@ -60,5 +67,41 @@ func TestProgressFlag(t *testing.T) {
 		if err := cmdutil.CheckProgress(m); err != nil {
 			t.Errorf("cmdutil.CheckProgress(%q) = %v", m, err)
 		}
+	}
+}
+
+// The Factory's dependencies are made when a verb first needs them, not
+// when the verbs are built: help, version and a usage error connect to
+// nothing and read no registry configuration; the registry options are
+// made once however often they are asked for.
+func TestFactoryDependenciesAreLazy(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ios := &cmdutil.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	f := cmdutil.NewFactory(ios, buildInfo(), nil)
+	made := 0
+	f.Registry = sync.OnceValues(func() ([]layers.Option, error) { made++; return nil, nil })
+	f.BuildKit = func(context.Context, string, builder.TLS) (*client.Client, string, error) {
+		t.Error("BuildKit dialled")
+		return nil, "", errors.New("no")
+	}
+	f.OpenTarget = func(context.Context, warm.TargetSpec, warm.TargetOptions) (warm.Target, error) {
+		t.Error("a warm target opened")
+		return nil, errors.New("no")
+	}
+	for _, args := range [][]string{{"version"}, {"slim", "--help"}, {"warm", "--help"}, {"build", "--help"}, {"slim"}, {"analyze", "a", "b"}} {
+		cmdutil.Execute(context.Background(), cmdutil.NewRoot(f, verbs...), args, ios)
+	}
+	if made != 0 {
+		t.Fatalf("registry options made %d times by verbs that read no image", made)
+	}
+	fl := f.ImageFlags()
+	fl.Platform = "linux/amd64"
+	for range 3 {
+		if _, err := fl.LayersOptions(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if made != 1 {
+		t.Fatalf("registry options made %d times, want once", made)
 	}
 }

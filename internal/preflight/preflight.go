@@ -19,10 +19,8 @@ import (
 	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/moby/buildkit/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -153,15 +151,4 @@ func pushable(ctx context.Context, ref layers.Ref, opts []layers.Option) error {
 	default:
 		return fmt.Errorf("%s does not accept a push to %s (HTTP %d)", repo.RegistryStr(), repo.RepositoryStr(), resp.StatusCode)
 	}
-}
-
-// BuildKit connects to the daemon at addr (empty: $BUILDKIT_HOST, then
-// the standard sockets) and checks it answers; flag says which option
-// needs it ("--probe"). The caller closes the client.
-func BuildKit(ctx context.Context, flag, addr string, tls builder.TLS) (*client.Client, error) {
-	c, _, err := builder.Connect(ctx, addr, tls)
-	if err != nil {
-		return nil, fmt.Errorf("%s needs BuildKit: %w", flag, err)
-	}
-	return c, nil
 }

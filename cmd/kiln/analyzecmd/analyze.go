@@ -29,9 +29,12 @@ type AnalyzeOptions struct {
 	cmdutil.ImageFlags
 }
 
-func NewCmdAnalyze(f *cmdutil.Factory) *cobra.Command {
+// NewCmdAnalyze is kiln analyze IMAGE.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdAnalyze(f *cmdutil.Factory, runF func(*AnalyzeOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &AnalyzeOptions{IO: ios}
+	opts := &AnalyzeOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "analyze IMAGE",
 		Short: "Report an image's layers, waste and CUDA dev-only files",
@@ -65,7 +68,7 @@ CUDA facts.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			return runAnalyze(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runAnalyze)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

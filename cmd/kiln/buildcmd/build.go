@@ -3,8 +3,6 @@ package buildcmd
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +13,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/moby/buildkit/client"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -23,6 +22,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
@@ -75,11 +75,16 @@ type BuildOptions struct {
 	BuilderID  string
 	cmdutil.SignFlag
 	cmdutil.RecipeFlags
+	// BuildKit connects to the builder (Factory.Connect).
+	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 }
 
-func NewCmdBuild(f *cmdutil.Factory) *cobra.Command {
+// NewCmdBuild is kiln build [FILE].
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdBuild(f *cmdutil.Factory, runF func(*BuildOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &BuildOptions{IO: ios, Version: f.Version}
+	opts := &BuildOptions{IO: ios, Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
 		Use:   "build [FILE]",
 		Short: "Build a slim two-stage CUDA image from a recipe through BuildKit",
@@ -122,7 +127,7 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			return runBuild(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runBuild)
 		},
 	}
 	fl := cmd.Flags()
@@ -180,10 +185,7 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 		if why := l.Stale(r, nil); len(why) > 0 {
 			return nil, in, "", fmt.Errorf("--locked: %s is stale: %s; run kiln lock", lp, strings.Join(why, "; "))
 		}
-		if b, err := os.ReadFile(lp); err == nil {
-			s := sha256.Sum256(b)
-			in.LockDigest = "sha256:" + hex.EncodeToString(s[:])
-		}
+		in.LockDigest = l.FileDigest
 		plan = l.LockedPlan()
 	} else {
 		ropts, oerr := opts.ResolverOptions()
@@ -356,22 +358,25 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	return fl, nil
 }
 
-// signAll signs every manifest the build pushed (--sign-key; k nil: none).
+// signAll signs every manifest the build pushed (--sign-key; k nil:
+// none): BuildKit wrote them, publish signs them as it signs what slim,
+// convert and weights strip write.
 func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []builder.Pushed) ([]*sign.Signed, error) {
 	if k == nil {
 		return nil, nil
 	}
+	pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(k, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}))
 	var signed []*sign.Signed
 	for _, p := range pushed {
 		h, err := v1.NewHash(p.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
 		}
-		s, err := opts.SignFlag.SignPushed(ctx, k, p.Ref, h, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)})
+		res, err := pub.Publish(ctx, publish.Pushed(h), p.Ref)
 		if err != nil {
 			return nil, err
 		}
-		signed = append(signed, s)
+		signed = append(signed, res.Signed)
 	}
 	return signed, nil
 }
@@ -467,7 +472,7 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 			return nil, err
 		}
 	}
-	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
+	c, addr, err := opts.BuildKit(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return nil, err
 	}

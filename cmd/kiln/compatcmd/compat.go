@@ -40,11 +40,14 @@ func NewCmdCompat(f *cmdutil.Factory) *cobra.Command {
 			return cmdutil.UsageErr("compat needs a subcommand: driver, gpu or refresh")
 		},
 	}
-	cmd.AddCommand(newCompatDriverCmd(f), newCompatGPUCmd(f), newCompatRefreshCmd(f))
+	cmd.AddCommand(NewCmdCompatDriver(f, nil), NewCmdCompatGPU(f, nil), NewCmdCompatRefresh(f, nil))
 	return cmd
 }
 
-func newCompatDriverCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdCompatDriver is kiln compat driver.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdCompatDriver(f *cmdutil.Factory, runF func(*CompatDriverOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatDriverOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -66,7 +69,7 @@ min_driver, reason. Exit 0 when compatible, 1 when not.`,
   kiln compat driver --cuda 13.0 --driver 535.104.05 --gpu h100 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCompatDriver(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatDriver)
 		},
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the image's CUDA version (12.4 or 12.4.1)")
@@ -134,7 +137,10 @@ type gpuVerdict struct {
 	Confidence        string `json:"confidence"`
 }
 
-func newCompatGPUCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdCompatGPU is kiln compat gpu.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdCompatGPU(f *cmdutil.Factory, runF func(*CompatGPUOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatGPUOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -149,7 +155,7 @@ JSON keys: compute_capability, supported, reason. Exit 0 when supported, 1 when 
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.GPU = args[0]
-			return runCompatGPU(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatGPU)
 		},
 	}
 	cmd.Flags().StringVar(&opts.CUDA, "cuda", "", "the CUDA toolkit version (12.8, 13.0, ...)")

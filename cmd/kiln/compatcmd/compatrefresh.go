@@ -43,7 +43,10 @@ type CompatRefreshOptions struct {
 	Now    func() time.Time
 }
 
-func newCompatRefreshCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdCompatRefresh is kiln compat refresh.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdCompatRefresh(f *cmdutil.Factory, runF func(*CompatRefreshOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatRefreshOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -73,7 +76,7 @@ source, date}], sources; a failure is {"error"}.`,
   kiln compat refresh --repository mirror.internal:5000/nvidia/cuda --index https://mirror.internal/whl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCompatRefresh(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runCompatRefresh)
 		},
 	}
 	fl := cmd.Flags()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/resolvecmd"
 )
 
@@ -11,5 +12,5 @@ import (
 // (and resolve, which reads the data compat refresh writes).
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	return cmdtest.Run(t, []cmdtest.Verb{NewCmdCompat, resolvecmd.NewCmdResolve}, args...)
+	return cmdtest.Run(t, []cmdtest.Verb{NewCmdCompat, cmdutil.Leaf(resolvecmd.NewCmdResolve)}, args...)
 }

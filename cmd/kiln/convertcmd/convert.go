@@ -15,8 +15,8 @@ import (
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/sign"
-	"github.com/kiln-build/kiln/warm"
 )
 
 // ConvertOptions are kiln convert's inputs.
@@ -36,9 +36,12 @@ type ConvertOptions struct {
 	cmdutil.ImageFlags
 }
 
-func NewCmdConvert(f *cmdutil.Factory) *cobra.Command {
+// NewCmdConvert is kiln convert IMAGE.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdConvert(f *cmdutil.Factory, runF func(*ConvertOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &ConvertOptions{IO: ios}
+	opts := &ConvertOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "convert IMAGE --to REF --compression zstd",
 		Short: "Recompress an image's gzip layers as zstd, without a daemon",
@@ -57,7 +60,7 @@ Docker >= 23.0).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			return runConvert(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runConvert)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -95,7 +98,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if opts.Compression != "zstd" {
 		return cmdutil.UsageErr("--compression: %q: only zstd is supported", opts.Compression)
 	}
-	suffix := warm.ZstdTagSuffix
+	suffix := layers.ZstdTagSuffix
 	var startup []string
 	switch opts.Format {
 	case "oci", "":
@@ -141,7 +144,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		if r.Kind != layers.KindRegistry || !ok {
 			return cmdutil.UsageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", suffix)
 		}
-		to = t.Context().Tag(t.TagStr() + suffix).String()
+		to = layers.VariantTag(t, suffix).String()
 	}
 	if _, err := layers.ParseRef(to, lopts...); err != nil {
 		return cmdutil.UsageErr("--to: %v", err)
@@ -187,14 +190,11 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return fmt.Errorf("convert %s: %w", opts.Image, err)
 	}
 	defer res.Close()
-	dg, err := layers.Write(ctx, res.Image, to, lopts...)
+	pub, err := publish.WithSign(publish.Writer(lopts...), opts.SignFlag.Signer(key, lopts)).Publish(ctx, res.Image, to)
 	if err != nil {
 		return err
 	}
-	signed, err := opts.SignFlag.SignPushed(ctx, key, to, dg, lopts)
-	if err != nil {
-		return err
-	}
+	dg, signed := pub.Digest, pub.Signed
 	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Format: "oci", Layers: res.Layers, Signed: signed}
 	col := "ZSTD"
 	if opts.Format == "estargz" {

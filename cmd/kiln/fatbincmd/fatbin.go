@@ -30,13 +30,21 @@ type FatbinOptions struct {
 	JSON        bool
 }
 
+// NewCmdFatbin is kiln fatbin, the parent of kiln fatbin prune.
 func NewCmdFatbin(f *cmdutil.Factory) *cobra.Command {
-	ios := f.IO
 	cmd := &cobra.Command{
 		Use:   "fatbin",
 		Short: "Prune the GPU code in shared libraries on disk to a fleet",
 	}
-	opts := &FatbinOptions{IO: ios}
+	cmd.AddCommand(NewCmdFatbinPrune(f, nil))
+	return cmd
+}
+
+// NewCmdFatbinPrune is kiln fatbin prune PATH... --gpus GPUS.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdFatbinPrune(f *cmdutil.Factory, runF func(*FatbinOptions) error) *cobra.Command {
+	opts := &FatbinOptions{IO: f.IO}
 	prune := &cobra.Command{
 		Use:   "prune PATH... --gpus h100[,l4]",
 		Short: "Rewrite shared libraries in place with only the GPU code a fleet runs",
@@ -60,7 +68,7 @@ modified copies is your call.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
-			return runFatbinPrune(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runFatbinPrune)
 		},
 	}
 	fl := prune.Flags()
@@ -69,9 +77,7 @@ modified copies is your call.`,
 	fl.BoolVar(&opts.PruneNVIDIA, "prune-nvidia-libs", false, "prune NVIDIA's redistributable libraries too (check that their license allows modified copies)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "report what would be pruned without writing")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (one object, also on failure)")
-	cmdutil.SetSchema(prune, "kiln.fatbin/v1")
-	cmd.AddCommand(prune)
-	return cmd
+	return cmdutil.SetSchema(prune, "kiln.fatbin/v1")
 }
 
 func runFatbinPrune(ctx context.Context, opts *FatbinOptions) error {

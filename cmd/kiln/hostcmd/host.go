@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // HostCheckOptions are kiln host check's inputs.
@@ -48,13 +49,16 @@ func NewCmdHost(f *cmdutil.Factory) *cobra.Command {
 			return cmdutil.UsageErr("host needs a subcommand: check")
 		},
 	}
-	cmd.AddCommand(newHostCheckCmd(f))
+	cmd.AddCommand(NewCmdHostCheck(f, nil))
 	return cmd
 }
 
-func newHostCheckCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdHostCheck is kiln host check.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdHostCheck(f *cmdutil.Factory, runF func(*HostCheckOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &HostCheckOptions{IO: ios}
+	opts := &HostCheckOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "check [--image REF|LOCK|RECIPE] [--volume DIR...] [--json]",
 		Short: "Will this image start and use the GPU on this host?",
@@ -97,7 +101,7 @@ Exit codes: 0 no item failed, 1 an item failed, 2 usage. --json: docs/hostcheck.
   kiln host check --host-info host.json --image 127.0.0.1:5000/acme/serve:1.2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runHostCheck(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runHostCheck)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -230,7 +234,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	if imageErr != "" {
 		ho.ImageRef, ho.ImageError = opts.Image, imageErr
 	} else if im != nil && !lock && !recipe {
-		if ho.Signature, err = hostSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
+		if ho.Signature, err = inspectSignature(ctx, opts.Image, opts.VerifyKey, lopts); err != nil {
 			return err
 		}
 	} else if opts.VerifyKey != "" {
@@ -259,4 +263,22 @@ func isRecipeFile(arg string) bool {
 	}
 	fi, err := os.Stat(arg)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// inspectSignature is sign.Inspect of a registry image, verified with
+// --verify-key's policy when it is given (nil for any other image). Only
+// a bad key file is an error: host check reports the registry, and does
+// not gate on it.
+func inspectSignature(ctx context.Context, ref, key string, lopts []layers.Option) (*hostcheck.Signature, error) {
+	if r, err := layers.ParseRef(ref, lopts...); err != nil || r.Kind != layers.KindRegistry {
+		return nil, nil
+	}
+	var pol *sign.Policy
+	if key != "" {
+		var err error
+		if pol, err = sign.LoadPolicy(key); err != nil {
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
+		}
+	}
+	return sign.Inspect(ctx, ref, pol, lopts...), nil
 }

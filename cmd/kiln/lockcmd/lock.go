@@ -29,7 +29,10 @@ type LockOptions struct {
 	HTTP    *http.Client
 }
 
-func NewCmdLock(f *cmdutil.Factory) *cobra.Command {
+// NewCmdLock is kiln lock [FILE].
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdLock(f *cmdutil.Factory, runF func(*LockOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &LockOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -54,7 +57,7 @@ alone.`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			return runLock(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runLock)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Check, "check", false, "exit 1 when kiln.lock is stale; write nothing")

@@ -24,8 +24,8 @@ type RecipesOptions struct {
 	Force  bool
 }
 
+// NewCmdRecipes is kiln recipes, the parent of list, show and init.
 func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
-	ios := f.IO
 	cmd := &cobra.Command{
 		Use:   "recipes",
 		Short: "The curated recipe catalog: list, show, init",
@@ -37,32 +37,49 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 			return cmdutil.UsageErr("recipes needs a subcommand: list, show or init")
 		},
 	}
-	list := &RecipesOptions{IO: ios}
-	listCmd := &cobra.Command{
+	cmd.AddCommand(NewCmdRecipesList(f, nil), NewCmdRecipesShow(f, nil), NewCmdRecipesInit(f, nil))
+	return cmd
+}
+
+// NewCmdRecipesList is kiln recipes list. runF, when not nil, gets the
+// parsed options instead of the command running (tests stop there).
+func NewCmdRecipesList(f *cmdutil.Factory, runF func(*RecipesOptions) error) *cobra.Command {
+	opts := &RecipesOptions{IO: f.IO}
+	cmd := &cobra.Command{
 		Use:     "list",
 		Short:   "List the curated recipes",
 		Example: "  kiln recipes list\n  kiln recipes list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRecipesList(cmd.Context(), list)
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesList)
 		},
 	}
-	listCmd.Flags().BoolVar(&list.JSON, "json", false, "print the list as JSON")
-	cmdutil.SetSchema(listCmd, "kiln.recipes-list/v1")
-	show := &RecipesOptions{IO: ios}
-	showCmd := &cobra.Command{
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the list as JSON")
+	return cmdutil.SetSchema(cmd, "kiln.recipes-list/v1")
+}
+
+// NewCmdRecipesShow is kiln recipes show NAME. runF, when not nil, gets
+// the parsed options instead of the command running (tests stop there).
+func NewCmdRecipesShow(f *cmdutil.Factory, runF func(*RecipesOptions) error) *cobra.Command {
+	opts := &RecipesOptions{IO: f.IO}
+	return &cobra.Command{
 		Use:               "show NAME",
 		Short:             "Print a curated recipe's kiln.yaml",
 		Example:           "  kiln recipes show torch25-cu124",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cmdutil.CompleteRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			show.Name = args[0]
-			return runRecipesShow(cmd.Context(), show)
+			opts.Name = args[0]
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesShow)
 		},
 	}
-	initO := &RecipesOptions{IO: ios}
-	initCmd := &cobra.Command{
+}
+
+// NewCmdRecipesInit is kiln recipes init [NAME]. runF, when not nil, gets
+// the parsed options instead of the command running (tests stop there).
+func NewCmdRecipesInit(f *cmdutil.Factory, runF func(*RecipesOptions) error) *cobra.Command {
+	opts := &RecipesOptions{IO: f.IO}
+	cmd := &cobra.Command{
 		Use:   "init [NAME]",
 		Short: "Write a curated recipe to kiln.yaml (default: " + recipes.DefaultRecipe + ")",
 		Example: `  kiln recipes init                   # the default stack, ` + recipes.DefaultRecipe + `
@@ -71,16 +88,15 @@ func NewCmdRecipes(f *cmdutil.Factory) *cobra.Command {
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cmdutil.CompleteRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			initO.Name = recipes.DefaultRecipe
+			opts.Name = recipes.DefaultRecipe
 			if len(args) == 1 {
-				initO.Name = args[0]
+				opts.Name = args[0]
 			}
-			return runRecipesInit(cmd.Context(), initO)
+			return cmdutil.Run(cmd.Context(), opts, runF, runRecipesInit)
 		},
 	}
-	initCmd.Flags().StringVarP(&initO.Output, "output", "o", "kiln.yaml", "file to write")
-	initCmd.Flags().BoolVar(&initO.Force, "force", false, "overwrite an existing file")
-	cmd.AddCommand(listCmd, showCmd, initCmd)
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "kiln.yaml", "file to write")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
 	return cmd
 }
 

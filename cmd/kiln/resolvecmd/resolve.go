@@ -26,7 +26,10 @@ type ResolveOptions struct {
 	Now func() time.Time
 }
 
-func NewCmdResolve(f *cmdutil.Factory) *cobra.Command {
+// NewCmdResolve is kiln resolve [FILE].
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdResolve(f *cmdutil.Factory, runF func(*ResolveOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &ResolveOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -57,7 +60,7 @@ refresh writes newer data; --compat-data or $KILN_COMPAT_DATA uses it.`,
 				opts.File = args[0]
 			}
 			opts.RecipeFlags.Changed(cmd)
-			return runResolve(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runResolve)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the plan as JSON")

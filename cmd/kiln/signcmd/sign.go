@@ -30,9 +30,12 @@ type signReport struct {
 
 const signSchema = "kiln.sign/v1"
 
-func NewCmdSign(f *cmdutil.Factory) *cobra.Command {
+// NewCmdSign is kiln sign IMAGE --key KEY.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdSign(f *cmdutil.Factory, runF func(*SignOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &SignOptions{IO: ios}
+	opts := &SignOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "sign REF --key KEY",
 		Short: "Sign an image or artifact in the registry (cosign's format)",
@@ -58,7 +61,7 @@ Exit codes: 0 signed, 1 failure, 2 usage. --json prints one object
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			return runSign(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runSign)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -130,9 +133,12 @@ type verifyReport struct {
 
 const verifySchema = "kiln.verify/v1"
 
-func NewCmdVerify(f *cmdutil.Factory) *cobra.Command {
+// NewCmdVerify is kiln verify IMAGE... --key KEY.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdVerify(f *cmdutil.Factory, runF func(*VerifyOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &VerifyOptions{IO: ios}
+	opts := &VerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "verify REF... --key PUBKEY|POLICY",
 		Short: "Verify the cosign signatures of images or artifacts",
@@ -151,7 +157,7 @@ failure; each result's reason is missing, wrong-key, tampered or invalid.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Refs = args
-			return runVerify(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runVerify)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -177,7 +183,14 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 		var refused []string
 		for _, ref := range opts.Refs {
-			res, err := verifyRef(ctx, ref, pol, lopts)
+			r, err := cmdutil.CheckRef("", ref, lopts...)
+			if err != nil {
+				return err
+			}
+			if r.Kind != layers.KindRegistry {
+				return cmdutil.UsageErr("verify: %s is not a registry reference", ref)
+			}
+			res, err := pol.VerifyRef(ctx, ref, lopts...)
 			if err != nil {
 				return err
 			}
@@ -209,20 +222,4 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 	}
 	return err
-}
-
-// verifyRef resolves ref to its digest and verifies it under pol.
-func verifyRef(ctx context.Context, ref string, pol *sign.Policy, lopts []layers.Option) (*sign.Result, error) {
-	r, err := layers.ParseRef(ref, lopts...)
-	if err != nil {
-		return nil, cmdutil.UsageErr("%v", err)
-	}
-	if r.Kind != layers.KindRegistry {
-		return nil, cmdutil.UsageErr("verify: %s is not a registry reference", ref)
-	}
-	desc, err := sign.Resolve(ctx, r.Name, lopts...)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, err)
-	}
-	return pol.VerifyDigest(ctx, ref, r.Name.Context(), r.Name.Context(), desc.Digest, lopts...)
 }

@@ -72,7 +72,7 @@ func TestSlimInterruptedLeavesNoScratch(t *testing.T) {
 			cancel()
 		}()
 		var out, errOut bytes.Buffer
-		f := cmdtest.Factory(&out, &errOut, NewCmdSlim)
+		f := cmdtest.Factory(&out, &errOut, cmdutil.Leaf(NewCmdSlim))
 		code := f.Exec(ctx, args, f.IO)
 		cancel()
 		if code != cmdutil.ExitInterrupted {

@@ -7,9 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -17,7 +15,6 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/fatbin"
-	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/scratch"
@@ -61,11 +58,16 @@ type SlimOptions struct {
 	cmdutil.SignFlag
 	cmdutil.ImageFlags
 	cmdutil.BuilderFlags
+	// BuildKit connects to the builder --probe runs on (Factory.Connect).
+	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 }
 
-func NewCmdSlim(f *cmdutil.Factory) *cobra.Command {
+// NewCmdSlim is kiln slim IMAGE --to DEST.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdSlim(f *cmdutil.Factory, runF func(*SlimOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &SlimOptions{IO: ios, Version: f.Version}
+	opts := &SlimOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
 		Use:   "slim IMAGE --to DEST",
 		Short: "Rewrite an image without what it does not need at run time",
@@ -141,7 +143,7 @@ layers.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			return runSlim(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runSlim)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -390,8 +392,24 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		maps.Copy(labels, st.Labels)
 		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
 	}
-	if _, err := publish(ctx, opts, fl, res, labels, bk, work); err != nil {
+	signer := opts.SignFlag.Signer(fl.key, fl.lopts)
+	_, err = slim.Publish(ctx, res, slim.PublishOptions{Compressions: comps, Dests: fl.dests, Archive: fl.to.Kind == layers.KindDockerArchive,
+		Labels: labels, EStargz: fl.esgz, StartupList: opts.StartupList,
+		Probe: slim.ProbeOptions{Cmd: opts.Probe, Client: bk, Registry: opts.ProbeRegistry, WorkDir: work, Tools: probeTools},
+		SBOM:  opts.SBOM, Version: opts.Version, Signer: signer, Layers: fl.lopts, Log: opts.IO.ErrOut})
+	var pe *slim.ProbeError
+	if errors.As(err, &pe) {
+		return cmdutil.Exit(cmdutil.ExitFailure, err)
+	}
+	if err != nil {
 		return err
+	}
+	if m := labels[weights.LabelManifest]; m != "" {
+		if s, err := signer.SignRef(ctx, m); err != nil {
+			return err
+		} else if s != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
+		}
 	}
 	return writeSlimReport(opts, rep)
 }
@@ -418,7 +436,7 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 	var bk *client.Client
 	if opts.Probe != "" {
 		if opts.ProbeRegistry != "" {
-			pr, err := layers.ParseRef(probeRef(opts.ProbeRegistry, "probe"), fl.lopts...)
+			pr, err := layers.ParseRef(slim.ProbeRef(opts.ProbeRegistry, "probe"), fl.lopts...)
 			if err != nil {
 				return nil, cmdutil.UsageErr("--probe-registry: %v", err)
 			}
@@ -432,8 +450,8 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 		// logrus (e.g. about fsverity); kiln's own messages are enough.
 		logrus.SetLevel(logrus.ErrorLevel)
 		var err error
-		if bk, err = preflight.BuildKit(ctx, "--probe", opts.Builder, opts.TLS()); err != nil {
-			return nil, err
+		if bk, _, err = opts.BuildKit(ctx, opts.Builder, opts.TLS()); err != nil {
+			return nil, fmt.Errorf("--probe needs BuildKit: %w", err)
 		}
 	}
 	if err := preflight.Disk(work, copies*img.CompressedSize(), "the slimmed layers"); err != nil {
@@ -443,115 +461,6 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 		return nil, fmt.Errorf("--work-dir: %w", err)
 	}
 	return bk, nil
-}
-
-// probeRef is where --probe-registry REG holds the probe image.
-func probeRef(reg, tag string) string { return reg + "/kiln-slim-probe/image:" + tag }
-
-// publish writes the slimmed image in each encoding to its destination
-// (probing it first with --probe, re-laid as eStargz with --format
-// estargz), with its SBOM (--sbom) and signed (--sign-key), and records
-// each in res.Report. It returns what was written.
-func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Result, labels map[string]string, bk *client.Client, work string) ([]v1.Image, error) {
-	comps, dests, to, esgz, key, lopts := fl.comps, fl.dests, fl.to, fl.esgz, fl.key, fl.lopts
-	rep := res.Report
-	var err error
-	imgs := make([]v1.Image, len(comps))
-	for i, c := range comps {
-		if imgs[i], err = res.ImageFor(c, labels); err != nil {
-			return nil, err
-		}
-		dig, err := imgs[i].Digest()
-		if err != nil {
-			return nil, err
-		}
-		cn, err := imgs[i].ConfigName()
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			rep.Digest, rep.ImageID = dig.String(), cn.String()
-		}
-		if to.Kind == layers.KindDockerArchive {
-			c = layers.Uncompressed
-		}
-		rep.Images = append(rep.Images, slim.Published{Ref: dests[i], Compression: string(c), Digest: dig.String()})
-	}
-
-	if opts.Probe != "" {
-		// The last encoding: zstd when there is one, the faster to pull.
-		startup, err := probeSlim(ctx, opts, bk, imgs[len(imgs)-1], work, lopts, esgz)
-		if err != nil {
-			return nil, err
-		}
-		if esgz {
-			rep.StartupFiles = len(startup)
-			if opts.StartupList != "" {
-				if err := atomicfile.WriteFile(opts.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
-					return nil, fmt.Errorf("--startup-list: %w", err)
-				}
-			}
-			if err := res.AddEStargz(ctx, startup); err != nil {
-				return nil, err
-			}
-		}
-	} else if esgz {
-		rep.Warnings = append(rep.Warnings, "--format estargz without --probe: no startup set, every layer says no prefetch and the snapshotter fetches each file on first read; add --probe 'CMD' with the command the container starts with")
-		if err := res.AddEStargz(ctx, nil); err != nil {
-			return nil, err
-		}
-	}
-	if esgz {
-		// What is written is the eStargz image alone, under --to.
-		img, err := res.ImageFor(layers.EStargz, labels)
-		if err != nil {
-			return nil, err
-		}
-		dig, err := img.Digest()
-		if err != nil {
-			return nil, err
-		}
-		cn, err := img.ConfigName()
-		if err != nil {
-			return nil, err
-		}
-		imgs = []v1.Image{img}
-		rep.Digest, rep.ImageID = dig.String(), cn.String()
-		rep.Images = []slim.Published{{Ref: opts.To, Compression: string(layers.EStargz), Digest: dig.String()}}
-	}
-	var bomComps []sbom.Component
-	if opts.SBOM {
-		// One scan: every encoding holds the same files.
-		if bomComps, err = sbom.ScanImage(imgs[0]); err != nil {
-			return nil, fmt.Errorf("--sbom: %w", err)
-		}
-	}
-	for i, img := range imgs {
-		var dg v1.Hash
-		if opts.SBOM {
-			idx, att, err := sbom.AttachToImage(img, dests[i], bomComps, rep.SBOMProperties(), opts.Version)
-			if err != nil {
-				return nil, fmt.Errorf("--sbom: %w", err)
-			}
-			if dg, err = layers.WriteIndex(ctx, idx, dests[i], lopts...); err != nil {
-				return nil, err
-			}
-			rep.Images[i].Index, rep.Images[i].SBOM = dg.String(), att.String()
-		} else if dg, err = layers.Write(ctx, img, dests[i], lopts...); err != nil {
-			return nil, err
-		}
-		if rep.Images[i].Signed, err = opts.SignFlag.SignPushed(ctx, key, dests[i], dg, lopts); err != nil {
-			return nil, err
-		}
-	}
-	if key != nil && labels[weights.LabelManifest] != "" {
-		if s, err := opts.SignFlag.SignArtifact(ctx, key, labels[weights.LabelManifest], lopts); err != nil {
-			return nil, err
-		} else if s != nil {
-			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
-		}
-	}
-	return imgs, nil
 }
 
 // writeSlimReport prints the report: one JSON object with --json, else
@@ -579,53 +488,12 @@ func writeSlimReport(opts *SlimOptions, rep *slim.Report) error {
 	return nil
 }
 
-// probeSlim hands the image to BuildKit, from an OCI layout in the work
-// directory (or pushed to --probe-registry when it is named), and runs
-// the probe there; with record, under the recorder (kiln itself mounted
-// into the probe container), returning the files it opened.
-func probeSlim(ctx context.Context, opts *SlimOptions, c *client.Client, out v1.Image, work string, lopts []layers.Option, record bool) ([]string, error) {
-	dig, err := out.Digest()
-	if err != nil {
-		return nil, err
-	}
-	var src slim.ProbeSource
-	if opts.ProbeRegistry != "" {
-		ref := probeRef(opts.ProbeRegistry, dig.Hex[:16])
-		if _, err := layers.Write(ctx, out, ref, lopts...); err != nil {
-			return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
-		}
-		src = slim.ProbeSource{Ref: fmt.Sprintf("%s/kiln-slim-probe/image@%s", opts.ProbeRegistry, dig)}
-	} else {
-		dir := filepath.Join(work, "probe")
-		if _, err := layers.Write(ctx, out, "oci:"+dir+":probe", lopts...); err != nil {
-			return nil, fmt.Errorf("--probe: writing the image for BuildKit to %s: %w", dir, err)
-		}
-		src = slim.ProbeSource{Layout: dir, Ref: "kiln.local/slim-probe@" + dig.String()}
-	}
-	cfg, err := out.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(opts.IO.ErrOut, "probe: running %q in %s\n", opts.Probe, cmdutil.Short(dig.String()))
-	if !record {
-		if err := slim.Probe(ctx, c, src, cfg, opts.Probe); err != nil {
-			return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
-		}
-		return nil, nil
-	}
+// probeTools is the kiln-tools directory the --format estargz probe
+// records from: this kiln, mounted into the probe container.
+func probeTools() (string, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
+		return "", nil, err
 	}
-	tools, cleanup, err := builder.ToolsDir(exe)
-	if err != nil {
-		return nil, fmt.Errorf("--probe: recording the startup set: %w", err)
-	}
-	defer cleanup()
-	files, err := slim.ProbeRecord(ctx, c, src, cfg, opts.Probe, tools)
-	if err != nil {
-		return nil, cmdutil.Exit(cmdutil.ExitFailure, fmt.Errorf("%w; nothing written to %s", err, opts.To))
-	}
-	fmt.Fprintf(opts.IO.ErrOut, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
-	return files, nil
+	return builder.ToolsDir(exe)
 }

@@ -67,6 +67,8 @@ type WarmOptions struct {
 	// they run the warm on other hosts or print Kubernetes objects.
 	Fleet fleetFlags
 	cmdutil.ImageFlags
+	// OpenTarget opens --target (Factory.Open).
+	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error)
 }
 
 func hostPlatform() string {
@@ -77,9 +79,12 @@ func hostPlatform() string {
 	return p
 }
 
-func NewCmdWarm(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWarm is kiln warm IMAGE... (and, with --hosts, the fleet).
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWarm(f *cmdutil.Factory, runF func(*WarmOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WarmOptions{IO: ios}
+	opts := &WarmOptions{IO: ios, ImageFlags: f.ImageFlags(), OpenTarget: f.Open}
 	cmd := &cobra.Command{
 		Use:   "warm IMAGE|LOCK|WEIGHTS... --target TARGET",
 		Short: "Pre-warm a host's image store so containers start with no pull",
@@ -133,6 +138,9 @@ the ready marker's "verified" record the digest, key and format checked.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Args = args
+			if runF != nil {
+				return runF(opts)
+			}
 			if handled, err := runFleetIfAsked(cmd.Context(), cmd, opts); handled {
 				return err
 			}
@@ -337,7 +345,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			return nil, fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
+	tgt, err := opts.OpenTarget(ctx, spec, warm.TargetOptions{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,

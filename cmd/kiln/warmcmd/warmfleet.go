@@ -48,6 +48,9 @@ type FleetOptions struct {
 	WarmArgs         []string
 	Platform         string
 	InsecureRegistry []string
+	// Node is status --node NAME (this host's state, one JSON line);
+	// FromLogs is status --from-logs FILE|- (the nodes' lines read back).
+	Node, FromLogs string
 }
 
 // EmitOptions are the inputs of kiln warm --emit.
@@ -108,7 +111,7 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions, fac *cmdutil.Factory) {
   kiln warm status --hosts gpus.yaml 10.0.0.5:5000/acme/serve:1.2
   kiln warm --emit k8s --node-selector nvidia.com/gpu.present=true ghcr.io/acme/serve:1.2 | kubectl apply -f -
   kiln warm --emit k8s --per-zone 1 --zones us-east-1a,us-east-1b ghcr.io/acme/serve:1.2 | kubectl apply -f -`
-	cmd.AddCommand(newWarmStatusCmd(fac))
+	cmd.AddCommand(NewCmdWarmStatus(fac, nil))
 }
 
 // runFleetIfAsked owns kiln warm runs with --hosts or --emit.
@@ -223,10 +226,11 @@ func emitOptions(c *cobra.Command, ios *cmdutil.IO, f *fleetFlags, args []string
 // host's or node's dry run.
 var statusFlags = []string{"platform", "insecure-registry"}
 
-func newWarmStatusCmd(fac *cmdutil.Factory) *cobra.Command {
+// NewCmdWarmStatus is kiln warm status. runF, when not nil, gets the
+// parsed options instead of the command running (tests stop there).
+func NewCmdWarmStatus(fac *cmdutil.Factory, runF func(*FleetOptions) error) *cobra.Command {
 	f := &fleetFlags{}
 	opts := &FleetOptions{IO: fac.IO, Exec: fac.Exec, DryRun: true}
-	var node, fromLogs string
 	cmd := &cobra.Command{
 		Use:   "status --hosts FILE REF... | --node NAME REF... | --from-logs FILE|-",
 		Short: "Ask each host whether it is warm, and how many bytes it is missing",
@@ -247,7 +251,7 @@ Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 			opts.Refs, opts.HostsFile, opts.Parallel = args, f.hosts, f.parallel
 			opts.KnownHosts, opts.Insecure, opts.KilnBinary = f.knownHosts, f.insecureHostKey, f.kilnBinary
 			modes := 0
-			for _, m := range []string{opts.HostsFile, node, fromLogs} {
+			for _, m := range []string{opts.HostsFile, opts.Node, opts.FromLogs} {
 				if m != "" {
 					modes++
 				}
@@ -255,11 +259,14 @@ Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 			if modes != 1 {
 				return cmdutil.UsageErr("kiln warm status needs --hosts FILE, or --node NAME, or --from-logs FILE (one of them)")
 			}
-			if fromLogs != "" {
+			if opts.FromLogs != "" {
 				if len(args) > 0 {
 					return cmdutil.UsageErr("--from-logs reads the nodes' reports; it takes no image")
 				}
-				return runStatusFromLogs(opts, fromLogs)
+				if runF != nil {
+					return runF(opts)
+				}
+				return runStatusFromLogs(opts, opts.FromLogs)
 			}
 			if len(args) == 0 {
 				return cmdutil.UsageErr("name at least one image")
@@ -274,15 +281,18 @@ Exit codes: 0 every host warm, 5 some host cold, 1 some host failed.`,
 					}
 				}
 			}
-			if node != "" {
-				return runNodeStatus(c.Context(), opts, node)
+			if runF != nil {
+				return runF(opts)
+			}
+			if opts.Node != "" {
+				return runNodeStatus(c.Context(), opts, opts.Node)
 			}
 			return runFleet(c.Context(), opts)
 		},
 	}
 	f.sshFlags(cmd.Flags())
-	cmd.Flags().StringVar(&node, "node", "", "report this host's own state as node NAME, one JSON line (the status pods of kiln warm --emit k8s --status)")
-	cmd.Flags().StringVar(&fromLogs, "from-logs", "", "gather the --node lines of a cluster's status pods from this file (- for stdin), as kubectl logs prints them")
+	cmd.Flags().StringVar(&opts.Node, "node", "", "report this host's own state as node NAME, one JSON line (the status pods of kiln warm --emit k8s --status)")
+	cmd.Flags().StringVar(&opts.FromLogs, "from-logs", "", "gather the --node lines of a cluster's status pods from this file (- for stdin), as kubectl logs prints them")
 	cmd.Flags().StringVar(&opts.Target, "target", "", "target on hosts whose entry names none (with --node: this host's)")
 	cmd.Flags().StringVar(&opts.Namespace, "namespace", "", "containerd namespace on hosts whose entry names none")
 	cmd.Flags().StringVar(&opts.Platform, "platform", "", "platform to check (default: each host's)")

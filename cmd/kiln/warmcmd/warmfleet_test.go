@@ -133,7 +133,7 @@ func TestWarmFleetUsage(t *testing.T) {
 }
 
 func TestPassThrough(t *testing.T) {
-	cmd := cmdutil.NewRoot(&cmdutil.Factory{IO: &cmdutil.IO{}}, NewCmdWarm)
+	cmd := cmdutil.NewRoot(&cmdutil.Factory{IO: &cmdutil.IO{}}, cmdutil.Leaf(NewCmdWarm))
 	w, _, err := cmd.Find([]string{"warm"})
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ uncompressed layer per large file, whose digest is the file's sha256) plus a
 volume manifest (docs/weights.md). A host pulls the volume once, verified and
 resumable, and every container mounts it read-only where the image expects it.`,
 	}
-	cmd.AddCommand(newWeightsStripCmd(f), newWeightsPullCmd(f), newWeightsVerifyCmd(f), newWeightsRunArgsCmd(f))
+	cmd.AddCommand(NewCmdWeightsStrip(f, nil), NewCmdWeightsPull(f, nil), NewCmdWeightsVerify(f, nil), NewCmdWeightsRunArgs(f, nil))
 	return cmd
 }
 
@@ -61,9 +61,12 @@ type WeightsStripOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsStripCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsStrip is kiln weights strip IMAGE.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsStrip(f *cmdutil.Factory, runF func(*WeightsStripOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsStripOptions{IO: ios, Version: f.Version}
+	opts := &WeightsStripOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "strip IMAGE --to REF --weights-to REF|oci:DIR",
 		Short: "Take the weight files out of an image into a weights artifact",
@@ -79,7 +82,7 @@ Everything else stays; use 'kiln slim' to drop toolkit files as well.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
-			return runWeightsStrip(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsStrip)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -203,62 +206,21 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if len(col.Files()) == 0 {
 		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
 	}
-	st, err := col.Finish(ctx, opts.WeightsTo, opts.Mount, img.Digest.String(), lopts...)
+	st, err := weights.Strip(ctx, col, res, weights.StripOptions{To: opts.To, WeightsTo: opts.WeightsTo, Mount: opts.Mount, ImageTwin: opts.ImageTwin,
+		Source: img, SBOM: opts.SBOM, Version: opts.Version, Signer: opts.SignFlag.Signer(key, lopts), Layers: lopts})
 	if err != nil {
 		return err
 	}
-	m, aref, labels := st.Manifest, st.Ref, st.Labels
-	twinRef := ""
-	if opts.ImageTwin != "" {
-		twin, err := col.Twin(m, aref, img.Platform)
-		if err != nil {
-			return err
-		}
-		tdg, err := layers.Write(ctx, twin, opts.ImageTwin, lopts...)
-		if err != nil {
-			return fmt.Errorf("--image-twin: %w", err)
-		}
-		if twinRef, err = weights.ArtifactRef(opts.ImageTwin, tdg, lopts...); err != nil {
-			return fmt.Errorf("--image-twin: %w", err)
-		}
-		labels[weights.LabelTwin] = twinRef
-	}
-	out, err := res.Image(labels)
-	if err != nil {
-		return err
-	}
-	idg, err := layers.Write(ctx, out, opts.To, lopts...)
-	if err != nil {
-		return err
-	}
-	var sbomRef string
-	if opts.SBOM {
-		if sbomRef, err = weights.AttachSBOM(ctx, aref, m, opts.Version, lopts...); err != nil {
-			return err
-		}
-	}
-	var signed []*sign.Signed
-	if key != nil {
-		s, err := opts.SignFlag.SignPushed(ctx, key, opts.To, idg, lopts)
-		if err != nil {
-			return err
-		}
-		signed = append(signed, s)
-		if s, err = opts.SignFlag.SignArtifact(ctx, key, aref, lopts); err != nil {
-			return err
-		} else if s != nil {
-			signed = append(signed, s)
-		}
-	}
+	m := st.Manifest
 	if opts.ManifestOut != "" {
 		b, _ := m.Encode()
 		if err := atomicfile.WriteFile(opts.ManifestOut, b, 0o644); err != nil {
 			return fmt.Errorf("--manifest-out: %v", err)
 		}
 	}
-	r := stripResult{Image: opts.To, ImageDigest: idg.String(), Weights: aref, Mount: m.Mount, SetDigest: m.SetDigest,
+	r := stripResult{Image: opts.To, ImageDigest: st.Image.Digest.String(), Weights: st.Ref, Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
-		Labels: labels, VolumeManifest: m, Signed: signed, SBOM: sbomRef, Twin: twinRef}
+		Labels: st.Labels, VolumeManifest: m, Signed: st.Signed, SBOM: st.SBOM, Twin: st.Twin}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, r)
 	}
@@ -301,9 +263,12 @@ type WeightsPullOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsPullCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsPull is kiln weights pull REF.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsPull(f *cmdutil.Factory, runF func(*WeightsPullOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsPullOptions{IO: ios}
+	opts := &WeightsPullOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
@@ -325,7 +290,7 @@ no symlink is followed. REF may also be an image made by 'kiln weights strip'
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			return runWeightsPull(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsPull)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -439,9 +404,12 @@ type WeightsVerifyOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsVerifyCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsVerify is kiln weights verify.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsVerify(f *cmdutil.Factory, runF func(*WeightsVerifyOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsVerifyOptions{IO: ios}
+	opts := &WeightsVerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check a weights volume offline (exit 1 when it does not verify)",
@@ -454,7 +422,7 @@ Exit 1 when anything differs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = args[0]
-			return runWeightsVerify(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsVerify)
 		},
 	}
 	opts.ImageFlags.Register(cmd)
@@ -522,9 +490,12 @@ type WeightsRunArgsOptions struct {
 	cmdutil.ImageFlags
 }
 
-func newWeightsRunArgsCmd(f *cmdutil.Factory) *cobra.Command {
+// NewCmdWeightsRunArgs is kiln weights run-args.
+// runF, when not nil, gets the parsed options instead of the
+// command running (tests stop there).
+func NewCmdWeightsRunArgs(f *cmdutil.Factory, runF func(*WeightsRunArgsOptions) error) *cobra.Command {
 	ios := f.IO
-	opts := &WeightsRunArgsOptions{IO: ios}
+	opts := &WeightsRunArgsOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
 		Use:   "run-args REF|IMAGE|MANIFEST.json --volume NAME|DIR",
 		Short: "Print docker run, Compose and Kubernetes snippets that mount a weights volume",
@@ -537,7 +508,7 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ref = args[0]
-			return runWeightsRunArgs(cmd.Context(), opts)
+			return cmdutil.Run(cmd.Context(), opts, runF, runWeightsRunArgs)
 		},
 	}
 	opts.ImageFlags.Register(cmd)

@@ -20,7 +20,8 @@ type Verb = func(*cmdutil.Factory) *cobra.Command
 // Factory is a Factory of buffers for tests, version "dev". Its Exec
 // runs args through a root of verbs.
 func Factory(out, errOut *bytes.Buffer, verbs ...Verb) *cmdutil.Factory {
-	f := &cmdutil.Factory{IO: &cmdutil.IO{In: strings.NewReader(""), Out: out, ErrOut: errOut}, Version: "dev"}
+	f := cmdutil.NewFactory(&cmdutil.IO{In: strings.NewReader(""), Out: out, ErrOut: errOut}, cmdutil.BuildInfo{}, nil)
+	f.Version = "dev"
 	f.Exec = func(ctx context.Context, args []string, ios *cmdutil.IO) int {
 		g := *f
 		g.IO = ios
@@ -37,4 +38,23 @@ func Run(t testing.TB, verbs []Verb, args ...string) (int, string, string) {
 	f := Factory(&out, &errOut, verbs...)
 	code := f.Exec(context.Background(), args, f.IO)
 	return code, out.String(), errOut.String()
+}
+
+// Options builds a verb with newCmd (its NewCmdX) and a runF that
+// captures its options, runs it with args (flag parsing and the checks
+// the verb makes before its workflow, which does not run) and returns
+// the options runF got (nil when the verb refused args first) and the
+// error.
+func Options[O any](t testing.TB, newCmd func(*cmdutil.Factory, func(*O) error) *cobra.Command, args ...string) (*O, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	var got *O
+	cmd := newCmd(Factory(&out, &errOut), func(o *O) error { got = o; return nil })
+	cmd.SetArgs(args)
+	cmd.SetIn(strings.NewReader(""))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	_, err := cmd.ExecuteContextC(context.Background())
+	return got, err
 }

@@ -6,11 +6,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/warm"
 )
 
 // CompressionHelp is the --compression text kiln slim and kiln build share.
-const CompressionHelp = "layer compression: both (gzip under TAG for every runtime, zstd under TAG" + warm.ZstdTagSuffix + " for Docker >= 23.0 / containerd >= 1.5 and kiln warm), gzip, or zstd"
+const CompressionHelp = "layer compression: both (gzip under TAG for every runtime, zstd under TAG" + layers.ZstdTagSuffix + " for Docker >= 23.0 / containerd >= 1.5 and kiln warm), gzip, or zstd"
 
 // ParseCompression reads --compression: the encodings to publish, the
 // first under the destination's own name.
@@ -33,7 +32,7 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 // use), oci:DIR:TAG → oci:DIR:TAG-zstd. A registry digest reference has
 // no tag to derive from; an untagged layout is tagged first (TagLayout).
 func ZstdDest(dest string, lopts []layers.Option) (string, error) {
-	suffix := warm.ZstdTagSuffix
+	suffix := layers.ZstdTagSuffix
 	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return "", err
@@ -44,7 +43,7 @@ func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("%s names a digest: give a tag (REPO:TAG) for the zstd variant's REPO:TAG%s, or one --compression", dest, suffix)
 		}
-		return t.Context().Tag(t.TagStr() + suffix).String(), nil
+		return layers.ZstdTag(t).String(), nil
 	case layers.KindOCILayout:
 		if r.Tag == "" {
 			return "", fmt.Errorf("%s: two encodings in one layout need a tag to tell them apart: oci:%s:TAG (zstd goes to TAG%s), or one --compression", dest, r.Path, suffix)

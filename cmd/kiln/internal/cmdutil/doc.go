@@ -23,4 +23,8 @@
 //   - One flag vocabulary (flags.go): --progress (ProgressFlag), -j/--jobs,
 //     --work-dir, --to; old spellings are hidden Aliases.
 //   - Progress goes to ErrOut, data (tables, JSON) to Out.
+//   - Verbs have gh's shape: every command that runs is NewCmdX(f, runF);
+//     runF nil runs it (Leaf wires it so), a test's runF gets the parsed
+//     options. What a verb dials or opens (registry options, BuildKit,
+//     warm's target) it takes from the Factory, made on first use.
 package cmdutil

@@ -3,13 +3,23 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	"github.com/moby/buildkit/client"
 	"github.com/spf13/cobra"
+
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 )
 
 // Factory is what a verb is built from: its streams and the few things a
 // verb cannot make for itself. Verbs take what they need from it when
 // they run, so tests hand in a Factory of buffers.
+//
+// Its dependencies (Registry, BuildKit, OpenTarget) are functions, made
+// when a verb first calls them and not when the verb is built: kiln
+// version connects to nothing, and a test replaces any one of them.
 type Factory struct {
 	IO *IO
 	// Version is kiln's version (Build.Version), recorded in SBOMs,
@@ -20,6 +30,69 @@ type Factory struct {
 	// Exec runs kiln itself with args on these streams and returns the
 	// exit code: kiln warm status --node runs its own dry run through it.
 	Exec func(ctx context.Context, args []string, ios *IO) int
+	// Registry is the registry options (credentials, transport) every
+	// image a verb reads or writes starts from, made once on first use
+	// (ImageFlags.LayersOptions puts a verb's --platform and
+	// --insecure-registry after them). nil: layers' defaults.
+	Registry func() ([]layers.Option, error)
+	// BuildKit connects to the builder at addr (--builder; "" is
+	// $BUILDKIT_HOST, then the standard sockets) and returns the client
+	// and the address it reached; the caller closes the client.
+	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
+	// OpenTarget opens where kiln warm puts images (containerd, docker,
+	// an OCI layout); the caller closes it.
+	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error)
+}
+
+// NewFactory is the Factory cmd/kiln runs verbs from: streams ios, build
+// b, exec for kiln's own re-entry, and the real dependencies, each made
+// on first use (the registry options once, then shared).
+func NewFactory(ios *IO, b BuildInfo, exec func(ctx context.Context, args []string, ios *IO) int) *Factory {
+	return &Factory{
+		IO: ios, Version: b.Version, Build: b, Exec: exec,
+		Registry:   sync.OnceValues(func() ([]layers.Option, error) { return nil, nil }),
+		BuildKit:   builder.Connect,
+		OpenTarget: warm.OpenTarget,
+	}
+}
+
+// ImageFlags are the image flags of a verb built from f: their options
+// start from f.Registry's.
+func (f *Factory) ImageFlags() ImageFlags { return ImageFlags{Registry: f.Registry} }
+
+// Connect is f.BuildKit, or builder.Connect for a Factory made without
+// one.
+func (f *Factory) Connect(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error) {
+	if f.BuildKit != nil {
+		return f.BuildKit(ctx, addr, tls)
+	}
+	return builder.Connect(ctx, addr, tls)
+}
+
+// Open is f.OpenTarget, or warm.OpenTarget for a Factory made without
+// one.
+func (f *Factory) Open(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error) {
+	if f.OpenTarget != nil {
+		return f.OpenTarget(ctx, spec, o)
+	}
+	return warm.OpenTarget(ctx, spec, o)
+}
+
+// Run ends a verb's RunE: runF(opts) when a test gave one (it stops at
+// the parsed options), else the verb's own run(ctx, opts).
+func Run[O any](ctx context.Context, opts *O, runF func(*O) error, run func(context.Context, *O) error) error {
+	if runF != nil {
+		return runF(opts)
+	}
+	return run(ctx, opts)
+}
+
+// Leaf wires a verb whose constructor takes a runF (gh's shape,
+// NewCmdX(f, runF)) into a root, with runF nil: the command runs its own
+// workflow. Tests that stop at the parsed options call NewCmdX with a
+// runF instead.
+func Leaf[O any](newCmd func(*Factory, func(*O) error) *cobra.Command) func(*Factory) *cobra.Command {
+	return func(f *Factory) *cobra.Command { return newCmd(f, nil) }
 }
 
 // VersionTag is the image tag of this kiln build: its release version,

@@ -11,6 +11,10 @@ type ImageFlags struct {
 	Platform         string
 	InsecureRegistry []string
 
+	// Registry is the registry options the flags' start from (a
+	// Factory's, Factory.ImageFlags); nil: layers' defaults.
+	Registry func() ([]layers.Option, error)
+
 	// set says whether --platform was given: only then is an image of
 	// another platform refused (layers.WithExactPlatform).
 	set func() bool
@@ -35,7 +39,13 @@ func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 	if f.set != nil && f.set() {
 		sel = layers.WithExactPlatform(p)
 	}
-	return []layers.Option{sel, layers.WithInsecureRegistries(f.InsecureRegistry...)}, nil
+	var base []layers.Option
+	if f.Registry != nil {
+		if base, err = f.Registry(); err != nil {
+			return nil, err
+		}
+	}
+	return append(base[:len(base):len(base)], sel, layers.WithInsecureRegistries(f.InsecureRegistry...)), nil
 }
 
 // CheckRef parses an image reference named on the command line; one that

@@ -1,14 +1,10 @@
 package cmdutil
 
 import (
-	"context"
-	"fmt"
-
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -58,44 +54,12 @@ func (f *SignFlag) CheckDest(dest string, lopts []layers.Option) error {
 	return nil
 }
 
-// SignPushed signs dest's manifest dg, just written: the descriptor is
-// read back by digest (HEAD), so what is signed is what the registry
-// holds, with no tag lookup in between. k nil: nothing to do.
-func (f *SignFlag) SignPushed(ctx context.Context, k *sign.Signer, dest string, dg v1.Hash, lopts []layers.Option) (*sign.Signed, error) {
+// Signer is what publish.WithSign signs with: key k (LoadSigner's) in
+// --sign-format, pushing with lopts. k nil (no --sign-key): nil, which
+// signs nothing.
+func (f *SignFlag) Signer(k *sign.Signer, lopts []layers.Option) *publish.Signer {
 	if k == nil {
-		return nil, nil
+		return nil
 	}
-	r, err := layers.ParseRef(dest, lopts...)
-	if err != nil {
-		return nil, err
-	}
-	repo := r.Name.Context()
-	desc, err := layers.HeadDigest(ctx, repo.Digest(dg.String()).String(), lopts...)
-	if err != nil {
-		return nil, fmt.Errorf("--sign-key: %w", err)
-	}
-	s, err := sign.SignDigest(ctx, repo, *desc, k, sign.SignOptions{Format: f.SignFormat, Layers: lopts})
-	if err != nil {
-		return nil, fmt.Errorf("--sign-key: %w", err)
-	}
-	return s, nil
-}
-
-// SignArtifact signs ref (REPO@DIGEST, e.g. a weights artifact slim or
-// weights strip just published) when it is in a registry; an OCI layout
-// has nowhere to store a signature, so nothing is signed (nil, nil).
-func (f *SignFlag) SignArtifact(ctx context.Context, k *sign.Signer, ref string, lopts []layers.Option) (*sign.Signed, error) {
-	r, err := layers.ParseRef(ref, lopts...)
-	if err != nil || r.Kind != layers.KindRegistry {
-		return nil, err
-	}
-	d, ok := r.Name.(name.Digest)
-	if !ok {
-		return nil, fmt.Errorf("--sign-key: %s is not pinned by digest", ref)
-	}
-	h, err := v1.NewHash(d.DigestStr())
-	if err != nil {
-		return nil, err
-	}
-	return f.SignPushed(ctx, k, ref, h, lopts)
+	return &publish.Signer{Key: k, Format: f.SignFormat, Layers: lopts}
 }
