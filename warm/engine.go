@@ -409,7 +409,7 @@ func logUnpackTrace(log func(string, ...any), t interface {
 		if l.Staged {
 			staged = ", ahead of its parent"
 		}
-		if l.How == howPresent {
+		if l.How == HowPresent {
 			log("unpack: layer %s: present", l.Digest)
 			continue
 		}

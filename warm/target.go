@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -85,6 +87,28 @@ type ZstdChecker interface {
 	NoZstd(ctx context.Context) string
 }
 
+// LayerTrace is what --unpack did with one layer, for the log.
+type LayerTrace struct {
+	Digest digest.Digest
+	Size   int64
+	How    string // present, streamed, local, daemon
+	// Staged: applied before its parent was committed.
+	Staged bool
+	// Start, Applied, Verified and Committed are offsets from the
+	// unpack's start: when the layer's apply began, when its bytes were
+	// written, when containerd had committed (verified) its blob, and
+	// when its snapshot was committed.
+	Start, Applied, Verified, Committed time.Duration
+}
+
+// How a layer got into the snapshotter (LayerTrace.How).
+const (
+	HowPresent  = "present"  // its snapshot existed
+	HowStreamed = "streamed" // applied from the ingest while it downloaded
+	HowLocal    = "local"    // applied in-process from the committed blob file
+	HowDaemon   = "daemon"   // applied by containerd's diff service
+)
+
 // TargetSpec is a parsed --target.
 type TargetSpec struct {
 	Kind string // containerd, oci, docker
@@ -121,22 +145,3 @@ func ParseTarget(s string) (TargetSpec, error) {
 }
 
 func (t TargetSpec) String() string { return t.Kind + ":" + t.Addr }
-
-// statfsFree is the free space on dir's file system (kiln's one preflight
-// helper measures it for every verb).
-func statfsFree(dir string) (int64, error) { return preflight.Free(dir) }
-
-// The adapters and the roles each plays, checked at compile time: a target
-// that silently lost one would still run, without its guarantee.
-var (
-	_ Store             = (*Containerd)(nil)
-	_ Unpacker          = (*Containerd)(nil)
-	_ PipelinedUnpacker = (*Containerd)(nil)
-	_ Verifier          = (*Containerd)(nil)
-	_ Leaser            = (*Containerd)(nil)
-	_ Store             = (*OCILayout)(nil)
-	_ Verifier          = (*OCILayout)(nil)
-	_ Loader            = (*Docker)(nil)
-	_ ZstdChecker       = (*Docker)(nil)
-	_ blob.Writer       = (*blob.FileWriter)(nil)
-)

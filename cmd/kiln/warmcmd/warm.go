@@ -24,6 +24,9 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/containerd"
+	"github.com/kiln-build/kiln/warm/docker"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // WarmOptions are kiln warm's inputs.
@@ -42,7 +45,7 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
-	// UnpackConcurrency is --unpack-concurrency (warm.TargetOptions).
+	// UnpackConcurrency is --unpack-concurrency (targets.Options).
 	UnpackConcurrency int
 	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
 	// real reference.
@@ -54,7 +57,7 @@ type WarmOptions struct {
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
 	// Ingest and ContainerdRoot choose how bytes reach containerd
-	// (warm.TargetOptions).
+	// (targets.Options).
 	Ingest         string
 	ContainerdRoot string
 	// VerifyKey is --verify-key PUBKEY|POLICY (warmverify.go).
@@ -158,7 +161,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
-	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
+	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	fl.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
 	fl.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
@@ -166,7 +169,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	_ = fl.MarkHidden("no-space-check")
 	fl.StringVar(&opts.Ingest, "ingest", "auto", "containerd: auto (write ingests directly when the content root is on this host), direct, grpc")
 	fl.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
-	fl.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+warm.DefaultDockerStage()+")")
+	fl.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+docker.DefaultStage()+")")
 	fl.BoolVar(&opts.KeepStage, "keep-stage", false, "docker: keep the staged layers after a successful load")
 	fl.StringVar(&opts.VerifyKey, "verify-key", "", "refuse, before fetching any layer, an image or weights artifact not signed by this PEM public key (or a policy file naming keys per registry/repository; docs/sign.md)")
 	withFleet(cmd, opts, f)
@@ -262,7 +265,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	switch opts.Ingest {
-	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
+	case containerd.IngestAuto, containerd.IngestDirect, containerd.IngestGRPC:
 	default:
 		return nil, cmdutil.UsageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
 	}
@@ -337,7 +340,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 			return nil, fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
+	tgt, err := targets.Open(ctx, spec, targets.Options{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,

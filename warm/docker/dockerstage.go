@@ -1,4 +1,4 @@
-package warm
+package docker
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"syscall"
 
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/ocilayout"
 	"github.com/opencontainers/go-digest"
 )
 
-// DefaultDockerStage is where the docker target stages layers by default:
+// DefaultStage is where the docker target stages layers by default:
 // /var/cache/kiln/docker-stage for root (a system cache, like the engine's
 // own data), else $XDG_CACHE_HOME/kiln/docker-stage (~/.cache when unset).
-func DefaultDockerStage() string {
+func DefaultStage() string {
 	if os.Geteuid() == 0 {
 		return "/var/cache/kiln/docker-stage"
 	}
@@ -31,11 +33,11 @@ func DefaultDockerStage() string {
 // load reads them from disk. A killed warm leaves the bytes for the next.
 type dockerStage struct {
 	dir    string
-	layout *OCILayout
+	layout *ocilayout.OCILayout
 }
 
 func openDockerStage(dir string) (*dockerStage, error) {
-	l, err := NewOCILayout(dir)
+	l, err := ocilayout.New(dir)
 	if err != nil {
 		return nil, fmt.Errorf("--docker-stage %s: %v", dir, err)
 	}
@@ -44,8 +46,8 @@ func openDockerStage(dir string) (*dockerStage, error) {
 
 // held is how many bytes of b the stage already holds (committed, or an
 // earlier run's partial file), for the disk preflight.
-func (st *dockerStage) held(b *Blob) int64 {
-	if fi, err := os.Stat(st.layout.blobPath(b.Digest)); err == nil && fi.Size() == b.Size {
+func (st *dockerStage) held(b *warm.Blob) int64 {
+	if fi, err := os.Stat(st.layout.BlobPath(b.Digest)); err == nil && fi.Size() == b.Size {
 		return b.Size
 	}
 	if fi, err := os.Stat(filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded())); err == nil {
@@ -58,14 +60,14 @@ func (st *dockerStage) held(b *Blob) int64 {
 // oci: target) and folds each blob's outcome into rep: bytes fetched,
 // resumed offset and seconds; a staged blob stays "missing" until the
 // engine has loaded it.
-func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, o Options, rep *Report) error {
+func (st *dockerStage) fetch(ctx context.Context, blobs []*warm.Blob, s *warm.Set, o warm.Options, rep *warm.Report) error {
 	if len(blobs) == 0 {
 		return nil
 	}
 	o.DryRun, o.Unpack, o.SkipSpaceCheck = false, false, true
-	sub, err := Warm(ctx, &Set{Blobs: blobs}, st.layout, o)
+	sub, err := warm.Warm(ctx, &warm.Set{Blobs: blobs}, st.layout, o)
 	for _, br := range sub.Blobs {
-		_, bi := s.blob(digest.Digest(br.Digest))
+		_, bi := s.Blob(digest.Digest(br.Digest))
 		r := &rep.Blobs[bi]
 		r.BytesFetched += br.BytesFetched
 		if r.Resumed == 0 {
@@ -74,10 +76,10 @@ func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, o Optio
 		r.Seconds += br.Seconds
 		rep.FetchedBytes += br.BytesFetched
 		switch br.State {
-		case StateFailed:
-			r.State, r.Error = StateFailed, br.Error
-		case StateFetched, StateWritten, StatePresent:
-			r.State, r.Error = StateMissing, ""
+		case warm.StateFailed:
+			r.State, r.Error = warm.StateFailed, br.Error
+		case warm.StateFetched, warm.StateWritten, warm.StatePresent:
+			r.State, r.Error = warm.StateMissing, ""
 		}
 	}
 	if err != nil {
@@ -89,12 +91,12 @@ func (st *dockerStage) fetch(ctx context.Context, blobs []*Blob, s *Set, o Optio
 // remove deletes the set's layers from the stage after the engine loaded
 // them, then the stage itself when nothing else is staged there (another
 // warm may share it).
-func (st *dockerStage) remove(s *Set) error {
+func (st *dockerStage) remove(s *warm.Set) error {
 	for _, b := range s.Blobs {
-		if b.Kind != KindLayer {
+		if b.Kind != warm.KindLayer {
 			continue
 		}
-		for _, p := range []string{st.layout.blobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()+blob.RangesSuffix), st.layout.stampPath(b.Digest)} {
+		for _, p := range []string{st.layout.BlobPath(b.Digest), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()), filepath.Join(st.dir, ".kiln-partial", b.Digest.Encoded()+blob.RangesSuffix), st.layout.StampPath(b.Digest)} {
 			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}

@@ -1,4 +1,4 @@
-package warm
+package ocilayout
 
 import (
 	"context"
@@ -12,7 +12,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -34,8 +36,8 @@ const (
 	annContainerdName = "io.containerd.image.name"
 )
 
-// NewOCILayout opens (creating if needed) the layout at dir.
-func NewOCILayout(dir string) (*OCILayout, error) {
+// New opens (creating if needed) the layout at dir.
+func New(dir string) (*OCILayout, error) {
 	for _, d := range []string{filepath.Join(dir, "blobs", "sha256"), filepath.Join(dir, ".kiln-partial")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
@@ -116,11 +118,11 @@ func hashOf(d digest.Digest) (v1.Hash, error) {
 	return v1.NewHash(d.String())
 }
 
-func (l *OCILayout) blobPath(d digest.Digest) string {
+func (l *OCILayout) BlobPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-func (l *OCILayout) stampPath(d digest.Digest) string {
+func (l *OCILayout) StampPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, ".kiln-partial", "verified", d.Encoded())
 }
 
@@ -148,21 +150,21 @@ func (l *OCILayout) Has(ctx context.Context, d ocispec.Descriptor) (bool, error)
 
 // Free implements Target.
 func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
-	n, err := statfsFree(l.Dir)
+	n, err := preflight.Free(l.Dir)
 	return l.Dir, n, err
 }
 
 // Writer implements Target: blob.Dir's writer, which waits for another
 // writer of the blob (one per blob across processes), resumes what an
 // earlier run left and verifies before the rename.
-func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
+func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (warm.Writer, error) {
 	h, err := hashOf(d.Digest)
 	if err != nil {
 		return nil, err
 	}
 	w, err := l.blobs().Writer(ctx, h, d.Size)
 	if err != nil {
-		if errors.Is(err, ErrAlreadyExists) {
+		if errors.Is(err, warm.ErrAlreadyExists) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("target %s: %w", l, err)
@@ -174,7 +176,7 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 // platform manifest (a complete graph: importers and mirrors need every
 // child of what index.json names), replacing an earlier entry of the same
 // name.
-func (l *OCILayout) Record(ctx context.Context, s *Set) error {
+func (l *OCILayout) Record(ctx context.Context, s *warm.Set) error {
 	return l.updateIndex(ctx, func(idx *ocispec.Index) {
 		for _, img := range s.Images {
 			idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
@@ -188,7 +190,7 @@ func (l *OCILayout) Record(ctx context.Context, s *Set) error {
 }
 
 // Verify implements Verifier: every image has its index.json entry.
-func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
+func (l *OCILayout) Verify(ctx context.Context, s *warm.Set) error {
 	b, err := localfile.ReadFile(filepath.Join(l.Dir, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		return err
@@ -227,3 +229,11 @@ func (l *OCILayout) ExistingImages() (map[string]digest.Digest, error) {
 }
 
 func specsVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2} }
+
+// The roles OCILayout plays, checked at compile time: a target that silently
+// lost one would still run, without its guarantee.
+var (
+	_ warm.Store    = (*OCILayout)(nil)
+	_ warm.Verifier = (*OCILayout)(nil)
+	_ blob.Writer   = (*blob.FileWriter)(nil)
+)

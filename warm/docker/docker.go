@@ -1,4 +1,4 @@
-package warm
+package docker
 
 import (
 	"archive/tar"
@@ -18,8 +18,10 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -52,7 +54,17 @@ type Docker struct {
 	keepStage bool
 }
 
-func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, error) {
+// Options configure Open.
+type Options struct {
+	// Stage is where layer blobs are staged before docker load (an OCI
+	// layout; default DefaultStage()).
+	Stage string
+	// KeepStage keeps the staged blobs after a successful load.
+	KeepStage bool
+}
+
+// Open connects to the Docker engine listening on the socket addr.
+func Open(ctx context.Context, addr string, o Options) (*Docker, error) {
 	if _, err := os.Stat(addr); err != nil {
 		return nil, fmt.Errorf("target docker:%s: %v (is dockerd running? name its socket: --target docker:/var/run/docker.sock)", addr, err)
 	}
@@ -66,9 +78,9 @@ func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, erro
 		},
 		DisableCompression: true,
 	}
-	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}, stage: o.DockerStage, keepStage: o.KeepStage}
+	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}, stage: o.Stage, keepStage: o.KeepStage}
 	if t.stage == "" {
-		t.stage = DefaultDockerStage()
+		t.stage = DefaultStage()
 	}
 	var v struct {
 		Version    string `json:"Version"`
@@ -219,13 +231,13 @@ func (t *Docker) Free(ctx context.Context) (string, int64, error) {
 	if info.DockerRootDir == "" {
 		return "", 0, errors.New("no DockerRootDir")
 	}
-	n, err := statfsFree(info.DockerRootDir)
+	n, err := preflight.Free(info.DockerRootDir)
 	return info.DockerRootDir, n, err
 }
 
 // complete says whether the engine holds img under its name with the
 // config's diff IDs.
-func (t *Docker) complete(ctx context.Context, img Image, cfg *v1.ConfigFile) (bool, error) {
+func (t *Docker) complete(ctx context.Context, img warm.Image, cfg *v1.ConfigFile) (bool, error) {
 	im, err := t.inspect(ctx, dockerName(img))
 	if err != nil || im == nil {
 		return false, err
@@ -244,7 +256,7 @@ func (t *Docker) complete(ctx context.Context, img Image, cfg *v1.ConfigFile) (b
 // dockerName is what the engine calls the image: the reference for a tag,
 // the image ID (config digest) for a digest reference, which docker load
 // cannot tag.
-func dockerName(img Image) string {
+func dockerName(img warm.Image) string {
 	if strings.Contains(img.Name, "@") {
 		return img.Config.Digest.String()
 	}
@@ -252,9 +264,9 @@ func dockerName(img Image) string {
 }
 
 // Verify implements Verifier: every image complete in the engine.
-func (t *Docker) Verify(ctx context.Context, s *Set) error {
+func (t *Docker) Verify(ctx context.Context, s *warm.Set) error {
 	for _, img := range s.Images {
-		cfg, err := s.config(img)
+		cfg, err := s.ConfigFile(img)
 		if err != nil {
 			return err
 		}
@@ -269,48 +281,24 @@ func (t *Docker) Verify(ctx context.Context, s *Set) error {
 	return nil
 }
 
-func (s *Set) blob(d digest.Digest) (*Blob, int) {
-	for i, b := range s.Blobs {
-		if b.Digest == d {
-			return b, i
-		}
-	}
-	return nil, -1
-}
-
-func (s *Set) config(img Image) (*v1.ConfigFile, error) {
-	b, _ := s.blob(img.Config.Digest)
-	if b == nil || b.Data == nil {
-		return nil, fmt.Errorf("image %s: config %s not in the warm set", img.Name, img.Config.Digest)
-	}
-	var cfg v1.ConfigFile
-	if err := json.Unmarshal(b.Data, &cfg); err != nil {
-		return nil, fmt.Errorf("image %s: config %s: %v", img.Name, img.Config.Digest, err)
-	}
-	if len(cfg.RootFS.DiffIDs) != len(img.Layers) {
-		return nil, fmt.Errorf("image %s: config %s has %d rootfs.diff_ids for %d layers", img.Name, img.Config.Digest, len(cfg.RootFS.DiffIDs), len(img.Layers))
-	}
-	return &cfg, nil
-}
-
 // Load implements Loader: per image, skip it when complete, else stage
 // the layers the engine lacks (the engine fills the stage, an OCILayout)
 // and stream them into docker load.
-func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
+func (t *Docker) Load(ctx context.Context, s *warm.Set, o warm.Options) (*warm.Report, error) {
 	start := time.Now()
-	rep := NewReport(s)
+	rep := warm.NewReport(s)
 	rep.Target = t.String()
 	rep.DryRun = o.DryRun
-	fail := func(err error) (*Report, error) {
+	fail := func(err error) (*warm.Report, error) {
 		rep.Error = err.Error()
 		rep.Seconds = time.Since(start).Seconds()
 		return rep, err
 	}
 	for i := range rep.Blobs {
-		rep.Blobs[i].State = StatePresent
+		rep.Blobs[i].State = warm.StatePresent
 	}
 	type plan struct {
-		img  Image
+		img  warm.Image
 		cfg  *v1.ConfigFile
 		send []bool // per layer: in the archive
 	}
@@ -321,7 +309,7 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 	}
 	missing := map[int]bool{}
 	for _, img := range s.Images {
-		cfg, err := s.config(img)
+		cfg, err := s.ConfigFile(img)
 		if err != nil {
 			return fail(err)
 		}
@@ -340,21 +328,21 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 				continue
 			}
 			p.send[i] = true
-			_, bi := s.blob(l.Digest)
+			_, bi := s.Blob(l.Digest)
 			missing[bi] = true
 		}
 		// The image's own metadata is what docker load records.
 		for _, d := range []digest.Digest{img.Config.Digest, img.Manifest.Digest, img.Target.Digest} {
-			_, bi := s.blob(d)
+			_, bi := s.Blob(d)
 			missing[bi] = true
 		}
 		plans = append(plans, p)
 	}
 	for bi := range missing {
-		rep.Blobs[bi].State = StateMissing
+		rep.Blobs[bi].State = warm.StateMissing
 	}
 	for _, b := range rep.Blobs {
-		if b.State == StatePresent {
+		if b.State == warm.StatePresent {
 			rep.PresentBytes += b.Size
 		} else {
 			rep.MissingBytes += b.Size
@@ -367,13 +355,13 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 	}
 	// The layers to send are staged first (resumable, Range chunks,
 	// verified), then loaded from disk.
-	var toStage []*Blob
+	var toStage []*warm.Blob
 	staged := map[digest.Digest]bool{}
 	for _, p := range plans {
 		for i, l := range p.img.Layers {
 			if p.send[i] && !staged[l.Digest] {
 				staged[l.Digest] = true
-				b, _ := s.blob(l.Digest)
+				b, _ := s.Blob(l.Digest)
 				toStage = append(toStage, b)
 			}
 		}
@@ -409,9 +397,9 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 			}
 			// A staged blob that no longer verifies was removed: stage
 			// it again (the others are present, so nothing else is read).
-			var again []*Blob
+			var again []*warm.Blob
 			for i, l := range p.img.Layers {
-				if b, _ := s.blob(l.Digest); p.send[i] && st.held(b) < b.Size {
+				if b, _ := s.Blob(l.Digest); p.send[i] && st.held(b) < b.Size {
 					again = append(again, b)
 				}
 			}
@@ -421,8 +409,8 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 		}
 	}
 	for i := range rep.Blobs {
-		if rep.Blobs[i].State == StateMissing || rep.Blobs[i].State == StateFailed {
-			rep.Blobs[i].State = StateFetched
+		if rep.Blobs[i].State == warm.StateMissing || rep.Blobs[i].State == warm.StateFailed {
+			rep.Blobs[i].State = warm.StateFetched
 			rep.MissingBytes -= rep.Blobs[i].Size
 		}
 	}
@@ -443,12 +431,12 @@ func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
 // does not hold yet) and for the engine, which unpacks the archive into a
 // temporary directory, then into its layer store (about twice the missing
 // bytes). When both are on one file system their needs add up.
-func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob, missing int64) error {
+func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*warm.Blob, missing int64) error {
 	var stageNeed int64
 	for _, b := range toStage {
 		stageNeed += b.Size - st.held(b)
 	}
-	stageAvail, err := statfsFree(st.dir)
+	stageAvail, err := preflight.Free(st.dir)
 	if err != nil {
 		return fmt.Errorf("--docker-stage %s: %v", st.dir, err)
 	}
@@ -461,16 +449,16 @@ func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob
 	}
 	if root != "" && sameDevice(root, st.dir) {
 		if need := stageNeed + engineNeed; stageAvail < need {
-			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, ErrNoSpace,
+			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, warm.ErrNoSpace,
 				bytesize.Format(stageNeed), st.dir, bytesize.Format(engineNeed), bytesize.Format(missing), bytesize.Format(need), bytesize.Format(stageAvail))
 		}
 		return nil
 	}
 	if stageAvail < stageNeed {
-		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), st.dir)
+		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, warm.ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), st.dir)
 	}
 	if root != "" && engineAvail < engineNeed {
-		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
+		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, warm.ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
 	}
 	return nil
 }
@@ -490,7 +478,7 @@ type dockerManifest struct {
 }
 
 // load streams img as a docker-archive into POST /images/load.
-func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
+func (t *Docker) load(ctx context.Context, s *warm.Set, img warm.Image, send []bool, st *dockerStage, rep *warm.Report) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -546,9 +534,9 @@ func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *d
 // writeArchive writes the docker-archive: config, the layers to send from
 // the stage (each verified against its digest again as it streams: the
 // stage may hold an earlier run's file), manifest.json last.
-func (t *Docker) writeArchive(w io.Writer, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
+func (t *Docker) writeArchive(w io.Writer, s *warm.Set, img warm.Image, send []bool, st *dockerStage, rep *warm.Report) error {
 	tw := tar.NewWriter(w)
-	cfgBlob, _ := s.blob(img.Config.Digest)
+	cfgBlob, _ := s.Blob(img.Config.Digest)
 	cfgName := img.Config.Digest.Encoded() + ".json"
 	if err := writeTarFile(tw, cfgName, int64(len(cfgBlob.Data)), strings.NewReader(string(cfgBlob.Data))); err != nil {
 		return err
@@ -559,7 +547,7 @@ func (t *Docker) writeArchive(w io.Writer, s *Set, img Image, send []bool, st *d
 	}
 	for i, l := range img.Layers {
 		ext := ".tar.gz"
-		if IsZstd(l.MediaType) {
+		if warm.IsZstd(l.MediaType) {
 			ext = ".tar.zst"
 		}
 		file := l.Digest.Encoded() + ext
@@ -567,13 +555,13 @@ func (t *Docker) writeArchive(w io.Writer, s *Set, img Image, send []bool, st *d
 		if !send[i] {
 			continue
 		}
-		b, bi := s.blob(l.Digest)
+		b, bi := s.Blob(l.Digest)
 		if err := streamStaged(tw, file, b, st); err != nil {
-			rep.Blobs[bi].State = StateFailed
+			rep.Blobs[bi].State = warm.StateFailed
 			rep.Blobs[bi].Error = err.Error()
 			return fmt.Errorf("layer %s: %v", l.Digest, err)
 		}
-		rep.Blobs[bi].State, rep.Blobs[bi].Error = StateMissing, ""
+		rep.Blobs[bi].State, rep.Blobs[bi].Error = warm.StateMissing, ""
 	}
 	mj, err := json.Marshal([]dockerManifest{dm})
 	if err != nil {
@@ -597,8 +585,8 @@ func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
 // digest or size mismatch fails before the archive's manifest.json is
 // written, so the engine loads nothing, and the staged file is removed so
 // the next try stages it again.
-func streamStaged(tw *tar.Writer, file string, b *Blob, st *dockerStage) error {
-	p := st.layout.blobPath(b.Digest)
+func streamStaged(tw *tar.Writer, file string, b *warm.Blob, st *dockerStage) error {
+	p := st.layout.BlobPath(b.Digest)
 	f, err := os.Open(p)
 	if err != nil {
 		return fmt.Errorf("staged blob: %v", err)
@@ -625,3 +613,10 @@ func streamStaged(tw *tar.Writer, file string, b *Blob, st *dockerStage) error {
 	}
 	return nil
 }
+
+// The roles Docker plays, checked at compile time: a target that silently
+// lost one would still run, without its guarantee.
+var (
+	_ warm.Loader      = (*Docker)(nil)
+	_ warm.ZstdChecker = (*Docker)(nil)
+)
