@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,7 +64,7 @@ func New(dir string) (*OCILayout, error) {
 // on one layout each merge their entries into what is there now) and
 // replaces it atomically. A missing index.json reads as an empty one.
 func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)) error {
-	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", "index.lock"), nil)
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", indexLock), nil)
 	if err != nil {
 		return fmt.Errorf("target %s: index.json lock: %v", l, err)
 	}
@@ -118,12 +119,50 @@ func hashOf(d digest.Digest) (v1.Hash, error) {
 	return v1.NewHash(d.String())
 }
 
-func (l *OCILayout) BlobPath(d digest.Digest) string {
+func (l *OCILayout) blobPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-func (l *OCILayout) StampPath(d digest.Digest) string {
-	return filepath.Join(l.Dir, ".kiln-partial", "verified", d.Encoded())
+// Held implements warm.Stage: the bytes of d committed or left in a
+// partial file by an unfinished writer.
+func (l *OCILayout) Held(d ocispec.Descriptor) int64 {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return 0
+	}
+	return l.blobs().Held(h, d.Size)
+}
+
+// Open implements warm.Stage: the committed blob d, as it lies on disk
+// (the reader verifies it).
+func (l *OCILayout) Open(d ocispec.Descriptor) (io.ReadCloser, error) {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(l.blobs().Path(h))
+}
+
+// Remove implements warm.Stage: blob d goes, committed or partial.
+func (l *OCILayout) Remove(d ocispec.Descriptor) error {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return err
+	}
+	return l.blobs().Remove(h)
+}
+
+// indexLock is the lock file of index.json updates, in .kiln-partial.
+const indexLock = "index.lock"
+
+// RemoveIfEmpty removes the whole layout when it holds no blob, committed
+// or partial (a stage another warm does not share); a layout that does,
+// or that cannot be read, is kept.
+func (l *OCILayout) RemoveIfEmpty() error {
+	if empty, err := l.blobs().Empty(indexLock); err != nil || !empty {
+		return nil
+	}
+	return os.RemoveAll(l.Dir)
 }
 
 // Has implements Target: a blob is present when its file has the

@@ -27,7 +27,7 @@ func TestOCILayoutVerifiesPresentBlobs(t *testing.T) {
 	}
 	// Another tool left a same-sized, wrong blob before kiln ever ran.
 	small := warmtest.Find(set, f.Small)
-	if err := os.WriteFile(tgt.BlobPath(small.Digest), make([]byte, small.Size), 0o644); err != nil {
+	if err := os.WriteFile(tgt.blobPath(small.Digest), make([]byte, small.Size), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := warm.Warm(ctx, set, tgt, warm.Options{}); err != nil || !rep.Ready || warmtest.BlobOf(rep, f.Small).State != warm.StateFetched {
@@ -36,7 +36,7 @@ func TestOCILayoutVerifiesPresentBlobs(t *testing.T) {
 	checkBlob(t, tgt, small.Digest)
 	// Corrupt the large layer in place, keeping its size.
 	big := warmtest.Find(set, f.Big)
-	fh, err := os.OpenFile(tgt.BlobPath(big.Digest), os.O_RDWR, 0)
+	fh, err := os.OpenFile(tgt.blobPath(big.Digest), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestOCILayoutVerifiesPresentBlobs(t *testing.T) {
 
 func checkBlob(t *testing.T, l *OCILayout, d digest.Digest) {
 	t.Helper()
-	b, err := os.ReadFile(l.BlobPath(d))
+	b, err := os.ReadFile(l.blobPath(d))
 	if err != nil || digest.FromBytes(b) != d {
 		t.Fatalf("blob %s does not verify after the warm (%v)", d, err)
 	}
