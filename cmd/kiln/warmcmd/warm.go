@@ -223,8 +223,6 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	return nil
 }
 
-// warmOnce does the warm. It returns a nil report when it failed before
-// there was one to print.
 // warmFlags is what kiln warm's flags and arguments say, checked before
 // anything is read or written: the target, the images (lock files
 // expanded) and weights manifests, and the transfer settings.
@@ -327,20 +325,27 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, mirrors: mirrors, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
 }
 
+// warmOnce does the warm (warm.Run) on the target --target names, with
+// kiln warm's progress display. It returns a nil report when it failed
+// before there was one to print.
 func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	fl, err := parseWarmFlags(opts)
 	if err != nil {
 		return nil, err
 	}
-	spec, comp, limit, chunk, lopts, mirrors, plat := fl.spec, fl.comp, fl.limit, fl.chunk, fl.lopts, fl.mirrors, fl.plat
-	refs, weightsArgs := fl.refs, fl.weightsArgs
 	// A stale marker must not outlive a failed or cold warm.
 	if opts.ReadyFile != "" && !opts.DryRun {
 		if err := os.Remove(opts.ReadyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := targets.Open(ctx, spec, targets.Options{
+	var pol *sign.Policy
+	if opts.VerifyKey != "" {
+		if pol, err = sign.LoadPolicy(opts.VerifyKey); err != nil {
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
+		}
+	}
+	tgt, err := targets.Open(ctx, fl.spec, targets.Options{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
@@ -350,110 +355,54 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		return nil, err
 	}
 	defer tgt.Close()
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: comp, Mirrors: mirrors}
-	if zc, ok := tgt.(warm.ZstdChecker); ok {
-		ro.NoZstd = zc.NoZstd(ctx)
-	}
-	set, err := warm.Resolve(ctx, refs, ro)
-	if err != nil {
-		return nil, err
-	}
-	defer set.Close()
-	vols, err := warm.Volumes(ctx, set, weightsArgs, opts.WeightsInto, mirrors, lopts)
-	if nv := (*warm.NoVolumeDirError)(nil); errors.As(err, &nv) {
-		return nil, cmdutil.UsageErr("%v", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var sigs []*sign.Result
-	if opts.VerifyKey != "" {
-		pol, err := sign.LoadPolicy(opts.VerifyKey)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--verify-key %v", err)
-		}
-		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
-			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
-				err = cmdutil.Exit(cmdutil.ExitUnverified, err)
-			}
-			rep := warm.NewReport(set)
-			rep.Target, rep.DryRun, rep.Signatures, rep.Error = tgt.String(), opts.DryRun, sigs, err.Error()
-			if spec.Kind == "containerd" {
-				rep.Namespace = opts.Namespace
-			}
-			return rep, err
-		}
-	}
-	// What the bars count: the layers (indexes, manifests and configs
-	// were read while the set was resolved) and the weights.
-	var total int64
-	for _, b := range set.Blobs {
-		if b.Data == nil {
-			total += b.Size
-		}
-	}
-	for _, v := range vols {
-		total += v.Manifest.Size
-	}
 	var done atomic.Int64
-	// One --limit-rate for the image blobs and the weights pull together.
-	limiter := warm.NewLimiter(limit)
-	eo := warm.Options{
-		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
-		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
+	ro := warm.RunOptions{
+		Target: tgt, Refs: fl.refs, Weights: fl.weightsArgs, WeightsInto: opts.WeightsInto, Policy: pol,
+		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: fl.lopts, Blobs: blob.NewRegistry(fl.lopts), Compression: fl.comp, Mirrors: fl.mirrors},
+		// One --limit-rate for the image blobs and the weights pull together.
+		Options: warm.Options{
+			Concurrency: opts.Concurrency, ChunkSize: fl.chunk, Limiter: warm.NewLimiter(fl.limit), DryRun: opts.DryRun,
+			Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
+		},
+	}
+	if fl.spec.Kind == "containerd" {
+		ro.Namespace = opts.Namespace
 	}
 	mode := opts.Progress
 	if opts.DryRun {
 		mode = "none"
 	}
-	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
-	// One bar for the whole warm, and one per layer while it is fetched
-	// (on a terminal; it goes when the layer is in).
-	part := bars.Parts("warming "+tgt.String(), total, &done)
-	eo.BlobProgress = func(b *warm.Blob) *atomic.Int64 {
-		return part("  layer "+cmdutil.Short(b.Digest.String()), b.Size)
-	}
-	// Notices print above the bars: straight to the terminal they would
-	// tear the display.
-	logTo := bars.Writer()
-	if opts.Progress != "none" {
-		eo.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
-	}
-	var waitWeights func() ([]*warm.WeightsReport, error)
-	if len(vols) > 0 {
-		// --jobs N: N weight blobs at once, at most 2N requests in
-		// flight (the default 4 gives weights pull's own 4 and 8).
-		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
-			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
-			ChunkSize: chunk, Limiter: limiter,
-			OnWait: func() {
-				fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
-			},
-		})
-	}
-	var rep *warm.Report
-	var werr error
-	if len(set.Images) > 0 {
-		rep, werr = warm.Warm(ctx, set, tgt, eo)
-	} else {
-		// Only weights: the target has nothing to hold.
-		rep = warm.NewReport(set)
-		rep.Target, rep.DryRun, rep.Ready = tgt.String(), opts.DryRun, true
-	}
-	if waitWeights != nil {
-		wreps, err := waitWeights()
-		rep.MergeWeights(wreps)
-		if err != nil && werr == nil {
-			werr = err
-			rep.Error = err.Error()
+	// The bars start once the set is resolved: one for the whole warm,
+	// and one per layer while it is fetched (on a terminal; it goes when
+	// the layer is in). Notices print above the bars: straight to the
+	// terminal they would tear the display.
+	var bars *cmdutil.Progress
+	logTo := opts.IO.ErrOut
+	ro.Start = func(total int64) func(b *warm.Blob) *atomic.Int64 {
+		bars = cmdutil.NewProgress(opts.IO.ErrOut, mode)
+		logTo = bars.Writer()
+		part := bars.Parts("warming "+tgt.String(), total, &done)
+		return func(b *warm.Blob) *atomic.Int64 {
+			return part("  layer "+cmdutil.Short(b.Digest.String()), b.Size)
 		}
 	}
-	bars.Stop()
-	if spec.Kind == "containerd" {
-		rep.Namespace = opts.Namespace
+	if opts.Progress != "none" {
+		ro.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
 	}
-	rep.Signatures = sigs
-	return rep, werr
+	ro.OnWeightsWait = func() {
+		fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+	}
+	rep, err := warm.Run(ctx, ro)
+	if bars != nil {
+		bars.Stop()
+	}
+	if nv := (*warm.NoVolumeDirError)(nil); rep == nil && errors.As(err, &nv) {
+		return nil, cmdutil.UsageErr("%v", err)
+	}
+	if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
+		err = cmdutil.Exit(cmdutil.ExitUnverified, err)
+	}
+	return rep, err
 }
 
 func writeWarmTable(w io.Writer, rep *warm.Report) {
