@@ -29,9 +29,9 @@ import (
 // ingest API, so the unit is the image: GET /images/{name}/json says
 // whether the image is complete (its ID is the config digest and its
 // RootFS layers are the config's diff IDs). Otherwise the layers the engine
-// lacks are staged on disk first, through an OCILayout (the oci: target's
-// resumable, chunked, verified fetch: a killed warm resumes from the staged
-// bytes), and a docker-archive is streamed into POST /images/load from the
+// lacks are staged on disk first, in an OCI layout the warm engine fills
+// with its own fetch (resumable, chunked, verified: a killed warm resumes
+// from the staged bytes), and a docker-archive is streamed into POST /images/load from the
 // stage: the config, then each layer, verified again as it passes, and
 // manifest.json last, so the engine (which unpacks the whole archive before
 // it loads anything) never sees a manifest for bytes that did not verify.
