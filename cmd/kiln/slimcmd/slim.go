@@ -85,7 +85,8 @@ same digest.
 gzip under the destination's name, which every Docker and containerd pulls
 (platforms that pull your image themselves may run Docker 20.10), and zstd
 under NAME-zstd, which kiln warm prefers and Docker >= 23.0 / containerd >=
-1.5 pull faster. A docker-archive destination holds plain tar layers, as
+1.5 pull faster (an untagged oci:DIR gets the tags latest and latest-zstd).
+A docker-archive destination holds plain tar layers, as
 docker save writes them, which every docker load reads.
 
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
@@ -272,7 +273,10 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 		// zstd when it is among them: the cheaper to write.
 		comps = comps[len(comps)-1:]
 	} else if len(comps) > 1 && !esgz {
-		zd, err := cmdutil.ZstdDest(opts.To, lopts)
+		// Two encodings in an untagged oci:DIR: tagged latest and
+		// latest-zstd, never two untagged manifests (issue 27).
+		dests[0] = cmdutil.TagLayout(opts.To, lopts)
+		zd, err := cmdutil.ZstdDest(dests[0], lopts)
 		if err != nil {
 			return nil, cmdutil.UsageErr("--compression both: %v", err)
 		}

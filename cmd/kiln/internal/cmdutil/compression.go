@@ -30,8 +30,8 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 
 // ZstdDest is where the zstd variant of an image published at dest
 // goes: REPO:TAG → REPO:TAG-zstd (the name kiln warm and kiln convert
-// use), oci:DIR:TAG → oci:DIR:TAG-zstd, oci:DIR → oci:DIR (added beside
-// it, untagged). A registry digest reference has no tag to derive from.
+// use), oci:DIR:TAG → oci:DIR:TAG-zstd. A registry digest reference has
+// no tag to derive from; an untagged layout is tagged first (TagLayout).
 func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 	suffix := warm.ZstdTagSuffix
 	r, err := layers.ParseRef(dest, lopts...)
@@ -47,9 +47,23 @@ func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 		return t.Context().Tag(t.TagStr() + suffix).String(), nil
 	case layers.KindOCILayout:
 		if r.Tag == "" {
-			return dest, nil
+			return "", fmt.Errorf("%s: two encodings in one layout need a tag to tell them apart: oci:%s:TAG (zstd goes to TAG%s), or one --compression", dest, r.Path, suffix)
 		}
 		return "oci:" + r.Path + ":" + r.Tag + suffix, nil
 	}
 	return "", fmt.Errorf("%s: a %s destination holds one encoding", dest, r.Kind)
+}
+
+// DefaultLayoutTag tags the images written to an untagged oci:DIR when
+// there are two encodings (TAG and TAG-zstd): two untagged manifests in
+// one index could not be told apart when read back.
+const DefaultLayoutTag = "latest"
+
+// TagLayout is dest with DefaultLayoutTag when it is an untagged OCI
+// layout (oci:DIR → oci:DIR:latest), and dest otherwise.
+func TagLayout(dest string, lopts []layers.Option) string {
+	if r, err := layers.ParseRef(dest, lopts...); err == nil && r.Kind == layers.KindOCILayout && r.Tag == "" && r.Digest.Hex == "" {
+		return "oci:" + r.Path + ":" + DefaultLayoutTag
+	}
+	return dest
 }
