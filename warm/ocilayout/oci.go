@@ -229,7 +229,7 @@ var indexVisits atomic.Int64
 
 // recordEntries is manifests less the entries named like one of imgs,
 // followed by one entry per image name (the last image of a name wins).
-func recordEntries(manifests []ocispec.Descriptor, imgs []Image) []ocispec.Descriptor {
+func recordEntries(manifests []ocispec.Descriptor, imgs []warm.Image) []ocispec.Descriptor {
 	last := make(map[string]int, len(imgs))
 	for i, img := range imgs {
 		last[img.Name] = i

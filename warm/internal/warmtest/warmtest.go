@@ -6,6 +6,7 @@ package warmtest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"math/rand"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -373,3 +375,33 @@ func WarmBoth(t testing.TB, refs []string, open func() warm.Target) []*warm.Repo
 
 // TestWarmConcurrentOCILayout: two runs on one oci:DIR at once both
 // succeed, and index.json keeps both entries (F8).
+
+// BlobStore is a warm Store as the blob.Writer conformance suite
+// (blobtest) sees it: a writer per digest and size, and the committed
+// bytes read back the store's own way (ReadBlob).
+type BlobStore struct {
+	warm.Store
+	ReadBlob func(ctx context.Context, d ocispec.Descriptor) ([]byte, error)
+}
+
+func descriptor(dg v1.Hash, size int64) ocispec.Descriptor {
+	return ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerGzip, Digest: digest.Digest(dg.String()), Size: size}
+}
+
+// Writer opens the store's writer of blob dg.
+func (s BlobStore) Writer(ctx context.Context, dg v1.Hash, size int64) (blob.Writer, error) {
+	return s.Store.Writer(ctx, descriptor(dg, size))
+}
+
+// Read reads back the committed blob dg.
+func (s BlobStore) Read(ctx context.Context, dg v1.Hash, size int64) ([]byte, error) {
+	d := descriptor(dg, size)
+	ok, err := s.Has(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("blob %s: not committed", dg)
+	}
+	return s.ReadBlob(ctx, d)
+}
