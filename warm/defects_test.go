@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"archive/tar"
@@ -17,6 +17,8 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/weights"
 )
 
@@ -27,8 +29,8 @@ import (
 // fails "wrong diff id".
 func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 	ctx := context.Background()
-	reg := newTestRegistry(t)
-	good := randomLayer(t, "a.bin", 3000, 13)
+	reg := warmtest.NewRegistry(t)
+	good := warmtest.RandomLayer(t, "a.bin", 3000, 13)
 	n, _ := good.Size()
 	honest := reg.Host + "/hostile/dup:honest"
 	testimage.Push(t, honest, testimage.Image(t, testimage.Config{}, good)) // the blob, uploaded honestly
@@ -38,7 +40,7 @@ func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 		other := reg.Host + "/hostile/dup:other"
 		testimage.Push(t, other, testimage.Image(t, testimage.Config{}, testimage.SizeLie(good, lie)))
 		for name, refs := range map[string][]string{"one image": {one}, "two images": {honest, other}} {
-			_, err := Resolve(ctx, refs, ResolveOptions{Platform: amd64, Blobs: fastSource()})
+			_, err := warm.Resolve(ctx, refs, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
 			if !errors.Is(err, layers.ErrSizeMismatch) {
 				t.Errorf("%s (false size %d of %d): err = %v, want a size mismatch", name, lie, n, err)
 			}
@@ -48,7 +50,7 @@ func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 
 // testVolume publishes two weight files to an OCI layout and resolves the
 // volume back as warm does.
-func testVolume(t *testing.T) *Volume {
+func testVolume(t *testing.T) *warm.Volume {
 	t.Helper()
 	c, err := weights.NewCollector(t.TempDir(), weights.WithLargeFileThreshold(1<<10))
 	if err != nil {
@@ -66,7 +68,7 @@ func testVolume(t *testing.T) *Volume {
 	if _, _, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
 		t.Fatal(err)
 	}
-	v, err := ResolveVolume(context.Background(), "oci:"+lay+":w", "", Mirrors{}, nil)
+	v, err := warm.ResolveVolume(context.Background(), "oci:"+lay+":w", "", warm.Mirrors{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +76,11 @@ func testVolume(t *testing.T) *Volume {
 }
 
 // warmedVolume is testVolume warmed into a directory.
-func warmedVolume(t *testing.T) (*Volume, string) {
+func warmedVolume(t *testing.T) (*warm.Volume, string) {
 	t.Helper()
 	v := testVolume(t)
 	dir := filepath.Join(t.TempDir(), "vol")
-	if _, err := WarmWeights(context.Background(), v, dir, WeightsOptions{}); err != nil {
+	if _, err := warm.WarmWeights(context.Background(), v, dir, warm.WeightsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return v, dir
@@ -122,13 +124,13 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	type result struct {
-		rep *WeightsReport
+		rep *warm.WeightsReport
 		err error
 	}
 	done := make(chan result, 1)
 	var waited atomic.Bool
 	go func() {
-		rep, err := WarmWeights(ctx, v, dir, WeightsOptions{OnWait: func() { waited.Store(true) }})
+		rep, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{OnWait: func() { waited.Store(true) }})
 		done <- result{rep, err}
 	}()
 	time.Sleep(500 * time.Millisecond) // the warm verifies, then waits for the lock
@@ -138,7 +140,7 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 	if merr != nil {
 		t.Errorf("the marker changed while another pull held the volume's lock: %v", merr)
 	}
-	if r.err != nil || r.rep.State != StateFetched {
+	if r.err != nil || r.rep.State != warm.StateFetched {
 		t.Fatalf("warm after the lock was released: %+v %v", r.rep, r.err)
 	}
 	if !waited.Load() {
@@ -156,8 +158,8 @@ func TestWarmWeightsHealsRewriteKeepingTimes(t *testing.T) {
 	ctx := context.Background()
 	v, dir := warmedVolume(t)
 	flipByte(t, filepath.Join(dir, "m-0.safetensors"), true)
-	rep, err := WarmWeights(ctx, v, dir, WeightsOptions{})
-	if err != nil || rep.State != StateFetched || rep.FetchedBytes != 64<<10 {
+	rep, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{})
+	if err != nil || rep.State != warm.StateFetched || rep.FetchedBytes != 64<<10 {
 		t.Fatalf("warm of a volume with a rewritten file: %+v %v", rep, err)
 	}
 	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {

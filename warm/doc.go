@@ -12,12 +12,19 @@
 // visible. Nothing is committed that did not hash to its digest, and a
 // killed run resumes where it stopped.
 //
-// Targets are adapters: Stores (containerd, oci layout) hold blobs; a
-// Loader (the docker engine) takes whole images, staged for it in a
-// Store by the same engine. Every blob
-// of the set carries its layers/blob.Source: a registry repository (ranged,
-// retried GETs), an OCI layout or a docker archive (warm's local sources:
-// the persistent image cache of a spot fleet). The copy itself is
+// Targets are adapters, each in its own package above this one:
+// warm/containerd and warm/ocilayout are Stores (they hold blobs);
+// warm/docker is a Loader (its unit is the image): the engine fills a stage
+// the Loader opens with its own fetch loop, then the Loader loads the
+// images from it, so no adapter calls back into the engine. warm/targets
+// opens the adapter a --target names, and Run is one whole kiln warm
+// (resolve, check signatures, warm the target and the weights volumes).
+// Roles beyond Store and Loader are small interfaces a target may have
+// (Unpacker, PipelinedUnpacker, UnpackReporter, Verifier, Leaser,
+// ZstdChecker). Every blob of the set carries its layers/blob.Source: a
+// registry repository (ranged, retried GETs), an OCI layout or a docker
+// archive (warm's local sources: the persistent image cache of a spot
+// fleet). The copy itself is
 // blob.Copy and the oci layout's ingest blob.Dir, the ones weights pull
 // uses. The engine runs blobs in parallel (bounded), splits large blobs
 // into parallel Range chunks, rate-limits with one token bucket, and reports
@@ -25,20 +32,10 @@
 // for a spot node (every digest of the warm set verified present). Every
 // descriptor is digest and size: an index listing a manifest with a false
 // size is refused. Diff IDs are checked where a layer is decompressed:
-// --unpack (below), and containerd's or Docker's own unpack at the first
+// --unpack (warm/containerd), and containerd's or Docker's own unpack at the first
 // run; a plain warm verifies the compressed blobs and does not decompress
 // them only to hash them (that would cost the unpack's CPU once more).
 //
-// --unpack (containerd) keeps containerd's snapshot chain: each layer's
-// snapshot is committed under its chain ID, on its parent, in manifest
-// order, only after containerd committed (verified) the layer blob and the
-// uncompressed stream hashed to the config's diff ID; the blob then gets
-// the uncompressed label and the config the gc.ref.snapshot label, as
-// containerd's own unpack sets them. Layers are applied while they
-// download (from the growing direct ingest) and, on overlayfs, several at
-// once ahead of their parents (unpack_staged.go: a parentless snapshot
-// joined to the chain by rebase on containerd 2.x, by exchanging
-// directories on 1.6, with undeclared parent directories given the lower
-// layers' attributes). A snapshot that is not committed is removed; one a
-// killed run leaves is under the run's lease.
+// --unpack (containerd) keeps containerd's snapshot chain; see
+// warm/containerd.
 package warm

@@ -11,24 +11,8 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
-	"github.com/kiln-build/kiln/sign"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
-)
-
-// Schema is the --json report's schema name.
-const Schema = "kiln.warm/v1"
-
-// Blob states in a report.
-const (
-	StatePresent = "present"
-	StateFetched = "fetched"
-	// StateWritten: an index, manifest or config read and verified while
-	// the set was resolved, written to the target from memory (nothing
-	// fetched for it at this step, so bytes_fetched is 0).
-	StateWritten = "written"
-	StateMissing = "missing"
-	StateFailed  = "failed"
 )
 
 // Options tune the engine.
@@ -41,11 +25,9 @@ type Options struct {
 	ChunkSize      int64
 	ChunkThreshold int64
 	ChunksPerBlob  int
-	// LimitRate caps the bytes per second read from the registry (0: no
-	// limit), across all blobs.
-	LimitRate int64
-	// Limiter, when set, paces the reads instead of LimitRate: one
-	// limiter shared with other transfers (the --weights-into pull).
+	// Limiter, when set, caps the bytes per second read from the
+	// registry across all blobs (NewLimiter); one limiter may be shared
+	// with other transfers (the --weights-into pull).
 	Limiter *rate.Limiter
 	// DryRun only reports what is missing.
 	DryRun bool
@@ -67,103 +49,23 @@ type Options struct {
 	Log func(format string, a ...any)
 }
 
-// Report is what a warm found and did (the --json schema kiln.warm/v1).
-type Report struct {
-	Schema       string        `json:"schema"`
-	Target       string        `json:"target"`
-	Namespace    string        `json:"namespace"`
-	Ready        bool          `json:"ready"`
-	DryRun       bool          `json:"dry_run"`
-	Images       []ImageReport `json:"images"`
-	Blobs        []BlobReport  `json:"blobs"`
-	MissingBytes int64         `json:"missing_bytes"`
-	FetchedBytes int64         `json:"fetched_bytes"`
-	PresentBytes int64         `json:"present_bytes"`
-	Seconds      float64       `json:"seconds"`
-	Unpacked     bool          `json:"unpacked,omitempty"`
-	// Weights are the volumes warmed with --weights-into; their bytes
-	// are counted in the totals above too.
-	Weights []*WeightsReport `json:"weights,omitempty"`
-	// Signatures are the --verify-key checks, one per image and weights
-	// artifact, made before any layer was fetched.
-	Signatures []*sign.Result `json:"signatures,omitempty"`
-	Error      string         `json:"error,omitempty"`
-}
-
-// ImageReport names one image of the warm set.
-type ImageReport struct {
-	Ref      string `json:"ref"`
-	Digest   string `json:"digest"`
-	Platform string `json:"platform"`
-	// Manifest is the platform manifest's digest when Digest is an index.
-	Manifest string `json:"manifest,omitempty"`
-	// Source is the reference read when it differs from Ref (the zstd
-	// variant).
-	Source string `json:"source,omitempty"`
-	// Mirror is the endpoint read from (--mirror).
-	Mirror string `json:"mirror,omitempty"`
-	// Note says why a variant beside Ref was not used (not the same
-	// image in zstd).
-	Note string `json:"note,omitempty"`
-}
-
-// BlobReport is one blob's outcome.
-type BlobReport struct {
-	Digest    string `json:"digest"`
-	Size      int64  `json:"size"`
-	MediaType string `json:"media_type"`
-	Kind      string `json:"kind"`
-	State     string `json:"state"`
-	// BytesFetched counts bytes read from the registry in this run (less
-	// than Size when an earlier run's bytes were resumed).
-	BytesFetched int64   `json:"bytes_fetched"`
-	Resumed      int64   `json:"resumed_from,omitempty"`
-	Seconds      float64 `json:"seconds"`
-	Error        string  `json:"error,omitempty"`
-}
-
-// NewReport describes s before anything was checked.
-func NewReport(s *Set) *Report {
-	r := &Report{Schema: Schema, Images: []ImageReport{}, Blobs: []BlobReport{}}
-	for _, img := range s.Images {
-		ir := ImageReport{Ref: img.Name, Digest: img.Target.Digest.String(), Platform: img.Platform}
-		if img.Manifest.Digest != img.Target.Digest {
-			ir.Manifest = img.Manifest.Digest.String()
-		}
-		if img.Source != img.Name {
-			ir.Source = img.Source
-		}
-		ir.Mirror, ir.Note = img.Mirror, img.Note
-		r.Images = append(r.Images, ir)
-	}
-	for _, b := range s.Blobs {
-		r.Blobs = append(r.Blobs, BlobReport{Digest: b.Digest.String(), Size: b.Size, MediaType: b.MediaType, Kind: string(b.Kind)})
-	}
-	return r
-}
-
 // Warm makes t hold every blob of s, fetching what is missing from each
-// blob's Source,
-// then records the images (and unpacks them when asked). The report is
-// always returned; err says why the host is not ready.
+// blob's Source, then records the images (and unpacks them when asked). A
+// Loader's missing blobs are fetched the same way, into the stage it
+// opens, then loaded from there. The report is always returned; err says
+// why the host is not ready.
 func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
+	o = o.withDefaults()
 	if l, ok := tgt.(Loader); ok {
-		return l.Load(ctx, s, o)
+		return warmLoader(ctx, s, l, o)
 	}
-	t, ok := tgt.(Store)
-	if !ok {
-		return nil, fmt.Errorf("target %s: neither a blob store nor a loader", tgt)
+	if t, ok := tgt.(Store); ok {
+		return warmStore(ctx, s, t, o)
 	}
-	start := time.Now()
-	rep := NewReport(s)
-	rep.Target = t.String()
-	rep.DryRun = o.DryRun
-	defer func() { rep.Seconds = time.Since(start).Seconds() }()
-	fail := func(err error) (*Report, error) {
-		rep.Error = err.Error()
-		rep.Seconds = time.Since(start).Seconds()
-		return rep, err
-	}
+	return nil, fmt.Errorf("target %s: neither a blob store nor a loader", tgt)
+}
+
+func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
 	}
@@ -179,20 +81,163 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 	if o.Attempts <= 0 {
 		o.Attempts = 4
 	}
+	return o
+}
+
+// run is one warm's report as it is filled in.
+type run struct {
+	s     *Set
+	o     Options
+	rep   *Report
+	start time.Time
+}
+
+func newRun(s *Set, t Target, o Options) *run {
+	r := &run{s: s, o: o, rep: NewReport(s), start: time.Now()}
+	r.rep.Target = t.String()
+	r.rep.DryRun = o.DryRun
+	return r
+}
+
+// fail ends the run with err.
+func (r *run) fail(err error) (*Report, error) {
+	r.rep.Error = err.Error()
+	r.rep.Seconds = time.Since(r.start).Seconds()
+	return r.rep, err
+}
+
+// done ends the run ready.
+func (r *run) done() (*Report, error) {
+	r.rep.Ready = true
+	r.rep.Seconds = time.Since(r.start).Seconds()
+	return r.rep, nil
+}
+
+// missing asks t for every blob of idx and returns those it lacks,
+// counting present and missing bytes.
+func (r *run) missing(ctx context.Context, t Store, idx []int) ([]int, error) {
 	var missing []int
-	for i, b := range s.Blobs {
+	for _, i := range idx {
+		b := r.s.Blobs[i]
 		ok, err := t.Has(ctx, b.Descriptor)
 		if err != nil {
-			return fail(fmt.Errorf("target %s: blob %s: %v", t, b.Digest, err))
+			return nil, fmt.Errorf("target %s: blob %s: %v", t, b.Digest, err)
 		}
 		if ok {
-			rep.Blobs[i].State = StatePresent
-			rep.PresentBytes += b.Size
+			r.rep.Blobs[i].State = StatePresent
+			r.rep.PresentBytes += b.Size
 		} else {
-			rep.Blobs[i].State = StateMissing
-			rep.MissingBytes += b.Size
+			r.rep.Blobs[i].State = StateMissing
+			r.rep.MissingBytes += b.Size
 			missing = append(missing, i)
 		}
+	}
+	return missing, nil
+}
+
+// fetch writes the blobs idx of the set into t, Concurrency at a time,
+// and folds each outcome into the report. A blob fetched into a Loader's
+// stage (staged) stays missing until the loader has loaded it. It returns
+// why blobs failed (nil when all are in); rd hears of each blob as it
+// settles.
+func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter, rd *readiness, staged bool) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.o.Concurrency)
+	for _, i := range idx {
+		b := r.s.Blobs[i]
+		g.Go(func() error {
+			t0 := time.Now()
+			n, resumed, err := fetchBlob(gctx, t, b, r.o, limit)
+			if rd != nil {
+				rd.done(b.Digest, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			br := &r.rep.Blobs[i]
+			br.BytesFetched += n
+			if br.Resumed == 0 {
+				br.Resumed = resumed
+			}
+			br.Seconds += time.Since(t0).Seconds()
+			r.rep.FetchedBytes += n
+			if err != nil {
+				br.State = StateFailed
+				br.Error = err.Error()
+				// A full disk fails every blob: stop early.
+				if blob.IsNoSpace(err) {
+					return err
+				}
+				return nil
+			}
+			switch {
+			case staged:
+				br.State, br.Error = StateMissing, ""
+				return nil
+			case b.Data != nil:
+				br.State = StateWritten
+			default:
+				br.State = StateFetched
+			}
+			r.rep.MissingBytes -= b.Size
+			return nil
+		})
+	}
+	gerr := g.Wait()
+	if rd != nil {
+		for _, i := range idx {
+			rd.done(r.s.Blobs[i].Digest, errors.New("not fetched"))
+		}
+	}
+	var failed []string
+	for _, i := range idx {
+		br := r.rep.Blobs[i]
+		if br.State == StateFailed {
+			failed = append(failed, layers.NameOnce(br.Digest, br.Error))
+		} else if br.State == StateMissing && gerr != nil {
+			failed = append(failed, br.Digest+": not fetched")
+		}
+	}
+	if len(failed) > 0 {
+		if gerr != nil && blob.IsNoSpace(gerr) {
+			return fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, ErrNoSpace, gerr)
+		}
+		return fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0])
+	}
+	return ctx.Err()
+}
+
+// gate is the readiness gate: t is asked again for every blob of idx.
+func (r *run) gate(ctx context.Context, t Store, idx []int) error {
+	for _, i := range idx {
+		b := r.s.Blobs[i]
+		ok, err := t.Has(ctx, b.Descriptor)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("target %s: blob %s is not present after the warm", t, b.Digest)
+		}
+	}
+	return nil
+}
+
+func allBlobs(s *Set) []int {
+	idx := make([]int, len(s.Blobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// warmStore warms a Store: per blob, asked and fetched.
+func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error) {
+	r := newRun(s, t, o)
+	defer func() { r.rep.Seconds = time.Since(r.start).Seconds() }()
+	rep := r.rep
+	missing, err := r.missing(ctx, t, allBlobs(s))
+	if err != nil {
+		return r.fail(err)
 	}
 	if o.DryRun {
 		rep.Ready = len(missing) == 0
@@ -208,18 +253,14 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
 		dir, avail, err := t.Free(ctx)
 		if err == nil && avail < rep.MissingBytes {
-			return fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, bytesize.Format(rep.MissingBytes), bytesize.Format(avail), dir))
+			return r.fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, bytesize.Format(rep.MissingBytes), bytesize.Format(avail), dir))
 		}
 	}
 	lt, leased := t.(Leaser)
 	if leased {
 		if err := lt.Lease(ctx, s); err != nil {
-			return fail(err)
+			return r.fail(err)
 		}
-	}
-	limit := o.Limiter
-	if limit == nil {
-		limit = NewLimiter(o.LimitRate)
 	}
 	// --unpack, pipelined: layers are applied, in order, as soon as each
 	// and the ones below it are committed, while later blobs still
@@ -241,118 +282,165 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 			}
 		}()
 	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.Concurrency)
-	for _, i := range missing {
-		b := s.Blobs[i]
-		g.Go(func() error {
-			t0 := time.Now()
-			n, resumed, err := fetchBlob(gctx, t, b, o, limit)
-			rd.done(b.Digest, err)
-			mu.Lock()
-			defer mu.Unlock()
-			br := &rep.Blobs[i]
-			br.BytesFetched = n
-			br.Resumed = resumed
-			br.Seconds = time.Since(t0).Seconds()
-			rep.FetchedBytes += n
-			if err != nil {
-				br.State = StateFailed
-				br.Error = err.Error()
-				// A full disk fails every blob: stop early.
-				if errors.Is(err, errNoSpaceSys) {
-					return err
-				}
-				return nil
-			}
-			br.State = StateFetched
-			if b.Data != nil {
-				br.State = StateWritten
-			}
-			rep.MissingBytes -= b.Size
-			return nil
-		})
-	}
-	gerr := g.Wait()
-	for _, i := range missing {
-		rd.done(s.Blobs[i].Digest, errors.New("not fetched"))
-	}
-	var failed []string
-	for _, br := range rep.Blobs {
-		if br.State == StateFailed {
-			failed = append(failed, layers.NameOnce(br.Digest, br.Error))
-		} else if br.State == StateMissing && gerr != nil {
-			failed = append(failed, br.Digest+": not fetched")
-		}
-	}
-	if len(failed) > 0 {
-		if gerr != nil && errors.Is(gerr, errNoSpaceSys) {
-			return fail(fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, ErrNoSpace, gerr))
-		}
-		return fail(fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0]))
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
+	if err := r.fetch(ctx, t, missing, o.Limiter, rd, false); err != nil {
+		return r.fail(err)
 	}
 	if err := t.Record(ctx, s); err != nil {
-		return fail(fmt.Errorf("target %s: recording images: %v", t, err))
+		return r.fail(fmt.Errorf("target %s: recording images: %v", t, err))
 	}
 	if o.Unpack && unpackDone != nil {
 		err := <-unpackDone
 		unpackDone = nil
 		if err != nil {
-			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
+			return r.fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
-		if st, ok := t.(interface {
-			Streamed() (int64, int64, int64, error)
-		}); ok && o.Log != nil {
-			streamed, local, fellBack, why := st.Streamed()
-			if fellBack > 0 {
-				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs, %d by containerd after an in-process apply failed (last: %v)", streamed, local, fellBack, why)
-			} else {
-				o.Log("unpack: %d layer(s) applied while downloading, %d from committed blobs", streamed, local)
-			}
-		}
-		if tr, ok := t.(interface {
-			UnpackTrace() ([]LayerTrace, string, string)
-		}); ok && o.Log != nil {
-			logUnpackTrace(o.Log, tr)
+		if ur, ok := t.(UnpackReporter); ok && o.Log != nil {
+			logUnpack(o.Log, ur)
 		}
 	} else if o.Unpack {
 		u, ok := t.(Unpacker)
 		if !ok {
-			return fail(fmt.Errorf("target %s: --unpack needs a containerd target", t))
+			return r.fail(fmt.Errorf("target %s: --unpack needs a containerd target", t))
 		}
 		if err := u.Unpack(ctx, s); err != nil {
-			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
+			return r.fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
 	}
-	// The readiness gate: ask the target again for every digest.
-	for _, b := range s.Blobs {
-		ok, err := t.Has(ctx, b.Descriptor)
-		if err != nil {
-			return fail(err)
-		}
-		if !ok {
-			return fail(fmt.Errorf("target %s: blob %s is not present after the warm", t, b.Digest))
-		}
+	if err := r.gate(ctx, t, allBlobs(s)); err != nil {
+		return r.fail(err)
 	}
 	if v, ok := t.(Verifier); ok {
 		if err := v.Verify(ctx, s); err != nil {
-			return fail(err)
+			return r.fail(err)
 		}
 	}
 	if leased {
 		// The image record and its GC labels hold the blobs from now on.
 		if err := lt.Release(ctx); err != nil {
-			return fail(fmt.Errorf("target %s: releasing lease: %v", t, err))
+			return r.fail(fmt.Errorf("target %s: releasing lease: %v", t, err))
 		}
 	}
-	rep.Ready = true
-	return rep, nil
+	return r.done()
+}
+
+// warmLoader warms a Loader: the blobs its plan stages are fetched into
+// its stage (resumable, Range chunks, verified: a killed warm resumes from
+// the staged bytes), then it loads them. A load that failed on kiln's side
+// (a *StageError: nothing was loaded) stages what the stage lost and
+// tries again.
+func warmLoader(ctx context.Context, s *Set, l Loader, o Options) (*Report, error) {
+	r := newRun(s, l, o)
+	rep := r.rep
+	p, err := l.Plan(ctx, s)
+	if err != nil {
+		return r.fail(err)
+	}
+	for i := range rep.Blobs {
+		rep.Blobs[i].State = StatePresent
+	}
+	for _, i := range p.Missing {
+		rep.Blobs[i].State = StateMissing
+	}
+	for i, b := range rep.Blobs {
+		if b.State == StatePresent {
+			rep.PresentBytes += s.Blobs[i].Size
+		} else {
+			rep.MissingBytes += s.Blobs[i].Size
+		}
+	}
+	if o.DryRun {
+		rep.Ready = len(p.Missing) == 0
+		rep.Seconds = time.Since(r.start).Seconds()
+		return rep, nil
+	}
+	st, err := l.Stage(ctx, s, p, !o.SkipSpaceCheck && rep.MissingBytes > 0)
+	if err != nil {
+		return r.fail(err)
+	}
+	// stage fetches what the stage lacks of p.Stage (or of again).
+	stage := func(blobs []*Blob) error {
+		var idx []int
+		for _, b := range blobs {
+			if _, i := s.Blob(b.Digest); i >= 0 {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		var err error
+		var lacking []int
+		for _, i := range idx {
+			ok, herr := st.Has(ctx, s.Blobs[i].Descriptor)
+			if herr != nil {
+				err = fmt.Errorf("target %s: blob %s: %v", st, s.Blobs[i].Digest, herr)
+				break
+			}
+			if !ok {
+				lacking = append(lacking, i)
+			}
+		}
+		if err == nil {
+			err = r.fetch(ctx, st, lacking, o.Limiter, nil, true)
+		}
+		if err == nil {
+			err = r.gate(ctx, st, idx)
+		}
+		if err != nil {
+			return fmt.Errorf("target %s: staging %d layer(s) in %s: %v (nothing was loaded; staged bytes are kept for the next run)", l, len(blobs), st, err)
+		}
+		return nil
+	}
+	if err := stage(p.Stage); err != nil {
+		return r.fail(err)
+	}
+	for try := 1; ; try++ {
+		err := l.Load(ctx, s, st)
+		if err == nil {
+			break
+		}
+		var se *StageError
+		if !errors.As(err, &se) {
+			return r.fail(err)
+		}
+		if _, i := s.Blob(se.Digest); i >= 0 {
+			r.rep.Blobs[i].State, r.rep.Blobs[i].Error = StateFailed, se.BlobErr.Error()
+		}
+		if try >= o.Attempts || ctx.Err() != nil {
+			return r.fail(err)
+		}
+		if o.Log != nil {
+			o.Log("load into %s: try %d/%d failed: %v", l, try, o.Attempts, err)
+		}
+		// A staged blob that no longer verifies was removed: stage it
+		// again (the others are present, so nothing else is read).
+		var again []*Blob
+		for _, b := range p.Stage {
+			if st.Held(b.Descriptor) < b.Size {
+				again = append(again, b)
+			}
+		}
+		if err := stage(again); err != nil {
+			return r.fail(err)
+		}
+	}
+	for i := range rep.Blobs {
+		if rep.Blobs[i].State == StateMissing || rep.Blobs[i].State == StateFailed {
+			rep.Blobs[i].State, rep.Blobs[i].Error = StateFetched, ""
+			rep.MissingBytes -= rep.Blobs[i].Size
+		}
+	}
+	if v, ok := l.(Verifier); ok {
+		if err := v.Verify(ctx, s); err != nil {
+			return r.fail(err)
+		}
+	}
+	if err := l.Unstage(ctx, s, st); err != nil && o.Log != nil {
+		o.Log("%v (the image is loaded; remove it by hand)", err)
+	}
+	return r.done()
 }
 
 // NewLimiter paces reads to bps bytes per second, bursts of up to 1 MiB
@@ -387,20 +475,21 @@ func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Lim
 	if b.Data != nil {
 		fetched = 0
 	}
-	if err != nil && isNoSpace(err) {
-		return fetched, res.Resumed, fmt.Errorf("blob %s: %w: %v", b.Digest, errNoSpaceSys, err)
-	}
 	return fetched, res.Resumed, err
 }
 
-// logUnpackTrace logs, per layer, how --unpack applied it and when (from
-// the unpack's start): where the time of an unpack goes.
-func logUnpackTrace(log func(string, ...any), t interface {
-	UnpackTrace() ([]LayerTrace, string, string)
-}) {
-	trace, mode, why := t.UnpackTrace()
+// logUnpack logs how --unpack applied the layers and, per layer, how and
+// when (from the unpack's start): where the time of an unpack goes.
+func logUnpack(log func(string, ...any), u UnpackReporter) {
+	streamed, local, fellBack, why := u.Streamed()
+	if fellBack > 0 {
+		log("unpack: %d layer(s) applied while downloading, %d from committed blobs, %d by containerd after an in-process apply failed (last: %v)", streamed, local, fellBack, why)
+	} else {
+		log("unpack: %d layer(s) applied while downloading, %d from committed blobs", streamed, local)
+	}
+	trace, mode, stageWhy := u.UnpackTrace()
 	if mode == "" {
-		log("unpack: one layer at a time (%s)", why)
+		log("unpack: one layer at a time (%s)", stageWhy)
 	} else {
 		log("unpack: layers applied in parallel, joined to their chain by %s", mode)
 	}
@@ -409,7 +498,7 @@ func logUnpackTrace(log func(string, ...any), t interface {
 		if l.Staged {
 			staged = ", ahead of its parent"
 		}
-		if l.How == howPresent {
+		if l.How == HowPresent {
 			log("unpack: layer %s: present", l.Digest)
 			continue
 		}

@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
 
 // toLocal sends Docker Hub's requests to a local registry.
@@ -29,7 +31,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04", img)
 	lopts := []layers.Option{layers.WithTransport(toLocal(reg))}
-	s, err := Resolve(context.Background(), []string{"ubuntu:24.04"}, ResolveOptions{Platform: amd64, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: CompressionGzip})
+	s, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: warm.CompressionGzip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	// Name reports "warm chose the zstd variant").
 	imgZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "zstd"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04-zstd", imgZ)
-	z, err := Resolve(context.Background(), []string{"ubuntu:24.04"}, ResolveOptions{Platform: amd64, Layers: lopts, Blobs: blob.NewRegistry(lopts)})
+	z, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: blob.NewRegistry(lopts)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"archive/tar"
@@ -12,6 +12,11 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/containerd"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/ocilayout"
+	"github.com/kiln-build/kiln/warm/targets"
 	"github.com/kiln-build/kiln/weights"
 )
 
@@ -24,16 +29,16 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 		t.Skip("no ctr")
 	}
 	ctx := context.Background()
-	f := pushFixture(t, true)
+	f := warmtest.PushFixture(t, true)
 	cache := filepath.Join(t.TempDir(), "cache")
-	tgt, err := NewOCILayout(cache)
+	tgt, err := ocilayout.New(cache)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := Warm(ctx, resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref), tgt, Options{}); err != nil || !rep.Ready {
+	if rep, err := warm.Warm(ctx, warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, f.Ref), tgt, warm.Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm into the cache: ready=%v err=%v", rep.Ready, err)
 	}
-	f.reg.Stop() // from here on nothing may come from the registry
+	f.Reg.Stop() // from here on nothing may come from the registry
 
 	for _, tc := range []struct{ arg, wantErr string }{
 		{arg: "oci:" + cache},
@@ -41,7 +46,7 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 		{arg: "oci:" + cache + ":v2", wantErr: `no image tagged "v2"`},
 		{arg: "oci:" + t.TempDir(), wantErr: "not an OCI image layout"},
 	} {
-		s, err := Resolve(ctx, []string{tc.arg}, ResolveOptions{Platform: amd64})
+		s, err := warm.Resolve(ctx, []string{tc.arg}, warm.ResolveOptions{Platform: warmtest.AMD64})
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err = %v, want %q", tc.arg, err, tc.wantErr)
@@ -51,41 +56,41 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.arg, err)
 		}
-		if len(s.Images) != 1 || s.Images[0].Name != f.ref || !strings.HasPrefix(s.Images[0].Source, "oci:") {
-			t.Fatalf("%s: images %+v, want %s read from the layout", tc.arg, s.Images, f.ref)
+		if len(s.Images) != 1 || s.Images[0].Name != f.Ref || !strings.HasPrefix(s.Images[0].Source, "oci:") {
+			t.Fatalf("%s: images %+v, want %s read from the layout", tc.arg, s.Images, f.Ref)
 		}
 	}
-	set, err := Resolve(ctx, []string{"oci:" + cache}, ResolveOptions{Platform: amd64})
+	set, err := warm.Resolve(ctx, []string{"oci:" + cache}, warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// By digest, as the report names the source.
-	if _, err := Resolve(ctx, []string{"oci:" + cache + "@" + set.Images[0].Manifest.Digest.String()}, ResolveOptions{Platform: amd64}); err != nil {
+	if _, err := warm.Resolve(ctx, []string{"oci:" + cache + "@" + set.Images[0].Manifest.Digest.String()}, warm.ResolveOptions{Platform: warmtest.AMD64}); err != nil {
 		t.Fatalf("by digest: %v", err)
 	}
 
 	ci := testdaemon.StartContainerd(t)
-	ct, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	ct, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ct.Close()
 	var layerBytes int64
 	for _, b := range set.Blobs {
-		if b.Kind == KindLayer {
+		if b.Kind == warm.KindLayer {
 			layerBytes += b.Size
 		}
 	}
-	rep, err := Warm(ctx, set, ct, Options{Unpack: true})
+	rep, err := warm.Warm(ctx, set, ct, warm.Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked || rep.FetchedBytes != layerBytes {
 		t.Fatalf("warm from the cache: ready=%v unpacked=%v fetched=%d of %d layer bytes, err=%v", rep.Ready, rep.Unpacked, rep.FetchedBytes, layerBytes, err)
 	}
 	out, err := ci.Ctr(t, "images", "check")
-	if err != nil || !strings.Contains(out, f.ref) || !strings.Contains(out, "complete") {
+	if err != nil || !strings.Contains(out, f.Ref) || !strings.Contains(out, "complete") {
 		t.Fatalf("ctr images check: %v\n%s", err, out)
 	}
-	sn := ct.(*Containerd).Snapshotter()
-	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-local", "/bin/true"); err != nil {
+	sn := ct.(*containerd.Containerd).Snapshotter()
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.Ref, "kiln-warm-local", "/bin/true"); err != nil {
 		t.Fatalf("ctr run of the image warmed from the cache: %v\n%s", err, out)
 	}
 }
@@ -95,16 +100,16 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 // that blob is visible in the target.
 func TestWarmFromOCILayoutCorruptBlob(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
+	f := warmtest.PushFixture(t, false)
 	cache := filepath.Join(t.TempDir(), "cache")
-	tgt, err := NewOCILayout(cache)
+	tgt, err := ocilayout.New(cache)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := Warm(ctx, resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref), tgt, Options{}); err != nil || !rep.Ready {
+	if rep, err := warm.Warm(ctx, warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, f.Ref), tgt, warm.Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm into the cache: ready=%v err=%v", rep.Ready, err)
 	}
-	p := filepath.Join(cache, "blobs", "sha256", strings.TrimPrefix(f.big, "sha256:"))
+	p := filepath.Join(cache, "blobs", "sha256", strings.TrimPrefix(f.Big, "sha256:"))
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -113,20 +118,20 @@ func TestWarmFromOCILayoutCorruptBlob(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Resolve(ctx, []string{"oci:" + cache}, ResolveOptions{Platform: amd64})
+	set, err := warm.Resolve(ctx, []string{"oci:" + cache}, warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "host")
-	host, err := NewOCILayout(dst)
+	host, err := ocilayout.New(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Warm(ctx, set, host, Options{Attempts: 2})
+	rep, err := warm.Warm(ctx, set, host, warm.Options{Attempts: 2})
 	if err == nil || rep.Ready || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("warm from a corrupt cache: ready=%v err=%v, want a digest failure", rep.Ready, err)
 	}
-	if _, err := os.Stat(filepath.Join(dst, "blobs", "sha256", strings.TrimPrefix(f.big, "sha256:"))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dst, "blobs", "sha256", strings.TrimPrefix(f.Big, "sha256:"))); !os.IsNotExist(err) {
 		t.Fatalf("the corrupt blob was committed: %v", err)
 	}
 }
@@ -139,13 +144,13 @@ func TestWarmFromDockerArchive(t *testing.T) {
 		t.Skip("no ctr")
 	}
 	ctx := context.Background()
-	f := pushFixture(t, true)
-	f.reg.Stop()
+	f := warmtest.PushFixture(t, true)
+	f.Reg.Stop()
 	archive := filepath.Join(t.TempDir(), "app.tar")
-	if _, err := layers.Write(ctx, f.img, "docker-archive:"+archive+":kiln/app:v1"); err != nil {
+	if _, err := layers.Write(ctx, f.Img, "docker-archive:"+archive+":kiln/app:v1"); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Resolve(ctx, []string{"docker-archive:" + archive}, ResolveOptions{Platform: amd64})
+	set, err := warm.Resolve(ctx, []string{"docker-archive:" + archive}, warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +158,7 @@ func TestWarmFromDockerArchive(t *testing.T) {
 	if len(set.Images) != 1 || set.Images[0].Name != "docker.io/kiln/app:v1" {
 		t.Fatalf("images %+v, want docker.io/kiln/app:v1", set.Images)
 	}
-	cfgDiffs, err := f.img.ConfigFile()
+	cfgDiffs, err := f.Img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,16 +168,16 @@ func TestWarmFromDockerArchive(t *testing.T) {
 		}
 	}
 	ci := testdaemon.StartContainerd(t)
-	ct, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	ct, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ct.Close()
-	rep, err := Warm(ctx, set, ct, Options{Unpack: true})
+	rep, err := warm.Warm(ctx, set, ct, warm.Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("warm from the archive: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}
-	sn := ct.(*Containerd).Snapshotter()
+	sn := ct.(*containerd.Containerd).Snapshotter()
 	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, "docker.io/kiln/app:v1", "kiln-warm-archive", "/bin/true"); err != nil {
 		t.Fatalf("ctr run of the image warmed from the archive: %v\n%s", err, out)
 	}
@@ -184,7 +189,7 @@ func TestWarmFromDockerArchive(t *testing.T) {
 // artifact likewise).
 func TestWeightsArtifactReadOnce(t *testing.T) {
 	ctx := context.Background()
-	reg := newTestRegistry(t)
+	reg := warmtest.NewRegistry(t)
 	c, err := weights.NewCollector(t.TempDir(), weights.WithLargeFileThreshold(1<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +202,7 @@ func TestWeightsArtifactReadOnce(t *testing.T) {
 	if _, _, err := c.Publish(ctx, ref, "", "sha256:"+strings.Repeat("4", 64)); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Resolve(ctx, []string{ref}, ResolveOptions{Platform: amd64, Blobs: fastSource()})
+	set, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +210,7 @@ func TestWeightsArtifactReadOnce(t *testing.T) {
 		t.Fatalf("set: %d images, weights %v; want the artifact as a volume", len(set.Images), set.WeightsArgs)
 	}
 	reg.Stop()
-	vols, err := Volumes(ctx, set, nil, t.TempDir(), Mirrors{}, nil)
+	vols, err := warm.Volumes(ctx, set, nil, t.TempDir(), warm.Mirrors{}, nil)
 	if err != nil {
 		t.Fatalf("volume after the registry went away: %v (fetched twice?)", err)
 	}

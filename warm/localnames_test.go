@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"archive/tar"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/ocilayout"
 )
 
 // The name a local image is recorded under comes from a file: an OCI
@@ -54,7 +57,7 @@ func TestLocalImageNames(t *testing.T) {
 		{ref: "docker-archive:" + archive + ":1", name: "docker.io/kiln/app:1"},
 		{ref: "docker-archive:" + hostile, err: "not an image name"},
 	} {
-		s, err := Resolve(ctx, []string{tc.ref}, ResolveOptions{Platform: amd64})
+		s, err := warm.Resolve(ctx, []string{tc.ref}, warm.ResolveOptions{Platform: warmtest.AMD64})
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err = %v, want %q", tc.ref, err, tc.err)
@@ -129,18 +132,18 @@ func TestWarmFromDockerDaemon(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+dk.Socket)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	s, err := Resolve(context.Background(), []string{"docker-daemon:kiln/daemon:1"}, ResolveOptions{Platform: amd64})
+	s, err := warm.Resolve(context.Background(), []string{"docker-daemon:kiln/daemon:1"}, warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Images) != 1 || s.Images[0].Name != "docker.io/kiln/daemon:1" || s.Images[0].Source != "docker-daemon:kiln/daemon:1" {
 		t.Errorf("images %+v", s.Images)
 	}
-	dst, err := NewOCILayout(filepath.Join(t.TempDir(), "cache"))
+	dst, err := ocilayout.New(filepath.Join(t.TempDir(), "cache"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := Warm(context.Background(), s, dst, Options{}); err != nil || !rep.Ready {
+	if rep, err := warm.Warm(context.Background(), s, dst, warm.Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v %v", rep.Ready, err)
 	}
 	s.Close()

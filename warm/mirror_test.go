@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"context"
@@ -8,8 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/ocilayout"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 func TestParseMirror(t *testing.T) {
@@ -26,7 +32,7 @@ func TestParseMirror(t *testing.T) {
 		{in: "ghcr.io=mirror/path", bad: true},
 	}
 	for _, tc := range tests {
-		reg, ep, err := ParseMirror(tc.in)
+		reg, ep, err := warm.ParseMirror(tc.in)
 		if tc.bad {
 			if err == nil {
 				t.Errorf("ParseMirror(%q) = %q, %q; want an error", tc.in, reg, ep)
@@ -43,17 +49,17 @@ func TestParseMirror(t *testing.T) {
 // the layout names the image by its real reference.
 func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	real := newTestRegistry(t)
+	f := warmtest.PushFixture(t, false)
+	real := warmtest.NewRegistry(t)
 	real.Stop()
 	realRef := real.Host + "/kiln-warm/app:v1"
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{Mirrors: Mirrors{real.Host: f.reg.Host}}, realRef)
-	if set.Images[0].Name != realRef || set.Images[0].Mirror != f.reg.Host {
-		t.Fatalf("image = %+v, want name %s read from %s", set.Images[0], realRef, f.reg.Host)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Mirrors: warm.Mirrors{real.Host: f.Reg.Host}}, realRef)
+	if set.Images[0].Name != realRef || set.Images[0].Mirror != f.Reg.Host {
+		t.Fatalf("image = %+v, want name %s read from %s", set.Images[0], realRef, f.Reg.Host)
 	}
 	for _, b := range set.Blobs {
-		if fe, ok := b.Src.(*layers.Fetcher); !ok || fe.Repository().RegistryStr() != f.reg.Host {
+		if fe, ok := b.Src.(*layers.Fetcher); !ok || fe.Repository().RegistryStr() != f.Reg.Host {
 			t.Errorf("blob %s read from %v, want the mirror", b.Digest, b.Src)
 		}
 		if got := b.Labels["containerd.io/distribution.source."+real.Host]; got != "kiln-warm/app" {
@@ -61,19 +67,19 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "oci")
-	tgt, err := NewOCILayout(dir)
+	tgt, err := ocilayout.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Warm(ctx, set, tgt, Options{})
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
-	if rep.Images[0].Mirror != f.reg.Host {
+	if rep.Images[0].Mirror != f.Reg.Host {
 		t.Errorf("report image %+v does not name the mirror", rep.Images[0])
 	}
-	if f.reg.Served(f.big) != f.size {
-		t.Errorf("mirror served %d bytes of the large layer, want %d", f.reg.Served(f.big), f.size)
+	if f.Reg.Served(f.Big) != f.Size {
+		t.Errorf("mirror served %d bytes of the large layer, want %d", f.Reg.Served(f.Big), f.Size)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
@@ -87,7 +93,7 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 	if err := json.Unmarshal(b, &idx); err != nil || len(idx.Manifests) != 1 {
 		t.Fatalf("index.json %s: %v", b, err)
 	}
-	if got := idx.Manifests[0].Annotations[annRefName]; got != realRef {
+	if got := idx.Manifests[0].Annotations[ocispec.AnnotationRefName]; got != realRef {
 		t.Errorf("index.json names %q, want the real reference %q", got, realRef)
 	}
 }
@@ -95,18 +101,18 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 func TestWarmContainerdThroughMirror(t *testing.T) {
 	ci := testdaemon.StartContainerd(t)
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	real := newTestRegistry(t)
+	f := warmtest.PushFixture(t, false)
+	real := warmtest.NewRegistry(t)
 	real.Stop()
 	realRef := real.Host + "/kiln-warm/app:v1"
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{Mirrors: Mirrors{real.Host: f.reg.Host}}, realRef)
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Mirrors: warm.Mirrors{real.Host: f.Reg.Host}}, realRef)
+	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	if rep, err := Warm(ctx, set, tgt, Options{}); err != nil || !rep.Ready {
+	if rep, err := warm.Warm(ctx, set, tgt, warm.Options{}); err != nil || !rep.Ready {
 		t.Fatalf("warm: %v", err)
 	}
 	out, err := ci.Ctr(t, "images", "ls", "-q")
@@ -114,7 +120,7 @@ func TestWarmContainerdThroughMirror(t *testing.T) {
 		t.Fatalf("ctr images ls: %q %v; want only %s", out, err, realRef)
 	}
 	out, err = ci.Ctr(t, "content", "ls")
-	if err != nil || !strings.Contains(out, "containerd.io/distribution.source."+real.Host+"=kiln-warm/app") || strings.Contains(out, "distribution.source."+f.reg.Host) {
+	if err != nil || !strings.Contains(out, "containerd.io/distribution.source."+real.Host+"=kiln-warm/app") || strings.Contains(out, "distribution.source."+f.Reg.Host) {
 		t.Errorf("content labels name the mirror, not the real registry:\n%s", out)
 	}
 }

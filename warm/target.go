@@ -3,10 +3,13 @@ package warm
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -46,13 +49,63 @@ type Store interface {
 }
 
 // Loader is a target whose unit is the image, not the blob (a Docker
-// engine: no per-blob presence or ingest API). It takes the whole set:
-// what it lacks is staged in a Store of its own by the engine, then
-// loaded.
+// engine: no per-blob presence or ingest API). The engine asks it for a
+// plan, fills the stage it opens with the blobs the plan stages (the
+// engine's own fetch: resumable, Range chunks, verified), then has it
+// load the images from there.
 type Loader interface {
 	Target
-	Load(ctx context.Context, s *Set, o Options) (*Report, error)
+	// Plan says which blobs of s the target lacks.
+	Plan(ctx context.Context, s *Set) (*LoadPlan, error)
+	// Stage opens the stage the engine fills with the plan's Stage
+	// blobs; with checkSpace it first checks that the stage and the
+	// target have room for what is missing.
+	Stage(ctx context.Context, s *Set, p *LoadPlan, checkSpace bool) (Stage, error)
+	// Load loads the images of s the target lacks, their staged blobs
+	// read from staged. A *StageError says kiln's side failed and the
+	// target loaded nothing: staging again may succeed.
+	Load(ctx context.Context, s *Set, staged Stage) error
+	// Unstage drops what staged holds for s after the load (unless the
+	// target keeps its stage).
+	Unstage(ctx context.Context, s *Set, staged Stage) error
 }
+
+// LoadPlan is what a Loader lacks of a set.
+type LoadPlan struct {
+	// Missing are the indexes in Set.Blobs of the blobs the target
+	// lacks (the images' configs and manifests among them: Load writes
+	// those from the set).
+	Missing []int
+	// Stage are the blobs Load reads from the stage, each once.
+	Stage []*Blob
+}
+
+// Stage is a Store a Loader reads back: the engine fills it, the Loader
+// streams the blobs out of it (an OCI layout on the host).
+type Stage interface {
+	Store
+	// Held is how many bytes of d the stage holds, committed or left by
+	// an unfinished writer (for the space preflight and a re-stage).
+	Held(d ocispec.Descriptor) int64
+	// Open reads the committed blob d.
+	Open(d ocispec.Descriptor) (io.ReadCloser, error)
+	// Remove drops blob d, committed or partial.
+	Remove(d ocispec.Descriptor) error
+}
+
+// StageError is a Loader's failure on kiln's side of a load (a staged
+// blob that no longer verified and was removed, a stream cut short): the
+// target loaded nothing, and staging again may succeed.
+type StageError struct {
+	Err error
+	// Digest is the staged blob that failed ("" when none did) and
+	// BlobErr why, for the blob's report.
+	Digest  digest.Digest
+	BlobErr error
+}
+
+func (e *StageError) Error() string { return e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
 
 // Writer writes one blob: blob.Writer, the one resumable, verifying
 // writer shape of kiln (containerd's ingest, an OCI layout's partial, a
@@ -63,6 +116,15 @@ type Writer = blob.Writer
 // first container start does no work.
 type Unpacker interface {
 	Unpack(ctx context.Context, s *Set) error
+}
+
+// UnpackReporter is an Unpacker that says how its last unpack went, for
+// the log: how many layers were applied while downloading, from committed
+// blobs or by the daemon (with the last fallback's reason), and per layer
+// what was done when.
+type UnpackReporter interface {
+	Streamed() (streamed, local, fellBack int64, lastErr error)
+	UnpackTrace() (trace []LayerTrace, mode, why string)
 }
 
 // Verifier is a target with a readiness check beyond its blobs (an image
@@ -84,6 +146,28 @@ type Leaser interface {
 type ZstdChecker interface {
 	NoZstd(ctx context.Context) string
 }
+
+// LayerTrace is what --unpack did with one layer, for the log.
+type LayerTrace struct {
+	Digest digest.Digest
+	Size   int64
+	How    string // present, streamed, local, daemon
+	// Staged: applied before its parent was committed.
+	Staged bool
+	// Start, Applied, Verified and Committed are offsets from the
+	// unpack's start: when the layer's apply began, when its bytes were
+	// written, when containerd had committed (verified) its blob, and
+	// when its snapshot was committed.
+	Start, Applied, Verified, Committed time.Duration
+}
+
+// How a layer got into the snapshotter (LayerTrace.How).
+const (
+	HowPresent  = "present"  // its snapshot existed
+	HowStreamed = "streamed" // applied from the ingest while it downloaded
+	HowLocal    = "local"    // applied in-process from the committed blob file
+	HowDaemon   = "daemon"   // applied by containerd's diff service
+)
 
 // TargetSpec is a parsed --target.
 type TargetSpec struct {
@@ -121,22 +205,3 @@ func ParseTarget(s string) (TargetSpec, error) {
 }
 
 func (t TargetSpec) String() string { return t.Kind + ":" + t.Addr }
-
-// statfsFree is the free space on dir's file system (kiln's one preflight
-// helper measures it for every verb).
-func statfsFree(dir string) (int64, error) { return preflight.Free(dir) }
-
-// The adapters and the roles each plays, checked at compile time: a target
-// that silently lost one would still run, without its guarantee.
-var (
-	_ Store             = (*Containerd)(nil)
-	_ Unpacker          = (*Containerd)(nil)
-	_ PipelinedUnpacker = (*Containerd)(nil)
-	_ Verifier          = (*Containerd)(nil)
-	_ Leaser            = (*Containerd)(nil)
-	_ Store             = (*OCILayout)(nil)
-	_ Verifier          = (*OCILayout)(nil)
-	_ Loader            = (*Docker)(nil)
-	_ ZstdChecker       = (*Docker)(nil)
-	_ blob.Writer       = (*blob.FileWriter)(nil)
-)

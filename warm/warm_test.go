@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"context"
@@ -13,96 +13,51 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/kiln-build/kiln/internal/testdaemon"
-	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/containerd"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/ocilayout"
+	"github.com/kiln-build/kiln/warm/targets"
 )
-
-var amd64 = v1.Platform{OS: "linux", Architecture: "amd64"}
-
-type fixture struct {
-	reg   *testRegistry
-	ref   string
-	big   string // digest of the large layer
-	size  int64  // its size
-	small string
-	img   v1.Image
-}
-
-// pushFixture pushes a two-platform index whose amd64 image has a small
-// runnable-or-not layer and an incompressible ~6 MiB one.
-func pushFixture(t *testing.T, runnable bool) *fixture {
-	t.Helper()
-	reg := newTestRegistry(t)
-	var small v1.Layer
-	if runnable {
-		small = testimage.RunnableLayer(t)
-	} else {
-		small = testimage.Layer(t, []testimage.Entry{testimage.File("etc/hello", []byte("hi"))}, "gzip")
-	}
-	big := randomLayer(t, "weights.bin", 6<<20, 1)
-	img := testimage.Image(t, testimage.Config{}, small, big)
-	if runnable {
-		img = withCmd(t, img, "/bin/true")
-	}
-	arm := testimage.ImageFor(t, "arm64", testimage.Config{}, randomLayer(t, "arm.bin", 1<<20, 2))
-	ref := reg.Host + "/kiln-warm/app:v1"
-	testimage.PushIndex(t, ref, testimage.Index(t, img, arm))
-	sz, _ := big.Size()
-	return &fixture{reg: reg, ref: ref, big: digestOf(t, big), size: sz, small: digestOf(t, small), img: img}
-}
-
-func resolve(t *testing.T, ctx context.Context, src *blob.Registry, o ResolveOptions, refs ...string) *Set {
-	t.Helper()
-	o.Platform = amd64
-	o.Blobs = src
-	s, err := Resolve(ctx, refs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func fastSource() *blob.Registry {
-	return blob.NewRegistry(nil, layers.WithRetries(5, 10*time.Millisecond), layers.WithMaxWait(2*time.Second))
-}
 
 func TestWarmOCILayout(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-	// index + amd64 manifest + config + 2 layers; nothing of arm64.
-	kinds := map[Kind]int{}
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+	// index + warmtest.AMD64 manifest + config + 2 layers; nothing of arm64.
+	kinds := map[warm.Kind]int{}
 	for _, b := range set.Blobs {
 		kinds[b.Kind]++
 	}
-	if kinds[KindIndex] != 1 || kinds[KindManifest] != 1 || kinds[KindConfig] != 1 || kinds[KindLayer] != 2 {
+	if kinds[warm.KindIndex] != 1 || kinds[warm.KindManifest] != 1 || kinds[warm.KindConfig] != 1 || kinds[warm.KindLayer] != 2 {
 		t.Fatalf("warm set kinds = %v, want 1 index, 1 manifest, 1 config, 2 layers", kinds)
 	}
 	dir := filepath.Join(t.TempDir(), "oci")
-	tgt, err := NewOCILayout(dir)
+	tgt, err := ocilayout.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Dry run on an empty target: everything missing, not ready.
-	rep, err := Warm(ctx, set, tgt, Options{DryRun: true})
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{DryRun: true})
 	if err != nil || rep.Ready || rep.MissingBytes != set.Bytes() {
 		t.Fatalf("dry run: ready=%v missing=%d (want %d) err=%v", rep.Ready, rep.MissingBytes, set.Bytes(), err)
 	}
 	// Small chunks so the 6 MiB layer goes through parallel Range requests.
-	rep, err = Warm(ctx, set, tgt, Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
+	rep, err = warm.Warm(ctx, set, tgt, warm.Options{ChunkSize: 512 << 10, ChunkThreshold: 1 << 20, ChunksPerBlob: 3})
 	if err != nil || !rep.Ready {
 		t.Fatalf("warm: ready=%v err=%v", rep.Ready, err)
 	}
-	if got := f.reg.Gets(f.big); got < 6 {
+	if got := f.Reg.Gets(f.Big); got < 6 {
 		t.Errorf("large blob took %d GETs; want parallel Range chunks (>= 6)", got)
 	}
-	if f.reg.Served(f.big) != f.size {
-		t.Errorf("large blob: served %d bytes, size %d", f.reg.Served(f.big), f.size)
+	if f.Reg.Served(f.Big) != f.Size {
+		t.Errorf("large blob: served %d bytes, size %d", f.Reg.Served(f.Big), f.Size)
 	}
 	// What we wrote is a valid layout that go-containerregistry reads back
 	// with every digest intact.
@@ -112,7 +67,7 @@ func TestWarmOCILayout(t *testing.T) {
 	}
 	ii, _ := p.ImageIndex()
 	im, _ := ii.IndexManifest()
-	if len(im.Manifests) != 1 || im.Manifests[0].Annotations[annRefName] != f.ref {
+	if len(im.Manifests) != 1 || im.Manifests[0].Annotations[ocispec.AnnotationRefName] != f.Ref {
 		t.Fatalf("index.json = %+v", im.Manifests)
 	}
 	img, err := p.Image(im.Manifests[0].Digest)
@@ -133,13 +88,13 @@ func TestWarmOCILayout(t *testing.T) {
 		rc.Close()
 	}
 	// Second run: everything present, no blob bytes read.
-	f.reg.ResetCounts()
-	rep, err = Warm(ctx, set, tgt, Options{})
-	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || f.reg.TotalServed() != 0 {
-		t.Fatalf("rerun: ready=%v fetched=%d served=%d err=%v", rep.Ready, rep.FetchedBytes, f.reg.TotalServed(), err)
+	f.Reg.ResetCounts()
+	rep, err = warm.Warm(ctx, set, tgt, warm.Options{})
+	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || f.Reg.TotalServed() != 0 {
+		t.Fatalf("rerun: ready=%v fetched=%d served=%d err=%v", rep.Ready, rep.FetchedBytes, f.Reg.TotalServed(), err)
 	}
 	for _, b := range rep.Blobs {
-		if b.State != StatePresent {
+		if b.State != warm.StatePresent {
 			t.Errorf("rerun: %s is %s", b.Digest, b.State)
 		}
 	}
@@ -148,34 +103,34 @@ func TestWarmOCILayout(t *testing.T) {
 func TestWarmResumesMidBlob(t *testing.T) {
 	for _, kind := range []string{"oci", "containerd", "containerd-grpc"} {
 		t.Run(kind, func(t *testing.T) {
-			f := pushFixture(t, false)
+			f := warmtest.PushFixture(t, false)
 			tgt := openTestTarget(t, kind)
-			src := fastSource()
-			set := resolve(t, context.Background(), src, ResolveOptions{}, f.ref)
+			src := warmtest.FastSource()
+			set := warmtest.Resolve(t, context.Background(), src, warm.ResolveOptions{}, f.Ref)
 			// Kill the run (cancel) after 2.5 MiB of the large blob arrived.
 			ctx, cancel := context.WithCancel(context.Background())
-			f.reg.StallAfter(f.big, 5<<19, func() { time.Sleep(300 * time.Millisecond); cancel() })
-			rep, err := Warm(ctx, set, tgt, Options{ChunkThreshold: 1 << 40})
+			f.Reg.StallAfter(f.Big, 5<<19, func() { time.Sleep(300 * time.Millisecond); cancel() })
+			rep, err := warm.Warm(ctx, set, tgt, warm.Options{ChunkThreshold: 1 << 40})
 			if err == nil || rep.Ready {
 				t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 			}
-			if ok, _ := tgt.(Store).Has(context.Background(), set.find(f.big)); ok {
+			if ok, _ := tgt.(warm.Store).Has(context.Background(), warmtest.Find(set, f.Big)); ok {
 				t.Fatal("interrupted blob is committed")
 			}
-			f.reg.ResetCounts()
-			rep, err = Warm(context.Background(), set, tgt, Options{ChunkThreshold: 1 << 40})
+			f.Reg.ResetCounts()
+			rep, err = warm.Warm(context.Background(), set, tgt, warm.Options{ChunkThreshold: 1 << 40})
 			if err != nil || !rep.Ready {
 				t.Fatalf("resumed run: ready=%v err=%v", rep.Ready, err)
 			}
-			br := rep.blob(f.big)
+			br := warmtest.BlobOf(rep, f.Big)
 			if br.Resumed <= 0 {
 				t.Fatalf("large blob did not resume: %+v", br)
 			}
-			if got := f.reg.Served(f.big); got != f.size-br.Resumed || got >= f.size {
-				t.Errorf("resumed run fetched %d bytes of the large blob; want size %d - resumed %d", got, f.size, br.Resumed)
+			if got := f.Reg.Served(f.Big); got != f.Size-br.Resumed || got >= f.Size {
+				t.Errorf("resumed run fetched %d bytes of the large blob; want size %d - resumed %d", got, f.Size, br.Resumed)
 			}
-			if br.BytesFetched != f.size-br.Resumed {
-				t.Errorf("report bytes_fetched %d, want %d", br.BytesFetched, f.size-br.Resumed)
+			if br.BytesFetched != f.Size-br.Resumed {
+				t.Errorf("report bytes_fetched %d, want %d", br.BytesFetched, f.Size-br.Resumed)
 			}
 		})
 	}
@@ -185,34 +140,34 @@ func TestWarmCorruptBlob(t *testing.T) {
 	for _, kind := range []string{"oci", "containerd", "containerd-grpc"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			f := pushFixture(t, false)
+			f := warmtest.PushFixture(t, false)
 			tgt := openTestTarget(t, kind)
-			src := fastSource()
-			set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-			f.reg.Corrupt(f.big, true)
-			rep, err := Warm(ctx, set, tgt, Options{Attempts: 3})
+			src := warmtest.FastSource()
+			set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+			f.Reg.Corrupt(f.Big, true)
+			rep, err := warm.Warm(ctx, set, tgt, warm.Options{Attempts: 3})
 			if err == nil || rep.Ready {
 				t.Fatalf("corrupt blob: ready=%v err=%v", rep.Ready, err)
 			}
-			br := rep.blob(f.big)
-			if br.State != StateFailed || !strings.Contains(br.Error, "digest") {
+			br := warmtest.BlobOf(rep, f.Big)
+			if br.State != warm.StateFailed || !strings.Contains(br.Error, "digest") {
 				t.Fatalf("corrupt blob report: %+v", br)
 			}
-			if n := f.reg.Gets(f.big); n != 3 {
+			if n := f.Reg.Gets(f.Big); n != 3 {
 				t.Errorf("corrupt blob fetched %d times, want 3 tries", n)
 			}
-			if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
+			if ok, _ := tgt.(warm.Store).Has(ctx, warmtest.Find(set, f.Big)); ok {
 				t.Fatal("a corrupted blob was committed")
 			}
 			// The registry heals: the next run starts the blob over and succeeds.
-			f.reg.Corrupt(f.big, false)
-			f.reg.ResetCounts()
-			rep, err = Warm(ctx, set, tgt, Options{})
+			f.Reg.Corrupt(f.Big, false)
+			f.Reg.ResetCounts()
+			rep, err = warm.Warm(ctx, set, tgt, warm.Options{})
 			if err != nil || !rep.Ready {
 				t.Fatalf("after repair: ready=%v err=%v", rep.Ready, err)
 			}
-			if got := f.reg.Served(f.big); got != f.size {
-				t.Errorf("after a digest mismatch the blob must be fetched whole: got %d of %d", got, f.size)
+			if got := f.Reg.Served(f.Big); got != f.Size {
+				t.Errorf("after a digest mismatch the blob must be fetched whole: got %d of %d", got, f.Size)
 			}
 		})
 	}
@@ -220,21 +175,21 @@ func TestWarmCorruptBlob(t *testing.T) {
 
 func TestWarmRetries5xxAnd429(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-	f.reg.Answer(f.big, fault{code: 503}, fault{code: 502}, fault{code: 429, retryAfter: "1"})
-	f.reg.Answer(f.small, fault{code: 500})
-	tgt, _ := NewOCILayout(t.TempDir())
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+	f.Reg.Answer(f.Big, warmtest.Fault{Code: 503}, warmtest.Fault{Code: 502}, warmtest.Fault{Code: 429, RetryAfter: "1"})
+	f.Reg.Answer(f.Small, warmtest.Fault{Code: 500})
+	tgt, _ := ocilayout.New(t.TempDir())
 	start := time.Now()
-	rep, err := Warm(ctx, set, tgt, Options{ChunkThreshold: 1 << 40, Concurrency: 1})
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{ChunkThreshold: 1 << 40, Concurrency: 1})
 	if err != nil || !rep.Ready {
 		t.Fatalf("ready=%v err=%v", rep.Ready, err)
 	}
-	if got := f.reg.Gets(f.big); got != 4 {
+	if got := f.Reg.Gets(f.Big); got != 4 {
 		t.Errorf("large blob: %d GETs, want 3 failures + 1 success", got)
 	}
-	if got := f.reg.Gets(f.small); got != 2 {
+	if got := f.Reg.Gets(f.Small); got != 2 {
 		t.Errorf("small blob: %d GETs, want 2", got)
 	}
 	// Backoff alone is 10+20+40ms here: only Retry-After makes it a second.
@@ -242,14 +197,14 @@ func TestWarmRetries5xxAnd429(t *testing.T) {
 		t.Errorf("Retry-After: 1 not honoured: done in %v", el)
 	}
 	// A 404 is not retried: it fails at once.
-	f2 := pushFixture(t, false)
-	set2 := resolve(t, ctx, src, ResolveOptions{}, f2.ref)
-	f2.reg.Answer(f2.big, fault{code: 404})
-	tgt2, _ := NewOCILayout(t.TempDir())
-	if _, err := Warm(ctx, set2, tgt2, Options{ChunkThreshold: 1 << 40, Attempts: 1}); err == nil {
+	f2 := warmtest.PushFixture(t, false)
+	set2 := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f2.Ref)
+	f2.Reg.Answer(f2.Big, warmtest.Fault{Code: 404})
+	tgt2, _ := ocilayout.New(t.TempDir())
+	if _, err := warm.Warm(ctx, set2, tgt2, warm.Options{ChunkThreshold: 1 << 40, Attempts: 1}); err == nil {
 		t.Fatal("404 did not fail")
 	}
-	if got := f2.reg.Gets(f2.big); got != 1 {
+	if got := f2.Reg.Gets(f2.Big); got != 1 {
 		t.Errorf("404 retried: %d GETs", got)
 	}
 }
@@ -259,37 +214,37 @@ func TestWarmFullDisk(t *testing.T) {
 		t.Skip("mounting a tmpfs needs root")
 	}
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=3m"); err != nil {
 		t.Skipf("tmpfs: %v", err)
 	}
 	defer syscall.Unmount(dir, syscall.MNT_DETACH)
-	tgt, err := NewOCILayout(filepath.Join(dir, "oci"))
+	tgt, err := ocilayout.New(filepath.Join(dir, "oci"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The preflight refuses before a byte is fetched.
-	f.reg.ResetCounts()
-	rep, err := Warm(ctx, set, tgt, Options{})
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "free in") {
+	f.Reg.ResetCounts()
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{})
+	if !errors.Is(err, warm.ErrNoSpace) || !strings.Contains(err.Error(), "free in") {
 		t.Fatalf("preflight: %v", err)
 	}
-	if rep.FetchedBytes != 0 || f.reg.TotalServed() != 0 {
-		t.Fatalf("preflight fetched %d bytes", f.reg.TotalServed())
+	if rep.FetchedBytes != 0 || f.Reg.TotalServed() != 0 {
+		t.Fatalf("preflight fetched %d bytes", f.Reg.TotalServed())
 	}
 	// Without it, the write hits ENOSPC: a clear error, and nothing
 	// half-written is committed.
-	rep, err = Warm(ctx, set, tgt, Options{SkipSpaceCheck: true, ChunkThreshold: 1 << 40})
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "disk full") {
+	rep, err = warm.Warm(ctx, set, tgt, warm.Options{SkipSpaceCheck: true, ChunkThreshold: 1 << 40})
+	if !errors.Is(err, warm.ErrNoSpace) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("write on a full disk: %v", err)
 	}
-	if ok, _ := tgt.Has(ctx, set.find(f.big)); ok {
+	if ok, _ := tgt.Has(ctx, warmtest.Find(set, f.Big)); ok {
 		t.Fatal("large blob committed on a full disk")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "oci", "blobs", "sha256", strings.TrimPrefix(f.big, "sha256:"))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, "oci", "blobs", "sha256", strings.TrimPrefix(f.Big, "sha256:"))); !os.IsNotExist(err) {
 		t.Fatalf("blob file exists: %v", err)
 	}
 	_ = rep
@@ -300,23 +255,23 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 		t.Skip("no ctr")
 	}
 	ctx := context.Background()
-	f := pushFixture(t, true)
+	f := warmtest.PushFixture(t, true)
 	ci := testdaemon.StartContainerd(t)
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Namespace: "default"})
+	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-	rep, err := Warm(ctx, set, tgt, Options{Unpack: true})
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}
-	sn := tgt.(*Containerd).Snapshotter()
+	sn := tgt.(*containerd.Containerd).Snapshotter()
 	// containerd's own tools see a complete image.
 	out, err := ci.Ctr(t, "images", "check")
-	if err != nil || !strings.Contains(out, f.ref) || !strings.Contains(out, "complete") {
+	if err != nil || !strings.Contains(out, f.Ref) || !strings.Contains(out, "complete") {
 		t.Fatalf("ctr images check: %v\n%s", err, out)
 	}
 	// Survives garbage collection: the lease is gone, the record holds it.
@@ -334,27 +289,27 @@ func TestWarmContainerdRunWithoutPull(t *testing.T) {
 		t.Fatalf("after GC: %v\n%s", err, out)
 	}
 	// containerd's pull finds everything: no blob bytes served.
-	f.reg.ResetCounts()
-	out, err = ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.ref)...)
+	f.Reg.ResetCounts()
+	out, err = ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.Ref)...)
 	if err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
-	if n := f.reg.TotalServed(); n != 0 {
-		t.Errorf("ctr pull after the warm fetched %d blob bytes (big %d, small %d):\n%s", n, f.reg.Served(f.big), f.reg.Served(f.small), out)
+	if n := f.Reg.TotalServed(); n != 0 {
+		t.Errorf("ctr pull after the warm fetched %d blob bytes (big %d, small %d):\n%s", n, f.Reg.Served(f.Big), f.Reg.Served(f.Small), out)
 	}
 	// The registry goes away; the container still starts.
-	f.reg.Stop()
-	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-test", "/bin/true"); err != nil {
+	f.Reg.Stop()
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.Ref, "kiln-warm-test", "/bin/true"); err != nil {
 		t.Fatalf("ctr run with the registry down: %v\n%s", err, out)
 	}
 }
 
 // openTestTarget opens an empty target of kind.
-func openTestTarget(t *testing.T, kind string) Target {
+func openTestTarget(t *testing.T, kind string) warm.Target {
 	t.Helper()
 	switch kind {
 	case "oci":
-		tgt, err := NewOCILayout(filepath.Join(t.TempDir(), "oci"))
+		tgt, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,16 +318,16 @@ func openTestTarget(t *testing.T, kind string) Target {
 		// "containerd": the direct ingest path (this test's daemon is
 		// local), required so a silent fallback cannot pass for it.
 		ci := testdaemon.StartContainerd(t)
-		o := TargetOptions{Ingest: IngestDirect}
+		o := targets.Options{Ingest: containerd.IngestDirect}
 		if kind == "containerd-grpc" {
-			o.Ingest = IngestGRPC
+			o.Ingest = containerd.IngestGRPC
 		}
-		tgt, err := OpenTarget(context.Background(), TargetSpec{Kind: "containerd", Addr: ci.Socket}, o)
+		tgt, err := targets.Open(context.Background(), warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tgt.Close() })
-		if root, why := tgt.(*Containerd).Direct(); (root != "") != (kind == "containerd") {
+		if root, why := tgt.(*containerd.Containerd).Direct(); (root != "") != (kind == "containerd") {
 			t.Fatalf("%s: direct root %q (%s)", kind, root, why)
 		}
 		return tgt
@@ -386,12 +341,12 @@ func openTestTarget(t *testing.T, kind string) Target {
 // layers' bytes are not counted twice in Progress.
 func TestWarmBlobProgressPerLayer(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	set := resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref)
+	f := warmtest.PushFixture(t, false)
+	set := warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, f.Ref)
 	var mu sync.Mutex
 	per := map[string]*atomic.Int64{}
 	var total atomic.Int64
-	rep, err := Warm(ctx, set, openTestTarget(t, "oci"), Options{Progress: &total, BlobProgress: func(b *Blob) *atomic.Int64 {
+	rep, err := warm.Warm(ctx, set, openTestTarget(t, "oci"), warm.Options{Progress: &total, BlobProgress: func(b *warm.Blob) *atomic.Int64 {
 		c := new(atomic.Int64)
 		mu.Lock()
 		defer mu.Unlock()
@@ -406,7 +361,7 @@ func TestWarmBlobProgressPerLayer(t *testing.T) {
 	}
 	layers := 0
 	for _, b := range set.Blobs {
-		if b.Kind != KindLayer {
+		if b.Kind != warm.KindLayer {
 			continue
 		}
 		layers++

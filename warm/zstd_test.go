@@ -1,4 +1,4 @@
-package warm
+package warm_test
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
 
 func TestResolveTakesZstdVariant(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
-	li, err := layers.Open(ctx, f.ref, layers.WithPlatform(amd64))
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
+	li, err := layers.Open(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,24 +30,24 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Close()
-	if _, err := layers.Write(ctx, res.Image, f.ref+ZstdTagSuffix); err != nil {
+	if _, err := layers.Write(ctx, res.Image, f.Ref+warm.ZstdTagSuffix); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name     string
-		o        ResolveOptions
+		o        warm.ResolveOptions
 		wantZstd bool
 		wantErr  string
 	}{
-		{"auto takes zstd", ResolveOptions{}, true, ""},
-		{"gzip asked", ResolveOptions{Compression: CompressionGzip}, false, ""},
-		{"target cannot run zstd", ResolveOptions{NoZstd: "Docker 20.10 loads zstd layers only from 23.0"}, false, ""},
-		{"zstd asked, target cannot", ResolveOptions{Compression: CompressionZstd, NoZstd: "Docker 20.10: needs 23.0"}, false, "23.0"},
+		{"auto takes zstd", warm.ResolveOptions{}, true, ""},
+		{"gzip asked", warm.ResolveOptions{Compression: warm.CompressionGzip}, false, ""},
+		{"target cannot run zstd", warm.ResolveOptions{NoZstd: "Docker 20.10 loads zstd layers only from 23.0"}, false, ""},
+		{"zstd asked, target cannot", warm.ResolveOptions{Compression: warm.CompressionZstd, NoZstd: "Docker 20.10: needs 23.0"}, false, "23.0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.Platform, tc.o.Blobs = amd64, src
-			s, err := Resolve(ctx, []string{f.ref}, tc.o)
+			tc.o.Platform, tc.o.Blobs = warmtest.AMD64, src
+			s, err := warm.Resolve(ctx, []string{f.Ref}, tc.o)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -56,27 +58,27 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 				t.Fatal(err)
 			}
 			img := s.Images[0]
-			if img.Zstd != tc.wantZstd || img.Name != f.ref {
+			if img.Zstd != tc.wantZstd || img.Name != f.Ref {
 				t.Fatalf("image %+v: zstd=%v want %v", img, img.Zstd, tc.wantZstd)
 			}
-			if tc.wantZstd && img.Source != f.ref+ZstdTagSuffix {
+			if tc.wantZstd && img.Source != f.Ref+warm.ZstdTagSuffix {
 				t.Errorf("source %s", img.Source)
 			}
 			for _, b := range s.Blobs {
-				if b.Kind == KindLayer && IsZstd(b.MediaType) != tc.wantZstd {
+				if b.Kind == warm.KindLayer && warm.IsZstd(b.MediaType) != tc.wantZstd {
 					t.Errorf("layer %s media type %s", b.Digest, b.MediaType)
 				}
 			}
 		})
 	}
 	// The warm of the zstd variant lands under the original name.
-	s, err := Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	s, err := warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgt := openTestTarget(t, "oci")
-	rep, err := Warm(ctx, s, tgt, Options{})
-	if err != nil || !rep.Ready || rep.Images[0].Source != f.ref+ZstdTagSuffix {
+	rep, err := warm.Warm(ctx, s, tgt, warm.Options{})
+	if err != nil || !rep.Ready || rep.Images[0].Source != f.Ref+warm.ZstdTagSuffix {
 		t.Fatalf("ready=%v err=%v images=%+v", rep.Ready, err, rep.Images)
 	}
 }
@@ -87,13 +89,13 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 // same key signed: a rollback).
 func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
 	// Another image, zstd-compressed, at the -zstd tag.
 	other := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/evil", []byte("not your image"))}, "zstd"))
-	testimage.Push(t, f.ref+ZstdTagSuffix, other)
+	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, other)
 
-	s, err := Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	s, err := warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	if img.Source != img.Name || img.Zstd {
 		t.Fatalf("substituted: read %s (zstd=%v) for %s", img.Source, img.Zstd, img.Name)
 	}
-	wantCfg, _ := f.img.ConfigName()
+	wantCfg, _ := f.Img.ConfigName()
 	if img.Config.Digest.String() != wantCfg.String() {
 		t.Fatalf("config %s, want the named image's %s", img.Config.Digest, wantCfg)
 	}
@@ -109,21 +111,21 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 		t.Fatalf("no word of why: note %q", img.Note)
 	}
 	for _, b := range s.Blobs {
-		if b.Kind == KindLayer && IsZstd(b.MediaType) {
+		if b.Kind == warm.KindLayer && warm.IsZstd(b.MediaType) {
 			t.Fatalf("a layer of the other image is in the set: %s", b.Digest)
 		}
 	}
-	if rep := NewReport(s); rep.Images[0].Note == "" || rep.Images[0].Source != "" {
+	if rep := warm.NewReport(s); rep.Images[0].Note == "" || rep.Images[0].Source != "" {
 		t.Fatalf("report: %+v", rep.Images[0])
 	}
 	// Asked for zstd: refused, saying why.
-	_, err = Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src, Compression: CompressionZstd})
+	_, err = warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src, Compression: warm.CompressionZstd})
 	if err == nil || !strings.Contains(err.Error(), "not the zstd form") {
 		t.Fatalf("--compression zstd with a substituted variant: %v", err)
 	}
 
 	// The same layers' content, zstd, but one layer dropped: refused too.
-	li, err := layers.Open(ctx, f.ref, layers.WithPlatform(amd64))
+	li, err := layers.Open(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +138,8 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	defer res.Close()
 	zl, _ := res.Image.Layers()
 	short := testimage.Image(t, testimage.Config{}, zl[0])
-	testimage.Push(t, f.ref+ZstdTagSuffix, short)
-	s, err = Resolve(ctx, []string{f.ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, short)
+	s, err = warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +152,13 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 // each other only when they are the same image.
 func TestResolveIndexPicksZstdOnlyWhenSameImage(t *testing.T) {
 	ctx := context.Background()
-	reg := newTestRegistry(t)
-	src := fastSource()
+	reg := warmtest.NewRegistry(t)
+	src := warmtest.FastSource()
 	gz := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/app", []byte("app v2"))}, "gzip"))
 	evil := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/app", []byte("app v1, vulnerable"))}, "zstd"))
 	ref := reg.Host + "/kiln-warm/idx:v2"
 	testimage.PushIndex(t, ref, testimage.Index(t, gz, evil))
-	s, err := Resolve(ctx, []string{ref}, ResolveOptions{Platform: amd64, Blobs: src})
+	s, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // kiln runs kiln ARGS... as the binary does, every verb wired.
@@ -84,7 +85,7 @@ func TestFactoryDependenciesAreLazy(t *testing.T) {
 		t.Error("BuildKit dialled")
 		return nil, "", errors.New("no")
 	}
-	f.OpenTarget = func(context.Context, warm.TargetSpec, warm.TargetOptions) (warm.Target, error) {
+	f.OpenTarget = func(context.Context, warm.TargetSpec, targets.Options) (warm.Target, error) {
 		t.Error("a warm target opened")
 		return nil, errors.New("no")
 	}

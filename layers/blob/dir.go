@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,6 +66,53 @@ func (d Dir) Path(dg v1.Hash) string { return filepath.Join(d.Root, dg.Hex) }
 func (d Dir) PartialPath(dg v1.Hash) string { return filepath.Join(d.Partial, dg.Hex+d.Suffix) }
 
 func (d Dir) stampPath(dg v1.Hash) string { return filepath.Join(d.Partial, "verified", dg.Hex) }
+
+// Held is how many bytes of blob dg (size bytes) the directory holds: size
+// when a file of that size is committed, else what an earlier writer's
+// partial holds (for a preflight of the space still needed; Has, not
+// Held, says whether the blob verifies).
+func (d Dir) Held(dg v1.Hash, size int64) int64 {
+	if fi, err := os.Stat(d.Path(dg)); err == nil && fi.Size() == size {
+		return size
+	}
+	if fi, err := os.Stat(d.PartialPath(dg)); err == nil {
+		return min(fi.Size(), size)
+	}
+	return 0
+}
+
+// Remove deletes blob dg: its committed file, its partial, the partial's
+// ranges record and the verified record. A file that is not there is not
+// an error.
+func (d Dir) Remove(dg v1.Hash) error {
+	for _, p := range []string{d.Path(dg), d.PartialPath(dg), d.PartialPath(dg) + RangesSuffix, d.stampPath(dg)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Empty says whether the directory holds no blob: no committed file, no
+// partial and no verified record. Names in Partial listed in own are the
+// caller's own bookkeeping (a lock file), not someone's bytes.
+func (d Dir) Empty(own ...string) (bool, error) {
+	for _, dir := range []string{d.Root, d.Partial, filepath.Dir(d.stampPath(v1.Hash{}))} {
+		es, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, e := range es {
+			if dir != d.Partial || (e.Name() != "verified" && !slices.Contains(own, e.Name())) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
 
 // Has says whether blob dg of size bytes is committed and its bytes hash
 // to dg (checked once per file, then trusted while the file is unchanged).

@@ -241,3 +241,71 @@ func TestDirConcurrentWriters(t *testing.T) {
 		t.Fatal("blob not committed")
 	}
 }
+
+// Held, Remove and Empty are what a stage's owner needs of a Dir (kiln
+// warm's docker stage): the bytes held for a preflight, a blob gone with
+// its partial, ranges record and verified record, and whether anything
+// is left, without knowing those files' names.
+func TestDirHeldRemoveEmpty(t *testing.T) {
+	ctx := context.Background()
+	d := newDir(t)
+	if empty, err := d.Empty(); err != nil || !empty {
+		t.Fatalf("a new Dir: empty=%v err=%v", empty, err)
+	}
+	data := randomBytes(1<<20, 7)
+	dg, size := hashOf(data), int64(len(data))
+	if n := d.Held(dg, size); n != 0 {
+		t.Fatalf("held %d bytes of a blob never written", n)
+	}
+	// An interrupted writer's partial counts, and is someone's bytes.
+	w, err := d.Writer(ctx, dg, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data[:300<<10]); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if n := d.Held(dg, size); n != 300<<10 {
+		t.Errorf("held %d bytes of a partial of %d", n, 300<<10)
+	}
+	if empty, _ := d.Empty(); empty {
+		t.Error("a Dir holding a partial is empty")
+	}
+	// A chunked partial and its ranges record, then the committed blob
+	// and its verified record.
+	other := randomBytes(2<<20, 8)
+	odg, osize := hashOf(other), int64(len(other))
+	src := newCounting(other)
+	src.failAt.Store(5 * 128 << 10)
+	if _, err := copyInto(ctx, d, src, odg, osize, blob.CopyOptions{Attempts: 1, Fill: blob.FillOptions{Chunk: 128 << 10, Conns: 1}}); err == nil {
+		t.Fatal("a failed chunk committed the blob")
+	}
+	if _, err := copyInto(ctx, d, newCounting(data), dg, size, blob.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.Has(ctx, dg, size); !ok || err != nil || d.Held(dg, size) != size {
+		t.Fatalf("committed blob: has=%v held=%d err=%v", ok, d.Held(dg, size), err)
+	}
+	if err := os.WriteFile(filepath.Join(d.Partial, "index.lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []v1.Hash{dg, odg} {
+		if err := d.Remove(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Remove(dg); err != nil {
+		t.Errorf("removing a blob that is not there: %v", err)
+	}
+	if ok, _ := d.Has(ctx, dg, size); ok || d.Held(dg, size) != 0 || d.Held(odg, osize) != 0 {
+		t.Errorf("after Remove: has=%v held=%d, %d", ok, d.Held(dg, size), d.Held(odg, osize))
+	}
+	if empty, err := d.Empty("index.lock"); err != nil || !empty {
+		es, _ := os.ReadDir(d.Partial)
+		t.Errorf("after removing every blob: empty=%v err=%v (partial dir: %v)", empty, err, es)
+	}
+	if empty, _ := d.Empty(); empty {
+		t.Error("a file the caller does not own counts as nothing")
+	}
+}

@@ -24,6 +24,9 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/containerd"
+	"github.com/kiln-build/kiln/warm/docker"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // WarmOptions are kiln warm's inputs.
@@ -42,7 +45,7 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
-	// UnpackConcurrency is --unpack-concurrency (warm.TargetOptions).
+	// UnpackConcurrency is --unpack-concurrency (targets.Options).
 	UnpackConcurrency int
 	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
 	// real reference.
@@ -54,7 +57,7 @@ type WarmOptions struct {
 	// NoSpaceCheck skips the disk-space preflight (hidden; tests).
 	NoSpaceCheck bool
 	// Ingest and ContainerdRoot choose how bytes reach containerd
-	// (warm.TargetOptions).
+	// (targets.Options).
 	Ingest         string
 	ContainerdRoot string
 	// VerifyKey is --verify-key PUBKEY|POLICY (warmverify.go).
@@ -68,7 +71,7 @@ type WarmOptions struct {
 	Fleet fleetFlags
 	cmdutil.ImageFlags
 	// OpenTarget opens --target (Factory.Open).
-	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error)
+	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error)
 }
 
 func hostPlatform() string {
@@ -166,7 +169,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
 	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
-	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
+	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	fl.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
 	fl.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
@@ -174,7 +177,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	_ = fl.MarkHidden("no-space-check")
 	fl.StringVar(&opts.Ingest, "ingest", "auto", "containerd: auto (write ingests directly when the content root is on this host), direct, grpc")
 	fl.StringVar(&opts.ContainerdRoot, "containerd-root", "", "containerd's root or content directory (default: asked from the daemon)")
-	fl.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+warm.DefaultDockerStage()+")")
+	fl.StringVar(&opts.DockerStage, "docker-stage", "", "docker: stage layers here before docker load (resumable; default "+docker.DefaultStage()+")")
 	fl.BoolVar(&opts.KeepStage, "keep-stage", false, "docker: keep the staged layers after a successful load")
 	fl.StringVar(&opts.VerifyKey, "verify-key", "", "refuse, before fetching any layer, an image or weights artifact not signed by this PEM public key (or a policy file naming keys per registry/repository; docs/sign.md)")
 	withFleet(cmd, opts, f)
@@ -228,8 +231,6 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 	return nil
 }
 
-// warmOnce does the warm. It returns a nil report when it failed before
-// there was one to print.
 // warmFlags is what kiln warm's flags and arguments say, checked before
 // anything is read or written: the target, the images (lock files
 // expanded) and weights manifests, and the transfer settings.
@@ -270,7 +271,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, cmdutil.UsageErr("--jobs: must be at least 1")
 	}
 	switch opts.Ingest {
-	case warm.IngestAuto, warm.IngestDirect, warm.IngestGRPC:
+	case containerd.IngestAuto, containerd.IngestDirect, containerd.IngestGRPC:
 	default:
 		return nil, cmdutil.UsageErr("--ingest: %q is not one of auto, direct, grpc", opts.Ingest)
 	}
@@ -332,20 +333,27 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, mirrors: mirrors, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
 }
 
+// warmOnce does the warm (warm.Run) on the target --target names, with
+// kiln warm's progress display. It returns a nil report when it failed
+// before there was one to print.
 func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	fl, err := parseWarmFlags(opts)
 	if err != nil {
 		return nil, err
 	}
-	spec, comp, limit, chunk, lopts, mirrors, plat := fl.spec, fl.comp, fl.limit, fl.chunk, fl.lopts, fl.mirrors, fl.plat
-	refs, weightsArgs := fl.refs, fl.weightsArgs
 	// A stale marker must not outlive a failed or cold warm.
 	if opts.ReadyFile != "" && !opts.DryRun {
 		if err := os.Remove(opts.ReadyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("--ready-file %s: %v", opts.ReadyFile, err)
 		}
 	}
-	tgt, err := opts.OpenTarget(ctx, spec, warm.TargetOptions{
+	var pol *sign.Policy
+	if opts.VerifyKey != "" {
+		if pol, err = sign.LoadPolicy(opts.VerifyKey); err != nil {
+			return nil, cmdutil.UsageErr("--verify-key %v", err)
+		}
+	}
+	tgt, err := opts.OpenTarget(ctx, fl.spec, targets.Options{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
 		UnpackConcurrency: opts.UnpackConcurrency,
 		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
@@ -355,110 +363,54 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		return nil, err
 	}
 	defer tgt.Close()
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: comp, Mirrors: mirrors}
-	if zc, ok := tgt.(warm.ZstdChecker); ok {
-		ro.NoZstd = zc.NoZstd(ctx)
-	}
-	set, err := warm.Resolve(ctx, refs, ro)
-	if err != nil {
-		return nil, err
-	}
-	defer set.Close()
-	vols, err := warm.Volumes(ctx, set, weightsArgs, opts.WeightsInto, mirrors, lopts)
-	if nv := (*warm.NoVolumeDirError)(nil); errors.As(err, &nv) {
-		return nil, cmdutil.UsageErr("%v", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var sigs []*sign.Result
-	if opts.VerifyKey != "" {
-		pol, err := sign.LoadPolicy(opts.VerifyKey)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--verify-key %v", err)
-		}
-		if sigs, err = warm.VerifySignatures(ctx, pol, set, vols, lopts); err != nil {
-			if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
-				err = cmdutil.Exit(cmdutil.ExitUnverified, err)
-			}
-			rep := warm.NewReport(set)
-			rep.Target, rep.DryRun, rep.Signatures, rep.Error = tgt.String(), opts.DryRun, sigs, err.Error()
-			if spec.Kind == "containerd" {
-				rep.Namespace = opts.Namespace
-			}
-			return rep, err
-		}
-	}
-	// What the bars count: the layers (indexes, manifests and configs
-	// were read while the set was resolved) and the weights.
-	var total int64
-	for _, b := range set.Blobs {
-		if b.Data == nil {
-			total += b.Size
-		}
-	}
-	for _, v := range vols {
-		total += v.Manifest.Size
-	}
 	var done atomic.Int64
-	// One --limit-rate for the image blobs and the weights pull together.
-	limiter := warm.NewLimiter(limit)
-	eo := warm.Options{
-		Concurrency: opts.Concurrency, ChunkSize: chunk, Limiter: limiter, DryRun: opts.DryRun,
-		Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
+	ro := warm.RunOptions{
+		Target: tgt, Refs: fl.refs, Weights: fl.weightsArgs, WeightsInto: opts.WeightsInto, Policy: pol,
+		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: fl.lopts, Blobs: blob.NewRegistry(fl.lopts), Compression: fl.comp, Mirrors: fl.mirrors},
+		// One --limit-rate for the image blobs and the weights pull together.
+		Options: warm.Options{
+			Concurrency: opts.Concurrency, ChunkSize: fl.chunk, Limiter: warm.NewLimiter(fl.limit), DryRun: opts.DryRun,
+			Unpack: opts.Unpack, SkipSpaceCheck: opts.NoSpaceCheck, Progress: &done,
+		},
+	}
+	if fl.spec.Kind == "containerd" {
+		ro.Namespace = opts.Namespace
 	}
 	mode := opts.Progress
 	if opts.DryRun {
 		mode = "none"
 	}
-	bars := cmdutil.NewProgress(opts.IO.ErrOut, mode)
-	// One bar for the whole warm, and one per layer while it is fetched
-	// (on a terminal; it goes when the layer is in).
-	part := bars.Parts("warming "+tgt.String(), total, &done)
-	eo.BlobProgress = func(b *warm.Blob) *atomic.Int64 {
-		return part("  layer "+cmdutil.Short(b.Digest.String()), b.Size)
-	}
-	// Notices print above the bars: straight to the terminal they would
-	// tear the display.
-	logTo := bars.Writer()
-	if opts.Progress != "none" {
-		eo.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
-	}
-	var waitWeights func() ([]*warm.WeightsReport, error)
-	if len(vols) > 0 {
-		// --jobs N: N weight blobs at once, at most 2N requests in
-		// flight (the default 4 gives weights pull's own 4 and 8).
-		waitWeights = warm.StartWeights(ctx, vols, opts.WeightsInto, warm.WeightsOptions{
-			DryRun: opts.DryRun, Progress: &done, Jobs: opts.Concurrency, Concurrency: 2 * opts.Concurrency,
-			ChunkSize: chunk, Limiter: limiter,
-			OnWait: func() {
-				fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
-			},
-		})
-	}
-	var rep *warm.Report
-	var werr error
-	if len(set.Images) > 0 {
-		rep, werr = warm.Warm(ctx, set, tgt, eo)
-	} else {
-		// Only weights: the target has nothing to hold.
-		rep = warm.NewReport(set)
-		rep.Target, rep.DryRun, rep.Ready = tgt.String(), opts.DryRun, true
-	}
-	if waitWeights != nil {
-		wreps, err := waitWeights()
-		rep.MergeWeights(wreps)
-		if err != nil && werr == nil {
-			werr = err
-			rep.Error = err.Error()
+	// The bars start once the set is resolved: one for the whole warm,
+	// and one per layer while it is fetched (on a terminal; it goes when
+	// the layer is in). Notices print above the bars: straight to the
+	// terminal they would tear the display.
+	var bars *cmdutil.Progress
+	logTo := opts.IO.ErrOut
+	ro.Start = func(total int64) func(b *warm.Blob) *atomic.Int64 {
+		bars = cmdutil.NewProgress(opts.IO.ErrOut, mode)
+		logTo = bars.Writer()
+		part := bars.Parts("warming "+tgt.String(), total, &done)
+		return func(b *warm.Blob) *atomic.Int64 {
+			return part("  layer "+cmdutil.Short(b.Digest.String()), b.Size)
 		}
 	}
-	bars.Stop()
-	if spec.Kind == "containerd" {
-		rep.Namespace = opts.Namespace
+	if opts.Progress != "none" {
+		ro.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
 	}
-	rep.Signatures = sigs
-	return rep, werr
+	ro.OnWeightsWait = func() {
+		fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+	}
+	rep, err := warm.Run(ctx, ro)
+	if bars != nil {
+		bars.Stop()
+	}
+	if nv := (*warm.NoVolumeDirError)(nil); rep == nil && errors.As(err, &nv) {
+		return nil, cmdutil.UsageErr("%v", err)
+	}
+	if ue := (*warm.UnverifiedError)(nil); errors.As(err, &ue) {
+		err = cmdutil.Exit(cmdutil.ExitUnverified, err)
+	}
+	return rep, err
 }
 
 func writeWarmTable(w io.Writer, rep *warm.Report) {

@@ -11,6 +11,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // Factory is what a verb is built from: its streams and the few things a
@@ -41,7 +42,7 @@ type Factory struct {
 	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 	// OpenTarget opens where kiln warm puts images (containerd, docker,
 	// an OCI layout); the caller closes it.
-	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error)
+	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error)
 }
 
 // NewFactory is the Factory cmd/kiln runs verbs from: streams ios, build
@@ -52,7 +53,7 @@ func NewFactory(ios *IO, b BuildInfo, exec func(ctx context.Context, args []stri
 		IO: ios, Version: b.Version, Build: b, Exec: exec,
 		Registry:   sync.OnceValues(func() ([]layers.Option, error) { return nil, nil }),
 		BuildKit:   builder.Connect,
-		OpenTarget: warm.OpenTarget,
+		OpenTarget: targets.Open,
 	}
 }
 
@@ -69,13 +70,13 @@ func (f *Factory) Connect(ctx context.Context, addr string, tls builder.TLS) (*c
 	return builder.Connect(ctx, addr, tls)
 }
 
-// Open is f.OpenTarget, or warm.OpenTarget for a Factory made without
+// Open is f.OpenTarget, or targets.Open for a Factory made without
 // one.
-func (f *Factory) Open(ctx context.Context, spec warm.TargetSpec, o warm.TargetOptions) (warm.Target, error) {
+func (f *Factory) Open(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error) {
 	if f.OpenTarget != nil {
 		return f.OpenTarget(ctx, spec, o)
 	}
-	return warm.OpenTarget(ctx, spec, o)
+	return targets.Open(ctx, spec, o)
 }
 
 // Run ends a verb's RunE: runF(opts) when a test gave one (it stops at

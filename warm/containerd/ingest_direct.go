@@ -1,4 +1,4 @@
-package warm
+package containerd
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 )
 
-// Ingest modes for the containerd target (TargetOptions.Ingest).
+// Ingest modes for the containerd target (Options.Ingest).
 const (
 	// IngestAuto writes ingests directly when containerd's content root is
 	// on this host and writable, else through the gRPC content API.
@@ -180,7 +181,7 @@ func (w *directWriter) takeEarly() (content.Writer, bool, error) {
 	w.earlyDone = true
 	r := <-w.early
 	if errdefs.IsAlreadyExists(r.err) {
-		return nil, false, ErrAlreadyExists
+		return nil, false, warm.ErrAlreadyExists
 	}
 	if r.err != nil {
 		return nil, false, nil
@@ -300,7 +301,7 @@ const writebackStep = 8 << 20
 func (w *directWriter) Commit(ctx context.Context) (err error) {
 	defer w.f.Close()
 	defer func() {
-		if err != nil && !errors.Is(err, ErrAlreadyExists) {
+		if err != nil && !errors.Is(err, warm.ErrAlreadyExists) {
 			w.settle(err)
 		} else {
 			w.settle(nil)
@@ -321,7 +322,7 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 	cctx := w.t.nsCtx(ctx)
 	cw, err := content.OpenWriter(cctx, w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
 	if errdefs.IsAlreadyExists(err) {
-		return ErrAlreadyExists
+		return warm.ErrAlreadyExists
 	}
 	if err != nil {
 		return fmt.Errorf("target %s: ingest %s: %v", w.t, w.ref, err)

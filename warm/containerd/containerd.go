@@ -1,4 +1,4 @@
-package warm
+package containerd
 
 import (
 	"context"
@@ -20,8 +20,10 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/unixsock"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -61,12 +63,12 @@ type Containerd struct {
 	// (startEarly) hashed the whole blob, or caught up too soon.
 	earlyHits, earlyMisses atomic.Int64
 
-	// unpackConcurrency is TargetOptions.UnpackConcurrency; stage the
+	// unpackConcurrency is Options.UnpackConcurrency; stage the
 	// stage mode the last unpack used (stageWhy why it was off), trace
 	// what it did per layer, unpackStart when it began (unpack_staged.go).
 	unpackConcurrency int
 	stage, stageWhy   string
-	trace             []*LayerTrace
+	trace             []*warm.LayerTrace
 	unpackStart       time.Time
 }
 
@@ -83,7 +85,28 @@ func (t *Containerd) Streamed() (streamed, local, fellBack int64, lastErr error)
 // IngestRef is the ingest name kiln uses for a blob.
 func IngestRef(d digest.Digest) string { return "kiln-warm-" + d.String() }
 
-func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, error) {
+// Options configure Open.
+type Options struct {
+	// Namespace is the containerd namespace (default "default").
+	Namespace string
+	// Snapshotter for --unpack: "" or "auto" picks overlayfs when the
+	// daemon has it working, else native.
+	Snapshotter string
+	// Ingest is how blob bytes reach containerd: IngestAuto (default),
+	// IngestDirect or IngestGRPC (see ingest_direct.go).
+	Ingest string
+	// ContainerdRoot overrides the content root found through the
+	// introspection API: the daemon's --root or its content directory.
+	ContainerdRoot string
+	// UnpackConcurrency is how many layers --unpack applies at once where
+	// the snapshotter keeps layers independent (overlayfs); 0 means
+	// DefaultUnpackConcurrency, 1 one layer at a time on its committed
+	// parent.
+	UnpackConcurrency int
+}
+
+// Open connects to the containerd daemon listening on the socket addr.
+func Open(ctx context.Context, addr string, o Options) (*Containerd, error) {
 	if _, err := os.Stat(addr); err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v (is containerd running? name its socket: --target containerd:/run/containerd/containerd.sock)", addr, err)
 	}
@@ -119,7 +142,7 @@ func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, 
 // Whether it is the daemon's own directory (not a same-named path on
 // another host) is checked per blob, when the ingest containerd just
 // created must show up under it.
-func (t *Containerd) setupDirect(ctx context.Context, o TargetOptions) error {
+func (t *Containerd) setupDirect(ctx context.Context, o Options) error {
 	switch t.ingest {
 	case "":
 		t.ingest = IngestAuto
@@ -185,7 +208,7 @@ func (t *Containerd) nsCtx(ctx context.Context) context.Context {
 // lease that still protects another. A killed run's lease expires after a
 // day; a resumed run's writers put the ingests it left under their new
 // lease.
-func (t *Containerd) Lease(ctx context.Context, s *Set) error {
+func (t *Containerd) Lease(ctx context.Context, s *warm.Set) error {
 	h := digest.Canonical.Digester()
 	for _, img := range s.Images {
 		fmt.Fprintln(h.Hash(), img.Name, img.Target.Digest)
@@ -235,7 +258,7 @@ func (t *Containerd) Free(ctx context.Context) (string, int64, error) {
 	}
 	for _, p := range resp.Plugins {
 		if root := p.Exports["root"]; root != "" {
-			n, err := statfsFree(root)
+			n, err := preflight.Free(root)
 			return root, n, err
 		}
 	}
@@ -243,12 +266,12 @@ func (t *Containerd) Free(ctx context.Context) (string, int64, error) {
 }
 
 // Writer implements Target.
-func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
+func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (warm.Writer, error) {
 	ctx = t.nsCtx(ctx)
 	ref := IngestRef(d.Digest)
 	w, err := content.OpenWriter(ctx, t.cs, content.WithRef(ref), content.WithDescriptor(d))
 	if errdefs.IsAlreadyExists(err) {
-		return nil, ErrAlreadyExists
+		return nil, warm.ErrAlreadyExists
 	}
 	if err != nil {
 		return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
@@ -311,7 +334,7 @@ func (w *ctrWriter) Commit(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errdefs.IsAlreadyExists(err):
-		return ErrAlreadyExists
+		return warm.ErrAlreadyExists
 	case errdefs.IsFailedPrecondition(err):
 		// containerd refused the bytes: wrong size or digest.
 		kind := layers.ErrDigestMismatch
@@ -340,7 +363,7 @@ func (w *ctrWriter) Abort(ctx context.Context) error {
 // Record implements Target: labels as containerd's pull sets them (GC
 // references from index to manifests, manifest to config and layers, and
 // the distribution source), then an image record per image.
-func (t *Containerd) Record(ctx context.Context, s *Set) error {
+func (t *Containerd) Record(ctx context.Context, s *warm.Set) error {
 	ctx = t.nsCtx(ctx)
 	for _, b := range s.Blobs {
 		if len(b.Labels) == 0 {
@@ -392,7 +415,7 @@ func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
 // Unpack implements Unpacker: every image's layers are applied into the
 // snapshotter (overlayfs, or native where overlay does not work), so
 // `ctr run` finds the rootfs ready.
-func (t *Containerd) Unpack(ctx context.Context, s *Set) error {
+func (t *Containerd) Unpack(ctx context.Context, s *warm.Set) error {
 	sn, err := t.pickSnapshotter(ctx)
 	if err != nil {
 		return err
@@ -416,7 +439,7 @@ func (t *Containerd) Unpack(ctx context.Context, s *Set) error {
 func (t *Containerd) Snapshotter() string { return t.snapshotter }
 
 // Verify implements Verifier: each image record points at the warmed root.
-func (t *Containerd) Verify(ctx context.Context, s *Set) error {
+func (t *Containerd) Verify(ctx context.Context, s *warm.Set) error {
 	ctx = t.nsCtx(ctx)
 	for _, img := range s.Images {
 		rec, err := t.c.ImageService().Get(ctx, img.Name)
@@ -429,3 +452,13 @@ func (t *Containerd) Verify(ctx context.Context, s *Set) error {
 	}
 	return nil
 }
+
+// The roles Containerd plays, checked at compile time: a target that silently
+// lost one would still run, without its guarantee.
+var (
+	_ warm.Store             = (*Containerd)(nil)
+	_ warm.Unpacker          = (*Containerd)(nil)
+	_ warm.PipelinedUnpacker = (*Containerd)(nil)
+	_ warm.Verifier          = (*Containerd)(nil)
+	_ warm.Leaser            = (*Containerd)(nil)
+)

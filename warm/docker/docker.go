@@ -1,7 +1,6 @@
-package warm
+package docker
 
 import (
-	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -18,8 +17,10 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/unixsock"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/ocilayout"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -28,9 +29,9 @@ import (
 // ingest API, so the unit is the image: GET /images/{name}/json says
 // whether the image is complete (its ID is the config digest and its
 // RootFS layers are the config's diff IDs). Otherwise the layers the engine
-// lacks are staged on disk first, through an OCILayout (the oci: target's
-// resumable, chunked, verified fetch: a killed warm resumes from the staged
-// bytes), and a docker-archive is streamed into POST /images/load from the
+// lacks are staged on disk first, in an OCI layout the warm engine fills
+// with its own fetch (resumable, chunked, verified: a killed warm resumes
+// from the staged bytes), and a docker-archive is streamed into POST /images/load from the
 // stage: the config, then each layer, verified again as it passes, and
 // manifest.json last, so the engine (which unpacks the whole archive before
 // it loads anything) never sees a manifest for bytes that did not verify.
@@ -52,7 +53,17 @@ type Docker struct {
 	keepStage bool
 }
 
-func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, error) {
+// Options configure Open.
+type Options struct {
+	// Stage is where layer blobs are staged before docker load (an OCI
+	// layout; default DefaultStage()).
+	Stage string
+	// KeepStage keeps the staged blobs after a successful load.
+	KeepStage bool
+}
+
+// Open connects to the Docker engine listening on the socket addr.
+func Open(ctx context.Context, addr string, o Options) (*Docker, error) {
 	if _, err := os.Stat(addr); err != nil {
 		return nil, fmt.Errorf("target docker:%s: %v (is dockerd running? name its socket: --target docker:/var/run/docker.sock)", addr, err)
 	}
@@ -66,9 +77,9 @@ func openDocker(ctx context.Context, addr string, o TargetOptions) (Target, erro
 		},
 		DisableCompression: true,
 	}
-	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}, stage: o.DockerStage, keepStage: o.KeepStage}
+	t := &Docker{sock: addr, hc: &http.Client{Transport: tr}, stage: o.Stage, keepStage: o.KeepStage}
 	if t.stage == "" {
-		t.stage = DefaultDockerStage()
+		t.stage = DefaultStage()
 	}
 	var v struct {
 		Version    string `json:"Version"`
@@ -219,13 +230,13 @@ func (t *Docker) Free(ctx context.Context) (string, int64, error) {
 	if info.DockerRootDir == "" {
 		return "", 0, errors.New("no DockerRootDir")
 	}
-	n, err := statfsFree(info.DockerRootDir)
+	n, err := preflight.Free(info.DockerRootDir)
 	return info.DockerRootDir, n, err
 }
 
 // complete says whether the engine holds img under its name with the
 // config's diff IDs.
-func (t *Docker) complete(ctx context.Context, img Image, cfg *v1.ConfigFile) (bool, error) {
+func (t *Docker) complete(ctx context.Context, img warm.Image, cfg *v1.ConfigFile) (bool, error) {
 	im, err := t.inspect(ctx, dockerName(img))
 	if err != nil || im == nil {
 		return false, err
@@ -244,7 +255,7 @@ func (t *Docker) complete(ctx context.Context, img Image, cfg *v1.ConfigFile) (b
 // dockerName is what the engine calls the image: the reference for a tag,
 // the image ID (config digest) for a digest reference, which docker load
 // cannot tag.
-func dockerName(img Image) string {
+func dockerName(img warm.Image) string {
 	if strings.Contains(img.Name, "@") {
 		return img.Config.Digest.String()
 	}
@@ -252,9 +263,9 @@ func dockerName(img Image) string {
 }
 
 // Verify implements Verifier: every image complete in the engine.
-func (t *Docker) Verify(ctx context.Context, s *Set) error {
+func (t *Docker) Verify(ctx context.Context, s *warm.Set) error {
 	for _, img := range s.Images {
-		cfg, err := s.config(img)
+		cfg, err := s.ConfigFile(img)
 		if err != nil {
 			return err
 		}
@@ -269,188 +280,151 @@ func (t *Docker) Verify(ctx context.Context, s *Set) error {
 	return nil
 }
 
-func (s *Set) blob(d digest.Digest) (*Blob, int) {
-	for i, b := range s.Blobs {
-		if b.Digest == d {
-			return b, i
-		}
-	}
-	return nil, -1
+// plan is one image the engine lacks, and per layer whether the archive
+// carries it (the engine holds no chain up to it).
+type plan struct {
+	img  warm.Image
+	send []bool
 }
 
-func (s *Set) config(img Image) (*v1.ConfigFile, error) {
-	b, _ := s.blob(img.Config.Digest)
-	if b == nil || b.Data == nil {
-		return nil, fmt.Errorf("image %s: config %s not in the warm set", img.Name, img.Config.Digest)
-	}
-	var cfg v1.ConfigFile
-	if err := json.Unmarshal(b.Data, &cfg); err != nil {
-		return nil, fmt.Errorf("image %s: config %s: %v", img.Name, img.Config.Digest, err)
-	}
-	if len(cfg.RootFS.DiffIDs) != len(img.Layers) {
-		return nil, fmt.Errorf("image %s: config %s has %d rootfs.diff_ids for %d layers", img.Name, img.Config.Digest, len(cfg.RootFS.DiffIDs), len(img.Layers))
-	}
-	return &cfg, nil
-}
-
-// Load implements Loader: per image, skip it when complete, else stage
-// the layers the engine lacks (the engine fills the stage, an OCILayout)
-// and stream them into docker load.
-func (t *Docker) Load(ctx context.Context, s *Set, o Options) (*Report, error) {
-	start := time.Now()
-	rep := NewReport(s)
-	rep.Target = t.String()
-	rep.DryRun = o.DryRun
-	fail := func(err error) (*Report, error) {
-		rep.Error = err.Error()
-		rep.Seconds = time.Since(start).Seconds()
-		return rep, err
-	}
-	for i := range rep.Blobs {
-		rep.Blobs[i].State = StatePresent
-	}
-	type plan struct {
-		img  Image
-		cfg  *v1.ConfigFile
-		send []bool // per layer: in the archive
-	}
-	var plans []plan
+// plans lists the images of s the engine lacks: complete images are
+// skipped, and a layer whose chain the engine already holds (from any of
+// its images) is left out of the archive.
+func (t *Docker) plans(ctx context.Context, s *warm.Set) ([]plan, error) {
 	have, err := t.chains(ctx)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	missing := map[int]bool{}
+	var plans []plan
 	for _, img := range s.Images {
-		cfg, err := s.config(img)
+		cfg, err := s.ConfigFile(img)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		ok, err := t.complete(ctx, img, cfg)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if ok {
 			continue
 		}
-		p := plan{img: img, cfg: cfg, send: make([]bool, len(img.Layers))}
+		p := plan{img: img, send: make([]bool, len(img.Layers))}
 		var chain digest.Digest
-		for i, l := range img.Layers {
+		for i := range img.Layers {
 			chain = chainID(chain, digest.Digest(cfg.RootFS.DiffIDs[i].String()))
-			if have[chain] {
-				continue
-			}
-			p.send[i] = true
-			_, bi := s.blob(l.Digest)
-			missing[bi] = true
-		}
-		// The image's own metadata is what docker load records.
-		for _, d := range []digest.Digest{img.Config.Digest, img.Manifest.Digest, img.Target.Digest} {
-			_, bi := s.blob(d)
-			missing[bi] = true
+			p.send[i] = !have[chain]
 		}
 		plans = append(plans, p)
 	}
-	for bi := range missing {
-		rep.Blobs[bi].State = StateMissing
+	return plans, nil
+}
+
+// Plan implements warm.Loader: of each image the engine lacks, the layers
+// to send (staged) and its config, manifest and index (written into the
+// archive from the set).
+func (t *Docker) Plan(ctx context.Context, s *warm.Set) (*warm.LoadPlan, error) {
+	plans, err := t.plans(ctx, s)
+	if err != nil {
+		return nil, err
 	}
-	for _, b := range rep.Blobs {
-		if b.State == StatePresent {
-			rep.PresentBytes += b.Size
-		} else {
-			rep.MissingBytes += b.Size
+	lp := &warm.LoadPlan{}
+	missing := map[int]bool{}
+	add := func(d digest.Digest) (*warm.Blob, bool) {
+		b, bi := s.Blob(d)
+		if bi < 0 || missing[bi] {
+			return b, false
 		}
+		missing[bi] = true
+		lp.Missing = append(lp.Missing, bi)
+		return b, true
 	}
-	if o.DryRun {
-		rep.Ready = len(plans) == 0
-		rep.Seconds = time.Since(start).Seconds()
-		return rep, nil
-	}
-	// The layers to send are staged first (resumable, Range chunks,
-	// verified), then loaded from disk.
-	var toStage []*Blob
-	staged := map[digest.Digest]bool{}
 	for _, p := range plans {
 		for i, l := range p.img.Layers {
-			if p.send[i] && !staged[l.Digest] {
-				staged[l.Digest] = true
-				b, _ := s.blob(l.Digest)
-				toStage = append(toStage, b)
+			if !p.send[i] {
+				continue
+			}
+			if b, added := add(l.Digest); added {
+				lp.Stage = append(lp.Stage, b)
 			}
 		}
-	}
-	st, err := openDockerStage(t.stage)
-	if err != nil {
-		return fail(err)
-	}
-	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
-		if err := t.preflight(ctx, st, toStage, rep.MissingBytes); err != nil {
-			return fail(err)
+		// The image's own metadata is what docker load records.
+		for _, d := range []digest.Digest{p.img.Config.Digest, p.img.Manifest.Digest, p.img.Target.Digest} {
+			add(d)
 		}
 	}
-	if err := st.fetch(ctx, toStage, s, o, rep); err != nil {
-		return fail(fmt.Errorf("target %s: %w", t, err))
+	return lp, nil
+}
+
+// Stage implements warm.Loader: the stage directory, an OCI layout
+// (resumable partial files, verified commits), checked for the space the
+// staged layers and docker load need.
+func (t *Docker) Stage(ctx context.Context, s *warm.Set, p *warm.LoadPlan, checkSpace bool) (warm.Stage, error) {
+	st, err := ocilayout.New(t.stage)
+	if err != nil {
+		return nil, fmt.Errorf("--docker-stage %s: %v", t.stage, err)
 	}
-	attempts := o.Attempts
-	if attempts <= 0 {
-		attempts = 4
+	if checkSpace {
+		var missing int64
+		for _, i := range p.Missing {
+			missing += s.Blobs[i].Size
+		}
+		if err := t.preflight(ctx, st, p.Stage, missing); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// Load implements warm.Loader: each image the engine lacks is streamed
+// into docker load from the stage.
+func (t *Docker) Load(ctx context.Context, s *warm.Set, staged warm.Stage) error {
+	plans, err := t.plans(ctx, s)
+	if err != nil {
+		return err
 	}
 	for _, p := range plans {
-		for try := 1; ; try++ {
-			err := t.load(ctx, s, p.img, p.send, st, rep)
-			if err == nil {
-				break
-			}
-			var ae *archiveError
-			if !errors.As(err, &ae) || try >= attempts || ctx.Err() != nil {
-				return fail(err)
-			}
-			if o.Log != nil {
-				o.Log("docker load of %s: try %d/%d failed: %v", p.img.Name, try, attempts, err)
-			}
-			// A staged blob that no longer verifies was removed: stage
-			// it again (the others are present, so nothing else is read).
-			var again []*Blob
-			for i, l := range p.img.Layers {
-				if b, _ := s.blob(l.Digest); p.send[i] && st.held(b) < b.Size {
-					again = append(again, b)
-				}
-			}
-			if err := st.fetch(ctx, again, s, o, rep); err != nil {
-				return fail(fmt.Errorf("target %s: %w", t, err))
-			}
+		if err := t.load(ctx, s, p.img, p.send, staged); err != nil {
+			return err
 		}
 	}
-	for i := range rep.Blobs {
-		if rep.Blobs[i].State == StateMissing || rep.Blobs[i].State == StateFailed {
-			rep.Blobs[i].State = StateFetched
-			rep.MissingBytes -= rep.Blobs[i].Size
+	return nil
+}
+
+// Unstage implements warm.Loader: the set's layers leave the stage, then
+// the stage itself when nothing else is staged there (another warm may
+// share it); KeepStage keeps them.
+func (t *Docker) Unstage(ctx context.Context, s *warm.Set, staged warm.Stage) error {
+	if t.keepStage {
+		return nil
+	}
+	for _, b := range s.Blobs {
+		if b.Kind != warm.KindLayer {
+			continue
+		}
+		if err := staged.Remove(b.Descriptor); err != nil {
+			return fmt.Errorf("docker stage %s: %v", t.stage, err)
 		}
 	}
-	if err := t.Verify(ctx, s); err != nil {
-		return fail(err)
-	}
-	if !t.keepStage {
-		if err := st.remove(s); err != nil && o.Log != nil {
-			o.Log("docker stage %s: %v (the image is loaded; remove it by hand)", st.dir, err)
+	if l, ok := staged.(*ocilayout.OCILayout); ok {
+		if err := l.RemoveIfEmpty(); err != nil {
+			return fmt.Errorf("docker stage %s: %v", t.stage, err)
 		}
 	}
-	rep.Ready = true
-	rep.Seconds = time.Since(start).Seconds()
-	return rep, nil
+	return nil
 }
 
 // preflight checks the free space for the staged layers (what the stage
 // does not hold yet) and for the engine, which unpacks the archive into a
 // temporary directory, then into its layer store (about twice the missing
 // bytes). When both are on one file system their needs add up.
-func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob, missing int64) error {
+func (t *Docker) preflight(ctx context.Context, st warm.Stage, toStage []*warm.Blob, missing int64) error {
 	var stageNeed int64
 	for _, b := range toStage {
-		stageNeed += b.Size - st.held(b)
+		stageNeed += b.Size - st.Held(b.Descriptor)
 	}
-	stageAvail, err := statfsFree(st.dir)
+	stageAvail, err := preflight.Free(t.stage)
 	if err != nil {
-		return fmt.Errorf("--docker-stage %s: %v", st.dir, err)
+		return fmt.Errorf("--docker-stage %s: %v", t.stage, err)
 	}
 	engineNeed := 2 * missing
 	root, engineAvail, err := t.Free(ctx)
@@ -459,44 +433,32 @@ func (t *Docker) preflight(ctx context.Context, st *dockerStage, toStage []*Blob
 		// only the stage can be checked.
 		root, engineNeed = "", 0
 	}
-	if root != "" && sameDevice(root, st.dir) {
+	if root != "" && sameDevice(root, t.stage) {
 		if need := stageNeed + engineNeed; stageAvail < need {
-			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, ErrNoSpace,
-				bytesize.Format(stageNeed), st.dir, bytesize.Format(engineNeed), bytesize.Format(missing), bytesize.Format(need), bytesize.Format(stageAvail))
+			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, warm.ErrNoSpace,
+				bytesize.Format(stageNeed), t.stage, bytesize.Format(engineNeed), bytesize.Format(missing), bytesize.Format(need), bytesize.Format(stageAvail))
 		}
 		return nil
 	}
 	if stageAvail < stageNeed {
-		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), st.dir)
+		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, warm.ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), t.stage)
 	}
 	if root != "" && engineAvail < engineNeed {
-		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
+		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, warm.ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
 	}
 	return nil
 }
 
-// archiveError is a failure on kiln's side of the stream (a registry
-// read, a digest mismatch): the engine loaded nothing, and a new try may
-// succeed.
-type archiveError struct{ error }
-
-func (e *archiveError) Unwrap() error { return e.error }
-
-// dockerManifest is one entry of a docker-archive's manifest.json.
-type dockerManifest struct {
-	Config   string
-	RepoTags []string
-	Layers   []string
-}
-
-// load streams img as a docker-archive into POST /images/load.
-func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
+// load streams img as a docker-archive into POST /images/load. A failure
+// on kiln's side of the stream is a *warm.StageError: the engine loaded
+// nothing.
+func (t *Docker) load(ctx context.Context, s *warm.Set, img warm.Image, send []bool, st warm.Stage) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		err := t.writeArchive(pw, s, img, send, st, rep)
+		err := writeArchive(pw, s, img, send, st)
 		pw.CloseWithError(err)
 		werr <- err
 	}()
@@ -504,7 +466,7 @@ func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *d
 	if err != nil {
 		pr.CloseWithError(err)
 		if e := <-werr; e != nil {
-			return &archiveError{fmt.Errorf("image %s: %v (nothing was loaded)", img.Name, e)}
+			return stageError(img, e)
 		}
 		return fmt.Errorf("target %s: docker load of %s: %v", t, img.Name, err)
 	}
@@ -535,7 +497,7 @@ func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *d
 	// blocked would mean it did not, and the load failed.
 	pr.Close()
 	if e := <-werr; e != nil {
-		return &archiveError{fmt.Errorf("image %s: %v (nothing was loaded)", img.Name, e)}
+		return stageError(img, e)
 	}
 	if loadErr != "" {
 		return fmt.Errorf("target %s: docker load of %s: %s", t, img.Name, loadErr)
@@ -543,85 +505,19 @@ func (t *Docker) load(ctx context.Context, s *Set, img Image, send []bool, st *d
 	return nil
 }
 
-// writeArchive writes the docker-archive: config, the layers to send from
-// the stage (each verified against its digest again as it streams: the
-// stage may hold an earlier run's file), manifest.json last.
-func (t *Docker) writeArchive(w io.Writer, s *Set, img Image, send []bool, st *dockerStage, rep *Report) error {
-	tw := tar.NewWriter(w)
-	cfgBlob, _ := s.blob(img.Config.Digest)
-	cfgName := img.Config.Digest.Encoded() + ".json"
-	if err := writeTarFile(tw, cfgName, int64(len(cfgBlob.Data)), strings.NewReader(string(cfgBlob.Data))); err != nil {
-		return err
+// stageError is the archive writer's failure e as the engine sees it.
+func stageError(img warm.Image, e error) error {
+	se := &warm.StageError{Err: fmt.Errorf("image %s: %v (nothing was loaded)", img.Name, e)}
+	var le *layerError
+	if errors.As(e, &le) {
+		se.Digest, se.BlobErr = le.digest, le.err
 	}
-	dm := dockerManifest{Config: cfgName}
-	if !strings.Contains(img.Name, "@") {
-		dm.RepoTags = []string{img.Name}
-	}
-	for i, l := range img.Layers {
-		ext := ".tar.gz"
-		if IsZstd(l.MediaType) {
-			ext = ".tar.zst"
-		}
-		file := l.Digest.Encoded() + ext
-		dm.Layers = append(dm.Layers, file)
-		if !send[i] {
-			continue
-		}
-		b, bi := s.blob(l.Digest)
-		if err := streamStaged(tw, file, b, st); err != nil {
-			rep.Blobs[bi].State = StateFailed
-			rep.Blobs[bi].Error = err.Error()
-			return fmt.Errorf("layer %s: %v", l.Digest, err)
-		}
-		rep.Blobs[bi].State, rep.Blobs[bi].Error = StateMissing, ""
-	}
-	mj, err := json.Marshal([]dockerManifest{dm})
-	if err != nil {
-		return err
-	}
-	if err := writeTarFile(tw, "manifest.json", int64(len(mj)), strings.NewReader(string(mj))); err != nil {
-		return err
-	}
-	return tw.Close()
+	return se
 }
 
-func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	_, err := io.Copy(tw, r)
-	return err
-}
-
-// streamStaged copies one staged layer into the archive, verified: a
-// digest or size mismatch fails before the archive's manifest.json is
-// written, so the engine loads nothing, and the staged file is removed so
-// the next try stages it again.
-func streamStaged(tw *tar.Writer, file string, b *Blob, st *dockerStage) error {
-	p := st.layout.blobPath(b.Digest)
-	f, err := os.Open(p)
-	if err != nil {
-		return fmt.Errorf("staged blob: %v", err)
-	}
-	defer f.Close()
-	if err := tw.WriteHeader(&tar.Header{Name: file, Mode: 0o644, Size: b.Size, Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	h, err := v1.NewHash(b.Digest.String())
-	if err != nil {
-		return err
-	}
-	vr, err := layers.NewVerifyReader(f, h, b.Size)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(tw, vr, buf); err != nil {
-		if layers.IsIntegrityError(err) {
-			os.Remove(p)
-			return fmt.Errorf("staged blob %s: %v (removed; it is staged again)", p, err)
-		}
-		return err
-	}
-	return nil
-}
+// The roles Docker plays, checked at compile time: a target that silently
+// lost one would still run, without its guarantee.
+var (
+	_ warm.Loader      = (*Docker)(nil)
+	_ warm.ZstdChecker = (*Docker)(nil)
+)

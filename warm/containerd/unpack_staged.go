@@ -1,4 +1,4 @@
-package warm
+package containerd
 
 import (
 	"archive/tar"
@@ -20,6 +20,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/continuity/fs"
 	"github.com/containerd/errdefs"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/moby/sys/userns"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
@@ -66,14 +67,6 @@ const (
 	stageMove   = "move"   // staged, joined by exchanging directories (1.6)
 )
 
-// How a layer got into the snapshotter (LayerTrace.How).
-const (
-	howPresent  = "present"  // its snapshot existed
-	howStreamed = "streamed" // applied from the ingest while it downloaded
-	howLocal    = "local"    // applied in-process from the committed blob file
-	howDaemon   = "daemon"   // applied by containerd's diff service
-)
-
 // DefaultUnpackConcurrency is how many layers are applied at once when the
 // snapshotter allows it. A layer of many small files is bound by the
 // latency of its file syscalls and a large layer by decoding and writing;
@@ -82,23 +75,9 @@ const (
 // decode and untar).
 const DefaultUnpackConcurrency = 3
 
-// LayerTrace is what --unpack did with one layer, for the log.
-type LayerTrace struct {
-	Digest digest.Digest
-	Size   int64
-	How    string // present, streamed, local, daemon
-	// Staged: applied before its parent was committed.
-	Staged bool
-	// Start, Applied, Verified and Committed are offsets from the
-	// unpack's start: when the layer's apply began, when its bytes were
-	// written, when containerd had committed (verified) its blob, and
-	// when its snapshot was committed.
-	Start, Applied, Verified, Committed time.Duration
-}
-
 // UnpackTrace returns, per layer in manifest order, what the last unpack
 // did, and the stage mode with why staging was off ("" when it was on).
-func (t *Containerd) UnpackTrace() (trace []LayerTrace, mode, why string) {
+func (t *Containerd) UnpackTrace() (trace []warm.LayerTrace, mode, why string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tr := range t.trace {
@@ -107,10 +86,10 @@ func (t *Containerd) UnpackTrace() (trace []LayerTrace, mode, why string) {
 	return trace, t.stage, t.stageWhy
 }
 
-func (t *Containerd) traceStart(layer rootfs.Layer) *LayerTrace {
+func (t *Containerd) traceStart(layer rootfs.Layer) *warm.LayerTrace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tr := &LayerTrace{Digest: layer.Blob.Digest, Size: layer.Blob.Size}
+	tr := &warm.LayerTrace{Digest: layer.Blob.Digest, Size: layer.Blob.Size}
 	t.trace = append(t.trace, tr)
 	return tr
 }
@@ -121,7 +100,7 @@ func (t *Containerd) traceMark(at *time.Duration) {
 	*at = time.Since(t.unpackStart)
 }
 
-func (t *Containerd) traceDone(tr *LayerTrace, how string, staged bool) {
+func (t *Containerd) traceDone(tr *warm.LayerTrace, how string, staged bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tr.How, tr.Staged, tr.Committed = how, staged, time.Since(t.unpackStart)
@@ -160,9 +139,9 @@ type stagedLayer struct {
 	layer   rootfs.Layer
 	chainID string
 	done    chan struct{} // the top half finished
-	trace   *LayerTrace
+	trace   *warm.LayerTrace
 
-	how string // howPresent, or how the bytes were read
+	how string // warm.HowPresent, or how the bytes were read
 	key string // the snapshot applied into ("": not applied ahead)
 	// dir is key's directory and implicit the directories the layer did
 	// not declare but created for its entries (i > 0 only).
@@ -176,7 +155,7 @@ type stagedLayer struct {
 // A layer that could not be applied ahead (not local, a stream that
 // failed) is applied on its committed parent in its turn, as
 // unpackSequential does.
-func (t *Containerd) unpackStaged(ctx context.Context, layers []rootfs.Layer, sn snapshots.Snapshotter, ready Readiness, mode string) error {
+func (t *Containerd) unpackStaged(ctx context.Context, layers []rootfs.Layer, sn snapshots.Snapshotter, ready warm.Readiness, mode string) error {
 	n := t.unpackConcurrency
 	if n <= 0 {
 		n = DefaultUnpackConcurrency
@@ -240,7 +219,7 @@ func (t *Containerd) unpackStaged(ctx context.Context, layers []rootfs.Layer, sn
 				return fmt.Errorf("layer %s: %v", j.layer.Blob.Digest, err)
 			}
 		}
-		if !staged && how != howPresent {
+		if !staged && how != warm.HowPresent {
 			var err error
 			if how, err = t.applyOnParent(ctx, j.layer, chain, sn, ready, j.trace); err != nil {
 				return fmt.Errorf("layer %s: %v", j.layer.Blob.Digest, err)
@@ -260,10 +239,10 @@ var errUnstaged = errors.New("staged layer not joined")
 // ingest or the committed blob file, applied into a new snapshot without a
 // parent, the diff ID checked. It leaves j.key empty when the layer is to
 // be applied on its parent instead.
-func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshots.Snapshotter, ready Readiness) {
+func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshots.Snapshotter, ready warm.Readiness) {
 	defer close(j.done)
 	if _, err := sn.Stat(ctx, j.chainID); err == nil {
-		j.how = howPresent
+		j.how = warm.HowPresent
 		return
 	}
 	src, how, err := t.layerSource(ctx, j.layer.Blob, ready)
@@ -316,7 +295,7 @@ func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshot
 // the staged snapshot joins the chain under its chain ID (rebased, or
 // moved into a snapshot prepared on the parent). errUnstaged when the
 // layer must be applied on its parent instead (nothing is left behind).
-func (t *Containerd) commitStaged(ctx context.Context, j *stagedLayer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness, mode string) error {
+func (t *Containerd) commitStaged(ctx context.Context, j *stagedLayer, chain []digest.Digest, sn snapshots.Snapshotter, ready warm.Readiness, mode string) error {
 	cctx := context.WithoutCancel(ctx)
 	staged := j.key
 	j.key = "" // removed here, whatever happens

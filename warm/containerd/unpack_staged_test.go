@@ -1,4 +1,4 @@
-package warm
+package containerd
 
 import (
 	"archive/tar"
@@ -26,6 +26,8 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
 
 // hdr is one tar entry of a staged-unpack fixture layer, with the
@@ -89,9 +91,9 @@ func gzLayer(t *testing.T, hs ...hdr) v1.Layer {
 // (archive.mkparent), including one that no lower layer has (0755) and one
 // replaced by a file below. The top layer is large and arrives slowly, so
 // it is applied while it downloads and before the middle one is committed.
-func stagedFixture(t *testing.T) (*testRegistry, string, []v1.Layer) {
+func stagedFixture(t *testing.T) (*warmtest.Registry, string, []v1.Layer) {
 	t.Helper()
-	reg := newTestRegistry(t)
+	reg := warmtest.NewRegistry(t)
 	base := testimage.RunnableLayer(t)
 	lower := gzLayer(t,
 		hdr{name: "etc/", typ: tar.TypeDir, mode: 0o711},
@@ -125,7 +127,7 @@ func stagedFixture(t *testing.T) (*testRegistry, string, []v1.Layer) {
 		hdr{name: "srv/deeper/blob", body: big},
 		hdr{name: "etc/.wh.kept"},
 	)
-	img := withCmd(t, testimage.Image(t, testimage.Config{}, base, lower, middle, top), "/bin/true")
+	img := warmtest.WithCmd(t, testimage.Image(t, testimage.Config{}, base, lower, middle, top), "/bin/true")
 	ref := reg.Host + "/kiln-warm/staged:v1"
 	testimage.Push(t, ref, img)
 	return reg, ref, []v1.Layer{base, lower, middle, top}
@@ -231,13 +233,13 @@ func TestWarmStagedUnpackMatchesPull(t *testing.T) {
 	if out, err := ref0.Ctr(t, append(ref0.PullArgs(), "--plain-http", "--snapshotter", sn, ref)...); err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
-	c0, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ref0.Socket}, TargetOptions{})
+	c0, err := Open(ctx, ref0.Socket, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c0.Close()
 	var want [][]string
-	for _, d := range layerDirs(t, c0.(*Containerd).c.SnapshotService(sn), nctx, top) {
+	for _, d := range layerDirs(t, c0.c.SnapshotService(sn), nctx, top) {
 		want = append(want, layerTree(t, d))
 	}
 
@@ -251,18 +253,18 @@ func TestWarmStagedUnpackMatchesPull(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ci := testdaemon.StartContainerd(t)
-			tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: IngestDirect, UnpackConcurrency: tc.concurrency})
+			tgt, err := Open(ctx, ci.Socket, Options{Ingest: IngestDirect, UnpackConcurrency: tc.concurrency})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tgt.Close()
-			c := tgt.(*Containerd)
-			src := fastSource()
-			set := resolve(t, ctx, src, ResolveOptions{}, ref)
+			c := tgt
+			src := warmtest.FastSource()
+			set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, ref)
 			dg, _ := ls[3].Digest()
 			reg.Slow(dg.String(), 2*time.Millisecond)
 			defer reg.Slow(dg.String(), 0)
-			rep, err := Warm(ctx, set, tgt, Options{Unpack: true, Log: t.Logf})
+			rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: true, Log: t.Logf})
 			if err != nil || !rep.Ready || !rep.Unpacked {
 				t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 			}
@@ -274,7 +276,7 @@ func TestWarmStagedUnpackMatchesPull(t *testing.T) {
 				t.Fatalf("%d in-process applies fell back (last: %v)", fellBack, last)
 			}
 			for i, l := range trace {
-				if l.How == howDaemon || l.How == howPresent {
+				if l.How == warm.HowDaemon || l.How == warm.HowPresent {
 					t.Errorf("layer %d: %s, want applied in-process", i, l.How)
 				}
 				if tc.staged && i > 0 && !l.Staged {

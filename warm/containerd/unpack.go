@@ -1,4 +1,4 @@
-package warm
+package containerd
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -18,98 +17,11 @@ import (
 	"github.com/containerd/containerd/v2/pkg/labels"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
-
-// PipelinedUnpacker is an Unpacker that can apply each layer as soon as it
-// and the layers below it are committed, while later layers are still
-// being fetched. ready blocks until a blob of the set is committed (nil)
-// or failed to be.
-type PipelinedUnpacker interface {
-	UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error
-}
-
-// Readiness says when the blobs of a running warm are committed.
-type Readiness interface {
-	// Wait blocks until d is committed (nil) or failed to be.
-	Wait(ctx context.Context, d digest.Digest) error
-	// Settled is closed once d is committed or failed.
-	Settled(d digest.Digest) <-chan struct{}
-}
-
-// readiness tracks which blobs of a warm are committed, for the pipelined
-// unpack.
-type readiness struct {
-	mu  sync.Mutex
-	ch  map[digest.Digest]chan struct{}
-	err map[digest.Digest]error
-}
-
-func newReadiness() *readiness {
-	return &readiness{ch: map[digest.Digest]chan struct{}{}, err: map[digest.Digest]error{}}
-}
-
-// pending registers d as being fetched.
-func (r *readiness) pending(d digest.Digest) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ch[d] = make(chan struct{})
-}
-
-// done marks d committed (err nil) or failed; later calls are ignored.
-func (r *readiness) done(d digest.Digest, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch, ok := r.ch[d]
-	if !ok {
-		return
-	}
-	select {
-	case <-ch:
-		return
-	default:
-	}
-	if err != nil {
-		r.err[d] = err
-	}
-	close(ch)
-}
-
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// Settled implements Readiness.
-func (r *readiness) Settled(d digest.Digest) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ch, ok := r.ch[d]; ok {
-		return ch
-	}
-	return closedCh
-}
-
-// Wait implements Readiness; a digest never registered was present before
-// the warm.
-func (r *readiness) Wait(ctx context.Context, d digest.Digest) error {
-	r.mu.Lock()
-	ch, ok := r.ch[d]
-	r.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.err[d]; err != nil {
-		return fmt.Errorf("blob %s was not fetched: %v", d, err)
-	}
-	return nil
-}
 
 // UnpackAsReady implements PipelinedUnpacker with containerd's own unpack
 // steps. Every layer's snapshot is committed under its chain ID on its
@@ -122,11 +34,11 @@ func (r *readiness) Wait(ctx context.Context, d digest.Digest) error {
 //
 // How the bytes get there depends on the snapshotter (see unpack_staged.go):
 // on overlayfs, whose layers are independent directories, up to
-// TargetOptions.UnpackConcurrency layers are applied at once, each into a
+// Options.UnpackConcurrency layers are applied at once, each into a
 // snapshot of its own without a parent, and rebased (containerd 2.x) or
 // moved (1.6) onto its parent chain when that is committed; elsewhere one
 // layer at a time, each on its committed parent.
-func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error {
+func (t *Containerd) UnpackAsReady(ctx context.Context, s *warm.Set, ready warm.Readiness) error {
 	sn, err := t.pickSnapshotter(ctx)
 	if err != nil {
 		return err
@@ -185,7 +97,7 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness)
 
 // unpackSequential applies the layers one at a time, each on its
 // committed parent.
-func (t *Containerd) unpackSequential(ctx context.Context, layers []rootfs.Layer, snaps snapshots.Snapshotter, ready Readiness) error {
+func (t *Containerd) unpackSequential(ctx context.Context, layers []rootfs.Layer, snaps snapshots.Snapshotter, ready warm.Readiness) error {
 	var chain []digest.Digest
 	for _, layer := range layers {
 		tr := t.traceStart(layer)
@@ -203,10 +115,10 @@ func (t *Containerd) unpackSequential(ctx context.Context, layers []rootfs.Layer
 // from the growing ingest, else in-process from the committed blob file,
 // else by containerd's diff service; then the blob gets the uncompressed
 // label. It returns how the layer got there (a how* constant).
-func (t *Containerd) applyOnParent(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness, tr *LayerTrace) (string, error) {
+func (t *Containerd) applyOnParent(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready warm.Readiness, tr *warm.LayerTrace) (string, error) {
 	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
 	if _, err := sn.Stat(ctx, chainID); err == nil {
-		return howPresent, nil // an earlier run (or pull) made it
+		return warm.HowPresent, nil // an earlier run (or pull) made it
 	}
 	src, how, err := t.layerSource(ctx, layer.Blob, ready)
 	if err != nil {
@@ -218,7 +130,7 @@ func (t *Containerd) applyOnParent(ctx context.Context, layer rootfs.Layer, chai
 		if applied, err = t.applyWith(ctx, layer, chain, sn, src, ready, tr); err != nil {
 			return "", err
 		}
-		if !applied && how == howStreamed {
+		if !applied && how == warm.HowStreamed {
 			// The stream failed (a write that stopped, say): the
 			// committed blob file is read next.
 			if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
@@ -237,14 +149,14 @@ func (t *Containerd) applyOnParent(ctx context.Context, layer rootfs.Layer, chai
 		if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
 			return "", err
 		}
-		how = howDaemon
+		how = warm.HowDaemon
 		t.traceMark(&tr.Verified)
 		if applied, err = rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
 			return "", err
 		}
 		t.traceMark(&tr.Applied)
 		if !applied {
-			return howPresent, nil
+			return warm.HowPresent, nil
 		}
 	}
 	return how, t.labelUncompressed(ctx, layer)
@@ -266,10 +178,10 @@ func (t *Containerd) labelUncompressed(ctx context.Context, layer rootfs.Layer) 
 // the committed blob file in the local content root. nil when neither is
 // here (remote containerd, gRPC ingest): containerd's diff service applies
 // it. An error when the blob was not fetched.
-func (t *Containerd) layerSource(ctx context.Context, blob ocispec.Descriptor, ready Readiness) (content.ReaderAt, string, error) {
+func (t *Containerd) layerSource(ctx context.Context, blob ocispec.Descriptor, ready warm.Readiness) (content.ReaderAt, string, error) {
 	if li := t.live.wait(ctx, blob.Digest, ready.Settled(blob.Digest)); li != nil {
 		if r := li.reader(); r != nil {
-			return r, howStreamed, nil
+			return r, warm.HowStreamed, nil
 		}
 	}
 	if err := ready.Wait(ctx, blob.Digest); err != nil {
@@ -294,15 +206,15 @@ func (t *Containerd) blobFile(blob ocispec.Descriptor) (content.ReaderAt, string
 	if err != nil {
 		return nil, ""
 	}
-	return sizedFile{f, blob.Size}, howLocal
+	return sizedFile{f, blob.Size}, warm.HowLocal
 }
 
 // countHow counts an in-process apply for Streamed.
 func (t *Containerd) countHow(how string) {
 	switch how {
-	case howStreamed:
+	case warm.HowStreamed:
 		t.streamed.Add(1)
-	case howLocal:
+	case warm.HowLocal:
 		t.local.Add(1)
 	}
 }
@@ -326,7 +238,7 @@ func (f sizedFile) Size() int64 { return f.size }
 // committed the blob, and commits the snapshot under its chain ID. false
 // (and nothing left behind) when it did not work: the caller falls back to
 // the daemon's apply. src is closed.
-func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready Readiness, tr *LayerTrace) (bool, error) {
+func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready warm.Readiness, tr *warm.LayerTrace) (bool, error) {
 	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
 	parent := identity.ChainID(chain).String()
 	if len(chain) == 0 {

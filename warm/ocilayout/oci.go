@@ -1,10 +1,11 @@
-package warm
+package ocilayout
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -35,8 +38,8 @@ const (
 	annContainerdName = "io.containerd.image.name"
 )
 
-// NewOCILayout opens (creating if needed) the layout at dir.
-func NewOCILayout(dir string) (*OCILayout, error) {
+// New opens (creating if needed) the layout at dir.
+func New(dir string) (*OCILayout, error) {
 	for _, d := range []string{filepath.Join(dir, "blobs", "sha256"), filepath.Join(dir, ".kiln-partial")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("target oci:%s: %v", dir, err)
@@ -62,7 +65,7 @@ func NewOCILayout(dir string) (*OCILayout, error) {
 // on one layout each merge their entries into what is there now) and
 // replaces it atomically. A missing index.json reads as an empty one.
 func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)) error {
-	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", "index.lock"), nil)
+	unlock, err := atomicfile.Lock(ctx, filepath.Join(l.Dir, ".kiln-partial", indexLock), nil)
 	if err != nil {
 		return fmt.Errorf("target %s: index.json lock: %v", l, err)
 	}
@@ -121,8 +124,46 @@ func (l *OCILayout) blobPath(d digest.Digest) string {
 	return filepath.Join(l.Dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-func (l *OCILayout) stampPath(d digest.Digest) string {
-	return filepath.Join(l.Dir, ".kiln-partial", "verified", d.Encoded())
+// Held implements warm.Stage: the bytes of d committed or left in a
+// partial file by an unfinished writer.
+func (l *OCILayout) Held(d ocispec.Descriptor) int64 {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return 0
+	}
+	return l.blobs().Held(h, d.Size)
+}
+
+// Open implements warm.Stage: the committed blob d, as it lies on disk
+// (the reader verifies it).
+func (l *OCILayout) Open(d ocispec.Descriptor) (io.ReadCloser, error) {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(l.blobs().Path(h))
+}
+
+// Remove implements warm.Stage: blob d goes, committed or partial.
+func (l *OCILayout) Remove(d ocispec.Descriptor) error {
+	h, err := hashOf(d.Digest)
+	if err != nil {
+		return err
+	}
+	return l.blobs().Remove(h)
+}
+
+// indexLock is the lock file of index.json updates, in .kiln-partial.
+const indexLock = "index.lock"
+
+// RemoveIfEmpty removes the whole layout when it holds no blob, committed
+// or partial (a stage another warm does not share); a layout that does,
+// or that cannot be read, is kept.
+func (l *OCILayout) RemoveIfEmpty() error {
+	if empty, err := l.blobs().Empty(indexLock); err != nil || !empty {
+		return nil
+	}
+	return os.RemoveAll(l.Dir)
 }
 
 // Has implements Target: a blob is present when its file has the
@@ -149,21 +190,21 @@ func (l *OCILayout) Has(ctx context.Context, d ocispec.Descriptor) (bool, error)
 
 // Free implements Target.
 func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
-	n, err := statfsFree(l.Dir)
+	n, err := preflight.Free(l.Dir)
 	return l.Dir, n, err
 }
 
 // Writer implements Target: blob.Dir's writer, which waits for another
 // writer of the blob (one per blob across processes), resumes what an
 // earlier run left and verifies before the rename.
-func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error) {
+func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (warm.Writer, error) {
 	h, err := hashOf(d.Digest)
 	if err != nil {
 		return nil, err
 	}
 	w, err := l.blobs().Writer(ctx, h, d.Size)
 	if err != nil {
-		if errors.Is(err, ErrAlreadyExists) {
+		if errors.Is(err, warm.ErrAlreadyExists) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("target %s: %w", l, err)
@@ -175,7 +216,7 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 // platform manifest (a complete graph: importers and mirrors need every
 // child of what index.json names), replacing an earlier entry of the same
 // name.
-func (l *OCILayout) Record(ctx context.Context, s *Set) error {
+func (l *OCILayout) Record(ctx context.Context, s *warm.Set) error {
 	return l.updateIndex(ctx, func(idx *ocispec.Index) {
 		idx.Manifests = recordEntries(idx.Manifests, s.Images)
 	})
@@ -188,7 +229,7 @@ var indexVisits atomic.Int64
 
 // recordEntries is manifests less the entries named like one of imgs,
 // followed by one entry per image name (the last image of a name wins).
-func recordEntries(manifests []ocispec.Descriptor, imgs []Image) []ocispec.Descriptor {
+func recordEntries(manifests []ocispec.Descriptor, imgs []warm.Image) []ocispec.Descriptor {
 	last := make(map[string]int, len(imgs))
 	for i, img := range imgs {
 		last[img.Name] = i
@@ -211,7 +252,7 @@ func recordEntries(manifests []ocispec.Descriptor, imgs []Image) []ocispec.Descr
 }
 
 // Verify implements Verifier: every image has its index.json entry.
-func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
+func (l *OCILayout) Verify(ctx context.Context, s *warm.Set) error {
 	b, err := localfile.ReadFile(filepath.Join(l.Dir, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
 		return err
@@ -257,3 +298,11 @@ func (l *OCILayout) ExistingImages() (map[string]digest.Digest, error) {
 }
 
 func specsVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2} }
+
+// The roles OCILayout plays, checked at compile time: a target that silently
+// lost one would still run, without its guarantee.
+var (
+	_ warm.Store    = (*OCILayout)(nil)
+	_ warm.Verifier = (*OCILayout)(nil)
+	_ blob.Writer   = (*blob.FileWriter)(nil)
+)

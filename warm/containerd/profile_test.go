@@ -1,4 +1,4 @@
-package warm
+package containerd_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // TestWarmProfileImage warms a real image into a fresh containerd, for
@@ -20,14 +23,14 @@ func TestWarmProfileImage(t *testing.T) {
 	}
 	ctx := context.Background()
 	ci := testdaemon.StartContainerd(t)
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{})
+	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
 	src := blob.NewRegistry(nil)
-	set := resolve(t, ctx, src, ResolveOptions{Compression: CompressionGzip}, ref)
-	rep, err := Warm(ctx, set, tgt, Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Compression: warm.CompressionGzip}, ref)
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
 	if err != nil || !rep.Ready {
 		t.Fatalf("ready=%v err=%v", rep.Ready, err)
 	}

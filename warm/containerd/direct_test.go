@@ -1,4 +1,4 @@
-package warm
+package containerd_test
 
 import (
 	"context"
@@ -15,6 +15,10 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/containerd"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // The content root comes from --containerd-root (daemon root or content
@@ -23,9 +27,9 @@ import (
 // falls back to the gRPC path under auto and is an error under direct.
 func TestWarmContainerdIngestRoot(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, false)
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
+	f := warmtest.PushFixture(t, false)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
 	content := func(root string) string { return filepath.Join(root, "io.containerd.content.v1.content") }
 	decoy := func(string) string {
 		d := t.TempDir()
@@ -41,25 +45,25 @@ func TestWarmContainerdIngestRoot(t *testing.T) {
 		direct       bool
 		wantErr      string // at open or warm
 	}{
-		{name: "auto from introspection", ingest: IngestAuto, root: none, direct: true},
-		{name: "daemon root given", ingest: IngestDirect, root: func(r string) string { return r }, direct: true},
-		{name: "content dir given", ingest: IngestDirect, root: content, direct: true},
-		{name: "not a content store", ingest: IngestAuto, root: func(string) string { return t.TempDir() }, wantErr: "holds containerd's content store"},
-		{name: "decoy root, auto falls back", ingest: IngestAuto, root: decoy},
-		{name: "decoy root, direct refuses", ingest: IngestDirect, root: decoy, wantErr: "no ingest for"},
-		{name: "grpc", ingest: IngestGRPC, root: none},
+		{name: "auto from introspection", ingest: containerd.IngestAuto, root: none, direct: true},
+		{name: "daemon root given", ingest: containerd.IngestDirect, root: func(r string) string { return r }, direct: true},
+		{name: "content dir given", ingest: containerd.IngestDirect, root: content, direct: true},
+		{name: "not a content store", ingest: containerd.IngestAuto, root: func(string) string { return t.TempDir() }, wantErr: "holds containerd's content store"},
+		{name: "decoy root, auto falls back", ingest: containerd.IngestAuto, root: decoy},
+		{name: "decoy root, direct refuses", ingest: containerd.IngestDirect, root: decoy, wantErr: "no ingest for"},
+		{name: "grpc", ingest: containerd.IngestGRPC, root: none},
 		{name: "bad mode", ingest: "fast", root: none, wantErr: "want auto, direct or grpc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A fresh daemon per case: containerd shares content between
 			// namespaces, so a blob warmed once is never written again.
 			ci := testdaemon.StartContainerd(t)
-			tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: tc.ingest, ContainerdRoot: tc.root(ci.Root)})
+			tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Ingest: tc.ingest, ContainerdRoot: tc.root(ci.Root)})
 			if err == nil {
 				defer tgt.Close()
-				var rep *Report
-				rep, err = Warm(ctx, set, tgt, Options{Attempts: 1})
-				if err == nil && (!rep.Ready || rep.FetchedBytes != set.find(f.big).Size+set.find(f.small).Size) {
+				var rep *warm.Report
+				rep, err = warm.Warm(ctx, set, tgt, warm.Options{Attempts: 1})
+				if err == nil && (!rep.Ready || rep.FetchedBytes != warmtest.Find(set, f.Big).Size+warmtest.Find(set, f.Small).Size) {
 					t.Fatalf("ready=%v fetched=%d", rep.Ready, rep.FetchedBytes)
 				}
 			}
@@ -72,7 +76,7 @@ func TestWarmContainerdIngestRoot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			root, why := tgt.(*Containerd).Direct()
+			root, why := tgt.(*containerd.Containerd).Direct()
 			if want := content(ci.Root); (root == want) != tc.direct || (!tc.direct && root != "") {
 				t.Fatalf("direct root %q (%s), want direct=%v", root, why, tc.direct)
 			}
@@ -92,19 +96,19 @@ func TestWarmContainerdIngestRoot(t *testing.T) {
 // creates none), and a run interrupted mid-unpack resumes.
 func TestWarmPipelinedUnpack(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, true)
+	f := warmtest.PushFixture(t, true)
 	ci := testdaemon.StartContainerd(t)
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{})
+	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	c := tgt.(*Containerd)
-	sn, err := c.pickSnapshotter(ctx)
+	c := tgt.(*containerd.Containerd)
+	sn, err := c.PickSnapshotter(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := f.img.ConfigFile()
+	cfg, err := f.Img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,15 +120,15 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 		t.Fatalf("fixture has %d layers", len(diffIDs))
 	}
 	nctx := namespaces.WithNamespace(ctx, "default")
-	snaps := c.c.SnapshotService(sn)
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
+	snaps := c.Client().SnapshotService(sn)
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
 
 	// The large (second) layer stalls after 1 MiB; meanwhile the first
 	// layer's snapshot must appear. Then the run is killed.
 	runCtx, cancel := context.WithCancel(ctx)
 	var sawFirst bool
-	f.reg.StallAfter(f.big, 1<<20, func() {
+	f.Reg.StallAfter(f.Big, 1<<20, func() {
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if _, err := snaps.Stat(nctx, diffIDs[0].String()); err == nil {
 				sawFirst = true
@@ -133,7 +137,7 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 		}
 		cancel()
 	})
-	rep, err := Warm(runCtx, set, tgt, Options{Unpack: true})
+	rep, err := warm.Warm(runCtx, set, tgt, warm.Options{Unpack: true})
 	if err == nil || rep.Ready {
 		t.Fatalf("interrupted run: ready=%v err=%v", rep.Ready, err)
 	}
@@ -142,12 +146,12 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	}
 	// The resumed run: the large layer arrives slowly (~1 s), so it is
 	// applied from the ingest while it downloads.
-	f.reg.Slow(f.big, 5*time.Millisecond)
-	rep, err = Warm(ctx, set, tgt, Options{Unpack: true})
+	f.Reg.Slow(f.Big, 5*time.Millisecond)
+	rep, err = warm.Warm(ctx, set, tgt, warm.Options{Unpack: true})
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("resumed run: ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
 	}
-	f.reg.Slow(f.big, 0)
+	f.Reg.Slow(f.Big, 0)
 	if applied, _, fellBack, why := c.Streamed(); applied < 1 || fellBack != 0 {
 		t.Fatalf("layers applied while downloading: %d (fell back: %d: %v), want the large one", applied, fellBack, why)
 	}
@@ -174,17 +178,17 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 	}
 	// containerd's own pull (which unpacks) reads no bytes and makes no
 	// snapshot: kiln's are the ones it would have made.
-	f.reg.ResetCounts()
-	if out, err := ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.ref)...); err != nil {
+	f.Reg.ResetCounts()
+	if out, err := ci.Ctr(t, append(ci.PullArgs(), "--plain-http", "--snapshotter", sn, f.Ref)...); err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
-	if n := f.reg.TotalServed(); n != 0 {
+	if n := f.Reg.TotalServed(); n != 0 {
 		t.Errorf("ctr pull after the warm read %d blob bytes", n)
 	}
 	if after := listSnaps(); !slices.Equal(after, want) {
 		t.Errorf("ctr pull changed the snapshots: %v, want %v", after, want)
 	}
-	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.ref, "kiln-warm-pipe", "/bin/true"); err != nil {
+	if out, err := ci.Ctr(t, "run", "--rm", "--snapshotter", sn, f.Ref, "kiln-warm-pipe", "/bin/true"); err != nil {
 		t.Fatalf("ctr run: %v\n%s", err, out)
 	}
 }
@@ -194,31 +198,31 @@ func TestWarmPipelinedUnpack(t *testing.T) {
 // the blob; the warm fails and leaves no snapshot of that layer.
 func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 	ctx := context.Background()
-	f := pushFixture(t, true)
+	f := warmtest.PushFixture(t, true)
 	ci := testdaemon.StartContainerd(t)
-	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: IngestDirect})
+	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Ingest: containerd.IngestDirect})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	c := tgt.(*Containerd)
-	sn, err := c.pickSnapshotter(ctx)
+	c := tgt.(*containerd.Containerd)
+	sn, err := c.PickSnapshotter(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := fastSource()
-	set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-	f.reg.Corrupt(f.big, true)
-	f.reg.Slow(f.big, 5*time.Millisecond)
-	rep, err := Warm(ctx, set, tgt, Options{Unpack: true, Attempts: 2})
+	src := warmtest.FastSource()
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+	f.Reg.Corrupt(f.Big, true)
+	f.Reg.Slow(f.Big, 5*time.Millisecond)
+	rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: true, Attempts: 2})
 	if err == nil || rep.Ready {
 		t.Fatalf("corrupt layer: ready=%v err=%v", rep.Ready, err)
 	}
-	cfg, _ := f.img.ConfigFile()
+	cfg, _ := f.Img.ConfigFile()
 	top := identity.ChainID([]digest.Digest{digest.Digest(cfg.RootFS.DiffIDs[0].String()), digest.Digest(cfg.RootFS.DiffIDs[1].String())})
 	var names []string
 	nctx := namespaces.WithNamespace(ctx, "default")
-	c.c.SnapshotService(sn).Walk(nctx, func(_ context.Context, i snapshots.Info) error {
+	c.Client().SnapshotService(sn).Walk(nctx, func(_ context.Context, i snapshots.Info) error {
 		names = append(names, i.Name)
 		return nil
 	})
@@ -227,7 +231,7 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 			t.Fatalf("snapshot %s left after a corrupt layer (all: %v)", n, names)
 		}
 	}
-	if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
+	if ok, _ := tgt.(warm.Store).Has(ctx, warmtest.Find(set, f.Big)); ok {
 		t.Fatal("corrupt blob committed")
 	}
 	// The stream was tried and refused.
@@ -241,9 +245,9 @@ func TestWarmPipelinedUnpackCorrupt(t *testing.T) {
 // time (a fast blob) or caught up first (a slow one: Commit re-opens), the
 // blob commits verified; a corrupted one never does.
 func TestWarmContainerdEarlyVerify(t *testing.T) {
-	old := earlyMin
-	earlyMin = 1 << 20
-	defer func() { earlyMin = old }()
+	old := *containerd.EarlyMin
+	*containerd.EarlyMin = 1 << 20
+	defer func() { *containerd.EarlyMin = old }()
 	for _, tc := range []struct {
 		name    string
 		slow    time.Duration
@@ -255,28 +259,28 @@ func TestWarmContainerdEarlyVerify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			f := pushFixture(t, false)
+			f := warmtest.PushFixture(t, false)
 			ci := testdaemon.StartContainerd(t)
-			tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: ci.Socket}, TargetOptions{Ingest: IngestDirect})
+			tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Ingest: containerd.IngestDirect})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tgt.Close()
-			c := tgt.(*Containerd)
-			src := fastSource()
-			set := resolve(t, ctx, src, ResolveOptions{}, f.ref)
-			f.reg.Slow(f.big, tc.slow)
-			f.reg.Corrupt(f.big, tc.corrupt)
-			rep, err := Warm(ctx, set, tgt, Options{Attempts: 2})
-			t.Logf("early opens: %d hashed the whole blob, %d caught up first", c.earlyHits.Load(), c.earlyMisses.Load())
-			if c.earlyHits.Load()+c.earlyMisses.Load() == 0 {
+			c := tgt.(*containerd.Containerd)
+			src := warmtest.FastSource()
+			set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{}, f.Ref)
+			f.Reg.Slow(f.Big, tc.slow)
+			f.Reg.Corrupt(f.Big, tc.corrupt)
+			rep, err := warm.Warm(ctx, set, tgt, warm.Options{Attempts: 2})
+			t.Logf("early opens: %d hashed the whole blob, %d caught up first", c.EarlyHits(), c.EarlyMisses())
+			if c.EarlyHits()+c.EarlyMisses() == 0 {
 				t.Fatal("no early open")
 			}
 			if tc.corrupt {
 				if err == nil || rep.Ready {
 					t.Fatalf("corrupt blob: ready=%v err=%v", rep.Ready, err)
 				}
-				if ok, _ := tgt.(Store).Has(ctx, set.find(f.big)); ok {
+				if ok, _ := tgt.(warm.Store).Has(ctx, warmtest.Find(set, f.Big)); ok {
 					t.Fatal("corrupt blob committed")
 				}
 				return

@@ -1,4 +1,4 @@
-package warm_test
+package targets_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/targets"
 )
 
 // Issue 25 item 6: a containerd or Docker socket this user may not use
@@ -25,7 +26,7 @@ func TestTargetSocketPermissionInWords(t *testing.T) {
 		var err error
 		testdaemon.AsSocketStranger(t, func() {
 			var tgt warm.Target
-			tgt, err = warm.OpenTarget(context.Background(), warm.TargetSpec{Kind: c.kind, Addr: sock}, warm.TargetOptions{DockerStage: stage})
+			tgt, err = targets.Open(context.Background(), warm.TargetSpec{Kind: c.kind, Addr: sock}, targets.Options{DockerStage: stage})
 			if err == nil {
 				tgt.Close()
 			}

@@ -1,4 +1,4 @@
-package warm
+package ocilayout
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -19,7 +20,7 @@ import (
 func TestOCIRecordIsLinearInTheIndex(t *testing.T) {
 	const n = 4000
 	dir := t.TempDir()
-	l, err := NewOCILayout(dir)
+	l, err := New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,13 +36,13 @@ func TestOCIRecordIsLinearInTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Half the images replace an entry, half are new.
-	s := &Set{}
+	s := &warm.Set{}
 	for i := range n {
 		name := fmt.Sprintf("example.com/app:old%d", i)
 		if i%2 == 1 {
 			name = fmt.Sprintf("example.com/app:new%d", i)
 		}
-		s.Images = append(s.Images, Image{Name: name, Manifest: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: fresh, Size: 2}})
+		s.Images = append(s.Images, warm.Image{Name: name, Manifest: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: fresh, Size: 2}})
 	}
 	before := indexVisits.Load()
 	if err := l.Record(context.Background(), s); err != nil {
@@ -75,7 +76,7 @@ func TestOCIRecordIsLinearInTheIndex(t *testing.T) {
 // leave one entry, the later's, as recording them one by one did.
 func TestOCIRecordLastImageOfANameWins(t *testing.T) {
 	a, b := digest.FromString("a"), digest.FromString("b")
-	got := recordEntries(nil, []Image{
+	got := recordEntries(nil, []warm.Image{
 		{Name: "x:1", Manifest: ocispec.Descriptor{Digest: a}},
 		{Name: "y:1", Manifest: ocispec.Descriptor{Digest: a}},
 		{Name: "x:1", Manifest: ocispec.Descriptor{Digest: b}},

@@ -1,0 +1,118 @@
+package warm
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/kiln-build/kiln/sign"
+)
+
+// RunOptions configure Run: one kiln warm, from references to a host
+// that is ready (or a report of why not).
+type RunOptions struct {
+	// Target is the host's image store, opened (warm/targets opens the
+	// one a --target names).
+	Target Target
+	// Namespace is the containerd namespace the report names ("" for
+	// other targets).
+	Namespace string
+	// Refs are the images; Weights the weights manifests (files or
+	// references) pulled into the volume directory WeightsInto.
+	Refs, Weights []string
+	WeightsInto   string
+	// Resolve says how references resolve (platform, registry options,
+	// blob source, compression, mirrors); Run fills NoZstd from the
+	// target.
+	Resolve ResolveOptions
+	// Policy, when set, checks every image's and weights artifact's
+	// signature before any layer is fetched.
+	Policy *sign.Policy
+	// Options tune the engine; Progress counts the images' and the
+	// weights' bytes together and Limiter paces both.
+	Options
+	// Start, when set, is called once the set is resolved (and its
+	// signatures checked) with the bytes the warm counts: the layers and
+	// the weights. What it returns, when not nil, gives each layer its
+	// own counter (Options.BlobProgress).
+	Start func(total int64) func(b *Blob) *atomic.Int64
+	// OnWeightsWait is called when another kiln weights pull holds the
+	// weights volume.
+	OnWeightsWait func()
+}
+
+// Run does one warm: it resolves the images and weights, checks their
+// signatures (Policy), then fills the target and the weights volume at
+// once. It returns a nil report when it failed before there was one (an
+// unknown tag, a weights manifest without --weights-into:
+// *NoVolumeDirError); a failed signature check (*UnverifiedError) returns
+// the report with the signatures and nothing fetched.
+func Run(ctx context.Context, o RunOptions) (*Report, error) {
+	t := o.Target
+	ro := o.Resolve
+	if zc, ok := t.(ZstdChecker); ok {
+		ro.NoZstd = zc.NoZstd(ctx)
+	}
+	set, err := Resolve(ctx, o.Refs, ro)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	vols, err := Volumes(ctx, set, o.Weights, o.WeightsInto, ro.Mirrors, ro.Layers)
+	if err != nil {
+		return nil, err
+	}
+	var sigs []*sign.Result
+	if o.Policy != nil {
+		if sigs, err = VerifySignatures(ctx, o.Policy, set, vols, ro.Layers); err != nil {
+			rep := NewReport(set)
+			rep.Target, rep.Namespace, rep.DryRun, rep.Signatures, rep.Error = t.String(), o.Namespace, o.DryRun, sigs, err.Error()
+			return rep, err
+		}
+	}
+	eo := o.Options
+	if o.Start != nil {
+		// What the bars count: the layers (indexes, manifests and
+		// configs were read while the set was resolved) and the weights.
+		var total int64
+		for _, b := range set.Blobs {
+			if b.Data == nil {
+				total += b.Size
+			}
+		}
+		for _, v := range vols {
+			total += v.Manifest.Size
+		}
+		if bp := o.Start(total); bp != nil {
+			eo.BlobProgress = bp
+		}
+	}
+	var waitWeights func() ([]*WeightsReport, error)
+	if len(vols) > 0 {
+		// Concurrency N: N weight blobs at once, at most 2N requests in
+		// flight (the default 4 gives weights pull's own 4 and 8).
+		waitWeights = StartWeights(ctx, vols, o.WeightsInto, WeightsOptions{
+			DryRun: eo.DryRun, Progress: eo.Progress, Jobs: eo.Concurrency, Concurrency: 2 * eo.Concurrency,
+			ChunkSize: eo.ChunkSize, Limiter: eo.Limiter, OnWait: o.OnWeightsWait,
+		})
+	}
+	var rep *Report
+	var werr error
+	if len(set.Images) > 0 {
+		rep, werr = Warm(ctx, set, t, eo)
+	} else {
+		// Only weights: the target has nothing to hold.
+		rep = NewReport(set)
+		rep.Target, rep.DryRun, rep.Ready = t.String(), eo.DryRun, true
+	}
+	if waitWeights != nil {
+		wreps, err := waitWeights()
+		rep.MergeWeights(wreps)
+		if err != nil && werr == nil {
+			werr = err
+			rep.Error = err.Error()
+		}
+	}
+	rep.Namespace = o.Namespace
+	rep.Signatures = sigs
+	return rep, werr
+}
