@@ -8,7 +8,6 @@
 # nothing.
 set -euo pipefail
 
-VERSION=1.8.6
 if command -v mkfs.erofs >/dev/null && mkfs.erofs --help 2>&1 | grep -q -- '--tar='; then
 	exit 0
 fi
@@ -30,9 +29,11 @@ echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://
 apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
 	-o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work" -o "Dir::Cache::Archives=$work/archives")
 apt-get "${apt_opts[@]}" update -q
-(cd "$work" && apt-get "${apt_opts[@]}" source --download-only "erofs-utils=$VERSION-1")
-tar -C "$work" -xzf "$work/erofs-utils_$VERSION.orig.tar.gz"
-cd "$work/erofs-utils-$VERSION"
+# trixie's current version (1.8.6 when this was written): a stable
+# release's point updates replace the old source, so none is pinned.
+(cd "$work" && apt-get "${apt_opts[@]}" source --download-only erofs-utils)
+tar -C "$work" -xf "$work"/erofs-utils_*.orig.tar.*
+cd "$work"/erofs-utils-*/
 ./autogen.sh >/dev/null
 ./configure -q --prefix=/usr/local --disable-fuse --enable-lz4 --enable-lzma \
 	--with-libzstd --with-libdeflate >/dev/null
