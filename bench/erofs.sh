@@ -7,9 +7,8 @@
 # LZ4/zstd/LZMA decoders the kernel's are ports of), and the wall time to
 # read every file of the mounted image (as containerd mounts it: from the
 # file, else through a loop device) with the page cache dropped (the
-# kernel decompressing as a container reads), and that read again with
-# the image file itself already cached (the kernel's decompression alone,
-# no disk). Prints a Markdown table (docs/erofs.md).
+# kernel decompressing as a container reads). Prints a Markdown table
+# (docs/erofs.md).
 #
 #   bash bench/erofs.sh LAYOUT_DIR [TAG]   (root; the image's largest layer)
 #   bash bench/erofs.sh BLOB               (a layer blob: gzip, zstd or tar)
@@ -46,8 +45,8 @@ tarsize=$(stat -c %s "$W/layer.tar")
 files=$(tar -tf "$W/layer.tar" | wc -l)
 echo "layer $(basename "$blob"): $((tarsize >> 20)) MiB of tar, $files entries; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 secs() { python3 -c 'import sys; print(f"{float(sys.argv[1]):.2f}")' "$1"; }
-printf '| compression | image MiB | vs tar | mkfs s | decode CPU s | decode MiB/s | cold read s | kernel decode s |\n'
-printf '|---|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| compression | image MiB | vs tar | mkfs s | decode CPU s | decode MiB/s | cold read s |\n'
+printf '|---|---:|---:|---:|---:|---:|---:|\n'
 for c in $COMPRESSIONS; do
 	z=()
 	[ "$c" = none ] || z=("-z$c" -C 65536)
@@ -60,7 +59,7 @@ for c in $COMPRESSIONS; do
 	# User + system CPU of a full decode (fsck.erofs reads every block),
 	# and the cold read of the mounted image: the least of $RUNS runs
 	# each, since other work on the machine only ever adds time.
-	cpu=999999 read=999999 kread=999999
+	cpu=999999 read=999999
 	for _ in $(seq "$RUNS"); do
 		drop_caches
 		/usr/bin/time -o "$W/time" -f "%U %S" fsck.erofs --extract -d0 "$img" >/dev/null 2>&1
@@ -74,22 +73,12 @@ for c in $COMPRESSIONS; do
 		t3=$(now)
 		umount "$W/mnt"
 		read=$(python3 -c 'import sys; print(min(float(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2])))' "$read" "$t2" "$t3")
-		# The kernel's decode alone: the image file already in the page
-		# cache (no disk), the files' own pages dropped.
-		drop_caches
-		cat "$img" >/dev/null
-		mount -t erofs -o ro "$img" "$W/mnt" 2>/dev/null || mount -t erofs -o ro,loop "$img" "$W/mnt"
-		t4=$(now)
-		find "$W/mnt" -type f -print0 | xargs -0 -r cat >/dev/null
-		t5=$(now)
-		umount "$W/mnt"
-		kread=$(python3 -c 'import sys; print(min(float(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2])))' "$kread" "$t4" "$t5")
 	done
-	python3 - "$c" "$size" "$tarsize" "$t0" "$t1" "$cpu" "$read" "$kread" <<'PY'
+	python3 - "$c" "$size" "$tarsize" "$t0" "$t1" "$cpu" "$read" <<'PY'
 import sys
-c, size, tar, t0, t1, cpu, read, kread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:])
+c, size, tar, t0, t1, cpu, read = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:])
 rate = tar / 2**20 / cpu if cpu > 0 else float("inf")
-print(f"| {c} | {size/2**20:,.0f} | {size/tar:.3f} | {t1-t0:.1f} | {cpu:.2f} | {rate:,.0f} | {read:.1f} | {kread:.2f} |")
+print(f"| {c} | {size/2**20:,.0f} | {size/tar:.3f} | {t1-t0:.1f} | {cpu:.2f} | {rate:,.0f} | {read:.1f} |")
 PY
 	rm -f "$img"
 done
