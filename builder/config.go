@@ -115,6 +115,15 @@ func ImageConfig(p *recipes.Plan, in Inputs, platform ocispecs.Platform, base []
 	}
 	lb[LabelCUDAArchs] = strings.Join(p.CUDAArchs, ",")
 	lb[LabelCUDA] = p.CUDA
+	rec, err := NewRecord(p, in)
+	if err != nil {
+		return img, err
+	}
+	rj, err := json.Marshal(rec)
+	if err != nil {
+		return img, err
+	}
+	lb[LabelInputs] = string(rj)
 	if p.Name != "" {
 		lb["org.opencontainers.image.title"] = p.Name
 	}

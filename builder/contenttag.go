@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/kiln-build/kiln/layers"
@@ -88,6 +89,21 @@ func InputsDigest(ctx context.Context, plan *recipes.Plan, d DigestInputs) (stri
 			if err := hashSource(h, d.ContextDir, c.Src); err != nil {
 				return "", fmt.Errorf("app file %s: %w", c.Src, err)
 			}
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// AppDigest is the digest of the plan's app files under dir, the bytes
+// the graph names only by path ("" without app files).
+func AppDigest(p *recipes.Plan, dir string) (string, error) {
+	if p.App == nil || len(p.App.Files) == 0 {
+		return "", nil
+	}
+	h := sha256.New()
+	for _, c := range p.App.Files {
+		if err := hashSource(h, dir, c.Src); err != nil {
+			return "", fmt.Errorf("app file %s: %w", c.Src, err)
 		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
@@ -257,4 +273,102 @@ func isNotFound(err error) bool {
 		return te.StatusCode == http.StatusNotFound
 	}
 	return false
+}
+
+// Verify checks that the images under the content tag were built from
+// these inputs before they answer for a build: every image (each platform
+// of an index; attestation manifests aside), gzip and zstd variants both,
+// has a config whose kiln labels carry this recipe's hash and this lock's
+// digest. A content tag pointing elsewhere (pushed by hand, or an image
+// kiln did not build) is no answer.
+func (c *Content) Verify(in Inputs) error {
+	for _, d := range []*remote.Descriptor{c.Existing, c.ZstdExisting} {
+		if d == nil {
+			continue
+		}
+		cfgs, err := descriptorConfigs(d)
+		if err != nil {
+			return fmt.Errorf("%s: %v", c.Tag, err)
+		}
+		for _, cf := range cfgs {
+			for _, l := range []struct{ key, want string }{{LabelRecipeHash, in.RecipeHash}, {LabelLockDigest, in.LockDigest}} {
+				if got := cf.Config.Labels[l.key]; got != l.want {
+					return fmt.Errorf("%s (%s): label %s is %q, these inputs' is %q", c.Tag, d.Digest, l.key, got, l.want)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// descriptorConfigs are the configs of the images d names: d itself, or
+// every image of an index but its attestation manifests.
+func descriptorConfigs(d *remote.Descriptor) ([]*v1.ConfigFile, error) {
+	if !d.MediaType.IsIndex() {
+		img, err := d.Image()
+		if err != nil {
+			return nil, err
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		return []*v1.ConfigFile{cf}, nil
+	}
+	idx, err := d.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var out []*v1.ConfigFile
+	for _, m := range im.Manifests {
+		if layers.IsAttestation(m.Annotations) || !m.MediaType.IsImage() {
+			continue
+		}
+		img, err := idx.Image(m.Digest)
+		if err != nil {
+			return nil, err
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cf)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("an index with no image")
+	}
+	return out, nil
+}
+
+// Reused is what a build answered from its content tag reports, in the
+// shape of a built one's Result: the --push tag (in compression comp) and
+// its zstd variant, with the digests they now point at.
+func (c *Content) Reused(comp string) *Result {
+	res := &Result{Reused: true, ContentTag: c.Tag.String(), InputsDigest: c.Digest}
+	add := func(ref name.Reference, comp string, d *remote.Descriptor) {
+		pu := Pushed{Ref: ref.String(), Compression: comp, Digest: d.Digest.String()}
+		if d.MediaType.IsIndex() {
+			if idx, err := d.ImageIndex(); err == nil {
+				if im, err := idx.IndexManifest(); err == nil {
+					pu.Images = map[string]string{}
+					for _, m := range im.Manifests {
+						if m.Platform != nil && !layers.IsAttestation(m.Annotations) {
+							pu.Images[m.Platform.String()] = m.Digest.String()
+						}
+					}
+				}
+			}
+		}
+		res.Pushed = append(res.Pushed, pu)
+	}
+	add(c.Push, comp, c.Existing)
+	if t, ok := c.Push.(name.Tag); ok && c.ZstdExisting != nil {
+		add(layers.ZstdTag(t), "zstd", c.ZstdExisting)
+	}
+	res.Digest = c.Existing.Digest.String()
+	return res
 }

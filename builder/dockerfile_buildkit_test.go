@@ -135,7 +135,7 @@ test: ["[ -f /app/main.py ]"]
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 
 	kilnRef := fmt.Sprintf("%s/kiln-test/df-export:kiln-%d", reg, stamp)
-	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: dir, Progress: "quiet", Outputs: []Output{{Type: "image", Path: kilnRef}}}); err != nil {
+	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: dir, Progress: "quiet", Outputs: []Output{mustOutput(t, kilnRef)}}); err != nil {
 		t.Fatalf("kiln build: %v", err)
 	}
 

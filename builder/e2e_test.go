@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -255,7 +254,7 @@ func TestEndToEnd(t *testing.T) {
 	if plan.GPUCode == nil || strings.Join(plan.GPUCode.Archs, ",") != "sm_80,sm_90" {
 		t.Fatalf("gpu_code %+v, want pruning to sm_80,sm_90", plan.GPUCode)
 	}
-	tools := staticKiln(t)
+	tools := testdaemon.KilnBinary(t)
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 	repo := fmt.Sprintf("%s/kiln-e2e/app", reg)
@@ -263,7 +262,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		o.Client, o.ContextDir, o.Progress, o.Tools = c, dir, "quiet", tools
-		o.Outputs = []Output{{Type: "image", Path: repo + ":" + tag}}
+		o.Outputs = []Output{mustOutput(t, repo+":"+tag)}
 		res, err := Build(ctx, plan, in, o)
 		if err != nil {
 			t.Fatalf("build %s: %v", tag, err)
@@ -373,7 +372,7 @@ func TestEndToEnd(t *testing.T) {
 		start := time.Now()
 		res, err := Build(ctx, plan, in, Options{
 			Client: c, ContextDir: dir, Progress: "quiet", Compression: "gzip", MaxLayerSize: 512 << 20, Tools: tools,
-			Outputs: []Output{{Type: "image", Path: repo + ":" + tag}, {Type: "image", Path: repo + ":" + tag + "-zstd", Compression: "zstd"}},
+			Outputs: []Output{mustOutput(t, repo+":"+tag), {Ref: mustOutput(t, repo+":"+tag+"-zstd").Ref, Compression: "zstd"}},
 		})
 		if err != nil {
 			t.Fatalf("build %s: %v", tag, err)
@@ -525,19 +524,6 @@ func diffLayers(t *testing.T, ctx context.Context, a, b string) {
 		}
 		t.Errorf("layer %d (%s) differs: %v", i, ia.Layers[i].CreatedBy, diff)
 	}
-}
-
-// staticKiln builds the kiln CLI statically linked, as the build's
-// GPU-code pruning needs (it runs inside the image).
-func staticKiln(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kiln")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/kiln")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build kiln: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // checkTorchPruned reads libtorch_cuda from the torch layer: the recipe's

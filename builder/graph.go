@@ -26,6 +26,10 @@ type Inputs struct {
 	// SourceDateEpoch fixes the config's created time, copied files' times
 	// and (through the exporter) layer timestamps.
 	SourceDateEpoch *int64
+	// AppDigest is the app files' content digest (AppDigest), recorded
+	// in the image's LabelInputs so that --explain can say an app change
+	// is one; "" leaves it out.
+	AppDigest string `json:",omitempty"`
 }
 
 // Graph is the LLB for one platform.

@@ -1,13 +1,13 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,13 +21,10 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/moby/buildkit/client"
-	"github.com/moby/buildkit/client/llb/sourceresolver"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
-	gateway "github.com/moby/buildkit/frontend/gateway/client"
 	"github.com/moby/buildkit/session"
 	"github.com/moby/buildkit/session/auth/authprovider"
 	"github.com/moby/buildkit/util/entitlements"
-	"github.com/moby/buildkit/util/progress/progressui"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
 
@@ -125,104 +122,6 @@ func shortErr(err error) string {
 	return s
 }
 
-// Output is one export destination.
-type Output struct {
-	Type string // "oci" (directory layout), "oci-tar", "docker-archive", or "image" (push)
-	Path string // directory or file; the reference for "image"
-	// Compression overrides Options.Compression for this output: two
-	// image outputs, gzip under TAG and zstd under TAG-zstd, publish both
-	// encodings of one solve.
-	Compression string
-}
-
-// CacheSpec is a --cache-from/--cache-to entry.
-type CacheSpec struct {
-	Type  string // registry or local
-	Attrs map[string]string
-}
-
-// ParseCacheSpec accepts "type=registry,ref=R[,k=v]", "type=local,src|dest=DIR",
-// "local:DIR" or a bare registry reference. to selects export defaults
-// (mode=max, zstd, OCI media types).
-func ParseCacheSpec(s string, to bool) (CacheSpec, error) {
-	c := CacheSpec{Attrs: map[string]string{}}
-	switch {
-	case strings.Contains(s, "="):
-		for _, kv := range strings.Split(s, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				return c, fmt.Errorf("cache %q: %q is not key=value", s, kv)
-			}
-			if k == "type" {
-				c.Type = v
-			} else {
-				c.Attrs[k] = v
-			}
-		}
-	case strings.HasPrefix(s, "local:"):
-		c.Type = "local"
-		dir := strings.TrimPrefix(s, "local:")
-		if to {
-			c.Attrs["dest"] = dir
-		} else {
-			c.Attrs["src"] = dir
-		}
-	case s == "":
-		return c, fmt.Errorf("empty cache spec")
-	default:
-		c.Type = "registry"
-		c.Attrs["ref"] = s
-	}
-	switch c.Type {
-	case "registry":
-		if c.Attrs["ref"] == "" {
-			return c, fmt.Errorf("cache %q: registry cache needs ref=", s)
-		}
-		if to {
-			def(c.Attrs, "mode", "max")
-			def(c.Attrs, "compression", "zstd")
-			def(c.Attrs, "oci-mediatypes", "true")
-			def(c.Attrs, "image-manifest", "true")
-		}
-		if isLoopbackRef(c.Attrs["ref"]) {
-			def(c.Attrs, "registry.insecure", "true")
-		}
-	case "local":
-		key := "src"
-		if to {
-			key = "dest"
-			def(c.Attrs, "mode", "max")
-			def(c.Attrs, "compression", "zstd")
-			def(c.Attrs, "oci-mediatypes", "true")
-		}
-		if c.Attrs[key] == "" {
-			return c, fmt.Errorf("cache %q: local cache needs %s=DIR", s, key)
-		}
-	default:
-		return c, fmt.Errorf("cache %q: type %q is not registry or local", s, c.Type)
-	}
-	return c, nil
-}
-
-func def(m map[string]string, k, v string) {
-	if _, ok := m[k]; !ok {
-		m[k] = v
-	}
-}
-
-func isLoopbackRef(ref string) bool {
-	host, _, _ := strings.Cut(ref, "/")
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
 // Options are how a build talks to BuildKit and what it exports.
 type Options struct {
 	Client      *client.Client
@@ -232,8 +131,8 @@ type Options struct {
 	Compression string // zstd (default), gzip, none
 	CacheFrom   []CacheSpec
 	CacheTo     []CacheSpec
-	Progress    string    // auto, tty, plain, rawjson, quiet
-	ProgressOut io.Writer // default os.Stderr
+	Progress    ProgressMode // default auto (ParseProgress reads --progress)
+	ProgressOut io.Writer    // default os.Stderr
 	NoProbes    bool
 	// Insecure registries (plain HTTP) for push; loopback hosts always are.
 	Insecure []string
@@ -313,6 +212,12 @@ type Result struct {
 	Response    map[string]string // the exporter's response
 	Status      Stats
 	ConfigBytes map[string][]byte // platform -> config JSON
+	// Reused says the build was answered from its content tag, the
+	// image already built from the same inputs (Content.Reused): nothing
+	// was solved. ContentTag and InputsDigest name it.
+	Reused       bool
+	ContentTag   string
+	InputsDigest string
 }
 
 // Pushed is an image output and the digest the registry has for it.
@@ -333,7 +238,10 @@ type Stats struct {
 	Executed int // completed and not cached
 }
 
-// Build solves the plan on BuildKit and exports the runtime image.
+// Build solves the plan on BuildKit and exports the runtime image, in
+// the shape of BuildKit's client: the solve's options (exports.go), the
+// gateway function (gateway.go) and the progress display (progress.go)
+// run together, and the pushed outputs are read back by digest.
 func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result, error) {
 	if o.Client == nil {
 		return nil, errors.New("builder: no client")
@@ -346,356 +254,31 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		return nil, err
 	}
 	res := &Result{ConfigBytes: map[string][]byte{}}
-	if def, err := graphs[0].Marshal(ctx, graphs[0].Runtime); err == nil {
-		res.Graph = DefinitionDigest(def)
-	} else {
-		return nil, err
-	}
-
-	compression := func(c string) (string, error) {
-		if c == "" {
-			c = o.Compression
-		}
-		switch c {
-		case "", "zstd":
-			return "zstd", nil
-		case "gzip", "uncompressed":
-			return c, nil
-		case "none":
-			return "uncompressed", nil
-		}
-		return "", fmt.Errorf("compression %q: want zstd, gzip or none", c)
-	}
-	if _, err := compression(""); err != nil {
-		return nil, err
-	}
-	imgAttrs := func(comp string) map[string]string {
-		a := map[string]string{
-			"compression":       comp,
-			"force-compression": "true",
-			"oci-mediatypes":    "true",
-			"rewrite-timestamp": "true",
-		}
-		if in.SourceDateEpoch != nil {
-			a["source-date-epoch"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
-		}
-		return a
-	}
-	solveOpt := client.SolveOpt{
-		LocalMounts:         map[string]fsutil.FS{},
-		AllowedEntitlements: []string{entitlements.EntitlementNetworkHost.String()},
-		FrontendAttrs:       map[string]string{},
-		Session:             []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{})},
-	}
-	if in.SourceDateEpoch != nil {
-		solveOpt.FrontendAttrs["build-arg:SOURCE_DATE_EPOCH"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
-	}
-	prov, err := provenanceAttr(o.Provenance, o.BuilderID)
+	def, err := graphs[0].Marshal(ctx, graphs[0].Runtime)
 	if err != nil {
 		return nil, err
 	}
-	if (len(o.Attestations) > 0 || o.Attest != nil) && prov == "" {
-		return nil, errors.New("attestations beside the image need provenance (they share its attestation manifest in the pushed index)")
-	}
-	if prov != "" {
-		if err := provenanceSafe(p, o.Provenance); err != nil {
-			return nil, err
-		}
-		for _, out := range o.Outputs {
-			if out.Type == "docker-archive" {
-				// docker load has no place for an attestation manifest.
-				return nil, fmt.Errorf("output %s: provenance is attached in an OCI index, which a docker-archive cannot hold: write oci:DIR or push", out.Path)
-			}
-		}
-		solveOpt.FrontendAttrs["attest:provenance"] = prov
-		// BuildKit records no request arguments for a build driven through
-		// the gateway by its client (kiln's case: the frontend attributes
-		// become the client's build options), so kiln's parameters are a
-		// statement of their own beside the provenance, in the same
-		// attestation manifest and about the same image.
-		params, err := json.MarshalIndent(map[string]any{"buildType": KilnParamsPredicateType, "parameters": provenanceParams(p, in, o.Params)}, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		o.Attestations = append(append([]Attestation(nil), o.Attestations...), Attestation{PredicateType: KilnParamsPredicateType, Path: "kiln-build.json", Body: params})
-	}
-	if graphs[0].Layout.NeedsTools() {
-		dir, cleanup, err := toolsDir(o.Tools)
-		if err != nil {
-			return nil, err
-		}
-		defer cleanup()
-		tfs, err := fsutil.NewFS(dir)
-		if err != nil {
-			return nil, err
-		}
-		solveOpt.LocalMounts[ToolsName] = tfs
-	}
-	ctxDir := o.ContextDir
-	if ctxDir == "" {
-		ctxDir = "."
-	}
-	fs, err := fsutil.NewFS(ctxDir)
+	res.Graph = DefinitionDigest(def)
+	so, err := newSolve(p, in, o, graphs[0].Layout)
 	if err != nil {
-		return nil, fmt.Errorf("build context %s: %w", ctxDir, err)
+		return nil, err
 	}
-	solveOpt.LocalMounts[ContextName] = fs
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	var local int
-	for _, out := range o.Outputs {
-		if out.Type != "image" {
-			local++
-		}
+	defer so.close()
+	disp, err := newDisplay(o.Progress, o.ProgressOut, graphs)
+	if err != nil {
+		return nil, err
 	}
-	for _, out := range o.Outputs {
-		if out.Type == "oci" && local > 1 {
-			// BuildKit's client writes the layout's index.json from the
-			// merged exporter response: another local export's digest would
-			// end up in it.
-			return nil, fmt.Errorf("an oci:DIR output cannot be combined with another oci or docker-archive output in one build; build again for the other (it is fully cached)")
-		}
-		oc, err := compression(out.Compression)
-		if err != nil {
-			return nil, fmt.Errorf("output %s: %v", out.Path, err)
-		}
-		a := imgAttrs(oc)
-		switch out.Type {
-		case "image":
-			name, err := NormalizeRef(out.Path)
-			if err != nil {
-				return nil, fmt.Errorf("output %s: %v", out.Path, err)
-			}
-			a["name"] = name
-			a["push"] = "true"
-			if isLoopbackRef(out.Path) || insecureHost(out.Path, o.Insecure) {
-				a["registry.insecure"] = "true"
-			}
-			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: client.ExporterImage, Attrs: a})
-		case "oci":
-			if err := os.MkdirAll(out.Path, 0o755); err != nil {
-				return nil, err
-			}
-			a["tar"] = "false"
-			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: client.ExporterOCI, Attrs: a, OutputDir: out.Path})
-		case "oci-tar", "docker-archive":
-			f, err := os.Create(out.Path)
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, f)
-			typ := client.ExporterOCI
-			if out.Type == "docker-archive" {
-				typ = client.ExporterDocker
-				if a["name"] == "" {
-					a["name"] = "kiln.local/" + sanitizeName(p.Name) + ":latest"
-				}
-				// docker load wants the layers it can read.
-				if oc == "zstd" {
-					a["oci-mediatypes"] = "false"
-					a["compression"] = "gzip"
-				}
-			}
-			ff := f
-			solveOpt.Exports = append(solveOpt.Exports, client.ExportEntry{Type: typ, Attrs: a, Output: func(map[string]string) (io.WriteCloser, error) { return nopCloser{ff}, nil }})
-		default:
-			return nil, fmt.Errorf("output type %q: want image, oci, oci-tar or docker-archive", out.Type)
-		}
-	}
-	for _, c := range o.CacheFrom {
-		solveOpt.CacheImports = append(solveOpt.CacheImports, client.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
-	}
-	for _, c := range o.CacheTo {
-		solveOpt.CacheExports = append(solveOpt.CacheExports, client.CacheOptionsEntry{Type: c.Type, Attrs: c.Attrs})
-	}
-
-	buildFunc := func(ctx context.Context, c gateway.Client) (*gateway.Result, error) {
-		out := gateway.NewResult()
-		var eps exptypes.Platforms
-		atts, err := attestationRefs(ctx, c, o.Attestations)
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range graphs {
-			if o.MaxLayerSize > 0 {
-				sg, err := splitGraph(ctx, c, p, in, g, o.MaxLayerSize)
-				if err != nil {
-					return nil, err
-				}
-				g = sg
-			}
-			pl := g.Platform
-			_, _, base, err := c.ResolveImageConfig(ctx, g.Layout.Runtime.Base, sourceresolver.Opt{
-				LogName:  "resolve runtime base " + g.Layout.Runtime.Base,
-				ImageOpt: &sourceresolver.ResolveImageOpt{Platform: &pl, ResolveMode: "default"},
-			})
-			if err != nil {
-				return nil, fmt.Errorf("runtime base %s: %w", g.Layout.Runtime.Base, err)
-			}
-			cfg, err := ImageConfig(p, in, pl, base)
-			if err != nil {
-				return nil, err
-			}
-			cfgJSON, err := json.Marshal(cfg)
-			if err != nil {
-				return nil, err
-			}
-			def, err := g.Marshal(ctx, g.Runtime)
-			if err != nil {
-				return nil, err
-			}
-			r, err := c.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true})
-			if err != nil {
-				return nil, err
-			}
-			ref, err := r.SingleRef()
-			if err != nil {
-				return nil, err
-			}
-			if g.HasProbe && !o.NoProbes {
-				pdef, err := g.Marshal(ctx, g.Probe)
-				if err != nil {
-					return nil, err
-				}
-				if _, err := c.Solve(ctx, gateway.SolveRequest{Definition: pdef.ToPB(), Evaluate: true}); err != nil {
-					return nil, fmt.Errorf("recipe test failed in the runtime image: %w", err)
-				}
-			}
-			id := PlatformString(pl)
-			res.ConfigBytes[id] = cfgJSON
-			if len(graphs) == 1 {
-				out.SetRef(ref)
-				out.AddMeta(exptypes.ExporterImageConfigKey, cfgJSON)
-				// The base's layers are then left as they are by the
-				// timestamp rewrite (shared with the base, never re-pushed).
-				out.AddMeta(exptypes.ExporterImageBaseConfigKey, base)
-			} else {
-				out.AddRef(id, ref)
-				out.AddMeta(exptypes.ExporterImageConfigKey+"/"+id, cfgJSON)
-				out.AddMeta(exptypes.ExporterImageBaseConfigKey+"/"+id, base)
-			}
-			for _, a := range atts {
-				out.AddAttestation(id, a)
-			}
-			if o.Attest != nil {
-				as, err := o.Attest(ctx, id, refFiles{ref})
-				if err != nil {
-					return nil, fmt.Errorf("attestations for %s: %w", id, err)
-				}
-				gas, err := attestationRefs(ctx, c, as)
-				if err != nil {
-					return nil, err
-				}
-				for _, a := range gas {
-					out.AddAttestation(id, a)
-				}
-			}
-			eps.Platforms = append(eps.Platforms, exptypes.Platform{ID: id, Platform: pl})
-		}
-		if len(graphs) > 1 {
-			dt, err := json.Marshal(eps)
-			if err != nil {
-				return nil, err
-			}
-			out.AddMeta(exptypes.ExporterPlatformsKey, dt)
-		}
-		return out, nil
-	}
-
+	gw := &gatewayBuild{plan: p, in: in, o: so.opts, graphs: graphs, configs: res.ConfigBytes}
 	ch := make(chan *client.SolveStatus)
-	mode := o.Progress
-	if mode == "" {
-		mode = "auto"
-	}
-	w := o.ProgressOut
-	if w == nil {
-		w = os.Stderr
-	}
-	var disp progressui.Display
-	show := mode != "quiet" && mode != "none"
-	if show {
-		cons, _ := w.(*os.File)
-		var err error
-		if cons != nil {
-			disp, err = progressui.NewDisplay(cons, progressui.DisplayMode(mode))
-		} else {
-			if mode == "auto" || mode == "tty" {
-				mode = "plain"
-			}
-			disp, err = progressui.NewDisplay(w, progressui.DisplayMode(mode))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--progress %s: %w", o.Progress, err)
-		}
-	}
 	eg, ectx := errgroup.WithContext(ctx)
 	var resp *client.SolveResponse
 	eg.Go(func() error {
 		var err error
-		resp, err = o.Client.Build(ectx, solveOpt, "kiln", buildFunc, ch)
+		resp, err = o.Client.Build(ectx, so.SolveOpt, "kiln", gw.run, ch)
 		return err
 	})
-	// Only the graph's own steps count as executed; resolving bases,
-	// sending the context and exporting are not build steps.
-	stepNames := map[string]bool{}
-	for _, g := range graphs {
-		for _, st := range []Stage{g.Layout.Devel, g.Layout.Runtime} {
-			for _, s := range st.Steps {
-				stepNames[s.Name] = true
-			}
-		}
-	}
-	isStep := func(name string) bool {
-		// Split installs are named once the devel stage is built.
-		return stepNames[name] || strings.HasPrefix(name, "test ") || strings.HasPrefix(name, "runtime: install ")
-	}
 	eg.Go(func() error {
-		completed := map[string]bool{}
-		cached := map[string]bool{}
-		seen := map[string]bool{}
-		forward := make(chan *client.SolveStatus)
-		done := make(chan error, 1)
-		if show {
-			go func() {
-				_, err := disp.UpdateFrom(context.WithoutCancel(ectx), forward)
-				done <- err
-			}()
-		} else {
-			go func() {
-				for range forward {
-				}
-				done <- nil
-			}()
-		}
-		for s := range ch {
-			for _, v := range s.Vertexes {
-				k := v.Digest.String()
-				if !isStep(v.Name) {
-					continue
-				}
-				seen[k] = true
-				if v.Cached {
-					cached[k] = true
-				}
-				if v.Completed != nil && !v.Cached && v.Error == "" {
-					completed[k] = true
-				}
-			}
-			forward <- s
-		}
-		close(forward)
-		<-done
-		res.Status.Vertices = len(seen)
-		res.Status.Cached = len(cached)
-		for k := range completed {
-			if !cached[k] {
-				res.Status.Executed++
-			}
-		}
+		res.Status = disp.run(ectx, ch)
 		return nil
 	})
 	if err := eg.Wait(); err != nil {
@@ -703,22 +286,8 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	}
 	res.Response = resp.ExporterResponse
 	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
-	// With several image exports the exporters' responses are merged
-	// into one map: each pushed reference is asked for its digest.
-	for _, out := range o.Outputs {
-		if out.Type != "image" {
-			continue
-		}
-		oc, _ := compression(out.Compression)
-		dg, imgs, err := layers.PlatformDigests(ctx, out.Path, layers.WithInsecureRegistries(o.Insecure...))
-		if err != nil {
-			return res, fmt.Errorf("output %s: pushed, but resolving its digest: %w", out.Path, err)
-		}
-		pu := Pushed{Ref: out.Path, Compression: oc, Digest: dg}
-		if len(imgs) > 1 || prov != "" {
-			pu.Images = imgs
-		}
-		res.Pushed = append(res.Pushed, pu)
+	if res.Pushed, err = pushedDigests(ctx, o, so.provenance); err != nil {
+		return res, err
 	}
 	if len(res.Pushed) > 0 {
 		res.Digest = res.Pushed[0].Digest
@@ -726,34 +295,108 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	return res, nil
 }
 
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
-
-func insecureHost(ref string, hosts []string) bool {
-	host, _, _ := strings.Cut(ref, "/")
-	for _, h := range hosts {
-		if h == host {
-			return true
-		}
-	}
-	return false
+// solve is a build's client.SolveOpt and what it holds open.
+type solve struct {
+	client.SolveOpt
+	// opts are the build's options with kiln's parameters among the
+	// attestations when the build has provenance.
+	opts       Options
+	provenance bool
+	closers    []io.Closer
+	cleanup    func()
 }
 
-func sanitizeName(s string) string {
-	s = strings.ToLower(s)
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
+func (s *solve) close() {
+	for _, c := range s.closers {
+		c.Close()
+	}
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+}
+
+// newSolve makes the solve's options: the session's registry auth, the
+// epoch, the provenance, the tools and context mounts, the exports and
+// the caches.
+func newSolve(p *recipes.Plan, in Inputs, o Options, L *Layout) (*solve, error) {
+	s := &solve{SolveOpt: client.SolveOpt{
+		LocalMounts:         map[string]fsutil.FS{},
+		AllowedEntitlements: []string{entitlements.EntitlementNetworkHost.String()},
+		FrontendAttrs:       map[string]string{},
+		Session:             []session.Attachable{authprovider.NewDockerAuthProvider(authprovider.DockerAuthProviderConfig{})},
+		CacheImports:        cacheEntries(o.CacheFrom),
+		CacheExports:        cacheEntries(o.CacheTo),
+	}}
+	if in.SourceDateEpoch != nil {
+		s.FrontendAttrs["build-arg:SOURCE_DATE_EPOCH"] = strconv.FormatInt(*in.SourceDateEpoch, 10)
+	}
+	var err error
+	if o, err = s.withProvenance(p, in, o); err != nil {
+		return nil, err
+	}
+	s.opts = o
+	if L.NeedsTools() {
+		dir, cleanup, err := toolsDir(o.Tools)
+		if err != nil {
+			return nil, err
+		}
+		s.cleanup = cleanup
+		tfs, err := fsutil.NewFS(dir)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.LocalMounts[ToolsName] = tfs
+	}
+	ctxDir := cmp.Or(o.ContextDir, ".")
+	fs, err := fsutil.NewFS(ctxDir)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("build context %s: %w", ctxDir, err)
+	}
+	s.LocalMounts[ContextName] = fs
+	if s.Exports, s.closers, err = exports(p, in, o); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// withProvenance asks for BuildKit's provenance and returns o with kiln's
+// parameters among its attestations.
+func (s *solve) withProvenance(p *recipes.Plan, in Inputs, o Options) (Options, error) {
+	prov, err := provenanceAttr(o.Provenance, o.BuilderID)
+	if err != nil {
+		return o, err
+	}
+	if (len(o.Attestations) > 0 || o.Attest != nil) && prov == "" {
+		return o, errors.New("attestations beside the image need provenance (they share its attestation manifest in the pushed index)")
+	}
+	if prov == "" {
+		return o, nil
+	}
+	if err := provenanceSafe(p, o.Provenance); err != nil {
+		return o, err
+	}
+	for _, out := range o.Outputs {
+		if out.Ref.Kind == layers.KindDockerArchive {
+			// docker load has no place for an attestation manifest.
+			return o, fmt.Errorf("output %s: provenance is attached in an OCI index, which a docker-archive cannot hold: write oci:DIR or push", out.Ref.Path)
 		}
 	}
-	if b.Len() == 0 {
-		return "image"
+	s.provenance = true
+	s.FrontendAttrs["attest:provenance"] = prov
+	// BuildKit records no request arguments for a build driven through
+	// the gateway by its client (kiln's case: the frontend attributes
+	// become the client's build options), so kiln's parameters are a
+	// statement of their own beside the provenance, in the same
+	// attestation manifest and about the same image.
+	params, err := json.MarshalIndent(map[string]any{"buildType": KilnParamsPredicateType, "parameters": provenanceParams(p, in, o.Params)}, "", "  ")
+	if err != nil {
+		return o, err
 	}
-	return b.String()
+	o.Attestations = append(append([]Attestation(nil), o.Attestations...), Attestation{PredicateType: KilnParamsPredicateType, Path: "kiln-build.json", Body: params})
+	return o, nil
 }
 
 // checkPlatforms fails before any work when no worker of the daemon can

@@ -121,26 +121,32 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 		res.Close()
 		return nil, err
 	}
-	// zstd layers need OCI media types throughout (a Docker v2s2 manifest
-	// with zstd layers is refused by Podman and by containerd < 2.0).
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	adds := make([]mutate.Addendum, len(out))
 	for i, l := range out {
 		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
 	}
-	if img, err = mutate.Append(img, adds...); err != nil {
-		res.Close()
-		return nil, err
-	}
 	// The source config as is: history and diff IDs are unchanged, since
 	// the uncompressed tars are the same bytes.
-	if img, err = mutate.ConfigFile(img, cfg.DeepCopy()); err != nil {
-		res.Close()
+	return res.finish(adds, cfg.DeepCopy())
+}
+
+// finish sets r.Image to the OCI image of these layers and config, or
+// removes the scratch blobs when it cannot be made. zstd and eStargz
+// layers need OCI media types throughout (a Docker v2s2 manifest with
+// zstd layers is refused by Podman and by containerd < 2.0).
+func (r *Result) finish(adds []mutate.Addendum, cfg *v1.ConfigFile) (*Result, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err := mutate.Append(img, adds...)
+	if err == nil {
+		img, err = mutate.ConfigFile(img, cfg)
+	}
+	if err != nil {
+		r.Close()
 		return nil, err
 	}
-	res.Image = img
-	return res, nil
+	r.Image = img
+	return r, nil
 }
 
 type timedReader struct {

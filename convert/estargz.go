@@ -6,7 +6,6 @@ import (
 	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
@@ -64,8 +63,6 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 		res.Close()
 		return nil, err
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	adds := make([]mutate.Addendum, len(blobs))
 	for i, b := range blobs {
 		adds[i] = mutate.Addendum{Layer: layers.NewFileLayer(b.Path, b.Digest, b.DiffID, b.Size, b.UncompressedSize, types.OCILayer),
@@ -78,14 +75,5 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 			r.Ratio = float64(r.ToSize) / float64(r.FromSize)
 		}
 	}
-	if img, err = mutate.Append(img, adds...); err != nil {
-		res.Close()
-		return nil, err
-	}
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		res.Close()
-		return nil, err
-	}
-	res.Image = img
-	return res, nil
+	return res.finish(adds, cfg)
 }

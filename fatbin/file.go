@@ -51,15 +51,11 @@ var testHookBeforeCheck = func(path string) {}
 func PruneFile(path string, fleet []GPU, keepPTX, dryRun bool) (*Plan, error) {
 	// Regular files only, opened non-blocking: a FIFO among the
 	// libraries is refused, never waited on (internal/localfile).
-	f, err := localfile.Open(path, "library")
+	f, fi, err := localfile.OpenInfo(path, "library")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	scan, err := Scan(bufio.NewReaderSize(f, window))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -58,7 +58,7 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 		t.Skip("no runc")
 	}
 	dir := t.TempDir()
-	kiln := buildKiln(t, dir)
+	kiln := testdaemon.KilnBinary(t)
 	srv := testimage.RegistryServer(t)
 	reg := strings.TrimPrefix(srv.URL, "http://")
 

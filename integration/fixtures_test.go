@@ -158,6 +158,7 @@ func needAppArchive(t *testing.T, dir string, e *expected) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testdaemon.RemoveKilnBinary()
 	if appArchive.made && os.Getenv("KILN_PRUNE_AFTER_TESTS") == "1" {
 		os.Remove(appArchive.path)
 	}
@@ -254,10 +255,7 @@ func TestAnalyzeAppFixture(t *testing.T) {
 // naive app image breaks the runtime rules (exit 3), naming each class.
 func TestRuntimeRulesFailTheApp(t *testing.T) {
 	dir, e := fixtures(t)
-	bin := filepath.Join(t.TempDir(), "kiln")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kiln").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testdaemon.KilnBinary(t)
 	needAppArchive(t, dir, e)
 	for src, ref := range appRefs(dir, e) {
 		cmd := exec.Command(bin, "analyze", "--json", "--progress", "none", "--ci", "../testdata/rules/runtime.yaml", ref)

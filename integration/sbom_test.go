@@ -133,7 +133,7 @@ func TestSBOMSlimAndWeightsStrip(t *testing.T) {
 	}
 	cosign := cosignBin(t)
 	dir := t.TempDir()
-	kiln := buildKiln(t, dir)
+	kiln := testdaemon.KilnBinary(t)
 	k := makeKeys(t, cosign, dir)
 	repo := fmt.Sprintf("%s/kiln-sbom-it/app%d", registry(), time.Now().UnixNano())
 	src := repo + ":src"

@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -228,7 +229,7 @@ func TestSignVerifyWithCosign(t *testing.T) {
 	t.Cleanup(srv.Close)
 	regs["ggcr-referrers-api"] = strings.TrimPrefix(srv.URL, "http://")
 	dir := t.TempDir()
-	kiln := buildKiln(t, dir)
+	kiln := testdaemon.KilnBinary(t)
 	k := makeKeys(t, cosign, dir)
 	run_ := time.Now().UnixNano()
 

@@ -14,20 +14,6 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 )
 
-// buildKiln compiles the CLI once for a test.
-func buildKiln(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "kiln")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/kiln")
-	// Static, as make build makes it: kiln slim --format estargz mounts
-	// this binary into the probe container to record what the probe opens.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // slimRun is what the slim tests start from: the app fixture's OCI
 // layout, BuildKit for the probe, a scratch directory under KILN_WORK_DIR
 // (the rewrite writes ~2.5 GB: keep it off a small /tmp) and the CLI.
@@ -49,7 +35,7 @@ func newSlimRun(t *testing.T, prefix string) slimRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(scratch) })
-	return slimRun{bin: buildKiln(t, scratch), scratch: scratch, src: appRefs(dir, e)["oci"]}
+	return slimRun{bin: testdaemon.KilnBinary(t), scratch: scratch, src: appRefs(dir, e)["oci"]}
 }
 
 // slim runs `kiln slim SRC --to dest --weights-to oci:SCRATCH/weights:app

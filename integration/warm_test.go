@@ -50,7 +50,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	kiln := buildKiln(t, t.TempDir())
+	kiln := testdaemon.KilnBinary(t)
 	cd := testdaemon.StartContainerd(t, testdaemon.RequireEnv("KILN_REQUIRE_FIXTURES"))
 
 	// The mirror: a reverse proxy to the registry that the test stops.

@@ -12,6 +12,9 @@ const (
 	LabelCUDAArchs      = "dev.kiln.cuda-archs"
 	LabelCUDA           = "dev.kiln.cuda"
 	LabelComponents     = "dev.kiln.layers"
+	// LabelInputs is kiln's record of what each step was built from
+	// (builder.Record, JSON), read by kiln build --explain.
+	LabelInputs = "dev.kiln.inputs"
 
 	// The weights volume of a stripped image: the artifact reference
 	// pinned by digest, where the volume must be mounted, and its set

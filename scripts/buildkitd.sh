@@ -21,7 +21,7 @@
 #   KILN_REGISTRY          plain-HTTP registry (default 127.0.0.1:5000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="/usr/local/go/bin:$PATH"
+. scripts/lib.sh
 
 CACHE=${KILN_BUILDKIT_CACHE:-/var/cache/kiln-buildkit}
 ROOT=${KILN_BUILDKIT_ROOT:-/var/lib/kiln-buildkit}
@@ -35,48 +35,17 @@ CONFIG=$RUN/buildkitd.toml
 
 log() { echo "buildkitd: $*" >&2; }
 
-version() {
-	local v
-	v=$(go list -m -f '{{.Version}}' github.com/moby/buildkit 2>/dev/null) || true
-	[[ -n $v ]] || { log "go.mod does not pin github.com/moby/buildkit"; exit 1; }
-	echo "$v"
-}
+version() { go_pin github.com/moby/buildkit; }
 
 bindir() { echo "$CACHE/$(version)"; }
 
-build() {
-	local v dir src tmp
-	v=$(version)
-	dir=$CACHE/$v
-	if [[ -x $dir/buildkitd && -x $dir/buildctl ]]; then
-		log "buildkitd $v already built in $dir"
-		return 0
-	fi
-	src=$(go mod download -json "github.com/moby/buildkit@$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -n $src && -d $src ]] || { log "module github.com/moby/buildkit@$v not found in the module cache"; exit 1; }
-	mkdir -p "$dir"
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-buildkit-src.XXXXXX")
-	log "building buildkitd and buildctl $v (takes minutes on a small machine)"
-	# The subshell owns the writable copy of the module (the cache is
-	# read-only) and removes it however it exits. A RETURN trap here would
-	# outlive this function and fire, with $tmp unset, when later ones return.
-	(
-		trap 'rm -rf "$tmp"' EXIT
-		# A throwaway build cache: the binary is cached per version, and its
-		# dependencies' compiled objects (gigabytes, for cosign) are never
-		# needed again; the disk is the binding limit.
-		export GOCACHE=$tmp/.gocache
-		cp -r "$src/." "$tmp/"
-		chmod -R u+w "$tmp"
-		cd "$tmp"
-		export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
-		go build -trimpath -o "$dir/buildkitd.tmp" ./cmd/buildkitd
-		go build -trimpath -o "$dir/buildctl.tmp" ./cmd/buildctl
-	)
-	mv "$dir/buildkitd.tmp" "$dir/buildkitd"
-	mv "$dir/buildctl.tmp" "$dir/buildctl"
-	log "built $dir/buildkitd and $dir/buildctl"
+buildkit_recipe() {
+	copy_module github.com/moby/buildkit "$(version)"
+	go build -trimpath -o "$TOOL_OUT/buildkitd" ./cmd/buildkitd
+	go build -trimpath -o "$TOOL_OUT/buildctl" ./cmd/buildctl
 }
+
+build() { build_tool "$(bindir)" "buildkitd and buildctl $(version)" buildkit_recipe buildkitd buildctl; }
 
 answers() {
 	local ctl

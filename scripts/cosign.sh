@@ -14,7 +14,7 @@
 #   KILN_COSIGN_VERSION  default v3.1.3
 #   KILN_COSIGN_CACHE    binaries (default /var/cache/kiln-cosign)
 set -euo pipefail
-export PATH="/usr/local/go/bin:$PATH"
+. "$(dirname "$0")/lib.sh"
 
 VERSION=${KILN_COSIGN_VERSION:-v3.1.3}
 CACHE=${KILN_COSIGN_CACHE:-/var/cache/kiln-cosign}
@@ -22,32 +22,9 @@ DIR=$CACHE/$VERSION
 
 log() { echo "cosign: $*" >&2; }
 
-build() {
-	if [[ -x $DIR/cosign ]]; then
-		log "cosign $VERSION already built in $DIR"
-		return 0
-	fi
-	mkdir -p "$DIR"
-	local tmp
-	tmp=$(mktemp -d "$DIR/.build.XXXXXX")
-	log "building cosign $VERSION from the module proxy (minutes on a small machine)"
-	# GOBIN into a private directory, then one rename: a concurrent or
-	# killed build never leaves a half-written binary at $DIR/cosign.
-	(
-		trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-		# A throwaway build cache: the binary is cached per version, and its
-		# dependencies' compiled objects (gigabytes, for cosign) are never
-		# needed again; the disk is the binding limit.
-		export GOCACHE=$tmp/.gocache
-		# A throwaway module cache too: this tool's module graph is not kiln's
-		# (cosign's alone is ~2.5 GB of cloud SDKs), and nothing reads it again.
-		export GOMODCACHE=$tmp/.gomodcache
-		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
-			go install -trimpath "github.com/sigstore/cosign/v3/cmd/cosign@$VERSION"
-		mv "$tmp/cosign" "$DIR/cosign"
-	)
-	log "built $DIR/cosign"
-}
+cosign_recipe() { go_install "github.com/sigstore/cosign/v3/cmd/cosign@$VERSION"; }
+
+build() { build_tool "$DIR" "cosign $VERSION" cosign_recipe cosign; }
 
 case "${1:-}" in
 build) build ;;

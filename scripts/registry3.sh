@@ -18,7 +18,7 @@
 #                           private to this registry, removed by stop)
 #   KILN_REGISTRY3_STATE    config, pid file and log (default ${TMPDIR:-/tmp}/kiln-registry3)
 set -euo pipefail
-export PATH="/usr/local/go/bin:$PATH"
+. "$(dirname "$0")/lib.sh"
 
 VERSION=${KILN_REGISTRY3_VERSION:-v3.1.2}
 CACHE=${KILN_REGISTRY3_CACHE:-/var/cache/kiln-registry3}
@@ -42,30 +42,9 @@ our_pid() {
 	echo "$pid"
 }
 
-build() {
-	if [[ -x $BIN ]]; then
-		log "distribution $VERSION already built in $(dirname "$BIN")"
-		return 0
-	fi
-	mkdir -p "$(dirname "$BIN")"
-	local tmp
-	tmp=$(mktemp -d "$(dirname "$BIN")/.build.XXXXXX")
-	log "building distribution $VERSION from the module proxy"
-	(
-		trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-		# A throwaway build cache: the binary is cached per version, and its
-		# dependencies' compiled objects (gigabytes, for cosign) are never
-		# needed again; the disk is the binding limit.
-		export GOCACHE=$tmp/.gocache
-		# A throwaway module cache too: this tool's module graph is not kiln's
-		# (cosign's alone is ~2.5 GB of cloud SDKs), and nothing reads it again.
-		export GOMODCACHE=$tmp/.gomodcache
-		GOBIN=$tmp CGO_ENABLED=0 GOFLAGS= GOTOOLCHAIN=local \
-			go install -trimpath "github.com/distribution/distribution/v3/cmd/registry@$VERSION"
-		mv "$tmp/registry" "$BIN"
-	)
-	log "built $BIN"
-}
+registry_recipe() { go_install "github.com/distribution/distribution/v3/cmd/registry@$VERSION"; }
+
+build() { build_tool "$(dirname "$BIN")" "distribution $VERSION" registry_recipe registry; }
 
 start() {
 	if our_pid >/dev/null && answers; then

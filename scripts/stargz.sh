@@ -21,54 +21,31 @@
 #   KILN_STARGZ_CACHE  binaries (default /var/cache/kiln-stargz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="/usr/local/go/bin:$PATH"
+. scripts/lib.sh
 
 CACHE=${KILN_STARGZ_CACHE:-/var/cache/kiln-stargz}
 MOD=github.com/containerd/stargz-snapshotter
 
 log() { echo "stargz: $*" >&2; }
 
-pin() {
-	local v
-	v=$(go list -m -f '{{.Version}}' "$1" 2>/dev/null) || true
-	[[ -n $v ]] || { log "go.mod does not pin $1"; exit 1; }
-	echo "$v"
+pin() { go_pin "$1"; }
+
+# A throwaway module: scripts/stargzd/main.go against the library module,
+# with kiln's containerd and grpc versions.
+stargz_recipe() {
+	cp "$KILN_ROOT/scripts/stargzd/main.go" .
+	export GOFLAGS=-mod=mod
+	go mod init kiln.local/containerd-stargz-grpc >/dev/null 2>&1
+	go mod edit -require "$MOD@$(pin "$MOD")" -require "github.com/containerd/containerd/v2@$(pin github.com/containerd/containerd/v2)" \
+		-require "github.com/containerd/containerd/api@$(pin github.com/containerd/containerd/api)" -require "google.golang.org/grpc@$(pin google.golang.org/grpc)"
+	go mod tidy >/dev/null
+	go build -trimpath -o "$TOOL_OUT/containerd-stargz-grpc" .
 }
 
 build() {
-	local v dir tmp here
+	local v
 	v=$(pin "$MOD")
-	dir=$CACHE/$v
-	if [[ -x $dir/containerd-stargz-grpc ]]; then
-		log "containerd-stargz-grpc $v already built in $dir"
-		return 0
-	fi
-	here=$PWD
-	local cd2 api grpcv
-	cd2=$(pin github.com/containerd/containerd/v2)
-	api=$(pin github.com/containerd/containerd/api)
-	grpcv=$(pin google.golang.org/grpc)
-	mkdir -p "$dir"
-	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-stargz-src.XXXXXX")
-	log "building containerd-stargz-grpc against $MOD $v (takes minutes on a small machine)"
-	# The subshell owns the throwaway module and removes it however it exits.
-	(
-		trap 'rm -rf "$tmp"' EXIT
-		# A throwaway build cache: the binary is cached per version, and its
-		# dependencies' compiled objects (gigabytes, for cosign) are never
-		# needed again; the disk is the binding limit.
-		export GOCACHE=$tmp/.gocache
-		cp "$here/scripts/stargzd/main.go" "$tmp/"
-		cd "$tmp"
-		export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local
-		go mod init kiln.local/containerd-stargz-grpc >/dev/null 2>&1
-		go mod edit -require "$MOD@$v" -require "github.com/containerd/containerd/v2@$cd2" \
-			-require "github.com/containerd/containerd/api@$api" -require "google.golang.org/grpc@$grpcv"
-		go mod tidy >/dev/null
-		go build -trimpath -o "$dir/containerd-stargz-grpc.tmp" .
-	)
-	mv "$dir/containerd-stargz-grpc.tmp" "$dir/containerd-stargz-grpc"
-	log "built containerd-stargz-grpc in $dir"
+	build_tool "$CACHE/$v" "containerd-stargz-grpc $v" stargz_recipe containerd-stargz-grpc
 }
 
 case "${1:-}" in

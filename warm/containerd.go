@@ -260,7 +260,11 @@ func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, 
 	}
 	// Nothing to write (containerd already holds the bytes, e.g. shared
 	// from another namespace): the daemon's writer commits without any.
-	if root, _ := t.Direct(); root != "" && st.Offset < d.Size {
+	// A complete ingest file is another matter: a direct writer may still
+	// hold it (its lock, not the daemon's, says when it is done), so it is
+	// waited for like an incomplete one; taking the daemon's writer there
+	// let a second writer commit or abort under the first.
+	if root, _ := t.Direct(); root != "" && (st.Offset < d.Size || t.ingestOnDisk(ref)) {
 		// Close the daemon's writer before writing its file: the commit
 		// opens a new one, which re-reads and hashes every byte.
 		if err := w.Close(); err != nil {
@@ -321,9 +325,16 @@ func (w *ctrWriter) Commit(ctx context.Context) error {
 
 func (w *ctrWriter) Close() error { return w.w.Close() }
 
+// Abort removes the ingest before closing the writer: the daemon writes
+// the ingest's timestamp file as it closes, and a removal racing that
+// failed with "directory not empty".
 func (w *ctrWriter) Abort(ctx context.Context) error {
-	w.w.Close()
-	return w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
+	defer w.w.Close()
+	err := w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // Record implements Target: labels as containerd's pull sets them (GC

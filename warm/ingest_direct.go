@@ -215,6 +215,17 @@ func (w *directWriter) settle(err error) {
 // openDirect waited for its lock.
 var errIngestMoved = errors.New("ingest moved while waiting for its lock")
 
+// ingestOnDisk says whether ingest ref has a data file in the content
+// root (a direct writer's, or one it left).
+func (t *Containerd) ingestOnDisk(ref string) bool {
+	dir, err := ingestDir(t.root, t.ns, ref)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "data"))
+	return err == nil
+}
+
 // openDirect is step 2: the ingest exists (step 1 opened and closed it);
 // take the file, locked, at its end.
 func (t *Containerd) openDirect(ctx context.Context, d ocispec.Descriptor, ref string) (*directWriter, error) {
@@ -333,11 +344,30 @@ func (w *directWriter) Close() error {
 	return w.f.Close()
 }
 
+// Abort removes the ingest while still holding its data file's lock, so a
+// writer waiting for it never takes over a file about to vanish.
 func (w *directWriter) Abort(ctx context.Context) error {
 	w.dropEarly()
 	w.settle(errIngestStopped)
-	w.f.Close()
-	err := w.t.cs.Abort(w.t.nsCtx(ctx), w.ref)
+	defer w.f.Close()
+	return w.t.abortIngest(ctx, w.d, w.ref)
+}
+
+// abortIngest removes ingest ref holding the daemon's writer of it. The
+// writer Writer opened and closed (a close only half-closes its stream)
+// may still be writing the ingest's timestamp file until the daemon lets
+// the ref go; a removal racing it failed with "directory not empty".
+func (t *Containerd) abortIngest(ctx context.Context, d ocispec.Descriptor, ref string) error {
+	ctx = t.nsCtx(ctx)
+	cw, err := content.OpenWriter(ctx, t.cs, content.WithRef(ref), content.WithDescriptor(d))
+	if errdefs.IsAlreadyExists(err) {
+		return nil // committed meanwhile: nothing to discard
+	}
+	if err != nil {
+		return fmt.Errorf("target %s: abort %s: %v", t, ref, err)
+	}
+	defer cw.Close()
+	err = t.cs.Abort(ctx, ref)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
@@ -176,15 +177,37 @@ func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (Writer, e
 // name.
 func (l *OCILayout) Record(ctx context.Context, s *Set) error {
 	return l.updateIndex(ctx, func(idx *ocispec.Index) {
-		for _, img := range s.Images {
-			idx.Manifests = slices.DeleteFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
-				return d.Annotations[annRefName] == img.Name || d.Annotations[annContainerdName] == img.Name
-			})
-			d := img.Manifest
-			d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
-			idx.Manifests = append(idx.Manifests, d)
-		}
+		idx.Manifests = recordEntries(idx.Manifests, s.Images)
 	})
+}
+
+// indexVisits counts the index entries Record and Verify examine: each
+// looks at every entry once, whatever the number of images (D16: one pass
+// per image made a 20,000-entry layout take 17 s).
+var indexVisits atomic.Int64
+
+// recordEntries is manifests less the entries named like one of imgs,
+// followed by one entry per image name (the last image of a name wins).
+func recordEntries(manifests []ocispec.Descriptor, imgs []Image) []ocispec.Descriptor {
+	last := make(map[string]int, len(imgs))
+	for i, img := range imgs {
+		last[img.Name] = i
+	}
+	manifests = slices.DeleteFunc(manifests, func(d ocispec.Descriptor) bool {
+		indexVisits.Add(1)
+		_, ref := last[d.Annotations[annRefName]]
+		_, ctr := last[d.Annotations[annContainerdName]]
+		return ref || ctr
+	})
+	for i, img := range imgs {
+		if last[img.Name] != i {
+			continue
+		}
+		d := img.Manifest
+		d.Annotations = map[string]string{annRefName: img.Name, annContainerdName: img.Name}
+		manifests = append(manifests, d)
+	}
+	return manifests
 }
 
 // Verify implements Verifier: every image has its index.json entry.
@@ -197,10 +220,17 @@ func (l *OCILayout) Verify(ctx context.Context, s *Set) error {
 	if err := json.Unmarshal(b, &idx); err != nil {
 		return fmt.Errorf("target %s: index.json: %v", l, err)
 	}
+	type entry struct {
+		name string
+		dg   digest.Digest
+	}
+	has := make(map[entry]bool, len(idx.Manifests))
+	for _, d := range idx.Manifests {
+		indexVisits.Add(1)
+		has[entry{d.Annotations[annRefName], d.Digest}] = true
+	}
 	for _, img := range s.Images {
-		if !slices.ContainsFunc(idx.Manifests, func(d ocispec.Descriptor) bool {
-			return d.Annotations[annRefName] == img.Name && d.Digest == img.Manifest.Digest
-		}) {
+		if !has[entry{img.Name, img.Manifest.Digest}] {
 			return fmt.Errorf("target %s: index.json has no entry %s → %s", l, img.Name, img.Manifest.Digest)
 		}
 	}

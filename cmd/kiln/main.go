@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // shutdownGrace is how long kiln has after SIGINT or SIGTERM to stop its
@@ -19,6 +21,11 @@ import (
 const shutdownGrace = 10 * time.Second
 
 func main() {
+	// Libraries that log through logrus's standard logger speak only on
+	// errors (containerd's content store warns about fsverity on an OCI
+	// output directory); kiln's own messages are its output. Set once
+	// here, for the process, not by a verb in the middle of its work.
+	logrus.SetLevel(logrus.ErrorLevel)
 	// The first SIGINT/SIGTERM cancels ctx: the command stops, cleans up
 	// and exits 130 (cmdutil.Execute). Then the default action is back, so
 	// a second Ctrl-C ends a clean-up that hangs, and after shutdownGrace

@@ -75,10 +75,11 @@ func TestFlagVocabulary(t *testing.T) {
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
 			where := c.CommandPath() + " --" + f.Name
 			if f.Hidden {
-				if f.Deprecated == "" {
+				note := cmdutil.AliasNote(f)
+				if note == "" {
 					return
 				}
-				if !strings.HasPrefix(f.Deprecated, "use --") {
+				if !strings.HasPrefix(note, "use --") {
 					t.Errorf("%s: hidden alias without a note naming its new spelling", where)
 				}
 				return

@@ -42,40 +42,43 @@ var ErrTooLarge = errors.New("file too large")
 // Open opens path for reading when it is a regular file. what names the
 // file's role in errors ("key", "policy", "index.json").
 func Open(path, what string) (*os.File, error) {
+	f, _, err := OpenInfo(path, what)
+	return f, err
+}
+
+// OpenInfo is Open that also returns the file's FileInfo, from the one
+// fstat that checked it.
+func OpenInfo(path, what string) (*os.File, fs.FileInfo, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s %s: %w (%s); give the path of a file", what, path, ErrNotRegular, kind(fi.Mode()))
+		return nil, nil, fmt.Errorf("%s %s: %w (%s); give the path of a file", what, path, ErrNotRegular, kind(fi.Mode()))
 	}
 	// Regular files ignore O_NONBLOCK; cleared for what reads f later.
 	if err := syscall.SetNonblock(fd, false); err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 // ReadFile reads the regular file path whole, refusing it when it is
 // larger than max bytes.
 func ReadFile(path, what string, max int64) ([]byte, error) {
-	f, err := Open(path, what)
+	f, fi, err := OpenInfo(path, what)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if fi.Size() > max {
 		return nil, tooLarge(path, what, fi.Size(), max)
 	}

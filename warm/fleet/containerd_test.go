@@ -54,7 +54,7 @@ func TestFleetWarmsContainerdHosts(t *testing.T) {
 	if err := os.WriteFile(hosts, []byte(hf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kiln := builtKiln(t)
+	kiln := testdaemon.KilnBinary(t)
 	cli := func(want int, args ...string) []Result {
 		t.Helper()
 		cmd := exec.Command(kiln, append(args, "--hosts", hosts, "--known-hosts", known, "--json", "--progress", "none")...)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -57,7 +58,7 @@ func newFleetEnv(t *testing.T, n int) *fleetEnv {
 		d, _ := l.Digest()
 		e.layers = append(e.layers, d)
 	}
-	b, err := LocalBinary(builtKiln(t))
+	b, err := LocalBinary(testdaemon.KilnBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,38 +214,8 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-var (
-	kilnOnce sync.Once
-	kilnBin  string
-	kilnErr  error
-)
-
-// builtKiln builds cmd/kiln once per test binary: the real binary fleet
-// copies to hosts and whose kiln warm runs there.
-func builtKiln(t *testing.T) string {
-	t.Helper()
-	kilnOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-fleet-bin-")
-		if err != nil {
-			kilnErr = err
-			return
-		}
-		kilnBin = filepath.Join(dir, "kiln")
-		out, err := exec.Command("go", "build", "-o", kilnBin, "../../cmd/kiln").CombinedOutput()
-		if err != nil {
-			kilnErr = fmt.Errorf("go build ./cmd/kiln: %v\n%s", err, out)
-		}
-	})
-	if kilnErr != nil {
-		t.Fatal(kilnErr)
-	}
-	return kilnBin
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if kilnBin != "" {
-		os.RemoveAll(filepath.Dir(kilnBin))
-	}
+	testdaemon.RemoveKilnBinary()
 	os.Exit(code)
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/analyze"
@@ -56,10 +55,20 @@ type BuildOptions struct {
 	Progress     string
 	Platforms    []string
 	NoTest       bool
+	// Rebuild is --rebuild: build even when the --push repository's
+	// content tag holds an image built from the same inputs (by default
+	// that image answers). SkipExisting is the deprecated --skip-existing,
+	// which that default made a no-op.
+	Rebuild      bool
 	SkipExisting bool
-	Check        string
-	Epoch        string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
-	Insecure     []string
+	// Explain is --explain: per step, hit or miss against ExplainAgainst
+	// (default: the --push tag's last push), which input changed, and the
+	// cost in bytes.
+	Explain        bool
+	ExplainAgainst string
+	Check          string
+	Epoch          string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	Insecure       []string
 	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
 	// pinned inputs, as a referrer, or with --provenance in the
 	// attestation manifest beside the image (sbomcmd.go).
@@ -145,7 +154,14 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringSliceVar(&opts.Platforms, "platform", nil, "platforms to build, e.g. linux/amd64,linux/arm64 (default: the recipe's)")
 	fl.BoolVar(&opts.NoTest, "no-test", false, "do not run the recipe's test: commands")
 	fl.StringVar(&opts.Check, "check", "", "after the build, analyze the pushed or written image against a rules file (as kiln analyze --ci; the recipe's GPUs become require_gpus); exit 3 when a rule breaks")
-	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "with --push: skip the build when an image built from the same inputs (lock, bases by digest, graph, app files) is already in the repository; also tags each push with that content address")
+	fl.BoolVar(&opts.Rebuild, "rebuild", false, "with --push: build even when an image built from the same inputs (lock, bases by digest, graph, app files) is in the repository under its content tag; without it that image answers, checked by its labels")
+	fl.BoolVar(&opts.SkipExisting, "skip-existing", false, "the default now (see --rebuild)")
+	fl.BoolVar(&opts.Explain, "explain", false, "say per step whether it hit or missed against the image --explain-against names (default: the --push tag's last push), which input changed (base, apt, pip pins, compiled wheels, GPU archs, app files), and the bytes to push and to pull again")
+	fl.StringVar(&opts.ExplainAgainst, "explain-against", "", "the image --explain compares with (implies --explain)")
+	// Hidden, not MarkDeprecated: pflag's note would go to stdout (cobra
+	// prints it through OutOrStderr, which is the command's stdout) and
+	// break --json's one object; runBuild says it on stderr.
+	_ = fl.MarkHidden("skip-existing")
 	fl.StringVar(&opts.Epoch, "source-date-epoch", "", "timestamp for layers and config (default $SOURCE_DATE_EPOCH, else 0)")
 	fl.StringSliceVar(&opts.Insecure, "insecure-registry", nil, "registry host that speaks plain HTTP for --push (loopback always may)")
 	opts.SignFlag.Register(cmd)
@@ -202,6 +218,12 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 		return nil, in, "", cmdutil.UsageErr("--source-date-epoch: %q is not a non-negative integer", epoch)
 	}
 	in.SourceDateEpoch = &e
+	// The app files' digest goes into the image's record (--explain tells
+	// an app change by it). Files that cannot be read leave it out: a dry
+	// run needs none, and the build itself says which one is missing.
+	if d, err := builder.AppDigest(plan, r.Dir()); err == nil {
+		in.AppDigest = d
+	}
 	return plan, in, r.Dir(), nil
 }
 
@@ -213,6 +235,7 @@ type buildFlags struct {
 	cacheTo   []builder.CacheSpec
 	comp      string // the build's own layer compression (both: gzip, --push adds zstd)
 	maxLayer  int64
+	progress  builder.ProgressMode
 	// checkRules are --check's (nil: no check); signKey is --sign-key's.
 	checkRules *analyze.Rules
 	signKey    *sign.Signer
@@ -226,12 +249,11 @@ type buildFlags struct {
 // error (exit 2) naming the flag.
 func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	// The one --progress vocabulary, and BuildKit's rawjson (not shown).
-	if opts.Progress != "rawjson" {
-		if err := cmdutil.CheckProgress(opts.Progress); err != nil {
-			return nil, err
-		}
-		opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
+	progress, err := builder.ParseProgress(opts.Progress)
+	if err != nil {
+		return nil, cmdutil.UsageErr("%v", err)
 	}
+	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	comp := opts.Compression
 	switch comp {
 	case "zstd", "gzip", "none":
@@ -262,20 +284,24 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	}
 	var outputs []builder.Output
 	if opts.Push != "" {
-		ref, err := layers.ParseRef(opts.Push)
+		ref, err := layers.ParseRef(opts.Push, layers.WithInsecureRegistries(opts.Insecure...))
 		if err != nil {
 			return nil, cmdutil.UsageErr("--push: %v", err)
 		}
 		if ref.Kind != layers.KindRegistry {
 			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --to for %s", opts.Push, ref.Kind)
 		}
-		outputs = append(outputs, builder.Output{Type: "image", Path: opts.Push})
+		outputs = append(outputs, builder.Output{Ref: ref})
 		if opts.Compression == "both" {
 			zd, err := cmdutil.ZstdDest(opts.Push, nil)
 			if err != nil {
 				return nil, cmdutil.UsageErr("--compression both: %v", err)
 			}
-			outputs = append(outputs, builder.Output{Type: "image", Path: zd, Compression: "zstd"})
+			zref, err := layers.ParseRef(zd, layers.WithInsecureRegistries(opts.Insecure...))
+			if err != nil {
+				return nil, cmdutil.UsageErr("--compression both: %v", err)
+			}
+			outputs = append(outputs, builder.Output{Ref: zref, Compression: "zstd"})
 		}
 	}
 	for _, o := range opts.Outputs {
@@ -284,17 +310,15 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--to: %v", err)
 		}
 		switch ref.Kind {
-		case layers.KindOCILayout:
-			outputs = append(outputs, builder.Output{Type: "oci", Path: ref.Path})
-		case layers.KindDockerArchive:
-			outputs = append(outputs, builder.Output{Type: "docker-archive", Path: ref.Path})
+		case layers.KindOCILayout, layers.KindDockerArchive:
+			outputs = append(outputs, builder.Output{Ref: ref})
 		default:
 			return nil, cmdutil.UsageErr("--to %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
 		}
 	}
 	if len(opts.Outputs) > 1 {
 		for _, o := range outputs {
-			if o.Type == "oci" {
+			if o.Ref.Kind == layers.KindOCILayout {
 				return nil, cmdutil.UsageErr("--to oci:DIR cannot be combined with another --to in one build; run kiln build again for the other (it is fully cached)")
 			}
 		}
@@ -320,7 +344,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 		}
 	}
 
-	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer}
+	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer, progress: progress}
 	if fl.erofsComp, err = erofs.ParseCompression(opts.Erofs); err != nil {
 		return nil, cmdutil.UsageErr("--erofs-compression: %v", err)
 	}
@@ -332,9 +356,6 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 		}
 		if len(opts.Platforms) > 1 {
 			return nil, cmdutil.UsageErr("--format erofs: one --platform at a time (an EROFS image is one platform's filesystem)")
-		}
-		if opts.SkipExisting {
-			return nil, cmdutil.UsageErr("--format erofs and --skip-existing: an existing build's EROFS image is not looked up yet; run kiln convert --format erofs on it instead")
 		}
 		if fl.erofsTo, err = cmdutil.ErofsDest(opts.Push, nil); err != nil {
 			return nil, cmdutil.UsageErr("--format erofs: %v", err)
@@ -350,8 +371,14 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			return nil, cmdutil.UsageErr("--check: %v", err)
 		}
 	}
-	if opts.SkipExisting && opts.Push == "" {
-		return nil, cmdutil.UsageErr("--skip-existing needs --push: the content-addressed tag lives in the pushed repository")
+	if err := explainUsage(opts); err != nil {
+		return nil, err
+	}
+	if opts.Rebuild && opts.SkipExisting {
+		return nil, cmdutil.UsageErr("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
+	}
+	if opts.SkipExisting {
+		fmt.Fprintln(opts.IO.ErrOut, "kiln: --skip-existing is deprecated and does nothing: with --push a no-op rebuild answers from the content tag by default (--rebuild opts out)")
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return nil, cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")
@@ -387,13 +414,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	outputs, cacheFrom, cacheTo, comp, maxLayer := fl.outputs, fl.cacheFrom, fl.cacheTo, fl.comp, fl.maxLayer
 	plan, in, dir, err := buildInputs(ctx, opts)
 	if err != nil {
 		return err
-	}
-	if len(opts.Platforms) > 0 {
-		plan.Platforms = opts.Platforms
 	}
 	if opts.Dockerfile {
 		df, err := builder.Dockerfile(plan, in)
@@ -406,15 +429,19 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.DryRun {
 		return dryRun(ctx, opts, plan, in)
 	}
-	var content *builder.Content
-	if opts.SkipExisting {
-		content, err = findContentTag(ctx, opts, plan, in, dir, maxLayer)
-		if err != nil {
+	if fl.erofsTo != "" {
+		if err := erofs.Check(ctx); err != nil {
 			return err
 		}
-		if content.Existing != nil {
-			return reuseExisting(ctx, opts, content)
-		}
+	}
+	// The earlier image is read before the build moves its tag.
+	ex, err := startExplain(ctx, opts, plan, in)
+	if err != nil {
+		return err
+	}
+	content, res, err := answerExisting(ctx, opts, fl, plan, in, dir)
+	if err != nil {
+		return err
 	}
 	var lock *recipes.Lock
 	if opts.SBOM && opts.Locked {
@@ -426,66 +453,16 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if opts.SBOM && opts.Provenance != "" {
 		attest = builder.SBOMAttestations(opts.Push, plan, lock, in, opts.Version)
 	}
-	if len(outputs) == 0 && len(cacheTo) == 0 {
-		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
-	}
-	// containerd's content store warns through logrus (e.g. about fsverity
-	// on the output directory); kiln's own messages are enough.
-	logrus.SetLevel(logrus.ErrorLevel)
-	if fl.erofsTo != "" {
-		if err := erofs.Check(ctx); err != nil {
-			return err
-		}
-	}
-	// Where the image goes is checked before the build, not after it.
-	for _, out := range outputs {
-		raw, flag := out.Path, "--push"
-		switch out.Type {
-		case "image":
-		case "oci", "docker-archive":
-			raw, flag = out.Type+":"+out.Path, "--output"
-		default:
-			continue
-		}
-		ref, err := layers.ParseRef(raw, layers.WithInsecureRegistries(opts.Insecure...))
-		if err == nil {
-			err = preflight.Target(ctx, flag, ref, layers.WithInsecureRegistries(opts.Insecure...))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
-	if err != nil {
+	if res != nil {
+		fmt.Fprintf(opts.IO.ErrOut, "kiln: up to date: %s was built from these inputs (%s); --rebuild builds again\n", res.Digest, res.ContentTag)
+	} else if res, err = build(ctx, opts, fl, plan, in, dir, attest); err != nil {
 		return err
 	}
-	defer c.Close()
-	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
-	res, err := builder.Build(ctx, plan, in, builder.Options{
-		Client:       c,
-		ContextDir:   dir,
-		Outputs:      outputs,
-		Compression:  comp,
-		MaxLayerSize: maxLayer,
-		CacheFrom:    cacheFrom,
-		CacheTo:      cacheTo,
-		Progress:     buildkitProgress(opts.Progress),
-		ProgressOut:  opts.IO.ErrOut,
-		NoProbes:     opts.NoTest,
-		Insecure:     opts.Insecure,
-		Tools:        toolsExecutable(),
-		Provenance:   opts.Provenance,
-		BuilderID:    opts.BuilderID,
-		Params:       map[string]string{"version": opts.Version},
-		Attest:       attest,
-	})
-	if err != nil {
-		return fmt.Errorf("build %s: %w", plan.Name, err)
-	}
-	if content != nil {
+	if content != nil && !res.Reused {
 		if err := content.TagPushed(ctx); err != nil {
 			return err
 		}
+		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
 	var erofsPushed []builder.Pushed
@@ -514,11 +491,15 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		return err
 	}
 	if fl.checkRules != nil {
-		if err := checkBuilt(ctx, opts, plan, res.Digest, outputs[0], fl.checkRules); err != nil {
+		if err := checkBuilt(ctx, opts, plan, res.Digest, fl.outputs[0], fl.checkRules); err != nil {
 			return err
 		}
 	}
-	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
+	explained, err := ex.finish(opts, res)
+	if err != nil {
+		return err
+	}
+	writeBuildReport(opts, plan, res, signed, sboms, attest != nil, explained)
 	return nil
 }
 
@@ -567,21 +548,74 @@ func pushErofs(ctx context.Context, opts *BuildOptions, fl *buildFlags, pushed [
 	return builder.Pushed{Ref: fl.erofsTo, Compression: "erofs", Digest: dg.String()}, nil
 }
 
+// build solves the plan on the BuildKit daemon the flags name, after
+// checking where the image goes.
+func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipes.Plan, in builder.Inputs, dir string, attest func(context.Context, string, sbom.Files) ([]builder.Attestation, error)) (*builder.Result, error) {
+	outputs, cacheFrom, cacheTo, comp, maxLayer := fl.outputs, fl.cacheFrom, fl.cacheTo, fl.comp, fl.maxLayer
+	if len(outputs) == 0 && len(cacheTo) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
+	}
+	// Where the image goes is checked before the build, not after it.
+	for _, out := range outputs {
+		flag := "--output"
+		if out.Pushes() {
+			flag = "--push"
+		}
+		if err := preflight.Target(ctx, flag, out.Ref, layers.WithInsecureRegistries(opts.Insecure...)); err != nil {
+			return nil, err
+		}
+	}
+	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: building %s on %s\n", plan.Name, addr)
+	res, err := builder.Build(ctx, plan, in, builder.Options{
+		Client:       c,
+		Platforms:    opts.Platforms,
+		ContextDir:   dir,
+		Outputs:      outputs,
+		Compression:  comp,
+		MaxLayerSize: maxLayer,
+		CacheFrom:    cacheFrom,
+		CacheTo:      cacheTo,
+		Progress:     fl.progress,
+		ProgressOut:  opts.IO.ErrOut,
+		NoProbes:     opts.NoTest,
+		Insecure:     opts.Insecure,
+		Tools:        toolsExecutable(),
+		Provenance:   opts.Provenance,
+		BuilderID:    opts.BuilderID,
+		Params:       map[string]string{"version": opts.Version},
+		Attest:       attest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", plan.Name, err)
+	}
+	return res, nil
+}
+
 // writeBuildReport prints what kiln build did: one JSON object with
 // --json, else a line per fact.
-func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Result, signed []*sign.Signed, sboms []string, attested bool) {
+func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Result, signed []*sign.Signed, sboms []string, attested bool, explained *builder.Explanation) {
 	if opts.JSON {
 		_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{
 			"name": plan.Name, "digest": res.Digest, "graph_digest": res.Graph,
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
+			"reused": res.Reused, "content_tag": res.ContentTag, "inputs_digest": res.InputsDigest, "explain": explained,
 		})
 		return
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
-	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
-	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	if res.Reused {
+		fmt.Fprintf(opts.IO.Out, "reused   %s (up to date)\n", res.ContentTag)
+	} else {
+		fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
+		fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	}
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
 		for _, pl := range slices.Sorted(maps.Keys(p.Images)) {
@@ -600,6 +634,9 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 			p = strings.SplitN(o, ":", 2)[0] + ":" + abs
 		}
 		fmt.Fprintf(opts.IO.Out, "wrote    %s\n", p)
+	}
+	if explained != nil {
+		writeExplain(opts.IO.Out, explained)
 	}
 }
 
@@ -620,18 +657,12 @@ func attestationNames(prov string, bom bool) []string {
 // checkBuilt analyzes what the build wrote (the first output) against the
 // --check rules, requiring kernels for the recipe's GPUs.
 func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, digest string, out builder.Output, rules *analyze.Rules) error {
-	var ref string
-	switch out.Type {
-	case "image":
-		r, err := layers.ParseRef(out.Path)
-		if err != nil {
-			return err
-		}
-		ref = r.Name.Context().String() + "@" + digest
-	case "oci":
-		ref = "oci:" + out.Path
-	default:
-		ref = "docker-archive:" + out.Path
+	ref := "oci:" + out.Ref.Path
+	switch out.Ref.Kind {
+	case layers.KindRegistry:
+		ref = out.Ref.Name.Context().String() + "@" + digest
+	case layers.KindDockerArchive:
+		ref = "docker-archive:" + out.Ref.Path
 	}
 	for _, g := range plan.GPUs {
 		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
@@ -685,7 +716,7 @@ func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in buil
 		Digest   string `json:"graph_digest"`
 		Ops      int    `json:"ops"`
 	}
-	gs, err := builder.Graphs(plan, in, nil)
+	gs, err := builder.Graphs(plan, in, opts.Platforms)
 	if err != nil {
 		return err
 	}
@@ -743,13 +774,4 @@ func toolsExecutable() string {
 		return ""
 	}
 	return p
-}
-
-// buildkitProgress names kiln's --progress word as BuildKit's progress
-// display takes it (none is BuildKit's quiet).
-func buildkitProgress(mode string) string {
-	if mode == "none" {
-		return "quiet"
-	}
-	return mode
 }

@@ -27,7 +27,10 @@ func TestCheckBuilt(t *testing.T) {
 	plan := &recipes.Plan{GPUs: []recipes.PlanGPU{{Name: "H100", ComputeCapability: "9.0"}}}
 	var errOut bytes.Buffer
 	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Check: "rules.yaml", Progress: "quiet"}
-	out := builder.Output{Type: "image", Path: reg + "/acme/app:1"}
+	out, perr := builder.ParseOutput(reg + "/acme/app:1")
+	if perr != nil {
+		t.Fatal(perr)
+	}
 
 	pass, _ := analyze.ParseRules("rules.yaml", []byte("forbid: [dev_tools]\n"))
 	if err := checkBuilt(context.Background(), opts, plan, d.String(), out, pass); err != nil {

@@ -2,6 +2,7 @@ package buildcmd
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +11,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/slim"
 )
 
@@ -51,14 +54,17 @@ func TestBuildSkipExisting(t *testing.T) {
 	if c.Existing != nil || !strings.HasPrefix(c.Tag.TagStr(), "kiln-") {
 		t.Fatalf("content tag %s exists before any push", c.Tag)
 	}
-	built := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "gzip"))
+	// What kiln build pushed carries the recipe's hash as a label: the
+	// answer is checked by it.
+	labels := testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
+	built := testimage.Image(t, labels, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "gzip"))
 	testimage.Push(t, c.Tag.String(), built)
 	want, _ := built.Digest()
 	// Half of both is not up to date: the zstd variant's content tag too.
 	if code, _, errOut := run(t, args...); code != cmdutil.ExitFailure || !strings.Contains(errOut, "buildkitd") {
 		t.Fatalf("gzip content tag alone: exit %d (want a build attempt): %s", code, errOut)
 	}
-	builtZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "zstd"))
+	builtZ := testimage.Image(t, labels, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "zstd"))
 	testimage.Push(t, layers.ZstdTag(c.Tag).String(), builtZ)
 	wantZ, _ := builtZ.Digest()
 
@@ -96,8 +102,84 @@ func TestBuildSkipExisting(t *testing.T) {
 	if code, _, _ := run(t, args...); code != cmdutil.ExitFailure {
 		t.Errorf("after the runtime base moved: exit %d, want a build attempt", code)
 	}
-	if code, _, errOut := run(t, "build", f, "--skip-existing", "--mirror", reg); code != cmdutil.ExitUsage || !strings.Contains(errOut, "needs --push") {
-		t.Errorf("--skip-existing without --push: exit %d %s", code, errOut)
+}
+
+// reuseSetup is a recipe whose --push repository's content tags (gzip and
+// zstd) hold images made with cfg, as if built from it before.
+func reuseSetup(t *testing.T, cfg func(plan *recipes.Plan, in builder.Inputs) testimage.Config) (reg, f string, args []string) {
+	t.Helper()
+	reg = testimage.Registry(t)
+	for _, s := range []string{"devel", "runtime"} {
+		img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized(s, 100)}, "gzip"))
+		testimage.Push(t, reg+"/nvidia/cuda:11.8.0-"+s+"-debian12", img)
+	}
+	f = buildRecipe(t)
+	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
+	opts.Mirror, opts.MirrorSet = reg, true
+	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
+	plan, in, dir, err := buildInputs(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
+	c, err := findContentTag(context.Background(), opts, plan, in, dir, maxLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tag, comp := range map[string]string{c.Tag.String(): "gzip", layers.ZstdTag(c.Tag).String(): "zstd"} {
+		testimage.Push(t, tag, testimage.Image(t, cfg(plan, in), testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, comp)))
+	}
+	return reg, f, []string{"build", f, "--mirror", reg, "--wheel-index", "http://127.0.0.1:9/simple", "--push", reg + "/acme/app:1", "--builder", "unix:///nonexistent/buildkitd.sock"}
+}
+
+// TestBuildReusesByDefault: a no-op rebuild with --push answers from the
+// content tag without any flag (no daemon is asked: none answers here),
+// says so in words and in --json; --rebuild builds; --skip-existing is a
+// deprecated no-op alias, accepted without --push.
+func TestBuildReusesByDefault(t *testing.T) {
+	reg, f, args := reuseSetup(t, func(_ *recipes.Plan, in builder.Inputs) testimage.Config {
+		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
+	})
+	code, out, errOut := run(t, args...)
+	if code != cmdutil.ExitOK || !strings.Contains(out, "reused   "+reg+"/acme/app:kiln-") || !strings.Contains(errOut, "up to date") {
+		t.Fatalf("no-op rebuild: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, js, errOut := run(t, append(args, "--json")...)
+	var rep struct {
+		Reused     bool   `json:"reused"`
+		ContentTag string `json:"content_tag"`
+		Digest     string `json:"digest"`
+		Pushed     []struct {
+			Ref, Compression, Digest string
+		} `json:"pushed"`
+	}
+	if err := json.Unmarshal([]byte(js), &rep); code != cmdutil.ExitOK || err != nil || !rep.Reused || !strings.HasPrefix(rep.ContentTag, reg+"/acme/app:kiln-") || len(rep.Pushed) != 2 || rep.Pushed[0].Digest != rep.Digest || rep.Pushed[1].Compression != "zstd" {
+		t.Fatalf("--json: exit %d %v %+v\n%s\n%s", code, err, rep, js, errOut)
+	}
+	if code, _, errOut := run(t, append(args, "--rebuild")...); code != cmdutil.ExitFailure || !strings.Contains(errOut, "buildkitd") {
+		t.Errorf("--rebuild: exit %d (want a build attempt): %s", code, errOut)
+	}
+	if code, out, errOut := run(t, append(args, "--skip-existing", "--json")...); code != cmdutil.ExitOK || !strings.HasPrefix(out, "{") || !strings.Contains(out, `"reused": true`) || !strings.Contains(errOut, "deprecated") {
+		t.Errorf("--skip-existing (deprecated alias): exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "build", f, "--skip-existing", "--mirror", reg, "--wheel-index", "http://127.0.0.1:9/simple", "--builder", "unix:///nonexistent/buildkitd.sock"); code != cmdutil.ExitFailure || !strings.Contains(errOut, "buildkitd") {
+		t.Errorf("--skip-existing without --push: exit %d (want a build attempt) %s", code, errOut)
+	}
+}
+
+// TestBuildReuseIsChecked: a content tag whose image was not built from
+// these inputs (its recipe label differs, or it has none) does not answer:
+// kiln says why and builds.
+func TestBuildReuseIsChecked(t *testing.T) {
+	for what, labels := range map[string]map[string]string{
+		"another recipe": {builder.LabelRecipeHash: "sha256:0000"},
+		"no kiln labels": nil,
+	} {
+		_, _, args := reuseSetup(t, func(*recipes.Plan, builder.Inputs) testimage.Config { return testimage.Config{Labels: labels} })
+		code, _, errOut := run(t, args...)
+		if code != cmdutil.ExitFailure || !strings.Contains(errOut, "not reusing") || !strings.Contains(errOut, builder.LabelRecipeHash) || !strings.Contains(errOut, "buildkitd") {
+			t.Errorf("%s: exit %d (want a build attempt, saying why): %s", what, code, errOut)
+		}
 	}
 }
 

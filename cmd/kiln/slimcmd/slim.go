@@ -89,7 +89,8 @@ same digest.
 gzip under the destination's name, which every Docker and containerd pulls
 (platforms that pull your image themselves may run Docker 20.10), and zstd
 under NAME-zstd, which kiln warm prefers and Docker >= 23.0 / containerd >=
-1.5 pull faster. A docker-archive destination holds plain tar layers, as
+1.5 pull faster (an untagged oci:DIR gets the tags latest and latest-zstd).
+A docker-archive destination holds plain tar layers, as
 docker save writes them, which every docker load reads.
 
 --format erofs publishes, beside those, the image with native EROFS layers
@@ -296,21 +297,26 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if wantErofs && to.Kind == layers.KindDockerArchive {
 		return nil, cmdutil.UsageErr("--format erofs: a docker archive stores plain tars for docker load; write to a registry or an OCI layout")
 	}
-	var erofsTo string
-	if wantErofs {
-		if erofsTo, err = cmdutil.ErofsDest(opts.To, lopts); err != nil {
-			return nil, cmdutil.UsageErr("--format erofs: %v", err)
-		}
-	}
 	if to.Kind == layers.KindDockerArchive {
 		// zstd when it is among them: the cheaper to write.
 		comps = comps[len(comps)-1:]
 	} else if len(comps) > 1 && !esgz {
-		zd, err := cmdutil.ZstdDest(opts.To, lopts)
+		// Two encodings in an untagged oci:DIR: tagged latest and
+		// latest-zstd, never two untagged manifests (issue 27).
+		dests[0] = cmdutil.TagLayout(opts.To, lopts)
+		zd, err := cmdutil.ZstdDest(dests[0], lopts)
 		if err != nil {
 			return nil, cmdutil.UsageErr("--compression both: %v", err)
 		}
 		dests = append(dests, zd)
+	}
+	var erofsTo string
+	if wantErofs {
+		// Beside the others: an untagged oci:DIR gets latest-erofs too.
+		dests[0] = cmdutil.TagLayout(opts.To, lopts)
+		if erofsTo, err = cmdutil.ErofsDest(dests[0], lopts); err != nil {
+			return nil, cmdutil.UsageErr("--format erofs: %v", err)
+		}
 	}
 	pol, err := loadSlimPolicy(opts.Policy)
 	if err != nil {

@@ -77,7 +77,19 @@ func TestSlimCommandErofs(t *testing.T) {
 		}
 	}
 
+	// An untagged layout: latest, latest-zstd and latest-erofs.
 	dir := t.TempDir()
+	code, stdout, errOut := run(t, "slim", src, "--to", "oci:"+filepath.Join(dir, "out"), "--format", "erofs", "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("untagged layout: exit %d\n%s", code, errOut)
+	}
+	var rep slim.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Images) != 3 || !strings.HasSuffix(rep.Images[2].Ref, ":latest-erofs") || !strings.HasSuffix(rep.Images[0].Ref, ":latest") {
+		t.Errorf("untagged layout: images %+v", rep.Images)
+	}
 	for _, args := range [][]string{
 		{"--to", "docker-archive:" + filepath.Join(dir, "a.tar")},
 		{"--to", reg + "/slim-erofs/app@sha256:" + strings.Repeat("a", 64)},

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm/fleet"
 )
@@ -331,7 +332,12 @@ func runNodeStatus(ctx context.Context, opts *FleetOptions, node string) error {
 func runStatusFromLogs(opts *FleetOptions, file string) error {
 	in, name := opts.IO.In, "stdin"
 	if file != "-" {
-		f, err := os.Open(file)
+		// A regular file only: a FIFO there would block for ever (issue
+		// 27); a stream is read from stdin.
+		f, err := localfile.Open(file, "logs")
+		if errors.Is(err, localfile.ErrNotRegular) {
+			err = fmt.Errorf("%w; or pipe the logs in: ... | kiln warm status --from-logs -", err)
+		}
 		if err != nil {
 			return cmdutil.DataErrField(opts.IO, opts.JSON, "from-logs", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/goccy/go-yaml"
@@ -267,6 +268,31 @@ func TestWarmEmitK8sStatus(t *testing.T) {
 	for _, bad := range [][]string{{"--per-zone", "1", "--zones", "a"}, {"--weights-into", "/w"}} {
 		if code, _, errOut := run(t, append([]string{"warm", "--emit", "k8s", "--status", "r/x:1"}, bad...)...); code != cmdutil.ExitUsage || !strings.Contains(errOut, "--status") {
 			t.Errorf("%v: exit %d %s", bad, code, errOut)
+		}
+	}
+}
+
+// Issue 27: warm status --from-logs on a FIFO blocked for ever (a writer
+// that never closes its end); a path that is not a regular file is now
+// refused at once, by name, with the way to stream logs in (stdin). The
+// test holds the FIFO's write end open, as such a writer does: before the
+// fix the run never returned.
+func TestWarmStatusFromLogsRefusesAFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "logs")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, p := range []string{fifo, "/dev/zero"} {
+		code, out, errOut := run(t, "warm", "status", "--from-logs", p, "--json")
+		var e struct{ Error, Field string }
+		if err := json.Unmarshal([]byte(out), &e); err != nil || code != cmdutil.ExitFailure || e.Field != "from-logs" ||
+			!strings.Contains(e.Error, "not a regular file") || !strings.Contains(e.Error, "--from-logs -") {
+			t.Errorf("%s: exit %d %q %v\n%s", p, code, out, err, errOut)
 		}
 	}
 }

@@ -30,14 +30,15 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 
 // ZstdDest is where the zstd variant of an image published at dest
 // goes: REPO:TAG → REPO:TAG-zstd (the name kiln warm and kiln convert
-// use), oci:DIR:TAG → oci:DIR:TAG-zstd, oci:DIR → oci:DIR (added beside
-// it, untagged). A registry digest reference has no tag to derive from.
+// use), oci:DIR:TAG → oci:DIR:TAG-zstd. A registry digest reference has
+// no tag to derive from; an untagged layout is tagged first (TagLayout).
 func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 	return variantDest(dest, warm.ZstdTagSuffix, "zstd", "one --compression", lopts)
 }
 
 // ErofsDest is where the native EROFS variant of an image published at
-// dest goes, as ZstdDest names the zstd one: REPO:TAG-erofs.
+// dest goes, as ZstdDest names the zstd one: REPO:TAG-erofs,
+// oci:DIR:TAG-erofs (an untagged layout is tagged first: TagLayout).
 func ErofsDest(dest string, lopts []layers.Option) (string, error) {
 	return variantDest(dest, layers.ErofsTagSuffix, "EROFS", "convert it later with kiln convert --format erofs --to REF", lopts)
 }
@@ -56,9 +57,23 @@ func variantDest(dest, suffix, what, or string, lopts []layers.Option) (string, 
 		return t.Context().Tag(t.TagStr() + suffix).String(), nil
 	case layers.KindOCILayout:
 		if r.Tag == "" {
-			return dest, nil
+			return "", fmt.Errorf("%s: two encodings in one layout need a tag to tell them apart: oci:%s:TAG (%s goes to TAG%s), or %s", dest, r.Path, what, suffix, or)
 		}
 		return "oci:" + r.Path + ":" + r.Tag + suffix, nil
 	}
 	return "", fmt.Errorf("%s: a %s destination holds one encoding", dest, r.Kind)
+}
+
+// DefaultLayoutTag tags the images written to an untagged oci:DIR when
+// there are two encodings (TAG and TAG-zstd): two untagged manifests in
+// one index could not be told apart when read back.
+const DefaultLayoutTag = "latest"
+
+// TagLayout is dest with DefaultLayoutTag when it is an untagged OCI
+// layout (oci:DIR → oci:DIR:latest), and dest otherwise.
+func TagLayout(dest string, lopts []layers.Option) string {
+	if r, err := layers.ParseRef(dest, lopts...); err == nil && r.Kind == layers.KindOCILayout && r.Tag == "" && r.Digest.Hex == "" {
+		return "oci:" + r.Path + ":" + DefaultLayoutTag
+	}
+	return dest
 }

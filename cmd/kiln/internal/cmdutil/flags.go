@@ -27,16 +27,32 @@ func Alias(fs *pflag.FlagSet, old, name string) {
 		panic("cmdutil.Alias: no flag --" + name)
 	}
 	fs.Var(f.Value, old, f.Usage)
-	fs.Lookup(old).NoOptDefVal = f.NoOptDefVal
-	_ = fs.MarkDeprecated(old, "use --"+name)
+	a := fs.Lookup(old)
+	a.NoOptDefVal = f.NoOptDefVal
+	// Hidden with kiln's own note, not pflag's MarkDeprecated: cobra
+	// prints pflag's note through OutOrStderr, the command's stdout,
+	// where it broke --json's one object.
+	a.Hidden = true
+	a.Annotations = map[string][]string{aliasAnnotation: {"use --" + name}}
+}
+
+const aliasAnnotation = "kiln.alias"
+
+// AliasNote is the note of a flag Alias registered ("use --name"), or
+// "" for any other flag.
+func AliasNote(f *pflag.Flag) string {
+	if n := f.Annotations[aliasAnnotation]; len(n) > 0 {
+		return n[0]
+	}
+	return ""
 }
 
 // warnAliases prints a note for each deprecated alias c's command line
-// used (pflag leaves its own note in a buffer cobra prints only on errors).
+// used (Alias keeps pflag from printing one of its own).
 func warnAliases(c *cobra.Command) {
 	c.Flags().Visit(func(f *pflag.Flag) {
-		if f.Deprecated != "" {
-			fmt.Fprintf(c.ErrOrStderr(), "kiln: --%s is deprecated, %s\n", f.Name, f.Deprecated)
+		if note := AliasNote(f); note != "" {
+			fmt.Fprintf(c.ErrOrStderr(), "kiln: --%s is deprecated, %s\n", f.Name, note)
 		}
 	})
 }

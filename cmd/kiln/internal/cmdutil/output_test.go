@@ -124,3 +124,22 @@ func TestUnescapeHTML(t *testing.T) {
 		}
 	}
 }
+
+// TestExecuteJSONWithAlias: a deprecated spelling (Alias) under --json
+// still gives one object on stdout, the note on stderr (a regression
+// test: pflag's own deprecation note went to stdout, before the object,
+// so the report passed through unmerged, and a failure printed no object).
+func TestExecuteJSONWithAlias(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ios := &IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	root := verb(func(*cobra.Command, *IO) error { return errors.New("no such recipe") }, ios)
+	thing, _, _ := root.Find([]string{"thing"})
+	thing.Flags().Int("jobs", 4, "")
+	Alias(thing.Flags(), "concurrency", "jobs")
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) { warnAliases(c) }
+	code := Execute(context.Background(), root, []string{"thing", "--concurrency", "2", "--json"}, ios)
+	want := "{\n  \"schema\": \"kiln.thing/v1\",\n  \"ok\": false,\n  \"error\": \"no such recipe\",\n  \"exit_code\": 1\n}\n"
+	if code != ExitFailure || out.String() != want || !strings.Contains(errOut.String(), "kiln: --concurrency is deprecated, use --jobs") {
+		t.Errorf("exit %d\nstdout %q\nwant   %q\nstderr %q", code, out.String(), want, errOut.String())
+	}
+}
