@@ -131,8 +131,8 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 }
 
 // finish sets r.Image to the OCI image of these layers and config, or
-// removes the scratch blobs when it cannot be made. zstd and eStargz
-// layers need OCI media types throughout (a Docker v2s2 manifest with
+// removes the scratch blobs when it cannot be made. zstd, eStargz and
+// EROFS layers need OCI media types throughout (a Docker v2s2 manifest with
 // zstd layers is refused by Podman and by containerd < 2.0).
 func (r *Result) finish(adds []mutate.Addendum, cfg *v1.ConfigFile) (*Result, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)

@@ -8,9 +8,7 @@ import (
 	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kiln-build/kiln/layers"
@@ -66,23 +64,12 @@ func ToErofs(ctx context.Context, src v1.Image, o Options, comp erofs.Compressio
 		res.Close()
 		return nil, err
 	}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	adds := make([]mutate.Addendum, len(out))
 	for i, l := range out {
 		adds[i] = mutate.Addendum{Layer: l, MediaType: erofs.MediaType}
 		cfg.RootFS.DiffIDs[i], _ = l.DiffID()
 	}
-	if img, err = mutate.Append(img, adds...); err != nil {
-		res.Close()
-		return nil, err
-	}
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		res.Close()
-		return nil, err
-	}
-	res.Image = img
-	return res, nil
+	return res.finish(adds, cfg)
 }
 
 // erofsLayer is one layer's conversion: the verified, decoded tar into
