@@ -29,6 +29,14 @@ func ZstdTag(t name.Tag) name.Tag { return VariantTag(t, ZstdTagSuffix) }
 // TAG-estargz, the names kiln convert and slim publish beside TAG.
 func VariantTag(t name.Tag, suffix string) name.Tag { return t.Context().Tag(t.TagStr() + suffix) }
 
+// ErofsTagSuffix names an image's native EROFS variant (layers/erofs):
+// kiln convert, slim and build --format erofs push REPO:TAG-erofs beside
+// the gzip and zstd tags, for containerd's EROFS snapshotter.
+const ErofsTagSuffix = "-erofs"
+
+// ErofsTag is t's EROFS variant, TAG-erofs.
+func ErofsTag(t name.Tag) name.Tag { return VariantTag(t, ErofsTagSuffix) }
+
 // Kind says where an image reference points.
 type Kind string
 

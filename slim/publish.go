@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
 
+	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/sbom"
 )
@@ -38,6 +41,9 @@ type PublishOptions struct {
 	// Probe, when its Cmd is set, runs in the image through BuildKit
 	// before anything is written.
 	Probe ProbeOptions
+	// Erofs, when its Dest is set, publishes the image converted to
+	// native EROFS layers there too (--format erofs).
+	Erofs ErofsOptions
 	// SBOM writes each destination as an index of the image and its
 	// CycloneDX attestation (BuildKit's layout), naming Version as the
 	// tool.
@@ -63,6 +69,16 @@ type ProbeOptions struct {
 	// Tools makes the kiln-tools directory the recorder runs from (with
 	// EStargz: the probe records the files it opens) and its cleanup.
 	Tools func() (string, func(), error)
+}
+
+// ErofsOptions are the EROFS variant Publish writes beside the others.
+type ErofsOptions struct {
+	// Dest is where it goes (REPO:TAG-erofs); "" writes none.
+	Dest        string
+	Compression erofs.Compression
+	// Jobs layers are converted at once; WorkDir holds the conversions.
+	Jobs    int
+	WorkDir string
 }
 
 // ProbeError is a probe that failed: nothing was written.
@@ -136,6 +152,23 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		rep.Digest, rep.ImageID = dig.String(), cn.String()
 		rep.Images = []Published{{Ref: o.Dests[0], Compression: string(layers.EStargz), Digest: dig.String()}}
 	}
+	dests := o.Dests
+	if o.Erofs.Dest != "" {
+		// From the last encoding's blobs (zstd when there is one): the
+		// same tars, read from the work directory, diff IDs checked.
+		er, err := convert.ToErofs(ctx, imgs[len(imgs)-1], convert.Options{Jobs: o.Erofs.Jobs, TempDir: o.Erofs.WorkDir}, o.Erofs.Compression)
+		if err != nil {
+			return nil, fmt.Errorf("--format erofs: %w", err)
+		}
+		defer er.Close()
+		dig, err := er.Image.Digest()
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, er.Image)
+		dests = append(slices.Clip(dests), o.Erofs.Dest)
+		rep.Images = append(rep.Images, Published{Ref: o.Erofs.Dest, Compression: "erofs", Digest: dig.String()})
+	}
 	var attach publish.Attach
 	if o.SBOM {
 		// One scan: every encoding holds the same files.
@@ -149,7 +182,7 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 	}
 	pub := publish.WithSign(publish.WithSBOM(publish.Writer(o.Layers...), attach), o.Signer)
 	for i, img := range imgs {
-		p, err := pub.Publish(ctx, img, o.Dests[i])
+		p, err := pub.Publish(ctx, img, dests[i])
 		if err != nil {
 			return nil, err
 		}

@@ -32,7 +32,17 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 // use), oci:DIR:TAG → oci:DIR:TAG-zstd. A registry digest reference has
 // no tag to derive from; an untagged layout is tagged first (TagLayout).
 func ZstdDest(dest string, lopts []layers.Option) (string, error) {
-	suffix := layers.ZstdTagSuffix
+	return variantDest(dest, layers.ZstdTagSuffix, "zstd", "one --compression", lopts)
+}
+
+// ErofsDest is where the native EROFS variant of an image published at
+// dest goes, as ZstdDest names the zstd one: REPO:TAG-erofs,
+// oci:DIR:TAG-erofs (an untagged layout is tagged first: TagLayout).
+func ErofsDest(dest string, lopts []layers.Option) (string, error) {
+	return variantDest(dest, layers.ErofsTagSuffix, "EROFS", "convert it later with kiln convert --format erofs --to REF", lopts)
+}
+
+func variantDest(dest, suffix, what, or string, lopts []layers.Option) (string, error) {
 	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return "", err
@@ -41,12 +51,12 @@ func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 	case layers.KindRegistry:
 		t, ok := r.Name.(name.Tag)
 		if !ok {
-			return "", fmt.Errorf("%s names a digest: give a tag (REPO:TAG) for the zstd variant's REPO:TAG%s, or one --compression", dest, suffix)
+			return "", fmt.Errorf("%s names a digest: give a tag (REPO:TAG) for the %s variant's REPO:TAG%s, or %s", dest, what, suffix, or)
 		}
-		return layers.ZstdTag(t).String(), nil
+		return layers.VariantTag(t, suffix).String(), nil
 	case layers.KindOCILayout:
 		if r.Tag == "" {
-			return "", fmt.Errorf("%s: two encodings in one layout need a tag to tell them apart: oci:%s:TAG (zstd goes to TAG%s), or one --compression", dest, r.Path, suffix)
+			return "", fmt.Errorf("%s: two encodings in one layout need a tag to tell them apart: oci:%s:TAG (%s goes to TAG%s), or %s", dest, r.Path, what, suffix, or)
 		}
 		return "oci:" + r.Path + ":" + r.Tag + suffix, nil
 	}
