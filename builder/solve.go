@@ -270,6 +270,9 @@ type Options struct {
 	// the runtime result through BuildKit's file API. Like Attestations,
 	// it needs Provenance.
 	Attest func(ctx context.Context, platform string, files sbom.Files) ([]Attestation, error)
+	// WheelCache keeps the wheels the build compiles in a registry
+	// (nil: none): wheels.go.
+	WheelCache *WheelCache
 }
 
 // Attestation is one document attested about each built image.
@@ -313,6 +316,7 @@ type Result struct {
 	Response    map[string]string // the exporter's response
 	Status      Stats
 	ConfigBytes map[string][]byte // platform -> config JSON
+	Wheels      []WheelUse        // what the wheel cache did, per compiled wheel
 }
 
 // Pushed is an image output and the digest the registry has for it.
@@ -338,6 +342,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	if o.Client == nil {
 		return nil, errors.New("builder: no client")
 	}
+	wheels, cleanupWheels, err := prepareWheels(ctx, p, &in, o.WheelCache, o.Platforms)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanupWheels()
 	graphs, err := Graphs(p, in, o.Platforms)
 	if err != nil {
 		return nil, err
@@ -440,6 +449,13 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		return nil, fmt.Errorf("build context %s: %w", ctxDir, err)
 	}
 	solveOpt.LocalMounts[ContextName] = fs
+	if wheels.hasCached() {
+		wfs, err := fsutil.NewFS(wheels.dir)
+		if err != nil {
+			return nil, err
+		}
+		solveOpt.LocalMounts[WheelsName] = wfs
+	}
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
@@ -556,6 +572,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 			if err != nil {
 				return nil, err
 			}
+			// Before the tests: a compile that took hours is kept even
+			// when a test then fails.
+			if err := wheels.pushCompiled(ctx, c, g); err != nil {
+				return nil, err
+			}
 			if g.HasProbe && !o.NoProbes {
 				pdef, err := g.Marshal(ctx, g.Probe)
 				if err != nil {
@@ -646,6 +667,9 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		for _, st := range []Stage{g.Layout.Devel, g.Layout.Runtime} {
 			for _, s := range st.Steps {
 				stepNames[s.Name] = true
+				if s.Compile != nil {
+					stepNames[CachedStepName(s.Compile.Package)] = true
+				}
 			}
 		}
 	}
@@ -698,7 +722,13 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		}
 		return nil
 	})
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	if wheels != nil {
+		for _, u := range wheels.uses {
+			res.Wheels = append(res.Wheels, *u)
+		}
+	}
+	if err != nil {
 		return res, err
 	}
 	res.Response = resp.ExporterResponse

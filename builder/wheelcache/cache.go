@@ -119,14 +119,14 @@ func (c *Cache) AllowsWider() bool { return c.wider }
 
 // Entry is a cached wheel.
 type Entry struct {
-	Key      Key           `json:"key"`       // the wheel's own key (Archs wider than asked when Wider)
-	Ref      string        `json:"ref"`       // REPO:TAG it was found under (or pushed to)
-	Manifest string        `json:"manifest"`  // the artifact manifest's digest
-	Filename string        `json:"filename"`  // the wheel's file name
-	Digest   v1.Hash       `json:"digest"`    // the wheel's sha256
-	Size     int64         `json:"size"`      // the wheel's bytes
-	Wider    bool          `json:"wider"`     // compiled for more architectures than asked
-	Via      string        `json:"via"`       // the endpoint read: the repository's registry or the mirror
+	Key      Key     `json:"key"`      // the wheel's own key (Archs wider than asked when Wider)
+	Ref      string  `json:"ref"`      // REPO:TAG it was found under (or pushed to)
+	Manifest string  `json:"manifest"` // the artifact manifest's digest
+	Filename string  `json:"filename"` // the wheel's file name
+	Digest   v1.Hash `json:"digest"`   // the wheel's sha256
+	Size     int64   `json:"size"`     // the wheel's bytes
+	Wider    bool    `json:"wider"`    // compiled for more architectures than asked
+	Via      string  `json:"via"`      // the endpoint read: the repository's registry or the mirror
 	repo     name.Repository
 }
 

@@ -143,8 +143,8 @@ func TestFetchRefusesCorruptWheel(t *testing.T) {
 			if tc.size > 0 {
 				// The manifest names more bytes than the blob holds.
 				m := manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: ArtifactType,
-					Config: v1.Descriptor{MediaType: emptyJSONMediaType, Digest: emptyDigest(t), Size: 2},
-					Layers: []v1.Descriptor{{MediaType: MediaTypeWheel, Digest: pushed.Digest, Size: tc.size, Annotations: map[string]string{TitleAnnotation: pushed.Filename}}},
+					Config:      v1.Descriptor{MediaType: emptyJSONMediaType, Digest: emptyDigest(t), Size: 2},
+					Layers:      []v1.Descriptor{{MediaType: MediaTypeWheel, Digest: pushed.Digest, Size: tc.size, Annotations: map[string]string{TitleAnnotation: pushed.Filename}}},
 					Annotations: map[string]string{KeyAnnotation: testKey().JSON()}}
 				raw, _ := json.Marshal(m)
 				if err := remote.Put(c.repo.Tag(testKey().Tag()), rawManifest(raw)); err != nil {
