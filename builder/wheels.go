@@ -337,4 +337,3 @@ func (r *wheelRun) export(ctx context.Context, c gateway.Client, g *Graph, cw Co
 	}
 	return dst, nil
 }
-
