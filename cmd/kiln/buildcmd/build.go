@@ -66,6 +66,7 @@ type BuildOptions struct {
 	BuilderID  string
 	cmdutil.SignFlag
 	cmdutil.RecipeFlags
+	cmdutil.WheelCacheFlags
 }
 
 func NewCmdBuild(f *cmdutil.Factory) *cobra.Command {
@@ -142,6 +143,7 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringVar(&opts.Provenance, "provenance", "none", "attach BuildKit's SLSA v1 provenance: max (every step's definition), min (the request), none; kiln's recipe and lock digests are among its parameters. The pushed index's digest then changes per build (the provenance records start time and invocation ID); the image manifests inside stay reproducible")
 	fl.StringVar(&opts.BuilderID, "builder-id", "", "with --provenance: the provenance's builder.id, a URI naming who ran the build (e.g. the CI job's URL)")
 	opts.RecipeFlags.Register(cmd)
+	opts.WheelCacheFlags.Register(cmd)
 	return cmd
 }
 
@@ -414,6 +416,10 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
+	wheels, err := wheelCache(opts)
+	if err != nil {
+		return err
+	}
 	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
@@ -437,6 +443,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		BuilderID:    opts.BuilderID,
 		Params:       map[string]string{"version": opts.Version},
 		Attest:       attest,
+		WheelCache:   wheels,
 	})
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
@@ -475,12 +482,14 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 			"push": opts.Push, "outputs": opts.Outputs, "pushed": res.Pushed, "signed": signed, "sbom": sboms,
 			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
+			"wheels": wheelUses(res.Wheels),
 		})
 		return
 	}
 	fmt.Fprintf(opts.IO.Out, "image    %s\n", orNone(res.Digest))
 	fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
 	fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+	writeWheels(opts.IO.Out, res.Wheels)
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)
 		for _, pl := range slices.Sorted(maps.Keys(p.Images)) {
