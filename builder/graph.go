@@ -29,7 +29,8 @@ type Inputs struct {
 	// CachedWheels are the compiled wheels a wheel cache answered, by
 	// platform (os/arch) and project: the file name in the WheelsName
 	// local context. Their Compile steps become copies of those files.
-	CachedWheels map[WheelSlot]string
+	// Not in the content tag (json "-"): a cached wheel changes no image.
+	CachedWheels map[WheelSlot]string `json:"-"`
 }
 
 // WheelSlot names one compiled wheel of a build: a project on a platform.

@@ -69,7 +69,6 @@ func shortRef(ref string) string {
 	return ref[:i+13] + "…"
 }
 
-
 // wheelUses is uses, or an empty list (JSON [] rather than null).
 func wheelUses(uses []builder.WheelUse) []builder.WheelUse {
 	if uses == nil {
