@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 	gateway "github.com/moby/buildkit/frontend/gateway/client"
@@ -169,7 +170,7 @@ func (r *wheelRun) use(s WheelSlot) *WheelUse {
 
 func (r *wheelRun) logf(format string, a ...any) {
 	if r.wc.Log != nil {
-		fmt.Fprintf(r.wc.Log, "kiln: wheel cache: "+format+"\n", a...)
+		fmt.Fprintf(r.wc.Log, "kiln: wheel cache "+format+"\n", a...)
 	}
 }
 
@@ -204,7 +205,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 			for _, u := range r.uses {
 				u.Note = "not cached: " + err.Error()
 			}
-			r.logf("flash-attn is compiled and not cached: %v", err)
+			r.logf("not used: flash-attn is compiled: %v", err)
 			return r, cleanup, nil
 		}
 		keys = append(keys, ks...)
@@ -221,26 +222,25 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 		e, err := wc.Cache.Lookup(ctx, k)
 		if err != nil {
 			u.Note = "lookup failed, compiling: " + err.Error()
-			r.logf("%s (%s): %s", u.Package, u.Platform, u.Note)
+			r.logf("lookup failed: %s (%s) is compiled: %v", u.Package, u.Platform, err)
 			continue
 		}
 		if e == nil {
 			u.Note = "not in the cache: compiling, then pushing to " + wc.Cache.Repo()
-			r.logf("%s (%s): miss (key %s), compiling", u.Package, u.Platform, shortKey(k))
+			r.logf("miss: %s (%s), key %s: compiling", u.Package, u.Platform, shortKey(k))
 			continue
 		}
 		if _, err := wc.Cache.Fetch(ctx, e, dir); err != nil {
 			u.Note = "cached wheel refused, compiling: " + err.Error()
-			r.logf("%s (%s): %s", u.Package, u.Platform, u.Note)
+			r.logf("refused: %s (%s) is compiled instead: %v", u.Package, u.Platform, err)
 			continue
 		}
 		in.CachedWheels[slot] = e.Filename
 		u.Cached, u.Wider, u.Ref, u.Filename, u.Digest, u.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.String(), e.Size
+		r.logf("hit: %s (%s), %s verified: not compiled", u.Package, u.Platform, bytesize.Format(e.Size))
 		if e.Wider {
 			u.Note = fmt.Sprintf("a wheel for GPU architectures %s, wider than the %s asked for (allow_wider_archs): correct, and larger", strings.Join(e.Key.Archs, ";"), strings.Join(k.Archs, ";"))
-			r.logf("%s (%s): hit, %s", u.Package, u.Platform, u.Note)
-		} else {
-			r.logf("%s (%s): hit %s (%d bytes, verified); not compiled", u.Package, u.Platform, e.Filename, e.Size)
+			fmt.Fprintf(r.wc.Log, "  a wheel for GPU architectures %s, wider than the %s asked for\n  (allow_wider_archs): correct, and larger\n", strings.Join(e.Key.Archs, ";"), strings.Join(k.Archs, ";"))
 		}
 	}
 	return r, cleanup, nil
