@@ -358,6 +358,10 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
+	wheels, err := wheelCache(opts)
+	if err != nil {
+		return err
+	}
 	if len(opts.Platforms) > 0 {
 		plan.Platforms = opts.Platforms
 	}
@@ -416,10 +420,6 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
-	wheels, err := wheelCache(opts)
-	if err != nil {
-		return err
-	}
 	c, addr, err := builder.Connect(ctx, opts.Builder, opts.TLS())
 	if err != nil {
 		return err
@@ -445,6 +445,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		Attest:       attest,
 		WheelCache:   wheels,
 	})
+	if res != nil {
+		warnWheels(opts.IO.ErrOut, res.Wheels)
+	}
 	if err != nil {
 		return fmt.Errorf("build %s: %w", plan.Name, err)
 	}

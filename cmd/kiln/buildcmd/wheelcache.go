@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -59,14 +60,22 @@ func writeWheels(w io.Writer, uses []builder.WheelUse) {
 	}
 }
 
-// shortRef keeps a wheel's REPO:TAG within 80 columns: the tag's hash is
-// cut to 12 hex digits (the key's full digest is in --json).
+// shortRef keeps a wheel's REPO:TAG within 80 columns after its
+// 9-column label: the tag's hash is cut to 12 hex digits (the key's full
+// digest is in --json), then the repository's middle path elided.
 func shortRef(ref string) string {
-	i := strings.LastIndex(ref, "-")
-	if i < 0 || len(ref)-i-1 != 64 {
+	const width = 71
+	if i := strings.LastIndex(ref, "-"); i >= 0 && len(ref)-i-1 == 64 {
+		ref = ref[:i+13] + "…"
+	}
+	if utf8.RuneCountInString(ref) <= width {
 		return ref
 	}
-	return ref[:i+13] + "…"
+	host, rest, _ := strings.Cut(ref, "/")
+	if j := strings.LastIndex(rest, "/"); j >= 0 {
+		ref = host + "/…" + rest[j:]
+	}
+	return ref
 }
 
 // wheelUses is uses, or an empty list (JSON [] rather than null).
@@ -75,4 +84,13 @@ func wheelUses(uses []builder.WheelUse) []builder.WheelUse {
 		return []builder.WheelUse{}
 	}
 	return uses
+}
+
+// warnWheels says which compiled wheels did not reach the cache, and why.
+func warnWheels(w io.Writer, uses []builder.WheelUse) {
+	for _, u := range uses {
+		if !u.Cached && !u.Pushed && u.Note != "" {
+			fmt.Fprintf(w, "warning: %s %s: %s\n", u.Package, u.Platform, u.Note)
+		}
+	}
 }
