@@ -146,13 +146,17 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 		return nil, err
 	}
 	k = k.Normalize()
+	// A miss is a miss when one endpoint answered; an error only when
+	// none did (a mirror that is down does not hide the repository).
 	var lastErr error
+	answered := false
 	for _, repo := range c.readRepos() {
 		e, err := c.get(ctx, repo, k.Tag())
 		if err != nil {
 			lastErr = err
 			continue
 		}
+		answered = true
 		if e != nil && e.Key.JSON() == k.JSON() {
 			return e, nil
 		}
@@ -164,12 +168,13 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 				lastErr = err
 				continue
 			}
+			answered = true
 			if e != nil {
 				return e, nil
 			}
 		}
 	}
-	if lastErr != nil {
+	if !answered {
 		return nil, lastErr
 	}
 	return nil, nil

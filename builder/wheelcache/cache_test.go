@@ -298,3 +298,26 @@ func emptyDigest(t *testing.T) v1.Hash {
 	}
 	return h
 }
+
+// A mirror that is down does not hide the repository: the lookup reads
+// the repository itself.
+func TestLookupMirrorDown(t *testing.T) {
+	ctx := context.Background()
+	origin := serve(t, nil)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downHost := strings.TrimPrefix(down.URL, "http://")
+	down.Close()
+	if _, err := open(t, origin+"/kiln/wheels").Push(ctx, testKey(), writeWheel(t, "origin wheel")); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, origin+"/kiln/wheels", WithMirror(downHost))
+	e, err := c.Lookup(ctx, testKey())
+	if err != nil || e == nil || e.Via != origin {
+		t.Fatalf("mirror down: %+v, %v", e, err)
+	}
+	miss := testKey()
+	miss.Version = "9.9"
+	if e, err := c.Lookup(ctx, miss); err != nil || e != nil {
+		t.Errorf("a miss with the mirror down: %+v, %v", e, err)
+	}
+}
