@@ -222,6 +222,10 @@ func stepInputs(step string, changes []Change) []string {
 		reads = []string{"apt", "base runtime"}
 	case strings.HasSuffix(step, "app files"):
 		reads = []string{"app"}
+	case strings.HasPrefix(step, "devel: compile "):
+		// A wheel compiled from source (its own step: a wheel cache hit
+		// replaces it).
+		reads = []string{"wheel " + strings.TrimPrefix(step, "devel: compile "), "archs"}
 	default:
 		for _, comp := range []Component{ComponentTorch, ComponentExtensions, ComponentPip} {
 			if strings.HasSuffix(step, " "+string(comp)) {

@@ -63,7 +63,7 @@ func TestExplainNamesTheChangedInput(t *testing.T) {
 			"devel: python and pip": "hit", "devel: wheels for extensions": "hit", "runtime: system packages": "changed: apt",
 			"runtime: install torch": "follows runtime: system packages", "runtime: app files": "follows runtime: system packages"}},
 		{"arch list", mustRecord(t, sourcePlan(t, "90", nil), in), "wheel flash-attn", map[string]string{
-			"devel: python and pip": "hit", "devel: wheels for torch": "hit", "devel: wheels for extensions": "changed: wheel flash-attn",
+			"devel: python and pip": "hit", "devel: wheels for torch": "hit", "devel: compile flash-attn": "changed: wheel flash-attn",
 			"runtime: system packages": "hit", "runtime: install torch": "the devel stage's wheelhouse", "runtime: install extensions": "the devel stage's wheelhouse"}},
 		{"pip pin", mustRecord(t, sourcePlan(t, "80;90", func(r *recipes.Recipe) { r.Pip = []string{"numpy==2.1.0"} }), in), "pip extras", map[string]string{
 			"devel: wheels for extensions": "hit", "devel: wheels for pip": "a step the earlier image did not have",

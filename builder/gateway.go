@@ -22,6 +22,9 @@ type gatewayBuild struct {
 	graphs []*Graph
 	// configs are the image configs by platform, set by run.
 	configs map[string][]byte
+	// wheels pushes what the build compiled to the wheel cache (nil:
+	// none).
+	wheels *wheelRun
 }
 
 func (b *gatewayBuild) run(ctx context.Context, c gateway.Client) (*gateway.Result, error) {
@@ -101,6 +104,11 @@ func (b *gatewayBuild) solve(ctx context.Context, c gateway.Client, g *Graph) (g
 	}
 	ref, err := r.SingleRef()
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Before the tests: a compile that took hours is kept even when a
+	// test then fails.
+	if err := b.wheels.pushCompiled(ctx, c, g); err != nil {
 		return nil, nil, nil, err
 	}
 	if g.HasProbe && !b.o.NoProbes {

@@ -30,6 +30,28 @@ type Inputs struct {
 	// in the image's LabelInputs so that --explain can say an app change
 	// is one; "" leaves it out.
 	AppDigest string `json:",omitempty"`
+	// CachedWheels are the compiled wheels a wheel cache answered, by
+	// platform (os/arch) and project: the file name in the WheelsName
+	// local context. Their Compile steps become copies of those files.
+	// Not in the content tag (json "-"): a cached wheel changes no image.
+	CachedWheels map[WheelSlot]string `json:"-"`
+}
+
+// WheelSlot names one compiled wheel of a build: a project on a platform.
+type WheelSlot struct {
+	Platform string // os/arch[/variant]
+	Package  string // flash-attn
+}
+
+// WheelsName is the local context holding the wheels fetched from the
+// wheel cache.
+const WheelsName = "kiln-wheels"
+
+// CompiledWheel is a wheel the graph compiles: State holds the wheel file
+// alone, at its root, once the Compile step has run.
+type CompiledWheel struct {
+	Package string
+	State   llb.State
 }
 
 // Graph is the LLB for one platform.
@@ -40,6 +62,9 @@ type Graph struct {
 	Runtime  llb.State // the image
 	Probe    llb.State // the runtime image with the recipe's test commands run on it
 	HasProbe bool
+	// Compiled are the wheels this graph compiles from source (none that
+	// the wheel cache answered).
+	Compiled []CompiledWheel
 }
 
 // ParsePlatform parses os/arch[/variant] (the same syntax every kiln
@@ -55,14 +80,8 @@ func ParsePlatform(s string) (ocispecs.Platform, error) {
 // Graphs builds the graph of each platform: platforms, else the plan's,
 // else linux/amd64.
 func Graphs(p *recipes.Plan, in Inputs, platforms []string) ([]*Graph, error) {
-	if len(platforms) == 0 {
-		platforms = p.Platforms
-	}
-	if len(platforms) == 0 {
-		platforms = []string{"linux/amd64"}
-	}
 	var gs []*Graph
-	for _, ps := range platforms {
+	for _, ps := range buildPlatforms(p, platforms) {
 		pl, err := ParsePlatform(ps)
 		if err != nil {
 			return nil, err
@@ -107,8 +126,8 @@ func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, e
 // split) as the LLB of one platform.
 func graphFor(L *Layout, p *recipes.Plan, in Inputs, platform ocispecs.Platform) *Graph {
 	g := &Graph{Platform: platform, Layout: L}
-	g.Devel = stageState(L.Devel, platform, in, nil)
-	g.Runtime = stageState(L.Runtime, platform, in, map[string]llb.State{"devel": g.Devel})
+	g.Devel = stageState(L.Devel, platform, in, nil, g)
+	g.Runtime = stageState(L.Runtime, platform, in, map[string]llb.State{"devel": g.Devel}, g)
 	if p.App != nil && p.App.Workdir != "" {
 		g.Runtime = g.Runtime.Dir(p.App.Workdir)
 	}
@@ -123,7 +142,7 @@ func graphFor(L *Layout, p *recipes.Plan, in Inputs, platform ocispecs.Platform)
 	return g
 }
 
-func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[string]llb.State) llb.State {
+func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[string]llb.State, g *Graph) llb.State {
 	s := llb.Image(st.Base, llb.Platform(platform), llb.WithCustomName(st.Name+": "+st.Base))
 	for _, kv := range st.Env {
 		s = s.AddEnv(kv[0], kv[1])
@@ -132,6 +151,12 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 		if step.IsFile() {
 			s = s.File(fileAction(step, in), llb.WithCustomName(step.Name))
 			continue
+		}
+		if c := step.Compile; c != nil {
+			if file := in.CachedWheels[WheelSlot{PlatformString(platform), c.Package}]; file != "" {
+				s = s.File(cachedWheelCopy(c, file, in), llb.WithCustomName(CachedStepName(c.Package)))
+				continue
+			}
 		}
 		opts := []llb.RunOption{
 			llb.Args([]string{"/bin/sh", "-c", step.Shell}),
@@ -161,8 +186,34 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 			}
 		}
 		s = s.Run(opts...).Root()
+		if c := step.Compile; c != nil {
+			wheel := llb.Scratch().File(llb.Copy(s, path.Join(c.Dir, c.Glob), "/", &llb.CopyInfo{AllowWildcard: true}),
+				llb.WithCustomName("export "+c.Package+" wheel"))
+			g.Compiled = append(g.Compiled, CompiledWheel{Package: c.Package, State: wheel})
+		}
 	}
 	return s
+}
+
+// CachedStepName names the step that copies a cached wheel where its
+// Compile step would have written it.
+func CachedStepName(pkg string) string { return "devel: " + pkg + " from the wheel cache" }
+
+// cachedWheelCopy copies file from the WheelsName context into the
+// Compile step's directory.
+func cachedWheelCopy(c *Compile, file string, in Inputs) *llb.FileAction {
+	var created *time.Time
+	if in.SourceDateEpoch != nil {
+		t := time.Unix(*in.SourceDateEpoch, 0).UTC()
+		created = &t
+	}
+	src := llb.Local(WheelsName,
+		llb.IncludePatterns([]string{file}),
+		llb.SharedKeyHint(WheelsName),
+		llb.LocalUniqueID("kiln-"+WheelsName),
+		llb.WithCustomName("wheels from the wheel cache"),
+	)
+	return llb.Copy(src, "/"+file, c.Dir+"/"+file, &llb.CopyInfo{CreateDestPath: true, CreatedTime: created})
 }
 
 // fileAction is a file step: its copies from the build context, then its

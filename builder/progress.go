@@ -64,6 +64,9 @@ func newDisplay(mode ProgressMode, w io.Writer, graphs []*Graph) (*display, erro
 		for _, st := range []Stage{g.Layout.Devel, g.Layout.Runtime} {
 			for _, s := range st.Steps {
 				d.steps[s.Name] = true
+				if s.Compile != nil {
+					d.steps[CachedStepName(s.Compile.Package)] = true
+				}
 			}
 		}
 	}

@@ -169,6 +169,9 @@ type Options struct {
 	// the runtime result through BuildKit's file API. Like Attestations,
 	// it needs Provenance.
 	Attest func(ctx context.Context, platform string, files sbom.Files) ([]Attestation, error)
+	// WheelCache keeps the wheels the build compiles in a registry
+	// (nil: none): wheels.go.
+	WheelCache *WheelCache
 }
 
 // Attestation is one document attested about each built image.
@@ -218,6 +221,7 @@ type Result struct {
 	Reused       bool
 	ContentTag   string
 	InputsDigest string
+	Wheels       []WheelUse // what the wheel cache did, per compiled wheel
 }
 
 // Pushed is an image output and the digest the registry has for it.
@@ -246,6 +250,11 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	if o.Client == nil {
 		return nil, errors.New("builder: no client")
 	}
+	wheels, cleanupWheels, err := prepareWheels(ctx, p, &in, o.WheelCache, o.Platforms)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanupWheels()
 	graphs, err := Graphs(p, in, o.Platforms)
 	if err != nil {
 		return nil, err
@@ -268,7 +277,14 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	gw := &gatewayBuild{plan: p, in: in, o: so.opts, graphs: graphs, configs: res.ConfigBytes}
+	if wheels.hasCached() {
+		wfs, err := fsutil.NewFS(wheels.dir)
+		if err != nil {
+			return nil, err
+		}
+		so.LocalMounts[WheelsName] = wfs
+	}
+	gw := &gatewayBuild{plan: p, in: in, o: so.opts, graphs: graphs, configs: res.ConfigBytes, wheels: wheels}
 	ch := make(chan *client.SolveStatus)
 	eg, ectx := errgroup.WithContext(ctx)
 	var resp *client.SolveResponse
@@ -281,7 +297,13 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		res.Status = disp.run(ectx, ch)
 		return nil
 	})
-	if err := eg.Wait(); err != nil {
+	err = eg.Wait()
+	if wheels != nil {
+		for _, u := range wheels.uses {
+			res.Wheels = append(res.Wheels, *u)
+		}
+	}
+	if err != nil {
 		return res, err
 	}
 	res.Response = resp.ExporterResponse

@@ -68,6 +68,7 @@ type Step struct {
 	HostNetwork bool       // fetches from the network (indexes on 127.0.0.1 included)
 	Copies      []FileCopy // file steps: files from the build context
 	Dirs        []string   // file steps: directories made after the copies (the app's workdir)
+	Compile     *Compile   // a wheel compiled from source (nil for other steps)
 }
 
 // IsFile reports whether the step is a file operation (copies and
@@ -240,60 +241,23 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		if len(fromIndex) > 0 {
 			cmds = append(cmds, "python3 -m pip download --only-binary=:all: --dest "+dest+" "+indexFlags(fromIndex)+" "+reqArgs(fromIndex))
 		}
-		stepEnv := ""
-		if fab != nil && g.comp == ComponentExtensions {
-			// FlashAttention from source: torch must be importable at build time.
-			var fa recipes.PipPackage
-			for _, pp := range g.pkgs {
-				if pp.Name == "flash-attn" {
-					fa = pp
-				}
-			}
-			cmds = append(cmds, "python3 -m pip install --no-index --find-links "+path.Join(wheelhouse, "torch")+" "+reqArgs(torchPkgs(p)))
-			keys := make([]string, 0, len(fab.Env))
-			for k := range fab.Env {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var envs []string
-			envs = append(envs, "FLASH_ATTN_CUDA_ARCHS="+shq(fab.CUDAArchs), fmt.Sprintf("MAX_JOBS=%d", fab.MaxJobs))
-			if _, ok := fab.Env["LDFLAGS"]; !ok {
-				// nvcc hands the host compiler temporary files named
-				// after its pid (tmpxft_<pid>_..._x.cudafe1.cpp), which
-				// land as FILE symbols in the library's .symtab: two
-				// builds from clean caches would differ there alone.
-				// A runtime needs only .dynsym, so the link strips the
-				// symbol table (the fat binary is unaffected).
-				envs = append(envs, "LDFLAGS=-Wl,--strip-all")
-			}
-			if fab.NvccThreads > 0 {
-				envs = append(envs, fmt.Sprintf("NVCC_THREADS=%d", fab.NvccThreads))
-			}
-			for _, k := range keys {
-				if k == "FLASH_ATTN_CUDA_ARCHS" || k == "MAX_JOBS" || k == "NVCC_THREADS" {
-					continue
-				}
-				envs = append(envs, k+"="+shq(fab.Env[k]))
-			}
-			stepEnv = strings.Join(envs, " ") + " "
-			var flags string
-			for _, f := range fab.PipFlags {
-				if f != "--no-build-isolation" && f != "--no-deps" {
-					flags += shq(f) + " "
-				}
-			}
-			cmds = append(cmds, stepEnv+"python3 -m pip wheel --no-deps --no-build-isolation "+flags+"--wheel-dir "+dest+" "+indexFlags([]recipes.PipPackage{fa})+" "+shq(fa.Requirement))
-		}
-		mounts := []Mount{pipCache}
-		if fab != nil && g.comp == ComponentExtensions {
-			mounts = append(mounts, Mount{Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"})
+		sh := "set -e; mkdir -p " + dest
+		if len(cmds) > 0 {
+			sh += "; " + strings.Join(cmds, "; ")
 		}
 		L.Devel.Steps = append(L.Devel.Steps, Step{
 			Name:        fmt.Sprintf("devel: wheels for %s", g.comp),
-			Shell:       "set -e; mkdir -p " + dest + "; " + strings.Join(cmds, "; "),
-			Mounts:      mounts,
+			Shell:       sh,
+			Mounts:      []Mount{pipCache},
 			HostNetwork: true,
 		})
+		if fab != nil && g.comp == ComponentExtensions {
+			for _, pp := range g.pkgs {
+				if pp.Name == "flash-attn" {
+					L.Devel.Steps = append(L.Devel.Steps, flashAttnCompile(p, fab, pp, dest))
+				}
+			}
+		}
 	}
 
 	// Runtime: python (+ the recipe's apt packages), then one layer per component.
@@ -352,6 +316,67 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		}
 	}
 	return L, nil
+}
+
+// Compile marks the step that compiles a wheel from source: with a
+// wheel cache, a build that finds the wheel there replaces the step with
+// a copy of the fetched file (Inputs.CachedWheels), and one that compiles
+// it exports the wheel from the step's result and pushes it.
+type Compile struct {
+	Package string // the project: flash-attn
+	Dir     string // the wheelhouse directory the wheel is written to
+	Glob    string // the wheel's file name pattern in Dir
+}
+
+// flashAttnCompile is the step that compiles FlashAttention from source
+// into dest, against the torch in the torch wheelhouse: a step of its
+// own, so that nothing else is in it when a cached wheel replaces it.
+func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPackage, dest string) Step {
+	var flags string
+	for _, f := range fab.PipFlags {
+		if f != "--no-build-isolation" && f != "--no-deps" {
+			flags += shq(f) + " "
+		}
+	}
+	sh := "set -e; mkdir -p " + dest +
+		"; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(torchPkgs(p)) +
+		"; " + strings.Join(flashAttnEnv(fab), " ") + " python3 -m pip wheel --no-deps --no-build-isolation " + flags + "--wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{fa}) + " " + shq(fa.Requirement)
+	return Step{
+		Name:        "devel: compile flash-attn",
+		Shell:       sh,
+		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
+		HostNetwork: true,
+		Compile:     &Compile{Package: "flash-attn", Dir: dest, Glob: "flash_attn-*.whl"},
+	}
+}
+
+// flashAttnEnv is the source build's environment, KEY=VALUE words
+// (values quoted for the shell), in a fixed order.
+func flashAttnEnv(fab *recipes.FABuild) []string {
+	keys := make([]string, 0, len(fab.Env))
+	for k := range fab.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	envs := []string{"FLASH_ATTN_CUDA_ARCHS=" + shq(fab.CUDAArchs), fmt.Sprintf("MAX_JOBS=%d", fab.MaxJobs)}
+	if _, ok := fab.Env["LDFLAGS"]; !ok {
+		// nvcc hands the host compiler temporary files named after its
+		// pid (tmpxft_<pid>_..._x.cudafe1.cpp), which land as FILE
+		// symbols in the library's .symtab: two builds from clean caches
+		// would differ there alone. A runtime needs only .dynsym, so the
+		// link strips the symbol table (the fat binary is unaffected).
+		envs = append(envs, "LDFLAGS=-Wl,--strip-all")
+	}
+	if fab.NvccThreads > 0 {
+		envs = append(envs, fmt.Sprintf("NVCC_THREADS=%d", fab.NvccThreads))
+	}
+	for _, k := range keys {
+		if k == "FLASH_ATTN_CUDA_ARCHS" || k == "MAX_JOBS" || k == "NVCC_THREADS" {
+			continue
+		}
+		envs = append(envs, k+"="+shq(fab.Env[k]))
+	}
+	return envs
 }
 
 // sharedCUDARuntime names the nvidia-cuda-runtime wheel to leave out of a

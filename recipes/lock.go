@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
@@ -34,11 +35,36 @@ type Lock struct {
 	Plan        *Plan                  `json:"plan"`
 	BaseImages  map[string]LockedImage `json:"base_images"` // "devel", "runtime"
 	Wheels      []LockedWheel          `json:"wheels"`
-	Warnings    []string               `json:"warnings"`
+	// CompiledWheels are the wheels the build compiles from source, with
+	// their wheel cache keys and whether the cache had them when the lock
+	// was made (kiln lock with a wheel cache).
+	CompiledWheels []LockedCompiledWheel `json:"compiled_wheels,omitempty"`
+	Warnings       []string              `json:"warnings"`
 	// FileDigest is the sha256 of the file ReadLock read (sha256:HEX),
 	// which a build records as its lock digest; empty for a lock that
 	// was not read from a file.
 	FileDigest string `json:"-"`
+}
+
+// LockedCompiledWheel is a wheel kiln compiles from source, keyed for the
+// wheel cache.
+type LockedCompiledWheel struct {
+	Name     string         `json:"name"`
+	Version  string         `json:"version"`
+	Platform string         `json:"platform"`
+	Key      wheelcache.Key `json:"key"`
+	// KeyDigest is Key.Digest: the artifact's tag ends with its hex.
+	KeyDigest string `json:"key_digest"`
+	// Cache is the repository looked in; Cached says it held the wheel
+	// (Ref, SHA256, Size then name it), so a build fetches it instead of
+	// compiling. Wider: a wheel for more GPU architectures (allowed).
+	Cache    string `json:"cache,omitempty"`
+	Cached   bool   `json:"cached"`
+	Wider    bool   `json:"wider,omitempty"`
+	Ref      string `json:"ref,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Size     int64  `json:"size,omitempty"`
 }
 
 // LockedImage is a base image pinned by digest.

@@ -52,8 +52,12 @@ type Recipe struct {
 	RegistryMirror string       `yaml:"registry_mirror,omitempty" json:"registry_mirror,omitempty"`
 	WheelIndexes   []string     `yaml:"wheel_indexes,omitempty" json:"wheel_indexes,omitempty"`
 	Build          *BuildSpec   `yaml:"build,omitempty" json:"build,omitempty"`
-	Test           []string     `yaml:"test,omitempty" json:"test,omitempty"`
-	path           string
+	// WheelCache keeps the wheels kiln compiles in a registry. Where
+	// they are cached changes no image, so it is not in the recipe's
+	// hash (json "-"): moving the cache leaves the lock fresh.
+	WheelCache *WheelCacheSpec `yaml:"wheel_cache,omitempty" json:"-"`
+	Test       []string        `yaml:"test,omitempty" json:"test,omitempty"`
+	path       string
 }
 
 // TorchSpec pins PyTorch and its companions.
@@ -118,6 +122,18 @@ type Weight struct {
 type BuildSpec struct {
 	MemoryGB int `yaml:"memory_gb,omitempty" json:"memory_gb,omitempty"`
 	CPUs     int `yaml:"cpus,omitempty" json:"cpus,omitempty"`
+}
+
+// WheelCacheSpec is wheel_cache: the registry repository that keeps the
+// wheels kiln compiles from source (kiln build --wheel-cache overrides
+// repo).
+type WheelCacheSpec struct {
+	Repo string `yaml:"repo,omitempty" json:"repo,omitempty"`
+	// Mirror is a host[:port] serving the same repository, read first.
+	Mirror string `yaml:"mirror,omitempty" json:"mirror,omitempty"`
+	// AllowWiderArchs lets a build use a cached wheel compiled for more
+	// GPU architectures than the recipe's (correct, but larger).
+	AllowWiderArchs bool `yaml:"allow_wider_archs,omitempty" json:"allow_wider_archs,omitempty"`
 }
 
 // Path is the file the recipe was loaded from ("" when parsed from bytes).
@@ -606,6 +622,14 @@ func (r *Recipe) validate() []problem {
 	for i, u := range r.WheelIndexes {
 		if err := checkURL(u); err != nil {
 			add(fmt.Sprintf("wheel_indexes[%d]", i), "%v", err)
+		}
+	}
+	if wc := r.WheelCache; wc != nil {
+		if wc.Repo != "" && (strings.Contains(wc.Repo, "://") || strings.Contains(wc.Repo, "@") || strings.Contains(wc.Repo[strings.LastIndex(wc.Repo, "/")+1:], ":")) {
+			add("wheel_cache.repo", "%q: write a registry repository without scheme, tag or digest (e.g. ghcr.io/acme/wheels)", wc.Repo)
+		}
+		if wc.Mirror != "" && (strings.Contains(wc.Mirror, "://") || strings.Contains(wc.Mirror, "/")) {
+			add("wheel_cache.mirror", "%q: write host[:port], without scheme or path (e.g. mirror.example.com:5000)", wc.Mirror)
 		}
 	}
 	if b := r.Build; b != nil {

@@ -140,3 +140,28 @@ func TestParseRefusesControlCharacters(t *testing.T) {
 		t.Errorf("multi-line description refused: %v", err)
 	}
 }
+
+// wheel_cache: parsed and checked; where wheels are cached is not part of
+// the recipe's hash (it changes no image, and leaves the lock fresh).
+func TestWheelCacheSpec(t *testing.T) {
+	base := "name: a\ncuda: \"12.4\"\n"
+	r0, err := Parse("kiln.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse("kiln.yaml", []byte(base+"wheel_cache: {repo: ghcr.io/acme/wheels, mirror: \"mirror.local:5000\", allow_wider_archs: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := r.WheelCache; wc == nil || wc.Repo != "ghcr.io/acme/wheels" || wc.Mirror != "mirror.local:5000" || !wc.AllowWiderArchs {
+		t.Fatalf("wheel_cache %+v", r.WheelCache)
+	}
+	if r.Hash() != r0.Hash() {
+		t.Error("wheel_cache changed the recipe's hash")
+	}
+	for _, bad := range []string{"{repo: \"ghcr.io/acme/wheels:v1\"}", "{repo: \"https://ghcr.io/acme/wheels\"}", "{mirror: \"http://m:5000\"}", "{allow_wider: true}"} {
+		if _, err := Parse("kiln.yaml", []byte(base+"wheel_cache: "+bad+"\n")); err == nil || !strings.Contains(err.Error(), "wheel_cache") {
+			t.Errorf("wheel_cache: %s: %v", bad, err)
+		}
+	}
+}

@@ -81,6 +81,7 @@ type BuildOptions struct {
 	cmdutil.RecipeFlags
 	// BuildKit connects to the builder (Factory.Connect).
 	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
+	cmdutil.WheelCacheFlags
 }
 
 // NewCmdBuild is kiln build [FILE].
@@ -174,6 +175,7 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringVar(&opts.Provenance, "provenance", "none", "attach BuildKit's SLSA v1 provenance: max (every step's definition), min (the request), none; kiln's recipe and lock digests are among its parameters. The pushed index's digest then changes per build (the provenance records start time and invocation ID); the image manifests inside stay reproducible")
 	fl.StringVar(&opts.BuilderID, "builder-id", "", "with --provenance: the provenance's builder.id, a URI naming who ran the build (e.g. the CI job's URL)")
 	opts.RecipeFlags.Register(cmd)
+	opts.WheelCacheFlags.Register(cmd)
 	return cmd
 }
 
@@ -232,6 +234,8 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 // buildFlags is what kiln build's flags say, checked before any work:
 // where the image goes, the caches, the layer encoding and size cap.
 type buildFlags struct {
+	// wheels is the wheel cache (--wheel-cache, the recipe's wheel_cache:; nil: none).
+	wheels    *builder.WheelCache
 	outputs   []builder.Output
 	cacheFrom []builder.CacheSpec
 	cacheTo   []builder.CacheSpec
@@ -423,6 +427,9 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
+	if fl.wheels, err = wheelCache(opts); err != nil {
+		return err
+	}
 	if opts.Dockerfile {
 		df, err := builder.Dockerfile(plan, in)
 		if err != nil {
@@ -594,7 +601,11 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 		BuilderID:    opts.BuilderID,
 		Params:       map[string]string{"version": opts.Version},
 		Attest:       attest,
+		WheelCache:   fl.wheels,
 	})
+	if res != nil {
+		warnWheels(opts.IO.ErrOut, res.Wheels)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", plan.Name, err)
 	}
@@ -611,6 +622,7 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 			"provenance": cmp.Or(opts.Provenance, "none"), "attestations": attestationNames(opts.Provenance, attested),
 			"vertices": res.Status.Vertices, "cached": res.Status.Cached, "executed": res.Status.Executed,
 			"reused": res.Reused, "content_tag": res.ContentTag, "inputs_digest": res.InputsDigest, "explain": explained,
+			"wheels": wheelUses(res.Wheels),
 		})
 		return
 	}
@@ -620,6 +632,7 @@ func writeBuildReport(opts *BuildOptions, plan *recipes.Plan, res *builder.Resul
 	} else {
 		fmt.Fprintf(opts.IO.Out, "graph    %s\n", res.Graph)
 		fmt.Fprintf(opts.IO.Out, "steps    %d (%d cached, %d executed)\n", res.Status.Vertices, res.Status.Cached, res.Status.Executed)
+		writeWheels(opts.IO.Out, res.Wheels)
 	}
 	for _, p := range res.Pushed {
 		fmt.Fprintf(opts.IO.Out, "pushed   %s (%s, %s)\n", p.Ref, p.Compression, p.Digest)

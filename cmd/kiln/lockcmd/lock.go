@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -24,6 +25,7 @@ type LockOptions struct {
 	Check            bool
 	InsecureRegistry []string
 	cmdutil.RecipeFlags
+	cmdutil.WheelCacheFlags
 	// Test seams: nil means the real registry and HTTP clients.
 	Digests recipes.DigestResolver
 	HTTP    *http.Client
@@ -64,6 +66,7 @@ alone.`,
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "lock file to write or check (default: kiln.lock next to the recipe)")
 	cmd.Flags().StringSliceVar(&opts.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable; loopback hosts always may)")
 	opts.RecipeFlags.Register(cmd)
+	opts.WheelCacheFlags.Register(cmd)
 	return cmd
 }
 
@@ -119,8 +122,12 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	l, err = recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: &wheelindex.Client{HTTP: hc}, HTTP: hc})
+	idx := &wheelindex.Client{HTTP: hc}
+	l, err = recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: idx, HTTP: hc})
 	if err != nil {
+		return err
+	}
+	if err := lockCompiledWheels(ctx, opts, r, plan, l, idx); err != nil {
 		return err
 	}
 	if err := recipes.WriteLock(out, l); err != nil {
@@ -130,6 +137,52 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: %d base image digests, %d wheels (recipe %s)\n", out, countDigests(l), len(l.Wheels), strings.TrimPrefix(l.RecipeHash, "sha256:")[:12])
+	for _, w := range l.CompiledWheels {
+		state := "compiled at build (no wheel cache)"
+		switch {
+		case w.Cached && w.Wider:
+			state = "in the wheel cache (wider archs " + strings.Join(w.Key.Archs, ";") + ")"
+		case w.Cached:
+			state = "in the wheel cache"
+		case w.Cache != "":
+			state = "not in the wheel cache yet: compiled at build"
+		}
+		fmt.Fprintf(opts.IO.Out, "  %s %s %s: %s\n", w.Name, w.Version, w.Platform, state)
+	}
+	return nil
+}
+
+// lockCompiledWheels records the wheels the plan compiles with their
+// wheel cache keys, and with a wheel cache (--wheel-cache or the recipe's
+// wheel_cache) whether it holds each one. A key that cannot be made (an
+// index without the source's sha256) is a warning: the build compiles.
+func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recipe, plan *recipes.Plan, l *recipes.Lock, idx *wheelindex.Client) error {
+	if plan.FlashAttnBuild == nil {
+		return nil
+	}
+	c, err := opts.WheelCacheFlags.Open(r, layers.WithInsecureRegistries(opts.InsecureRegistry...))
+	if err != nil {
+		return err
+	}
+	keys, err := builder.WheelKeys(ctx, plan, nil, idx)
+	if err != nil {
+		l.Warnings = append(l.Warnings, fmt.Sprintf("compiled wheels have no wheel cache key: %v", err))
+		return nil
+	}
+	for _, k := range keys {
+		w := recipes.LockedCompiledWheel{Name: k.Package, Version: k.Version, Platform: k.Platform, Key: k, KeyDigest: k.Digest()}
+		if c != nil {
+			w.Cache = c.Repo()
+			e, err := c.Lookup(ctx, k)
+			if err != nil {
+				return fmt.Errorf("lock: %w", err)
+			}
+			if e != nil {
+				w.Cached, w.Wider, w.Ref, w.Filename, w.SHA256, w.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.Hex, e.Size
+			}
+		}
+		l.CompiledWheels = append(l.CompiledWheels, w)
+	}
 	return nil
 }
 

@@ -1,0 +1,339 @@
+package builder
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kiln-build/kiln/builder/wheelcache"
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/recipes/wheelindex"
+	gateway "github.com/moby/buildkit/frontend/gateway/client"
+)
+
+// WheelCache is a build's wheel cache (kiln build --wheel-cache): the
+// wheels the graph compiles are looked up before the solve, fetched and
+// copied in instead of compiled on a hit, and pushed after they compile.
+type WheelCache struct {
+	Cache *wheelcache.Cache
+	// Index reads the source archives' sha256 from the package index
+	// (nil: a plain client).
+	Index *wheelindex.Client
+	// Keys are keys computed already (the lock's): a wheel of the same
+	// project and platform uses its key as is, without asking the index.
+	Keys []wheelcache.Key
+	// Log gets a line per wheel before the solve (nil: none).
+	Log io.Writer
+}
+
+// WheelUse is what the wheel cache did for one wheel the recipe compiles.
+type WheelUse struct {
+	Package   string         `json:"package"`
+	Platform  string         `json:"platform"`
+	Key       wheelcache.Key `json:"key"`
+	KeyDigest string         `json:"key_digest"`
+	// Cached: fetched and verified from the cache; its compile step did
+	// not run. Otherwise it compiled (Pushed when it went to the cache).
+	Cached   bool   `json:"cached"`
+	Pushed   bool   `json:"pushed"`
+	Wider    bool   `json:"wider,omitempty"` // a wheel for more GPU architectures than asked
+	Ref      string `json:"ref,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Note     string `json:"note,omitempty"` // why the cache was not used, or a push failed
+}
+
+// WheelKeys are the cache keys of the wheels plan compiles from source,
+// one per platform (os/arch) and project: today FlashAttention's
+// build: source. The source archive's sha256 comes from the index pip
+// fetches it from.
+func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wheelindex.Client) ([]wheelcache.Key, error) {
+	fab := p.FlashAttnBuild
+	if fab == nil || p.FlashAttn == nil {
+		return nil, nil
+	}
+	var fa *recipes.PipPackage
+	for i := range p.Pip {
+		if p.Pip[i].Name == "flash-attn" {
+			fa = &p.Pip[i]
+		}
+	}
+	if fa == nil {
+		return nil, nil
+	}
+	src, err := sourceDigest(ctx, idx, fa, *p.FlashAttn)
+	if err != nil {
+		return nil, err
+	}
+	k := wheelcache.Key{
+		Package: "flash-attn", Version: *p.FlashAttn, Source: src,
+		CUDA: p.CUDA, Python: p.Python, PythonABI: "cp" + strings.ReplaceAll(p.Python, ".", ""),
+		Archs: strings.Split(fab.CUDAArchs, ";"), Builder: p.OS,
+	}
+	if p.Torch != nil {
+		k.Torch = *p.Torch
+	}
+	if p.TorchCUDAVariant != nil {
+		k.TorchCUDA = *p.TorchCUDAVariant
+	}
+	if p.TorchCXX11ABI != nil {
+		k.CXX11ABI = "0"
+		if *p.TorchCXX11ABI {
+			k.CXX11ABI = "1"
+		}
+	}
+	// What changes the bytes: the environment but the parallelism (and
+	// the architectures, Archs), and pip's flags.
+	for _, e := range flashAttnEnv(fab) {
+		if !strings.HasPrefix(e, "MAX_JOBS=") && !strings.HasPrefix(e, "NVCC_THREADS=") && !strings.HasPrefix(e, "FLASH_ATTN_CUDA_ARCHS=") {
+			k.Flags = append(k.Flags, e)
+		}
+	}
+	for _, f := range fab.PipFlags {
+		k.Flags = append(k.Flags, "pip:"+f)
+	}
+	var keys []wheelcache.Key
+	for _, pl := range buildPlatforms(p, platforms) {
+		kk := k
+		kk.Platform = pl
+		keys = append(keys, kk.Normalize())
+	}
+	return keys, nil
+}
+
+// sourceDigest is the sha256 the index lists for pkg's source archive
+// of version: what pip wheel --no-binary compiles.
+func sourceDigest(ctx context.Context, idx *wheelindex.Client, pkg *recipes.PipPackage, version string) (string, error) {
+	if idx == nil {
+		idx = &wheelindex.Client{}
+	}
+	index := pkg.IndexURL
+	if index == "" {
+		index = recipes.PyPIIndexURL
+	}
+	files, err := idx.Files(ctx, index, pkg.Name)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		base, ok := strings.CutSuffix(f.Filename, ".tar.gz")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndex(base, "-")
+		if i < 0 || wheelindex.Normalize(base[:i]) != wheelindex.Normalize(pkg.Name) || !wheelindex.VersionMatches(base[i+1:], version) {
+			continue
+		}
+		if f.SHA256 == "" {
+			return "", fmt.Errorf("%s lists %s without a sha256: the wheel cache keys a compiled wheel by its source's digest", index, f.Filename)
+		}
+		return "sha256:" + f.SHA256, nil
+	}
+	return "", fmt.Errorf("%s lists no source archive (.tar.gz) of %s %s", index, pkg.Name, version)
+}
+
+// buildPlatforms are the platforms a build makes: platforms, else the
+// plan's, else linux/amd64.
+func buildPlatforms(p *recipes.Plan, platforms []string) []string {
+	if len(platforms) == 0 {
+		platforms = p.Platforms
+	}
+	if len(platforms) == 0 {
+		platforms = []string{"linux/amd64"}
+	}
+	return platforms
+}
+
+// wheelRun is one build's use of the wheel cache.
+type wheelRun struct {
+	wc   *WheelCache
+	dir  string // fetched and exported wheels
+	keys map[WheelSlot]wheelcache.Key
+	uses []*WheelUse
+}
+
+func (r *wheelRun) use(s WheelSlot) *WheelUse {
+	for _, u := range r.uses {
+		if u.Platform == s.Platform && u.Package == s.Package {
+			return u
+		}
+	}
+	return nil
+}
+
+func (r *wheelRun) logf(format string, a ...any) {
+	if r.wc.Log != nil {
+		fmt.Fprintf(r.wc.Log, "kiln: wheel cache "+format+"\n", a...)
+	}
+}
+
+// prepareWheels looks up each wheel the plan compiles and fetches the
+// ones the cache has into a directory, recording them in in.CachedWheels
+// (their compile steps become copies). A wheel that cannot be keyed,
+// found or verified is compiled; nothing here fails the build.
+func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCache, platforms []string) (*wheelRun, func(), error) {
+	nop := func() {}
+	if wc == nil || wc.Cache == nil || p.FlashAttnBuild == nil {
+		return nil, nop, nil
+	}
+	dir, err := os.MkdirTemp("", "kiln-wheels-*")
+	if err != nil {
+		return nil, nop, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	r := &wheelRun{wc: wc, dir: dir, keys: map[WheelSlot]wheelcache.Key{}}
+	for _, pl := range buildPlatforms(p, platforms) {
+		r.uses = append(r.uses, &WheelUse{Package: "flash-attn", Platform: pl})
+	}
+	keys := slices.Clone(wc.Keys)
+	missing := false
+	for _, u := range r.uses {
+		if !slices.ContainsFunc(keys, func(k wheelcache.Key) bool { return k.Platform == u.Platform && k.Package == u.Package }) {
+			missing = true
+		}
+	}
+	if missing {
+		ks, err := WheelKeys(ctx, p, platforms, wc.Index)
+		if err != nil {
+			for _, u := range r.uses {
+				u.Note = "not cached: " + err.Error()
+			}
+			r.logf("not used: flash-attn is compiled: %v", err)
+			return r, cleanup, nil
+		}
+		keys = append(keys, ks...)
+	}
+	if in.CachedWheels == nil {
+		in.CachedWheels = map[WheelSlot]string{}
+	}
+	for _, u := range r.uses {
+		i := slices.IndexFunc(keys, func(k wheelcache.Key) bool { return k.Platform == u.Platform && k.Package == u.Package })
+		k := keys[i].Normalize()
+		slot := WheelSlot{u.Platform, u.Package}
+		r.keys[slot] = k
+		u.Key, u.KeyDigest = k, k.Digest()
+		e, err := wc.Cache.Lookup(ctx, k)
+		if err != nil {
+			u.Note = "lookup failed, compiling: " + err.Error()
+			r.logf("lookup failed: %s (%s) is compiled: %v", u.Package, u.Platform, err)
+			continue
+		}
+		if e == nil {
+			u.Note = "not in the cache: compiling, then pushing to " + wc.Cache.Repo()
+			r.logf("miss: %s (%s), key %s: compiling", u.Package, u.Platform, shortKey(k))
+			continue
+		}
+		if _, err := wc.Cache.Fetch(ctx, e, dir); err != nil {
+			u.Note = "cached wheel refused, compiling: " + err.Error()
+			r.logf("refused: %s (%s) is compiled instead: %v", u.Package, u.Platform, err)
+			continue
+		}
+		in.CachedWheels[slot] = e.Filename
+		u.Cached, u.Wider, u.Ref, u.Filename, u.Digest, u.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.String(), e.Size
+		r.logf("hit: %s (%s), %s verified: not compiled", u.Package, u.Platform, bytesize.Format(e.Size))
+		if e.Wider {
+			u.Note = fmt.Sprintf("a wheel for GPU architectures %s, wider than the %s asked for (allow_wider_archs): correct, and larger", strings.Join(e.Key.Archs, ";"), strings.Join(k.Archs, ";"))
+			fmt.Fprintf(r.wc.Log, "  a wheel for GPU architectures %s, wider than the %s asked for\n  (allow_wider_archs): correct, and larger\n", strings.Join(e.Key.Archs, ";"), strings.Join(k.Archs, ";"))
+		}
+	}
+	return r, cleanup, nil
+}
+
+func shortKey(k wheelcache.Key) string { return strings.TrimPrefix(k.Digest(), "sha256:")[:12] }
+
+// hasCached says whether a wheel was fetched (the WheelsName context is
+// needed).
+func (r *wheelRun) hasCached() bool {
+	return r != nil && slices.ContainsFunc(r.uses, func(u *WheelUse) bool { return u.Cached })
+}
+
+// pushCompiled exports each wheel g compiled from the solved graph and
+// pushes it to the cache. A failed push is noted, not fatal: the image
+// is good.
+func (r *wheelRun) pushCompiled(ctx context.Context, c gateway.Client, g *Graph) error {
+	if r == nil {
+		return nil
+	}
+	pl := PlatformString(g.Platform)
+	for _, cw := range g.Compiled {
+		slot := WheelSlot{pl, cw.Package}
+		u := r.use(slot)
+		k, ok := r.keys[slot]
+		if u == nil || !ok {
+			continue
+		}
+		path, err := r.export(ctx, c, g, cw)
+		if err == nil {
+			var e *wheelcache.Entry
+			if e, err = r.wc.Cache.Push(ctx, k, path); err == nil {
+				u.Pushed, u.Ref, u.Filename, u.Digest, u.Size, u.Note = true, e.Ref, e.Filename, e.Digest.String(), e.Size, ""
+				continue
+			}
+		}
+		u.Note = "compiled, but not pushed to the wheel cache: " + err.Error()
+	}
+	return nil
+}
+
+// exportChunk is how much of a wheel one read from BuildKit asks for.
+const exportChunk = 4 << 20
+
+// export solves cw's state and copies its one wheel file into r.dir, in
+// chunks (a wheel may be hundreds of MB).
+func (r *wheelRun) export(ctx context.Context, c gateway.Client, g *Graph, cw CompiledWheel) (string, error) {
+	def, err := g.Marshal(ctx, cw.State)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.Solve(ctx, gateway.SolveRequest{Definition: def.ToPB(), Evaluate: true})
+	if err != nil {
+		return "", err
+	}
+	ref, err := res.SingleRef()
+	if err != nil {
+		return "", err
+	}
+	ents, err := ref.ReadDir(ctx, gateway.ReadDirRequest{Path: "/", IncludePattern: "*.whl"})
+	if err != nil {
+		return "", err
+	}
+	if len(ents) != 1 {
+		return "", fmt.Errorf("the compile step left %d wheels, want 1", len(ents))
+	}
+	name, size := filepath.Base(ents[0].Path), ents[0].Size
+	dir := filepath.Join(r.dir, "compiled", g.Platform.OS+"-"+g.Platform.Architecture+g.Platform.Variant)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(dir, name)
+	f, err := atomicfile.Create(dst, 0o644)
+	if err != nil {
+		return "", err
+	}
+	for off := int64(0); off < size; {
+		n := min(exportChunk, size-off)
+		b, err := ref.ReadFile(ctx, gateway.ReadRequest{Filename: "/" + name, Range: &gateway.FileRange{Offset: int(off), Length: int(n)}})
+		if err == nil && int64(len(b)) != n {
+			err = fmt.Errorf("reading %s from the build: %d bytes at %d, want %d", name, len(b), off, n)
+		}
+		if err == nil {
+			_, err = f.Write(b)
+		}
+		if err != nil {
+			f.Abort()
+			return "", err
+		}
+		off += n
+	}
+	if err := f.Commit(); err != nil {
+		return "", err
+	}
+	return dst, nil
+}

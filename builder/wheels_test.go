@@ -1,0 +1,229 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kiln-build/kiln/builder/internal/wheelserve"
+	"github.com/kiln-build/kiln/builder/wheelcache"
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// indexedSourcePlan resolves the catalog recipe with FlashAttention built from
+// source, its sdist served by a local index; it returns the plan and the
+// sdist's sha256.
+func indexedSourcePlan(t *testing.T, mutate func(*recipes.Recipe)) (*recipes.Plan, string) {
+	t.Helper()
+	ix, err := wheelserve.NewIndex(wheelserve.StandIns(0)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := wheelserve.FlashAttnSDist(wheelserve.FlashAttnVersion)
+	if err := ix.AddSDist(sd); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sd.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, stop, err := wheelserve.Serve(ix, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	p := catalogPlan(t, func(r *recipes.Recipe) {
+		r.FlashAttn = &recipes.FASpec{Version: wheelserve.FlashAttnVersion, Build: "source"}
+		r.GPUs = []string{"a100", "h100"}
+		if mutate != nil {
+			mutate(r)
+		}
+	}, recipes.WithMirror("127.0.0.1:5000"), recipes.WithWheelIndexes(idx))
+	if p.FlashAttnBuild == nil {
+		t.Fatalf("plan builds no FlashAttention from source: %+v", p.FlashAttn)
+	}
+	return p, fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+}
+
+// The compile step is a step of its own; a wheel the cache answered
+// replaces it with a copy from the kiln-wheels context, and the runtime
+// install that reads the wheelhouse is the same step either way.
+func TestCachedWheelReplacesCompileStep(t *testing.T) {
+	p, _ := indexedSourcePlan(t, nil)
+	compiles := func(d *decoded) int {
+		n := 0
+		for _, e := range d.execs {
+			if strings.Contains(strings.Join(e.Meta.Args, " "), "pip wheel --no-deps --no-build-isolation") {
+				n++
+			}
+		}
+		return n
+	}
+	g, err := NewGraph(p, Inputs{}, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Compiled) != 1 || g.Compiled[0].Package != "flash-attn" {
+		t.Fatalf("compiled wheels %+v, want flash-attn", g.Compiled)
+	}
+	d, _ := decode(t, p, Inputs{}, false)
+	if compiles(d) != 1 || slices.Contains(d.sources, "local://"+WheelsName) {
+		t.Fatalf("without a cached wheel: %d compile steps, sources %v", compiles(d), d.sources)
+	}
+	in := Inputs{CachedWheels: map[WheelSlot]string{{"linux/amd64", "flash-attn"}: "flash_attn-2.7.0.post2-cp311-cp311-linux_x86_64.whl"}}
+	gc, err := NewGraph(p, in, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gc.Compiled) != 0 {
+		t.Errorf("a cached wheel is still compiled: %+v", gc.Compiled)
+	}
+	dc, _ := decode(t, p, in, false)
+	if n := compiles(dc); n != 0 {
+		t.Errorf("a cached wheel: %d compile steps", n)
+	}
+	if !slices.Contains(dc.sources, "local://"+WheelsName) {
+		t.Errorf("sources %v lack the %s context", dc.sources, WheelsName)
+	}
+	install := func(d *decoded) string {
+		for _, e := range d.execs {
+			if s := strings.Join(e.Meta.Args, " "); strings.Contains(s, "pip install --no-index") && strings.Contains(s, "/wheelhouse/extensions") && !strings.Contains(s, "pip wheel") {
+				return s
+			}
+		}
+		return ""
+	}
+	if a, b := install(d), install(dc); a == "" || a != b {
+		t.Errorf("runtime install differs:\n%s\n%s", a, b)
+	}
+}
+
+// The key carries the sdist's digest from the index and every input of
+// the compile; the parallelism is not in it.
+func TestWheelKeysFromPlan(t *testing.T) {
+	ctx := context.Background()
+	p, src := indexedSourcePlan(t, nil)
+	keys, err := WheelKeys(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 {
+		t.Fatalf("keys %+v", keys)
+	}
+	k := keys[0]
+	if k.Source != src || k.Package != "flash-attn" || k.Version != wheelserve.FlashAttnVersion || k.Platform != "linux/amd64" ||
+		strings.Join(k.Archs, ";") != "80;90" || k.CUDA != p.CUDA || k.PythonABI != "cp"+strings.ReplaceAll(p.Python, ".", "") || k.Torch == "" || k.TorchCUDA == "" || k.CXX11ABI == "" {
+		t.Errorf("key %s", k.JSON())
+	}
+	if err := k.Check(); err != nil {
+		t.Error(err)
+	}
+	if !slices.Contains(k.Flags, "LDFLAGS=-Wl,--strip-all") || slices.ContainsFunc(k.Flags, func(f string) bool { return strings.HasPrefix(f, "MAX_JOBS=") }) {
+		t.Errorf("flags %v", k.Flags)
+	}
+	// A bigger builder (more jobs) shares the wheel; another GPU list does not.
+	big, _ := indexedSourcePlan(t, func(r *recipes.Recipe) { r.Build = &recipes.BuildSpec{MemoryGB: 512, CPUs: 64} })
+	if big.FlashAttnBuild.MaxJobs == p.FlashAttnBuild.MaxJobs {
+		t.Fatal("the bigger builder runs as many jobs")
+	}
+	kb, err := WheelKeys(ctx, big, nil, nil)
+	if err != nil || kb[0].Digest() != k.Digest() {
+		t.Errorf("MAX_JOBS changed the key: %v %v", kb, err)
+	}
+	a100, _ := indexedSourcePlan(t, func(r *recipes.Recipe) { r.GPUs = []string{"a100"} })
+	ka, err := WheelKeys(ctx, a100, nil, nil)
+	if err != nil || ka[0].Digest() == k.Digest() || !slices.Equal(wheelcache.Diff(k, ka[0]), []string{"archs"}) {
+		t.Errorf("a100 only: %v, %v", ka, err)
+	}
+}
+
+// Before the solve: a hit is fetched, verified and named in
+// Inputs.CachedWheels; a corrupt cached wheel is refused (compiled
+// instead); a miss compiles.
+func TestPrepareWheels(t *testing.T) {
+	ctx := context.Background()
+	p, _ := indexedSourcePlan(t, nil)
+	var corrupt bool
+	h := testimage.RegistryServer(t).Config.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if corrupt && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			if len(b) > 10 {
+				b[len(b)/2] ^= 0x55
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(b)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/kiln/wheels"
+	c, err := wheelcache.Open(repo, wheelcache.WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := &WheelCache{Cache: c}
+	slot := WheelSlot{"linux/amd64", "flash-attn"}
+
+	var in Inputs
+	r, cleanup, err := prepareWheels(ctx, p, &in, wc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.CachedWheels[slot] != "" || r.uses[0].Cached || r.hasCached() {
+		t.Errorf("empty cache: %+v", r.uses[0])
+	}
+	cleanup()
+
+	keys, err := WheelKeys(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wheel := filepath.Join(t.TempDir(), "flash_attn-2.7.0.post2-cp311-cp311-linux_x86_64.whl")
+	os.WriteFile(wheel, []byte(strings.Repeat("compiled ", 4096)), 0o644)
+	if _, err := c.Push(ctx, keys[0], wheel); err != nil {
+		t.Fatal(err)
+	}
+	in = Inputs{}
+	r, cleanup, err = prepareWheels(ctx, p, &in, wc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if in.CachedWheels[slot] != filepath.Base(wheel) || !r.uses[0].Cached {
+		t.Fatalf("a hit: %+v, %v", r.uses[0], in.CachedWheels)
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, filepath.Base(wheel))); err != nil || len(b) != 9*4096 {
+		t.Errorf("fetched wheel: %d bytes, %v", len(b), err)
+	}
+
+	corrupt = true
+	in = Inputs{}
+	r2, cleanup2, err := prepareWheels(ctx, p, &in, wc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup2()
+	if in.CachedWheels[slot] != "" || r2.uses[0].Cached || !strings.Contains(r2.uses[0].Note, "refused") {
+		t.Errorf("a corrupt wheel: %+v, %v", r2.uses[0], in.CachedWheels)
+	}
+	if ents, _ := os.ReadDir(r2.dir); len(ents) != 0 {
+		t.Errorf("the corrupt wheel left %v", ents)
+	}
+}
