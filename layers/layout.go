@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/registry"
 )
 
 const refNameAnnotation = "org.opencontainers.image.ref.name"
@@ -75,7 +76,7 @@ func MatchesTag(ann map[string]string, tag string) bool {
 	return false
 }
 
-func openLayout(r Ref, o *options) (*Image, error) {
+func openLayout(r Ref, o *registry.Options) (*Image, error) {
 	ld := layoutDir{ref: r, dir: r.Path}
 	b, err := localfile.ReadFile(filepath.Join(r.Path, "index.json"), "index.json", localfile.MaxIndex)
 	if err != nil {
@@ -138,13 +139,13 @@ func openLayout(r Ref, o *options) (*Image, error) {
 				break
 			}
 			seen = append(seen, d.Platform)
-			if platformMatches(o.platform, d.Platform) {
+			if platformMatches(o.Platform, d.Platform) {
 				desc, found = d, true
 				break
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("image %q: no image for platform %s (it has: %s); choose one with --platform", r.Raw, PlatformString(o.platform), platformList(seen))
+			return nil, fmt.Errorf("image %q: no image for platform %s (it has: %s); choose one with --platform", r.Raw, PlatformString(o.Platform), platformList(seen))
 		}
 	}
 	if !desc.MediaType.IsImage() {

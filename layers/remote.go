@@ -9,27 +9,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
-func (o *options) remoteOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{
-		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(o.keychain),
-		remote.WithTransport(o.roundTripper()),
-		remote.WithUserAgent(o.userAgent),
-	}
-}
-
-// RemoteOptions exposes the registry options (auth, transport, insecure
-// handling) for packages that push or pull blobs themselves.
-func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
-	return makeOptions(opts).remoteOptions(ctx)
-}
-
-func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
-	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+	desc, err := remote.Get(r.Name, o.Remote(ctx)...)
 	if err != nil {
-		return nil, imageError(r.Raw, RedactError(err))
+		return nil, registry.ImageError(r.Raw, RedactError(err))
 	}
 	var vimg v1.Image
 	if desc.MediaType.IsIndex() {
@@ -49,12 +36,12 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 				continue
 			}
 			seen = append(seen, d.Platform)
-			if pick == nil && platformMatches(o.platform, d.Platform) {
+			if pick == nil && platformMatches(o.Platform, d.Platform) {
 				pick = d
 			}
 		}
 		if pick == nil {
-			return nil, fmt.Errorf("image %q: no image for platform %s in the index (it has: %s); choose one with --platform", r.Raw, PlatformString(o.platform), platformList(seen))
+			return nil, fmt.Errorf("image %q: no image for platform %s in the index (it has: %s); choose one with --platform", r.Raw, PlatformString(o.Platform), platformList(seen))
 		}
 		vimg, err = idx.Image(pick.Digest)
 		if err != nil {
@@ -83,7 +70,7 @@ func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
 // repository (made on the first layer read), so a layer stream that breaks
 // is resumed by Range under kiln's retry policy, and each blob is verified
 // against its own descriptor's digest and size.
-func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, error) {
+func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *registry.Options) (*Image, error) {
 	m, err := vimg.Manifest()
 	if err != nil {
 		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, RedactError(err))
@@ -116,7 +103,7 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, erro
 		ferr error
 	)
 	fetcher := func(ctx context.Context) (*Fetcher, error) {
-		once.Do(func() { fet, ferr = newFetcher(ctx, r.Name.Context().String(), o) })
+		once.Do(func() { fet, ferr = o.NewFetcher(ctx, r.Name.Context().String()) })
 		return fet, ferr
 	}
 	for _, d := range m.Layers {
@@ -142,7 +129,7 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, erro
 // platform ("linux/amd64" → "sha256:..."). A single-platform image reports
 // its config's platform.
 func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, map[string]string, error) {
-	o := makeOptions(opts)
+	o := registry.MakeOptions(opts)
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
 		return "", nil, err
@@ -150,9 +137,9 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	if r.Kind != KindRegistry {
 		return "", nil, fmt.Errorf("image %q: digests are resolved from a registry reference", ref)
 	}
-	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+	desc, err := remote.Get(r.Name, o.Remote(ctx)...)
 	if err != nil {
-		return "", nil, imageError(ref, RedactError(err))
+		return "", nil, registry.ImageError(ref, RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {

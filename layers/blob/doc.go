@@ -1,5 +1,5 @@
 // Package blob is kiln's one way to read content-addressed blobs from
-// wherever they are: a registry (through layers.Fetcher, one per
+// wherever they are: a registry (through registry.Fetcher, one per
 // repository, sharing one transport, keychain and retry policy), an OCI
 // image layout, or sections of a local file (a docker archive's members).
 // warm and weights read every blob through a Source; no other package
@@ -12,10 +12,10 @@
 // Invariants:
 //   - A Source hands out bytes, never verdicts: Open returns exactly the
 //     range asked for (or an error), and the caller verifies the digest and
-//     size of the whole blob (layers.VerifyReader, ReadVerified) before it
+//     size of the whole blob (registry.VerifyReader, ReadVerified) before it
 //     trusts or commits it. A Source never retries a range it handed out;
 //     retries with backoff and idle timeouts are the registry Fetcher's
-//     (layers/fetch.go), and the one policy for every remote read.
+//     (registry/fetch.go), and the one policy for every remote read.
 //   - A digest is checked for shape before it becomes a path: a layout
 //     never opens anything outside blobs/<algorithm>/.
 //   - OrderedReader bounds memory by (parallel+2) chunk buffers reused for

@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"context"
@@ -57,30 +57,22 @@ func WithMaxWait(d time.Duration) FetchOption { return func(f *Fetcher) { f.maxW
 // options (by packages that make Fetchers for their callers: weights,
 // layers' own registry images).
 func WithFetchOptions(fo ...FetchOption) Option {
-	return func(o *options) { o.fetch = append(o.fetch, fo...) }
+	return func(o *Options) { o.fetch = append(o.fetch, fo...) }
 }
 
 // NewFetcher returns a Fetcher for repo ("REGISTRY/REPO", a tag or digest is
 // ignored). Authentication happens once here (token exchange), so a bad
 // credential fails early, naming the registry but never the secret.
 func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchOption) (*Fetcher, error) {
-	return newFetcher(ctx, repo, makeOptions(opts), fopts...)
+	return newFetcher(ctx, repo, MakeOptions(opts), fopts...)
 }
 
-func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOption) (*Fetcher, error) {
+func newFetcher(ctx context.Context, repo string, o *Options, fopts ...FetchOption) (*Fetcher, error) {
 	// The one rule for names (NormalizeName): a Docker Hub short name is
 	// docker.io/library/….
-	full, err := NormalizeName(repo)
+	ref, err := o.ParseName(repo)
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, err)
-	}
-	var nopts []name.Option
-	if o.insecure(registryHost(full)) {
-		nopts = append(nopts, name.Insecure)
-	}
-	ref, err := name.ParseReference(full, nopts...)
-	if err != nil {
-		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
 	}
 	r := ref.Context()
 	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(transport.PullScope)})
@@ -392,4 +384,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// NewFetcher is NewFetcher under o.
+func (o *Options) NewFetcher(ctx context.Context, repo string, fopts ...FetchOption) (*Fetcher, error) {
+	return newFetcher(ctx, repo, o, fopts...)
 }

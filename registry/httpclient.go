@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // (WithIdleTimeout); fopts the retry budget and backoff (WithRetries,
 // WithMaxWait). The keychain is not used: these hosts are not registries.
 func HTTPClient(opts []Option, fopts ...FetchOption) *http.Client {
-	o := makeOptions(opts)
+	o := MakeOptions(opts)
 	// FetchOptions set a Fetcher's policy; read it back from a scratch one
 	// so that both kinds of client take the same options.
 	f := &Fetcher{retryPolicy: defaultRetryPolicy()}

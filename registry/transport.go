@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ const DefaultIdleTimeout = 30 * time.Second
 // WithIdleTimeout sets how long a registry may send nothing, while kiln
 // waits for an answer or reads a body, before the request fails with
 // ErrIdleTimeout (default DefaultIdleTimeout; tests use milliseconds).
-func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle = d } }
+func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.idle = d } }
 
 // guardTransport is the base of every registry request kiln makes, under
 // go-containerregistry's auth and retry layers (RemoteOptions) and the
@@ -67,11 +67,11 @@ var ErrTooSlow = errors.New("registry sends too slowly")
 // bytesPerSec over window of waiting fails with ErrTooSlow (retried like
 // an idle timeout). Tests use small windows.
 func WithMinRate(bytesPerSec int64, window time.Duration) Option {
-	return func(o *options) { o.rate = minRate{Bytes: bytesPerSec, Window: window} }
+	return func(o *Options) { o.rate = minRate{Bytes: bytesPerSec, Window: window} }
 }
 
 // roundTripper is the transport kiln hands to every registry client.
-func (o *options) roundTripper() http.RoundTripper {
+func (o *Options) roundTripper() http.RoundTripper {
 	if g, ok := o.transport.(*guardTransport); ok {
 		return g
 	}
@@ -85,10 +85,10 @@ func (o *options) roundTripper() http.RoundTripper {
 // timeout, redacted error bodies), the ones every Fetcher uses. The token
 // exchange happens here, so a bad credential fails early.
 func RegistryTransport(ctx context.Context, reg name.Registry, scopes []string, opts ...Option) (http.RoundTripper, error) {
-	return makeOptions(opts).registryTransport(ctx, reg, scopes)
+	return MakeOptions(opts).registryTransport(ctx, reg, scopes)
 }
 
-func (o *options) registryTransport(ctx context.Context, reg name.Registry, scopes []string) (http.RoundTripper, error) {
+func (o *Options) registryTransport(ctx context.Context, reg name.Registry, scopes []string) (http.RoundTripper, error) {
 	auth, err := authn.Resolve(ctx, o.keychain, reg)
 	if err != nil {
 		// The message only: it is redacted, what it wraps may not be.
