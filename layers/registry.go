@@ -16,7 +16,7 @@ type Option = registry.Option
 
 // Registry client types.
 type (
-	Fetcher      = registry.Fetcher
+	Fetcher      = registry.Client
 	FetchOption  = registry.FetchOption
 	StatusError  = registry.StatusError
 	VerifyReader = registry.VerifyReader
@@ -40,7 +40,7 @@ const (
 
 // Registry client functions.
 var (
-	NewFetcher             = registry.NewFetcher
+	NewFetcher             = registry.NewClient
 	WithRetries            = registry.WithRetries
 	WithMaxWait            = registry.WithMaxWait
 	WithFetchOptions       = registry.WithFetchOptions

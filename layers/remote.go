@@ -103,7 +103,7 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *registry.Options) (*Im
 		ferr error
 	)
 	fetcher := func(ctx context.Context) (*Fetcher, error) {
-		once.Do(func() { fet, ferr = o.NewFetcher(ctx, r.Name.Context().String()) })
+		once.Do(func() { fet, ferr = o.NewClient(ctx, r.Name.Context().String()) })
 		return fet, ferr
 	}
 	for _, d := range m.Layers {

@@ -1,8 +1,9 @@
 // Package registry is kiln's one client for OCI registries: the keychain
 // (Docker config and credential helpers, time-limited, their output never
 // quoted), the guarded transport (idle timeouts, a minimum rate, redacted
-// error bodies), the retry policy, the Fetcher that reads blobs by Range
-// and resumes broken bodies, errors in words (RedactError: what happened
+// error bodies), the retry policy, the Client of one repository (its
+// manifests, and its blobs by Range, resuming broken bodies, after one
+// token exchange; a Pool holds one per repository), errors in words (RedactError: what happened
 // and what to do, secrets removed), and the verified read of a blob
 // (VerifyReader: digest and size).
 //
@@ -17,6 +18,8 @@
 //     URL's query is remembered and removed by Redact.
 //   - One retry policy (retries, doubling backoff, Retry-After, a cap)
 //     for every read; a broken body resumes from its last byte.
+//   - One login per repository per Pool: every manifest, blob and
+//     referrers read of a repository goes through its Client's transport.
 //   - The bytes handed out are not trusted here: the caller verifies the
 //     whole blob against its descriptor (NewVerifyReader).
 package registry

@@ -47,7 +47,7 @@ func TestFetcherFaults(t *testing.T) {
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 
 	var waits []time.Duration
-	f, err := NewFetcher(ctx, host+"/kiln/blobs", nil, WithRetries(3, time.Millisecond))
+	f, err := NewClient(ctx, host+"/kiln/blobs", nil, WithRetries(3, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestParseRetryAfter(t *testing.T) {
 
 // F5, F9: a registry that stalls (before its answer or mid-body) or drops
 // the connection mid-body costs an idle timeout, then the read resumes by
-// Range with the retry policy's backoff: for Fetcher users (warm, weights)
+// Range with the retry policy's backoff: for Client users (warm, weights)
 // and for layer walks (analyze, slim) alike.
 func TestStalledAndBrokenBodiesResume(t *testing.T) {
 	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
@@ -182,7 +182,7 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 			opts := []Option{WithIdleTimeout(150 * time.Millisecond), WithFetchOptions(WithRetries(3, time.Millisecond))}
 
 			fr.Faults = append([]string(nil), faults...)
-			f, err := NewFetcher(ctx, ref, opts)
+			f, err := NewClient(ctx, ref, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +214,7 @@ func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	f, err := NewFetcher(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(100 * time.Millisecond)}, WithRetries(0, time.Millisecond))
+	f, err := NewClient(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(100 * time.Millisecond)}, WithRetries(0, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

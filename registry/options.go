@@ -37,6 +37,7 @@ type Options struct {
 	rate          minRate
 	helperTimeout time.Duration
 	fetch         []FetchOption
+	pool          *Pool
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class

@@ -17,7 +17,7 @@ import (
 )
 
 // ErrIdleTimeout is returned (wrapped) when a registry sent nothing for the
-// idle timeout: a stalled server or a half-open connection. The Fetcher
+// idle timeout: a stalled server or a half-open connection. The Client
 // retries it like a reset connection.
 var ErrIdleTimeout = errors.New("registry sent nothing")
 
@@ -31,7 +31,7 @@ func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.idle 
 
 // guardTransport is the base of every registry request kiln makes, under
 // go-containerregistry's auth and retry layers (RemoteOptions) and the
-// Fetcher's, so that analyze, slim, warm and weights all get:
+// Client's, so that analyze, slim, warm and weights all get:
 //
 //   - an idle timeout: waiting for the answer to a request without a body,
 //     and every read of a response body, fail after idle of silence (a
@@ -82,7 +82,7 @@ func (o *Options) roundTripper() http.RoundTripper {
 // to scopes, for packages that make registry requests themselves (a proxy
 // to the registry): kiln's keychain (credential helpers time-limited, their
 // output never quoted, secrets redacted) and guarded transport (idle
-// timeout, redacted error bodies), the ones every Fetcher uses. The token
+// timeout, redacted error bodies), the ones every Client uses. The token
 // exchange happens here, so a bad credential fails early.
 func RegistryTransport(ctx context.Context, reg name.Registry, scopes []string, opts ...Option) (http.RoundTripper, error) {
 	return MakeOptions(opts).registryTransport(ctx, reg, scopes)

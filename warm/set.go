@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
@@ -218,15 +217,19 @@ type fetched struct {
 	raw  []byte
 }
 
+// getManifest reads ref's manifest through the one client of its
+// repository (the set's pool): one login per repository, whatever the
+// set reads there.
 func getManifest(ctx context.Context, ref name.Reference, o ResolveOptions) (*fetched, error) {
-	d, err := remote.Get(ref, layers.RemoteOptions(ctx, o.Layers...)...)
+	c, err := o.Blobs.Repo(ctx, ref.Context())
 	if err != nil {
 		return nil, err
 	}
-	if got := digest.FromBytes(d.Manifest); got.String() != d.Digest.String() {
-		return nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
+	raw, d, err := c.Manifest(ctx, ref)
+	if err != nil {
+		return nil, err
 	}
-	return &fetched{ref: ref, raw: d.Manifest, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
+	return &fetched{ref: ref, raw: raw, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
 }
 
 // resolved is what one argument adds to the warm set.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Resolved is a volume manifest and where its blobs come from.
@@ -79,7 +79,11 @@ func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.So
 		dir, _, _ = strings.Cut(dir, "@")
 		return blob.Layout{Dir: dir}, nil
 	}
-	return layers.NewFetcher(ctx, repo, opts)
+	r, err := registry.ParseName(repo, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %v", repo, err)
+	}
+	return registry.ClientFor(ctx, r.Context(), opts...)
 }
 
 // resolveLayout finds the artifact in an OCI layout by tag (ref.name),
@@ -150,18 +154,20 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("weights %q: want a registry reference, oci:DIR or a manifest file", ref)
 	}
-	desc, err := remote.Get(r.Name, layers.RemoteOptions(ctx, opts...)...)
+	// One client for the repository (the caller's pool, WithPool: kiln
+	// warm's set was read through it) serves the manifest and the blobs.
+	f, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
 	}
-	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
+	raw, desc, err := f.Manifest(ctx, r.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
 	}
 	if desc.MediaType.IsIndex() {
 		return followIndex(ctx, ref, follow, opts...)
 	}
-	if label, ok, err := imageLabel(ctx, f, desc.Manifest); err != nil {
+	if label, ok, err := imageLabel(ctx, f, raw); err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	} else if ok {
 		if !follow {
@@ -169,7 +175,7 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 		}
 		return followLabel(ctx, ref, label, opts...)
 	}
-	m, err := manifestFromArtifact(ctx, f, desc.Manifest)
+	m, err := manifestFromArtifact(ctx, f, raw)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}

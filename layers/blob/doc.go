@@ -1,5 +1,5 @@
 // Package blob is kiln's one way to read content-addressed blobs from
-// wherever they are: a registry (through registry.Fetcher, one per
+// wherever they are: a registry (through registry.Client, one per
 // repository, sharing one transport, keychain and retry policy), an OCI
 // image layout, or sections of a local file (a docker archive's members).
 // warm and weights read every blob through a Source; no other package
@@ -14,7 +14,7 @@
 //     range asked for (or an error), and the caller verifies the digest and
 //     size of the whole blob (registry.VerifyReader, ReadVerified) before it
 //     trusts or commits it. A Source never retries a range it handed out;
-//     retries with backoff and idle timeouts are the registry Fetcher's
+//     retries with backoff and idle timeouts are the registry Client's
 //     (registry/fetch.go), and the one policy for every remote read.
 //   - A digest is checked for shape before it becomes a path: a layout
 //     never opens anything outside blobs/<algorithm>/.

@@ -20,8 +20,8 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -347,7 +347,11 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		return nil, err
 	}
 	defer tgt.Close()
-	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: comp, Mirrors: mirrors}
+	// One client per repository for the whole run: the set, the weights
+	// volumes and the signature check log in once to each.
+	pool := registry.NewPool(lopts)
+	lopts = append(lopts[:len(lopts):len(lopts)], registry.WithPool(pool))
+	ro := warm.ResolveOptions{Platform: plat, Layers: lopts, Blobs: pool, Compression: comp, Mirrors: mirrors}
 	if zc, ok := tgt.(warm.ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
 	}
