@@ -157,7 +157,7 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 	case KindRegistry:
 		img, err = openRemote(ctx, r, o)
 	case KindOCILayout:
-		img, err = openLayout(r, o)
+		img, err = openLayout(ctx, r, o)
 	case KindDockerArchive:
 		img, err = openArchive(r, o)
 	case KindDaemon:

@@ -137,11 +137,7 @@ func (p *Pool) Repo(ctx context.Context, repo name.Repository) (*Client, error) 
 
 // ClientFor is the Client of repo: the pool's (WithPool), else a new one.
 func ClientFor(ctx context.Context, repo name.Repository, opts ...Option) (*Client, error) {
-	o := MakeOptions(opts)
-	if o.pool != nil {
-		return o.pool.Repo(ctx, repo)
-	}
-	return newClient(ctx, repo.Name(), o)
+	return MakeOptions(opts).Client(ctx, repo)
 }
 
 // RemoteFor is go-containerregistry's remote options for reads of repo:
@@ -155,4 +151,13 @@ func RemoteFor(ctx context.Context, repo name.Repository, opts ...Option) []remo
 		}
 	}
 	return o.Remote(ctx)
+}
+
+// Client is the Client of repo under o: the pool's (WithPool), else a
+// new one.
+func (o *Options) Client(ctx context.Context, repo name.Repository) (*Client, error) {
+	if o.pool != nil {
+		return o.pool.Repo(ctx, repo)
+	}
+	return newClient(ctx, repo.Name(), o)
 }

@@ -294,9 +294,19 @@ type StatusError struct {
 	Digest v1.Hash
 	Code   int
 	Status string
+	// words says what the answer means, when there is more to say than
+	// its status (describe: a blob not found, the storage's refusal).
+	words string
 }
 
 func (e *StatusError) Error() string {
+	if e.words != "" {
+		w := e.words
+		if !strings.Contains(w, strconv.Itoa(e.Code)) {
+			w += "; registry answered " + e.Status
+		}
+		return NameOnce("blob "+e.Digest.String(), w)
+	}
 	return fmt.Sprintf("blob %s: registry answered %s", e.Digest, e.Status)
 }
 
@@ -306,8 +316,14 @@ func (f *Client) do(ctx context.Context, method string, dgst v1.Hash, rng string
 		hdr.Set("Range", rng)
 	}
 	return f.send(ctx, method, f.base+"blobs/"+dgst.String(), hdr, "blob "+dgst.String(), func(resp *http.Response) error {
-		resp.Body.Close()
-		return &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+		defer resp.Body.Close()
+		se := &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+		// The answer in words (its body was bounded and redacted by the
+		// guarded transport).
+		if w, _ := describe(transport.CheckError(resp, http.StatusOK, http.StatusPartialContent), ""); w != "" {
+			se.words = Redact(w)
+		}
+		return se
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
@@ -41,7 +40,7 @@ func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Res
 	var err error
 	switch {
 	case strings.HasPrefix(ref, "oci:"):
-		res, err = resolveLayout(ref, true)
+		res, err = resolveLayout(ctx, ref, true)
 	case isManifestFile(ref):
 		var m *Manifest
 		if m, err = ReadManifest(ref); err != nil {
@@ -86,60 +85,40 @@ func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.So
 	return registry.ClientFor(ctx, r.Context(), opts...)
 }
 
-// resolveLayout finds the artifact in an OCI layout by tag (ref.name),
-// digest, or as the layout's only manifest.
-func resolveLayout(ref string, follow bool) (*Resolved, error) {
+// resolveLayout finds the artifact in an OCI layout by tag, digest, or
+// as the layout's only manifest: layers.LayoutEntries, the one selector
+// (and tag rule) of every layout reader.
+func resolveLayout(ctx context.Context, ref string, follow bool) (*Resolved, error) {
 	r, err := layers.ParseRef(ref)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
-	dir, tag := r.Path, r.Tag
-	b, err := localfile.ReadFile(filepath.Join(dir, "index.json"), "index.json", localfile.MaxIndex)
+	sel, _, err := layers.LayoutEntries(r)
 	if err != nil {
-		return nil, fmt.Errorf("weights %q: %v", ref, err)
+		return nil, fmt.Errorf("weights: %v", err)
 	}
-	var idx v1.IndexManifest
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("weights %q: index.json: %v", ref, err)
+	if len(sel) > 1 {
+		return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
 	}
-	var pick *v1.Descriptor
-	for i := range idx.Manifests {
-		d := &idx.Manifests[i]
-		switch {
-		case r.Digest.Hex != "":
-			if d.Digest == r.Digest {
-				pick = d
-			}
-		case tag == "":
-			if pick != nil {
-				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
-			}
-			pick = d
-		case d.Annotations[layers.AnnotationRefName] == tag:
-			pick = d
-		}
-	}
-	if pick == nil {
-		return nil, fmt.Errorf("weights %q: no such artifact in %s", ref, dir)
-	}
+	pick := sel[0]
 	if pick.MediaType.IsIndex() {
-		return followIndex(context.Background(), ref, follow)
+		return followIndex(ctx, ref, follow)
 	}
-	src := blob.Layout{Dir: dir}
-	raw, err := blob.ReadVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
+	src := blob.Layout{Dir: r.Path}
+	raw, err := blob.ReadVerified(ctx, src, pick.Digest, pick.Size, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: manifest: %v", ref, err)
 	}
-	abs, _ := filepath.Abs(dir)
-	if label, ok, err := imageLabel(context.Background(), src, raw); err != nil {
+	abs, _ := filepath.Abs(r.Path)
+	if label, ok, err := imageLabel(ctx, src, raw); err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	} else if ok {
 		if !follow {
 			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
 		}
-		return followLabel(context.Background(), ref, label)
+		return followLabel(ctx, ref, label)
 	}
-	m, err := manifestFromArtifact(context.Background(), src, raw)
+	m, err := manifestFromArtifact(ctx, src, raw)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
@@ -304,7 +283,7 @@ func followLabel(ctx context.Context, image, label string, opts ...layers.Option
 	var res *Resolved
 	var err error
 	if strings.HasPrefix(label, "oci:") {
-		res, err = resolveLayout(label, false)
+		res, err = resolveLayout(ctx, label, false)
 	} else {
 		res, err = resolveRegistry(ctx, label, false, opts...)
 	}

@@ -2,12 +2,13 @@
 // wherever they are: a registry (through registry.Client, one per
 // repository, sharing one transport, keychain and retry policy), an OCI
 // image layout, or sections of a local file (a docker archive's members).
-// warm and weights read every blob through a Source; no other package
-// opens registry blobs or layout files by digest. The blobs kiln makes
-// itself (slim's and convert's new layers, eStargz blobs, weights'
-// diverted files and packed layers) are written through layers.Scratch,
-// which hashes them as they are written and names them by digest (it is
-// in layers, below this package, so that layers.WriteEStargz can use it).
+// layers (manifests, indexes and configs of layouts: layers.Open), warm
+// and weights read every blob through a Source; no other package opens
+// registry blobs or layout files by digest. It sits below layers and
+// above registry. The blobs kiln makes itself (slim's and convert's new
+// layers, eStargz blobs, weights' diverted files and packed layers) are
+// written through layers.Scratch, which hashes them as they are written
+// and names them by digest.
 //
 // Invariants:
 //   - A Source hands out bytes, never verdicts: Open returns exactly the
