@@ -39,7 +39,11 @@ func MatchesTag(ann map[string]string, tag string) bool {
 	return false
 }
 
-func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+// resolveLayout walks an OCI layout: the entry r selects
+// (LayoutEntries), nested indexes down to the platform's manifest, and
+// its config, each read through blob.Layout and verified against its
+// descriptor.
+func resolveLayout(ctx context.Context, r Ref, o *registry.Options) (*Root, error) {
 	src := blob.Layout{Dir: r.Path}
 	cands, names, err := LayoutEntries(r)
 	if err != nil {
@@ -48,6 +52,7 @@ func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 	if len(cands) > 1 {
 		return nil, fmt.Errorf("image %q: the layout holds %d images; name one as oci:%s:TAG (tags: %s)", r.Raw, len(cands), r.Path, strings.Join(names, ", "))
 	}
+	root := &Root{Ref: r, Src: src}
 	desc := cands[0]
 	// Descend through nested indexes to the platform's manifest.
 	for depth := 0; desc.MediaType.IsIndex(); depth++ {
@@ -57,6 +62,9 @@ func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 		raw, err := readSmall(ctx, src, desc, "index")
 		if err != nil {
 			return nil, fmt.Errorf("image %q: %w", r.Raw, err)
+		}
+		if root.Index == nil {
+			root.Index = &Raw{Desc: desc, Bytes: raw}
 		}
 		var sub v1.IndexManifest
 		if err := json.Unmarshal(raw, &sub); err != nil {
@@ -79,25 +87,26 @@ func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", r.Raw, err)
 	}
-	var m v1.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("image %q: manifest %s: %v", r.Raw, desc.Digest, err)
+	desc.Annotations = nil // they name the entry, not the content
+	if err := root.readImage(ctx, desc, raw); err != nil {
+		return nil, err
 	}
-	rawCfg, err := readSmall(ctx, src, m.Config, "config")
+	return root, nil
+}
+
+// openLayout is resolveLayout and the layers' files, opened on their
+// first read, a bounded number at once (blobFiles); here they are only
+// checked.
+func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+	root, err := resolveLayout(ctx, r, o)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", r.Raw, err)
+		return nil, err
 	}
-	cfg, err := parseConfig(rawCfg)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
-	}
-	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg, RawManifest: raw}
-	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
-	// Layer files are opened on their first read, a bounded number at
-	// once (blobFiles); here they are only checked.
+	src := root.Src.(blob.Layout)
+	img := root.image()
 	files := newBlobFiles()
 	img.closers = append(img.closers, files)
-	for _, d := range m.Layers {
+	for _, d := range root.Layers {
 		if err := blob.CheckDigest(d.Digest); err != nil {
 			img.Close()
 			return nil, fmt.Errorf("image %q: layer digest %q is malformed", r.Raw, d.Digest)
@@ -117,7 +126,7 @@ func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 		}
 		img.Layers = append(img.Layers, &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, file: files.file(p)})
 	}
-	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
+	if err := checkLayersAgainstConfig(r, img.Config, img.Layers); err != nil {
 		img.Close()
 		return nil, err
 	}

@@ -13,12 +13,11 @@ import (
 	"github.com/kiln-build/kiln/registry"
 )
 
-// openRemote reads a registry image through the one client of its
-// repository (the caller's pool, registry.WithPool, else its own): the
-// manifest (and the index's platform manifest, checked against the
-// index's descriptor), the config, and the layers by Range, all after one
-// token exchange, each blob verified against its descriptor.
-func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+// resolveRemote walks a registry reference through the one client of
+// its repository (the caller's pool, registry.WithPool, else its own):
+// the manifest (and the index's platform manifest, checked against the
+// index's descriptor) and the config, after one token exchange.
+func resolveRemote(ctx context.Context, r Ref, o *registry.Options) (*Root, error) {
 	c, err := o.Client(ctx, r.Name.Context())
 	if err != nil {
 		return nil, registry.ImageError(r.Raw, RedactError(err))
@@ -27,7 +26,9 @@ func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 	if err != nil {
 		return nil, registry.ImageError(r.Raw, RedactError(err))
 	}
+	root := &Root{Ref: r, Src: c}
 	if desc.MediaType.IsIndex() {
+		root.Index = &Raw{Desc: desc, Bytes: raw}
 		var im v1.IndexManifest
 		if err := json.Unmarshal(raw, &im); err != nil {
 			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
@@ -50,30 +51,29 @@ func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 	if !desc.MediaType.IsImage() {
 		return nil, fmt.Errorf("image %q: %s is a %s, not an image manifest", r.Raw, desc.Digest, desc.MediaType)
 	}
-	var m v1.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, err)
+	if err := root.readImage(ctx, desc, raw); err != nil {
+		return nil, err
 	}
-	rawCfg, err := readSmall(ctx, c, m.Config, "config")
+	return root, nil
+}
+
+// openRemote is resolveRemote and the layers' readers: each layer is read
+// by Range through the client, so a stream that breaks resumes under
+// kiln's retry policy, and is verified against its own descriptor's
+// digest and size.
+func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+	root, err := resolveRemote(ctx, r, o)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+		return nil, err
 	}
-	cfg, err := parseConfig(rawCfg)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
-	}
-	img := &Image{Ref: r, Digest: desc.Digest, MediaType: desc.MediaType, Config: cfg, RawConfig: rawCfg, RawManifest: raw}
-	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
-	// Each layer is read by Range through the client, so a stream that
-	// breaks resumes under kiln's retry policy, and is verified against
-	// its own descriptor's digest and size.
-	for _, d := range m.Layers {
+	img := root.image()
+	for _, d := range root.Layers {
 		d := d
 		l := &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, remote: true}
-		l.open = func(ctx context.Context) (io.ReadCloser, error) { return c.Open(ctx, d.Digest, 0, d.Size) }
+		l.open = func(ctx context.Context) (io.ReadCloser, error) { return root.Src.Open(ctx, d.Digest, 0, d.Size) }
 		img.Layers = append(img.Layers, l)
 	}
-	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
+	if err := checkLayersAgainstConfig(r, img.Config, img.Layers); err != nil {
 		return nil, err
 	}
 	return img, nil

@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // The one walk from a reference to an image's verified bytes, shared by
@@ -29,6 +31,76 @@ import (
 //     platform rule, PlatformMatches);
 //   - an image without a manifest (a docker archive, a docker-daemon
 //     image) gets the one manifest ArchiveManifest writes.
+
+// Raw is a blob read whole and verified against Desc (digest and size).
+type Raw struct {
+	Desc  v1.Descriptor
+	Bytes []byte
+}
+
+// Root is what a reference resolves to for the platform asked for: the
+// index it names (nil when it names a manifest), the platform's image
+// manifest and its config, read whole and verified against their
+// descriptors, the config parsed and its platform, the layers' descriptors,
+// and the source of the image's blobs (the repository's registry.Client,
+// a blob.Layout).
+type Root struct {
+	Ref        Ref
+	Index      *Raw
+	Manifest   Raw
+	Config     Raw
+	ConfigFile *v1.ConfigFile
+	Platform   v1.Platform
+	Layers     []v1.Descriptor
+	Src        blob.Source
+}
+
+// Resolve is the one walk from a registry reference or an OCI layout to
+// an image's verified bytes: index → the platform's manifest (the first
+// PlatformCandidates gives: what a pull installs) → config. Open is
+// Resolve and the layers' readers. Docker archives and daemon images,
+// which have no manifest, are opened by Open (ArchiveManifest writes
+// theirs).
+func Resolve(ctx context.Context, r Ref, opts ...Option) (*Root, error) {
+	o := registry.MakeOptions(opts)
+	switch r.Kind {
+	case KindRegistry:
+		return resolveRemote(ctx, r, o)
+	case KindOCILayout:
+		return resolveLayout(ctx, r, o)
+	}
+	return nil, fmt.Errorf("image %q: a %s has no manifest to resolve; open it with Open", r.Raw, r.Kind)
+}
+
+// readImage reads the image manifest raw (whose descriptor is desc) and
+// its config from the root's source.
+func (rt *Root) readImage(ctx context.Context, desc v1.Descriptor, raw []byte) error {
+	r := rt.Ref
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("image %q: manifest %s: %v", r.Raw, desc.Digest, err)
+	}
+	rawCfg, err := readSmall(ctx, rt.Src, m.Config, "config")
+	if err != nil {
+		return fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+	}
+	cfg, err := parseConfig(rawCfg)
+	if err != nil {
+		return fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+	}
+	rt.Manifest = Raw{Desc: desc, Bytes: raw}
+	rt.Config = Raw{Desc: m.Config, Bytes: rawCfg}
+	rt.ConfigFile = cfg
+	rt.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	rt.Layers = m.Layers
+	return nil
+}
+
+// image is the Image of the root, its layers not yet added.
+func (rt *Root) image() *Image {
+	return &Image{Ref: rt.Ref, Digest: rt.Manifest.Desc.Digest, MediaType: rt.Manifest.Desc.MediaType, Platform: rt.Platform,
+		Config: rt.ConfigFile, RawConfig: rt.Config.Bytes, RawManifest: rt.Manifest.Bytes}
+}
 
 // LayoutEntries reads the index.json of the layout r names and returns
 // the entries r selects: by digest (oci:DIR@sha256:…), by tag (MatchesTag:

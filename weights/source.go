@@ -263,12 +263,15 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Op
 	if !follow {
 		return nil, fmt.Errorf("weights %q: an image index, not a weights artifact", ref)
 	}
-	img, err := layers.Open(ctx, ref, opts...)
+	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
-	defer img.Close()
-	label, err := labelOf(img.Config.Config.Labels)
+	root, err := layers.Resolve(ctx, r, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	label, err := labelOf(root.ConfigFile.Config.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
