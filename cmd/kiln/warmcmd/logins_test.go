@@ -12,6 +12,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/weightscmd"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/sign"
 )
@@ -46,5 +47,31 @@ func TestWarmOneTokenExchangePerRepository(t *testing.T) {
 	t.Logf("token exchanges per repository: %v", ex)
 	if ex["acme/app"] != 1 || len(ex) != 1 {
 		t.Errorf("token exchanges: %v, want exactly one, for acme/app", ex)
+	}
+}
+
+// The same with a weights volume: the image's label leads to an artifact,
+// whose manifest and blobs are read through the run's client for its
+// repository, as the image's are (weights resolved its label with a
+// client of its own).
+func TestWarmWeightsOneTokenExchangePerRepository(t *testing.T) {
+	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	slimRef, wref := cmdtest.StrippedApp(t, ta.Host(), weightscmd.NewCmdWeights)
+	ta.Reset()
+	dir := t.TempDir()
+	code, out, errOut := run(t, "warm", slimRef, "--target", "oci:"+filepath.Join(dir, "oci"), "--weights-into", filepath.Join(dir, "vol"), "--platform", "linux/amd64", "--json", "--progress", "none")
+	if code != cmdutil.ExitOK {
+		t.Fatalf("warm: exit %d\n%s\n%s", code, out, errOut)
+	}
+	ex := ta.Exchanges()
+	t.Logf("token exchanges per repository (%s, %s): %v", slimRef, wref, ex)
+	if len(ex) == 0 {
+		t.Fatal("no token exchange counted")
+	}
+	for repo, n := range ex {
+		if n != 1 || repo == "" {
+			t.Errorf("token exchanges: %v, want one per repository", ex)
+			break
+		}
 	}
 }
