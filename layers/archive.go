@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // archiveEntry locates one member of a docker-save tarball.
@@ -28,7 +30,7 @@ type archiveManifest struct {
 // openArchive indexes a 'docker save' tarball once (headers only: file
 // contents are skipped by seeking) and serves each layer as a section of
 // the file, so walking a layer can seek past contents too.
-func openArchive(r Ref, o *options) (*Image, error) {
+func openArchive(r Ref, o *registry.Options) (*Image, error) {
 	f, err := os.Open(r.Path)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %v", r.Raw, err)

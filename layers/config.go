@@ -2,23 +2,11 @@ package layers
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
-
-func checkBlobDigest(b []byte, want v1.Hash) error {
-	if want.Algorithm != "sha256" {
-		return fmt.Errorf("unsupported digest algorithm %q", want.Algorithm)
-	}
-	got := fmt.Sprintf("%x", sha256.Sum256(b))
-	if got != want.Hex {
-		return fmt.Errorf("%w: %s hashes to sha256:%s", ErrDigestMismatch, want, got)
-	}
-	return nil
-}
 
 // parseConfig decodes an image config strictly enough to catch garbage
 // (ggcr's parser accepts any JSON object).

@@ -10,6 +10,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Docker daemon images (docker-daemon:NAME, dive's default source) are read
@@ -71,7 +73,7 @@ func daemonError(r Ref, host string, err error) error {
 }
 
 // openDaemon opens a docker-daemon: image as the archive the daemon saves.
-func openDaemon(ctx context.Context, r Ref, o *options) (*Image, error) {
+func openDaemon(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
 	p, err := SaveFromDaemon(ctx, r)
 	if err != nil {
 		return nil, err

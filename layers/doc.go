@@ -17,8 +17,10 @@
 // for kiln analyze and kiln slim.
 //
 // Blob transfer (sources by digest, the resumable verified ingest, the one
-// copy loop, rate limiting) is the sub-package layers/blob, built on the
-// Fetcher here: warm and weights move every blob through it.
+// copy loop, rate limiting) is the sub-package layers/blob; the registry
+// client under both (auth, transport, retries, redaction, verified reads)
+// is the package registry, whose names layers keeps as aliases until its
+// callers have moved: warm and weights move every blob through them.
 //
 // Scratch is the one writer of the blobs kiln makes itself, whose digest
 // is known only at their last byte (slim's and convert's layers, eStargz

@@ -8,6 +8,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Image is one platform's image, opened from any source: its manifest,
@@ -148,14 +150,14 @@ func Open(ctx context.Context, ref string, opts ...Option) (*Image, error) {
 
 // OpenRef opens an already parsed reference.
 func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
-	o := makeOptions(opts)
+	o := registry.MakeOptions(opts)
 	var img *Image
 	var err error
 	switch r.Kind {
 	case KindRegistry:
 		img, err = openRemote(ctx, r, o)
 	case KindOCILayout:
-		img, err = openLayout(r, o)
+		img, err = openLayout(ctx, r, o)
 	case KindDockerArchive:
 		img, err = openArchive(r, o)
 	case KindDaemon:
@@ -166,9 +168,9 @@ func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.exactPlatform && img.Platform.Architecture != "" && !PlatformMatches(o.platform, img.Platform) {
+	if o.ExactPlatform && img.Platform.Architecture != "" && !PlatformMatches(o.Platform, img.Platform) {
 		img.Close()
-		return nil, fmt.Errorf("image %q: no image for platform %s: it is a single-platform image for %s (leave out --platform, or pass --platform %s)", r.Raw, PlatformString(o.platform), PlatformString(img.Platform), PlatformString(img.Platform))
+		return nil, fmt.Errorf("image %q: no image for platform %s: it is a single-platform image for %s (leave out --platform, or pass --platform %s)", r.Raw, PlatformString(o.Platform), PlatformString(img.Platform), PlatformString(img.Platform))
 	}
 	attachHistory(img.Config, img.Layers)
 	return img, nil

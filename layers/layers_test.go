@@ -187,6 +187,11 @@ func TestOpenErrors(t *testing.T) {
 	testimage.WriteLayout(t, filepath.Join(dir, "badcfg"), "x", img)
 	m, _ := img.Manifest()
 	os.WriteFile(filepath.Join(dir, "badcfg", "blobs", "sha256", m.Config.Digest.Hex), []byte(`{"tampered":true}`), 0o644)
+	// And one whose config keeps its size: the digest tells.
+	testimage.WriteLayout(t, filepath.Join(dir, "samesize"), "x", img)
+	cfgPath := filepath.Join(dir, "samesize", "blobs", "sha256", m.Config.Digest.Hex)
+	cfgRaw, _ := os.ReadFile(cfgPath)
+	os.WriteFile(cfgPath, bytes.Repeat([]byte(" "), len(cfgRaw)), 0o644)
 
 	for _, tc := range []struct{ ref, want string }{
 		{"", "empty image reference"},
@@ -197,7 +202,8 @@ func TestOpenErrors(t *testing.T) {
 		{"oci:" + filepath.Join(dir, "two"), "holds 2 images; name one"},
 		{"oci:" + filepath.Join(dir, "two") + ":three", `no image tagged "three"`},
 		{"oci:" + filepath.Join(dir, "badindex"), "index.json"},
-		{"oci:" + filepath.Join(dir, "badcfg"), "config: digest mismatch"},
+		{"oci:" + filepath.Join(dir, "badcfg"), "config blob " + m.Config.Digest.String() + ": size mismatch"},
+		{"oci:" + filepath.Join(dir, "samesize"), "config blob " + m.Config.Digest.String() + ": digest mismatch"},
 		{"docker-archive:" + filepath.Join(dir, "nope.tar"), "no such file"},
 		{"docker-archive:" + filepath.Join(dir, "junk.tar"), "not"},
 		{"docker-archive:" + filepath.Join(dir, "a.tar") + ":2", `no image tagged "2"`},

@@ -1,21 +1,16 @@
 package layers
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"time"
 
 	"github.com/distribution/reference"
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/opencontainers/go-digest"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // ZstdTagSuffix names an image's zstd variant: kiln build, slim and convert
@@ -81,7 +76,7 @@ func (r Ref) String() string { return r.Raw }
 //
 // A refused reference's error says why and what to write.
 func ParseRef(s string, opts ...Option) (Ref, error) {
-	o := makeOptions(opts)
+	o := registry.MakeOptions(opts)
 	if s == "" {
 		return Ref{}, fmt.Errorf("empty image reference (write [REGISTRY/]REPO[:TAG], e.g. ubuntu:24.04, or oci:DIR, docker-archive:FILE, docker-daemon:NAME)")
 	}
@@ -138,21 +133,12 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 	return r, nil
 }
 
-// parseRegistry reads a registry reference by the one rule (NormalizeName)
-// and hands go-containerregistry the full name, so every request, log line
-// and record names docker.io/library/ubuntu:latest, never "ubuntu".
-func parseRegistry(s string, o *options) (Ref, error) {
-	full, err := NormalizeName(s)
+// parseRegistry reads a registry reference by the one rule
+// (registry.ParseName).
+func parseRegistry(s string, o *registry.Options) (Ref, error) {
+	ref, err := o.ParseName(s)
 	if err != nil {
 		return Ref{}, err
-	}
-	var nopts []name.Option
-	if o.insecure(registryHost(full)) {
-		nopts = append(nopts, name.Insecure)
-	}
-	ref, err := name.ParseReference(full, nopts...)
-	if err != nil {
-		return Ref{}, fmt.Errorf("not a valid reference: %v (write [REGISTRY/]REPO[:TAG|@sha256:DIGEST], e.g. ubuntu:24.04 or ghcr.io/org/app:v1)", trimNameErr(err))
 	}
 	return Ref{Kind: KindRegistry, Name: ref}, nil
 }
@@ -165,60 +151,6 @@ func (r Ref) Canonical() string {
 		return r.Name.String()
 	}
 	return r.Raw
-}
-
-// NormalizeName is kiln's one rule for image names, Docker's own
-// (github.com/distribution/reference): a Docker Hub short name gains its
-// registry and, for official images, library/ ("nvidia/cuda:12.4.1-base" is
-// docker.io/nvidia/cuda:12.4.1-base, "ubuntu" docker.io/library/ubuntu),
-// and a name without tag or digest gets :latest. The error says what is
-// wrong with s and what to write instead.
-func NormalizeName(s string) (string, error) {
-	if strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }) {
-		return "", fmt.Errorf("an image name has no spaces or control characters (write [REGISTRY/]REPO[:TAG], e.g. ubuntu:24.04)")
-	}
-	if before, dg, ok := strings.Cut(s, "@"); ok {
-		if err := digest.Digest(dg).Validate(); err != nil {
-			return "", fmt.Errorf("digest %q is not sha256: and 64 hex digits (write %s@sha256:<64 hex digits> as docker images --digests prints it, or a tag)", dg, before)
-		}
-	}
-	n, err := reference.ParseNormalizedNamed(s)
-	if err != nil {
-		return "", nameError(s, err)
-	}
-	return reference.TagNameOnly(n).String(), nil
-}
-
-// validTag is the OCI distribution spec's tag.
-var validTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-
-// nameError turns distribution/reference's error into why and what to write.
-func nameError(s string, err error) error {
-	const want = "write [REGISTRY/]REPO[:TAG|@sha256:DIGEST], e.g. ubuntu:24.04 or ghcr.io/org/app:v1"
-	repo, tag := s, ""
-	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
-		repo, tag = s[:i], s[i+1:]
-	}
-	switch {
-	case errors.Is(err, reference.ErrNameContainsUppercase) || strings.Contains(err.Error(), "must be lowercase"):
-		fix := repo
-		if host, path, ok := strings.Cut(repo, "/"); ok && (strings.ContainsAny(host, ".:") || host == "localhost") {
-			fix = host + "/" + strings.ToLower(path)
-		} else {
-			fix = strings.ToLower(repo)
-		}
-		if tag != "" {
-			fix += ":" + tag
-		}
-		return fmt.Errorf("repository names are lower case (write %s)", fix)
-	case errors.Is(err, reference.ErrTagInvalidFormat) || tag != "" && !strings.Contains(tag, "/") && !validTag.MatchString(tag):
-		return fmt.Errorf("tag %q is not valid: a tag is up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'", tag)
-	case errors.Is(err, reference.ErrNameTooLong):
-		return fmt.Errorf("the name is longer than %d characters", reference.RepositoryNameTotalLengthMax)
-	case errors.Is(err, reference.ErrNameEmpty):
-		return fmt.Errorf("the image name is empty (%s)", want)
-	}
-	return fmt.Errorf("not a valid reference: %v (%s)", err, want)
 }
 
 // splitLayout splits an oci: reference's "DIR[:TAG]". kiln's own layouts
@@ -243,7 +175,7 @@ func splitLayout(s string) (string, string) {
 		if s[i] != ':' {
 			continue
 		}
-		if rest := s[i+1:]; registryHost(rest) != name.DefaultRegistry || strings.HasPrefix(rest, "docker.io/") {
+		if rest := s[i+1:]; registry.Host(rest) != name.DefaultRegistry || strings.HasPrefix(rest, "docker.io/") {
 			if _, err := reference.ParseNormalizedNamed(rest); err == nil {
 				return s[:i], rest
 			}
@@ -276,105 +208,6 @@ func splitArchive(s string) (string, string) {
 		return s[:i+4], s[i+5:]
 	}
 	return splitLocal(s)
-}
-
-func trimNameErr(err error) string {
-	msg := err.Error()
-	return strings.TrimSuffix(msg, "; no digest or tag found")
-}
-
-// registryHost extracts the registry host of an unparsed reference the way
-// the Docker CLI does: the first component, if it looks like a host.
-func registryHost(s string) string {
-	first, _, ok := strings.Cut(s, "/")
-	if !ok {
-		return name.DefaultRegistry
-	}
-	if strings.ContainsAny(first, ".:") || first == "localhost" {
-		return first
-	}
-	return name.DefaultRegistry
-}
-
-// Option configures how images are located and fetched.
-type Option func(*options)
-
-type options struct {
-	platform      v1.Platform
-	exactPlatform bool
-	insecureHosts []string
-	keychain      authn.Keychain
-	transport     http.RoundTripper
-	userAgent     string
-	idle          time.Duration
-	rate          minRate
-	helperTimeout time.Duration
-	fetch         []FetchOption
-	archiveName   string
-}
-
-// DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class
-// hosts need linux/arm64, asked for with WithPlatform.
-var DefaultPlatform = v1.Platform{OS: "linux", Architecture: "amd64"}
-
-func makeOptions(opts []Option) *options {
-	o := &options{
-		platform:      DefaultPlatform,
-		keychain:      authn.DefaultKeychain, // Docker config plus credential helpers
-		transport:     http.DefaultTransport,
-		userAgent:     "kiln",
-		idle:          DefaultIdleTimeout,
-		helperTimeout: DefaultHelperTimeout,
-	}
-	for _, opt := range opts {
-		opt(o)
-	}
-	o.keychain = guardKeychain(o.keychain, o.helperTimeout)
-	return o
-}
-
-// WithPlatform selects the image of an index for platform p.
-func WithPlatform(p v1.Platform) Option { return func(o *options) { o.platform = p } }
-
-// WithExactPlatform selects platform p, as WithPlatform does, and also
-// refuses a single-platform image of another platform: a user who asked
-// for linux/arm64 must not be shown an amd64-only image's contents as if
-// they were arm64's (what --platform, when given, means).
-func WithExactPlatform(p v1.Platform) Option {
-	return func(o *options) { o.platform, o.exactPlatform = p, true }
-}
-
-// WithInsecureRegistries allows plain HTTP to the named hosts (host or
-// host:port). Loopback registries are always allowed plain HTTP.
-func WithInsecureRegistries(hosts ...string) Option {
-	return func(o *options) { o.insecureHosts = append(o.insecureHosts, hosts...) }
-}
-
-// WithKeychain replaces the Docker-config keychain (tests, CI secrets).
-func WithKeychain(k authn.Keychain) Option { return func(o *options) { o.keychain = k } }
-
-// WithTransport replaces the HTTP transport.
-func WithTransport(t http.RoundTripper) Option { return func(o *options) { o.transport = t } }
-
-func (o *options) insecure(host string) bool {
-	for _, h := range o.insecureHosts {
-		if strings.EqualFold(h, host) {
-			return true
-		}
-	}
-	return isLoopback(host)
-}
-
-func isLoopback(host string) bool {
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // ParsePlatform parses "os/arch[/variant]".

@@ -2,136 +2,78 @@ package layers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
-func (o *options) remoteOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{
-		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(o.keychain),
-		remote.WithTransport(o.roundTripper()),
-		remote.WithUserAgent(o.userAgent),
-	}
-}
-
-// RemoteOptions exposes the registry options (auth, transport, insecure
-// handling) for packages that push or pull blobs themselves.
-func RemoteOptions(ctx context.Context, opts ...Option) []remote.Option {
-	return makeOptions(opts).remoteOptions(ctx)
-}
-
-func openRemote(ctx context.Context, r Ref, o *options) (*Image, error) {
-	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+// resolveRemote walks a registry reference through the one client of
+// its repository (the caller's pool, registry.WithPool, else its own):
+// the manifest (and the index's platform manifest, checked against the
+// index's descriptor) and the config, after one token exchange.
+func resolveRemote(ctx context.Context, r Ref, o *registry.Options) (*Root, error) {
+	c, err := o.Client(ctx, r.Name.Context())
 	if err != nil {
-		return nil, imageError(r.Raw, RedactError(err))
+		return nil, registry.ImageError(r.Raw, RedactError(err))
 	}
-	var vimg v1.Image
+	raw, desc, err := c.Manifest(ctx, r.Name)
+	if err != nil {
+		return nil, registry.ImageError(r.Raw, RedactError(err))
+	}
+	root := &Root{Ref: r, Src: c}
 	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
+		root.Index = &Raw{Desc: desc, Bytes: raw}
+		var im v1.IndexManifest
+		if err := json.Unmarshal(raw, &im); err != nil {
+			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
+		}
+		cands, offered := PlatformCandidates(&im, o.Platform)
+		if len(cands) == 0 {
+			return nil, NoPlatformError(r.Raw, o.Platform, offered)
+		}
+		pick := cands[0]
+		raw, desc, err = c.Manifest(ctx, r.Name.Context().Digest(pick.Digest.String()))
 		if err != nil {
-			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, RedactError(err))
+			return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
 		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, RedactError(err))
-		}
-		var seen []*v1.Platform
-		var pick *v1.Descriptor
-		for i := range im.Manifests {
-			d := &im.Manifests[i]
-			if !d.MediaType.IsImage() {
-				continue
-			}
-			seen = append(seen, d.Platform)
-			if pick == nil && platformMatches(o.platform, d.Platform) {
-				pick = d
-			}
-		}
-		if pick == nil {
-			return nil, fmt.Errorf("image %q: no image for platform %s in the index (it has: %s); choose one with --platform", r.Raw, PlatformString(o.platform), platformList(seen))
-		}
-		vimg, err = idx.Image(pick.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("image %q: %v", r.Raw, RedactError(err))
-		}
-		// ggcr checks the child's digest; a descriptor's size must be
-		// the bytes' as well.
-		raw, err := vimg.RawManifest()
-		if err != nil {
-			return nil, fmt.Errorf("image %q: manifest %s: %v", r.Raw, pick.Digest, RedactError(err))
-		}
-		if int64(len(raw)) != pick.Size {
-			return nil, fmt.Errorf("image %q: index lists manifest %s as %d bytes; it is %d: %w", r.Raw, pick.Digest, pick.Size, len(raw), ErrSizeMismatch)
-		}
-	} else {
-		vimg, err = desc.Image()
-		if err != nil {
-			return nil, fmt.Errorf("image %q: %v", r.Raw, RedactError(err))
+		// The child's digest is checked by the read; a descriptor's size
+		// must be the bytes' as well.
+		if desc.Size != pick.Size {
+			return nil, fmt.Errorf("image %q: index lists manifest %s as %d bytes; it is %d: %w", r.Raw, pick.Digest, pick.Size, desc.Size, ErrSizeMismatch)
 		}
 	}
-	return fromV1(ctx, r, vimg, o)
+	if !desc.MediaType.IsImage() {
+		return nil, fmt.Errorf("image %q: %s is a %s, not an image manifest", r.Raw, desc.Digest, desc.MediaType)
+	}
+	if err := root.readImage(ctx, desc, raw); err != nil {
+		return nil, err
+	}
+	return root, nil
 }
 
-// fromV1 adapts a go-containerregistry image from a registry: manifest and
-// config come through ggcr, the layer blobs through one Fetcher for the
-// repository (made on the first layer read), so a layer stream that breaks
-// is resumed by Range under kiln's retry policy, and each blob is verified
-// against its own descriptor's digest and size.
-func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, error) {
-	m, err := vimg.Manifest()
+// openRemote is resolveRemote and the layers' readers: each layer is read
+// by Range through the client, so a stream that breaks resumes under
+// kiln's retry policy, and is verified against its own descriptor's
+// digest and size.
+func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error) {
+	root, err := resolveRemote(ctx, r, o)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, RedactError(err))
+		return nil, err
 	}
-	dg, err := vimg.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest digest: %v", r.Raw, RedactError(err))
-	}
-	raw, err := vimg.RawConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, RedactError(err))
-	}
-	if err := checkBlobDigest(raw, m.Config.Digest); err != nil {
-		return nil, fmt.Errorf("image %q: config: %v", r.Raw, RedactError(err))
-	}
-	cfg, err := parseConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, RedactError(err))
-	}
-	rawM, err := vimg.RawManifest()
-	if err != nil {
-		return nil, fmt.Errorf("image %q: manifest: %v", r.Raw, RedactError(err))
-	}
-	mt, _ := vimg.MediaType()
-	img := &Image{Ref: r, Digest: dg, MediaType: mt, Config: cfg, RawConfig: raw, RawManifest: rawM}
-	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
-	var (
-		once sync.Once
-		fet  *Fetcher
-		ferr error
-	)
-	fetcher := func(ctx context.Context) (*Fetcher, error) {
-		once.Do(func() { fet, ferr = newFetcher(ctx, r.Name.Context().String(), o) })
-		return fet, ferr
-	}
-	for _, d := range m.Layers {
+	img := root.image()
+	for _, d := range root.Layers {
 		d := d
 		l := &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, remote: true}
-		l.open = func(ctx context.Context) (io.ReadCloser, error) {
-			f, err := fetcher(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return f.Open(ctx, d.Digest, 0, d.Size)
-		}
+		l.open = func(ctx context.Context) (io.ReadCloser, error) { return root.Src.Open(ctx, d.Digest, 0, d.Size) }
 		img.Layers = append(img.Layers, l)
 	}
-	if err := checkLayersAgainstConfig(r, cfg, img.Layers); err != nil {
+	if err := checkLayersAgainstConfig(r, img.Config, img.Layers); err != nil {
 		return nil, err
 	}
 	return img, nil
@@ -142,7 +84,7 @@ func fromV1(ctx context.Context, r Ref, vimg v1.Image, o *options) (*Image, erro
 // platform ("linux/amd64" → "sha256:..."). A single-platform image reports
 // its config's platform.
 func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, map[string]string, error) {
-	o := makeOptions(opts)
+	o := registry.MakeOptions(opts)
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
 		return "", nil, err
@@ -150,19 +92,19 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	if r.Kind != KindRegistry {
 		return "", nil, fmt.Errorf("image %q: digests are resolved from a registry reference", ref)
 	}
-	desc, err := remote.Get(r.Name, o.remoteOptions(ctx)...)
+	c, err := o.Client(ctx, r.Name.Context())
 	if err != nil {
-		return "", nil, imageError(ref, RedactError(err))
+		return "", nil, registry.ImageError(ref, RedactError(err))
+	}
+	raw, desc, err := c.Manifest(ctx, r.Name)
+	if err != nil {
+		return "", nil, registry.ImageError(ref, RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
+		var im v1.IndexManifest
+		if err := json.Unmarshal(raw, &im); err != nil {
+			return "", nil, fmt.Errorf("image %q: %v", ref, err)
 		}
 		for _, d := range im.Manifests {
 			if d.Platform == nil || !d.MediaType.IsImage() || IsAttestation(d.Annotations) {
@@ -172,13 +114,17 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 		}
 		return desc.Digest.String(), out, nil
 	}
-	img, err := desc.Image()
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	rawCfg, err := readSmall(ctx, c, m.Config, "config")
 	if err != nil {
 		return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
 	}
-	cfg, err := img.ConfigFile()
+	cfg, err := parseConfig(rawCfg)
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: config: %v", ref, RedactError(err))
+		return "", nil, fmt.Errorf("image %q: config: %v", ref, err)
 	}
 	out[PlatformString(v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant})] = desc.Digest.String()
 	return desc.Digest.String(), out, nil

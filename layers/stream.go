@@ -3,7 +3,6 @@ package layers
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -217,10 +216,4 @@ func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// IsIntegrityError reports whether err means the bytes were not what their
-// digest or descriptor promised.
-func IsIntegrityError(err error) bool {
-	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch)
 }

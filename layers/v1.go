@@ -2,8 +2,6 @@ package layers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,29 +16,20 @@ import (
 // opens a reference: through Open, with the tag, digest and platform rules
 // of every other verb, rather than a second opener in ggcr's terms. The
 // manifest and config are img's, as stored (a docker archive, which has no
-// manifest, gets the one docker load would make from its config and
-// layers); each layer's blob is read as Walk reads it: a local file's
+// manifest, gets the one every kiln reader makes for it,
+// ArchiveManifest); each layer's blob is read as Walk reads it: a local file's
 // section, or the registry through kiln's Fetcher under ctx, which bounds
 // those reads. The bytes are handed out unverified, as a blob.Source
 // does: the reader verifies them against the descriptor. img must stay
 // open while the adapter is used.
 func (img *Image) V1(ctx context.Context) (v1.Image, error) {
-	c := &v1Core{img: img, byDigest: map[v1.Hash]*v1Layer{}, raw: img.RawManifest}
+	c := &v1Core{img: img, byDigest: map[v1.Hash]*v1Layer{}, raw: img.RawManifest, mt: img.MediaType}
 	if c.raw == nil {
-		m := v1.Manifest{SchemaVersion: 2, MediaType: img.MediaType, Config: v1.Descriptor{
-			MediaType: types.DockerConfigJSON, Size: int64(len(img.RawConfig)), Digest: sha256Hash(img.RawConfig)}}
-		for _, l := range img.Layers {
-			dg, err := l.blobDigest()
-			if err != nil {
-				return nil, fmt.Errorf("image %q: layer %d: %v", img.Ref.Raw, l.Index, err)
-			}
-			m.Layers = append(m.Layers, v1.Descriptor{MediaType: l.MediaType, Size: l.Size, Digest: dg})
-		}
-		b, err := json.Marshal(m)
+		b, _, err := img.ArchiveManifest()
 		if err != nil {
 			return nil, err
 		}
-		c.raw = b
+		c.raw, c.mt = b, types.OCIManifestSchema1
 	}
 	var m v1.Manifest
 	if err := json.Unmarshal(c.raw, &m); err != nil {
@@ -50,40 +39,20 @@ func (img *Image) V1(ctx context.Context) (v1.Image, error) {
 		return nil, fmt.Errorf("image %q: manifest has %d layers, the image %d", img.Ref.Raw, len(m.Layers), len(img.Layers))
 	}
 	for i, d := range m.Layers {
-		c.byDigest[d.Digest] = &v1Layer{l: img.Layers[i], dg: d.Digest, ctx: ctx}
+		c.byDigest[d.Digest] = &v1Layer{l: img.Layers[i], dg: d.Digest, mt: d.MediaType, ctx: ctx}
 	}
 	return partial.CompressedToImage(c)
-}
-
-// blobDigest is the layer's blob digest; a docker archive's compressed
-// layer has none recorded, so its section is hashed (as docker load does).
-func (l *Layer) blobDigest() (v1.Hash, error) {
-	if l.Digest.Hex != "" {
-		return l.Digest, nil
-	}
-	if l.file == nil {
-		return v1.Hash{}, fmt.Errorf("no blob digest")
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(l.file, l.off, l.Size)); err != nil {
-		return v1.Hash{}, err
-	}
-	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-func sha256Hash(b []byte) v1.Hash {
-	s := sha256.Sum256(b)
-	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(s[:])}
 }
 
 type v1Core struct {
 	img      *Image
 	raw      []byte
+	mt       types.MediaType
 	byDigest map[v1.Hash]*v1Layer
 }
 
 func (c *v1Core) RawConfigFile() ([]byte, error)      { return c.img.RawConfig, nil }
-func (c *v1Core) MediaType() (types.MediaType, error) { return c.img.MediaType, nil }
+func (c *v1Core) MediaType() (types.MediaType, error) { return c.mt, nil }
 func (c *v1Core) RawManifest() ([]byte, error)        { return c.raw, nil }
 func (c *v1Core) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 	l, ok := c.byDigest[h]
@@ -96,12 +65,13 @@ func (c *v1Core) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
 type v1Layer struct {
 	l   *Layer
 	dg  v1.Hash
+	mt  types.MediaType // the manifest's
 	ctx context.Context
 }
 
 func (v *v1Layer) Digest() (v1.Hash, error)            { return v.dg, nil }
 func (v *v1Layer) Size() (int64, error)                { return v.l.Size, nil }
-func (v *v1Layer) MediaType() (types.MediaType, error) { return v.l.MediaType, nil }
+func (v *v1Layer) MediaType() (types.MediaType, error) { return v.mt, nil }
 func (v *v1Layer) Compressed() (io.ReadCloser, error) {
 	if v.l.file != nil {
 		return io.NopCloser(io.NewSectionReader(v.l.file, v.l.off, v.l.Size)), nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Write stores img at dest, which uses the same syntax as Open:
@@ -49,7 +50,7 @@ func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.H
 			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
 		}
 	case KindDockerArchive:
-		if err := writeArchive(r, img, makeOptions(opts).archiveName); err != nil {
+		if err := writeArchive(r, img, registry.MakeOptions(opts).ArchiveName); err != nil {
 			return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
 		}
 	default:
@@ -85,7 +86,7 @@ func writeLayout(r Ref, img v1.Image) error {
 // tag (FILE.tar:v1 keeps REPO, takes v1): the name of the image it was
 // made from (SourceName), as docker save records it. Without it such an
 // archive is named kiln/image.
-func WithArchiveName(n string) Option { return func(o *options) { o.archiveName = n } }
+func WithArchiveName(n string) Option { return func(o *registry.Options) { o.ArchiveName = n } }
 
 // BareTag says whether s is only a tag ("latest", "1"), no repository.
 func BareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Result is one digest's signature check (warm's report and ready marker,
@@ -109,7 +110,9 @@ func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, 
 }
 
 func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []layers.Option) (*Result, error) {
-	ropts := layers.RemoteOptions(ctx, lopts...)
+	// Through the client the image was read with, when the caller has a
+	// pool (registry.WithPool): no second login to the repository.
+	ropts := registry.RemoteFor(ctx, repo, lopts...)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
 	var best *Found // the most telling refusal (rank)
 	keep := func(f Found, v verdict) {
@@ -304,7 +307,7 @@ func candidates(ms []v1.Descriptor) []v1.Descriptor {
 
 // Attestations lists d's referrers that are not signatures (host check).
 func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) ([]Found, error) {
-	idx, err := remote.Referrers(repo.Digest(d.String()), layers.RemoteOptions(ctx, lopts...)...)
+	idx, err := remote.Referrers(repo.Digest(d.String()), registry.RemoteFor(ctx, repo, lopts...)...)
 	if err != nil {
 		return nil, layers.RedactError(err)
 	}

@@ -2,24 +2,16 @@ package warm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
 	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -37,36 +29,9 @@ import (
 // under its registry reference again.
 func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
 	src := blob.Layout{Dir: r.Path}
-	b, err := localfile.ReadFile(filepath.Join(r.Path, "index.json"), "index.json", localfile.MaxIndex)
+	picks, _, err := layers.LayoutEntries(r)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", ref, r.Path)
-		}
-		return nil, fmt.Errorf("image %q: %v", ref, err)
-	}
-	var idx ocispec.Index
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("image %q: %s: %v", ref, filepath.Join(r.Path, "index.json"), err)
-	}
-	var picks []ocispec.Descriptor
-	var names []string
-	for _, d := range idx.Manifests {
-		if n := entryName(d); n != "" {
-			names = append(names, n)
-		}
-		if r.Digest.Hex != "" && d.Digest.String() == r.Digest.String() || r.Digest.Hex == "" && layers.MatchesTag(d.Annotations, r.Tag) {
-			picks = append(picks, d)
-		}
-	}
-	slices.Sort(names)
-	if len(picks) == 0 {
-		switch {
-		case r.Digest.Hex != "":
-			return nil, fmt.Errorf("image %q: index.json of %s has no manifest %s", ref, r.Path, r.Digest)
-		case r.Tag != "":
-			return nil, fmt.Errorf("image %q: no image tagged %q in %s (it names: %s)", ref, r.Tag, r.Path, strings.Join(names, ", "))
-		}
-		return nil, fmt.Errorf("image %q: the layout %s holds no images (index.json field manifests)", ref, r.Path)
+		return nil, err
 	}
 	abs, _ := filepath.Abs(r.Path)
 	w := walker{ref: ref, src: src, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
@@ -74,11 +39,11 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 	}}
 	out := &resolved{}
 	for i, d := range picks {
-		root, err := readLayoutManifest(ctx, src, d)
+		root, err := readLayoutManifest(ctx, src, ociDescriptor(d))
 		if err != nil {
 			return nil, fmt.Errorf("image %q: index.json manifests[%d]: %v", ref, i, err)
 		}
-		name, err := layoutImageName(ref, r, entryName(d))
+		name, err := layoutImageName(ref, r, layers.EntryName(d))
 		if err != nil {
 			return nil, err
 		}
@@ -154,14 +119,6 @@ func archiveImageName(ref string, r layers.Ref, names []string) (string, error) 
 	return n, nil
 }
 
-// entryName is the image name a layout's index.json entry records.
-func entryName(d ocispec.Descriptor) string {
-	if n := d.Annotations[layers.AnnotationContainerdName]; n != "" {
-		return n
-	}
-	return d.Annotations[layers.AnnotationRefName]
-}
-
 // readLayoutManifest reads and verifies a manifest or index of a layout;
 // the descriptor loses its annotations (they name the entry, not the
 // content).
@@ -179,11 +136,9 @@ func readLayoutManifest(ctx context.Context, src blob.Layout, d ocispec.Descript
 }
 
 // resolveArchive reads the image of a docker archive (docker save, kiln
-// slim --to docker-archive:). An archive has no manifest, so one is
-// written here, as containerd's import does: an OCI manifest over the
-// archive's config and layers as stored (plain tar layers are blobs whose
-// digest is their diff ID; a compressed one is hashed once here). The
-// archive stays open until the set is closed.
+// slim --to docker-archive:). An archive has no manifest: it gets the one
+// every kiln reader makes for it (layers.ArchiveManifest). The archive
+// stays open until the set is closed.
 func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
 	li, err := layers.OpenRef(ctx, r, o.Layers...)
 	if err != nil {
@@ -199,39 +154,9 @@ func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOpti
 	if err != nil {
 		return nil, err
 	}
-	secs := blob.Sections{}
-	cdg := li.Digest
-	secs[cdg] = blob.Section{R: strings.NewReader(string(li.RawConfig)), Size: int64(len(li.RawConfig))}
-	m := ocispec.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageManifest,
-		Config:    ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.Digest(cdg.String()), Size: int64(len(li.RawConfig))},
-	}
-	for _, l := range li.Layers {
-		ra, off, local := l.Section()
-		if !local {
-			return nil, fmt.Errorf("image %q: layer %d is not stored in the archive", ref, l.Index)
-		}
-		dg := l.Digest
-		if dg.Hex == "" {
-			// A compressed member: its digest is not recorded anywhere.
-			h := sha256.New()
-			if _, err := io.Copy(h, io.NewSectionReader(ra, off, l.Size)); err != nil {
-				return nil, fmt.Errorf("image %q: layer %d: %v", ref, l.Index, err)
-			}
-			dg = v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
-		}
-		mt := ocispec.MediaTypeImageLayer
-		switch l.MediaType {
-		case types.DockerLayer, types.OCILayer:
-			mt = ocispec.MediaTypeImageLayerGzip
-		case types.OCILayerZStd:
-			mt = ocispec.MediaTypeImageLayerZstd
-		}
-		secs[dg] = blob.Section{R: ra, Off: off, Size: l.Size}
-		m.Layers = append(m.Layers, ocispec.Descriptor{MediaType: mt, Digest: digest.Digest(dg.String()), Size: l.Size})
-	}
-	raw, err := json.Marshal(m)
+	// The one manifest kiln writes for an image without one, over the
+	// archive's sections.
+	raw, secs, err := li.ArchiveManifest()
 	if err != nil {
 		return nil, err
 	}

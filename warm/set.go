@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
@@ -218,15 +217,19 @@ type fetched struct {
 	raw  []byte
 }
 
+// getManifest reads ref's manifest through the one client of its
+// repository (the set's pool): one login per repository, whatever the
+// set reads there.
 func getManifest(ctx context.Context, ref name.Reference, o ResolveOptions) (*fetched, error) {
-	d, err := remote.Get(ref, layers.RemoteOptions(ctx, o.Layers...)...)
+	c, err := o.Blobs.Repo(ctx, ref.Context())
 	if err != nil {
 		return nil, err
 	}
-	if got := digest.FromBytes(d.Manifest); got.String() != d.Digest.String() {
-		return nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
+	raw, d, err := c.Manifest(ctx, ref)
+	if err != nil {
+		return nil, err
 	}
-	return &fetched{ref: ref, raw: d.Manifest, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
+	return &fetched{ref: ref, raw: raw, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
 }
 
 // resolved is what one argument adds to the warm set.
@@ -444,27 +447,29 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 	img.Target = root.desc
 	man := root
 	if isIndex(root.desc.MediaType) {
-		var idx ocispec.Index
+		var idx v1.IndexManifest
 		if err := json.Unmarshal(root.raw, &idx); err != nil {
 			return Image{}, nil, fmt.Errorf("image %q: index %s: %v", ref, root.desc.Digest, err)
 		}
 		labels := map[string]string{}
-		var cands []ocispec.Descriptor
-		var have []string
 		for i, m := range idx.Manifests {
 			labels["containerd.io/gc.ref.content.m."+strconv.Itoa(i)] = m.Digest.String()
-			if !isManifest(m.MediaType) {
-				continue
-			}
-			if m.Platform != nil {
-				have = append(have, platformString(*m.Platform))
-			}
-			if m.Platform != nil && platformMatches(o.Platform, v1.Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}) {
-				cands = append(cands, m)
-			}
 		}
-		if len(cands) == 0 {
+		// Every manifest for the platform (the one platform rule), in
+		// index order: the first is what a pull installs.
+		found, offered := layers.PlatformCandidates(&idx, o.Platform)
+		if len(found) == 0 {
+			var have []string
+			for _, p := range offered {
+				if p != nil {
+					have = append(have, layers.PlatformString(*p))
+				}
+			}
 			return Image{}, nil, fmt.Errorf("image %q: no manifest for %s in index %s (it has: %s); choose one with --platform", ref, layers.PlatformString(o.Platform), root.desc.Digest, strings.Join(have, ", "))
+		}
+		cands := make([]ocispec.Descriptor, len(found))
+		for i, d := range found {
+			cands[i] = ociDescriptor(d)
 		}
 		blobs = append(blobs, &Blob{Descriptor: root.desc, Kind: KindIndex, Src: src, Data: root.raw, Labels: srcLabel(labels)})
 		// Several manifests for one platform: the same image with gzip and
@@ -585,10 +590,6 @@ func isIndex(mt string) bool {
 	return mt == ocispec.MediaTypeImageIndex || mt == "application/vnd.docker.distribution.manifest.list.v2+json"
 }
 
-func isManifest(mt string) bool {
-	return mt == ocispec.MediaTypeImageManifest || mt == "application/vnd.docker.distribution.manifest.v2+json"
-}
-
 // IsZstd says whether a layer media type is zstd-compressed.
 func IsZstd(mt string) bool {
 	return strings.HasSuffix(mt, "+zstd") || strings.HasSuffix(mt, ".zstd")
@@ -609,6 +610,13 @@ func manifestIsZstd(raw []byte) bool {
 
 func platformMatches(want, got v1.Platform) bool { return layers.PlatformMatches(want, got) }
 
-func platformString(p ocispec.Platform) string {
-	return layers.PlatformString(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})
+// ociDescriptor is d (go-containerregistry's, as layers reads it) in the
+// image-spec's types warm's set is written in.
+func ociDescriptor(d v1.Descriptor) ocispec.Descriptor {
+	o := ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size,
+		URLs: d.URLs, Annotations: d.Annotations, ArtifactType: string(d.ArtifactType)}
+	if p := d.Platform; p != nil {
+		o.Platform = &ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant, OSVersion: p.OSVersion, OSFeatures: p.OSFeatures}
+	}
+	return o
 }

@@ -10,10 +10,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Resolved is a volume manifest and where its blobs come from.
@@ -41,7 +40,7 @@ func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Res
 	var err error
 	switch {
 	case strings.HasPrefix(ref, "oci:"):
-		res, err = resolveLayout(ref, true)
+		res, err = resolveLayout(ctx, ref, true)
 	case isManifestFile(ref):
 		var m *Manifest
 		if m, err = ReadManifest(ref); err != nil {
@@ -79,63 +78,47 @@ func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.So
 		dir, _, _ = strings.Cut(dir, "@")
 		return blob.Layout{Dir: dir}, nil
 	}
-	return layers.NewFetcher(ctx, repo, opts)
+	r, err := registry.ParseName(repo, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %v", repo, err)
+	}
+	return registry.ClientFor(ctx, r.Context(), opts...)
 }
 
-// resolveLayout finds the artifact in an OCI layout by tag (ref.name),
-// digest, or as the layout's only manifest.
-func resolveLayout(ref string, follow bool) (*Resolved, error) {
+// resolveLayout finds the artifact in an OCI layout by tag, digest, or
+// as the layout's only manifest: layers.LayoutEntries, the one selector
+// (and tag rule) of every layout reader.
+func resolveLayout(ctx context.Context, ref string, follow bool) (*Resolved, error) {
 	r, err := layers.ParseRef(ref)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
-	dir, tag := r.Path, r.Tag
-	b, err := localfile.ReadFile(filepath.Join(dir, "index.json"), "index.json", localfile.MaxIndex)
+	sel, _, err := layers.LayoutEntries(r)
 	if err != nil {
-		return nil, fmt.Errorf("weights %q: %v", ref, err)
+		return nil, fmt.Errorf("weights: %v", err)
 	}
-	var idx v1.IndexManifest
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("weights %q: index.json: %v", ref, err)
+	if len(sel) > 1 {
+		return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
 	}
-	var pick *v1.Descriptor
-	for i := range idx.Manifests {
-		d := &idx.Manifests[i]
-		switch {
-		case r.Digest.Hex != "":
-			if d.Digest == r.Digest {
-				pick = d
-			}
-		case tag == "":
-			if pick != nil {
-				return nil, fmt.Errorf("weights %q: the layout holds several manifests; name one with oci:DIR:TAG or oci:DIR@sha256:HEX", ref)
-			}
-			pick = d
-		case d.Annotations[layers.AnnotationRefName] == tag:
-			pick = d
-		}
-	}
-	if pick == nil {
-		return nil, fmt.Errorf("weights %q: no such artifact in %s", ref, dir)
-	}
+	pick := sel[0]
 	if pick.MediaType.IsIndex() {
-		return followIndex(context.Background(), ref, follow)
+		return followIndex(ctx, ref, follow)
 	}
-	src := blob.Layout{Dir: dir}
-	raw, err := blob.ReadVerified(context.Background(), src, pick.Digest, pick.Size, 4<<20)
+	src := blob.Layout{Dir: r.Path}
+	raw, err := blob.ReadVerified(ctx, src, pick.Digest, pick.Size, 4<<20)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: manifest: %v", ref, err)
 	}
-	abs, _ := filepath.Abs(dir)
-	if label, ok, err := imageLabel(context.Background(), src, raw); err != nil {
+	abs, _ := filepath.Abs(r.Path)
+	if label, ok, err := imageLabel(ctx, src, raw); err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	} else if ok {
 		if !follow {
 			return nil, fmt.Errorf("weights %q: an image, not a weights artifact", ref)
 		}
-		return followLabel(context.Background(), ref, label)
+		return followLabel(ctx, ref, label)
 	}
-	m, err := manifestFromArtifact(context.Background(), src, raw)
+	m, err := manifestFromArtifact(ctx, src, raw)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
@@ -150,18 +133,20 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("weights %q: want a registry reference, oci:DIR or a manifest file", ref)
 	}
-	desc, err := remote.Get(r.Name, layers.RemoteOptions(ctx, opts...)...)
+	// One client for the repository (the caller's pool, WithPool: kiln
+	// warm's set was read through it) serves the manifest and the blobs.
+	f, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
 	}
-	f, err := layers.NewFetcher(ctx, r.Name.Context().String(), opts)
+	raw, desc, err := f.Manifest(ctx, r.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
 	}
 	if desc.MediaType.IsIndex() {
 		return followIndex(ctx, ref, follow, opts...)
 	}
-	if label, ok, err := imageLabel(ctx, f, desc.Manifest); err != nil {
+	if label, ok, err := imageLabel(ctx, f, raw); err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	} else if ok {
 		if !follow {
@@ -169,7 +154,7 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 		}
 		return followLabel(ctx, ref, label, opts...)
 	}
-	m, err := manifestFromArtifact(ctx, f, desc.Manifest)
+	m, err := manifestFromArtifact(ctx, f, raw)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
@@ -278,12 +263,15 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Op
 	if !follow {
 		return nil, fmt.Errorf("weights %q: an image index, not a weights artifact", ref)
 	}
-	img, err := layers.Open(ctx, ref, opts...)
+	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
-	defer img.Close()
-	label, err := labelOf(img.Config.Config.Labels)
+	root, err := layers.Resolve(ctx, r, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("weights %q: %v", ref, err)
+	}
+	label, err := labelOf(root.ConfigFile.Config.Labels)
 	if err != nil {
 		return nil, fmt.Errorf("weights %q: %v", ref, err)
 	}
@@ -298,7 +286,7 @@ func followLabel(ctx context.Context, image, label string, opts ...layers.Option
 	var res *Resolved
 	var err error
 	if strings.HasPrefix(label, "oci:") {
-		res, err = resolveLayout(label, false)
+		res, err = resolveLayout(ctx, label, false)
 	} else {
 		res, err = resolveRegistry(ctx, label, false, opts...)
 	}

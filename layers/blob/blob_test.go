@@ -16,8 +16,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/layers"
+
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func hashOf(b []byte) v1.Hash {
@@ -128,9 +129,9 @@ func TestReadVerified(t *testing.T) {
 		errText string
 	}{
 		{name: "good", dg: hashOf(data), size: int64(len(data))},
-		{name: "size too small", dg: hashOf(data), size: 3, wantErr: layers.ErrDigestMismatch},
-		{name: "size too large", dg: hashOf(data), size: int64(len(data)) + 1, wantErr: layers.ErrSizeMismatch},
-		{name: "content of another digest", dg: swapped, size: int64(len(data)), wantErr: layers.ErrDigestMismatch},
+		{name: "size too small", dg: hashOf(data), size: 3, wantErr: registry.ErrDigestMismatch},
+		{name: "size too large", dg: hashOf(data), size: int64(len(data)) + 1, wantErr: registry.ErrSizeMismatch},
+		{name: "content of another digest", dg: swapped, size: int64(len(data)), wantErr: registry.ErrDigestMismatch},
 		{name: "over the limit", dg: hashOf(data), size: 1 << 30, errText: "more than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/layers"
 	"golang.org/x/time/rate"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Writer writes one blob, containerd's content.Writer in small: Offset is
@@ -103,7 +104,7 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 		}
 		// The bytes that failed the digest may be an earlier run's: one
 		// more try from zero does not count against the attempts.
-		if errors.Is(err, layers.ErrDigestMismatch) && resumed > 0 && !fresh {
+		if errors.Is(err, registry.ErrDigestMismatch) && resumed > 0 && !fresh {
 			fresh = true
 			attempt--
 		}
@@ -198,14 +199,14 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 		}
 	}
 	if err != nil {
-		if errors.Is(err, layers.ErrSizeMismatch) {
+		if errors.Is(err, registry.ErrSizeMismatch) {
 			// More bytes than the descriptor names: none can be trusted.
 			w.Abort(ctx)
 		} else {
 			// Keep the bytes: the next try (or run) resumes from them.
 			w.Close()
 		}
-		return fetched, resumed, layers.BlobError(dg, err)
+		return fetched, resumed, registry.BlobError(dg, err)
 	}
 	if err := w.Commit(ctx); err != nil {
 		if errors.Is(err, ErrAlreadyExists) {

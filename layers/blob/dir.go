@@ -16,10 +16,11 @@ import (
 	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/internal/atomicfile"
-	"github.com/kiln-build/kiln/layers"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // RangesSuffix names a chunked partial's record of the bytes on disk.
@@ -140,12 +141,12 @@ func (d Dir) Has(ctx context.Context, dg v1.Hash, size int64) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	vr, err := layers.NewVerifyReader(f, dg, size)
+	vr, err := registry.NewVerifyReader(f, dg, size)
 	if err != nil {
 		return false, err
 	}
 	if err := vr.Drain(); err != nil {
-		if layers.IsIntegrityError(err) {
+		if registry.IsIntegrityError(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("verifying blob %s: %v", dg, err)
@@ -325,7 +326,7 @@ func (w *FileWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if w.n+int64(len(p)) > w.size {
-		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.dg, layers.ErrSizeMismatch, w.size)
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.dg, registry.ErrSizeMismatch, w.size)
 	}
 	n, err := w.f.WriteAt(p, w.n)
 	w.h.Write(p[:n])
@@ -347,7 +348,7 @@ func (w *FileWriter) Commit(ctx context.Context) error {
 		sum = w.sum
 	case w.chunked:
 		got := w.done.Bytes()
-		return fmt.Errorf("blob %s: %w: %d of its %d bytes written", w.dg, layers.ErrSizeMismatch, got, w.size)
+		return fmt.Errorf("blob %s: %w: %d of its %d bytes written", w.dg, registry.ErrSizeMismatch, got, w.size)
 	default:
 		if w.h == nil {
 			if err := w.startStream(); err != nil {
@@ -355,12 +356,12 @@ func (w *FileWriter) Commit(ctx context.Context) error {
 			}
 		}
 		if w.n != w.size {
-			return fmt.Errorf("blob %s: %w: got %d bytes, descriptor says %d", w.dg, layers.ErrSizeMismatch, w.n, w.size)
+			return fmt.Errorf("blob %s: %w: got %d bytes, descriptor says %d", w.dg, registry.ErrSizeMismatch, w.n, w.size)
 		}
 		sum = hex.EncodeToString(w.h.Sum(nil))
 	}
 	if sum != w.dg.Hex {
-		return fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s", w.dg, layers.ErrDigestMismatch, w.size, sum)
+		return fmt.Errorf("blob %s: %w: its %d bytes hash to sha256:%s", w.dg, registry.ErrDigestMismatch, w.size, sum)
 	}
 	// The digest covers size bytes; anything past them was never checked.
 	st, err := w.f.Stat()
@@ -368,7 +369,7 @@ func (w *FileWriter) Commit(ctx context.Context) error {
 		return err
 	}
 	if st.Size() != w.size {
-		return fmt.Errorf("blob %s: %w: the partial holds %d bytes, the descriptor names %d", w.dg, layers.ErrSizeMismatch, st.Size(), w.size)
+		return fmt.Errorf("blob %s: %w: the partial holds %d bytes, the descriptor names %d", w.dg, registry.ErrSizeMismatch, st.Size(), w.size)
 	}
 	if err := w.d.Sync.sync(w.f); err != nil {
 		return fmt.Errorf("blob %s: %w", w.dg, err)

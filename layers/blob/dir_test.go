@@ -12,8 +12,9 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/layers"
+
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // countingSource serves data, counts the bytes it hands out, and can fail
@@ -171,7 +172,7 @@ func TestDirCopyCorrupt(t *testing.T) {
 		src := newCounting(data)
 		src.corrupt = true
 		_, err := copyInto(ctx, d, src, dg, size, o)
-		if !errors.Is(err, layers.ErrDigestMismatch) {
+		if !errors.Is(err, registry.ErrDigestMismatch) {
 			t.Fatalf("err = %v, want a digest mismatch", err)
 		}
 		if got := src.served.Load(); got != 2*size {

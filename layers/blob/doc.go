@@ -1,21 +1,22 @@
 // Package blob is kiln's one way to read content-addressed blobs from
-// wherever they are: a registry (through layers.Fetcher, one per
+// wherever they are: a registry (through registry.Client, one per
 // repository, sharing one transport, keychain and retry policy), an OCI
 // image layout, or sections of a local file (a docker archive's members).
-// warm and weights read every blob through a Source; no other package
-// opens registry blobs or layout files by digest. The blobs kiln makes
-// itself (slim's and convert's new layers, eStargz blobs, weights'
-// diverted files and packed layers) are written through layers.Scratch,
-// which hashes them as they are written and names them by digest (it is
-// in layers, below this package, so that layers.WriteEStargz can use it).
+// layers (manifests, indexes and configs of layouts: layers.Open), warm
+// and weights read every blob through a Source; no other package opens
+// registry blobs or layout files by digest. It sits below layers and
+// above registry. The blobs kiln makes itself (slim's and convert's new
+// layers, eStargz blobs, weights' diverted files and packed layers) are
+// written through layers.Scratch, which hashes them as they are written
+// and names them by digest.
 //
 // Invariants:
 //   - A Source hands out bytes, never verdicts: Open returns exactly the
 //     range asked for (or an error), and the caller verifies the digest and
-//     size of the whole blob (layers.VerifyReader, ReadVerified) before it
+//     size of the whole blob (registry.VerifyReader, ReadVerified) before it
 //     trusts or commits it. A Source never retries a range it handed out;
-//     retries with backoff and idle timeouts are the registry Fetcher's
-//     (layers/fetch.go), and the one policy for every remote read.
+//     retries with backoff and idle timeouts are the registry Client's
+//     (registry/fetch.go), and the one policy for every remote read.
 //   - A digest is checked for shape before it becomes a path: a layout
 //     never opens anything outside blobs/<algorithm>/.
 //   - OrderedReader bounds memory by (parallel+2) chunk buffers reused for

@@ -16,7 +16,7 @@ import (
 // connections while memory stays bounded by (par+2) × chunk, buffers that
 // are reused for the whole blob (a 2 GiB layer allocates no more than a
 // 64 MiB one). A chunk is one Open of the source: resuming a broken body
-// and backing off are the source's (the registry Fetcher's) policy, not
+// and backing off are the source's (the registry Client's) policy, not
 // a second retry loop here.
 type OrderedReader struct {
 	ctx    context.Context

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/kiln-build/kiln/internal/localfile"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Source reads a blob's bytes [off, off+n); n < 0 means to the end. The
@@ -26,7 +24,7 @@ type Source interface {
 var ErrNotFound = errors.New("blob not found")
 
 var (
-	_ Source = (*layers.Fetcher)(nil)
+	_ Source = (*registry.Client)(nil)
 	_ Source = Layout{}
 	_ Source = Sections{}
 )
@@ -113,43 +111,14 @@ func section(f io.ReadSeeker, c io.Closer, off, n int64) (io.ReadCloser, error) 
 	}{io.LimitReader(f, n), c}, nil
 }
 
-// Registry hands out one Source per repository, all through one tuned
-// transport: a layers.Fetcher each (ranged, authenticated GETs; one token
-// exchange per repository; the shared retry policy and idle timeout).
-type Registry struct {
-	opts  []layers.Option
-	fopts []layers.FetchOption
+// Registry hands out one Source per repository: registry.Pool, whose
+// Client per repository reads the manifests and the blobs after one token
+// exchange.
+type Registry = registry.Pool
 
-	mu       sync.Mutex
-	fetchers map[string]*layers.Fetcher
-}
-
-// NewRegistry returns the registry sources reached with opts. The
-// transport keeps enough idle connections per host for parallel Range
-// chunks and never asks for transfer compression (blobs are compressed
-// already, and it would break Range offsets).
-func NewRegistry(opts []layers.Option, fopts ...layers.FetchOption) *Registry {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 64
-	t.DisableCompression = true
-	all := append([]layers.Option{layers.WithTransport(t)}, opts...)
-	return &Registry{opts: all, fopts: fopts, fetchers: map[string]*layers.Fetcher{}}
-}
-
-// Repo returns the Source of repo's blobs.
-func (r *Registry) Repo(ctx context.Context, repo name.Repository) (*layers.Fetcher, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	key := repo.Name()
-	if f, ok := r.fetchers[key]; ok {
-		return f, nil
-	}
-	f, err := layers.NewFetcher(ctx, key, r.opts, r.fopts...)
-	if err != nil {
-		return nil, err
-	}
-	r.fetchers[key] = f
-	return f, nil
+// NewRegistry is registry.NewPool.
+func NewRegistry(opts []registry.Option, fopts ...registry.FetchOption) *Registry {
+	return registry.NewPool(opts, fopts...)
 }
 
 // ReadVerified reads a small blob (a manifest, config or volume manifest)
@@ -166,7 +135,7 @@ func ReadVerified(ctx context.Context, src Source, dg v1.Hash, size, limit int64
 		return nil, err
 	}
 	defer rc.Close()
-	vr, err := layers.NewVerifyReader(rc, dg, size)
+	vr, err := registry.NewVerifyReader(rc, dg, size)
 	if err != nil {
 		return nil, err
 	}

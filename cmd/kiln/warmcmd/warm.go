@@ -20,8 +20,8 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/containerd"
@@ -364,9 +364,13 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	defer tgt.Close()
 	var done atomic.Int64
+	// One client per repository for the whole run: the set, the weights
+	// volumes and the signature check log in once to each.
+	pool := registry.NewPool(fl.lopts)
+	lopts := append(fl.lopts[:len(fl.lopts):len(fl.lopts)], registry.WithPool(pool))
 	ro := warm.RunOptions{
 		Target: tgt, Refs: fl.refs, Weights: fl.weightsArgs, WeightsInto: opts.WeightsInto, Policy: pol,
-		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: fl.lopts, Blobs: blob.NewRegistry(fl.lopts), Compression: fl.comp, Mirrors: fl.mirrors},
+		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: lopts, Blobs: pool, Compression: fl.comp, Mirrors: fl.mirrors},
 		// One --limit-rate for the image blobs and the weights pull together.
 		Options: warm.Options{
 			Concurrency: opts.Concurrency, ChunkSize: fl.chunk, Limiter: warm.NewLimiter(fl.limit), DryRun: opts.DryRun,

@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ const DefaultHelperTimeout = 30 * time.Second
 
 // WithHelperTimeout sets how long a credential lookup may take (default
 // DefaultHelperTimeout).
-func WithHelperTimeout(d time.Duration) Option { return func(o *options) { o.helperTimeout = d } }
+func WithHelperTimeout(d time.Duration) Option { return func(o *Options) { o.helperTimeout = d } }
 
 // keychainGuard wraps the keychain every registry client uses: lookups are
 // time-limited, errors never quote a helper's output, and the secrets it

@@ -1,4 +1,4 @@
-package layers_test
+package registry_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"encoding/base64"
@@ -239,9 +239,9 @@ func redactErrorAt(err error, host string) error {
 	return &redactedError{msg: clean, err: err, whole: whole && clean == msg, described: words != ""}
 }
 
-// imageError prefixes err with the image it concerns, unless its message
+// ImageError prefixes err with the image it concerns, unless its message
 // already names it (a registry's "tag not found in REPO"): said once.
-func imageError(raw string, err error) error {
+func ImageError(raw string, err error) error {
 	if StandsAlone(err) {
 		return err
 	}

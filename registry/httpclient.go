@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // (PEP 503/691 wheel indexes, release notes): the same guarded transport
 // every registry request goes through (an idle timeout on the answer and on
 // every body read; error bodies redacted; errors redacted) under the same
-// retry policy as the Fetcher (connection errors, idle timeouts, 5xx and
+// retry policy as the Client (connection errors, idle timeouts, 5xx and
 // 429 retried with doubling backoff, Retry-After honoured, a budget of
 // WithRetries attempts). Only GET and HEAD requests without a body are
 // retried: those are the only ones that are safe to send twice.
@@ -19,10 +19,10 @@ import (
 // (WithIdleTimeout); fopts the retry budget and backoff (WithRetries,
 // WithMaxWait). The keychain is not used: these hosts are not registries.
 func HTTPClient(opts []Option, fopts ...FetchOption) *http.Client {
-	o := makeOptions(opts)
-	// FetchOptions set a Fetcher's policy; read it back from a scratch one
+	o := MakeOptions(opts)
+	// FetchOptions set a Client's policy; read it back from a scratch one
 	// so that both kinds of client take the same options.
-	f := &Fetcher{retryPolicy: defaultRetryPolicy()}
+	f := &Client{retryPolicy: defaultRetryPolicy()}
 	for _, fo := range append(o.fetch[:len(o.fetch):len(o.fetch)], fopts...) {
 		fo(f)
 	}

@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestRedactedErrorBodyContentLength(t *testing.T) {
 // D7: a body trickling a byte at a time, each under the idle timeout,
 // held warm for ever (the idle timer resets on every read). Below the
 // minimum rate over a window of waiting, the read fails with ErrTooSlow
-// (and the Fetcher resumes or gives up within its budget). Time the
+// (and the Client resumes or gives up within its budget). Time the
 // caller spends between reads does not count against the registry.
 func TestTrickleFailsMinimumRate(t *testing.T) {
 	stop := make(chan struct{})

@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"context"
@@ -15,9 +15,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
-// Fetcher reads blobs of one registry repository with HTTP Range requests,
-// authenticated the way Open is (Docker config, credential helpers, plain
-// HTTP only for loopback and --insecure-registry hosts).
+// Client reads one registry repository: its manifests (Manifest) and its
+// blobs, with HTTP Range requests (Open), all through one authenticated
+// transport (Docker config, credential helpers, plain HTTP only for
+// loopback and --insecure-registry hosts): one token exchange and one
+// connection pool per repository, however many reads. Remote hands the
+// same transport to go-containerregistry for what kiln leaves to it (the
+// referrers API).
 //
 // It exists beside go-containerregistry's remote package because warm-up and
 // weight pulls need what remote does not offer: resuming a blob from byte N
@@ -30,9 +34,10 @@ import (
 // Range from the last byte read, so the caller sees one unbroken stream.
 // Only when the budget is spent does a read fail; the caller may then keep
 // the bytes it has for a later run.
-type Fetcher struct {
+type Client struct {
 	repo   name.Repository
-	base   string // scheme://host/v2/repo/blobs/
+	base   string // scheme://host/v2/repo/
+	rt     http.RoundTripper
 	client *http.Client
 	retryPolicy
 
@@ -41,55 +46,50 @@ type Fetcher struct {
 	requests int
 }
 
-// FetchOption tunes a Fetcher's retries.
-type FetchOption func(*Fetcher)
+// FetchOption tunes a Client's retries.
+type FetchOption func(*Client)
 
 // WithRetries sets how many times a failed request is retried (default 5)
 // and the first backoff (default 200ms, doubling, capped at maxWait).
 func WithRetries(n int, backoff time.Duration) FetchOption {
-	return func(f *Fetcher) { f.retries, f.backoff = n, backoff }
+	return func(f *Client) { f.retries, f.backoff = n, backoff }
 }
 
 // WithMaxWait caps one wait between retries, Retry-After included (default 30s).
-func WithMaxWait(d time.Duration) FetchOption { return func(f *Fetcher) { f.maxWait = d } }
+func WithMaxWait(d time.Duration) FetchOption { return func(f *Client) { f.maxWait = d } }
 
-// WithFetchOptions sets FetchOptions for every Fetcher made from these
-// options (by packages that make Fetchers for their callers: weights,
+// WithFetchOptions sets FetchOptions for every Client made from these
+// options (by packages that make Clients for their callers: weights,
 // layers' own registry images).
 func WithFetchOptions(fo ...FetchOption) Option {
-	return func(o *options) { o.fetch = append(o.fetch, fo...) }
+	return func(o *Options) { o.fetch = append(o.fetch, fo...) }
 }
 
-// NewFetcher returns a Fetcher for repo ("REGISTRY/REPO", a tag or digest is
+// NewClient returns a Client for repo ("REGISTRY/REPO", a tag or digest is
 // ignored). Authentication happens once here (token exchange), so a bad
 // credential fails early, naming the registry but never the secret.
-func NewFetcher(ctx context.Context, repo string, opts []Option, fopts ...FetchOption) (*Fetcher, error) {
-	return newFetcher(ctx, repo, makeOptions(opts), fopts...)
+// Reads of one repository share a Client: a Pool hands out one per
+// repository (ClientFor).
+func NewClient(ctx context.Context, repo string, opts []Option, fopts ...FetchOption) (*Client, error) {
+	return newClient(ctx, repo, MakeOptions(opts), fopts...)
 }
 
-func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOption) (*Fetcher, error) {
+func newClient(ctx context.Context, repo string, o *Options, fopts ...FetchOption) (*Client, error) {
 	// The one rule for names (NormalizeName): a Docker Hub short name is
 	// docker.io/library/….
-	full, err := NormalizeName(repo)
+	ref, err := o.ParseName(repo)
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %v", repo, err)
-	}
-	var nopts []name.Option
-	if o.insecure(registryHost(full)) {
-		nopts = append(nopts, name.Insecure)
-	}
-	ref, err := name.ParseReference(full, nopts...)
-	if err != nil {
-		return nil, fmt.Errorf("repository %q: %v", repo, trimNameErr(err))
 	}
 	r := ref.Context()
 	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(transport.PullScope)})
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %w", repo, err)
 	}
-	f := &Fetcher{
+	f := &Client{
 		repo:        r,
-		base:        fmt.Sprintf("%s://%s/v2/%s/blobs/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
+		base:        fmt.Sprintf("%s://%s/v2/%s/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
+		rt:          rt,
 		client:      &http.Client{Transport: rt},
 		retryPolicy: defaultRetryPolicy(),
 	}
@@ -99,18 +99,18 @@ func newFetcher(ctx context.Context, repo string, o *options, fopts ...FetchOpti
 	return f, nil
 }
 
-// Repository is the repository the Fetcher reads.
-func (f *Fetcher) Repository() name.Repository { return f.repo }
+// Repository is the repository the Client reads.
+func (f *Client) Repository() name.Repository { return f.repo }
 
 // Requests is the number of HTTP requests sent so far.
-func (f *Fetcher) Requests() int {
+func (f *Client) Requests() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests
 }
 
 // Size asks the registry for a blob's size (HEAD).
-func (f *Fetcher) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
+func (f *Client) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
 	resp, err := f.do(ctx, http.MethodHead, dgst, "")
 	if err != nil {
 		return 0, err
@@ -129,7 +129,7 @@ func (f *Fetcher) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
 // A registry that ignores Range and answers 200 with the whole blob is
 // tolerated: the first off bytes are skipped here, so the caller still sees
 // exactly the range it asked for (at the cost of the skipped transfer).
-func (f *Fetcher) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+func (f *Client) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
 	rc, err := f.open(ctx, dgst, off, n)
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (f *Fetcher) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.Read
 // other than the context's is retried after the policy's backoff by asking
 // for the bytes not yet read.
 type resumingBody struct {
-	f    *Fetcher
+	f    *Client
 	ctx  context.Context
 	dgst v1.Hash
 	off  int64 // where the range starts
@@ -150,7 +150,7 @@ type resumingBody struct {
 	rc   io.ReadCloser
 	// pending is a read error held back while its bytes are handed out.
 	pending error
-	// retried counts the resumes; the budget is the Fetcher's retries.
+	// retried counts the resumes; the budget is the Client's retries.
 	retried int
 }
 
@@ -209,7 +209,7 @@ func (b *resumingBody) Close() error {
 	return err
 }
 
-// retryPolicy is kiln's one retry policy for network reads: the Fetcher's
+// retryPolicy is kiln's one retry policy for network reads: the Client's
 // blob requests and HTTPClient's GETs share it, so a flaky mirror is
 // treated the same whichever command reads from it.
 type retryPolicy struct {
@@ -234,7 +234,7 @@ func (p *retryPolicy) wait(attempt int, retryAfter time.Duration) time.Duration 
 	return min(d, p.maxWait)
 }
 
-func (f *Fetcher) open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+func (f *Client) open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
 	if off < 0 || n == 0 {
 		return nil, fmt.Errorf("blob %s: bad range offset %d length %d", dgst, off, n)
 	}
@@ -294,21 +294,51 @@ type StatusError struct {
 	Digest v1.Hash
 	Code   int
 	Status string
+	// words says what the answer means, when there is more to say than
+	// its status (describe: a blob not found, the storage's refusal).
+	words string
 }
 
 func (e *StatusError) Error() string {
+	if e.words != "" {
+		w := e.words
+		if !strings.Contains(w, strconv.Itoa(e.Code)) {
+			w += "; registry answered " + e.Status
+		}
+		return NameOnce("blob "+e.Digest.String(), w)
+	}
 	return fmt.Sprintf("blob %s: registry answered %s", e.Digest, e.Status)
 }
 
-func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng string) (*http.Response, error) {
-	url := f.base + dgst.String()
+func (f *Client) do(ctx context.Context, method string, dgst v1.Hash, rng string) (*http.Response, error) {
+	hdr := http.Header{}
+	if rng != "" {
+		hdr.Set("Range", rng)
+	}
+	return f.send(ctx, method, f.base+"blobs/"+dgst.String(), hdr, "blob "+dgst.String(), func(resp *http.Response) error {
+		defer resp.Body.Close()
+		se := &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+		// The answer in words (its body was bounded and redacted by the
+		// guarded transport).
+		if w, _ := describe(transport.CheckError(resp, http.StatusOK, http.StatusPartialContent), ""); w != "" {
+			se.words = Redact(w)
+		}
+		return se
+	})
+}
+
+// send makes a request under the retry policy: connection errors, 429
+// (after its Retry-After) and 5xx answers are retried; 200 and 206 are
+// handed back; any other answer is refused with refuse's error (which
+// closes the body). what names the request in an error.
+func (f *Client) send(ctx context.Context, method, url string, hdr http.Header, what string, refuse func(*http.Response) error) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, url, nil)
 		if err != nil {
 			return nil, err
 		}
-		if rng != "" {
-			req.Header.Set("Range", rng)
+		for k, v := range hdr {
+			req.Header[k] = v
 		}
 		f.mu.Lock()
 		f.requests++
@@ -320,16 +350,14 @@ func (f *Fetcher) do(ctx context.Context, method string, dgst v1.Hash, rng strin
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			err = fmt.Errorf("blob %s: %w", dgst, RedactError(redactURL(err)))
+			err = fmt.Errorf("%s: %w", what, RedactError(redactURL(err)))
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-			resp.Body.Close()
-			err = &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+			err = refuse(resp)
 		case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent:
 			return resp, nil
 		default:
-			resp.Body.Close()
-			return nil, &StatusError{Digest: dgst, Code: resp.StatusCode, Status: resp.Status}
+			return nil, refuse(resp)
 		}
 		if attempt >= f.retries {
 			return nil, fmt.Errorf("%w (after %d attempts)", err, attempt+1)
@@ -392,4 +420,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// NewClient is NewClient under o.
+func (o *Options) NewClient(ctx context.Context, repo string, fopts ...FetchOption) (*Client, error) {
+	return newClient(ctx, repo, o, fopts...)
 }

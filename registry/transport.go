@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 )
 
 // ErrIdleTimeout is returned (wrapped) when a registry sent nothing for the
-// idle timeout: a stalled server or a half-open connection. The Fetcher
+// idle timeout: a stalled server or a half-open connection. The Client
 // retries it like a reset connection.
 var ErrIdleTimeout = errors.New("registry sent nothing")
 
@@ -27,11 +27,11 @@ const DefaultIdleTimeout = 30 * time.Second
 // WithIdleTimeout sets how long a registry may send nothing, while kiln
 // waits for an answer or reads a body, before the request fails with
 // ErrIdleTimeout (default DefaultIdleTimeout; tests use milliseconds).
-func WithIdleTimeout(d time.Duration) Option { return func(o *options) { o.idle = d } }
+func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.idle = d } }
 
 // guardTransport is the base of every registry request kiln makes, under
 // go-containerregistry's auth and retry layers (RemoteOptions) and the
-// Fetcher's, so that analyze, slim, warm and weights all get:
+// Client's, so that analyze, slim, warm and weights all get:
 //
 //   - an idle timeout: waiting for the answer to a request without a body,
 //     and every read of a response body, fail after idle of silence (a
@@ -67,11 +67,11 @@ var ErrTooSlow = errors.New("registry sends too slowly")
 // bytesPerSec over window of waiting fails with ErrTooSlow (retried like
 // an idle timeout). Tests use small windows.
 func WithMinRate(bytesPerSec int64, window time.Duration) Option {
-	return func(o *options) { o.rate = minRate{Bytes: bytesPerSec, Window: window} }
+	return func(o *Options) { o.rate = minRate{Bytes: bytesPerSec, Window: window} }
 }
 
 // roundTripper is the transport kiln hands to every registry client.
-func (o *options) roundTripper() http.RoundTripper {
+func (o *Options) roundTripper() http.RoundTripper {
 	if g, ok := o.transport.(*guardTransport); ok {
 		return g
 	}
@@ -82,13 +82,13 @@ func (o *options) roundTripper() http.RoundTripper {
 // to scopes, for packages that make registry requests themselves (a proxy
 // to the registry): kiln's keychain (credential helpers time-limited, their
 // output never quoted, secrets redacted) and guarded transport (idle
-// timeout, redacted error bodies), the ones every Fetcher uses. The token
+// timeout, redacted error bodies), the ones every Client uses. The token
 // exchange happens here, so a bad credential fails early.
 func RegistryTransport(ctx context.Context, reg name.Registry, scopes []string, opts ...Option) (http.RoundTripper, error) {
-	return makeOptions(opts).registryTransport(ctx, reg, scopes)
+	return MakeOptions(opts).registryTransport(ctx, reg, scopes)
 }
 
-func (o *options) registryTransport(ctx context.Context, reg name.Registry, scopes []string) (http.RoundTripper, error) {
+func (o *Options) registryTransport(ctx context.Context, reg name.Registry, scopes []string) (http.RoundTripper, error) {
 	auth, err := authn.Resolve(ctx, o.keychain, reg)
 	if err != nil {
 		// The message only: it is redacted, what it wraps may not be.

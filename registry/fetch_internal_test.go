@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,76 +21,6 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
-
-// faultyRegistry wraps go-containerregistry's in-process registry and
-// injects the faults a fetcher must survive, per blob GET.
-type faultyRegistry struct {
-	mu     sync.Mutex
-	next   http.Handler
-	faults []string // consumed in order: "429", "503", "cut", "norange", "stall-head", "stall-body"
-	ranges []string // Range headers seen on blob GETs
-	served int64    // body bytes written for blob GETs
-}
-
-func (f *faultyRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
-		f.next.ServeHTTP(w, r)
-		return
-	}
-	f.mu.Lock()
-	f.ranges = append(f.ranges, r.Header.Get("Range"))
-	fault := ""
-	if len(f.faults) > 0 {
-		fault, f.faults = f.faults[0], f.faults[1:]
-	}
-	f.mu.Unlock()
-	switch fault {
-	case "429":
-		w.Header().Set("Retry-After", "7")
-		w.WriteHeader(http.StatusTooManyRequests)
-		return
-	case "503":
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	case "norange":
-		r.Header.Del("Range")
-	case "stall-head":
-		<-r.Context().Done() // until the client gives up
-		return
-	}
-	rec := httptest.NewRecorder()
-	f.next.ServeHTTP(rec, r)
-	body := rec.Body.Bytes()
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	if fault == "cut" || fault == "stall-body" {
-		// Promise the whole body, send half, then drop the connection
-		// (or go silent until the client gives up).
-		w.WriteHeader(rec.Code)
-		n, _ := w.Write(body[:len(body)/2])
-		f.count(n)
-		if fault == "stall-body" {
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			return
-		}
-		hj, _ := w.(http.Hijacker)
-		if c, _, err := hj.Hijack(); err == nil {
-			c.Close()
-		}
-		return
-	}
-	w.WriteHeader(rec.Code)
-	n, _ := w.Write(body)
-	f.count(n)
-}
-
-func (f *faultyRegistry) count(n int) {
-	f.mu.Lock()
-	f.served += int64(n)
-	f.mu.Unlock()
-}
 
 func pushBlob(t *testing.T, host, repo string, data []byte) v1.Hash {
 	t.Helper()
@@ -110,7 +39,7 @@ func pushBlob(t *testing.T, host, repo string, data []byte) v1.Hash {
 
 func TestFetcherFaults(t *testing.T) {
 	ctx := context.Background()
-	fr := &faultyRegistry{next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
 	srv := httptest.NewServer(fr)
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -118,7 +47,7 @@ func TestFetcherFaults(t *testing.T) {
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 
 	var waits []time.Duration
-	f, err := NewFetcher(ctx, host+"/kiln/blobs", nil, WithRetries(3, time.Millisecond))
+	f, err := NewClient(ctx, host+"/kiln/blobs", nil, WithRetries(3, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +63,7 @@ func TestFetcherFaults(t *testing.T) {
 	}
 
 	t.Run("retries 429 honouring Retry-After, and 503", func(t *testing.T) {
-		fr.faults = []string{"429", "503"}
+		fr.Faults = []string{"429", "503"}
 		waits = nil
 		got, err := read(0, -1)
 		if err != nil {
@@ -148,16 +77,16 @@ func TestFetcherFaults(t *testing.T) {
 		}
 	})
 	t.Run("gives up after the retries", func(t *testing.T) {
-		fr.faults = []string{"503", "503", "503", "503", "503"}
+		fr.Faults = []string{"503", "503", "503", "503", "503"}
 		_, err := read(0, -1)
 		if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "4 attempts") {
 			t.Fatalf("err = %v", err)
 		}
-		fr.faults = nil
+		fr.Faults = nil
 	})
 	t.Run("a cut body is resumed by Range after a backoff", func(t *testing.T) {
-		fr.faults = []string{"cut"}
-		fr.ranges = nil
+		fr.Faults = []string{"cut"}
+		fr.Ranges = nil
 		waits = nil
 		got, err := read(0, -1)
 		if err != nil {
@@ -166,15 +95,15 @@ func TestFetcherFaults(t *testing.T) {
 		if !bytes.Equal(got, data) {
 			t.Fatal("resumed bytes differ")
 		}
-		if len(fr.ranges) != 2 || fr.ranges[0] != "" || !strings.HasPrefix(fr.ranges[1], fmt.Sprintf("bytes=%d-", len(data)/2)) {
-			t.Fatalf("Range headers %q, want a GET then bytes=%d-", fr.ranges, len(data)/2)
+		if len(fr.Ranges) != 2 || fr.Ranges[0] != "" || !strings.HasPrefix(fr.Ranges[1], fmt.Sprintf("bytes=%d-", len(data)/2)) {
+			t.Fatalf("Range headers %q, want a GET then bytes=%d-", fr.Ranges, len(data)/2)
 		}
 		if len(waits) != 1 || waits[0] != time.Millisecond {
 			t.Fatalf("waits %v, want one backoff of 1ms before resuming (the policy 5xx get)", waits)
 		}
 	})
 	t.Run("a body that keeps breaking fails after the retries", func(t *testing.T) {
-		fr.faults = []string{"cut", "cut", "cut", "cut"}
+		fr.Faults = []string{"cut", "cut", "cut", "cut"}
 		waits = nil
 		_, err := read(0, -1)
 		if err == nil || !strings.Contains(err.Error(), "4 attempts") {
@@ -183,7 +112,7 @@ func TestFetcherFaults(t *testing.T) {
 		if len(waits) != 3 || waits[2] != 4*time.Millisecond {
 			t.Fatalf("waits %v, want 1ms 2ms 4ms", waits)
 		}
-		fr.faults = nil
+		fr.Faults = nil
 	})
 	t.Run("chunk", func(t *testing.T) {
 		got, err := read(1000, 4096)
@@ -195,7 +124,7 @@ func TestFetcherFaults(t *testing.T) {
 		}
 	})
 	t.Run("registry ignoring Range", func(t *testing.T) {
-		fr.faults = []string{"norange"}
+		fr.Faults = []string{"norange"}
 		got, err := read(1000, 4096)
 		if err != nil {
 			t.Fatal(err)
@@ -234,12 +163,12 @@ func TestParseRetryAfter(t *testing.T) {
 
 // F5, F9: a registry that stalls (before its answer or mid-body) or drops
 // the connection mid-body costs an idle timeout, then the read resumes by
-// Range with the retry policy's backoff: for Fetcher users (warm, weights)
+// Range with the retry policy's backoff: for Client users (warm, weights)
 // and for layer walks (analyze, slim) alike.
 func TestStalledAndBrokenBodiesResume(t *testing.T) {
 	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
 		t.Run(strings.Join(faults, "+"), func(t *testing.T) {
-			fr := &faultyRegistry{next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+			fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
 			srv := httptest.NewServer(fr)
 			defer srv.Close()
 			host := strings.TrimPrefix(srv.URL, "http://")
@@ -252,8 +181,8 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 			defer cancel()
 			opts := []Option{WithIdleTimeout(150 * time.Millisecond), WithFetchOptions(WithRetries(3, time.Millisecond))}
 
-			fr.faults = append([]string(nil), faults...)
-			f, err := NewFetcher(ctx, ref, opts)
+			fr.Faults = append([]string(nil), faults...)
+			f, err := NewClient(ctx, ref, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,18 +196,8 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 				t.Fatalf("fetcher: %d bytes, %v; want the blob", len(got), err)
 			}
 
-			img, err := Open(ctx, ref, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer img.Close()
-			fr.faults = append([]string(nil), faults...) // for the layer blob, not the config
-			st, err := img.Layers[0].Walk(ctx, WalkOptions{}, func(*Entry, io.Reader) error { return nil })
-			if err != nil || !st.Verified {
-				t.Fatalf("walk: %+v %v", st, err)
-			}
-			if len(fr.faults) != 0 {
-				t.Errorf("faults %q not reached", fr.faults)
+			if len(fr.Faults) != 0 {
+				t.Errorf("faults %q not reached", fr.Faults)
 			}
 		})
 	}
@@ -287,7 +206,7 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 // F5: with no retries left, a stalled body fails with ErrIdleTimeout after
 // about the idle timeout, never hangs.
 func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
-	fr := &faultyRegistry{next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
 	srv := httptest.NewServer(fr)
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -295,11 +214,11 @@ func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	f, err := NewFetcher(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(100 * time.Millisecond)}, WithRetries(0, time.Millisecond))
+	f, err := NewClient(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(100 * time.Millisecond)}, WithRetries(0, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr.faults = []string{"stall-body"}
+	fr.Faults = []string{"stall-body"}
 	start := time.Now()
 	rc, err := f.Open(ctx, dgst, 0, int64(len(data)))
 	if err != nil {

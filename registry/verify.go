@@ -1,4 +1,4 @@
-package layers
+package registry
 
 import (
 	"crypto/sha256"
@@ -79,3 +79,9 @@ func (v *VerifyReader) Drain() error {
 
 // BytesRead is how many bytes passed through so far.
 func (v *VerifyReader) BytesRead() int64 { return v.n }
+
+// IsIntegrityError says whether err is a blob that is not what its
+// descriptor names (ErrDigestMismatch or ErrSizeMismatch).
+func IsIntegrityError(err error) bool {
+	return errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrSizeMismatch)
+}

@@ -1,0 +1,235 @@
+package layers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
+)
+
+// The one walk from a reference to an image's verified bytes, shared by
+// Open, kiln warm's set and the weights sources:
+//
+//   - an OCI layout's index.json is read by LayoutEntries, under one tag
+//     rule (MatchesTag), and its blobs through blob.Layout (one digest
+//     guard, blob.CheckDigest) and blob.ReadVerified (digest and size
+//     against the descriptor);
+//   - an index is walked for a platform by PlatformCandidates (one
+//     platform rule, PlatformMatches);
+//   - an image without a manifest (a docker archive, a docker-daemon
+//     image) gets the one manifest ArchiveManifest writes.
+
+// Raw is a blob read whole and verified against Desc (digest and size).
+type Raw struct {
+	Desc  v1.Descriptor
+	Bytes []byte
+}
+
+// Root is what a reference resolves to for the platform asked for: the
+// index it names (nil when it names a manifest), the platform's image
+// manifest and its config, read whole and verified against their
+// descriptors, the config parsed and its platform, the layers' descriptors,
+// and the source of the image's blobs (the repository's registry.Client,
+// a blob.Layout).
+type Root struct {
+	Ref        Ref
+	Index      *Raw
+	Manifest   Raw
+	Config     Raw
+	ConfigFile *v1.ConfigFile
+	Platform   v1.Platform
+	Layers     []v1.Descriptor
+	Src        blob.Source
+}
+
+// Resolve is the one walk from a registry reference or an OCI layout to
+// an image's verified bytes: index → the platform's manifest (the first
+// PlatformCandidates gives: what a pull installs) → config. Open is
+// Resolve and the layers' readers. Docker archives and daemon images,
+// which have no manifest, are opened by Open (ArchiveManifest writes
+// theirs).
+func Resolve(ctx context.Context, r Ref, opts ...Option) (*Root, error) {
+	o := registry.MakeOptions(opts)
+	switch r.Kind {
+	case KindRegistry:
+		return resolveRemote(ctx, r, o)
+	case KindOCILayout:
+		return resolveLayout(ctx, r, o)
+	}
+	return nil, fmt.Errorf("image %q: a %s has no manifest to resolve; open it with Open", r.Raw, r.Kind)
+}
+
+// readImage reads the image manifest raw (whose descriptor is desc) and
+// its config from the root's source.
+func (rt *Root) readImage(ctx context.Context, desc v1.Descriptor, raw []byte) error {
+	r := rt.Ref
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("image %q: manifest %s: %v", r.Raw, desc.Digest, err)
+	}
+	rawCfg, err := readSmall(ctx, rt.Src, m.Config, "config")
+	if err != nil {
+		return fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+	}
+	cfg, err := parseConfig(rawCfg)
+	if err != nil {
+		return fmt.Errorf("image %q: config %s: %v", r.Raw, m.Config.Digest, err)
+	}
+	rt.Manifest = Raw{Desc: desc, Bytes: raw}
+	rt.Config = Raw{Desc: m.Config, Bytes: rawCfg}
+	rt.ConfigFile = cfg
+	rt.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	rt.Layers = m.Layers
+	return nil
+}
+
+// image is the Image of the root, its layers not yet added.
+func (rt *Root) image() *Image {
+	return &Image{Ref: rt.Ref, Digest: rt.Manifest.Desc.Digest, MediaType: rt.Manifest.Desc.MediaType, Platform: rt.Platform,
+		Config: rt.ConfigFile, RawConfig: rt.Config.Bytes, RawManifest: rt.Manifest.Bytes}
+}
+
+// LayoutEntries reads the index.json of the layout r names and returns
+// the entries r selects: by digest (oci:DIR@sha256:…), by tag (MatchesTag:
+// the ref.name or containerd name is the tag or ends in :tag), or, with
+// neither, every entry; and the names the layout's entries record
+// (EntryName), sorted, for the errors of its callers. An empty selection
+// is an error in words.
+func LayoutEntries(r Ref) (sel []v1.Descriptor, names []string, err error) {
+	b, err := localfile.ReadFile(filepath.Join(r.Path, "index.json"), "index.json", localfile.MaxIndex)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil, fmt.Errorf("image %q: %s is not an OCI image layout (no index.json)", r.Raw, r.Path)
+		}
+		return nil, nil, fmt.Errorf("image %q: %v", r.Raw, err)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, nil, fmt.Errorf("image %q: %s: %v", r.Raw, filepath.Join(r.Path, "index.json"), err)
+	}
+	for _, d := range idx.Manifests {
+		if n := EntryName(d); n != "" {
+			names = append(names, n)
+		}
+		if r.Digest.Hex != "" && d.Digest == r.Digest || r.Digest.Hex == "" && MatchesTag(d.Annotations, r.Tag) {
+			sel = append(sel, d)
+		}
+	}
+	sort.Strings(names)
+	switch {
+	case len(sel) > 0:
+		return sel, names, nil
+	case r.Digest.Hex != "":
+		return nil, names, fmt.Errorf("image %q: index.json of %s has no manifest %s", r.Raw, r.Path, r.Digest)
+	case r.Tag != "":
+		return nil, names, fmt.Errorf("image %q: no image tagged %q in %s (it names: %s)", r.Raw, r.Tag, r.Path, strings.Join(names, ", "))
+	}
+	return nil, names, fmt.Errorf("image %q: the layout %s holds no images (index.json field manifests)", r.Raw, r.Path)
+}
+
+// EntryName is the image name a layout's index.json entry records:
+// containerd's (io.containerd.image.name), else the OCI ref.name.
+func EntryName(d v1.Descriptor) string {
+	if n := d.Annotations[AnnotationContainerdName]; n != "" {
+		return n
+	}
+	return d.Annotations[refNameAnnotation]
+}
+
+// PlatformCandidates is kiln's one walk of an index for a platform: the
+// image manifests it lists for p (PlatformMatches), in index order (the
+// first is what a pull installs), and the platforms it offers (for the
+// error that lists them; nil for an entry without one). Nested indexes
+// and attestation manifests are never candidates.
+func PlatformCandidates(im *v1.IndexManifest, p v1.Platform) (cands []v1.Descriptor, offered []*v1.Platform) {
+	for _, d := range im.Manifests {
+		if !d.MediaType.IsImage() {
+			continue
+		}
+		offered = append(offered, d.Platform)
+		if platformMatches(p, d.Platform) {
+			cands = append(cands, d)
+		}
+	}
+	return cands, offered
+}
+
+// NoPlatformError is the error for an index without p: what it has, and
+// how to choose.
+func NoPlatformError(raw string, p v1.Platform, offered []*v1.Platform) error {
+	return fmt.Errorf("image %q: no image for platform %s in the index (it has: %s); choose one with --platform", raw, PlatformString(p), platformList(offered))
+}
+
+// ArchiveManifest is the one manifest kiln writes for an image that has
+// none (a docker archive, a docker-daemon image), as containerd's import
+// does: an OCI manifest over the config and the layers as stored (a plain
+// tar layer is the blob its diff ID names; a compressed one, whose digest
+// the archive does not record, is hashed here once), and the sections of
+// the source file that serve those blobs, config included.
+func (img *Image) ArchiveManifest() ([]byte, blob.Sections, error) {
+	secs := blob.Sections{}
+	cdg := sha256Hash(img.RawConfig)
+	secs[cdg] = blob.Section{R: strings.NewReader(string(img.RawConfig)), Size: int64(len(img.RawConfig))}
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		Config:        v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cdg, Size: int64(len(img.RawConfig))},
+	}
+	for _, l := range img.Layers {
+		if l.file == nil {
+			return nil, nil, fmt.Errorf("image %q: layer %d is not stored in the archive", img.Ref.Raw, l.Index)
+		}
+		dg, err := l.blobDigest()
+		if err != nil {
+			return nil, nil, fmt.Errorf("image %q: layer %d: %v", img.Ref.Raw, l.Index, err)
+		}
+		mt := types.OCIUncompressedLayer
+		switch l.MediaType {
+		case types.DockerLayer, types.OCILayer:
+			mt = types.OCILayer
+		case types.OCILayerZStd:
+			mt = types.OCILayerZStd
+		}
+		secs[dg] = blob.Section{R: l.file, Off: l.off, Size: l.Size}
+		m.Layers = append(m.Layers, v1.Descriptor{MediaType: mt, Digest: dg, Size: l.Size})
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return raw, secs, nil
+}
+
+// blobDigest is the layer's blob digest; a docker archive's compressed
+// layer has none recorded, so its section is hashed (as docker load does).
+func (l *Layer) blobDigest() (v1.Hash, error) {
+	if l.Digest.Hex != "" {
+		return l.Digest, nil
+	}
+	if l.file == nil {
+		return v1.Hash{}, fmt.Errorf("no blob digest")
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(l.file, l.off, l.Size)); err != nil {
+		return v1.Hash{}, err
+	}
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func sha256Hash(b []byte) v1.Hash {
+	s := sha256.Sum256(b)
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(s[:])}
+}

@@ -1,0 +1,70 @@
+package layers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// A layout's manifest is read as its index.json descriptor names it:
+// digest and size (blob.ReadVerified, the one guard of every layout
+// reader). An index.json that lies about the manifest's size is refused,
+// as a registry index's lie is (D12); the layers reader checked only the
+// digest.
+func TestOpenLayoutDescriptorSizeLie(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "oci")
+	testimage.WriteLayout(t, dir, "v1", smallImage(t))
+	p := filepath.Join(dir, "index.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx v1.IndexManifest
+	if err := json.Unmarshal(b, &idx); err != nil {
+		t.Fatal(err)
+	}
+	idx.Manifests[0].Size += 100
+	b, _ = json.Marshal(idx)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = layers.Open(context.Background(), "oci:"+dir+":v1")
+	if !errors.Is(err, layers.ErrSizeMismatch) {
+		t.Fatalf("Open of a layout whose index.json lies about a size: %v, want ErrSizeMismatch", err)
+	}
+}
+
+// layers.Open of a registry image logs in once: manifest, config and
+// layers through one client for the repository (it was two: ggcr's
+// remote.Get and kiln's blob fetcher each made their own).
+func TestOpenOneTokenExchange(t *testing.T) {
+	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ref := ta.Host() + "/team/app:v1"
+	testimage.Push(t, ref, smallImage(t))
+	ta.Reset()
+	ctx := context.Background()
+	img, err := layers.Open(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	for _, l := range img.Layers {
+		if st, err := l.Walk(ctx, layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil }); err != nil || !st.Verified {
+			t.Fatalf("walk: %+v %v", st, err)
+		}
+	}
+	if ex := ta.Exchanges(); len(ex) != 1 || ex["team/app"] != 1 {
+		t.Errorf("token exchanges: %v, want one for team/app", ex)
+	}
+}

@@ -1,0 +1,163 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// MaxManifest bounds a manifest or index read from a registry.
+const MaxManifest = 16 << 20
+
+// manifestTypes are the media types a manifest GET accepts.
+var manifestTypes = []types.MediaType{
+	types.OCIManifestSchema1, types.OCIImageIndex,
+	types.DockerManifestSchema2, types.DockerManifestList,
+	types.DockerManifestSchema1Signed, types.DockerManifestSchema1,
+}
+
+// Manifest reads the manifest or index ref names (a tag or a digest of
+// the Client's repository) and its descriptor: the digest of the bytes
+// as read (checked against ref's digest, when ref is one), their size and
+// media type. Errors are the registry's (RedactError puts them in words).
+func (f *Client) Manifest(ctx context.Context, ref name.Reference) ([]byte, v1.Descriptor, error) {
+	if ref.Context().Name() != f.repo.Name() {
+		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
+	}
+	accept := make([]string, len(manifestTypes))
+	for i, mt := range manifestTypes {
+		accept[i] = string(mt)
+	}
+	hdr := http.Header{"Accept": {strings.Join(accept, ",")}}
+	resp, err := f.send(ctx, http.MethodGet, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
+		defer resp.Body.Close()
+		return transport.CheckError(resp, http.StatusOK)
+	})
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxManifest+1))
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: %w", ref.Identifier(), RedactError(err))
+	}
+	if len(raw) > MaxManifest {
+		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: larger than the %d bytes kiln reads for one", ref.Identifier(), MaxManifest)
+	}
+	dg, size, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return nil, v1.Descriptor{}, err
+	}
+	if d, ok := ref.(name.Digest); ok && d.DigestStr() != dg.String() {
+		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: %w: content hashes to %s", d.DigestStr(), ErrDigestMismatch, dg)
+	}
+	return raw, v1.Descriptor{MediaType: manifestType(resp.Header.Get("Content-Type"), raw), Digest: dg, Size: size}, nil
+}
+
+// manifestType is the media type a manifest is served as, else the one
+// its mediaType field names.
+func manifestType(contentType string, raw []byte) types.MediaType {
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+		for _, t := range manifestTypes {
+			if types.MediaType(mt) == t {
+				return t
+			}
+		}
+	}
+	var m struct {
+		MediaType types.MediaType `json:"mediaType"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	return m.MediaType
+}
+
+// Remote is go-containerregistry's remote options over the Client's
+// authenticated transport, for reads of its repository kiln leaves to
+// remote (the referrers API): no second token exchange.
+func (f *Client) Remote(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(f.rt)}
+}
+
+// Pool hands out one Client per repository, all through one tuned
+// transport (one connection pool for every repository of a host), each
+// after one token exchange however often it is asked for.
+type Pool struct {
+	o     *Options
+	fopts []FetchOption
+
+	mu      sync.Mutex
+	clients map[string]*Client
+}
+
+// NewPool returns the registry clients reached with opts. The transport
+// keeps enough idle connections per host for parallel Range chunks and
+// never asks for transfer compression (blobs are compressed already, and
+// it would break Range offsets).
+func NewPool(opts []Option, fopts ...FetchOption) *Pool {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.DisableCompression = true
+	o := MakeOptions(append([]Option{WithTransport(t)}, opts...))
+	o.pool = nil
+	return &Pool{o: o, fopts: fopts, clients: map[string]*Client{}}
+}
+
+// WithPool makes ClientFor and RemoteFor take their clients from p, so
+// that every package a run hands these options to (weights, sign) reads
+// a repository through the one client its images were read with.
+func WithPool(p *Pool) Option { return func(o *Options) { o.pool = p } }
+
+// Repo returns the Client of repo, made on the first call.
+func (p *Pool) Repo(ctx context.Context, repo name.Repository) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := repo.Name()
+	if c, ok := p.clients[key]; ok {
+		return c, nil
+	}
+	c, err := newClient(ctx, key, p.o, p.fopts...)
+	if err != nil {
+		return nil, err
+	}
+	p.clients[key] = c
+	return c, nil
+}
+
+// ClientFor is the Client of repo: the pool's (WithPool), else a new one.
+func ClientFor(ctx context.Context, repo name.Repository, opts ...Option) (*Client, error) {
+	return MakeOptions(opts).Client(ctx, repo)
+}
+
+// RemoteFor is go-containerregistry's remote options for reads of repo:
+// over the pool's client for it (WithPool: no second login), else
+// RemoteOptions.
+func RemoteFor(ctx context.Context, repo name.Repository, opts ...Option) []remote.Option {
+	o := MakeOptions(opts)
+	if o.pool != nil {
+		if c, err := o.pool.Repo(ctx, repo); err == nil {
+			return c.Remote(ctx)
+		}
+	}
+	return o.Remote(ctx)
+}
+
+// Client is the Client of repo under o: the pool's (WithPool), else a
+// new one.
+func (o *Options) Client(ctx context.Context, repo name.Repository) (*Client, error) {
+	if o.pool != nil {
+		return o.pool.Repo(ctx, repo)
+	}
+	return newClient(ctx, repo.Name(), o)
+}

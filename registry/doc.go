@@ -1,0 +1,25 @@
+// Package registry is kiln's one client for OCI registries: the keychain
+// (Docker config and credential helpers, time-limited, their output never
+// quoted), the guarded transport (idle timeouts, a minimum rate, redacted
+// error bodies), the retry policy, the Client of one repository (its
+// manifests, and its blobs by Range, resuming broken bodies, after one
+// token exchange; a Pool holds one per repository), errors in words (RedactError: what happened
+// and what to do, secrets removed), and the verified read of a blob
+// (VerifyReader: digest and size).
+//
+// It sits below layers and layers/blob and imports neither: layers reads
+// images through it, blob reads blobs through it, and layers keeps its
+// old names (layers.Option, layers.Fetcher, ...) as aliases of these while
+// callers move.
+//
+// Invariants:
+//   - Nothing here puts a credential in an error or a log: every secret
+//     the keychain hands out, every Authorization header and every signed
+//     URL's query is remembered and removed by Redact.
+//   - One retry policy (retries, doubling backoff, Retry-After, a cap)
+//     for every read; a broken body resumes from its last byte.
+//   - One login per repository per Pool: every manifest, blob and
+//     referrers read of a repository goes through its Client's transport.
+//   - The bytes handed out are not trusted here: the caller verifies the
+//     whole blob against its descriptor (NewVerifyReader).
+package registry
