@@ -19,9 +19,30 @@
 #         when missing), e.g.
 #           D=$(bash scripts/containerd2.sh path)
 #           CONTAINERD=$D/containerd CTR=$D/ctr bash bench/warm.sh
+# erofs-config [--fsverity | CACHE_DIR]
+#         prints the config.toml lines (version 2 syntax, which 2.x
+#         migrates) that turn on the EROFS snapshotter and differ: the
+#         differ first for the diff service (tar layers converted at
+#         unpack by mkfs.erofs, native EROFS layers copied), reproducible
+#         mkfs flags. CACHE_DIR: a layer_content_caches directory (kiln
+#         warm --erofs-cache). --fsverity: fs-verity on each committed
+#         layer, checked at every mount (containerd 2.4 then refuses to
+#         load the snapshotter on a file system without fs-verity, e.g.
+#         tmpfs or ext4 without the verity feature; and it cannot be
+#         combined with a cache). Run containerd with mkfs.erofs
+#         (erofs-utils 1.8+) on PATH: `ctr plugins ls | grep erofs` must
+#         say ok, and `ctr run --snapshotter erofs` uses it.
+# erofs-utils
+#         prints the directory holding mkfs.erofs 1.8+: the one on PATH,
+#         else one built into $KILN_CONTAINERD_CACHE/erofs-utils from the
+#         erofs-utils source in $KILN_EROFS_UTILS_SRC (a git checkout;
+#         Debian 12 has only 1.5, without --tar; Debian 13: apt install
+#         erofs-utils). Also checks that the kernel mounts an EROFS image
+#         from a file.
 #
 # Environment:
 #   KILN_CONTAINERD_CACHE  binaries (default /var/cache/kiln-containerd)
+#   KILN_EROFS_UTILS_SRC   erofs-utils source to build from (erofs-utils)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -76,14 +97,85 @@ build() {
 	log "built containerd, ctr and containerd-shim-runc-v2 in $dir"
 }
 
+erofs_config() {
+	cat <<-'TOML'
+	[plugins."io.containerd.differ.v1.erofs"]
+	  mkfs_options = ["-T0", "--mkfs-time", "--sort=none"]
+	[plugins."io.containerd.service.v1.diff-service"]
+	  default = ["erofs", "walking"]
+	[plugins."io.containerd.snapshotter.v1.erofs"]
+	TOML
+	case "${1:-}" in
+	"") ;;
+	--fsverity) echo '  enable_fsverity = true' ;;
+	/*) printf '  layer_content_caches = ["%s"]\n' "$1" ;;
+	*)
+		log "erofs-config: want --fsverity or an absolute cache directory, not $1"
+		exit 2
+		;;
+	esac
+}
+
+# mkfs_erofs_ok DIR: DIR/mkfs.erofs is erofs-utils 1.8 or newer.
+mkfs_erofs_ok() {
+	local v
+	v=$("$1/mkfs.erofs" --version 2>/dev/null | sed -n 's/^mkfs.erofs (erofs-utils) \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+	[[ -n $v ]] || return 1
+	set -- $v
+	((${1} > 1 || (${1} == 1 && ${2} >= 8)))
+}
+
+erofs_utils() {
+	local dir="" p tmp src=${KILN_EROFS_UTILS_SRC:-}
+	if p=$(command -v mkfs.erofs) && mkfs_erofs_ok "$(dirname "$p")"; then
+		dir=$(dirname "$p")
+	elif mkfs_erofs_ok "$CACHE/erofs-utils/bin"; then
+		dir=$CACHE/erofs-utils/bin
+	else
+		[[ -n $src && -d $src ]] || {
+			log "no mkfs.erofs 1.8+: apt install erofs-utils (Debian 13), or set KILN_EROFS_UTILS_SRC to an erofs-utils checkout (v1.8.10) to build one"
+			exit 1
+		}
+		tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-erofs-utils.XXXXXX")
+		log "building erofs-utils from $src (needs autoconf, automake, libtool, liblz4-dev, libzstd-dev, liblzma-dev, uuid-dev)"
+		(
+			trap 'rm -rf "$tmp"' EXIT
+			cp -r "$src/." "$tmp/"
+			cd "$tmp"
+			./autogen.sh >/dev/null
+			./configure -q --prefix="$CACHE/erofs-utils" --disable-fuse \
+				--with-lz4 --with-liblzma --with-libzstd >/dev/null
+			make -s -j"$(nproc)" >/dev/null
+			make -s install >/dev/null
+		)
+		dir=$CACHE/erofs-utils/bin
+		mkfs_erofs_ok "$dir" || { log "the build left no mkfs.erofs 1.8+ in $dir"; exit 1; }
+	fi
+	# The kernel must mount an image from a file (no loop device: 6.12+).
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-erofs-check.XXXXXX")
+	mkdir -p "$tmp/in/etc" "$tmp/mnt"
+	echo ok >"$tmp/in/etc/probe"
+	"$dir/mkfs.erofs" --quiet "$tmp/probe.erofs" "$tmp/in" >/dev/null
+	if mount -t erofs -o ro "$tmp/probe.erofs" "$tmp/mnt" 2>/dev/null; then
+		grep -q ok "$tmp/mnt/etc/probe" || log "mounted EROFS image reads wrong"
+		umount "$tmp/mnt"
+	else
+		log "this kernel does not mount an EROFS image from a file (modprobe erofs; Linux 6.12+ for file-backed mounts)"
+	fi
+	rm -rf "$tmp"
+	echo "$dir"
+}
+
 case "${1:-}" in
 build) build ;;
+erofs-config) erofs_config "${2:-}" ;;
+erofs-utils) erofs_utils ;;
 path)
 	build
 	echo "$CACHE/$(version)"
 	;;
 *)
-	echo "usage: $0 build|path" >&2
+	echo "usage: $0 build|path|erofs-config [--fsverity|CACHE_DIR]|erofs-utils" >&2
 	exit 2
 	;;
 esac

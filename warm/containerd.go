@@ -68,6 +68,9 @@ type Containerd struct {
 	stage, stageWhy   string
 	trace             []*LayerTrace
 	unpackStart       time.Time
+
+	// erofsCache is TargetOptions.ErofsCache.
+	erofsCache string
 }
 
 // Streamed returns how many layers --unpack applied in kiln's process
@@ -101,7 +104,7 @@ func openContainerd(ctx context.Context, addr string, o TargetOptions) (Target, 
 	if err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
 	}
-	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest, unpackConcurrency: o.UnpackConcurrency}
+	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest, unpackConcurrency: o.UnpackConcurrency, erofsCache: o.ErofsCache}
 	if _, err := c.Version(t.nsCtx(ctx)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
@@ -382,7 +385,7 @@ func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
 // snapshotter (overlayfs, or native where overlay does not work), so
 // `ctr run` finds the rootfs ready.
 func (t *Containerd) Unpack(ctx context.Context, s *Set) error {
-	sn, err := t.pickSnapshotter(ctx)
+	sn, err := t.snapshotterFor(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ type TargetOptions struct {
 	// DefaultUnpackConcurrency, 1 one layer at a time on its committed
 	// parent.
 	UnpackConcurrency int
+	// ErofsCache is a directory of the EROFS snapshotter's
+	// layer_content_caches: --unpack into it converts each tar layer
+	// there, by diff ID, and the snapshots mount it from there.
+	ErofsCache string
 	// DryRun opens the target to be looked at, never changed: an oci:
 	// layout that does not exist yet is not created (it holds nothing).
 	DryRun bool

@@ -127,7 +127,7 @@ func (r *readiness) Wait(ctx context.Context, d digest.Digest) error {
 // moved (1.6) onto its parent chain when that is committed; elsewhere one
 // layer at a time, each on its committed parent.
 func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error {
-	sn, err := t.pickSnapshotter(ctx)
+	sn, err := t.snapshotterFor(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -163,9 +163,12 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *Set, ready Readiness)
 		for i, l := range ls {
 			layers[i] = rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
 		}
-		if mode == stageNone {
+		switch {
+		case sn == SnapshotterErofs:
+			err = t.unpackErofs(ctx, layers, snaps, ready)
+		case mode == stageNone:
 			err = t.unpackSequential(ctx, layers, snaps, ready)
-		} else {
+		default:
 			err = t.unpackStaged(ctx, layers, snaps, ready, mode)
 		}
 		if err != nil {

@@ -42,6 +42,8 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
+	// ErofsCache is --erofs-cache DIR (warm.TargetOptions).
+	ErofsCache string
 	// UnpackConcurrency is --unpack-concurrency (warm.TargetOptions).
 	UnpackConcurrency int
 	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
@@ -157,7 +159,8 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
-	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
+	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, else overlayfs, else native)")
+	fl.StringVar(&opts.ErofsCache, "erofs-cache", "", "erofs: convert tar layers into this layer cache dir, by diff ID")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", warm.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	fl.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
@@ -339,8 +342,8 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	tgt, err := warm.OpenTarget(ctx, spec, warm.TargetOptions{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
-		UnpackConcurrency: opts.UnpackConcurrency,
-		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
+		UnpackConcurrency: opts.UnpackConcurrency, ErofsCache: opts.ErofsCache,
+		DockerStage: opts.DockerStage, KeepStage: opts.KeepStage,
 		DryRun: opts.DryRun,
 	})
 	if err != nil {

@@ -1,0 +1,425 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+
+	"github.com/kiln-build/kiln/layers/blob"
+)
+
+// containerd 2.x's EROFS snapshotter (plugins/snapshots/erofs) keeps each
+// committed layer as one EROFS image, <root>/snapshots/<id>/layer.erofs,
+// mounted read-only (file-backed, no untar) under an overlay. kiln warm
+// --unpack into it writes that file itself, the way containerd's EROFS
+// differ does, while the layer downloads:
+//
+//   - a native EROFS layer (application/vnd.erofs.layer.v1[+zstd]) is the
+//     image itself: its decoded bytes are copied into the snapshot (the
+//     differ's "fastcopy");
+//   - a tar layer is converted once with mkfs.erofs, the differ's flags
+//     (--tar=f --aufs -Enoinline_data -b4096), reproducibly (-T0
+//     --mkfs-time); with --erofs-cache DIR (a directory of the
+//     snapshotter's layer_content_caches) the image goes into that cache
+//     by diff ID (containerd's CacheBlobPath layout), and the snapshotter
+//     mounts it from there for this and every later image with the layer.
+//
+// Either way the decoded stream hashes to the config's diff ID before
+// anything is committed, the snapshot is committed only after containerd
+// committed (verified) the layer blob, and the snapshot carries the
+// sha256 of its EROFS image and the image file's identity (labels
+// below): a later warm finds a changed image (corrupted in place) by its
+// identity, hashes it, and refuses to call the host ready.
+const (
+	// SnapshotterErofs is containerd 2.x's EROFS snapshotter.
+	SnapshotterErofs = "erofs"
+
+	// labelErofsPath, labelErofsDigest and labelErofsStamp record, on a
+	// snapshot kiln committed, where its EROFS image lies, what it hashes
+	// to, and the file's identity when it was hashed (blob.FileStamp).
+	labelErofsPath   = "dev.kiln.erofs.path"
+	labelErofsDigest = "dev.kiln.erofs.digest"
+	labelErofsStamp  = "dev.kiln.erofs.stamp"
+
+	// erofsMarker is the file the EROFS snapshotter puts in an active
+	// snapshot it prepared for a differ (erofsutils.MountsToLayer).
+	erofsMarker = ".erofslayer"
+)
+
+// mkfsErofsTarArgs are containerd's EROFS differ's flags for a tar layer
+// (erofsutils.ConvertTarErofs and AddDefaultMkfsOpts), plus the
+// reproducible-build ones its documentation recommends for erofs-utils
+// 1.8+.
+var mkfsErofsTarArgs = []string{"--tar=f", "--aufs", "--quiet", "-Enoinline_data", "-b4096", "-T0", "--mkfs-time"}
+
+// IsErofsLayer says whether mt is a native EROFS layer.
+func IsErofsLayer(mt string) bool {
+	return strings.HasPrefix(mt, images.MediaTypeErofsLayer)
+}
+
+// setHasErofsLayers says whether an image of s has a native EROFS layer:
+// only the EROFS snapshotter can mount those.
+func setHasErofsLayers(s *Set) bool {
+	for _, img := range s.Images {
+		for _, l := range img.Layers {
+			if IsErofsLayer(l.MediaType) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// snapshotterFor is --snapshotter, or for auto: erofs when an image of s
+// has native EROFS layers (only that snapshotter mounts them), else what
+// pickSnapshotter picks (overlayfs, else native).
+func (t *Containerd) snapshotterFor(ctx context.Context, s *Set) (string, error) {
+	if (t.snapshotter != "" && t.snapshotter != "auto") || !setHasErofsLayers(s) {
+		return t.pickSnapshotter(ctx)
+	}
+	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.snapshotter.v1",id=="erofs"`)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range resp.Plugins {
+		if p.InitErr == nil {
+			return SnapshotterErofs, nil
+		}
+	}
+	return "", errors.New("the image has EROFS layers and this containerd has no working EROFS snapshotter (containerd 2.2+ and erofs-utils 1.8+; check: ctr plugins ls | grep erofs)")
+}
+
+// unpackErofs applies the layers into the EROFS snapshotter one at a
+// time, each on its committed parent (an EROFS snapshot's Prepare wants
+// its parent committed); the bytes are written while they download.
+func (t *Containerd) unpackErofs(ctx context.Context, layers []rootfs.Layer, sn snapshots.Snapshotter, ready Readiness) error {
+	var chain []digest.Digest
+	for _, layer := range layers {
+		tr := t.traceStart(layer)
+		how, err := t.erofsLayer(ctx, layer, chain, sn, ready, tr)
+		if err != nil {
+			return fmt.Errorf("layer %s: %v", layer.Blob.Digest, err)
+		}
+		t.traceDone(tr, how, false)
+		chain = append(chain, layer.Diff.Digest)
+	}
+	return nil
+}
+
+// erofsLayer makes one layer's EROFS snapshot (or checks the one there)
+// and returns how (a how* constant).
+func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness, tr *LayerTrace) (string, error) {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	if info, err := sn.Stat(ctx, chainID); err == nil {
+		return howPresent, checkErofsSnapshot(ctx, sn, info)
+	}
+	parent := ""
+	if len(chain) > 0 {
+		parent = identity.ChainID(chain).String()
+	}
+	native := IsErofsLayer(layer.Blob.MediaType)
+	if t.erofsCache != "" && !native {
+		if err := t.fillErofsCache(ctx, layer, ready, tr); err != nil {
+			return "", err
+		}
+	}
+	src, how, err := t.layerSource(ctx, layer.Blob, ready)
+	if err != nil {
+		return "", err
+	}
+	if src == nil {
+		// containerd is not on this host: its own EROFS differ converts.
+		if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+			return "", err
+		}
+		if _, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
+			return "", err
+		}
+		return howDaemon, t.labelUncompressed(ctx, layer)
+	}
+	t.traceMark(&tr.Start)
+	key := unpackKey(chainID)
+	cctx := context.WithoutCancel(ctx)
+	// The unpacker's labels: with them the snapshotter serves the layer
+	// from its layer content cache when the diff ID is there.
+	mounts, err := sn.Prepare(ctx, key, parent, snapshots.WithLabels(map[string]string{
+		snapshots.LabelSnapshotRef:    chainID,
+		snapshots.LabelSnapshotDiffID: layer.Diff.Digest.String(),
+	}))
+	if err != nil {
+		sn.Remove(cctx, key)
+		src.Close()
+		return "", fmt.Errorf("prepare snapshot %s: %v", key, err)
+	}
+	var path string
+	var sum digest.Digest
+	if len(mounts) > 0 && mounts[len(mounts)-1].ReadOnly() {
+		// Populated from the layer content cache: nothing to write.
+		src.Close()
+		path = erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
+		sum, err = hashFile(path)
+	} else {
+		path, sum, err = writeErofsLayer(ctx, layer, mounts, src)
+	}
+	if err == nil {
+		t.traceMark(&tr.Applied)
+		err = ready.Wait(ctx, layer.Blob.Digest)
+	}
+	if err == nil {
+		t.traceMark(&tr.Verified)
+		err = sn.Commit(ctx, chainID, key, snapshots.WithLabels(map[string]string{
+			labelErofsPath:   path,
+			labelErofsDigest: sum.String(),
+		}))
+		if err == nil {
+			// Stamped after the commit, which may enable fs-verity on
+			// the file (a change of its ctime).
+			err = stampErofs(ctx, sn, chainID, path)
+		} else if errdefs.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		if rerr := sn.Remove(cctx, key); rerr != nil && !errdefs.IsNotFound(rerr) {
+			err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
+		}
+		return "", err
+	}
+	// Committed: the active key is gone (or, when another warm won the
+	// race, ours is removed).
+	sn.Remove(cctx, key)
+	t.countHow(how)
+	return how, t.labelUncompressed(ctx, layer)
+}
+
+// erofsLayerDir is the directory of the active EROFS snapshot mounts
+// describe (the one holding layer.erofs), as containerd's EROFS differ
+// finds it: the parent of the bind source or of the overlay's upperdir,
+// marked by .erofslayer.
+func erofsLayerDir(mounts []mount.Mount) (string, error) {
+	if len(mounts) == 0 {
+		return "", errors.New("the EROFS snapshotter returned no mounts")
+	}
+	m := mounts[len(mounts)-1]
+	var dir string
+	switch typ := m.Type[strings.LastIndex(m.Type, "/")+1:]; typ {
+	case "bind", "erofs":
+		dir = filepath.Dir(m.Source)
+	case "overlay":
+		for _, o := range m.Options {
+			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
+				dir = filepath.Dir(v)
+			}
+		}
+	}
+	if dir == "" {
+		return "", fmt.Errorf("no EROFS layer directory in a %s mount", m.Type)
+	}
+	if _, err := os.Stat(filepath.Join(dir, erofsMarker)); err != nil {
+		return "", fmt.Errorf("%s is not a snapshot of the EROFS snapshotter (no %s): is it this host's containerd?", dir, erofsMarker)
+	}
+	return dir, nil
+}
+
+// writeErofsLayer writes the layer read from src as the snapshot's
+// layer.erofs (atomically: a temporary file, synced, renamed) and checks
+// the decoded stream's diff ID. src is closed. It returns the path and
+// the image's sha256.
+func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) (string, digest.Digest, error) {
+	dir, err := erofsLayerDir(mounts)
+	if err != nil {
+		src.Close()
+		return "", "", err
+	}
+	path := filepath.Join(dir, "layer.erofs")
+	sum, err := buildErofs(ctx, layer, src, path)
+	return path, sum, err
+}
+
+// buildErofs decodes src, checks it hashes to the layer's diff ID, and
+// writes the layer's EROFS image to path (a native layer's own bytes, a
+// tar layer converted by mkfs.erofs) through a temporary file beside it.
+func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, error) {
+	ra, err := decodedProvider{src}.ReaderAt(ctx, layer.Blob)
+	if err != nil {
+		return "", err
+	}
+	defer ra.Close()
+	diff := digest.SHA256.Digester()
+	in := io.TeeReader(content.NewReader(ra), diff.Hash())
+	tmp := path + ".kiln-tmp"
+	defer os.Remove(tmp)
+	native := IsErofsLayer(layer.Blob.MediaType)
+	if native {
+		err = copyToFile(tmp, in)
+	} else {
+		err = mkfsErofsTar(ctx, in, tmp)
+	}
+	if err != nil {
+		return "", err
+	}
+	// mkfs.erofs may stop before the tar's end-of-archive blocks: they
+	// count in the diff ID.
+	if _, err := io.Copy(io.Discard, in); err != nil {
+		return "", err
+	}
+	if got := diff.Digest(); got != layer.Diff.Digest {
+		return "", fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+	}
+	// A native layer's image is its decoded stream: hashed already.
+	sum := layer.Diff.Digest
+	if !native {
+		if sum, err = hashFile(tmp); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return sum, syncDir(filepath.Dir(path))
+}
+
+// mkfsErofsTar converts the tar read from r into the EROFS image out.
+func mkfsErofsTar(ctx context.Context, r io.Reader, out string) error {
+	cmd := exec.CommandContext(ctx, "mkfs.erofs", append(slices.Clone(mkfsErofsTarArgs), out)...)
+	cmd.Stdin = r
+	msg, err := cmd.CombinedOutput()
+	if errors.Is(err, exec.ErrNotFound) {
+		return errors.New("mkfs.erofs not found: install erofs-utils 1.8 or newer (Debian 13: apt install erofs-utils; or bash scripts/containerd2.sh erofs-utils)")
+	}
+	if err != nil {
+		return fmt.Errorf("mkfs.erofs: %v: %s", err, strings.TrimSpace(string(msg)))
+	}
+	return syncFile(out)
+}
+
+func copyToFile(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func hashFile(path string) (digest.Digest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return digest.SHA256.FromReader(f)
+}
+
+// erofsCacheBlobPath is containerd's layer content cache layout
+// (erofsutils.CacheBlobPath, an internal package):
+// <dir>/<algo>/<first two hex digits>/<hex>.erofs.
+func erofsCacheBlobPath(dir string, diffID digest.Digest) string {
+	enc := diffID.Encoded()
+	return filepath.Join(dir, diffID.Algorithm().String(), enc[:2], enc+".erofs")
+}
+
+// fillErofsCache converts a tar layer into the layer content cache by
+// diff ID, unless it is there; the snapshot's Prepare then finds it.
+func (t *Containerd) fillErofsCache(ctx context.Context, layer rootfs.Layer, ready Readiness, tr *LayerTrace) error {
+	path := erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("--erofs-cache: %v", err)
+	}
+	src, _, err := t.layerSource(ctx, layer.Blob, ready)
+	if err != nil {
+		return err
+	}
+	if src == nil {
+		return fmt.Errorf("--erofs-cache %s: the layer blob is not on this host (containerd's content root is not local)", t.erofsCache)
+	}
+	t.traceMark(&tr.Start)
+	if _, err := buildErofs(ctx, layer, src, path); err != nil {
+		return fmt.Errorf("--erofs-cache: %v", err)
+	}
+	return nil
+}
+
+// checkErofsSnapshot is the readiness gate for an EROFS snapshot kiln
+// committed earlier: its image must still hash to what was recorded. An
+// unchanged file (same identity) is trusted; any other is hashed again.
+// A snapshot kiln did not make (containerd's own pull) records nothing.
+func checkErofsSnapshot(ctx context.Context, sn snapshots.Snapshotter, info snapshots.Info) error {
+	path, want := info.Labels[labelErofsPath], info.Labels[labelErofsDigest]
+	if path == "" || want == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: its EROFS image is gone: %v", info.Name, err)
+	}
+	if blob.FileStamp(fi) == info.Labels[labelErofsStamp] {
+		return nil
+	}
+	got, err := hashFile(path)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %v", info.Name, err)
+	}
+	if got.String() != want {
+		return fmt.Errorf("snapshot %s: its EROFS image %s is corrupted (it hashes to %s, committed as %s): remove the image and its snapshots (ctr images rm; ctr snapshots --snapshotter erofs rm) and warm again",
+			info.Name, path, got, want)
+	}
+	return stampErofs(ctx, sn, info.Name, path)
+}
+
+// stampErofs records the identity of the EROFS image of snapshot name,
+// just hashed: a later warm trusts it while it is unchanged. A failure
+// only costs a hash next time.
+func stampErofs(ctx context.Context, sn snapshots.Snapshotter, name, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	_, err = sn.Update(ctx, snapshots.Info{Name: name, Labels: map[string]string{labelErofsStamp: blob.FileStamp(fi)}}, "labels."+labelErofsStamp)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("labels on snapshot %s: %v", name, err)
+	}
+	return nil
+}

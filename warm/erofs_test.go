@@ -1,0 +1,306 @@
+package warm
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+
+	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testimage"
+)
+
+// needMkfsErofs skips t without mkfs.erofs 1.8+ (it fails instead with
+// KILN_REQUIRE_CONTAINERD=1).
+func needMkfsErofs(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("mkfs.erofs", "--version").CombinedOutput()
+	if err == nil && !bytes.Contains(out, []byte("erofs-utils) 1.5")) && !bytes.Contains(out, []byte("erofs-utils) 1.6")) && !bytes.Contains(out, []byte("erofs-utils) 1.7")) {
+		return
+	}
+	why := "no mkfs.erofs 1.8+ (bash scripts/containerd2.sh erofs-utils)"
+	if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
+		t.Fatal("KILN_REQUIRE_CONTAINERD=1 but " + why)
+	}
+	t.Skip(why)
+}
+
+// erofsImage is the tar entries as a native EROFS layer.
+func erofsImage(t *testing.T, entries []testimage.Entry) []byte {
+	t.Helper()
+	return erofsImageFromTar(t, testimage.Tar(t, entries))
+}
+
+// erofsImageFromTar is mkfs.erofs of tarball with containerd's differ's
+// flags: a native EROFS layer as kiln's --format erofs publishes one.
+func erofsImageFromTar(t *testing.T, tarball []byte) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "layer.erofs")
+	cmd := exec.Command("mkfs.erofs", append(slices.Clone(mkfsErofsTarArgs), out)...)
+	cmd.Stdin = bytes.NewReader(tarball)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.erofs: %v\n%s", err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// layerTar is l's uncompressed tar.
+func layerTar(t *testing.T, l v1.Layer) []byte {
+	t.Helper()
+	rc, err := l.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const mediaTypeErofs = types.MediaType(images.MediaTypeErofsLayer)
+
+// startErofsContainerd starts containerd 2.x with the EROFS snapshotter
+// and differ as scripts/containerd2.sh erofs-config writes them (cache:
+// its layer_content_caches directory, or "" for none).
+func startErofsContainerd(t *testing.T, cache string) *testdaemon.Containerd {
+	t.Helper()
+	testdaemon.SkipShort(t)
+	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
+	needMkfsErofs(t)
+	script, err := testdaemon.RepoFile("scripts/containerd2.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{script, "erofs-config"}
+	if cache != "" {
+		args = append(args, cache)
+	}
+	conf, err := exec.Command("bash", args...).Output()
+	if err != nil {
+		t.Fatalf("containerd2.sh erofs-config: %v", err)
+	}
+	cd := testdaemon.StartContainerd(t, testdaemon.ExtraConfig("\n"+string(conf)))
+	if out, _ := cd.Ctr(t, "plugins", "ls"); !erofsLoaded(out) {
+		t.Fatalf("the EROFS snapshotter did not load:\n%s", out)
+	}
+	return cd
+}
+
+func erofsLoaded(plugins string) bool {
+	for _, l := range strings.Split(plugins, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[0] == "io.containerd.snapshotter.v1" && f[1] == "erofs" && f[len(f)-1] == "ok" {
+			return true
+		}
+	}
+	return false
+}
+
+// The app's files in two layers: the second deletes a file of the first
+// (a whiteout), which the container must not see.
+func erofsAppLayers(t *testing.T) (base, app []testimage.Entry) {
+	base = []testimage.Entry{testimage.File("etc/gone", []byte("deleted above")), testimage.File("etc/keep", []byte("kept"))}
+	app = []testimage.Entry{testimage.File("etc/hello", []byte("hello from erofs")), testimage.Whiteout("etc/gone")}
+	return base, app
+}
+
+// kiln warm --unpack into containerd's EROFS snapshotter, for an image of
+// native EROFS layers (auto picks erofs: only it mounts them) and for a
+// gzip image (converted once by mkfs.erofs): every layer's snapshot holds
+// its layer.erofs, written by kiln while it downloaded, under containerd's
+// own chain IDs; `ctr run --snapshotter erofs` reads the files (whiteout
+// applied) with the registry gone. Then a layer's EROFS image is
+// corrupted in place: the next warm refuses to call the host ready.
+func TestWarmErofsSnapshotter(t *testing.T) {
+	ctx := context.Background()
+	cd := startErofsContainerd(t, "")
+	reg := newTestRegistry(t)
+	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	hostTar := layerTar(t, host)
+	base, app := erofsAppLayers(t)
+	native := testimage.Image(t, testimage.Config{},
+		testimage.RawLayer(erofsImageFromTar(t, hostTar), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, base), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, app), mediaTypeErofs))
+	gz := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip"))
+	for _, tc := range []struct {
+		name, snapshotter string
+		img               v1.Image
+	}{
+		{"native EROFS layers, auto", "auto", native},
+		{"gzip layers converted", SnapshotterErofs, gz},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := reg.Host + "/kiln-erofs/" + strings.Fields(tc.name)[0] + ":v1"
+			testimage.Push(t, ref, tc.img)
+			tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: cd.Socket}, TargetOptions{Snapshotter: tc.snapshotter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tgt.Close()
+			set := resolve(t, ctx, fastSource(), ResolveOptions{}, ref)
+			rep, err := Warm(ctx, set, tgt, Options{Unpack: true})
+			if err != nil || !rep.Ready || !rep.Unpacked {
+				t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
+			}
+			c := tgt.(*Containerd)
+			if c.Snapshotter() != SnapshotterErofs {
+				t.Fatalf("unpacked into %s", c.Snapshotter())
+			}
+			if tr, _, _ := c.UnpackTrace(); len(tr) != 3 || tr[0].How == howDaemon || tr[0].How == howPresent {
+				t.Fatalf("trace %+v: want 3 layers written by kiln", tr)
+			}
+			// Each snapshot is committed under containerd's chain ID and
+			// holds an EROFS image that hashes to what kiln recorded.
+			cf, err := tc.img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chain []digest.Digest
+			sn := c.c.SnapshotService(SnapshotterErofs)
+			nctx := namespaces.WithNamespace(ctx, "default")
+			var infos []snapshots.Info
+			for _, d := range cf.RootFS.DiffIDs {
+				chain = append(chain, digest.Digest(d.String()))
+				info, err := sn.Stat(nctx, identity.ChainID(chain).String())
+				if err != nil {
+					t.Fatalf("snapshot of layer %d: %v", len(chain), err)
+				}
+				p := info.Labels[labelErofsPath]
+				if filepath.Base(p) != "layer.erofs" {
+					t.Fatalf("snapshot %s: EROFS image at %q", info.Name, p)
+				}
+				if sum, err := hashFile(p); err != nil || sum.String() != info.Labels[labelErofsDigest] {
+					t.Fatalf("%s: %v %v, recorded %s", p, sum, err, info.Labels[labelErofsDigest])
+				}
+				infos = append(infos, info)
+			}
+			// A native layer's image is the blob itself.
+			if tc.snapshotter == "auto" {
+				if got := infos[2].Labels[labelErofsDigest]; got != cf.RootFS.DiffIDs[2].String() {
+					t.Fatalf("native layer's image is %s, the blob %s", got, cf.RootFS.DiffIDs[2])
+				}
+			}
+			reg.ResetCounts()
+			out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "kiln-erofs-"+strings.Fields(tc.name)[0], "/bin/cat", "/etc/hello", "/etc/keep")
+			if err != nil || out != "hello from erofskept" {
+				t.Fatalf("ctr run: %v\n%q", err, out)
+			}
+			if out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "kiln-erofs-wh", "/bin/cat", "/etc/gone"); err == nil {
+				t.Fatalf("the whiteout did not hide /etc/gone: %q", out)
+			}
+			if n := reg.TotalServed(); n != 0 {
+				t.Fatalf("ctr run fetched %d bytes", n)
+			}
+
+			// A warm again finds everything present and ready.
+			rep, err = Warm(ctx, set, tgt, Options{Unpack: true})
+			if err != nil || !rep.Ready {
+				t.Fatalf("second warm: ready=%v err=%v", rep.Ready, err)
+			}
+			// The base layer's image corrupted in place (same size).
+			p := infos[1].Labels[labelErofsPath]
+			corruptFile(t, p)
+			rep, err = Warm(ctx, set, tgt, Options{Unpack: true})
+			if err == nil || (rep != nil && rep.Ready) || !strings.Contains(err.Error(), "corrupted") {
+				t.Fatalf("warm after corrupting %s: ready=%v err=%v", p, rep != nil && rep.Ready, err)
+			}
+		})
+	}
+}
+
+// corruptFile flips bytes in the middle of path (its size unchanged).
+func corruptFile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 64)
+	off := fi.Size() / 2
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] ^= 0xff
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// --erofs-cache: a tar layer is converted once into the snapshotter's
+// layer content cache, by diff ID in containerd's layout; the snapshots
+// are served from there (containerd records the cache as their blob
+// source), and a container reads the files.
+func TestWarmErofsLayerCache(t *testing.T) {
+	ctx := context.Background()
+	cache := filepath.Join(t.TempDir(), "erofs-cache")
+	cd := startErofsContainerd(t, cache)
+	reg := newTestRegistry(t)
+	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	base, app := erofsAppLayers(t)
+	img := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "zstd"))
+	ref := reg.Host + "/kiln-erofs/cache:v1"
+	testimage.Push(t, ref, img)
+	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: cd.Socket}, TargetOptions{Snapshotter: SnapshotterErofs, ErofsCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	set := resolve(t, ctx, fastSource(), ResolveOptions{}, ref)
+	rep, err := Warm(ctx, set, tgt, Options{Unpack: true})
+	if err != nil || !rep.Ready || !rep.Unpacked {
+		t.Fatalf("ready=%v unpacked=%v err=%v", rep.Ready, rep.Unpacked, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := tgt.(*Containerd).c.SnapshotService(SnapshotterErofs)
+	nctx := namespaces.WithNamespace(ctx, "default")
+	var chain []digest.Digest
+	for _, d := range cf.RootFS.DiffIDs {
+		diffID := digest.Digest(d.String())
+		chain = append(chain, diffID)
+		want := erofsCacheBlobPath(cache, diffID)
+		if _, err := os.Stat(want); err != nil {
+			t.Fatalf("layer %s not in the cache: %v", diffID, err)
+		}
+		info, err := sn.Stat(nctx, identity.ChainID(chain).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Labels["io.containerd.erofs.v1/blob.source"] != "cache" || info.Labels["io.containerd.erofs.v1/blob.ref"] != want || info.Labels[labelErofsPath] != want {
+			t.Fatalf("snapshot %s is not served from the cache: %v", info.Name, info.Labels)
+		}
+	}
+	out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "kiln-erofs-cache", "/bin/cat", "/etc/hello", "/etc/keep")
+	if err != nil || out != "hello from erofskept" {
+		t.Fatalf("ctr run: %v\n%q", err, out)
+	}
+}
