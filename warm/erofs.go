@@ -122,38 +122,76 @@ func (t *Containerd) unpackErofs(ctx context.Context, layers []rootfs.Layer, sn 
 }
 
 // erofsLayer makes one layer's EROFS snapshot (or checks the one there)
-// and returns how (a how* constant).
+// and returns how (a how* constant): from the growing ingest, else from
+// the committed blob file (also when the stream failed), else by
+// containerd's own EROFS differ (a containerd on another host).
 func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready Readiness, tr *LayerTrace) (string, error) {
 	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
 	if info, err := sn.Stat(ctx, chainID); err == nil {
 		return howPresent, checkErofsSnapshot(ctx, sn, info)
 	}
-	parent := ""
-	if len(chain) > 0 {
-		parent = identity.ChainID(chain).String()
-	}
-	native := IsErofsLayer(layer.Blob.MediaType)
-	if t.erofsCache != "" && !native {
-		if err := t.fillErofsCache(ctx, layer, ready, tr); err != nil {
-			return "", err
-		}
-	}
 	src, how, err := t.layerSource(ctx, layer.Blob, ready)
 	if err != nil {
 		return "", err
 	}
-	if src == nil {
-		// containerd is not on this host: its own EROFS differ converts.
-		if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
-			return "", err
-		}
-		if _, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
-			return "", err
-		}
-		return howDaemon, t.labelUncompressed(ctx, layer)
-	}
 	t.traceMark(&tr.Start)
+	if src != nil {
+		err = t.erofsApply(ctx, layer, chain, sn, src, ready, tr)
+		if err != nil && how == howStreamed && ctx.Err() == nil {
+			// The stream failed (a write that stopped, say): the
+			// committed blob file is read next.
+			t.inprocFailures.Add(1)
+			t.noteFallback(err)
+			if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+				return "", err
+			}
+			if src, how = t.blobFile(layer.Blob); src != nil {
+				err = t.erofsApply(ctx, layer, chain, sn, src, ready, tr)
+			}
+		}
+		if src != nil {
+			if err != nil {
+				return "", err
+			}
+			t.countHow(how)
+			return how, t.labelUncompressed(ctx, layer)
+		}
+	}
+	// containerd's content root is not on this host: its own EROFS
+	// differ converts (or copies) the layer.
+	if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+		return "", err
+	}
+	t.traceMark(&tr.Verified)
+	if _, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
+		return "", err
+	}
+	t.traceMark(&tr.Applied)
+	return howDaemon, t.labelUncompressed(ctx, layer)
+}
+
+// erofsApply prepares the layer's snapshot on its parent chain, writes its
+// EROFS image from src (into the snapshot, or into the layer content
+// cache that the snapshot then mounts from), waits for containerd to have
+// committed the blob, and commits the snapshot under its chain ID with
+// the image's path and sha256. Nothing is left behind when it fails. src
+// is closed.
+func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready Readiness, tr *LayerTrace) error {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	parent := ""
+	if len(chain) > 0 {
+		parent = identity.ChainID(chain).String()
+	}
+	var cached string
+	if t.erofsCache != "" && !IsErofsLayer(layer.Blob.MediaType) {
+		cached = erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
+		if err := fillErofsCache(ctx, layer, src, cached); err != nil {
+			return fmt.Errorf("--erofs-cache %s: %v", t.erofsCache, err)
+		}
+		src = nil
+	}
 	key := unpackKey(chainID)
+	// Cleanup must run even when the warm was cancelled.
 	cctx := context.WithoutCancel(ctx)
 	// The unpacker's labels: with them the snapshotter serves the layer
 	// from its layer content cache when the diff ID is there.
@@ -162,18 +200,30 @@ func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain [
 		snapshots.LabelSnapshotDiffID: layer.Diff.Digest.String(),
 	}))
 	if err != nil {
+		// A cancelled call may still have been carried out.
 		sn.Remove(cctx, key)
-		src.Close()
-		return "", fmt.Errorf("prepare snapshot %s: %v", key, err)
+		if src != nil {
+			src.Close()
+		}
+		return fmt.Errorf("prepare snapshot %s: %v", key, err)
 	}
 	var path string
 	var sum digest.Digest
-	if len(mounts) > 0 && mounts[len(mounts)-1].ReadOnly() {
+	switch {
+	case len(mounts) > 0 && mounts[len(mounts)-1].ReadOnly():
 		// Populated from the layer content cache: nothing to write.
-		src.Close()
-		path = erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
-		sum, err = hashFile(path)
-	} else {
+		if src != nil {
+			src.Close()
+		}
+		path = cached
+		if path == "" {
+			err = fmt.Errorf("the EROFS snapshotter served layer %s from a layer content cache: pass that directory as --erofs-cache", layer.Diff.Digest)
+		} else {
+			sum, err = hashFile(path)
+		}
+	case src == nil:
+		err = fmt.Errorf("layer %s is in --erofs-cache %s, but the EROFS snapshotter did not use it: is the directory in its layer_content_caches?", layer.Diff.Digest, t.erofsCache)
+	default:
 		path, sum, err = writeErofsLayer(ctx, layer, mounts, src)
 	}
 	if err == nil {
@@ -189,22 +239,19 @@ func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain [
 		if err == nil {
 			// Stamped after the commit, which may enable fs-verity on
 			// the file (a change of its ctime).
-			err = stampErofs(ctx, sn, chainID, path)
-		} else if errdefs.IsAlreadyExists(err) {
-			err = nil
+			return stampErofs(ctx, sn, chainID, path)
 		}
-	}
-	if err != nil {
-		if rerr := sn.Remove(cctx, key); rerr != nil && !errdefs.IsNotFound(rerr) {
-			err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
+		if errdefs.IsAlreadyExists(err) {
+			// Another warm (or pull) committed it first.
+			sn.Remove(cctx, key)
+			return nil
 		}
-		return "", err
+		err = fmt.Errorf("commit snapshot %s: %v", chainID, err)
 	}
-	// Committed: the active key is gone (or, when another warm won the
-	// race, ours is removed).
-	sn.Remove(cctx, key)
-	t.countHow(how)
-	return how, t.labelUncompressed(ctx, layer)
+	if rerr := sn.Remove(cctx, key); rerr != nil && !errdefs.IsNotFound(rerr) {
+		err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
+	}
+	return err
 }
 
 // erofsLayerDir is the directory of the active EROFS snapshot mounts
@@ -262,8 +309,20 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 	defer ra.Close()
 	diff := digest.SHA256.Digester()
 	in := io.TeeReader(content.NewReader(ra), diff.Hash())
-	tmp := path + ".kiln-tmp"
+	// A name of its own: two warms may fill one cache entry at once.
+	f, err := os.CreateTemp(filepath.Dir(path), ".kiln-*.erofs")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
 	defer os.Remove(tmp)
+	err = f.Chmod(0o644)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
 	native := IsErofsLayer(layer.Blob.MediaType)
 	if native {
 		err = copyToFile(tmp, in)
@@ -309,7 +368,7 @@ func mkfsErofsTar(ctx context.Context, r io.Reader, out string) error {
 }
 
 func copyToFile(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_TRUNC|os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -358,28 +417,20 @@ func erofsCacheBlobPath(dir string, diffID digest.Digest) string {
 	return filepath.Join(dir, diffID.Algorithm().String(), enc[:2], enc+".erofs")
 }
 
-// fillErofsCache converts a tar layer into the layer content cache by
-// diff ID, unless it is there; the snapshot's Prepare then finds it.
-func (t *Containerd) fillErofsCache(ctx context.Context, layer rootfs.Layer, ready Readiness, tr *LayerTrace) error {
-	path := erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
+// fillErofsCache converts a tar layer read from src into the layer
+// content cache at path (its diff ID's entry), unless it is there
+// already. src is closed.
+func fillErofsCache(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) error {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		src.Close()
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("--erofs-cache: %v", err)
-	}
-	src, _, err := t.layerSource(ctx, layer.Blob, ready)
-	if err != nil {
+		src.Close()
 		return err
 	}
-	if src == nil {
-		return fmt.Errorf("--erofs-cache %s: the layer blob is not on this host (containerd's content root is not local)", t.erofsCache)
-	}
-	t.traceMark(&tr.Start)
-	if _, err := buildErofs(ctx, layer, src, path); err != nil {
-		return fmt.Errorf("--erofs-cache: %v", err)
-	}
-	return nil
+	_, err := buildErofs(ctx, layer, src, path)
+	return err
 }
 
 // checkErofsSnapshot is the readiness gate for an EROFS snapshot kiln

@@ -304,3 +304,37 @@ func TestWarmErofsLayerCache(t *testing.T) {
 		t.Fatalf("ctr run: %v\n%q", err, out)
 	}
 }
+
+// A layer the registry serves corrupted is never committed into the EROFS
+// snapshotter: the decoded stream's diff ID does not match (or the gzip
+// breaks), containerd refuses the blob, the warm fails, and no snapshot
+// of the layer (nor an extraction left half-done) remains.
+func TestWarmErofsCorruptLayer(t *testing.T) {
+	ctx := context.Background()
+	cd := startErofsContainerd(t, "")
+	f := pushFixture(t, true)
+	tgt, err := OpenTarget(ctx, TargetSpec{Kind: "containerd", Addr: cd.Socket}, TargetOptions{Snapshotter: SnapshotterErofs, Ingest: IngestDirect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	set := resolve(t, ctx, fastSource(), ResolveOptions{}, f.ref)
+	f.reg.Corrupt(f.big, true)
+	rep, err := Warm(ctx, set, tgt, Options{Unpack: true, Attempts: 2})
+	if err == nil || rep.Ready {
+		t.Fatalf("corrupt layer: ready=%v err=%v", rep.Ready, err)
+	}
+	cfg, _ := f.img.ConfigFile()
+	top := identity.ChainID([]digest.Digest{digest.Digest(cfg.RootFS.DiffIDs[0].String()), digest.Digest(cfg.RootFS.DiffIDs[1].String())})
+	var names []string
+	nctx := namespaces.WithNamespace(ctx, "default")
+	tgt.(*Containerd).c.SnapshotService(SnapshotterErofs).Walk(nctx, func(_ context.Context, i snapshots.Info) error {
+		names = append(names, i.Name)
+		return nil
+	})
+	for _, n := range names {
+		if n == top.String() || strings.Contains(n, "extract-") {
+			t.Fatalf("snapshot %s left after a corrupt layer (all: %v)", n, names)
+		}
+	}
+}
