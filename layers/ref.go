@@ -25,6 +25,14 @@ const ZstdTagSuffix = "-zstd"
 // ZstdTag is t's zstd variant, TAG-zstd.
 func ZstdTag(t name.Tag) name.Tag { return t.Context().Tag(t.TagStr() + ZstdTagSuffix) }
 
+// ErofsTagSuffix names an image's native EROFS variant (layers/erofs):
+// kiln convert, slim and build --format erofs push REPO:TAG-erofs beside
+// the gzip and zstd tags, for containerd's EROFS snapshotter.
+const ErofsTagSuffix = "-erofs"
+
+// ErofsTag is t's EROFS variant, TAG-erofs.
+func ErofsTag(t name.Tag) name.Tag { return t.Context().Tag(t.TagStr() + ErofsTagSuffix) }
+
 // Kind says where an image reference points.
 type Kind string
 

@@ -46,6 +46,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# mkfs.erofs with --tar for --format erofs (bookworm's 1.5 has none).
+if [ "$MODE" != demo ]; then
+	bash "$(dirname "$0")/erofs-utils.sh"
+fi
+
 # staticcheck for `make test`, pinned (not for the demo: minutes of compiling).
 export PATH="$(go env GOPATH)/bin:$PATH"
 if [ "$MODE" != demo ] && ! command -v staticcheck >/dev/null; then

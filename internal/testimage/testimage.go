@@ -42,6 +42,8 @@ type Entry struct {
 	Linkname string
 	Size     int64
 	Mode     int64
+	// Xattrs are the entry's extended attributes (PAX SCHILY.xattr.*).
+	Xattrs map[string]string
 }
 
 // File is a regular file entry.
@@ -117,6 +119,12 @@ func Tar(t testing.TB, entries []Entry) []byte {
 		}
 		if e.Mode != 0 {
 			h.Mode = e.Mode
+		}
+		for k, v := range e.Xattrs {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords["SCHILY.xattr."+k] = v
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)

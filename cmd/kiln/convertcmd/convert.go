@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -27,6 +28,7 @@ type ConvertOptions struct {
 	Compression string
 	Format      string
 	StartupList string
+	Erofs       string
 	Level       int
 	Jobs        int
 	TempDir     string
@@ -50,10 +52,18 @@ size ratio and the decompression time of the gzip and zstd blobs.
 
 Without --to, a registry REPO:TAG is written to REPO:TAG-zstd: the name
 kiln warm looks for when the target can run zstd layers (containerd >= 1.5,
-Docker >= 23.0).`,
+Docker >= 23.0).
+
+--format erofs writes native EROFS layers (application/vnd.erofs.layer.v1)
+to REPO:TAG-erofs: each layer a filesystem image that containerd's EROFS
+snapshotter mounts as it is, with no untar at a cold start. The blocks are
+compressed inside (--erofs-compression, lz4hc by default: docs/erofs.md),
+so zeroed GPU code costs no disk; the same source gives the same digest.
+It needs mkfs.erofs from erofs-utils 1.7 or later.`,
 		Example: `  kiln convert 127.0.0.1:5000/acme/serve:1.2 --compression zstd
   kiln convert 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-zstd --level 9
-  kiln convert oci:./out:app --to oci:./out:app-zstd --json`,
+  kiln convert oci:./out:app --to oci:./out:app-zstd --json
+  kiln convert 127.0.0.1:5000/acme/serve:1.2 --format erofs`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -64,7 +74,8 @@ Docker >= 23.0).`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.To, "to", "", "where to write the converted image (default for REPO:TAG: REPO:TAG-zstd)")
 	fl.StringVar(&opts.Compression, "compression", "zstd", "target compression (zstd)")
-	fl.StringVar(&opts.Format, "format", "oci", "oci (--compression) or estargz: gzip laid out for lazy pulls by the stargz snapshotter, the --startup-list files first (default for REPO:TAG: REPO:TAG-estargz)")
+	fl.StringVar(&opts.Format, "format", "oci", "oci (--compression); estargz: gzip laid out for lazy pulls by the stargz snapshotter, the --startup-list files first (default for REPO:TAG: REPO:TAG-estargz); or erofs: native EROFS layers for containerd's EROFS snapshotter (REPO:TAG-erofs)")
+	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
 	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz: the files the container opens as it starts, one absolute path a line (kiln slim --format estargz --probe CMD --startup-list FILE records them)")
 	fl.IntVar(&opts.Level, "level", 3, "zstd level, 1-22")
 	fl.IntVarP(&opts.Jobs, "jobs", "j", 0, "layers converted at once (default: CPUs)")
@@ -78,15 +89,17 @@ Docker >= 23.0).`,
 }
 
 type convertReport struct {
-	Schema string                `json:"schema"`
-	From   string                `json:"from"`
-	To     string                `json:"to"`
-	Digest string                `json:"digest"`
-	Level  int                   `json:"level"`
-	Format string                `json:"format"` // oci (zstd) or estargz
-	Layers []convert.LayerReport `json:"layers"`
-	Before int64                 `json:"compressed_before"`
-	After  int64                 `json:"compressed_after"`
+	Schema string `json:"schema"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Digest string `json:"digest"`
+	Level  int    `json:"level"`
+	Format string `json:"format"` // oci (zstd), estargz or erofs
+	// ErofsCompression is the compression inside --format erofs layers.
+	ErofsCompression string                `json:"erofs_compression,omitempty"`
+	Layers           []convert.LayerReport `json:"layers"`
+	Before           int64                 `json:"compressed_before"`
+	After            int64                 `json:"compressed_after"`
 	// Signed is the --sign-key signature of what was written.
 	Signed *sign.Signed `json:"signed,omitempty"`
 }
@@ -97,11 +110,17 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	}
 	suffix := warm.ZstdTagSuffix
 	var startup []string
+	if opts.StartupList != "" && opts.Format != "estargz" {
+		return cmdutil.UsageErr("--startup-list needs --format estargz")
+	}
+	ecomp, err := erofs.ParseCompression(opts.Erofs)
+	if err != nil {
+		return cmdutil.UsageErr("--erofs-compression: %v", err)
+	}
 	switch opts.Format {
 	case "oci", "":
-		if opts.StartupList != "" {
-			return cmdutil.UsageErr("--startup-list needs --format estargz")
-		}
+	case "erofs":
+		suffix = layers.ErofsTagSuffix
 	case "estargz":
 		suffix = "-estargz"
 		if opts.StartupList != "" {
@@ -119,7 +138,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 			}
 		}
 	default:
-		return cmdutil.UsageErr("--format: %q is not one of oci, estargz", opts.Format)
+		return cmdutil.UsageErr("--format: %q is not one of oci, estargz, erofs", opts.Format)
 	}
 	if opts.Level < 1 || opts.Level > 22 {
 		return cmdutil.UsageErr("--level: %d: want 1-22", opts.Level)
@@ -143,8 +162,17 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		}
 		to = t.Context().Tag(t.TagStr() + suffix).String()
 	}
-	if _, err := layers.ParseRef(to, lopts...); err != nil {
+	toRef, err := layers.ParseRef(to, lopts...)
+	if err != nil {
 		return cmdutil.UsageErr("--to: %v", err)
+	}
+	if opts.Format == "erofs" {
+		if toRef.Kind == layers.KindDockerArchive {
+			return cmdutil.UsageErr("--to %s: a docker archive holds tar layers for docker load; write --format erofs to a registry or oci:DIR", to)
+		}
+		if err := erofs.Check(ctx); err != nil {
+			return err
+		}
 	}
 	if err := opts.SignFlag.CheckDest(to, lopts); err != nil {
 		return err
@@ -177,9 +205,12 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, total, &done)
 	co := convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done}
 	var res *convert.Result
-	if opts.Format == "estargz" {
+	switch opts.Format {
+	case "estargz":
 		res, err = convert.ToEStargz(ctx, src, co, startup)
-	} else {
+	case "erofs":
+		res, err = convert.ToErofs(ctx, src, co, ecomp)
+	default:
 		res, err = convert.ToZstd(ctx, src, co)
 	}
 	bar.Stop()
@@ -196,9 +227,14 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return err
 	}
 	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Format: "oci", Layers: res.Layers, Signed: signed}
-	col := "ZSTD"
-	if opts.Format == "estargz" {
+	col, decode := "ZSTD", "ZSTD DECODE"
+	switch opts.Format {
+	case "estargz":
 		rep.Format, col = "estargz", "ESTARGZ"
+	case "erofs":
+		// An EROFS layer is decoded by the kernel as it is read, not here.
+		rep.Format, col, decode = "erofs", "EROFS", ""
+		rep.ErofsCompression = string(ecomp)
 	}
 	for _, l := range res.Layers {
 		rep.Before += l.FromSize
@@ -208,9 +244,13 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\tZSTD DECODE\t\n", col)
+	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\t%s\t\n", col, decode)
 	for _, l := range res.Layers {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%.2fs\t\n", l.Index, cmdutil.Short(l.From), bytesize.Format(l.FromSize), bytesize.Format(l.ToSize), l.Ratio, l.FromDecode, l.ToDecode)
+		to := fmt.Sprintf("%.2fs", l.ToDecode)
+		if decode == "" {
+			to = ""
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%s\t\n", l.Index, cmdutil.Short(l.From), bytesize.Format(l.FromSize), bytesize.Format(l.ToSize), l.Ratio, l.FromDecode, to)
 	}
 	tw.Flush()
 	ratio := 0.0

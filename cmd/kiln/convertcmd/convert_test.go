@@ -6,11 +6,19 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // TestConvertCommandEStargz: kiln convert --format estargz of a registry
@@ -58,5 +66,76 @@ func TestConvertCommandEStargz(t *testing.T) {
 	}
 	if code, _, _ := run(t, "convert", src, "--format", "estargz", "--startup-list", filepath.Join(t.TempDir(), "none"), "--progress", "none"); code != cmdutil.ExitUsage {
 		t.Errorf("missing --startup-list file: exit %d", code)
+	}
+}
+
+// TestConvertCommandErofs: kiln convert --format erofs of a registry tag
+// writes native EROFS layers to TAG-erofs, signed with --sign-key; a
+// second run gives the same digest; a docker archive and an unknown
+// compression are refused in words before any work.
+func TestConvertCommandErofs(t *testing.T) {
+	if err := erofs.Check(context.Background()); err != nil {
+		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	reg := testimage.Registry(t)
+	src := reg + "/conv/app:v2"
+	testimage.Push(t, src, testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.Dir("app"), testimage.File("app/a.py", []byte("a")), testimage.Sized("app/big.bin", 1<<20)}, "gzip")))
+	keys := cmdtest.NewKeys(t)
+	var digests []string
+	for i := 0; i < 2; i++ {
+		code, stdout, errOut := run(t, "convert", src, "--format", "erofs", "--json", "--progress", "none", "--sign-key", keys.Key)
+		if code != cmdutil.ExitOK {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		var rep struct {
+			To          string `json:"to"`
+			Digest      string `json:"digest"`
+			Format      string `json:"format"`
+			Compression string `json:"erofs_compression"`
+			Signed      *struct {
+				Digest string `json:"digest"`
+			} `json:"signed"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if rep.To != src+"-erofs" || rep.Format != "erofs" || rep.Compression != "lz4hc" || rep.Signed == nil || rep.Signed.Digest != rep.Digest {
+			t.Fatalf("report %s", stdout)
+		}
+		digests = append(digests, rep.Digest)
+	}
+	if digests[0] != digests[1] {
+		t.Errorf("two conversions: %s and %s", digests[0], digests[1])
+	}
+	pub, err := sign.LoadPublicKey(keys.Pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := name.ParseReference(src + "-erofs")
+	d, _ := v1.NewHash(digests[0])
+	if _, err := sign.Verify(context.Background(), ref.String(), ref.Context(), d, []*sign.PublicKey{pub}); err != nil {
+		t.Errorf("the EROFS image's signature: %v", err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := img.Manifest()
+	if m.Layers[0].MediaType != erofs.MediaType {
+		t.Errorf("layer media type %s", m.Layers[0].MediaType)
+	}
+
+	for _, bad := range [][]string{
+		{"--to", "docker-archive:" + filepath.Join(t.TempDir(), "a.tar")},
+		{"--erofs-compression", "gzip"},
+	} {
+		code, _, errOut := run(t, append([]string{"convert", src, "--format", "erofs", "--progress", "none"}, bad...)...)
+		if code != cmdutil.ExitUsage || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("%v: exit %d, %s", bad, code, errOut)
+		}
 	}
 }

@@ -1,0 +1,153 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"runtime"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
+)
+
+// ToErofs converts src's layers to native EROFS layers (erofs.MediaType):
+// each source blob streams, verified, through its decoder into
+// mkfs.erofs (layers/erofs), compressed inside with comp; the tar's diff
+// ID is checked against the config as it passes. An EROFS blob is not
+// compressed on the wire, so its digest is also its diff ID, as
+// containerd's own converter records it: the config is the source's with
+// those diff IDs (history unchanged). The same source gives the same
+// image digest.
+func ToErofs(ctx context.Context, src v1.Image, o Options, comp erofs.Compression) (*Result, error) {
+	if err := erofs.Check(ctx); err != nil {
+		return nil, err
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = runtime.NumCPU()
+	}
+	cfg, err := src.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	cfg = cfg.DeepCopy()
+	ls, err := src.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("layers: %v", err)
+	}
+	if len(ls) != len(cfg.RootFS.DiffIDs) {
+		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
+	}
+	res, err := newResult(o, len(ls))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]v1.Layer, len(ls))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.Jobs)
+	for i, l := range ls {
+		g.Go(func() error {
+			nl, rep, err := erofsLayer(gctx, l, cfg.RootFS.DiffIDs[i], res.dir, o, comp)
+			if err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
+			}
+			rep.Index = i
+			out[i], res.Layers[i] = nl, rep
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		res.Close()
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	adds := make([]mutate.Addendum, len(out))
+	for i, l := range out {
+		adds[i] = mutate.Addendum{Layer: l, MediaType: erofs.MediaType}
+		cfg.RootFS.DiffIDs[i], _ = l.DiffID()
+	}
+	if img, err = mutate.Append(img, adds...); err != nil {
+		res.Close()
+		return nil, err
+	}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		res.Close()
+		return nil, err
+	}
+	res.Image = img
+	return res, nil
+}
+
+// erofsLayer is one layer's conversion: the verified, decoded tar into
+// mkfs.erofs and the image into a scratch blob, hashed as it is written.
+func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o Options, comp erofs.Compression) (v1.Layer, LayerReport, error) {
+	var rep LayerReport
+	dg, err := l.Digest()
+	if err != nil {
+		return nil, rep, err
+	}
+	size, _ := l.Size()
+	mt, _ := l.MediaType()
+	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
+	}
+	defer rc.Close()
+	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
+	if err != nil {
+		return nil, rep, err
+	}
+	dec, _, closeDec, err := layers.Decompress(vr)
+	if err != nil {
+		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
+	}
+	defer closeDec()
+	sc, err := layers.NewScratch(dir)
+	if err != nil {
+		return nil, rep, err
+	}
+	defer sc.Abort()
+	uh := sha256.New()
+	td := &timedReader{r: dec}
+	tr := &countingTee{r: io.TeeReader(layers.ContextReader(ctx, td, nil), uh)}
+	if _, err := erofs.Convert(ctx, tr, sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
+		return nil, rep, fmt.Errorf("blob %s: %w", dg, err)
+	}
+	if err := vr.Drain(); err != nil {
+		return nil, rep, err
+	}
+	if got := hashOf(uh); got != diffID {
+		return nil, rep, fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch)
+	}
+	edg, esize, file, err := sc.Commit()
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.FromDecode = td.d.Seconds()
+	rep.Uncompressed = tr.n
+	rep.To, rep.ToSize = edg.String(), esize
+	if rep.FromSize > 0 {
+		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
+	}
+	return layers.NewFileLayer(file, edg, edg, esize, esize, erofs.MediaType), rep, nil
+}
+
+// countingTee counts the tar bytes that reached mkfs.erofs.
+type countingTee struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingTee) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
