@@ -32,17 +32,14 @@
 #         combined with a cache). Run containerd with mkfs.erofs
 #         (erofs-utils 1.8+) on PATH: `ctr plugins ls | grep erofs` must
 #         say ok, and `ctr run --snapshotter erofs` uses it.
-# erofs-utils
-#         prints the directory holding mkfs.erofs 1.8+: the one on PATH,
-#         else one built into $KILN_CONTAINERD_CACHE/erofs-utils from the
-#         erofs-utils source in $KILN_EROFS_UTILS_SRC (a git checkout;
-#         Debian 12 has only 1.5, without --tar; Debian 13: apt install
-#         erofs-utils). Also checks that the kernel mounts an EROFS image
-#         from a file.
+# erofs-check
+#         checks this host for the EROFS snapshotter: a mkfs.erofs with
+#         tar mode on PATH (bash scripts/erofs-utils.sh builds one where
+#         Debian 12 has only 1.5) and a kernel that mounts an EROFS image
+#         from a file (no loop device: Linux 6.12+).
 #
 # Environment:
 #   KILN_CONTAINERD_CACHE  binaries (default /var/cache/kiln-containerd)
-#   KILN_EROFS_UTILS_SRC   erofs-utils source to build from (erofs-utils)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -116,66 +113,36 @@ erofs_config() {
 	esac
 }
 
-# mkfs_erofs_ok DIR: DIR/mkfs.erofs is erofs-utils 1.8 or newer.
-mkfs_erofs_ok() {
-	local v
-	v=$("$1/mkfs.erofs" --version 2>/dev/null | sed -n 's/^mkfs.erofs (erofs-utils) \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
-	[[ -n $v ]] || return 1
-	set -- $v
-	((${1} > 1 || (${1} == 1 && ${2} >= 8)))
-}
-
-erofs_utils() {
-	local dir="" p tmp src=${KILN_EROFS_UTILS_SRC:-}
-	if p=$(command -v mkfs.erofs) && mkfs_erofs_ok "$(dirname "$p")"; then
-		dir=$(dirname "$p")
-	elif mkfs_erofs_ok "$CACHE/erofs-utils/bin"; then
-		dir=$CACHE/erofs-utils/bin
-	else
-		[[ -n $src && -d $src ]] || {
-			log "no mkfs.erofs 1.8+: apt install erofs-utils (Debian 13), or set KILN_EROFS_UTILS_SRC to an erofs-utils checkout (v1.8.10) to build one"
-			exit 1
-		}
-		tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-erofs-utils.XXXXXX")
-		log "building erofs-utils from $src (needs autoconf, automake, libtool, liblz4-dev, libzstd-dev, liblzma-dev, uuid-dev)"
-		(
-			trap 'rm -rf "$tmp"' EXIT
-			cp -r "$src/." "$tmp/"
-			cd "$tmp"
-			./autogen.sh >/dev/null
-			./configure -q --prefix="$CACHE/erofs-utils" --disable-fuse \
-				--with-lz4 --with-liblzma --with-libzstd >/dev/null
-			make -s -j"$(nproc)" >/dev/null
-			make -s install >/dev/null
-		)
-		dir=$CACHE/erofs-utils/bin
-		mkfs_erofs_ok "$dir" || { log "the build left no mkfs.erofs 1.8+ in $dir"; exit 1; }
-	fi
-	# The kernel must mount an image from a file (no loop device: 6.12+).
+erofs_check() {
+	local tmp
+	command -v mkfs.erofs >/dev/null && mkfs.erofs --help 2>&1 | grep -- '--tar=' >/dev/null || {
+		log "no mkfs.erofs with tar mode (erofs-utils 1.7+): bash scripts/erofs-utils.sh"
+		exit 1
+	}
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-erofs-check.XXXXXX")
+	# Expanded now: the trap runs after this function's locals are gone.
+	trap "umount '$tmp/mnt' 2>/dev/null || true; rm -rf '$tmp'" EXIT
 	mkdir -p "$tmp/in/etc" "$tmp/mnt"
 	echo ok >"$tmp/in/etc/probe"
-	"$dir/mkfs.erofs" --quiet "$tmp/probe.erofs" "$tmp/in" >/dev/null
-	if mount -t erofs -o ro "$tmp/probe.erofs" "$tmp/mnt" 2>/dev/null; then
-		grep -q ok "$tmp/mnt/etc/probe" || log "mounted EROFS image reads wrong"
-		umount "$tmp/mnt"
-	else
-		log "this kernel does not mount an EROFS image from a file (modprobe erofs; Linux 6.12+ for file-backed mounts)"
+	mkfs.erofs --quiet "$tmp/probe.erofs" "$tmp/in" >/dev/null
+	if ! mount -t erofs -o ro "$tmp/probe.erofs" "$tmp/mnt"; then
+		log "this kernel does not mount an EROFS image from a file (modprobe erofs; Linux 6.12+ mounts files without a loop device)"
+		exit 1
 	fi
-	rm -rf "$tmp"
-	echo "$dir"
+	grep -q ok "$tmp/mnt/etc/probe" || { log "the mounted EROFS image reads wrong"; exit 1; }
+	log "$(mkfs.erofs --version | head -1); kernel $(uname -r) mounts EROFS images from files"
 }
 
 case "${1:-}" in
 build) build ;;
 erofs-config) erofs_config "${2:-}" ;;
-erofs-utils) erofs_utils ;;
+erofs-check) erofs_check ;;
 path)
 	build
 	echo "$CACHE/$(version)"
 	;;
 *)
-	echo "usage: $0 build|path|erofs-config [--fsverity|CACHE_DIR]|erofs-utils" >&2
+	echo "usage: $0 build|path|erofs-config [--fsverity|CACHE_DIR]|erofs-check" >&2
 	exit 2
 	;;
 esac

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
@@ -20,7 +18,11 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/layers/erofs"
 )
 
 // containerd 2.x's EROFS snapshotter (plugins/snapshots/erofs) keeps each
@@ -32,9 +34,9 @@ import (
 //   - a native EROFS layer (application/vnd.erofs.layer.v1[+zstd]) is the
 //     image itself: its decoded bytes are copied into the snapshot (the
 //     differ's "fastcopy");
-//   - a tar layer is converted once with mkfs.erofs, the differ's flags
-//     (--tar=f --aufs -Enoinline_data -b4096), reproducibly (-T0
-//     --mkfs-time); with --erofs-cache DIR (a directory of the
+//   - a tar layer is converted once by layers/erofs (mkfs.erofs with the
+//     differ's flags, reproducibly), uncompressed inside as the differ
+//     does; with --erofs-cache DIR (a directory of the
 //     snapshotter's layer_content_caches) the image goes into that cache
 //     by diff ID (containerd's CacheBlobPath layout), and the snapshotter
 //     mounts it from there for this and every later image with the layer.
@@ -61,15 +63,9 @@ const (
 	erofsMarker = ".erofslayer"
 )
 
-// mkfsErofsTarArgs are containerd's EROFS differ's flags for a tar layer
-// (erofsutils.ConvertTarErofs and AddDefaultMkfsOpts), plus the
-// reproducible-build ones its documentation recommends for erofs-utils
-// 1.8+.
-var mkfsErofsTarArgs = []string{"--tar=f", "--aufs", "--quiet", "-Enoinline_data", "-b4096", "-T0", "--mkfs-time"}
-
 // IsErofsLayer says whether mt is a native EROFS layer.
 func IsErofsLayer(mt string) bool {
-	return strings.HasPrefix(mt, images.MediaTypeErofsLayer)
+	return strings.HasPrefix(mt, erofs.MediaType)
 }
 
 // setHasErofsLayers says whether an image of s has a native EROFS layer:
@@ -327,14 +323,13 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 	if native {
 		err = copyToFile(tmp, in)
 	} else {
-		err = mkfsErofsTar(ctx, in, tmp)
+		// Uncompressed inside, as containerd's differ converts: the
+		// conversion spends no CPU on compression, and reads none on
+		// decompression.
+		h, _ := v1.NewHash(layer.Diff.Digest.String())
+		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)))
 	}
 	if err != nil {
-		return "", err
-	}
-	// mkfs.erofs may stop before the tar's end-of-archive blocks: they
-	// count in the diff ID.
-	if _, err := io.Copy(io.Discard, in); err != nil {
 		return "", err
 	}
 	if got := diff.Digest(); got != layer.Diff.Digest {
@@ -350,21 +345,7 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 	if err := os.Rename(tmp, path); err != nil {
 		return "", err
 	}
-	return sum, syncDir(filepath.Dir(path))
-}
-
-// mkfsErofsTar converts the tar read from r into the EROFS image out.
-func mkfsErofsTar(ctx context.Context, r io.Reader, out string) error {
-	cmd := exec.CommandContext(ctx, "mkfs.erofs", append(slices.Clone(mkfsErofsTarArgs), out)...)
-	cmd.Stdin = r
-	msg, err := cmd.CombinedOutput()
-	if errors.Is(err, exec.ErrNotFound) {
-		return errors.New("mkfs.erofs not found: install erofs-utils 1.8 or newer (Debian 13: apt install erofs-utils; or bash scripts/containerd2.sh erofs-utils)")
-	}
-	if err != nil {
-		return fmt.Errorf("mkfs.erofs: %v: %s", err, strings.TrimSpace(string(msg)))
-	}
-	return syncFile(out)
+	return sum, atomicfile.SyncDir(filepath.Dir(path))
 }
 
 func copyToFile(path string, r io.Reader) error {
@@ -380,24 +361,6 @@ func copyToFile(path string, r io.Reader) error {
 		err = cerr
 	}
 	return err
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func hashFile(path string) (digest.Digest, error) {

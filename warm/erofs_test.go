@@ -7,11 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -21,21 +19,19 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers/erofs"
 )
 
-// needMkfsErofs skips t without mkfs.erofs 1.8+ (it fails instead with
-// KILN_REQUIRE_CONTAINERD=1).
+// needMkfsErofs skips t without a mkfs.erofs that converts tar streams
+// (it fails instead with KILN_REQUIRE_CONTAINERD=1).
 func needMkfsErofs(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("mkfs.erofs", "--version").CombinedOutput()
-	if err == nil && !bytes.Contains(out, []byte("erofs-utils) 1.5")) && !bytes.Contains(out, []byte("erofs-utils) 1.6")) && !bytes.Contains(out, []byte("erofs-utils) 1.7")) {
-		return
+	if err := erofs.Check(context.Background()); err != nil {
+		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
+			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %v", err)
+		}
+		t.Skip(err)
 	}
-	why := "no mkfs.erofs 1.8+ (bash scripts/containerd2.sh erofs-utils)"
-	if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-		t.Fatal("KILN_REQUIRE_CONTAINERD=1 but " + why)
-	}
-	t.Skip(why)
 }
 
 // erofsImage is the tar entries as a native EROFS layer.
@@ -44,15 +40,13 @@ func erofsImage(t *testing.T, entries []testimage.Entry) []byte {
 	return erofsImageFromTar(t, testimage.Tar(t, entries))
 }
 
-// erofsImageFromTar is mkfs.erofs of tarball with containerd's differ's
-// flags: a native EROFS layer as kiln's --format erofs publishes one.
+// erofsImageFromTar is tarball as a native EROFS layer, as kiln's
+// --format erofs publishes one (layers/erofs, lz4hc inside).
 func erofsImageFromTar(t *testing.T, tarball []byte) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "layer.erofs")
-	cmd := exec.Command("mkfs.erofs", append(slices.Clone(mkfsErofsTarArgs), out)...)
-	cmd.Stdin = bytes.NewReader(tarball)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.erofs: %v\n%s", err, msg)
+	if err := erofs.ConvertFile(context.Background(), bytes.NewReader(tarball), out); err != nil {
+		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -76,7 +70,7 @@ func layerTar(t *testing.T, l v1.Layer) []byte {
 	return b
 }
 
-const mediaTypeErofs = types.MediaType(images.MediaTypeErofsLayer)
+const mediaTypeErofs = types.MediaType(erofs.MediaType)
 
 // startErofsContainerd starts containerd 2.x with the EROFS snapshotter
 // and differ as scripts/containerd2.sh erofs-config writes them (cache:
