@@ -24,7 +24,9 @@
 #         migrates) that turn on the EROFS snapshotter and differ: the
 #         differ first for the diff service (tar layers converted at
 #         unpack by mkfs.erofs, native EROFS layers copied), reproducible
-#         mkfs flags. CACHE_DIR: a layer_content_caches directory (kiln
+#         mkfs flags, and the transfer service unpacking into erofs (with
+#         that differ) besides overlayfs, so `ctr images pull
+#         --snapshotter erofs` converts. CACHE_DIR: a layer_content_caches directory (kiln
 #         warm --erofs-cache). --fsverity: fs-verity on each committed
 #         layer, checked at every mount (containerd 2.4 then refuses to
 #         load the snapshotter on a file system without fs-verity, e.g.
@@ -100,6 +102,13 @@ erofs_config() {
 	  mkfs_options = ["-T0", "--mkfs-time", "--sort=none"]
 	[plugins."io.containerd.service.v1.diff-service"]
 	  default = ["erofs", "walking"]
+	[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+	  platform = "linux"
+	  snapshotter = "erofs"
+	  differ = "erofs"
+	[[plugins."io.containerd.transfer.v1.local".unpack_config]]
+	  platform = "linux"
+	  snapshotter = "overlayfs"
 	[plugins."io.containerd.snapshotter.v1.erofs"]
 	TOML
 	case "${1:-}" in

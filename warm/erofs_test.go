@@ -206,6 +206,15 @@ func TestWarmErofsSnapshotter(t *testing.T) {
 				t.Fatalf("ctr run fetched %d bytes", n)
 			}
 
+			// containerd's own pull into erofs (its transfer service, as
+			// erofs-config sets it up) finds every blob and snapshot.
+			out, err = cd.Ctr(t, append(cd.PullArgs(), "--plain-http", "--snapshotter", SnapshotterErofs, ref)...)
+			if err != nil {
+				t.Fatalf("ctr images pull: %v\n%s", err, out)
+			}
+			if n := reg.TotalServed(); n != 0 {
+				t.Fatalf("ctr pull after the warm fetched %d bytes", n)
+			}
 			// A warm again finds everything present and ready.
 			rep, err = Warm(ctx, set, tgt, Options{Unpack: true})
 			if err != nil || !rep.Ready {
@@ -330,5 +339,29 @@ func TestWarmErofsCorruptLayer(t *testing.T) {
 		if n == top.String() || strings.Contains(n, "extract-") {
 			t.Fatalf("snapshot %s left after a corrupt layer (all: %v)", n, names)
 		}
+	}
+}
+
+// scripts/containerd2.sh erofs-config is a working EROFS setup on its
+// own: containerd's pull into the erofs snapshotter converts a gzip image
+// (its differ; the bench's "containerd's own conversion" row) and a
+// container reads the files, the whiteout applied.
+func TestContainerdErofsConfig(t *testing.T) {
+	cd := startErofsContainerd(t, "")
+	reg := newTestRegistry(t)
+	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	base, app := erofsAppLayers(t)
+	ref := reg.Host + "/kiln-erofs/ctr:v1"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip")))
+	if out, err := cd.Ctr(t, append(cd.PullArgs(), "--plain-http", "--snapshotter", SnapshotterErofs, ref)...); err != nil {
+		t.Fatalf("ctr images pull: %v\n%s", err, out)
+	}
+	out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "ctr-erofs", "/bin/cat", "/etc/hello", "/etc/keep")
+	if err != nil || out != "hello from erofskept" {
+		t.Fatalf("ctr run: %v\n%q", err, out)
+	}
+	layers, _ := filepath.Glob(filepath.Join(cd.Root, "io.containerd.snapshotter.v1.erofs", "snapshots", "*", "layer.erofs"))
+	if len(layers) != 3 {
+		t.Fatalf("%d layer.erofs files, want 3: %v", len(layers), layers)
 	}
 }
