@@ -81,6 +81,9 @@ type Report struct {
 	PresentBytes int64         `json:"present_bytes"`
 	Seconds      float64       `json:"seconds"`
 	Unpacked     bool          `json:"unpacked,omitempty"`
+	// Snapshotter is the containerd snapshotter --unpack unpacked into
+	// (erofs: containers must run with it, ctr run --snapshotter erofs).
+	Snapshotter string `json:"snapshotter,omitempty"`
 	// Weights are the volumes warmed with --weights-into; their bytes
 	// are counted in the totals above too.
 	Weights []*WeightsReport `json:"weights,omitempty"`
@@ -305,6 +308,7 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
+		rep.Snapshotter = unpackedInto(t)
 		if st, ok := t.(interface {
 			Streamed() (int64, int64, int64, error)
 		}); ok && o.Log != nil {
@@ -329,6 +333,7 @@ func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 			return fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
+		rep.Snapshotter = unpackedInto(t)
 	}
 	// The readiness gate: ask the target again for every digest.
 	for _, b := range s.Blobs {

@@ -68,6 +68,15 @@ func IsErofsLayer(mt string) bool {
 	return strings.HasPrefix(mt, erofs.MediaType)
 }
 
+// unpackedInto is the snapshotter a target unpacked into ("" when it
+// has none).
+func unpackedInto(t Target) string {
+	if sn, ok := t.(interface{ Snapshotter() string }); ok {
+		return sn.Snapshotter()
+	}
+	return ""
+}
+
 // setHasErofsLayers says whether an image of s has a native EROFS layer:
 // only the EROFS snapshotter can mount those.
 func setHasErofsLayers(s *Set) bool {

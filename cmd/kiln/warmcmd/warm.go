@@ -493,6 +493,9 @@ func writeWarmTable(w io.Writer, rep *warm.Report) {
 	// rep.Error is not repeated here: the error comes back to
 	// cmdutil.Execute, which prints it once.
 	fmt.Fprintln(w)
+	if rep.Snapshotter == warm.SnapshotterErofs {
+		termtable.Fprintw(w, o.Width, "", "    ", "unpacked into containerd's EROFS snapshotter: start containers with it (ctr run --snapshotter erofs; CRI: snapshotter = \"erofs\")")
+	}
 	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
 }
 
