@@ -15,10 +15,9 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers/blob"
@@ -63,8 +62,8 @@ const (
 	erofsMarker = ".erofslayer"
 )
 
-// IsErofsLayer says whether mt is a native EROFS layer.
-func IsErofsLayer(mt string) bool {
+// isErofsLayer says whether mt is a native EROFS layer (plain or +zstd).
+func isErofsLayer(mt string) bool {
 	return strings.HasPrefix(mt, erofs.MediaType)
 }
 
@@ -82,7 +81,7 @@ func unpackedInto(t Target) string {
 func setHasErofsLayers(s *Set) bool {
 	for _, img := range s.Images {
 		for _, l := range img.Layers {
-			if IsErofsLayer(l.MediaType) {
+			if isErofsLayer(l.MediaType) {
 				return true
 			}
 		}
@@ -188,7 +187,7 @@ func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain [
 		parent = identity.ChainID(chain).String()
 	}
 	var cached string
-	if t.erofsCache != "" && !IsErofsLayer(layer.Blob.MediaType) {
+	if t.erofsCache != "" && !isErofsLayer(layer.Blob.MediaType) {
 		cached = erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
 		if err := fillErofsCache(ctx, layer, src, cached); err != nil {
 			return fmt.Errorf("--erofs-cache %s: %v", t.erofsCache, err)
@@ -328,7 +327,7 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 	if err != nil {
 		return "", err
 	}
-	native := IsErofsLayer(layer.Blob.MediaType)
+	native := isErofsLayer(layer.Blob.MediaType)
 	if native {
 		err = copyToFile(tmp, in)
 	} else {
