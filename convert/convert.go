@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 )
@@ -174,6 +176,9 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	}
 	size, _ := l.Size()
 	mt, _ := l.MediaType()
+	if err := tarLayer(mt); err != nil {
+		return nil, rep, err
+	}
 	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
 	rc, err := l.Compressed()
 	if err != nil {
@@ -240,6 +245,15 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	}
 	rep.ToDecode = time.Since(t0).Seconds()
 	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, nil
+}
+
+// tarLayer refuses a layer that holds no tar: a native EROFS layer is a
+// filesystem image, which recompressing would pass off as a tar.
+func tarLayer(mt types.MediaType) error {
+	if strings.HasPrefix(string(mt), erofs.MediaType) {
+		return fmt.Errorf("a native EROFS layer (%s), not a tar: convert the image's tar form (TAG or TAG%s, not TAG%s)", mt, layers.ZstdTagSuffix, layers.ErofsTagSuffix)
+	}
+	return nil
 }
 
 func decodeFile(path string, want int64) error {

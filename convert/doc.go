@@ -6,4 +6,8 @@
 // digest is known and the layer's diff ID is checked against the config),
 // layers in parallel; the result is an OCI image with the same config and
 // diff IDs, written with layers.Write.
+//
+// ToEStargz re-lays those zstd blobs as eStargz; ToErofs streams each
+// verified, decoded tar into mkfs.erofs instead (layers/erofs), for native
+// EROFS layers whose blob digests are their diff IDs.
 package convert

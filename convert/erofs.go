@@ -96,6 +96,9 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 	size, _ := l.Size()
 	mt, _ := l.MediaType()
 	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
+	if err := tarLayer(mt); err != nil {
+		return nil, rep, err
+	}
 	rc, err := l.Compressed()
 	if err != nil {
 		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)

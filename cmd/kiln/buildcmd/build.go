@@ -21,9 +21,11 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
@@ -46,6 +48,8 @@ type BuildOptions struct {
 	Push         string
 	Outputs      []string
 	Compression  string
+	Format       string
+	Erofs        string
 	MaxLayerSize string
 	CacheFrom    []string
 	CacheTo      []string
@@ -94,6 +98,11 @@ order, one layer each, so pulls fetch and unpack them in parallel.
 Timestamps are rewritten to SOURCE_DATE_EPOCH (default 0), so the same
 inputs give the same image digest.
 
+--format erofs (with --push) also converts the pushed image into native
+EROFS layers under REF-erofs, for containerd's EROFS snapshotter (no untar
+at a cold start), SBOM'd (--sbom) and signed (--sign-key) like the others;
+one platform at a time. It needs mkfs.erofs (erofs-utils 1.7 or later).
+
 The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
 build fails; kiln never falls back from it), else
 unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
@@ -127,6 +136,8 @@ starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
 	fl.StringArrayVar(&opts.Outputs, "to", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
 	cmdutil.Alias(fl, "output", "to")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
+	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings) or erofs (with --push: also native EROFS layers under REF-erofs, for containerd's EROFS snapshotter)")
+	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
 	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a pip component's install into several layers when its wheels install more than this (0: one layer per component)")
 	fl.StringArrayVar(&opts.CacheFrom, "cache-from", nil, "import build cache: REF, local:DIR or type=registry|local,k=v...; repeatable")
 	fl.StringArrayVar(&opts.CacheTo, "cache-to", nil, "export build cache (mode=max, zstd): REF, local:DIR or type=...; repeatable")
@@ -205,6 +216,10 @@ type buildFlags struct {
 	// checkRules are --check's (nil: no check); signKey is --sign-key's.
 	checkRules *analyze.Rules
 	signKey    *sign.Signer
+	// erofsTo is --format erofs's REF-erofs (empty: none), erofsComp the
+	// compression inside its layers.
+	erofsTo   string
+	erofsComp erofs.Compression
 }
 
 // parseBuildFlags checks kiln build's flags; every mistake is a usage
@@ -306,6 +321,27 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	}
 
 	fl := &buildFlags{outputs: outputs, cacheFrom: cacheFrom, cacheTo: cacheTo, comp: comp, maxLayer: maxLayer}
+	if fl.erofsComp, err = erofs.ParseCompression(opts.Erofs); err != nil {
+		return nil, cmdutil.UsageErr("--erofs-compression: %v", err)
+	}
+	switch opts.Format {
+	case "oci", "":
+	case "erofs":
+		if opts.Push == "" {
+			return nil, cmdutil.UsageErr("--format erofs needs --push: the EROFS image is converted from the pushed one and pushed beside it (or run kiln convert --format erofs on an OCI layout)")
+		}
+		if len(opts.Platforms) > 1 {
+			return nil, cmdutil.UsageErr("--format erofs: one --platform at a time (an EROFS image is one platform's filesystem)")
+		}
+		if opts.SkipExisting {
+			return nil, cmdutil.UsageErr("--format erofs and --skip-existing: an existing build's EROFS image is not looked up yet; run kiln convert --format erofs on it instead")
+		}
+		if fl.erofsTo, err = cmdutil.ErofsDest(opts.Push, nil); err != nil {
+			return nil, cmdutil.UsageErr("--format erofs: %v", err)
+		}
+	default:
+		return nil, cmdutil.UsageErr("--format: %q is not one of oci, erofs", opts.Format)
+	}
 	if opts.Check != "" {
 		if len(outputs) == 0 {
 			return nil, cmdutil.UsageErr("--check needs --push or --to: it analyzes the image the build wrote")
@@ -396,6 +432,11 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	// containerd's content store warns through logrus (e.g. about fsverity
 	// on the output directory); kiln's own messages are enough.
 	logrus.SetLevel(logrus.ErrorLevel)
+	if fl.erofsTo != "" {
+		if err := erofs.Check(ctx); err != nil {
+			return err
+		}
+	}
 	// Where the image goes is checked before the build, not after it.
 	for _, out := range outputs {
 		raw, flag := out.Path, "--push"
@@ -447,9 +488,24 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		}
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: content tag %s\n", content.Tag)
 	}
+	var erofsPushed []builder.Pushed
+	if fl.erofsTo != "" {
+		p, err := pushErofs(ctx, opts, fl, res.Pushed)
+		if err != nil {
+			return err
+		}
+		res.Pushed = append(res.Pushed, p)
+		erofsPushed = res.Pushed[len(res.Pushed)-1:]
+	}
 	var sboms []string
-	if opts.SBOM && attest == nil {
-		if sboms, err = builder.AttachSBOMs(ctx, res.Pushed, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+	if opts.SBOM {
+		// With --provenance the SBOM is attested inside each pushed index;
+		// the EROFS image, pushed by kiln, gets it as a referrer.
+		bomFor := res.Pushed
+		if attest != nil {
+			bomFor = erofsPushed
+		}
+		if sboms, err = builder.AttachSBOMs(ctx, bomFor, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
 			return err
 		}
 	}
@@ -464,6 +520,51 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	}
 	writeBuildReport(opts, plan, res, signed, sboms, attest != nil)
 	return nil
+}
+
+// pushErofs converts the image the build pushed (the zstd one when there
+// are two: the same tars) into native EROFS layers and pushes it to
+// --push's REF-erofs, returning it as one more pushed image for --sbom and
+// --sign-key.
+func pushErofs(ctx context.Context, opts *BuildOptions, fl *buildFlags, pushed []builder.Pushed) (builder.Pushed, error) {
+	if len(pushed) == 0 {
+		return builder.Pushed{}, fmt.Errorf("--format erofs: the build pushed nothing to convert")
+	}
+	src := pushed[len(pushed)-1]
+	if len(src.Images) > 1 {
+		return builder.Pushed{}, cmdutil.UsageErr("--format erofs: the build pushed %d platforms; build one --platform at a time", len(src.Images))
+	}
+	digest := src.Digest
+	for _, d := range src.Images {
+		// An index of the image and its attestations: the image itself.
+		digest = d
+	}
+	lopts := []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}
+	r, err := layers.ParseRef(src.Ref, lopts...)
+	if err != nil {
+		return builder.Pushed{}, err
+	}
+	ref := r.Name.Context().String() + "@" + digest
+	li, err := layers.Open(ctx, ref, lopts...)
+	if err != nil {
+		return builder.Pushed{}, err
+	}
+	defer li.Close()
+	img, err := li.V1(ctx)
+	if err != nil {
+		return builder.Pushed{}, err
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "kiln: converting %s to EROFS (%s inside)\n", ref, fl.erofsComp)
+	res, err := convert.ToErofs(ctx, img, convert.Options{}, fl.erofsComp)
+	if err != nil {
+		return builder.Pushed{}, fmt.Errorf("--format erofs: %w", err)
+	}
+	defer res.Close()
+	dg, err := layers.Write(ctx, res.Image, fl.erofsTo, lopts...)
+	if err != nil {
+		return builder.Pushed{}, err
+	}
+	return builder.Pushed{Ref: fl.erofsTo, Compression: "erofs", Digest: dg.String()}, nil
 }
 
 // writeBuildReport prints what kiln build did: one JSON object with

@@ -75,6 +75,11 @@ func TestBuildUsageErrors(t *testing.T) {
 		{"build", f, "--provenance", "full"},
 		{"build", f, "--builder-id", "https://ci.example/1"},
 		{"build", f, "--sbom", "--output", "oci:/tmp/a"},
+		{"build", f, "--format", "erofs", "--output", "oci:/tmp/a"},
+		{"build", f, "--format", "squashfs", "--push", "127.0.0.1:5000/a:b"},
+		{"build", f, "--format", "erofs", "--push", "127.0.0.1:5000/a:b", "--erofs-compression", "gzip"},
+		{"build", f, "--format", "erofs", "--push", "127.0.0.1:5000/a:b", "--platform", "linux/amd64,linux/arm64"},
+		{"build", f, "--format", "erofs", "--push", "127.0.0.1:5000/a:b", "--skip-existing"},
 	} {
 		if code, _, errOut := run(t, args...); code != cmdutil.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)

@@ -257,7 +257,9 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if rep.Before > 0 {
 		ratio = float64(rep.After) / float64(rep.Before)
 	}
-	fmt.Fprintf(opts.IO.Out, "\n%s → %s (%s): %s → %s (%.3f)\n", opts.Image, to, cmdutil.Short(rep.Digest), bytesize.Format(rep.Before), bytesize.Format(rep.After), ratio)
+	// The references and the whole digest (to pin the image) on lines of
+	// their own: on one line they run past 80 columns.
+	fmt.Fprintf(opts.IO.Out, "\nfrom  %s\nwrote %s (%s)\n      %s\n      %s → %s (%.3f)\n", opts.Image, to, strings.ToLower(col), rep.Digest, bytesize.Format(rep.Before), bytesize.Format(rep.After), ratio)
 	if signed != nil {
 		fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", cmdutil.Short(signed.Digest), signed.KeyID, signed.Format)
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,12 +17,14 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -40,6 +43,7 @@ type SlimOptions struct {
 	Compression   string
 	Format        string
 	StartupList   string
+	Erofs         string
 	MaxLayerSize  string
 	Force         bool
 	PruneLibs     bool
@@ -87,6 +91,15 @@ gzip under the destination's name, which every Docker and containerd pulls
 under NAME-zstd, which kiln warm prefers and Docker >= 23.0 / containerd >=
 1.5 pull faster. A docker-archive destination holds plain tar layers, as
 docker save writes them, which every docker load reads.
+
+--format erofs publishes, beside those, the image with native EROFS layers
+(application/vnd.erofs.layer.v1) under NAME-erofs: each layer a filesystem
+image that containerd's EROFS snapshotter mounts as it is, with no untar at
+a cold start, compressed inside (--erofs-compression, lz4hc by default), so
+the GPU code --gpus zeroed costs no disk. It is converted from the same
+layers (--probe runs the tar image), signed and SBOM'd like the others, and
+the same input gives the same digest. It needs mkfs.erofs (erofs-utils 1.7
+or later).
 
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
 cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
@@ -136,7 +149,8 @@ layers.`,
   kiln slim IMAGE --to oci:out --probe 'python3 -c "import torch"' --json
   kiln slim IMAGE --to docker-archive:slim.tar --policy my-policy.yaml --level 9
   kiln slim IMAGE --to 127.0.0.1:5000/kiln/app:slim --compression zstd --max-layer-size 1GiB
-  kiln slim IMAGE --to REPO:h100 --policy runtime-strict --gpus h100 --probe 'python3 -c "import torch"'`,
+  kiln slim IMAGE --to REPO:h100 --policy runtime-strict --gpus h100 --probe 'python3 -c "import torch"'
+  kiln slim IMAGE --to 127.0.0.1:5000/kiln/app:slim --gpus h100 --format erofs`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -149,7 +163,8 @@ layers.`,
 	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
 	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
-	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings) or estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone)")
+	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings), estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone) or erofs (the --compression encodings and native EROFS layers under TAG-erofs, for containerd's EROFS snapshotter)")
+	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
 	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz --probe: also write the files the probe opened to this file, one a line (kiln convert --format estargz --startup-list reads it)")
 	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a layer group whose tar is larger than this into several layers by files (0: one layer per group)")
 	fl.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
@@ -196,15 +211,19 @@ func loadSlimPolicy(s string) (*slim.Policy, error) {
 // slimFlags is what kiln slim's flags say, checked before the image is
 // opened: the encodings and where each goes, the policy and the fleet.
 type slimFlags struct {
-	comps    []layers.Compression
-	dests    []string // one per encoding: the first --to, zstd beside it
-	to       layers.Ref
-	esgz     bool
-	maxLayer int64
-	pol      *slim.Policy
-	fleet    []fatbin.GPU
-	key      *sign.Signer
-	lopts    []layers.Option
+	comps []layers.Compression
+	dests []string // one per encoding: the first --to, zstd beside it
+	to    layers.Ref
+	esgz  bool
+	// erofsTo is where --format erofs writes the EROFS variant (empty:
+	// none), erofsComp the compression inside its layers.
+	erofsTo   string
+	erofsComp erofs.Compression
+	maxLayer  int64
+	pol       *slim.Policy
+	fleet     []fatbin.GPU
+	key       *sign.Signer
+	lopts     []layers.Option
 }
 
 // parseSlimFlags checks kiln slim's flags; every mistake is a usage error
@@ -223,12 +242,18 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if err != nil {
 		return nil, cmdutil.UsageErr("--compression: %v", err)
 	}
-	esgz := false
+	esgz, wantErofs := false, false
+	if opts.StartupList != "" && opts.Format != "estargz" {
+		return nil, cmdutil.UsageErr("--startup-list needs --format estargz")
+	}
+	erofsComp, err := erofs.ParseCompression(opts.Erofs)
+	if err != nil {
+		return nil, cmdutil.UsageErr("--erofs-compression: %v", err)
+	}
 	switch opts.Format {
 	case "oci", "":
-		if opts.StartupList != "" {
-			return nil, cmdutil.UsageErr("--startup-list needs --format estargz")
-		}
+	case "erofs":
+		wantErofs = true
 	case "estargz":
 		// The zstd blobs are the source the eStargz layers are re-laid
 		// from, and the image the probe pulls (the faster to pull).
@@ -237,7 +262,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 			return nil, cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
 		}
 	default:
-		return nil, cmdutil.UsageErr("--format: %q is not one of oci, estargz", opts.Format)
+		return nil, cmdutil.UsageErr("--format: %q is not one of oci, estargz, erofs", opts.Format)
 	}
 	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
 	if err != nil {
@@ -267,6 +292,15 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	dests := []string{opts.To}
 	if esgz && to.Kind == layers.KindDockerArchive {
 		return nil, cmdutil.UsageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
+	}
+	if wantErofs && to.Kind == layers.KindDockerArchive {
+		return nil, cmdutil.UsageErr("--format erofs: a docker archive stores plain tars for docker load; write to a registry or an OCI layout")
+	}
+	var erofsTo string
+	if wantErofs {
+		if erofsTo, err = cmdutil.ErofsDest(opts.To, lopts); err != nil {
+			return nil, cmdutil.UsageErr("--format erofs: %v", err)
+		}
 	}
 	if to.Kind == layers.KindDockerArchive {
 		// zstd when it is among them: the cheaper to write.
@@ -300,7 +334,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if len(fleet) == 0 && opts.PruneNVIDIA {
 		return nil, cmdutil.UsageErr("--prune-nvidia-libs needs --gpus")
 	}
-	return &slimFlags{comps: comps, dests: dests, to: to, esgz: esgz, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
+	return &slimFlags{comps: comps, dests: dests, to: to, esgz: esgz, erofsTo: erofsTo, erofsComp: erofsComp, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
 }
 
 func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
@@ -411,6 +445,12 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 		}
 	}
 	copies := int64(len(fl.comps))
+	if fl.erofsTo != "" {
+		if err := erofs.Check(ctx); err != nil {
+			return nil, err
+		}
+		copies++
+	}
 	var bk *client.Client
 	if opts.Probe != "" {
 		if opts.ProbeRegistry != "" {
@@ -446,7 +486,8 @@ func probeRef(reg, tag string) string { return reg + "/kiln-slim-probe/image:" +
 
 // publish writes the slimmed image in each encoding to its destination
 // (probing it first with --probe, re-laid as eStargz with --format
-// estargz), with its SBOM (--sbom) and signed (--sign-key), and records
+// estargz, converted to native EROFS layers beside them with --format
+// erofs), with its SBOM (--sbom) and signed (--sign-key), and records
 // each in res.Report. It returns what was written.
 func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Result, labels map[string]string, bk *client.Client, work string) ([]v1.Image, error) {
 	comps, dests, to, esgz, key, lopts := fl.comps, fl.dests, fl.to, fl.esgz, fl.key, fl.lopts
@@ -514,6 +555,22 @@ func publish(ctx context.Context, opts *SlimOptions, fl *slimFlags, res *slim.Re
 		imgs = []v1.Image{img}
 		rep.Digest, rep.ImageID = dig.String(), cn.String()
 		rep.Images = []slim.Published{{Ref: opts.To, Compression: string(layers.EStargz), Digest: dig.String()}}
+	}
+	if fl.erofsTo != "" {
+		// From the last encoding's blobs (zstd when there is one): the
+		// same tars, read from the work directory, diff IDs checked.
+		er, err := convert.ToErofs(ctx, imgs[len(imgs)-1], convert.Options{Jobs: opts.Jobs, TempDir: work}, fl.erofsComp)
+		if err != nil {
+			return nil, fmt.Errorf("--format erofs: %w", err)
+		}
+		defer er.Close()
+		dig, err := er.Image.Digest()
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, er.Image)
+		dests = append(slices.Clip(dests), fl.erofsTo)
+		rep.Images = append(rep.Images, slim.Published{Ref: fl.erofsTo, Compression: "erofs", Digest: dig.String()})
 	}
 	var bomComps []sbom.Component
 	if opts.SBOM {

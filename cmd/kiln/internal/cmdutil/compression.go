@@ -33,7 +33,16 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 // use), oci:DIR:TAG → oci:DIR:TAG-zstd, oci:DIR → oci:DIR (added beside
 // it, untagged). A registry digest reference has no tag to derive from.
 func ZstdDest(dest string, lopts []layers.Option) (string, error) {
-	suffix := warm.ZstdTagSuffix
+	return variantDest(dest, warm.ZstdTagSuffix, "zstd", "one --compression", lopts)
+}
+
+// ErofsDest is where the native EROFS variant of an image published at
+// dest goes, as ZstdDest names the zstd one: REPO:TAG-erofs.
+func ErofsDest(dest string, lopts []layers.Option) (string, error) {
+	return variantDest(dest, layers.ErofsTagSuffix, "EROFS", "convert it later with kiln convert --format erofs --to REF", lopts)
+}
+
+func variantDest(dest, suffix, what, or string, lopts []layers.Option) (string, error) {
 	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return "", err
@@ -42,7 +51,7 @@ func ZstdDest(dest string, lopts []layers.Option) (string, error) {
 	case layers.KindRegistry:
 		t, ok := r.Name.(name.Tag)
 		if !ok {
-			return "", fmt.Errorf("%s names a digest: give a tag (REPO:TAG) for the zstd variant's REPO:TAG%s, or one --compression", dest, suffix)
+			return "", fmt.Errorf("%s names a digest: give a tag (REPO:TAG) for the %s variant's REPO:TAG%s, or %s", dest, what, suffix, or)
 		}
 		return t.Context().Tag(t.TagStr() + suffix).String(), nil
 	case layers.KindOCILayout:

@@ -1,0 +1,56 @@
+package buildcmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
+)
+
+// TestPushErofs: what --format erofs does after the build pushed REF and
+// REF-zstd: the zstd image (by digest) becomes native EROFS layers under
+// REF-erofs, and the result is one more pushed image for --sbom and
+// --sign-key.
+func TestPushErofs(t *testing.T) {
+	if err := erofs.Check(context.Background()); err != nil {
+		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	reg := testimage.Registry(t)
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("app/main.py", []byte("print(1)\n"))}, "zstd"))
+	testimage.Push(t, reg+"/acme/app:1-zstd", img)
+	d, _ := img.Digest()
+	var errOut bytes.Buffer
+	opts := &BuildOptions{IO: &cmdutil.IO{ErrOut: &errOut}, Push: reg + "/acme/app:1", Format: "erofs", Erofs: "lz4hc", Compression: "both", Progress: "none", MaxLayerSize: "0"}
+	fl, err := parseBuildFlags(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pushErofs(context.Background(), opts, fl, []builder.Pushed{
+		{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: "sha256:" + strings.Repeat("0", 64)},
+		{Ref: reg + "/acme/app:1-zstd", Compression: "zstd", Digest: d.String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Ref != reg+"/acme/app:1-erofs" || p.Compression != "erofs" {
+		t.Fatalf("pushed %+v", p)
+	}
+	got, err := layers.Open(context.Background(), p.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.Digest.String() != p.Digest || len(got.Layers) != 1 || string(got.Layers[0].MediaType) != erofs.MediaType {
+		t.Errorf("%s: digest %s (pushed %s), layers %+v", p.Ref, got.Digest, p.Digest, got.Layers)
+	}
+}
