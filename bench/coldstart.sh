@@ -307,7 +307,7 @@ a = sys.argv[1:]
 labels = {"naive": "naive gzip image, ctr 1.6 pull + run", "warm": "kiln slim zstd, kiln warm + volume, ctr 1.6",
           "docker": "kiln slim balanced gzip, docker pull + volume", "estargz": "kiln slim eStargz, lazy (stargz) + volume",
           "esgz-full": "kiln slim eStargz, full ctr 2.x pull + volume",
-          "erofs": "kiln slim EROFS, kiln warm (erofs) + volume, ctr 2.x",
+          "erofs": "kiln slim EROFS, kiln warm + volume, ctr 2.x erofs",
           "erofs-ctr": "kiln slim zstd, ctr 2.x pull --snapshotter erofs",
           "warm-start": "warm start: erofs row's container again"}
 vals = {}
