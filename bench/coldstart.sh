@@ -18,6 +18,22 @@
 #   esgz-full the same eStargz image, containerd 2.x `ctr images pull`
 #             (overlayfs: every layer fetched and unpacked) + `ctr run`: the
 #             lazy pull's control
+#   erofs     containerd 2.x with the EROFS snapshotter (scripts/containerd2.sh
+#             erofs-config): kiln warm --unpack --weights-into of the kiln
+#             slim image's native EROFS form (TAG-erofs: each layer an EROFS
+#             image kiln writes into its snapshot while it downloads, no
+#             untar) + `ctr run --snapshotter erofs` with the volume
+#   erofs-ctr the same containerd, its own way: `ctr images pull
+#             --snapshotter erofs` of the slim zstd image (its EROFS differ
+#             converts every layer with mkfs.erofs) + kiln weights pull +
+#             `ctr run`
+#   warm-start  the limit: the erofs row's container started again, the
+#             image and weights already on the host, page cache dropped
+#
+# Every row reports wall time, bytes moved and CPU seconds: kiln's, ctr's
+# (or docker's CLI) and the daemons' (containerd with the unpack or the
+# mkfs.erofs it runs; dockerd with its containerd), not the container's
+# own (the probe, the same in every row).
 #
 # Every row ends with the container importing torch, loading libtorch_cuda
 # and reading the model file (from the volume for kiln's images): time is
@@ -43,8 +59,12 @@
 # layers: the default --max-layer-size) and kiln slim --format estargz
 # --probe (the same content as eStargz, the probe's files first).
 #
+# The EROFS form is made once the same way when missing: kiln convert
+# --format erofs of the slim image (mkfs.erofs: scripts/erofs-utils.sh).
+#
 #   bash bench/coldstart.sh [NAIVE_IMAGE]   (root; /dev/fuse; ~30 GB scratch)
-#   SLIM=... ESGZ=... WREF=...               (reuse images made earlier)
+#   SLIM=... ESGZ=... EROFS=... WREF=...     (reuse images made earlier)
+#   ROWS="erofs erofs-ctr warm-start"        (only these rows; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
@@ -52,6 +72,9 @@ NAIVE=${1:-127.0.0.1:5000/kiln/naive-app:cu124}
 REG=${NAIVE%%/*}
 SLIM=${SLIM:-$REG/kiln-cold/app:slim}
 ESGZ=${ESGZ:-$REG/kiln-cold/app:esgz}
+EROFS=${EROFS:-$SLIM-erofs}
+ROWS=${ROWS:-naive warm docker estargz esgz-full erofs erofs-ctr warm-start}
+want() { [[ " $ROWS " == *" $1 "* ]]; }
 WREF=${WREF:-$REG/kiln-cold/app-weights:v1}
 W=${KILN_BENCH_DIR:-/var/tmp/kiln-coldstart}
 PROBE='import os, ctypes, torch; ctypes.CDLL("libtorch_cuda.so.2.6"); f="/app/models/model.safetensors"; n=len(open(f,"rb").read()); print("torch", torch.__version__, "cuda", torch.version.cuda, "weights", n)'
@@ -95,10 +118,14 @@ if ! crane digest --insecure "$SLIM" >/dev/null 2>&1; then
 	echo "making the slim image once (not timed): kiln slim --policy runtime-strict --weights-to" >&2
 	bin/kiln slim "$NAIVE" --to "$SLIM" --policy runtime-strict --weights-to "$WREF" --progress none >/dev/null
 fi
-if ! crane digest --insecure "$ESGZ" >/dev/null 2>&1; then
+if { want estargz || want esgz-full; } && ! crane digest --insecure "$ESGZ" >/dev/null 2>&1; then
 	echo "making the eStargz slim image once (not timed): kiln slim --format estargz --probe" >&2
 	bin/kiln slim "$NAIVE" --to "$ESGZ" --format estargz --policy runtime-strict --weights-to "$WREF" \
 		--probe "$SLIMPROBE" --progress none >/dev/null
+fi
+if { want erofs || want warm-start; } && ! crane digest --insecure "$EROFS" >/dev/null 2>&1; then
+	echo "making the EROFS form once (not timed): kiln convert --format erofs" >&2
+	bin/kiln convert "$SLIM" --to "$EROFS" --format erofs --progress none >/dev/null
 fi
 layer_bytes() { crane manifest --insecure "$1" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))'; }
 weights_bytes() {
@@ -109,37 +136,54 @@ weights_bytes() {
 NB=$(layer_bytes "$NAIVE")
 ZB=$(layer_bytes "$SLIM-zstd")
 GB=$(layer_bytes "$SLIM")
-EB=$(layer_bytes "$ESGZ")
+EB=$(layer_bytes "$ESGZ" 2>/dev/null || echo 0)
+RB=$(layer_bytes "$EROFS" 2>/dev/null || echo 0)
 WB=$(weights_bytes "$SLIM")
-declare -A T B
-row() { T[$1]=$2; B[$1]=$3; echo "coldstart: $1 $2 s, $3 bytes" >&2; }
+declare -A T B C
+# row NAME SECONDS BYTES CPU_START [DAEMON_PID...]: the CPU is what was
+# spent since cpu_now printed CPU_START (cpu_now, bench/lib/containerd.sh).
+row() {
+	local c
+	c=$(python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.1f}')" "$4" "$(cpu_now "${@:5}")")
+	T[$1]=$2 B[$1]=$3 C[$1]=$c
+	echo "coldstart: $1 $2 s, $3 bytes, $c CPU s" >&2
+}
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.2f}')" "$1" "$2"; }
 
 # --- naive: ctr 1.6 pull + run
+if want naive; then
 drop_caches
+c0=$(cpu_now)
 ctrd_start
 t0=$(now)
 CTR images pull --plain-http "$NAIVE" >/dev/null
 CTR run --rm "$NAIVE" cold-naive python3 -c "$PROBE"
-row naive "$(elapsed "$t0" "$(now)")" "$NB"
+row naive "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
 ctrd_stop
+fi
 
 # --- warm: kiln warm zstd + weights volume, ctr 1.6 run
+FULL_WARM=0
+if want warm; then
 drop_caches
+c0=$(cpu_now)
 ctrd_start
 t0=$(now)
 bin/kiln warm "$SLIM" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
 CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln python3 -c "$PROBE"
-row warm "$(elapsed "$t0" "$(now)")" "$((ZB + WB))"
+row warm "$(elapsed "$t0" "$(now)")" "$((ZB + WB))" "$c0" "$(ctrd_pid)"
 # The full read, warm: every file of the unpacked image, page cache dropped.
 drop_caches
 t0=$(now)
 CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln-read python3 -c "$FULLREAD"
 FULL_WARM=$(elapsed "$t0" "$(now)")
 ctrd_stop
+fi
 
 # --- docker: docker pull (gzip, balanced layers) + kiln weights pull + docker run -v
+if want docker; then
 drop_caches
+c0=$(cpu_now)
 mkdir -p "$W/d"
 dockerd --data-root "$W/d/data" --exec-root "$W/d/x" --pidfile "$W/d/pid" -H "unix://$W/d/d.sock" \
 	--iptables=false --bridge=none --insecure-registry "$REG" >"$W/dockerd.log" 2>&1 &
@@ -149,15 +193,18 @@ t0=$(now)
 docker -H "unix://$W/d/d.sock" pull -q "$SLIM" >/dev/null
 bin/kiln weights pull "$SLIM" --into "$W/weights" --progress none >/dev/null
 docker -H "unix://$W/d/d.sock" run --rm --network none -v "$W/weights:/app/models:ro" "$SLIM" python3 -c "$PROBE"
-row docker "$(elapsed "$t0" "$(now)")" "$((GB + WB))"
+row docker "$(elapsed "$t0" "$(now)")" "$((GB + WB))" "$c0" "$DOCKER_PID"
 docker -H "unix://$W/d/d.sock" rmi -f "$SLIM" >/dev/null 2>&1 || true
 kill "$DOCKER_PID"
 wait "$DOCKER_PID" 2>/dev/null || true
 DOCKER_PID=
 umount -l "$W/d/data"/*/* 2>/dev/null || true
 rm -rf "$W/d" "$W/weights"
+fi
 
 # --- estargz: containerd 2.x + stargz snapshotter, lazy pull through the counting proxy
+FULL_LAZY=0 LAZY_AT_PROBE=0 LAZY_FULL_BYTES=0
+if want estargz; then
 bin/countproxy -listen 127.0.0.1:5055 -registry "$REG" >"$W/proxy.log" 2>&1 &
 PROXY_PID=$!
 sleep 0.5
@@ -167,12 +214,13 @@ lazy_start() {
 	STARGZ_MIRROR=127.0.0.1:5055 ctrd_start_stargz
 	base=$(count)
 }
+c0=$(cpu_now)
 lazy_start
 t0=$(now)
 CTR2 images pull --plain-http --snapshotter stargz "$ESGZ" >/dev/null
 bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
 CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz python3 -c "$PROBE"
-row estargz "$(elapsed "$t0" "$(now)")" "$(($(count) - base + WB))"
+row estargz "$(elapsed "$t0" "$(now)")" "$(($(count) - base + WB))" "$c0" "$(ctrd_pid)" "$(cat "$W/stargz.pid")"
 LAZY_AT_PROBE=$(($(count) - base))
 ctrd_stop
 rm -rf "$W/weights"
@@ -185,18 +233,54 @@ CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/empty,dst=/app/mode
 FULL_LAZY=$(elapsed "$t0" "$(now)")
 LAZY_FULL_BYTES=$(($(count) - base))
 ctrd_stop
+kill "$PROXY_PID"
+PROXY_PID=
+fi
 
 # --- esgz-full: the same eStargz image, fully pulled by containerd 2.x (overlayfs)
+if want esgz-full; then
 drop_caches
+c0=$(cpu_now)
 ctrd_start_stargz
 t0=$(now)
 CTR2 images pull --plain-http --snapshotter overlayfs --skip-metadata "$ESGZ" >/dev/null
 bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
 CTR2 run --rm --snapshotter overlayfs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz-full python3 -c "$PROBE"
-row esgz-full "$(elapsed "$t0" "$(now)")" "$((EB + WB))"
+row esgz-full "$(elapsed "$t0" "$(now)")" "$((EB + WB))" "$c0" "$(ctrd_pid)" "$(cat "$W/stargz.pid")"
 ctrd_stop
-kill "$PROXY_PID"
-PROXY_PID=
+fi
+
+# --- erofs: kiln warm of the native EROFS form into containerd 2.x's EROFS
+# snapshotter (auto picks it for EROFS layers) + weights volume + ctr run
+if want erofs || want warm-start; then
+drop_caches
+c0=$(cpu_now)
+ctrd_start_erofs
+t0=$(now)
+bin/kiln warm "$EROFS" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+row erofs "$(elapsed "$t0" "$(now)")" "$((RB + WB))" "$c0" "$(ctrd_pid)"
+# --- warm-start: the same container again, everything local, page cache dropped
+drop_caches
+c0=$(cpu_now "$(ctrd_pid)")
+t0=$(now)
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+row warm-start "$(elapsed "$t0" "$(now)")" 0 "$c0" "$(ctrd_pid)"
+ctrd_stop
+fi
+
+# --- erofs-ctr: containerd's own EROFS conversion of the zstd image
+if want erofs-ctr; then
+drop_caches
+c0=$(cpu_now)
+ctrd_start_erofs
+t0=$(now)
+CTR2 images pull --plain-http --snapshotter erofs --skip-metadata "$SLIM-zstd" >/dev/null
+bin/kiln weights pull "$SLIM" --into "$W/weights" --progress none >/dev/null
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM-zstd" cold-erofs-ctr python3 -c "$PROBE"
+row erofs-ctr "$(elapsed "$t0" "$(now)")" "$((ZB + WB))" "$c0" "$(ctrd_pid)"
+ctrd_stop
+fi
 
 # --- the machine's limits, same run
 big=$(crane manifest --insecure "$SLIM" | python3 -c 'import json,sys; print(max(json.load(sys.stdin)["layers"], key=lambda l: l["size"])["digest"])')
@@ -213,26 +297,42 @@ SHA=$(bin/hashrate "$W/big.gz")
 t0=$(now); dd if=/dev/zero of="$W/dd" bs=1M count=1024 conv=fsync status=none; DDT=$(elapsed "$t0" "$(now)")
 rm -f "$W/big.gz" "$W/big.zst" "$W/dd"
 
-python3 - "${T[naive]}" "${B[naive]}" "${T[warm]}" "${B[warm]}" "${T[docker]}" "${B[docker]}" \
-	"${T[estargz]}" "${B[estargz]}" "${T[esgz-full]}" "${B[esgz-full]}" \
-	"$FULL_WARM" "$FULL_LAZY" "$LAZY_AT_PROBE" "$LAZY_FULL_BYTES" "$EB" "$WB" \
+for k in naive warm docker estargz esgz-full erofs erofs-ctr warm-start; do
+	echo "$k ${T[$k]:-} ${B[$k]:-} ${C[$k]:-}"
+done >"$W/rows"
+python3 - "$W/rows" "$FULL_WARM" "$FULL_LAZY" "$LAZY_AT_PROBE" "$LAZY_FULL_BYTES" "$EB" "$WB" \
 	"$(cat "$W/loop")" "$(cat "$W/gzn")" "$GZT" "$(cat "$W/zsn")" "$ZST" "$SHA" "$DDT" <<'EOF'
 import sys
 a = sys.argv[1:]
-rows = [("naive gzip image, ctr 1.6 pull + run", "naive"), ("kiln slim zstd, kiln warm + volume, ctr 1.6", "warm"),
-        ("kiln slim balanced gzip, docker pull + volume", "docker"), ("kiln slim eStargz, lazy (stargz snapshotter) + volume", "estargz"),
-        ("kiln slim eStargz, full ctr 2.x pull + volume", "esgz-full")]
-vals = {k: (float(a[2*i]), int(a[2*i+1])) for i, (_, k) in enumerate(rows)}
-print(f"\n| {'row':52} | first successful probe | bytes moved | vs naive |")
-print(f"|{'-'*54}|---|---|---|")
-for label, k in rows:
-    t, b = vals[k]
-    print(f"| {label:52} | {t:.1f} s | {b/1e6:,.0f} MB | {vals['naive'][0]/t:.2f}x |")
-fw, fl, lp, lf, eb, wb = float(a[10]), float(a[11]), int(a[12]), int(a[13]), int(a[14]), int(a[15])
-print(f"\nlazy pull at the first successful probe: {lp/1e6:,.0f} MB of the eStargz image's {eb/1e6:,.0f} MB layers ({100*lp/eb:.0f}%), + {wb/1e6:,.0f} MB weights")
-print(f"full read (every file): after kiln warm (unpacked, page cache dropped) {fw:.1f} s; lazy, pull + read from an empty store {fl:.1f} s"
-      f" ({fl/fw:.2f}x; warm's own fetch + unpack is in the warm row), {lf/1e6:,.0f} MB fetched lazily")
-ln, lt = a[16].split()
-print(f"limits: loopback HTTP {int(ln)/float(lt)/1e6:,.0f} MB/s; gzip -d {int(a[17])/float(a[18])/1e6:,.0f} MB/s, zstd -d {int(a[19])/float(a[20])/1e6:,.0f} MB/s (tar out, one slim layer);"
-      f" sha256 {int(a[21].split()[1])/float(a[21].split()[0])/1e6:,.0f} MB/s; disk write + fsync {1024*1048576/float(a[22])/1e6:,.0f} MB/s")
+labels = {"naive": "naive gzip image, ctr 1.6 pull + run", "warm": "kiln slim zstd, kiln warm + volume, ctr 1.6",
+          "docker": "kiln slim balanced gzip, docker pull + volume", "estargz": "kiln slim eStargz, lazy (stargz) + volume",
+          "esgz-full": "kiln slim eStargz, full ctr 2.x pull + volume",
+          "erofs": "kiln slim EROFS, kiln warm + volume, ctr 2.x erofs",
+          "erofs-ctr": "kiln slim zstd, ctr 2.x pull --snapshotter erofs",
+          "warm-start": "warm start: erofs row's container again"}
+vals = {}
+for line in open(a[0]):
+    f = line.split()
+    if len(f) == 4:
+        vals[f[0]] = (float(f[1]), int(f[2]), float(f[3]))
+ref = lambda k: vals[k][0] if k in vals else None
+naive, ws = ref("naive"), ref("warm-start")
+print(f"\n| {'row':50} | first probe | bytes moved | CPU s | vs naive | vs warm start |")
+print(f"|{'-'*52}|---|---|---|---|---|")
+for k, label in labels.items():
+    if k not in vals:
+        continue
+    t, b, c = vals[k]
+    vn = f"{naive/t:.2f}x" if naive else "-"
+    vw = f"{t/ws:.2f}x" if ws else "-"
+    print(f"| {label:50} | {t:.1f} s | {b/1e6:,.0f} MB | {c:.1f} | {vn} | {vw} |")
+fw, fl, lp, lf, eb, wb = float(a[1]), float(a[2]), int(a[3]), int(a[4]), int(a[5]), int(a[6])
+if "estargz" in vals:
+    print(f"\nlazy pull at the first successful probe: {lp/1e6:,.0f} MB of the eStargz image's {eb/1e6:,.0f} MB layers ({100*lp/eb:.0f}%), + {wb/1e6:,.0f} MB weights")
+if "estargz" in vals and "warm" in vals:
+    print(f"full read (every file): after kiln warm (unpacked, page cache dropped) {fw:.1f} s; lazy, pull + read from an empty store {fl:.1f} s"
+          f" ({fl/fw:.2f}x; warm's own fetch + unpack is in the warm row), {lf/1e6:,.0f} MB fetched lazily")
+ln, lt = a[7].split()
+print(f"limits: loopback HTTP {int(ln)/float(lt)/1e6:,.0f} MB/s; gzip -d {int(a[8])/float(a[9])/1e6:,.0f} MB/s, zstd -d {int(a[10])/float(a[11])/1e6:,.0f} MB/s (tar out, one slim layer);"
+      f" sha256 {int(a[12].split()[1])/float(a[12].split()[0])/1e6:,.0f} MB/s; disk write + fsync {1024*1048576/float(a[13])/1e6:,.0f} MB/s")
 EOF

@@ -206,8 +206,12 @@ func probeContainerd(ctx context.Context, o *GatherOptions, sock string) Engine 
 		return e
 	}
 	e.snapRoots = map[string]string{}
+	var erofs *introspectionapi.Plugin
 	for _, p := range ps.GetPlugins() {
 		root := p.GetExports()["root"]
+		if p.GetType() == "io.containerd.snapshotter.v1" && p.GetID() == "erofs" {
+			erofs = p
+		}
 		if p.GetInitErr() != nil {
 			continue
 		}
@@ -219,6 +223,9 @@ func probeContainerd(ctx context.Context, o *GatherOptions, sock string) Engine 
 		} else if p.GetType() == "io.containerd.snapshotter.v1" {
 			e.snapRoots[p.GetID()] = root
 		}
+	}
+	if erofs != nil {
+		gatherErofs(&e, erofs.GetInitErr() == nil, erofs.GetInitErr().GetMessage(), erofs.GetExports()["root"])
 	}
 	return e
 }

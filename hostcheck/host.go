@@ -118,7 +118,9 @@ type Engine struct {
 	// config names (introspection exports), where layers are unpacked.
 	SnapshotRoot          string `json:"snapshot_root,omitempty"`
 	SnapshotRootFreeBytes int64  `json:"snapshot_root_free_bytes,omitempty"`
-	Error                 string `json:"error,omitempty"`
+	// Erofs is containerd's EROFS snapshotter, when it lists one.
+	Erofs *Erofs `json:"erofs,omitempty"`
+	Error string `json:"error,omitempty"`
 
 	snapRoots map[string]string // snapshotter id → root, from introspection
 }

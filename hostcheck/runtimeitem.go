@@ -28,6 +28,7 @@ func (c *checker) runtimeSettings() Item {
 	if cc != nil {
 		c.containerdSettings(r, cc, layers)
 	}
+	c.erofsSettings(r)
 	if dc != nil {
 		c.dockerSettings(r, dc, layers)
 	}

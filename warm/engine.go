@@ -295,6 +295,7 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 			return r.fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
+		rep.Snapshotter = unpackedInto(t)
 		if ur, ok := t.(UnpackReporter); ok && o.Log != nil {
 			logUnpack(o.Log, ur)
 		}
@@ -307,6 +308,7 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 			return r.fail(fmt.Errorf("target %s: unpack: %v", t, err))
 		}
 		rep.Unpacked = true
+		rep.Snapshotter = unpackedInto(t)
 	}
 	if err := r.gate(ctx, t, allBlobs(s)); err != nil {
 		return r.fail(err)
@@ -505,4 +507,13 @@ func logUnpack(log func(string, ...any), u UnpackReporter) {
 		log("unpack: layer %s (%s): %s%s, applied %.2f-%.2fs, blob verified at %.2fs, committed at %.2fs", l.Digest, bytesize.Format(l.Size), l.How, staged,
 			l.Start.Seconds(), l.Applied.Seconds(), l.Verified.Seconds(), l.Committed.Seconds())
 	}
+}
+
+// unpackedInto is the snapshotter a target unpacked into ("" when it
+// has none).
+func unpackedInto(t Target) string {
+	if sn, ok := t.(interface{ Snapshotter() string }); ok {
+		return sn.Snapshotter()
+	}
+	return ""
 }

@@ -31,6 +31,9 @@ type Report struct {
 	PresentBytes int64         `json:"present_bytes"`
 	Seconds      float64       `json:"seconds"`
 	Unpacked     bool          `json:"unpacked,omitempty"`
+	// Snapshotter is the containerd snapshotter --unpack unpacked into
+	// (erofs: containers must run with it, ctr run --snapshotter erofs).
+	Snapshotter string `json:"snapshotter,omitempty"`
 	// Weights are the volumes warmed with --weights-into; their bytes
 	// are counted in the totals above too.
 	Weights []*WeightsReport `json:"weights,omitempty"`

@@ -93,3 +93,68 @@ TOML
 	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
 }
 CTR2() { "$CTRD2/ctr" --address "$W/c/c.sock" "$@"; }
+
+# The EROFS variant: containerd 2.x ($CTRD2) with the EROFS snapshotter
+# and differ as scripts/containerd2.sh erofs-config writes them (mkfs.erofs
+# on PATH: scripts/erofs-utils.sh), CRI off.
+#   ctrd_start_erofs    start it (socket $W/c/c.sock); ctrd_stop stops it
+ctrd_start_erofs() {
+	rm -rf "$W/c"
+	mkdir -p "$W/c"
+	cat >"$W/c/config.toml" <<TOML
+version = 2
+root = "$W/c/root"
+state = "$W/c/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$W/c/c.sock"
+[ttrpc]
+  address = "$W/c/c.sock.ttrpc"
+TOML
+	bash scripts/containerd2.sh erofs-config >>"$W/c/config.toml"
+	PATH="$CTRD2:$PATH" "$CTRD2/containerd" --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
+	echo $! >"$W/pid"
+	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
+}
+
+# cpu_now [PID...]: CPU seconds (user + system) spent so far by this
+# shell's finished children (kiln, ctr, docker: what a row runs in the
+# foreground) and by each PID with its descendants, their finished
+# children included (the daemons: containerd's unpack, the mkfs.erofs
+# its EROFS differ runs, dockerd and its containerd). Not counted: the
+# container itself (runc's shim daemonizes away from containerd).
+cpu_now() {
+	python3 - "$$" "$@" <<'PY'
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+def stat(pid):
+    try:
+        s = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    f = s[s.rindex(")") + 2:].split()
+    return int(f[1]), [int(x) for x in f[11:15]]  # ppid; utime stime cutime cstime
+procs = {}
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        st = stat(p)
+        if st:
+            procs[int(p)] = st
+kids = {}
+for p, (pp, _) in procs.items():
+    kids.setdefault(pp, []).append(p)
+shell = int(sys.argv[1])
+total = sum(procs[shell][1][2:]) if shell in procs else 0
+seen = set()
+stack = [int(a) for a in sys.argv[2:] if a.isdigit()]
+while stack:
+    p = stack.pop()
+    if p in seen or p not in procs:
+        continue
+    seen.add(p)
+    total += sum(procs[p][1])
+    stack.extend(kids.get(p, []))
+print(f"{total / tick:.2f}")
+PY
+}
+ctrd_pid() { cat "$W/pid" 2>/dev/null || true; }

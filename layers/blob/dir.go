@@ -133,7 +133,7 @@ func (d Dir) Has(ctx context.Context, dg v1.Hash, size int64) (bool, error) {
 		return false, nil
 	}
 	if !d.Stamps {
-	} else if b, err := os.ReadFile(d.stampPath(dg)); err == nil && string(b) == fileStamp(fi) {
+	} else if b, err := os.ReadFile(d.stampPath(dg)); err == nil && string(b) == FileStamp(fi) {
 		return true, nil
 	}
 	f, err := os.Open(p)
@@ -166,13 +166,13 @@ func (d Dir) stamp(dg v1.Hash, fi os.FileInfo) {
 	}
 	p := d.stampPath(dg)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-		_ = atomicfile.WriteFile(p, []byte(fileStamp(fi)), 0o644)
+		_ = atomicfile.WriteFile(p, []byte(FileStamp(fi)), 0o644)
 	}
 }
 
-// fileStamp is a file's identity and its last change: rewriting the file
+// FileStamp is a file's identity and its last change: rewriting the file
 // or its bytes changes ctime, which no user-level tool can set back.
-func fileStamp(fi os.FileInfo) string {
+func FileStamp(fi os.FileInfo) string {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return ""

@@ -70,6 +70,9 @@ type Containerd struct {
 	stage, stageWhy   string
 	trace             []*warm.LayerTrace
 	unpackStart       time.Time
+
+	// erofsCache is Options.ErofsCache.
+	erofsCache string
 }
 
 // Streamed returns how many layers --unpack applied in kiln's process
@@ -103,6 +106,9 @@ type Options struct {
 	// DefaultUnpackConcurrency, 1 one layer at a time on its committed
 	// parent.
 	UnpackConcurrency int
+	// ErofsCache is a directory of the EROFS snapshotter's
+	// layer_content_caches (targets.Options.ErofsCache).
+	ErofsCache string
 }
 
 // Open connects to the containerd daemon listening on the socket addr.
@@ -124,7 +130,7 @@ func Open(ctx context.Context, addr string, o Options) (*Containerd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
 	}
-	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest, unpackConcurrency: o.UnpackConcurrency}
+	t := &Containerd{addr: addr, ns: ns, snapshotter: o.Snapshotter, c: c, cs: c.ContentStore(), ingest: o.Ingest, unpackConcurrency: o.UnpackConcurrency, erofsCache: o.ErofsCache}
 	if _, err := c.Version(t.nsCtx(ctx)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("target containerd:%s: %v", addr, err)
@@ -416,7 +422,7 @@ func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
 // snapshotter (overlayfs, or native where overlay does not work), so
 // `ctr run` finds the rootfs ready.
 func (t *Containerd) Unpack(ctx context.Context, s *warm.Set) error {
-	sn, err := t.pickSnapshotter(ctx)
+	sn, err := t.snapshotterFor(ctx, s)
 	if err != nil {
 		return err
 	}

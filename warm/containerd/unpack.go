@@ -39,7 +39,7 @@ import (
 // moved (1.6) onto its parent chain when that is committed; elsewhere one
 // layer at a time, each on its committed parent.
 func (t *Containerd) UnpackAsReady(ctx context.Context, s *warm.Set, ready warm.Readiness) error {
-	sn, err := t.pickSnapshotter(ctx)
+	sn, err := t.snapshotterFor(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -75,9 +75,12 @@ func (t *Containerd) UnpackAsReady(ctx context.Context, s *warm.Set, ready warm.
 		for i, l := range ls {
 			layers[i] = rootfs.Layer{Blob: l, Diff: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: diffIDs[i]}}
 		}
-		if mode == stageNone {
+		switch {
+		case sn == SnapshotterErofs:
+			err = t.unpackErofs(ctx, layers, snaps, ready)
+		case mode == stageNone:
 			err = t.unpackSequential(ctx, layers, snaps, ready)
-		} else {
+		default:
 			err = t.unpackStaged(ctx, layers, snaps, ready, mode)
 		}
 		if err != nil {

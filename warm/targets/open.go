@@ -33,6 +33,10 @@ type Options struct {
 	// containerd.DefaultUnpackConcurrency, 1 one layer at a time on its
 	// committed parent.
 	UnpackConcurrency int
+	// ErofsCache is a directory of the EROFS snapshotter's
+	// layer_content_caches: --unpack into it converts each tar layer
+	// there, by diff ID, and the snapshots mount it from there.
+	ErofsCache string
 	// DryRun opens the target to be looked at, never changed: an oci:
 	// layout that does not exist yet is not created (it holds nothing).
 	DryRun bool
@@ -49,7 +53,7 @@ func Open(ctx context.Context, spec warm.TargetSpec, o Options) (warm.Target, er
 	case "containerd":
 		t, err := containerd.Open(ctx, spec.Addr, containerd.Options{
 			Namespace: o.Namespace, Snapshotter: o.Snapshotter, Ingest: o.Ingest,
-			ContainerdRoot: o.ContainerdRoot, UnpackConcurrency: o.UnpackConcurrency,
+			ContainerdRoot: o.ContainerdRoot, UnpackConcurrency: o.UnpackConcurrency, ErofsCache: o.ErofsCache,
 		})
 		if err != nil {
 			return nil, err

@@ -45,6 +45,8 @@ type WarmOptions struct {
 	Compression string
 	Snapshotter string
 	ChunkSize   string
+	// ErofsCache is --erofs-cache DIR (targets.Options).
+	ErofsCache string
 	// UnpackConcurrency is --unpack-concurrency (targets.Options).
 	UnpackConcurrency int
 	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
@@ -168,7 +170,8 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
-	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: overlayfs, else native)")
+	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, else overlayfs, else native)")
+	fl.StringVar(&opts.ErofsCache, "erofs-cache", "", "erofs: convert tar layers into this layer cache dir, by diff ID")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
 	fl.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
@@ -355,8 +358,8 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	}
 	tgt, err := opts.OpenTarget(ctx, fl.spec, targets.Options{
 		Namespace: opts.Namespace, Snapshotter: opts.Snapshotter, Ingest: opts.Ingest, ContainerdRoot: opts.ContainerdRoot,
-		UnpackConcurrency: opts.UnpackConcurrency,
-		DockerStage:       opts.DockerStage, KeepStage: opts.KeepStage,
+		UnpackConcurrency: opts.UnpackConcurrency, ErofsCache: opts.ErofsCache,
+		DockerStage: opts.DockerStage, KeepStage: opts.KeepStage,
 		DryRun: opts.DryRun,
 	})
 	if err != nil {
@@ -454,6 +457,9 @@ func writeWarmTable(w io.Writer, rep *warm.Report) {
 	// rep.Error is not repeated here: the error comes back to
 	// cmdutil.Execute, which prints it once.
 	fmt.Fprintln(w)
+	if rep.Snapshotter == containerd.SnapshotterErofs {
+		termtable.Fprintw(w, o.Width, "", "    ", "unpacked into containerd's EROFS snapshotter: start containers with it (ctr run --snapshotter erofs; CRI: snapshotter = \"erofs\")")
+	}
 	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
 }
 

@@ -1,0 +1,439 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/containerd/errdefs"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+
+	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/warm"
+)
+
+// containerd 2.x's EROFS snapshotter (plugins/snapshots/erofs) keeps each
+// committed layer as one EROFS image, <root>/snapshots/<id>/layer.erofs,
+// mounted read-only (file-backed, no untar) under an overlay. kiln warm
+// --unpack into it writes that file itself, the way containerd's EROFS
+// differ does, while the layer downloads:
+//
+//   - a native EROFS layer (application/vnd.erofs.layer.v1[+zstd]) is the
+//     image itself: its decoded bytes are copied into the snapshot (the
+//     differ's "fastcopy");
+//   - a tar layer is converted once by layers/erofs (mkfs.erofs with the
+//     differ's flags, reproducibly), uncompressed inside as the differ
+//     does; with --erofs-cache DIR (a directory of the
+//     snapshotter's layer_content_caches) the image goes into that cache
+//     by diff ID (containerd's CacheBlobPath layout), and the snapshotter
+//     mounts it from there for this and every later image with the layer.
+//
+// Either way the decoded stream hashes to the config's diff ID before
+// anything is committed, the snapshot is committed only after containerd
+// committed (verified) the layer blob, and the snapshot carries the
+// sha256 of its EROFS image and the image file's identity (labels
+// below): a later warm finds a changed image (corrupted in place) by its
+// identity, hashes it, and refuses to call the host ready.
+const (
+	// SnapshotterErofs is containerd 2.x's EROFS snapshotter.
+	SnapshotterErofs = "erofs"
+
+	// labelErofsPath, labelErofsDigest and labelErofsStamp record, on a
+	// snapshot kiln committed, where its EROFS image lies, what it hashes
+	// to, and the file's identity when it was hashed (blob.FileStamp).
+	labelErofsPath   = "dev.kiln.erofs.path"
+	labelErofsDigest = "dev.kiln.erofs.digest"
+	labelErofsStamp  = "dev.kiln.erofs.stamp"
+
+	// erofsMarker is the file the EROFS snapshotter puts in an active
+	// snapshot it prepared for a differ (erofsutils.MountsToLayer).
+	erofsMarker = ".erofslayer"
+)
+
+// isErofsLayer says whether mt is a native EROFS layer (plain or +zstd).
+func isErofsLayer(mt string) bool {
+	return strings.HasPrefix(mt, erofs.MediaType)
+}
+
+// setHasErofsLayers says whether an image of s has a native EROFS layer:
+// only the EROFS snapshotter can mount those.
+func setHasErofsLayers(s *warm.Set) bool {
+	for _, img := range s.Images {
+		for _, l := range img.Layers {
+			if isErofsLayer(l.MediaType) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// snapshotterFor is --snapshotter, or for auto: erofs when an image of s
+// has native EROFS layers (only that snapshotter mounts them), else what
+// pickSnapshotter picks (overlayfs, else native).
+func (t *Containerd) snapshotterFor(ctx context.Context, s *warm.Set) (string, error) {
+	if (t.snapshotter != "" && t.snapshotter != "auto") || !setHasErofsLayers(s) {
+		return t.pickSnapshotter(ctx)
+	}
+	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.snapshotter.v1",id=="erofs"`)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range resp.Plugins {
+		if p.InitErr == nil {
+			return SnapshotterErofs, nil
+		}
+	}
+	return "", errors.New("the image has EROFS layers and this containerd has no working EROFS snapshotter (containerd 2.2+ and erofs-utils 1.8+; check: ctr plugins ls | grep erofs)")
+}
+
+// unpackErofs applies the layers into the EROFS snapshotter one at a
+// time, each on its committed parent (an EROFS snapshot's Prepare wants
+// its parent committed); the bytes are written while they download.
+func (t *Containerd) unpackErofs(ctx context.Context, layers []rootfs.Layer, sn snapshots.Snapshotter, ready warm.Readiness) error {
+	var chain []digest.Digest
+	for _, layer := range layers {
+		tr := t.traceStart(layer)
+		how, err := t.erofsLayer(ctx, layer, chain, sn, ready, tr)
+		if err != nil {
+			return fmt.Errorf("layer %s: %v", layer.Blob.Digest, err)
+		}
+		t.traceDone(tr, how, false)
+		chain = append(chain, layer.Diff.Digest)
+	}
+	return nil
+}
+
+// erofsLayer makes one layer's EROFS snapshot (or checks the one there)
+// and returns how (a how* constant): from the growing ingest, else from
+// the committed blob file (also when the stream failed), else by
+// containerd's own EROFS differ (a containerd on another host).
+func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, ready warm.Readiness, tr *warm.LayerTrace) (string, error) {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	if info, err := sn.Stat(ctx, chainID); err == nil {
+		return warm.HowPresent, checkErofsSnapshot(ctx, sn, info)
+	}
+	src, how, err := t.layerSource(ctx, layer.Blob, ready)
+	if err != nil {
+		return "", err
+	}
+	t.traceMark(&tr.Start)
+	if src != nil {
+		err = t.erofsApply(ctx, layer, chain, sn, src, ready, tr)
+		if err != nil && how == warm.HowStreamed && ctx.Err() == nil {
+			// The stream failed (a write that stopped, say): the
+			// committed blob file is read next.
+			t.inprocFailures.Add(1)
+			t.noteFallback(err)
+			if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+				return "", err
+			}
+			if src, how = t.blobFile(layer.Blob); src != nil {
+				err = t.erofsApply(ctx, layer, chain, sn, src, ready, tr)
+			}
+		}
+		if src != nil {
+			if err != nil {
+				return "", err
+			}
+			t.countHow(how)
+			return how, t.labelUncompressed(ctx, layer)
+		}
+	}
+	// containerd's content root is not on this host: its own EROFS
+	// differ converts (or copies) the layer.
+	if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+		return "", err
+	}
+	t.traceMark(&tr.Verified)
+	if _, err := rootfs.ApplyLayerWithOpts(ctx, layer, chain, sn, t.c.DiffService(), nil, nil); err != nil {
+		return "", err
+	}
+	t.traceMark(&tr.Applied)
+	return warm.HowDaemon, t.labelUncompressed(ctx, layer)
+}
+
+// erofsApply prepares the layer's snapshot on its parent chain, writes its
+// EROFS image from src (into the snapshot, or into the layer content
+// cache that the snapshot then mounts from), waits for containerd to have
+// committed the blob, and commits the snapshot under its chain ID with
+// the image's path and sha256. Nothing is left behind when it fails. src
+// is closed.
+func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain []digest.Digest, sn snapshots.Snapshotter, src content.ReaderAt, ready warm.Readiness, tr *warm.LayerTrace) error {
+	chainID := identity.ChainID(append(slices.Clone(chain), layer.Diff.Digest)).String()
+	parent := ""
+	if len(chain) > 0 {
+		parent = identity.ChainID(chain).String()
+	}
+	var cached string
+	if t.erofsCache != "" && !isErofsLayer(layer.Blob.MediaType) {
+		cached = erofsCacheBlobPath(t.erofsCache, layer.Diff.Digest)
+		if err := fillErofsCache(ctx, layer, src, cached); err != nil {
+			return fmt.Errorf("--erofs-cache %s: %v", t.erofsCache, err)
+		}
+		src = nil
+	}
+	key := unpackKey(chainID)
+	// Cleanup must run even when the warm was cancelled.
+	cctx := context.WithoutCancel(ctx)
+	// The unpacker's labels: with them the snapshotter serves the layer
+	// from its layer content cache when the diff ID is there.
+	mounts, err := sn.Prepare(ctx, key, parent, snapshots.WithLabels(map[string]string{
+		snapshots.LabelSnapshotRef:    chainID,
+		snapshots.LabelSnapshotDiffID: layer.Diff.Digest.String(),
+	}))
+	if err != nil {
+		// A cancelled call may still have been carried out.
+		sn.Remove(cctx, key)
+		if src != nil {
+			src.Close()
+		}
+		return fmt.Errorf("prepare snapshot %s: %v", key, err)
+	}
+	var path string
+	var sum digest.Digest
+	switch {
+	case len(mounts) > 0 && mounts[len(mounts)-1].ReadOnly():
+		// Populated from the layer content cache: nothing to write.
+		if src != nil {
+			src.Close()
+		}
+		path = cached
+		if path == "" {
+			err = fmt.Errorf("the EROFS snapshotter served layer %s from a layer content cache: pass that directory as --erofs-cache", layer.Diff.Digest)
+		} else {
+			sum, err = hashFile(path)
+		}
+	case src == nil:
+		err = fmt.Errorf("layer %s is in --erofs-cache %s, but the EROFS snapshotter did not use it: is the directory in its layer_content_caches?", layer.Diff.Digest, t.erofsCache)
+	default:
+		path, sum, err = writeErofsLayer(ctx, layer, mounts, src)
+	}
+	if err == nil {
+		t.traceMark(&tr.Applied)
+		err = ready.Wait(ctx, layer.Blob.Digest)
+	}
+	if err == nil {
+		t.traceMark(&tr.Verified)
+		err = sn.Commit(ctx, chainID, key, snapshots.WithLabels(map[string]string{
+			labelErofsPath:   path,
+			labelErofsDigest: sum.String(),
+		}))
+		if err == nil {
+			// Stamped after the commit, which may enable fs-verity on
+			// the file (a change of its ctime).
+			return stampErofs(ctx, sn, chainID, path)
+		}
+		if errdefs.IsAlreadyExists(err) {
+			// Another warm (or pull) committed it first.
+			sn.Remove(cctx, key)
+			return nil
+		}
+		err = fmt.Errorf("commit snapshot %s: %v", chainID, err)
+	}
+	if rerr := sn.Remove(cctx, key); rerr != nil && !errdefs.IsNotFound(rerr) {
+		err = fmt.Errorf("%v; removing snapshot %s: %v", err, key, rerr)
+	}
+	return err
+}
+
+// erofsLayerDir is the directory of the active EROFS snapshot mounts
+// describe (the one holding layer.erofs), as containerd's EROFS differ
+// finds it: the parent of the bind source or of the overlay's upperdir,
+// marked by .erofslayer.
+func erofsLayerDir(mounts []mount.Mount) (string, error) {
+	if len(mounts) == 0 {
+		return "", errors.New("the EROFS snapshotter returned no mounts")
+	}
+	m := mounts[len(mounts)-1]
+	var dir string
+	switch typ := m.Type[strings.LastIndex(m.Type, "/")+1:]; typ {
+	case "bind", "erofs":
+		dir = filepath.Dir(m.Source)
+	case "overlay":
+		for _, o := range m.Options {
+			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
+				dir = filepath.Dir(v)
+			}
+		}
+	}
+	if dir == "" {
+		return "", fmt.Errorf("no EROFS layer directory in a %s mount", m.Type)
+	}
+	if _, err := os.Stat(filepath.Join(dir, erofsMarker)); err != nil {
+		return "", fmt.Errorf("%s is not a snapshot of the EROFS snapshotter (no %s): is it this host's containerd?", dir, erofsMarker)
+	}
+	return dir, nil
+}
+
+// writeErofsLayer writes the layer read from src as the snapshot's
+// layer.erofs (atomically: a temporary file, synced, renamed) and checks
+// the decoded stream's diff ID. src is closed. It returns the path and
+// the image's sha256.
+func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) (string, digest.Digest, error) {
+	dir, err := erofsLayerDir(mounts)
+	if err != nil {
+		src.Close()
+		return "", "", err
+	}
+	path := filepath.Join(dir, "layer.erofs")
+	sum, err := buildErofs(ctx, layer, src, path)
+	return path, sum, err
+}
+
+// buildErofs decodes src, checks it hashes to the layer's diff ID, and
+// writes the layer's EROFS image to path (a native layer's own bytes, a
+// tar layer converted by mkfs.erofs) through a temporary file beside it.
+func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, error) {
+	ra, err := decodedProvider{src}.ReaderAt(ctx, layer.Blob)
+	if err != nil {
+		return "", err
+	}
+	defer ra.Close()
+	diff := digest.SHA256.Digester()
+	in := io.TeeReader(content.NewReader(ra), diff.Hash())
+	// A name of its own: two warms may fill one cache entry at once.
+	f, err := os.CreateTemp(filepath.Dir(path), ".kiln-*.erofs")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(0o644)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	native := isErofsLayer(layer.Blob.MediaType)
+	if native {
+		err = copyToFile(tmp, in)
+	} else {
+		// Uncompressed inside, as containerd's differ converts: the
+		// conversion spends no CPU on compression, and reads none on
+		// decompression.
+		h, _ := v1.NewHash(layer.Diff.Digest.String())
+		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)))
+	}
+	if err != nil {
+		return "", err
+	}
+	if got := diff.Digest(); got != layer.Diff.Digest {
+		return "", fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+	}
+	// A native layer's image is its decoded stream: hashed already.
+	sum := layer.Diff.Digest
+	if !native {
+		if sum, err = hashFile(tmp); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return sum, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+func copyToFile(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_TRUNC|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func hashFile(path string) (digest.Digest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return digest.SHA256.FromReader(f)
+}
+
+// erofsCacheBlobPath is containerd's layer content cache layout
+// (erofsutils.CacheBlobPath, an internal package):
+// <dir>/<algo>/<first two hex digits>/<hex>.erofs.
+func erofsCacheBlobPath(dir string, diffID digest.Digest) string {
+	enc := diffID.Encoded()
+	return filepath.Join(dir, diffID.Algorithm().String(), enc[:2], enc+".erofs")
+}
+
+// fillErofsCache converts a tar layer read from src into the layer
+// content cache at path (its diff ID's entry), unless it is there
+// already. src is closed.
+func fillErofsCache(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		src.Close()
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		src.Close()
+		return err
+	}
+	_, err := buildErofs(ctx, layer, src, path)
+	return err
+}
+
+// checkErofsSnapshot is the readiness gate for an EROFS snapshot kiln
+// committed earlier: its image must still hash to what was recorded. An
+// unchanged file (same identity) is trusted; any other is hashed again.
+// A snapshot kiln did not make (containerd's own pull) records nothing.
+func checkErofsSnapshot(ctx context.Context, sn snapshots.Snapshotter, info snapshots.Info) error {
+	path, want := info.Labels[labelErofsPath], info.Labels[labelErofsDigest]
+	if path == "" || want == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: its EROFS image is gone: %v", info.Name, err)
+	}
+	if blob.FileStamp(fi) == info.Labels[labelErofsStamp] {
+		return nil
+	}
+	got, err := hashFile(path)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %v", info.Name, err)
+	}
+	if got.String() != want {
+		return fmt.Errorf("snapshot %s: its EROFS image %s is corrupted (it hashes to %s, committed as %s): remove the image and its snapshots (ctr images rm; ctr snapshots --snapshotter erofs rm) and warm again",
+			info.Name, path, got, want)
+	}
+	return stampErofs(ctx, sn, info.Name, path)
+}
+
+// stampErofs records the identity of the EROFS image of snapshot name,
+// just hashed: a later warm trusts it while it is unchanged. A failure
+// only costs a hash next time.
+func stampErofs(ctx context.Context, sn snapshots.Snapshotter, name, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	_, err = sn.Update(ctx, snapshots.Info{Name: name, Labels: map[string]string{labelErofsStamp: blob.FileStamp(fi)}}, "labels."+labelErofsStamp)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("labels on snapshot %s: %v", name, err)
+	}
+	return nil
+}
