@@ -9,7 +9,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build dist image test test-fast lint unit e2e integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
+.PHONY: all build dist image test test-fast lint unit e2e e2e-slow integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
@@ -77,6 +77,11 @@ unit test-fast:
 # detector (the fast tier ran these packages' other tests with it).
 e2e:
 	$(GO) test -count=1 -timeout 60m $(E2E_PKGS)
+
+# The e2e tests too long for CI's budget (the wheel cache's cold-runner
+# day: three CUDA-stack builds, two from an empty BuildKit).
+e2e-slow:
+	KILN_SLOW_E2E=1 $(GO) test -count=1 -timeout 90m -run 'TestWheelCacheOnBuildKit' ./builder/
 
 # End-to-end tests on the gigabyte fixtures: no race detector (it would
 # multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
