@@ -174,63 +174,105 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o Options) (v1.Layer, LayerReport, error) {
-	var rep LayerReport
+// source is a layer opened for conversion: its blob verified as it
+// streams (Drain reads the rest and checks it), decoded, its uncompressed
+// bytes hashed for the diff ID check, and the scratch blob the
+// conversion writes.
+type source struct {
+	dg   v1.Hash
+	comp layers.Compression
+	vr   *layers.VerifyReader
+	td   *timedReader
+	uh   hash.Hash
+	sc   *layers.Scratch
+	// tar is the decoded tar, hashed into uh as it is read.
+	tar   io.Reader
+	close func()
+}
+
+// openSource opens l (a tar layer) for conversion into a scratch blob in
+// dir, recording where it comes from in rep.
+func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *LayerReport) (*source, error) {
 	dg, err := l.Digest()
 	if err != nil {
-		return nil, rep, err
+		return nil, err
 	}
 	size, _ := l.Size()
 	mt, _ := l.MediaType()
 	if err := tarLayer(mt); err != nil {
-		return nil, rep, err
+		return nil, err
 	}
 	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
 	rc, err := l.Compressed()
 	if err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
+		return nil, fmt.Errorf("blob %s: %v", dg, err)
 	}
-	defer rc.Close()
 	// The source blob is verified as it streams: a registry or layout that
 	// serves other bytes fails here, naming the blob.
 	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
 	if err != nil {
-		return nil, rep, err
+		rc.Close()
+		return nil, err
 	}
 	dec, comp, closeDec, err := layers.Decompress(vr)
 	if err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
+		rc.Close()
+		return nil, fmt.Errorf("blob %s: %v", dg, err)
 	}
-	defer closeDec()
 	sc, err := layers.NewScratch(dir)
+	if err != nil {
+		closeDec()
+		rc.Close()
+		return nil, err
+	}
+	s := &source{dg: dg, comp: comp, vr: vr, td: &timedReader{r: dec}, uh: sha256.New(), sc: sc}
+	s.tar = io.TeeReader(layers.ContextReader(ctx, s.td, nil), s.uh)
+	s.close = func() { sc.Abort(); closeDec(); rc.Close() }
+	return s, nil
+}
+
+// check reads the rest of the source blob (its digest and size checked)
+// and compares the tar's hash with the config's diff ID.
+func (s *source) check(diffID v1.Hash) error {
+	if err := s.vr.Drain(); err != nil {
+		return err
+	}
+	if got := hashOf(s.uh); got != diffID {
+		return fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", s.dg, got, diffID, layers.ErrDigestMismatch)
+	}
+	return nil
+}
+
+func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o Options) (v1.Layer, LayerReport, error) {
+	var rep LayerReport
+	src, err := openSource(ctx, l, dir, o, &rep)
 	if err != nil {
 		return nil, rep, err
 	}
-	defer sc.Abort()
+	defer src.close()
+	dg, sc, td := src.dg, src.sc, src.td
 	enc, err := layers.NewZstdWriter(sc, o.Level)
 	if err != nil {
 		return nil, rep, err
 	}
-	uh := sha256.New()
-	td := &timedReader{r: dec}
-	if comp == layers.Zstd {
+	if src.comp == layers.Zstd {
 		// Already zstd: recompressing would only cost time.
 		rep.Skipped = true
 	}
-	n, err := io.Copy(enc, io.TeeReader(layers.ContextReader(ctx, td, nil), uh))
+	n, err := io.Copy(enc, src.tar)
 	if err != nil {
 		enc.Close()
 		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
 	}
-	if err := vr.Drain(); err != nil {
+	if err := src.vr.Drain(); err != nil {
 		enc.Close()
 		return nil, rep, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, rep, err
 	}
-	if got := hashOf(uh); got != diffID {
-		return nil, rep, fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch)
+	if err := src.check(diffID); err != nil {
+		return nil, rep, err
 	}
 	zdg, zsize, file, err := sc.Commit()
 	if err != nil {

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"runtime"
@@ -76,46 +75,18 @@ func ToErofs(ctx context.Context, src v1.Image, o Options, comp erofs.Compressio
 // mkfs.erofs and the image into a scratch blob, hashed as it is written.
 func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o Options, comp erofs.Compression) (v1.Layer, LayerReport, error) {
 	var rep LayerReport
-	dg, err := l.Digest()
+	src, err := openSource(ctx, l, dir, o, &rep)
 	if err != nil {
 		return nil, rep, err
 	}
-	size, _ := l.Size()
-	mt, _ := l.MediaType()
-	rep.From, rep.FromSize, rep.FromMedia = dg.String(), size, string(mt)
-	if err := tarLayer(mt); err != nil {
-		return nil, rep, err
-	}
-	rc, err := l.Compressed()
-	if err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
-	}
-	defer rc.Close()
-	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
-	if err != nil {
-		return nil, rep, err
-	}
-	dec, _, closeDec, err := layers.Decompress(vr)
-	if err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %v", dg, err)
-	}
-	defer closeDec()
-	sc, err := layers.NewScratch(dir)
-	if err != nil {
-		return nil, rep, err
-	}
-	defer sc.Abort()
-	uh := sha256.New()
-	td := &timedReader{r: dec}
-	tr := &countingTee{r: io.TeeReader(layers.ContextReader(ctx, td, nil), uh)}
+	defer src.close()
+	dg, sc, td := src.dg, src.sc, src.td
+	tr := &countingTee{r: src.tar}
 	if _, err := erofs.Convert(ctx, tr, sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
 		return nil, rep, fmt.Errorf("blob %s: %w", dg, err)
 	}
-	if err := vr.Drain(); err != nil {
+	if err := src.check(diffID); err != nil {
 		return nil, rep, err
-	}
-	if got := hashOf(uh); got != diffID {
-		return nil, rep, fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", dg, got, diffID, layers.ErrDigestMismatch)
 	}
 	edg, esize, file, err := sc.Commit()
 	if err != nil {
