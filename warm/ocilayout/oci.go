@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
@@ -61,6 +62,10 @@ func New(dir string) (*OCILayout, error) {
 	return l, nil
 }
 
+// maxIndex is the largest index.json updateIndex writes: the bound every
+// reader of a layout holds it to (a variable for tests).
+var maxIndex = localfile.MaxIndex
+
 // updateIndex changes index.json under an exclusive lock (concurrent runs
 // on one layout each merge their entries into what is there now) and
 // replaces it atomically. A missing index.json reads as an empty one.
@@ -95,6 +100,11 @@ func (l *OCILayout) updateIndex(ctx context.Context, change func(*ocispec.Index)
 	out, err := json.MarshalIndent(idx, "", "  ")
 	if err != nil {
 		return err
+	}
+	if len(out) > maxIndex {
+		// Written, it could not be read back (kiln's bound on an index,
+		// against a hostile one): the old index.json stays.
+		return fmt.Errorf("target %s: index.json would hold %d entries in %s, over the %s kiln reads back; it is left as it was: warm into another oci: directory, or remove old images from this one", l, len(idx.Manifests), bytesize.Format(int64(len(out))), bytesize.Format(int64(maxIndex)))
 	}
 	if err := atomicfile.WriteFile(p, out, 0o644); err != nil {
 		return fmt.Errorf("target %s: index.json: %v", l, err)

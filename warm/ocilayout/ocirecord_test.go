@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kiln-build/kiln/warm"
@@ -83,5 +84,39 @@ func TestOCIRecordLastImageOfANameWins(t *testing.T) {
 	})
 	if len(got) != 2 || got[0].Annotations[annRefName] != "y:1" || got[1].Digest != b {
 		t.Errorf("entries = %+v", got)
+	}
+}
+
+// TestOCIRecordRefusesAnIndexItCouldNotReadBack: an index.json grown past
+// the bound every layout reader holds it to is not written (200,000
+// images made an 86 MB index.json that the same run's Verify then
+// refused as too large); the old one stays, and the error says what to do.
+func TestOCIRecordRefusesAnIndexItCouldNotReadBack(t *testing.T) {
+	dir := t.TempDir()
+	l, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &warm.Set{}
+	for i := range 3 {
+		s.Images = append(s.Images, warm.Image{Name: fmt.Sprintf("example.com/app:v%d", i),
+			Manifest: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromString("m"), Size: 2}})
+	}
+	if err := l.Record(context.Background(), &warm.Set{Images: s.Images[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(m int) { maxIndex = m }(maxIndex)
+	maxIndex = len(before) + 10
+	err = l.Record(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "warm into another oci: directory") {
+		t.Fatalf("Record past the bound: %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	if string(after) != string(before) {
+		t.Errorf("index.json changed:\n%s", after)
 	}
 }
