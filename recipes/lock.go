@@ -13,10 +13,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // LockVersion is the kiln.lock format version.
@@ -49,10 +49,10 @@ type Lock struct {
 // LockedCompiledWheel is a wheel kiln compiles from source, keyed for the
 // wheel cache.
 type LockedCompiledWheel struct {
-	Name     string         `json:"name"`
-	Version  string         `json:"version"`
-	Platform string         `json:"platform"`
-	Key      wheelcache.Key `json:"key"`
+	Name     string       `json:"name"`
+	Version  string       `json:"version"`
+	Platform string       `json:"platform"`
+	Key      wheelkey.Key `json:"key"`
 	// KeyDigest is Key.Digest: the artifact's tag ends with its hex.
 	KeyDigest string `json:"key_digest"`
 	// Cache is the repository looked in; Cached says it held the wheel

@@ -21,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // The artifact's media types and annotations.
@@ -202,7 +203,7 @@ func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry
 		if err != nil || e == nil {
 			continue
 		}
-		if !sameButArchs(e.Key, k) || !covers(e.Key.Archs, k.Archs) {
+		if !wheelkey.SameButArchs(e.Key, k) || !wheelkey.Covers(e.Key.Archs, k.Archs) {
 			continue
 		}
 		if best == nil || len(e.Key.Archs) < len(best.Key.Archs) {

@@ -321,3 +321,15 @@ func TestLookupMirrorDown(t *testing.T) {
 		t.Errorf("a miss with the mirror down: %+v, %v", e, err)
 	}
 }
+
+func testKey() Key {
+	return Key{
+		Package: "flash-attn", Version: "2.7.4.post1",
+		Source: "sha256:" + strings.Repeat("ab", 32),
+		Torch:  "2.6.0", TorchCUDA: "cu124", CUDA: "12.4.1",
+		Python: "3.12", PythonABI: "cp312", CXX11ABI: "1",
+		Platform: "linux/amd64", Archs: []string{"90", "80"},
+		Builder: "docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04",
+		Flags:   []string{"LDFLAGS=-Wl,--strip-all", "FLASH_ATTENTION_FORCE_BUILD=TRUE"},
+	}
+}

@@ -1,4 +1,4 @@
-package wheelcache
+package wheelkey
 
 import (
 	"reflect"
