@@ -65,9 +65,7 @@ func NewRecord(p *recipes.Plan, in Inputs) (*Record, error) {
 			r.Pip[string(g.comp)] = append(r.Pip[string(g.comp)], pp.Requirement)
 		}
 	}
-	if fa := wheelKey(p); fa != nil {
-		r.Wheels = map[string]map[string]string{"flash-attn": fa}
-	}
+	r.Wheels = wheelKeys(p)
 	stageKeys := map[string]string{}
 	for _, st := range []Stage{L.Devel, L.Runtime} {
 		chain := shortHash("stage", st.Name, st.Base, fmt.Sprint(st.Env))
@@ -81,14 +79,10 @@ func NewRecord(p *recipes.Plan, in Inputs) (*Record, error) {
 	return r, nil
 }
 
-// wheelKey is what determines the FlashAttention wheel kiln compiles
-// (nil when it is fetched, not built): version, torch and its CUDA
-// variant, CUDA, Python, the C++ ABI, the architectures and the flags.
-func wheelKey(p *recipes.Plan) map[string]string {
-	fab := p.FlashAttnBuild
-	if fab == nil {
-		return nil
-	}
+// wheelKeys are what determine the wheels kiln compiles, by project
+// (nil when none is built): version, torch and its CUDA variant, CUDA,
+// Python, the C++ ABI, the architectures and the flags.
+func wheelKeys(p *recipes.Plan) map[string]map[string]string {
 	s := func(v *string) string {
 		if v == nil {
 			return ""
@@ -99,12 +93,24 @@ func wheelKey(p *recipes.Plan) map[string]string {
 	if p.TorchCXX11ABI != nil {
 		abi = fmt.Sprint(*p.TorchCXX11ABI)
 	}
-	env, _ := json.Marshal(fab.Env)
-	return map[string]string{
-		"version": s(p.FlashAttn), "torch": s(p.Torch) + "+" + s(p.TorchCUDAVariant), "cuda": p.CUDA,
-		"python": p.Python, "cxx11_abi": abi, "archs": fab.CUDAArchs,
-		"flags": strings.Join(fab.PipFlags, " ") + " " + string(env),
+	var out map[string]map[string]string
+	for _, pp := range p.Compiled() {
+		k := map[string]string{
+			"version": pp.Requirement, "torch": s(p.Torch) + "+" + s(p.TorchCUDAVariant), "cuda": p.CUDA,
+			"python": p.Python, "cxx11_abi": abi, "archs": strings.Join(p.CUDAArchs, ";"),
+			"flags": strings.Join(sourceEnv(p), " "),
+		}
+		if fab := p.FlashAttnBuild; pp.Name == "flash-attn" && fab != nil {
+			env, _ := json.Marshal(fab.Env)
+			k["version"], k["archs"] = s(p.FlashAttn), fab.CUDAArchs
+			k["flags"] = strings.Join(fab.PipFlags, " ") + " " + string(env)
+		}
+		if out == nil {
+			out = map[string]map[string]string{}
+		}
+		out[pp.Name] = k
 	}
+	return out
 }
 
 // stepKey is a step's own definition's key, and the chain of the stage
@@ -217,7 +223,13 @@ func stepInputs(step string, changes []Change) []string {
 	var reads []string
 	switch {
 	case strings.HasSuffix(step, "python and pip"):
-		reads = []string{"base devel", "wheel flash-attn"}
+		// The toolchain is installed when a wheel is compiled.
+		reads = []string{"base devel"}
+		for _, c := range changes {
+			if strings.HasPrefix(c.Input, "wheel ") {
+				reads = append(reads, c.Input)
+			}
+		}
 	case strings.HasSuffix(step, "system packages"):
 		reads = []string{"apt", "base runtime"}
 	case strings.HasSuffix(step, "app files"):

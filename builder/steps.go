@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // Component names one runtime layer; an app-only change re-pushes only the
@@ -215,7 +216,7 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	// Devel: python, pip (and a compiler toolchain when something is built from source).
 	develPkgs := []string{"python3", "python3-pip"}
 	develSh := aptEnsure(develPkgs, "python3 -m pip --version >/dev/null 2>&1")
-	if fab != nil {
+	if len(p.Compiled()) > 0 {
 		// A source build runs pip wheel --no-build-isolation: the build
 		// backend (setuptools, wheel) and the toolchain come from Debian,
 		// installed even when the base already has pip.
@@ -233,7 +234,7 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		var cmds []string
 		var fromIndex []recipes.PipPackage
 		for _, pp := range g.pkgs {
-			if pp.Name == "flash-attn" && fab != nil {
+			if pp.Name == "flash-attn" && fab != nil || pp.FromSource() {
 				continue
 			}
 			fromIndex = append(fromIndex, pp)
@@ -251,11 +252,12 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 			Mounts:      []Mount{pipCache},
 			HostNetwork: true,
 		})
-		if fab != nil && g.comp == ComponentExtensions {
-			for _, pp := range g.pkgs {
-				if pp.Name == "flash-attn" {
-					L.Devel.Steps = append(L.Devel.Steps, flashAttnCompile(p, fab, pp, dest))
-				}
+		for _, pp := range g.pkgs {
+			switch {
+			case pp.Name == "flash-attn" && fab != nil:
+				L.Devel.Steps = append(L.Devel.Steps, flashAttnCompile(p, fab, pp, dest))
+			case pp.FromSource():
+				L.Devel.Steps = append(L.Devel.Steps, sourceCompile(p, pp))
 			}
 		}
 	}
@@ -284,6 +286,11 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	shared := sharedCUDARuntime(p)
 	for _, g := range groups(p) {
 		links = append(links, "--find-links "+path.Join(wheelhouse, g.dir))
+		for _, pp := range g.pkgs {
+			if pp.FromSource() {
+				links = append(links, "--find-links "+sourceWheelDir(pp))
+			}
+		}
 		sh := "python3 -m pip install --no-index --no-compile --no-cache-dir " + strings.Join(links, " ") + " " + reqNames(g.pkgs)
 		if shared != "" && g.comp == ComponentTorch {
 			// Same step, so the wheel's copy never reaches a layer.
@@ -348,6 +355,48 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 		HostNetwork: true,
 		Compile:     &Compile{Package: "flash-attn", Dir: dest, Glob: "flash_attn-*.whl"},
 	}
+}
+
+// sourceWheelDir is where a pip_from_source requirement's wheel is
+// compiled to: a directory of its own, so the step's one *.whl is the
+// compiled wheel whatever its file name's spelling of the project.
+func sourceWheelDir(pp recipes.PipPackage) string {
+	return path.Join(wheelhouse, "src", wheelkey.NormalizeName(pp.Name))
+}
+
+// sourceCompile compiles a pip_from_source requirement from its source
+// archive into a wheel, in the devel stage: pip wheel --no-binary, with
+// the devel image's setuptools and wheel (no build isolation: an offline
+// index need not serve build backends) and torch installed first when
+// the plan has it (torch extensions import it to build), for the plan's
+// GPU architectures.
+func sourceCompile(p *recipes.Plan, pp recipes.PipPackage) Step {
+	dest := sourceWheelDir(pp)
+	sh := "set -e; mkdir -p " + dest
+	if tp := torchPkgs(p); len(tp) > 0 {
+		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)
+	}
+	sh += "; " + strings.Join(sourceEnv(p), " ") + " python3 -m pip wheel --no-deps --no-build-isolation --no-binary " + shq(pp.Name) +
+		" --wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{pp}) + " " + shq(pp.Requirement)
+	return Step{
+		Name:        "devel: compile " + pp.Name,
+		Shell:       sh,
+		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
+		HostNetwork: true,
+		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: "*.whl"},
+	}
+}
+
+// sourceEnv is a pip_from_source compile's environment, KEY=VALUE words:
+// the link strips symbol tables and debug sections (they carry pip's
+// random build directory, so two builds from clean caches would differ),
+// and torch's extension builder compiles for the plan's architectures.
+func sourceEnv(p *recipes.Plan) []string {
+	env := []string{"LDFLAGS=-Wl,--strip-all"}
+	if len(p.CUDAArchs) > 0 {
+		env = append(env, "TORCH_CUDA_ARCH_LIST="+shq(strings.Join(p.CUDAArchs, ";")))
+	}
+	return env
 }
 
 // flashAttnEnv is the source build's environment, KEY=VALUE words

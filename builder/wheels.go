@@ -51,31 +51,42 @@ type WheelUse struct {
 }
 
 // WheelKeys are the cache keys of the wheels plan compiles from source,
-// one per platform (os/arch) and project: today FlashAttention's
-// build: source. The source archive's sha256 comes from the index pip
-// fetches it from.
+// one per platform (os/arch) and project: FlashAttention's build: source
+// and the recipe's pip_from_source requirements. The source archive's
+// sha256 comes from the index pip fetches it from.
 func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wheelindex.Client) ([]wheelcache.Key, error) {
-	fab := p.FlashAttnBuild
-	if fab == nil || p.FlashAttn == nil {
-		return nil, nil
-	}
-	var fa *recipes.PipPackage
-	for i := range p.Pip {
-		if p.Pip[i].Name == "flash-attn" {
-			fa = &p.Pip[i]
+	var keys []wheelcache.Key
+	for _, pp := range p.Compiled() {
+		k, err := compiledKey(ctx, p, pp, idx)
+		if err != nil {
+			return nil, err
+		}
+		for _, pl := range buildPlatforms(p, platforms) {
+			kk := k
+			kk.Platform = pl
+			keys = append(keys, kk.Normalize())
 		}
 	}
-	if fa == nil {
-		return nil, nil
+	return keys, nil
+}
+
+// compiledKey is pp's key but the platform.
+func compiledKey(ctx context.Context, p *recipes.Plan, pp recipes.PipPackage, idx *wheelindex.Client) (wheelcache.Key, error) {
+	version, ok := pp.Version()
+	if pp.Name == "flash-attn" && p.FlashAttn != nil {
+		version, ok = *p.FlashAttn, true
 	}
-	src, err := sourceDigest(ctx, idx, fa, *p.FlashAttn)
+	if !ok {
+		return wheelcache.Key{}, fmt.Errorf("%s is not pinned with ==: a compiled wheel is keyed by its version", pp.Requirement)
+	}
+	src, err := sourceDigest(ctx, idx, &pp, version)
 	if err != nil {
-		return nil, err
+		return wheelcache.Key{}, err
 	}
 	k := wheelcache.Key{
-		Package: "flash-attn", Version: *p.FlashAttn, Source: src,
+		Package: pp.Name, Version: version, Source: src,
 		CUDA: p.CUDA, Python: p.Python, PythonABI: "cp" + strings.ReplaceAll(p.Python, ".", ""),
-		Archs: strings.Split(fab.CUDAArchs, ";"), Builder: p.OS,
+		Builder: p.OS,
 	}
 	if p.Torch != nil {
 		k.Torch = *p.Torch
@@ -89,24 +100,40 @@ func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wh
 			k.CXX11ABI = "1"
 		}
 	}
-	// What changes the bytes: the environment but the parallelism (and
-	// the architectures, Archs), and pip's flags.
-	for _, e := range flashAttnEnv(fab) {
-		if !strings.HasPrefix(e, "MAX_JOBS=") && !strings.HasPrefix(e, "NVCC_THREADS=") && !strings.HasPrefix(e, "FLASH_ATTN_CUDA_ARCHS=") {
+	if fab := p.FlashAttnBuild; pp.Name == "flash-attn" && fab != nil {
+		k.Archs = strings.Split(fab.CUDAArchs, ";")
+		// What changes the bytes: the environment but the parallelism
+		// (and the architectures, Archs), and pip's flags.
+		for _, e := range flashAttnEnv(fab) {
+			if !strings.HasPrefix(e, "MAX_JOBS=") && !strings.HasPrefix(e, "NVCC_THREADS=") && !strings.HasPrefix(e, "FLASH_ATTN_CUDA_ARCHS=") {
+				k.Flags = append(k.Flags, e)
+			}
+		}
+		for _, f := range fab.PipFlags {
+			k.Flags = append(k.Flags, "pip:"+f)
+		}
+		return k, nil
+	}
+	// A pip_from_source requirement: compiled for the plan's
+	// architectures (TORCH_CUDA_ARCH_LIST), or torch's own default list
+	// when the recipe names no GPUs.
+	k.Archs = p.CUDAArchs
+	if len(k.Archs) == 0 {
+		k.Archs = []string{DefaultArchs}
+	}
+	for _, e := range sourceEnv(p) {
+		if !strings.HasPrefix(e, "TORCH_CUDA_ARCH_LIST=") {
 			k.Flags = append(k.Flags, e)
 		}
 	}
-	for _, f := range fab.PipFlags {
-		k.Flags = append(k.Flags, "pip:"+f)
-	}
-	var keys []wheelcache.Key
-	for _, pl := range buildPlatforms(p, platforms) {
-		kk := k
-		kk.Platform = pl
-		keys = append(keys, kk.Normalize())
-	}
-	return keys, nil
+	k.Flags = append(k.Flags, "pip:--no-build-isolation", "pip:--no-binary")
+	return k, nil
 }
+
+// DefaultArchs stands in a wheel key's architecture list for a compile
+// that sets none (a recipe without gpus): the extension builder's own
+// default.
+const DefaultArchs = "default"
 
 // sourceDigest is the sha256 the index lists for pkg's source archive
 // of version: what pip wheel --no-binary compiles.
@@ -122,18 +149,11 @@ func sourceDigest(ctx context.Context, idx *wheelindex.Client, pkg *recipes.PipP
 	if err != nil {
 		return "", err
 	}
-	for _, f := range files {
-		base, ok := strings.CutSuffix(f.Filename, ".tar.gz")
-		if !ok {
-			continue
-		}
-		i := strings.LastIndex(base, "-")
-		if i < 0 || wheelindex.Normalize(base[:i]) != wheelindex.Normalize(pkg.Name) || !wheelindex.VersionMatches(base[i+1:], version) {
-			continue
-		}
-		if f.SHA256 == "" {
-			return "", fmt.Errorf("%s lists %s without a sha256: the wheel cache keys a compiled wheel by its source's digest", index, f.Filename)
-		}
+	f, ok := wheelindex.SourceArchive(files, pkg.Name, version)
+	if ok && f.SHA256 == "" {
+		return "", fmt.Errorf("%s lists %s without a sha256: the wheel cache keys a compiled wheel by its source's digest", index, f.Filename)
+	}
+	if ok {
 		return "sha256:" + f.SHA256, nil
 	}
 	return "", fmt.Errorf("%s lists no source archive (.tar.gz) of %s %s", index, pkg.Name, version)
@@ -159,6 +179,11 @@ type wheelRun struct {
 	uses []*WheelUse
 }
 
+// keyed says whether k is the key of u's wheel.
+func (u *WheelUse) keyed(k wheelcache.Key) bool {
+	return k.Platform == u.Platform && wheelcache.NormalizeName(k.Package) == wheelcache.NormalizeName(u.Package)
+}
+
 func (r *wheelRun) use(s WheelSlot) *WheelUse {
 	for _, u := range r.uses {
 		if u.Platform == s.Platform && u.Package == s.Package {
@@ -180,7 +205,8 @@ func (r *wheelRun) logf(format string, a ...any) {
 // found or verified is compiled; nothing here fails the build.
 func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCache, platforms []string) (*wheelRun, func(), error) {
 	nop := func() {}
-	if wc == nil || wc.Cache == nil || p.FlashAttnBuild == nil {
+	compiled := p.Compiled()
+	if wc == nil || wc.Cache == nil || len(compiled) == 0 {
 		return nil, nop, nil
 	}
 	dir, err := os.MkdirTemp("", "kiln-wheels-*")
@@ -190,12 +216,14 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 	cleanup := func() { os.RemoveAll(dir) }
 	r := &wheelRun{wc: wc, dir: dir, keys: map[WheelSlot]wheelcache.Key{}}
 	for _, pl := range buildPlatforms(p, platforms) {
-		r.uses = append(r.uses, &WheelUse{Package: "flash-attn", Platform: pl})
+		for _, pp := range compiled {
+			r.uses = append(r.uses, &WheelUse{Package: pp.Name, Platform: pl})
+		}
 	}
 	keys := slices.Clone(wc.Keys)
 	missing := false
 	for _, u := range r.uses {
-		if !slices.ContainsFunc(keys, func(k wheelcache.Key) bool { return k.Platform == u.Platform && k.Package == u.Package }) {
+		if !slices.ContainsFunc(keys, u.keyed) {
 			missing = true
 		}
 	}
@@ -205,7 +233,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 			for _, u := range r.uses {
 				u.Note = "not cached: " + err.Error()
 			}
-			r.logf("not used: flash-attn is compiled: %v", err)
+			r.logf("not used: the wheels are compiled: %v", err)
 			return r, cleanup, nil
 		}
 		keys = append(keys, ks...)
@@ -214,7 +242,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 		in.CachedWheels = map[WheelSlot]string{}
 	}
 	for _, u := range r.uses {
-		i := slices.IndexFunc(keys, func(k wheelcache.Key) bool { return k.Platform == u.Platform && k.Package == u.Package })
+		i := slices.IndexFunc(keys, u.keyed)
 		k := keys[i].Normalize()
 		slot := WheelSlot{u.Platform, u.Package}
 		r.keys[slot] = k

@@ -33,6 +33,9 @@ func indexedSourcePlan(t *testing.T, mutate func(*recipes.Recipe)) (*recipes.Pla
 	if err := ix.AddSDist(sd); err != nil {
 		t.Fatal(err)
 	}
+	if err := ix.AddSDist(wheelserve.DemoExtSDist()); err != nil {
+		t.Fatal(err)
+	}
 	b, err := sd.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -225,5 +228,97 @@ func TestPrepareWheels(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(r2.dir); len(ents) != 0 {
 		t.Errorf("the corrupt wheel left %v", ents)
+	}
+}
+
+// A pip_from_source requirement (a project with only a source archive)
+// compiles in a step of its own, into a directory of its own that the
+// runtime install finds its wheel in, and is never asked of the index
+// as a wheel; it is keyed like FlashAttention (its sdist's sha256, the
+// plan's GPU list) and a cache hit replaces its compile step alone.
+func TestSourceRequirementCompiled(t *testing.T) {
+	ctx := context.Background()
+	demo := wheelserve.DemoExtName
+	p, _ := indexedSourcePlan(t, func(r *recipes.Recipe) {
+		r.Pip = append(r.Pip, demo+"=="+wheelserve.DemoExtVersion)
+		r.PipFromSource = []string{demo}
+	})
+	if c := p.Compiled(); len(c) != 2 || c[1].Name != demo {
+		t.Fatalf("compiled %+v", c)
+	}
+	g, err := NewGraph(p, Inputs{}, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Compiled) != 2 || g.Compiled[1].Package != demo {
+		t.Fatalf("compiled wheels %+v", g.Compiled)
+	}
+	d, _ := decode(t, p, Inputs{}, false)
+	var compile, download, install string
+	for _, e := range d.execs {
+		s := strings.Join(e.Meta.Args, " ")
+		switch {
+		case strings.Contains(s, "--no-binary "+demo+" "):
+			compile = s
+		case strings.Contains(s, "pip download") && strings.Contains(s, "/wheelhouse/pip"):
+			download = s
+		case strings.Contains(s, "pip install --no-index") && strings.Contains(s, "/wheelhouse/pip") && !strings.Contains(s, "pip wheel"):
+			install = s
+		}
+	}
+	for _, want := range []string{"pip wheel --no-deps --no-build-isolation", "--wheel-dir /wheelhouse/src/" + demo, "TORCH_CUDA_ARCH_LIST='8.0;9.0'", "LDFLAGS=-Wl,--strip-all", "pip install --no-index --find-links /wheelhouse/torch"} {
+		if !strings.Contains(compile, want) {
+			t.Errorf("compile step lacks %q:\n%s", want, compile)
+		}
+	}
+	if strings.Contains(download, demo) {
+		t.Errorf("the source-only requirement is asked of the index as a wheel:\n%s", download)
+	}
+	if !strings.Contains(install, "--find-links /wheelhouse/src/"+demo) || !strings.Contains(install, demo+"=="+wheelserve.DemoExtVersion) {
+		t.Errorf("the runtime install does not find the compiled wheel:\n%s", install)
+	}
+	df, err := Dockerfile(p, Inputs{})
+	if err != nil || !strings.Contains(df, "--no-binary "+demo+" ") {
+		t.Errorf("the Dockerfile export lacks the compile step (%v)", err)
+	}
+
+	keys, err := WheelKeys(ctx, p, nil, nil)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys %+v, %v", keys, err)
+	}
+	k := keys[1]
+	b, _ := wheelserve.DemoExtSDist().Build()
+	if k.Package != demo || k.Version != wheelserve.DemoExtVersion || k.Source != fmt.Sprintf("sha256:%x", sha256.Sum256(b)) ||
+		strings.Join(k.Archs, ";") != "8.0;9.0" || k.Torch == "" || !slices.Contains(k.Flags, "pip:--no-binary") {
+		t.Errorf("key %s", k.JSON())
+	}
+	if err := k.Check(); err != nil {
+		t.Error(err)
+	}
+
+	c, err := wheelcache.Open(testimage.Registry(t) + "/kiln/wheels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wheel := filepath.Join(t.TempDir(), "kiln_demo_ext-1.0-cp311-cp311-linux_x86_64.whl")
+	os.WriteFile(wheel, []byte("compiled demo"), 0o644)
+	if _, err := c.Push(ctx, k, wheel); err != nil {
+		t.Fatal(err)
+	}
+	var in Inputs
+	r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if len(r.uses) != 2 || r.uses[0].Cached || !r.uses[1].Cached || in.CachedWheels[WheelSlot{"linux/amd64", demo}] != filepath.Base(wheel) {
+		t.Fatalf("uses %+v, cached %v: want the demo wheel from the cache, flash-attn compiled", r.uses, in.CachedWheels)
+	}
+	gc, err := NewGraph(p, in, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gc.Compiled) != 1 || gc.Compiled[0].Package != "flash-attn" {
+		t.Errorf("with the demo wheel cached, compiled %+v", gc.Compiled)
 	}
 }

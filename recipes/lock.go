@@ -166,6 +166,11 @@ func NewLock(ctx context.Context, r *Recipe, plan *Plan, o LockOptions) (*Lock, 
 				l.Warnings = append(l.Warnings, fmt.Sprintf("%s is not pinned with ==; it is not locked", pp.Requirement))
 				continue
 			}
+			if pp.FromSource() {
+				// compiled_wheels records its key (the source's sha256
+				// among it); the build compiles it or fetches the wheel.
+				continue
+			}
 			if pp.Name == "flash-attn" && plan.FlashAttnBuild != nil {
 				l.Warnings = append(l.Warnings, fmt.Sprintf("flash-attn %s is built from source; no wheel is locked", version))
 				continue
@@ -189,6 +194,9 @@ func NewLock(ctx context.Context, r *Recipe, plan *Plan, o LockOptions) (*Lock, 
 			}
 			f, err := wheelindex.Select(fs, name, version, plan.Python, plat, pp.Wheel)
 			if err != nil {
+				if src, ok := wheelindex.SourceArchive(fs, name, version); ok {
+					return nil, fmt.Errorf("lock: %s: %w, only its source archive %s: add `pip_from_source: [%s]` to %s and kiln compiles it in the devel stage (with a wheel cache, once)", index, err, src.Filename, name, recipeName(l.Recipe))
+				}
 				return nil, fmt.Errorf("lock: %s: %w", index, err)
 			}
 			if f.SHA256 == "" {
@@ -211,6 +219,9 @@ func keys(m map[string]string) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// isPinned says whether req is "name==version".
+func isPinned(req string) bool { _, _, ok := pinned(req); return ok }
 
 // pinned splits "name==version".
 func pinned(req string) (string, string, bool) {
@@ -424,4 +435,13 @@ func (l *Lock) LockedPlan() *Plan {
 // LockPath is the kiln.lock next to a recipe file.
 func LockPath(recipePath string) string {
 	return filepath.Join(filepath.Dir(recipePath), LockFile)
+}
+
+// recipeName is the recipe's file name for messages ("the recipe" when
+// it was not read from a file).
+func recipeName(base string) string {
+	if base == "" || base == "." || base == "/" {
+		return "the recipe"
+	}
+	return base
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // Recipe is a kiln.yaml: one pinned GPU stack. Empty fields are filled by
@@ -41,8 +42,14 @@ type Recipe struct {
 	FlashAttn    *FASpec    `yaml:"flash_attn,omitempty" json:"flash_attn,omitempty"`
 	BitsAndBytes *BNBSpec   `yaml:"bitsandbytes,omitempty" json:"bitsandbytes,omitempty"`
 	Pip          []string   `yaml:"pip,omitempty" json:"pip,omitempty"`
-	Apt          []string   `yaml:"apt,omitempty" json:"apt,omitempty"`
-	GPUs         []string   `yaml:"gpus,omitempty" json:"gpus,omitempty"`
+	// PipFromSource names pip requirements kiln compiles from their
+	// source archive (a project that publishes no wheel for the image's
+	// Python or platform), in the devel stage; with a wheel cache the
+	// compiled wheel is kept in the registry and fetched, not compiled,
+	// by the next build.
+	PipFromSource []string `yaml:"pip_from_source,omitempty" json:"pip_from_source,omitempty"`
+	Apt           []string `yaml:"apt,omitempty" json:"apt,omitempty"`
+	GPUs          []string `yaml:"gpus,omitempty" json:"gpus,omitempty"`
 	// GPUCode says what kiln build does with the GPU code of the libraries
 	// it installs (default: pruned to gpus when gpus are set).
 	GPUCode        *GPUCodeSpec `yaml:"gpu_code,omitempty" json:"gpu_code,omitempty"`
@@ -555,6 +562,27 @@ func (r *Recipe) validate() []problem {
 	for i, p := range r.Pip {
 		if strings.TrimSpace(p) == "" || strings.HasPrefix(strings.TrimSpace(p), "-") {
 			add(fmt.Sprintf("pip[%d]", i), "%q: want a requirement such as transformers==4.46.3 (pip options are not allowed)", p)
+		}
+	}
+	for i, name := range r.PipFromSource {
+		add2 := func(format string, a ...any) { add(fmt.Sprintf("pip_from_source[%d]", i), format, a...) }
+		var req string
+		for _, p := range r.Pip {
+			if wheelkey.NormalizeName(reqName(p)) == wheelkey.NormalizeName(name) {
+				req = p
+			}
+		}
+		switch {
+		case wheelkey.NormalizeName(name) == "flash-attn":
+			add2("%q: FlashAttention is compiled with flash_attn: {build: source}", name)
+		case strings.TrimSpace(name) == "" || strings.ContainsAny(name, "=<>!~[; @"):
+			add2("%q: want a project name from pip (e.g. pyyaml), without a version", name)
+		case req == "":
+			add2("%q is not in pip: list its requirement there (e.g. %s==1.0) and name the project here", name, name)
+		case !isPinned(req):
+			add2("%q: its requirement %q is not pinned: pin it with == so the compiled wheel can be keyed and cached", name, req)
+		case slices.ContainsFunc(r.PipFromSource[:i], func(n string) bool { return wheelkey.NormalizeName(n) == wheelkey.NormalizeName(name) }):
+			add2("%q is listed twice", name)
 		}
 	}
 	for i, p := range r.Apt {

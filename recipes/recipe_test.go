@@ -32,6 +32,11 @@ func TestParseErrors(t *testing.T) {
 		{"name: a\napp:\n  workdir: app\n", "kiln.yaml:3:12: app.workdir: \"app\" must be an absolute path"},
 		{"name: a\nwheel_indexes: [ftp://x]\n", "kiln.yaml:2:17: wheel_indexes[0]:"},
 		{"name: a\ngpus: !foo [h100]\n", "kiln.yaml:2:7: gpus: YAML tags"},
+		{"name: a\npip: [pyyaml==6.0.2]\npip_from_source: [ujson]\n", "kiln.yaml:3:19: pip_from_source[0]: \"ujson\" is not in pip: list its requirement there"},
+		{"name: a\npip: [pyyaml>=6]\npip_from_source: [PyYAML]\n", "pip_from_source[0]: \"PyYAML\": its requirement \"pyyaml>=6\" is not pinned: pin it with =="},
+		{"name: a\npip: [pyyaml==6.0.2]\npip_from_source: [pyyaml, PyYAML]\n", "pip_from_source[1]: \"PyYAML\" is listed twice"},
+		{"name: a\npip: [pyyaml==6.0.2]\npip_from_source: [pyyaml==6.0.2]\n", "pip_from_source[0]: \"pyyaml==6.0.2\": want a project name from pip"},
+		{"name: a\nflash_attn: {version: 2.7.4.post1}\npip_from_source: [flash_attn]\n", "pip_from_source[0]: \"flash_attn\": FlashAttention is compiled with flash_attn: {build: source}"},
 	}
 	for _, tc := range cases {
 		_, err := Parse("kiln.yaml", []byte(tc.yaml))

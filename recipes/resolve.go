@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // Plan is a resolved recipe: exact versions and everything the builder needs.
@@ -122,6 +123,35 @@ type PipPackage struct {
 	URL         string `json:"url,omitempty"`
 	Wheel       string `json:"wheel,omitempty"`
 	NoBuildIso  bool   `json:"no_build_isolation,omitempty"`
+	// Build is "source" for a requirement kiln compiles from its source
+	// archive (the recipe's pip_from_source; FlashAttention's build:
+	// source is FlashAttnBuild); empty for a wheel from the index.
+	Build string `json:"build,omitempty"`
+}
+
+// FromSource says whether kiln compiles pp from its source archive.
+func (pp PipPackage) FromSource() bool { return pp.Build == BuildSource }
+
+// Version is the version pp pins with ==, if it does.
+func (pp PipPackage) Version() (string, bool) {
+	_, v, ok := pinned(pp.Requirement)
+	return v, ok
+}
+
+// BuildSource is PipPackage.Build for a requirement compiled from source.
+const BuildSource = "source"
+
+// Compiled are the pip requirements a build compiles into wheels, in
+// install order: FlashAttention with build: source, and the recipe's
+// pip_from_source requirements.
+func (p *Plan) Compiled() []PipPackage {
+	var out []PipPackage
+	for _, pp := range p.Pip {
+		if pp.FromSource() || pp.Name == "flash-attn" && p.FlashAttnBuild != nil {
+			out = append(out, pp)
+		}
+	}
+	return out
 }
 
 // FactSource records where a fact the plan relies on comes from.
@@ -1006,7 +1036,11 @@ func (s *resolver) finish() error {
 		pip = append(pip, PipPackage{Name: "bitsandbytes", Requirement: "bitsandbytes==" + *p.BitsAndBytes, IndexURL: idx})
 	}
 	for _, req := range r.Pip {
-		pip = append(pip, PipPackage{Name: reqName(req), Requirement: req, IndexURL: extraIdx})
+		pp := PipPackage{Name: reqName(req), Requirement: req, IndexURL: extraIdx}
+		if slices.ContainsFunc(r.PipFromSource, func(n string) bool { return wheelkey.NormalizeName(n) == wheelkey.NormalizeName(pp.Name) }) {
+			pp.Build = BuildSource
+		}
+		pip = append(pip, pp)
 	}
 	if pip == nil {
 		pip = []PipPackage{}

@@ -255,6 +255,23 @@ func PlatformOK(w Wheel, platform string) bool {
 	return false
 }
 
+// SourceArchive finds project==version's source archive (an sdist,
+// NAME-VERSION.tar.gz) among files: what pip compiles when no wheel fits.
+func SourceArchive(files []File, project, version string) (File, bool) {
+	for _, f := range files {
+		base, ok := strings.CutSuffix(f.Filename, ".tar.gz")
+		if !ok || f.Yanked {
+			continue
+		}
+		i := strings.LastIndex(base, "-")
+		if i < 0 || Normalize(base[:i]) != Normalize(project) || !VersionMatches(base[i+1:], version) {
+			continue
+		}
+		return f, true
+	}
+	return File{}, false
+}
+
 // Select picks the wheel of project==version for python on platform,
 // preferring the exact file name prefer when it is listed.
 func Select(files []File, project, version, python, platform, prefer string) (File, error) {

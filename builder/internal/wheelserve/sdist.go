@@ -292,3 +292,61 @@ def cudart_build_version():
     """The CUDA runtime version the library was built against (e.g. 11080)."""
     return lib.kiln_cudart_build_version()
 `
+
+// DemoExtName and DemoExtVersion are the source-only stand-in's project
+// and release: an index serves its sdist and no wheel, so a recipe
+// installs it only through pip_from_source.
+const (
+	DemoExtName    = "kiln-demo-ext"
+	DemoExtVersion = "1.0"
+)
+
+// DemoExtSDist is a project that publishes only a source archive: a C
+// extension (kiln_demo_ext._crc, a CRC-32 over bytes) built by
+// setuptools with the devel image's C compiler, which a test imports and
+// calls in the runtime image.
+func DemoExtSDist() SDist {
+	return SDist{Name: "kiln_demo_ext", Version: DemoExtVersion, Files: map[string][]byte{
+		"setup.py":                  []byte(demoExtSetupPy),
+		"kiln_demo_ext/__init__.py": []byte("from kiln_demo_ext._crc import crc32\n\n__version__ = \"" + DemoExtVersion + "\"\n"),
+		"src/crc.c":                 []byte(demoExtC),
+	}}
+}
+
+const demoExtSetupPy = `from setuptools import Extension, setup
+
+setup(
+    name="kiln-demo-ext",
+    version="` + DemoExtVersion + `",
+    packages=["kiln_demo_ext"],
+    ext_modules=[Extension("kiln_demo_ext._crc", ["src/crc.c"])],
+)
+`
+
+const demoExtC = `#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *crc32(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf))
+        return NULL;
+    unsigned long c = 0xffffffffUL;
+    const unsigned char *p = buf.buf;
+    for (Py_ssize_t i = 0; i < buf.len; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320UL & (0UL - (c & 1)));
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(c ^ 0xffffffffUL);
+}
+
+static PyMethodDef methods[] = {
+    {"crc32", crc32, METH_VARARGS, "CRC-32 of a bytes-like object."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crc", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__crc(void) { return PyModule_Create(&module); }
+`

@@ -157,7 +157,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 // wheel_cache) whether it holds each one. A key that cannot be made (an
 // index without the source's sha256) is a warning: the build compiles.
 func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recipe, plan *recipes.Plan, l *recipes.Lock, idx *wheelindex.Client) error {
-	if plan.FlashAttnBuild == nil {
+	if len(plan.Compiled()) == 0 {
 		return nil
 	}
 	c, err := opts.WheelCacheFlags.Open(r, layers.WithInsecureRegistries(opts.InsecureRegistry...))
