@@ -131,6 +131,9 @@ func e2eIndex(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	if err := ix.AddSDist(wheelserve.DemoExtSDist()); err != nil {
+		t.Fatal(err)
+	}
 	// A fixed port keeps the plan, and so BuildKit's cache keys, stable
 	// across runs (the URL also names the index's contents, so a changed
 	// wheel is fetched and built again); fall back to any port.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/recipes"
@@ -66,7 +67,13 @@ func TestWheelCacheOnBuildKit(t *testing.T) {
 	idx := e2eIndex(t)
 
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "kiln.yaml"), e2eRecipe(t), 0o644)
+	// Beside FlashAttention, a requirement that publishes only a source
+	// archive (a C extension): compiled, cached and fetched the same way,
+	// and imported and called by a probe in the runtime image.
+	demo := wheelserve.DemoExtName
+	yaml := strings.Replace(string(e2eRecipe(t)), "\ntest:\n", "\npip: ["+demo+"=="+wheelserve.DemoExtVersion+"]\npip_from_source: ["+demo+"]\ntest:\n"+
+		"  - python3 -c \"import kiln_demo_ext; assert kiln_demo_ext.crc32(b'kiln') == 3911661381\"\n", 1)
+	os.WriteFile(filepath.Join(dir, "kiln.yaml"), []byte(yaml), 0o644)
 	os.MkdirAll(filepath.Join(dir, "app"), 0o755)
 	os.WriteFile(filepath.Join(dir, "app", "main.py"), []byte("print('hello from kiln')\n"), 0o644)
 	r, err := recipes.Load(filepath.Join(dir, "kiln.yaml"))
@@ -113,10 +120,10 @@ func TestWheelCacheOnBuildKit(t *testing.T) {
 			t.Fatalf("build %s: %v", tag, err)
 		}
 		d := time.Since(start)
-		if len(res.Wheels) != 1 {
+		if len(res.Wheels) != 2 || res.Wheels[1].Package != demo {
 			t.Fatalf("build %s: wheels %+v", tag, res.Wheels)
 		}
-		t.Logf("build %s: %s in %s; %d steps, %d executed; wheel %+v", tag, res.Digest, d.Round(time.Millisecond), res.Status.Vertices, res.Status.Executed, res.Wheels[0])
+		t.Logf("build %s: %s in %s; %d steps, %d executed; wheels %+v", tag, res.Digest, d.Round(time.Millisecond), res.Status.Vertices, res.Status.Executed, res.Wheels)
 		return res, progress.Bytes(), d
 	}
 
@@ -128,6 +135,9 @@ func TestWheelCacheOnBuildKit(t *testing.T) {
 	}
 	if n := stepRuns(t, p1, compile); n != 1 {
 		t.Errorf("first build ran the compile step %d times", n)
+	}
+	if w := r1.Wheels[1]; w.Cached || !w.Pushed || stepRuns(t, p1, "devel: compile "+demo) != 1 {
+		t.Fatalf("first build: %s wheel %+v, want compiled and pushed", demo, w)
 	}
 
 	// A fresh runner: nothing in BuildKit, the wheel in the registry.
@@ -141,6 +151,9 @@ func TestWheelCacheOnBuildKit(t *testing.T) {
 	}
 	if n := stepRuns(t, p2, CachedStepName("flash-attn")); n != 1 {
 		t.Errorf("rebuild copied the cached wheel %d times", n)
+	}
+	if w := r2.Wheels[1]; !w.Cached || w.Digest != r1.Wheels[1].Digest || stepRuns(t, p2, "devel: compile "+demo) != 0 {
+		t.Errorf("rebuild: %s wheel %+v, want the pushed one (%s) from the cache", demo, w, r1.Wheels[1].Digest)
 	}
 	if r2.Digest != r1.Digest {
 		t.Errorf("the cached wheel gave another image: %s vs %s", r2.Digest, r1.Digest)
