@@ -85,30 +85,51 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 	if o.Level < 1 || o.Level > 22 {
 		return nil, fmt.Errorf("zstd level %d: want 1-22", o.Level)
 	}
+	cfg, res, out, err := convertLayers(ctx, src, o, func(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string) (v1.Layer, LayerReport, error) {
+		return convertLayer(ctx, l, diffID, dir, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	adds := make([]mutate.Addendum, len(out))
+	for i, l := range out {
+		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
+	}
+	// The source config as is: history and diff IDs are unchanged, since
+	// the uncompressed tars are the same bytes.
+	return res.finish(adds, cfg.DeepCopy())
+}
+
+// convertLayers converts src's layers with conv, o.Jobs of them at once
+// (default: CPUs), into scratch blobs in a new Result's directory, each
+// layer's report in its Layers (Index set). It returns src's config (not a
+// copy), the Result (no Image yet) and the converted layers in order; on
+// an error the scratch blobs are removed.
+func convertLayers(ctx context.Context, src v1.Image, o Options, conv func(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string) (v1.Layer, LayerReport, error)) (*v1.ConfigFile, *Result, []v1.Layer, error) {
 	if o.Jobs <= 0 {
 		o.Jobs = runtime.NumCPU()
 	}
 	cfg, err := src.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("config: %v", err)
+		return nil, nil, nil, fmt.Errorf("config: %v", err)
 	}
 	ls, err := src.Layers()
 	if err != nil {
-		return nil, fmt.Errorf("layers: %v", err)
+		return nil, nil, nil, fmt.Errorf("layers: %v", err)
 	}
 	if len(ls) != len(cfg.RootFS.DiffIDs) {
-		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
+		return nil, nil, nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
 	}
 	res, err := newResult(o, len(ls))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	out := make([]v1.Layer, len(ls))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Jobs)
 	for i, l := range ls {
 		g.Go(func() error {
-			nl, rep, err := convertLayer(gctx, l, cfg.RootFS.DiffIDs[i], res.dir, o)
+			nl, rep, err := conv(gctx, l, cfg.RootFS.DiffIDs[i], res.dir)
 			if err != nil {
 				return fmt.Errorf("layer %d: %w", i, err)
 			}
@@ -119,15 +140,9 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 	}
 	if err := g.Wait(); err != nil {
 		res.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	adds := make([]mutate.Addendum, len(out))
-	for i, l := range out {
-		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
-	}
-	// The source config as is: history and diff IDs are unchanged, since
-	// the uncompressed tars are the same bytes.
-	return res.finish(adds, cfg.DeepCopy())
+	return cfg, res, out, nil
 }
 
 // finish sets r.Image to the OCI image of these layers and config, or
