@@ -265,8 +265,8 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 		return nil, rep, err
 	}
 	defer src.close()
-	dg, sc, td := src.dg, src.sc, src.td
-	enc, err := layers.NewZstdWriter(sc, o.Level)
+	dg := src.dg
+	enc, err := layers.NewZstdWriter(src.sc, o.Level)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -286,19 +286,9 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	if err := enc.Close(); err != nil {
 		return nil, rep, err
 	}
-	if err := src.check(diffID); err != nil {
-		return nil, rep, err
-	}
-	zdg, zsize, file, err := sc.Commit()
+	zdg, file, err := src.commit(diffID, n, &rep)
 	if err != nil {
 		return nil, rep, err
-	}
-	rep.FromDecode = td.d.Seconds()
-	rep.Uncompressed = n
-	rep.ToSize = zsize
-	rep.To = zdg.String()
-	if rep.FromSize > 0 {
-		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
 	}
 	// Decode the new blob once, for the report (and as a check that it
 	// round-trips).
@@ -308,6 +298,32 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	}
 	rep.ToDecode = time.Since(t0).Seconds()
 	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, nil
+}
+
+// commit checks the source (check), commits the scratch blob and records
+// it in rep: n uncompressed bytes, the source's decode time, the new
+// blob's digest, size and ratio. It returns the blob's digest and path.
+func (s *source) commit(diffID v1.Hash, n int64, rep *LayerReport) (v1.Hash, string, error) {
+	if err := s.check(diffID); err != nil {
+		return v1.Hash{}, "", err
+	}
+	dg, size, file, err := s.sc.Commit()
+	if err != nil {
+		return v1.Hash{}, "", err
+	}
+	rep.FromDecode = s.td.d.Seconds()
+	rep.Uncompressed = n
+	rep.setTo(dg.String(), size)
+	return dg, file, nil
+}
+
+// setTo records the converted blob, digest to and size, and its ratio to
+// the source's size.
+func (r *LayerReport) setTo(to string, size int64) {
+	r.To, r.ToSize, r.Ratio = to, size, 0
+	if r.FromSize > 0 {
+		r.Ratio = float64(r.ToSize) / float64(r.FromSize)
+	}
 }
 
 // tarLayer refuses a layer that holds no tar: a native EROFS layer is a

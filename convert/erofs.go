@@ -48,25 +48,15 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 		return nil, rep, err
 	}
 	defer src.close()
-	dg, sc, td := src.dg, src.sc, src.td
 	tr := &countingTee{r: src.tar}
-	if _, err := erofs.Convert(ctx, tr, sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %w", dg, err)
+	if _, err := erofs.Convert(ctx, tr, src.sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
+		return nil, rep, fmt.Errorf("blob %s: %w", src.dg, err)
 	}
-	if err := src.check(diffID); err != nil {
-		return nil, rep, err
-	}
-	edg, esize, file, err := sc.Commit()
+	edg, file, err := src.commit(diffID, tr.n, &rep)
 	if err != nil {
 		return nil, rep, err
 	}
-	rep.FromDecode = td.d.Seconds()
-	rep.Uncompressed = tr.n
-	rep.To, rep.ToSize = edg.String(), esize
-	if rep.FromSize > 0 {
-		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
-	}
-	return layers.NewFileLayer(file, edg, edg, esize, esize, erofs.MediaType), rep, nil
+	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, erofs.MediaType), rep, nil
 }
 
 // countingTee counts the tar bytes that reached mkfs.erofs.
