@@ -11,11 +11,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/internal/parallel"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/overlay"
 )
@@ -99,36 +99,16 @@ func Image(ctx context.Context, img *layers.Image, opt Options) (*Report, error)
 		opt.Kernels = true
 	}
 	scans := make([]*layerScan, len(img.Layers))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, opt.Concurrency)
-	var wg sync.WaitGroup
-	var firstErr error
-	var once sync.Once
-	for i, l := range img.Layers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			s, err := scanLayer(ctx, l, opt)
-			if err != nil {
-				once.Do(func() { firstErr = err; cancel(err) })
-				return
-			}
-			scans[i] = s
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, fmt.Errorf("image %q: %w", img.Ref.Raw, firstErr)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, context.Cause(ctx)
+	err := parallel.ForEach(ctx, len(img.Layers), opt.Concurrency, func(ctx context.Context, i int) error {
+		s, err := scanLayer(ctx, img.Layers[i], opt)
+		if err != nil {
+			return fmt.Errorf("image %q: %w", img.Ref.Raw, err)
+		}
+		scans[i] = s
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return merge(img, scans, opt), nil
 }

@@ -85,30 +85,51 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 	if o.Level < 1 || o.Level > 22 {
 		return nil, fmt.Errorf("zstd level %d: want 1-22", o.Level)
 	}
+	cfg, res, out, err := convertLayers(ctx, src, o, func(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string) (v1.Layer, LayerReport, error) {
+		return convertLayer(ctx, l, diffID, dir, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	adds := make([]mutate.Addendum, len(out))
+	for i, l := range out {
+		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
+	}
+	// The source config as is: history and diff IDs are unchanged, since
+	// the uncompressed tars are the same bytes.
+	return res.finish(adds, cfg.DeepCopy())
+}
+
+// convertLayers converts src's layers with conv, o.Jobs of them at once
+// (default: CPUs), into scratch blobs in a new Result's directory, each
+// layer's report in its Layers (Index set). It returns src's config (not a
+// copy), the Result (no Image yet) and the converted layers in order; on
+// an error the scratch blobs are removed.
+func convertLayers(ctx context.Context, src v1.Image, o Options, conv func(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string) (v1.Layer, LayerReport, error)) (*v1.ConfigFile, *Result, []v1.Layer, error) {
 	if o.Jobs <= 0 {
 		o.Jobs = runtime.NumCPU()
 	}
 	cfg, err := src.ConfigFile()
 	if err != nil {
-		return nil, fmt.Errorf("config: %v", err)
+		return nil, nil, nil, fmt.Errorf("config: %v", err)
 	}
 	ls, err := src.Layers()
 	if err != nil {
-		return nil, fmt.Errorf("layers: %v", err)
+		return nil, nil, nil, fmt.Errorf("layers: %v", err)
 	}
 	if len(ls) != len(cfg.RootFS.DiffIDs) {
-		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
+		return nil, nil, nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
 	}
 	res, err := newResult(o, len(ls))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	out := make([]v1.Layer, len(ls))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Jobs)
 	for i, l := range ls {
 		g.Go(func() error {
-			nl, rep, err := convertLayer(gctx, l, cfg.RootFS.DiffIDs[i], res.dir, o)
+			nl, rep, err := conv(gctx, l, cfg.RootFS.DiffIDs[i], res.dir)
 			if err != nil {
 				return fmt.Errorf("layer %d: %w", i, err)
 			}
@@ -119,15 +140,9 @@ func ToZstd(ctx context.Context, src v1.Image, o Options) (*Result, error) {
 	}
 	if err := g.Wait(); err != nil {
 		res.Close()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	adds := make([]mutate.Addendum, len(out))
-	for i, l := range out {
-		adds[i] = mutate.Addendum{Layer: l, MediaType: types.OCILayerZStd}
-	}
-	// The source config as is: history and diff IDs are unchanged, since
-	// the uncompressed tars are the same bytes.
-	return res.finish(adds, cfg.DeepCopy())
+	return cfg, res, out, nil
 }
 
 // finish sets r.Image to the OCI image of these layers and config, or
@@ -250,8 +265,8 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 		return nil, rep, err
 	}
 	defer src.close()
-	dg, sc, td := src.dg, src.sc, src.td
-	enc, err := layers.NewZstdWriter(sc, o.Level)
+	dg := src.dg
+	enc, err := layers.NewZstdWriter(src.sc, o.Level)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -271,19 +286,9 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	if err := enc.Close(); err != nil {
 		return nil, rep, err
 	}
-	if err := src.check(diffID); err != nil {
-		return nil, rep, err
-	}
-	zdg, zsize, file, err := sc.Commit()
+	zdg, file, err := src.commit(diffID, n, &rep)
 	if err != nil {
 		return nil, rep, err
-	}
-	rep.FromDecode = td.d.Seconds()
-	rep.Uncompressed = n
-	rep.ToSize = zsize
-	rep.To = zdg.String()
-	if rep.FromSize > 0 {
-		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
 	}
 	// Decode the new blob once, for the report (and as a check that it
 	// round-trips).
@@ -293,6 +298,32 @@ func convertLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o
 	}
 	rep.ToDecode = time.Since(t0).Seconds()
 	return layers.NewFileLayer(file, zdg, diffID, rep.ToSize, -1, types.OCILayerZStd), rep, nil
+}
+
+// commit checks the source (check), commits the scratch blob and records
+// it in rep: n uncompressed bytes, the source's decode time, the new
+// blob's digest, size and ratio. It returns the blob's digest and path.
+func (s *source) commit(diffID v1.Hash, n int64, rep *LayerReport) (v1.Hash, string, error) {
+	if err := s.check(diffID); err != nil {
+		return v1.Hash{}, "", err
+	}
+	dg, size, file, err := s.sc.Commit()
+	if err != nil {
+		return v1.Hash{}, "", err
+	}
+	rep.FromDecode = s.td.d.Seconds()
+	rep.Uncompressed = n
+	rep.setTo(dg.String(), size)
+	return dg, file, nil
+}
+
+// setTo records the converted blob, digest to and size, and its ratio to
+// the source's size.
+func (r *LayerReport) setTo(to string, size int64) {
+	r.To, r.ToSize, r.Ratio = to, size, 0
+	if r.FromSize > 0 {
+		r.Ratio = float64(r.ToSize) / float64(r.FromSize)
+	}
 }
 
 // tarLayer refuses a layer that holds no tar: a native EROFS layer is a

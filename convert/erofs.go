@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
@@ -26,43 +24,13 @@ func ToErofs(ctx context.Context, src v1.Image, o Options, comp erofs.Compressio
 	if err := erofs.Check(ctx); err != nil {
 		return nil, err
 	}
-	if o.Jobs <= 0 {
-		o.Jobs = runtime.NumCPU()
-	}
-	cfg, err := src.ConfigFile()
+	cfg, res, out, err := convertLayers(ctx, src, o, func(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string) (v1.Layer, LayerReport, error) {
+		return erofsLayer(ctx, l, diffID, dir, o, comp)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("config: %v", err)
+		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	ls, err := src.Layers()
-	if err != nil {
-		return nil, fmt.Errorf("layers: %v", err)
-	}
-	if len(ls) != len(cfg.RootFS.DiffIDs) {
-		return nil, fmt.Errorf("config: rootfs.diff_ids has %d entries for %d layers", len(cfg.RootFS.DiffIDs), len(ls))
-	}
-	res, err := newResult(o, len(ls))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]v1.Layer, len(ls))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.Jobs)
-	for i, l := range ls {
-		g.Go(func() error {
-			nl, rep, err := erofsLayer(gctx, l, cfg.RootFS.DiffIDs[i], res.dir, o, comp)
-			if err != nil {
-				return fmt.Errorf("layer %d: %w", i, err)
-			}
-			rep.Index = i
-			out[i], res.Layers[i] = nl, rep
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		res.Close()
-		return nil, err
-	}
 	adds := make([]mutate.Addendum, len(out))
 	for i, l := range out {
 		adds[i] = mutate.Addendum{Layer: l, MediaType: erofs.MediaType}
@@ -80,25 +48,15 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 		return nil, rep, err
 	}
 	defer src.close()
-	dg, sc, td := src.dg, src.sc, src.td
 	tr := &countingTee{r: src.tar}
-	if _, err := erofs.Convert(ctx, tr, sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
-		return nil, rep, fmt.Errorf("blob %s: %w", dg, err)
+	if _, err := erofs.Convert(ctx, tr, src.sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
+		return nil, rep, fmt.Errorf("blob %s: %w", src.dg, err)
 	}
-	if err := src.check(diffID); err != nil {
-		return nil, rep, err
-	}
-	edg, esize, file, err := sc.Commit()
+	edg, file, err := src.commit(diffID, tr.n, &rep)
 	if err != nil {
 		return nil, rep, err
 	}
-	rep.FromDecode = td.d.Seconds()
-	rep.Uncompressed = tr.n
-	rep.To, rep.ToSize = edg.String(), esize
-	if rep.FromSize > 0 {
-		rep.Ratio = float64(rep.ToSize) / float64(rep.FromSize)
-	}
-	return layers.NewFileLayer(file, edg, edg, esize, esize, erofs.MediaType), rep, nil
+	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, erofs.MediaType), rep, nil
 }
 
 // countingTee counts the tar bytes that reached mkfs.erofs.

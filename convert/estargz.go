@@ -69,11 +69,8 @@ func ToEStargz(ctx context.Context, src v1.Image, o Options, startup []string) (
 			MediaType: types.OCILayer, Annotations: b.Annotations()}
 		cfg.RootFS.DiffIDs[i] = b.DiffID
 		r := &res.Layers[i]
-		r.To, r.ToSize, r.StartupFiles, r.Skipped = b.Digest.String(), b.Size, b.StartupFiles, false
-		r.Ratio = 0
-		if r.FromSize > 0 {
-			r.Ratio = float64(r.ToSize) / float64(r.FromSize)
-		}
+		r.StartupFiles, r.Skipped = b.StartupFiles, false
+		r.setTo(b.Digest.String(), b.Size)
 	}
 	return res.finish(adds, cfg)
 }

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+
+	"github.com/kiln-build/kiln/internal/embeddata"
 )
 
 // The driver and GPU tables are compiled in: they change only with a kiln
@@ -113,18 +114,10 @@ type DB struct {
 	GPUs    gpuData
 }
 
-var loadOnce = sync.OnceValues(loadDB)
+var data, mustDB = embeddata.Once(loadDB)
 
 // Data returns the embedded CUDA database, loaded once.
-func Data() (*DB, error) { return loadOnce() }
-
-func mustDB() *DB {
-	db, err := Data()
-	if err != nil {
-		panic(err)
-	}
-	return db
-}
+func Data() (*DB, error) { return data() }
 
 // DataVersion identifies the embedded data set. kiln's compatibility data
 // is released as one set: recipes' files carry the same version (a test
@@ -133,17 +126,8 @@ func DataVersion() string { return mustDB().Drivers.DataVersion }
 
 func loadDB() (*DB, error) {
 	db := &DB{}
-	for _, f := range []struct {
-		name string
-		v    any
-	}{{"drivers.json", &db.Drivers}, {"gpus.json", &db.GPUs}} {
-		b, err := dataFS.ReadFile("data/" + f.name)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, f.v); err != nil {
-			return nil, fmt.Errorf("cuda: embedded %s: %w", f.name, err)
-		}
+	if err := embeddata.Decode(dataFS, "cuda", embeddata.File{Name: "drivers.json", V: &db.Drivers}, embeddata.File{Name: "gpus.json", V: &db.GPUs}); err != nil {
+		return nil, err
 	}
 	return db, nil
 }

@@ -2,9 +2,8 @@ package recipes
 
 import (
 	"embed"
-	"encoding/json"
-	"fmt"
-	"sync"
+
+	"github.com/kiln-build/kiln/internal/embeddata"
 )
 
 //go:embed data/*.json
@@ -210,18 +209,10 @@ func (db *DB) Date() string {
 	return db.Torch.DataDate
 }
 
-var loadOnce = sync.OnceValues(loadDB)
+var data, mustDB = embeddata.Once(loadDB)
 
 // Data returns the embedded compatibility database, loaded once.
-func Data() (*DB, error) { return loadOnce() }
-
-func mustDB() *DB {
-	db, err := Data()
-	if err != nil {
-		panic(err)
-	}
-	return db
-}
+func Data() (*DB, error) { return data() }
 
 // DataVersion identifies the embedded data set; it is recorded in kiln.lock.
 // It is one version with cuda.DataVersion (the data is released as one set;
@@ -230,20 +221,11 @@ func DataVersion() string { return mustDB().version }
 
 func loadDB() (*DB, error) {
 	db := &DB{Origin: OriginEmbedded}
-	files := []struct {
-		name string
-		v    any
-	}{
-		{"images.json", &db.Images}, {"torch.json", &db.Torch}, {"flash_attn.json", &db.FA}, {"bitsandbytes.json", &db.BNB},
-	}
-	for _, f := range files {
-		b, err := dataFS.ReadFile("data/" + f.name)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, f.v); err != nil {
-			return nil, fmt.Errorf("recipes: embedded %s: %w", f.name, err)
-		}
+	err := embeddata.Decode(dataFS, "recipes",
+		embeddata.File{Name: "images.json", V: &db.Images}, embeddata.File{Name: "torch.json", V: &db.Torch},
+		embeddata.File{Name: "flash_attn.json", V: &db.FA}, embeddata.File{Name: "bitsandbytes.json", V: &db.BNB})
+	if err != nil {
+		return nil, err
 	}
 	db.version = db.Torch.DataVersion
 	return db, nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/kiln-build/kiln/internal/parallel"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -34,7 +35,7 @@ func (r *Result) AddEStargz(ctx context.Context, startup []string) error {
 	ebs := make([]*layers.EStargzBlob, len(r.layers))
 	// Several layers at once, as Rewrite read them (Options.Concurrency):
 	// the gzip encoder is one goroutine per layer.
-	if err := forEachLayer(ctx, len(r.layers), max(r.conc, 1), func(ctx context.Context, i int) error {
+	if err := parallel.ForEach(ctx, len(r.layers), max(r.conc, 1), func(ctx context.Context, i int) error {
 		l := r.layers[i]
 		src := l.blobs[0]
 		eb, err := layers.WriteEStargz(ctx, func() (io.ReadCloser, error) { return os.Open(src.path) }, filepath.Dir(src.path), set)

@@ -21,6 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kiln-build/kiln/fatbin"
+	"github.com/kiln-build/kiln/internal/parallel"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -153,7 +154,7 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	for i := range w.segs {
 		w.segs[i] = make([]*segment, len(pl.layerNames))
 	}
-	if err := forEachLayer(ctx, len(src.Layers), opts.Concurrency, func(ctx context.Context, i int) error {
+	if err := parallel.ForEach(ctx, len(src.Layers), opts.Concurrency, func(ctx context.Context, i int) error {
 		return w.rewriteLayer(ctx, src.Layers[i])
 	}); err != nil {
 		return nil, fmt.Errorf("image %q: %w", src.Ref.Raw, err)
@@ -432,7 +433,7 @@ func (w *writer) assemble(ctx context.Context, res *Result) error {
 	nout := len(w.plan.layerNames)
 	out := make([]*blobLayer, nout)
 	names := make([][]int, nout)
-	err = forEachLayer(ctx, nout, w.opts.Concurrency, func(ctx context.Context, b int) error {
+	err = parallel.ForEach(ctx, nout, w.opts.Concurrency, func(ctx context.Context, b int) error {
 		// The segments are opened one after another as the output reaches
 		// them: an image of 1500 layers holds one open per output layer.
 		segs := &seqFiles{}

@@ -11,10 +11,10 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/fatbin"
+	"github.com/kiln-build/kiln/internal/parallel"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -246,7 +246,7 @@ func climbsOut(name string) bool {
 // scanAll runs scanLayer over every layer, at most opt.Concurrency at once.
 func scanAll(ctx context.Context, img *layers.Image, opt *Options) ([]*layerScan, error) {
 	scans := make([]*layerScan, len(img.Layers))
-	err := forEachLayer(ctx, len(img.Layers), opt.Concurrency, func(ctx context.Context, i int) error {
+	err := parallel.ForEach(ctx, len(img.Layers), opt.Concurrency, func(ctx context.Context, i int) error {
 		s, err := scanLayer(ctx, img.Layers[i], opt)
 		if err != nil {
 			return err
@@ -255,38 +255,4 @@ func scanAll(ctx context.Context, img *layers.Image, opt *Options) ([]*layerScan
 		return nil
 	})
 	return scans, err
-}
-
-// forEachLayer runs fn for 0..n-1 with at most conc running. Work starts in
-// index order, so a layer may wait on a lower one (hardlink stashes) without
-// deadlock: the lower one already holds a slot.
-func forEachLayer(ctx context.Context, n, conc int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, conc)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(ctx, i); err != nil {
-				once.Do(func() { first = err; cancel(err) })
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return context.Cause(ctx)
 }

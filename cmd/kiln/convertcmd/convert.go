@@ -153,9 +153,9 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := layers.ParseRef(opts.Image, lopts...)
+	r, err := cmdutil.CheckRef("", opts.Image, lopts...)
 	if err != nil {
-		return cmdutil.UsageErr("%v", err)
+		return err
 	}
 	to := opts.To
 	if to == "" {

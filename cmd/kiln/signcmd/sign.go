@@ -100,9 +100,9 @@ func signOnce(ctx context.Context, opts *SignOptions) (*sign.Signed, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := layers.ParseRef(opts.Ref, lopts...)
+	r, err := cmdutil.CheckRef("", opts.Ref, lopts...)
 	if err != nil {
-		return nil, cmdutil.UsageErr("%v", err)
+		return nil, err
 	}
 	if r.Kind != layers.KindRegistry {
 		return nil, cmdutil.UsageErr("sign: %s is not a registry reference (signatures are stored in the registry)", opts.Ref)

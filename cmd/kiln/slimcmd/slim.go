@@ -349,10 +349,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		return err
 	}
 	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
-	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
-		return err
-	}
-	img, err := layers.Open(ctx, opts.Image, lopts...)
+	img, err := cmdutil.OpenImage(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}

@@ -328,8 +328,8 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 			refs = append(refs, rs...)
 			continue
 		}
-		if _, err := layers.ParseRef(a, lopts...); err != nil {
-			return nil, cmdutil.UsageErr("%v", err)
+		if _, err := cmdutil.CheckRef("", a, lopts...); err != nil {
+			return nil, err
 		}
 		refs = append(refs, a)
 	}

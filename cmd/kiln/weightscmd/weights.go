@@ -161,10 +161,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
-		return err
-	}
-	img, err := layers.Open(ctx, opts.Image, lopts...)
+	img, err := cmdutil.OpenImage(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}

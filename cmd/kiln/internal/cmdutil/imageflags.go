@@ -1,6 +1,8 @@
 package cmdutil
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/layers"
@@ -60,4 +62,15 @@ func CheckRef(what, ref string, opts ...layers.Option) (layers.Ref, error) {
 		return r, UsageErr("%v", err)
 	}
 	return r, nil
+}
+
+// OpenImage opens the image a verb reads (its argument, ref): a reference
+// that does not parse is a usage error (CheckRef), one that cannot be read
+// is the error layers.Open gives. The caller closes the image.
+func OpenImage(ctx context.Context, ref string, opts ...layers.Option) (*layers.Image, error) {
+	r, err := CheckRef("", ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return layers.OpenRef(ctx, r, opts...)
 }

@@ -44,9 +44,9 @@ func (f *SignFlag) CheckDest(dest string, lopts []layers.Option) error {
 	if f.SignKey == "" {
 		return nil
 	}
-	r, err := layers.ParseRef(dest, lopts...)
+	r, err := CheckRef("", dest, lopts...)
 	if err != nil {
-		return UsageErr("%v", err)
+		return err
 	}
 	if r.Kind != layers.KindRegistry {
 		return UsageErr("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
