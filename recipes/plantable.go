@@ -3,6 +3,7 @@ package recipes
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -39,6 +40,33 @@ func (p *Plan) WriteTable(w io.Writer) {
 	}
 	if p.BitsAndBytes != nil {
 		fmt.Fprintf(w, "bitsandbytes  %s  (%s)\n", *p.BitsAndBytes, orDash(p.BitsAndBytesLib))
+	}
+	var extra []string
+	for _, pp := range p.Pip {
+		switch {
+		case pp.FromSource():
+			extra = append(extra, pp.Requirement+" (from source)")
+		case !slices.Contains([]string{"torch", "torchvision", "torchaudio", "flash-attn", "bitsandbytes"}, pp.Name):
+			extra = append(extra, pp.Requirement)
+		}
+	}
+	// Wrapped at 80 columns, continued under the first item.
+	line := "pip           "
+	for i, e := range extra {
+		if i < len(extra)-1 {
+			e += ","
+		}
+		if i > 0 && len(line)+1+len(e) > 80 {
+			fmt.Fprintln(w, line)
+			line = strings.Repeat(" ", 13)
+		}
+		if i > 0 {
+			line += " "
+		}
+		line += e
+	}
+	if len(extra) > 0 {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "devel image   %s\n", p.BaseImages.Devel)
 	fmt.Fprintf(w, "runtime image %s\n", p.BaseImages.Runtime)

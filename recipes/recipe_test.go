@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,5 +169,27 @@ func TestWheelCacheSpec(t *testing.T) {
 		if _, err := Parse("kiln.yaml", []byte(base+"wheel_cache: "+bad+"\n")); err == nil || !strings.Contains(err.Error(), "wheel_cache") {
 			t.Errorf("wheel_cache: %s: %v", bad, err)
 		}
+	}
+}
+
+// pip_from_source marks the requirement in the plan (Compiled, the
+// table's pip line) and leaves the others fetched as wheels.
+func TestPipFromSourceInPlan(t *testing.T) {
+	r, err := Parse("kiln.yaml", []byte("name: a\ncuda: \"12.4\"\npip: [transformers==4.46.3, Kiln_Demo.Ext==1.0]\npip_from_source: [kiln-demo-ext]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Resolve(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Compiled()
+	if len(c) != 1 || c[0].Requirement != "Kiln_Demo.Ext==1.0" || c[0].Build != BuildSource {
+		t.Fatalf("compiled %+v", c)
+	}
+	var b strings.Builder
+	p.WriteTable(&b)
+	if !strings.Contains(b.String(), "pip           transformers==4.46.3, Kiln_Demo.Ext==1.0 (from source)\n") {
+		t.Errorf("table:\n%s", b.String())
 	}
 }
