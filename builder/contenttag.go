@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // DigestInputs are what, besides the plan, decides a build's result.
@@ -206,7 +207,13 @@ func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push s
 	if err != nil {
 		return nil, err
 	}
-	c := &Content{Digest: dg, Push: pr.Name, ropts: layers.RemoteOptions(ctx, lopts...), zstd: zstd}
+	// One client for the --push repository, whose token may push, looks
+	// the tags up and moves them (Reuse, TagPushed): one login.
+	rc, err := registry.ClientFor(ctx, pr.Name.Context(), append(lopts[:len(lopts):len(lopts)], registry.WithPush())...)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s: %v", pr.Name.Context().Tag(ContentTag(dg)), layers.RedactError(err))
+	}
+	c := &Content{Digest: dg, Push: pr.Name, ropts: rc.Remote(ctx), zstd: zstd}
 	c.Tag = pr.Name.Context().Tag(ContentTag(dg))
 	desc, err := remote.Get(c.Tag, c.ropts...)
 	if err == nil {

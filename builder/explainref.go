@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Explanation is kiln build --explain's answer: per step, hit or miss
@@ -57,7 +58,9 @@ type Against struct {
 	Record     *Record
 	Layers     []v1.Descriptor
 	ZstdLayers []v1.Descriptor
-	ropts      []remote.Option
+	repo       name.Repository
+	ropts      []remote.Option // repo's, over the client it was read with
+	other      []remote.Option // another repository's (Measure)
 }
 
 // ReadAgainst reads the image ref names (the first image of an index):
@@ -71,7 +74,13 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...layers.Option) (*Agai
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("--explain-against %s: want a registry reference", ref)
 	}
-	a := &Against{Ref: ref, ropts: layers.RemoteOptions(ctx, lopts...)}
+	// One client reads the image, its zstd variant and, after the build,
+	// what it pushed (Measure): one login.
+	c, err := registry.ClientFor(ctx, r.Name.Context(), lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %v", r.Name, layers.RedactError(err))
+	}
+	a := &Against{Ref: ref, repo: r.Name.Context(), ropts: c.Remote(ctx), other: layers.RemoteOptions(ctx, lopts...)}
 	dg, ls, cf, err := imageLayers(r.Name, a.ropts)
 	if err != nil || dg == "" {
 		return a, err
@@ -179,7 +188,11 @@ func (a *Against) Measure(e *Explanation, pushed []Pushed, lopts ...layers.Optio
 		if err != nil {
 			return err
 		}
-		_, ls, _, err := imageLayers(r.Name.Context().Digest(dg.String()), a.ropts)
+		ropts := a.ropts
+		if r.Name.Context().Name() != a.repo.Name() {
+			ropts = a.other
+		}
+		_, ls, _, err := imageLayers(r.Name.Context().Digest(dg.String()), ropts)
 		if err != nil {
 			return err
 		}

@@ -136,7 +136,9 @@ func DigestRef(r Ref, digest string) (name.Digest, error) {
 }
 
 // HeadDigest HEADs ref (REPO@DIGEST or REPO:TAG) and, for a digest
-// reference, checks that the registry answers that digest.
+// reference, checks that the registry answers that digest. It asks
+// through the client of ref's repository (the caller's pool,
+// registry.WithPool, else its own).
 func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor, error) {
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
@@ -145,7 +147,11 @@ func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor
 	if r.Kind != KindRegistry {
 		return nil, fmt.Errorf("%s: not a registry reference", ref)
 	}
-	desc, err := remote.Head(r.Name, RemoteOptions(ctx, opts...)...)
+	c, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
+	}
+	desc, err := remote.Head(r.Name, c.Remote(ctx)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	kreg "github.com/kiln-build/kiln/registry"
 )
 
 // A layout's manifest is read as its index.json descriptor names it:
@@ -63,6 +64,31 @@ func TestOpenOneTokenExchange(t *testing.T) {
 		if st, err := l.Walk(ctx, layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil }); err != nil || !st.Verified {
 			t.Fatalf("walk: %+v %v", st, err)
 		}
+	}
+	if ex := ta.Exchanges(); len(ex) != 1 || ex["team/app"] != 1 {
+		t.Errorf("token exchanges: %v, want one for team/app", ex)
+	}
+}
+
+// Pushes and HEADs through a caller's pool (kreg.WithPool) share its
+// client of the repository, which may push: one token exchange however
+// many images are written and read back (each logged in on its own).
+func TestWriteThroughPoolOneTokenExchange(t *testing.T) {
+	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ctx := context.Background()
+	opts := []layers.Option{kreg.WithPool(kreg.NewPool(nil))}
+	img := smallImage(t)
+	for _, tag := range []string{"v1", "v2"} {
+		if _, err := layers.Write(ctx, img, ta.Host()+"/team/app:"+tag, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := layers.WriteIndex(ctx, testimage.Index(t, img), ta.Host()+"/team/app:idx", opts...); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	if desc, err := layers.HeadDigest(ctx, ta.Host()+"/team/app@"+d.String(), opts...); err != nil || desc.Digest != d {
+		t.Fatalf("head: %v, %v", desc, err)
 	}
 	if ex := ta.Exchanges(); len(ex) != 1 || ex["team/app"] != 1 {
 		t.Errorf("token exchanges: %v, want one for team/app", ex)

@@ -29,7 +29,9 @@ import (
 //	                           temporary file and renamed, so an interrupted
 //	                           write leaves no half archive
 //
-// Layers stream from img to the sink; nothing is held in memory. It returns
+// Layers stream from img to the sink; nothing is held in memory. A push
+// goes through the caller's pool's client of the repository
+// (registry.WithPool; made WithPush), else logs in on its own. It returns
 // the digest of the image's manifest.
 func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.Hash, error) {
 	r, err := ParseRef(dest, opts...)
@@ -42,7 +44,7 @@ func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.H
 	}
 	switch r.Kind {
 	case KindRegistry:
-		if err := remote.Write(r.Name, img, RemoteOptions(ctx, opts...)...); err != nil {
+		if err := remote.Write(r.Name, img, pushOptions(ctx, r, opts)...); err != nil {
 			return v1.Hash{}, fmt.Errorf("output %q: push: %v", dest, err)
 		}
 	case KindOCILayout:
@@ -57,6 +59,12 @@ func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.H
 		return v1.Hash{}, fmt.Errorf("output %q: unsupported destination", dest)
 	}
 	return dig, nil
+}
+
+// pushOptions are the remote options a push to r goes through: over the
+// pool's client of its repository, which may push (registry.RemoteFor).
+func pushOptions(ctx context.Context, r Ref, opts []Option) []remote.Option {
+	return registry.RemoteFor(ctx, r.Name.Context(), append(opts[:len(opts):len(opts)], registry.WithPush())...)
 }
 
 func writeLayout(r Ref, img v1.Image) error {
@@ -206,7 +214,7 @@ func WriteIndex(ctx context.Context, idx v1.ImageIndex, dest string, opts ...Opt
 	}
 	switch r.Kind {
 	case KindRegistry:
-		if err := remote.WriteIndex(r.Name, idx, RemoteOptions(ctx, opts...)...); err != nil {
+		if err := remote.WriteIndex(r.Name, idx, pushOptions(ctx, r, opts)...); err != nil {
 			return v1.Hash{}, fmt.Errorf("output %q: push: %v", dest, err)
 		}
 	case KindOCILayout:

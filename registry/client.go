@@ -84,10 +84,32 @@ func manifestType(contentType string, raw []byte) types.MediaType {
 }
 
 // Remote is go-containerregistry's remote options over the Client's
-// authenticated transport, for reads of its repository kiln leaves to
-// remote (the referrers API): no second token exchange.
+// authenticated transport, for what kiln leaves to remote in its
+// repository (the referrers API; tags, manifests and blobs written by a
+// Client made WithPush): no second token exchange.
 func (f *Client) Remote(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(f.rt)}
+}
+
+// ReferrersAPI says whether the registry keeps d's referrers list itself:
+// GET /v2/<repo>/referrers/<d> answers an OCI index, as
+// go-containerregistry asks before it falls back to the referrers tag
+// schema. One request, not retried; any failure is a no.
+func (f *Client) ReferrersAPI(ctx context.Context, d v1.Hash) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"referrers/"+d.String(), nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Accept", string(types.OCIImageIndex))
+	f.mu.Lock()
+	f.requests++
+	f.mu.Unlock()
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == string(types.OCIImageIndex)
 }
 
 // Pool hands out one Client per repository, all through one tuned
@@ -121,13 +143,22 @@ func WithPool(p *Pool) Option { return func(o *Options) { o.pool = p } }
 
 // Repo returns the Client of repo, made on the first call.
 func (p *Pool) Repo(ctx context.Context, repo name.Repository) (*Client, error) {
+	return p.repo(ctx, repo, false)
+}
+
+// repo is Repo, for a Client that may push when push is set: one made to
+// read only is replaced (its holders keep it), one that may push serves
+// reads too.
+func (p *Pool) repo(ctx context.Context, repo name.Repository, push bool) (*Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := repo.Name()
-	if c, ok := p.clients[key]; ok {
+	if c, ok := p.clients[key]; ok && (c.push || !push) {
 		return c, nil
 	}
-	c, err := newClient(ctx, key, p.o, p.fopts...)
+	o := *p.o
+	o.push = o.push || push
+	c, err := newClient(ctx, key, &o, p.fopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -140,13 +171,13 @@ func ClientFor(ctx context.Context, repo name.Repository, opts ...Option) (*Clie
 	return MakeOptions(opts).Client(ctx, repo)
 }
 
-// RemoteFor is go-containerregistry's remote options for reads of repo:
-// over the pool's client for it (WithPool: no second login), else
-// RemoteOptions.
+// RemoteFor is go-containerregistry's remote options for repo: over the
+// pool's client for it (WithPool: no second login; WithPush for writes),
+// else RemoteOptions.
 func RemoteFor(ctx context.Context, repo name.Repository, opts ...Option) []remote.Option {
 	o := MakeOptions(opts)
 	if o.pool != nil {
-		if c, err := o.pool.Repo(ctx, repo); err == nil {
+		if c, err := o.pool.repo(ctx, repo, o.push); err == nil {
 			return c.Remote(ctx)
 		}
 	}
@@ -157,7 +188,7 @@ func RemoteFor(ctx context.Context, repo name.Repository, opts ...Option) []remo
 // new one.
 func (o *Options) Client(ctx context.Context, repo name.Repository) (*Client, error) {
 	if o.pool != nil {
-		return o.pool.Repo(ctx, repo)
+		return o.pool.repo(ctx, repo, o.push)
 	}
 	return newClient(ctx, repo.Name(), o)
 }

@@ -107,3 +107,57 @@ func TestManifestVerified(t *testing.T) {
 		t.Errorf("missing tag: %v", msg)
 	}
 }
+
+// A client made WithPush writes with the token it read with: one
+// exchange; the pool hands it out for reads too. A pool's read-only
+// client is replaced by one that may push when a write asks.
+func TestPoolPushClient(t *testing.T) {
+	ta := testimage.StartTokenAuth(t, ggcr.New(ggcr.WithReferrersSupport(true), ggcr.Logger(log.New(io.Discard, "", 0))))
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 1000)}, "gzip"))
+	ctx := context.Background()
+	pool := registry.NewPool(nil)
+	opts := []registry.Option{registry.WithPool(pool)}
+	for _, tc := range []struct {
+		repo      string
+		readFirst bool
+		want      int
+	}{{"acme/app", false, 1}, {"acme/other", true, 2}} {
+		ref, err := registry.ParseName(ta.Host()+"/"+tc.repo+":v1", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reader *registry.Client
+		if tc.readFirst {
+			if reader, err = registry.ClientFor(ctx, ref.Context(), opts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := registry.ClientFor(ctx, ref.Context(), append(opts, registry.WithPush())...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w == reader {
+			t.Errorf("%s: the read-only client was handed out to push", tc.repo)
+		}
+		if err := remote.Write(ref, img, w.Remote(ctx)...); err != nil {
+			t.Fatalf("%s: push: %v", tc.repo, err)
+		}
+		r, err := registry.ClientFor(ctx, ref.Context(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != w {
+			t.Errorf("%s: a read after the push got another client", tc.repo)
+		}
+		d, _ := img.Digest()
+		if _, _, err := r.Manifest(ctx, ref.Context().Digest(d.String())); err != nil {
+			t.Fatal(err)
+		}
+		if !r.ReferrersAPI(ctx, d) {
+			t.Errorf("%s: the registry's referrers API not seen", tc.repo)
+		}
+		if ex := ta.Exchanges(); ex[tc.repo] != tc.want {
+			t.Errorf("%s: token exchanges %v, want %d", tc.repo, ex, tc.want)
+		}
+	}
+}

@@ -19,7 +19,9 @@
 //   - One retry policy (retries, doubling backoff, Retry-After, a cap)
 //     for every read; a broken body resumes from its last byte.
 //   - One login per repository per Pool: every manifest, blob and
-//     referrers read of a repository goes through its Client's transport.
+//     referrers read of a repository, and every write (WithPush: the
+//     token asks for push too), goes through its Client's transport. A
+//     repository read first and written after logs in once more.
 //   - The bytes handed out are not trusted here: the caller verifies the
 //     whole blob against its descriptor (NewVerifyReader).
 package registry

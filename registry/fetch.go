@@ -39,6 +39,7 @@ type Client struct {
 	base   string // scheme://host/v2/repo/
 	rt     http.RoundTripper
 	client *http.Client
+	push   bool // its token may push (WithPush)
 	retryPolicy
 
 	mu sync.Mutex
@@ -82,7 +83,11 @@ func newClient(ctx context.Context, repo string, o *Options, fopts ...FetchOptio
 		return nil, fmt.Errorf("repository %q: %v", repo, err)
 	}
 	r := ref.Context()
-	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(transport.PullScope)})
+	scope := transport.PullScope
+	if o.push {
+		scope = transport.PushScope // push and pull
+	}
+	rt, err := o.registryTransport(ctx, r.Registry, []string{r.Scope(scope)})
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: %w", repo, err)
 	}
@@ -91,6 +96,7 @@ func newClient(ctx context.Context, repo string, o *Options, fopts ...FetchOptio
 		base:        fmt.Sprintf("%s://%s/v2/%s/", r.Registry.Scheme(), r.RegistryStr(), r.RepositoryStr()),
 		rt:          rt,
 		client:      &http.Client{Transport: rt},
+		push:        o.push,
 		retryPolicy: defaultRetryPolicy(),
 	}
 	for _, fo := range append(o.fetch[:len(o.fetch):len(o.fetch)], fopts...) {

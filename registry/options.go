@@ -38,6 +38,7 @@ type Options struct {
 	helperTimeout time.Duration
 	fetch         []FetchOption
 	pool          *Pool
+	push          bool
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class
@@ -71,6 +72,12 @@ func WithInsecureRegistries(hosts ...string) Option {
 
 // WithKeychain replaces the Docker-config keychain (tests, CI secrets).
 func WithKeychain(k authn.Keychain) Option { return func(o *Options) { o.keychain = k } }
+
+// WithPush makes the Clients these options hand out able to push: their
+// one token exchange asks for push as well as pull (a token server grants
+// what the credential allows of it). A pool's Client of the repository
+// that was made to read only is replaced by one that may push.
+func WithPush() Option { return func(o *Options) { o.push = true } }
 
 // WithTransport replaces the HTTP transport.
 func WithTransport(t http.RoundTripper) Option { return func(o *Options) { o.transport = t } }

@@ -8,6 +8,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Inspection is what a registry says about an image's signatures and
@@ -38,7 +39,12 @@ func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Optio
 		return nil
 	}
 	s := &Inspection{KeyGiven: pol != nil}
-	desc, raw, err := resolve(ctx, r.Name, lopts)
+	c, err := registry.ClientFor(ctx, r.Name.Context(), lopts...)
+	if err != nil {
+		s.Err = layers.RedactError(err).Error()
+		return s
+	}
+	desc, raw, err := resolve(ctx, c, r.Name)
 	if err != nil {
 		s.Err = layers.RedactError(err).Error()
 		return s
@@ -72,21 +78,21 @@ func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Optio
 		if !layers.IsAttestation(m.Annotations) {
 			continue
 		}
-		preds := attestationPredicates(ctx, r, m.Digest, lopts)
+		preds := attestationPredicates(ctx, c, m.Digest)
 		s.Attestations = append(s.Attestations, fmt.Sprintf("attestation manifest %s for %s: %v", m.Digest, m.Annotations[layers.AnnotationRefDigest], preds))
 	}
 	return s
 }
 
 // attestationPredicates lists the predicate types of the attestation
-// manifest dg in r's repository (best effort: an unreadable one lists
+// manifest dg in c's repository (best effort: an unreadable one lists
 // nothing).
-func attestationPredicates(ctx context.Context, r layers.Ref, dg string, lopts []layers.Option) []string {
+func attestationPredicates(ctx context.Context, c *registry.Client, dg string) []string {
 	h, err := v1.NewHash(dg)
 	if err != nil {
 		return nil
 	}
-	raw, err := readManifest(r.Name.Context(), h, layers.RemoteOptions(ctx, lopts...))
+	raw, err := readManifest(ctx, c, h)
 	if err != nil {
 		return nil
 	}

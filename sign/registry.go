@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Signature formats (Format, SignOptions.Format).
@@ -73,11 +74,22 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("image %q: only registry images can be signed (a signature is stored in the registry)", ref)
 	}
-	desc, err := Resolve(ctx, r.Name, o.Layers...)
+	// One client, whose token may push, resolves the tag and stores the
+	// signature: one login.
+	c, err := registry.ClientFor(ctx, r.Name.Context(), pushOptions(o.Layers)...)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
+	}
+	desc, _, err := resolve(ctx, c, r.Name)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", ref, err)
 	}
-	return SignDigest(ctx, r.Name.Context(), *desc, s, o)
+	return signDigest(ctx, c, *desc, s, o)
+}
+
+// pushOptions are lopts for a client that writes (registry.WithPush).
+func pushOptions(lopts []layers.Option) []layers.Option {
+	return append(lopts[:len(lopts):len(lopts)], registry.WithPush())
 }
 
 // Resolve finds the manifest ref names the way warm does: it GETs the
@@ -86,32 +98,38 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 // serve another manifest on GET, and what is signed or verified must be
 // what a pull gets. A digest reference must hash to its digest.
 func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*v1.Descriptor, error) {
-	desc, _, err := resolve(ctx, ref, lopts)
+	c, err := registry.ClientFor(ctx, ref.Context(), lopts...)
+	if err != nil {
+		return nil, layers.RedactError(err)
+	}
+	desc, _, err := resolve(ctx, c, ref)
 	return desc, err
 }
 
-// resolve is Resolve, also returning the manifest's bytes (verified).
-func resolve(ctx context.Context, ref name.Reference, lopts []layers.Option) (*v1.Descriptor, []byte, error) {
-	d, err := remote.Get(ref, layers.RemoteOptions(ctx, lopts...)...)
+// resolve is Resolve through c, also returning the manifest's bytes: its
+// descriptor is the digest and size of the bytes served (a digest
+// reference's checked by registry.Client.Manifest).
+func resolve(ctx context.Context, c *registry.Client, ref name.Reference) (*v1.Descriptor, []byte, error) {
+	raw, desc, err := c.Manifest(ctx, ref)
 	if err != nil {
 		return nil, nil, layers.RedactError(err)
 	}
-	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sha256.Sum256(d.Manifest))}
-	if got != d.Digest {
-		return nil, nil, fmt.Errorf("manifest %s: content hashes to %s: %w", d.Digest, got, layers.ErrDigestMismatch)
-	}
-	if dr, ok := ref.(name.Digest); ok && dr.DigestStr() != got.String() {
-		return nil, nil, fmt.Errorf("registry serves manifest %s for %s: %w", got, dr.DigestStr(), layers.ErrDigestMismatch)
-	}
-	desc := d.Descriptor
-	desc.Size = int64(len(d.Manifest))
-	return &desc, d.Manifest, nil
+	return &desc, raw, nil
 }
 
 // SignDigest signs the manifest desc in repo (kiln build/slim/convert
 // sign what they just pushed, by its digest, with no tag lookup between).
 func SignDigest(ctx context.Context, repo name.Repository, desc v1.Descriptor, s *Signer, o SignOptions) (*Signed, error) {
-	ropts := layers.RemoteOptions(ctx, o.Layers...)
+	c, err := registry.ClientFor(ctx, repo, pushOptions(o.Layers)...)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: storing signature: %w", repo.Digest(desc.Digest.String()), layers.RedactError(err))
+	}
+	return signDigest(ctx, c, desc, s, o)
+}
+
+// signDigest is SignDigest through c, which may push.
+func signDigest(ctx context.Context, c *registry.Client, desc v1.Descriptor, s *Signer, o SignOptions) (*Signed, error) {
+	repo := c.Repository()
 	out := &Signed{Ref: repo.Digest(desc.Digest.String()).String(), Digest: desc.Digest.String(), KeyID: s.Public().ID()}
 	switch o.Format {
 	case "", FormatBundle:
@@ -124,18 +142,18 @@ func SignDigest(ctx context.Context, repo name.Repository, desc v1.Descriptor, s
 		if o.Now != nil {
 			now = o.Now
 		}
-		dg, via, err := pushReferrer(ctx, repo, desc, BundleMediaType, b, map[string]string{
+		dg, via, err := pushReferrer(ctx, c, desc, BundleMediaType, b, map[string]string{
 			"org.opencontainers.image.created": now().UTC().Format(time.RFC3339),
 			"dev.sigstore.bundle.content":      "dsse-envelope",
 			BundlePredicateAnnotation:          CosignSignPredicate,
-		}, o.Layers)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
 		}
 		out.Artifact, out.Referrers = dg, via
 	case FormatLegacy:
 		out.Format = FormatLegacy
-		tag, err := pushLegacy(ctx, repo, desc.Digest, s, ropts)
+		tag, err := pushLegacy(ctx, c, desc.Digest, s)
 		if err != nil {
 			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
 		}
@@ -172,11 +190,16 @@ var _ remote.Taggable = rawManifest{}
 // lists it ("api" or "tag"). go-containerregistry updates the referrers
 // tag schema's index when the registry has no referrers API.
 func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts ...layers.Option) (string, string, error) {
-	return pushReferrer(ctx, repo, subj, artifactType, blob, annotations, lopts)
+	c, err := registry.ClientFor(ctx, repo, pushOptions(lopts)...)
+	if err != nil {
+		return "", "", err
+	}
+	return pushReferrer(ctx, c, subj, artifactType, blob, annotations)
 }
 
-func pushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts []layers.Option) (string, string, error) {
-	ropts := layers.RemoteOptions(ctx, lopts...)
+// pushReferrer is PushReferrer through c, which may push.
+func pushReferrer(ctx context.Context, c *registry.Client, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string) (string, string, error) {
+	repo, ropts := c.Repository(), c.Remote(ctx)
 	cfg := static.NewLayer(emptyJSON, emptyJSONMediaType)
 	lay := static.NewLayer(blob, types.MediaType(artifactType))
 	for _, l := range []v1.Layer{cfg, lay} {
@@ -206,7 +229,7 @@ func pushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor,
 	if err := put(); err != nil {
 		return "", "", err
 	}
-	if HasReferrersAPI(ctx, repo, subj.Digest, lopts...) {
+	if c.ReferrersAPI(ctx, subj.Digest) {
 		return dg, "api", nil
 	}
 	// Without the referrers API the listing is one index under the
@@ -290,22 +313,8 @@ func sleepJitter(ctx context.Context, d time.Duration) error {
 // HasReferrersAPI asks GET /v2/<repo>/referrers/<digest> as ggcr does:
 // an OCI index answer means the registry keeps the list itself.
 func HasReferrersAPI(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) bool {
-	rt, err := layers.RegistryTransport(ctx, repo.Registry, []string{repo.Scope(transport.PullScope)}, lopts...)
-	if err != nil {
-		return false
-	}
-	u := fmt.Sprintf("%s://%s/v2/%s/referrers/%s", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr(), d)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Accept", string(types.OCIImageIndex))
-	resp, err := (&http.Client{Transport: rt}).Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == string(types.OCIImageIndex)
+	c, err := registry.ClientFor(ctx, repo, lopts...)
+	return err == nil && c.ReferrersAPI(ctx, d)
 }
 
 // LegacyTag is cosign's .sig tag for digest d: sha256-<hex>.sig.
@@ -319,7 +328,8 @@ type legacyManifest struct {
 	Layers        []v1.Descriptor `json:"layers"`
 }
 
-func pushLegacy(ctx context.Context, repo name.Repository, d v1.Hash, s *Signer, ropts []remote.Option) (string, error) {
+func pushLegacy(ctx context.Context, c *registry.Client, d v1.Hash, s *Signer) (string, error) {
+	repo, ropts := c.Repository(), c.Remote(ctx)
 	payload, err := newSimpleSigning(repo.Name(), d)
 	if err != nil {
 		return "", err
@@ -341,9 +351,9 @@ func pushLegacy(ctx context.Context, repo name.Repository, d v1.Hash, s *Signer,
 	// current reads the tag's manifest (none yet: an empty one).
 	current := func() (legacyManifest, error) {
 		var m legacyManifest
-		desc, err := remote.Get(tag, ropts...)
+		raw, _, err := c.Manifest(ctx, tag)
 		if err == nil {
-			_ = json.Unmarshal(desc.Manifest, &m)
+			_ = json.Unmarshal(raw, &m)
 		} else if !isNotFound(err) {
 			return m, err
 		}
@@ -409,11 +419,11 @@ func isNotFound(err error) bool {
 }
 
 // readBlob reads a small blob and checks its size and digest.
-func readBlob(repo name.Repository, d v1.Descriptor, ropts []remote.Option) ([]byte, error) {
+func readBlob(ctx context.Context, c *registry.Client, d v1.Descriptor) ([]byte, error) {
 	if d.Size > maxArtifact || d.Size < 0 {
 		return nil, fmt.Errorf("blob %s: size %d is not a signature's", d.Digest, d.Size)
 	}
-	l, err := remote.Layer(repo.Digest(d.Digest.String()), ropts...)
+	l, err := remote.Layer(c.Repository().Digest(d.Digest.String()), c.Remote(ctx)...)
 	if err != nil {
 		return nil, err
 	}
@@ -435,19 +445,16 @@ func readBlob(repo name.Repository, d v1.Descriptor, ropts []remote.Option) ([]b
 	return b, nil
 }
 
-// readManifest reads a manifest by digest and checks it.
-func readManifest(repo name.Repository, d v1.Hash, ropts []remote.Option) ([]byte, error) {
-	desc, err := remote.Get(repo.Digest(d.String()), ropts...)
+// readManifest reads a manifest by digest (checked by Client.Manifest).
+func readManifest(ctx context.Context, c *registry.Client, d v1.Hash) ([]byte, error) {
+	raw, _, err := c.Manifest(ctx, c.Repository().Digest(d.String()))
 	if err != nil {
 		return nil, err
 	}
-	if len(desc.Manifest) > maxArtifact {
-		return nil, fmt.Errorf("manifest %s: %d bytes is not a signature's", d, len(desc.Manifest))
+	if len(raw) > maxArtifact {
+		return nil, fmt.Errorf("manifest %s: %d bytes is not a signature's", d, len(raw))
 	}
-	if got := fmt.Sprintf("sha256:%x", sha256.Sum256(desc.Manifest)); got != d.String() {
-		return nil, fmt.Errorf("manifest %s: content hashes to %s", d, got)
-	}
-	return desc.Manifest, nil
+	return raw, nil
 }
 
 func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -290,7 +290,7 @@ func TestAttestationIsNotASignature(t *testing.T) {
 			}
 			// Stored exactly as cosign v3 stores an attestation: a bundle
 			// referrer, annotated with its predicate type.
-			if _, _, err := pushReferrer(ctx, repo, *desc, BundleMediaType, b, map[string]string{BundlePredicateAnnotation: pt}, nil); err != nil {
+			if _, _, err := PushReferrer(ctx, repo, *desc, BundleMediaType, b, map[string]string{BundlePredicateAnnotation: pt}); err != nil {
 				t.Fatal(err)
 			}
 		}

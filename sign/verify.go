@@ -110,9 +110,13 @@ func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, 
 }
 
 func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []layers.Option) (*Result, error) {
-	// Through the client the image was read with, when the caller has a
-	// pool (registry.WithPool): no second login to the repository.
-	ropts := registry.RemoteFor(ctx, repo, lopts...)
+	// One client reads it all: the caller's pool's (registry.WithPool),
+	// the image's, else its own; one login to the repository.
+	c, err := registry.ClientFor(ctx, repo, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, layers.RedactError(err))
+	}
+	ropts := c.Remote(ctx)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
 	var best *Found // the most telling refusal (rank)
 	keep := func(f Found, v verdict) {
@@ -171,7 +175,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		read++
 		at := m.ArtifactType
 		f := Found{Format: FormatBundle, Artifact: m.Digest.String(), ArtifactType: at}
-		raw, err := readManifest(repo, m.Digest, ropts)
+		raw, err := readManifest(ctx, c, m.Digest)
 		if err != nil {
 			keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
 			continue
@@ -199,7 +203,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 				v = verdict{reason: ReasonInvalid, detail: "not read: the signatures read before it used the read budget"}
 				break
 			}
-			b, err := readBlob(repo, l, ropts)
+			b, err := readBlob(ctx, c, l)
 			if err != nil {
 				v = verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()}
 				continue
@@ -222,12 +226,12 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	}
 
 	tag := repo.Tag(LegacyTag(d))
-	desc, err := remote.Get(tag, ropts...)
+	raw, desc, err := c.Manifest(ctx, tag)
 	switch {
 	case err == nil:
 		f := Found{Format: FormatLegacy, Artifact: tag.String()}
 		var m legacyManifest
-		if desc.MediaType.IsIndex() || json.Unmarshal(desc.Manifest, &m) != nil {
+		if desc.MediaType.IsIndex() || json.Unmarshal(raw, &m) != nil {
 			keep(f, verdict{reason: ReasonInvalid, detail: tag.String() + " is not a signature manifest"})
 			break
 		}
@@ -240,7 +244,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 				res.Unread += len(m.Layers) - i
 				break
 			}
-			payload, err := readBlob(repo, l, ropts)
+			payload, err := readBlob(ctx, c, l)
 			if err != nil {
 				keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
 				continue
@@ -307,7 +311,11 @@ func candidates(ms []v1.Descriptor) []v1.Descriptor {
 
 // Attestations lists d's referrers that are not signatures (host check).
 func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) ([]Found, error) {
-	idx, err := remote.Referrers(repo.Digest(d.String()), registry.RemoteFor(ctx, repo, lopts...)...)
+	c, err := registry.ClientFor(ctx, repo, lopts...)
+	if err != nil {
+		return nil, layers.RedactError(err)
+	}
+	idx, err := remote.Referrers(repo.Digest(d.String()), c.Remote(ctx)...)
 	if err != nil {
 		return nil, layers.RedactError(err)
 	}

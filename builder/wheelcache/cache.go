@@ -22,6 +22,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes/wheelkey"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // The artifact's media types and annotations.
@@ -52,7 +53,7 @@ var ErrCorrupt = errors.New("cached wheel is corrupt")
 type Cache struct {
 	repo   name.Repository
 	mirror *name.Repository // read through it first, when set
-	opts   []layers.Option
+	opts   []layers.Option  // with the cache's pool: one client per repository
 	wider  bool
 }
 
@@ -97,7 +98,10 @@ func Open(repo string, opts ...Option) (*Cache, error) {
 	if r.Kind != layers.KindRegistry {
 		return nil, fmt.Errorf("wheel cache %q: want a registry repository (e.g. ghcr.io/acme/wheels)", repo)
 	}
-	c := &Cache{repo: r.Name.Context(), opts: cfg.opts, wider: cfg.wider}
+	// Its own pool, unless the caller's options name one: every lookup,
+	// fetch and push of a repository goes through one client.
+	lopts := append([]layers.Option{registry.WithPool(registry.NewPool(cfg.opts))}, cfg.opts...)
+	c := &Cache{repo: r.Name.Context(), opts: lopts, wider: cfg.wider}
 	if cfg.mirror != "" {
 		if strings.Contains(cfg.mirror, "://") || strings.Contains(cfg.mirror, "/") {
 			return nil, fmt.Errorf("wheel cache mirror %q: write host[:port], without scheme or path", cfg.mirror)
@@ -129,6 +133,18 @@ type Entry struct {
 	Wider    bool    `json:"wider"`    // compiled for more architectures than asked
 	Via      string  `json:"via"`      // the endpoint read: the repository's registry or the mirror
 	repo     name.Repository
+}
+
+// client is repo's registry client, the same for the cache's life. The
+// repository's may push: a build pushes what it compiled after its
+// lookup missed, with the token it looked up with (a token server grants
+// a read-only credential the pull it allows). The mirror's only reads.
+func (c *Cache) client(ctx context.Context, repo name.Repository) (*registry.Client, error) {
+	opts := c.opts
+	if repo.Name() == c.repo.Name() {
+		opts = append(opts[:len(opts):len(opts)], registry.WithPush())
+	}
+	return registry.ClientFor(ctx, repo, opts...)
 }
 
 // readRepos are where lookups and fetches read: the mirror, then the
@@ -184,7 +200,11 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 // wider1 lists repo's tags of k's package and returns the wheel with the
 // fewest architectures that covers k's and differs in nothing else.
 func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry, error) {
-	tags, err := remote.List(repo, layers.RemoteOptions(ctx, c.opts...)...)
+	rc, err := c.client(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), layers.RedactError(err))
+	}
+	tags, err := remote.List(repo, rc.Remote(ctx)...)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
@@ -218,18 +238,22 @@ func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry
 // it is not a kiln wheel).
 func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Entry, error) {
 	ref := repo.Tag(tag)
-	desc, err := remote.Get(ref, layers.RemoteOptions(ctx, c.opts...)...)
+	rc, err := c.client(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), layers.RedactError(err))
+	}
+	raw, desc, err := rc.Manifest(ctx, ref)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), layers.RedactError(err))
 	}
-	if len(desc.Manifest) > maxManifest {
+	if len(raw) > maxManifest {
 		return nil, nil
 	}
 	var m manifest
-	if err := json.Unmarshal(desc.Manifest, &m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, nil
 	}
 	if m.ArtifactType != ArtifactType || len(m.Layers) != 1 || m.Layers[0].MediaType != MediaTypeWheel {
@@ -266,7 +290,7 @@ func (c *Cache) Fetch(ctx context.Context, e *Entry, dir string) (string, error)
 	if !validWheelName(e.Filename) {
 		return "", fmt.Errorf("wheel cache %s: %q is not a wheel file name", e.Ref, e.Filename)
 	}
-	f, err := layers.NewFetcher(ctx, repo.Name(), c.opts)
+	f, err := c.client(ctx, repo)
 	if err != nil {
 		return "", fmt.Errorf("wheel cache: %w", err)
 	}
@@ -330,7 +354,11 @@ func (c *Cache) Push(ctx context.Context, k Key, path string) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	ropts := layers.RemoteOptions(ctx, c.opts...)
+	rc, err := c.client(ctx, c.repo)
+	if err != nil {
+		return nil, fmt.Errorf("wheel cache %s: pushing %s: %w", c.repo.Name(), fn, layers.RedactError(err))
+	}
+	ropts := rc.Remote(ctx)
 	wheel := layers.NewFileLayer(path, dg, dg, fi.Size(), fi.Size(), MediaTypeWheel)
 	cfg := static.NewLayer([]byte("{}"), emptyJSONMediaType)
 	for _, l := range []v1.Layer{cfg, wheel} {

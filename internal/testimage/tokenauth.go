@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,14 +13,19 @@ import (
 // TokenAuth puts a registry handler behind Docker's token authentication
 // (a 401 with a Bearer challenge, a token endpoint at /token) and counts
 // the token exchanges: what a client pays per login. Any credentials, or
-// none, get a token; a request without one is answered 401.
+// none, get a token for the scopes asked; a request without one is
+// answered 401, and so is a write (anything but GET and HEAD) to a
+// repository its token was not granted push on, with the challenge naming
+// the scope wanted, as the distribution registry answers (a client that
+// logged in to pull pays a second exchange to push).
 type TokenAuth struct {
 	Next http.Handler
 	// URL is the server's, set by Start.
 	URL string
 
 	mu        sync.Mutex
-	exchanges map[string]int // repository -> token requests naming it
+	exchanges map[string]int               // repository -> token requests naming it
+	tokens    map[string]map[string]string // token -> repository -> actions granted
 }
 
 // StartTokenAuth serves next behind token authentication until the test
@@ -35,39 +41,68 @@ func StartTokenAuth(t testing.TB, next http.Handler) *TokenAuth {
 // Host is the registry's host:port.
 func (ta *TokenAuth) Host() string { return strings.TrimPrefix(ta.URL, "http://") }
 
-const testToken = "kiln-test-token"
-
 func (ta *TokenAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/token" {
 		ta.mu.Lock()
 		if ta.exchanges == nil {
 			ta.exchanges = map[string]int{}
 		}
-		repos := 0
+		if ta.tokens == nil {
+			ta.tokens = map[string]map[string]string{}
+		}
+		granted := map[string]string{}
 		for _, s := range r.URL.Query()["scope"] {
 			for _, one := range strings.Fields(s) {
 				if rest, ok := strings.CutPrefix(one, "repository:"); ok {
 					if i := strings.LastIndex(rest, ":"); i > 0 {
 						ta.exchanges[rest[:i]]++
-						repos++
+						granted[rest[:i]] += "," + rest[i+1:]
 					}
 				}
 			}
 		}
-		if repos == 0 {
+		if len(granted) == 0 {
 			ta.exchanges[""]++
 		}
+		tok := fmt.Sprintf("kiln-test-token-%d", len(ta.tokens))
+		ta.tokens[tok] = granted
 		ta.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"token":%q,"access_token":%q}`, testToken, testToken)
+		fmt.Fprintf(w, `{"token":%q,"access_token":%q}`, tok, tok)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+testToken {
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="%s/token",service="kiln-test"`, ta.URL))
+	challenge := fmt.Sprintf(`Bearer realm="%s/token",service="kiln-test"`, ta.URL)
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	ta.mu.Lock()
+	granted, ok := ta.tokens[tok]
+	ta.mu.Unlock()
+	if !ok {
+		w.Header().Set("WWW-Authenticate", challenge)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if repo := pathRepository(r.URL.Path); repo != "" && r.Method != http.MethodGet && r.Method != http.MethodHead &&
+		!slices.Contains(strings.Split(granted[repo], ","), "push") {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`%s,scope="repository:%s:pull,push",error="insufficient_scope"`, challenge, repo))
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
 	ta.Next.ServeHTTP(w, r)
+}
+
+// pathRepository is the repository a /v2/ request path names ("" for
+// none: the ping, the catalog).
+func pathRepository(p string) string {
+	rest, ok := strings.CutPrefix(p, "/v2/")
+	if !ok {
+		return ""
+	}
+	for _, sep := range []string{"/blobs/", "/manifests/", "/tags/", "/referrers/"} {
+		if i := strings.LastIndex(rest, sep); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
 }
 
 // Exchanges are the token requests so far, per repository named in their

@@ -1,0 +1,39 @@
+package wheelcache
+
+import (
+	"context"
+	"io"
+	"log"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+)
+
+// A build's wheel cache logs in once to its repository: the lookup that
+// misses (its tag, then the tag list for a wider wheel), the push of what
+// was compiled, the lookup that hits and the fetch share one client,
+// whose token may push.
+func TestCacheOneTokenExchangePerRepository(t *testing.T) {
+	ctx := context.Background()
+	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	c := open(t, ta.Host()+"/kiln/wheels", WithAllowWiderArchs(true))
+	k := testKey()
+	if e, err := c.Lookup(ctx, k); err != nil || e != nil {
+		t.Fatalf("empty cache: %+v, %v", e, err)
+	}
+	if _, err := c.Push(ctx, k, writeWheel(t, "compiled wheel")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Lookup(ctx, k)
+	if err != nil || e == nil {
+		t.Fatalf("after push: %+v, %v", e, err)
+	}
+	if _, err := c.Fetch(ctx, e, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if ex := ta.Exchanges(); len(ex) != 1 || ex["kiln/wheels"] != 1 {
+		t.Errorf("token exchanges %v, want one, for kiln/wheels", ex)
+	}
+}
