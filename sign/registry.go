@@ -226,9 +226,11 @@ func pushReferrer(ctx context.Context, c *registry.Client, subj v1.Descriptor, a
 	put := func() error {
 		return remote.Put(repo.Digest(dg), rawManifest{raw, types.OCIManifestSchema1}, ropts...)
 	}
+	t0 := time.Now()
 	if err := put(); err != nil {
 		return "", "", err
 	}
+	took := time.Since(t0)
 	if c.ReferrersAPI(ctx, subj.Digest) {
 		return dg, "api", nil
 	}
@@ -252,7 +254,7 @@ func pushReferrer(ctx context.Context, c *registry.Client, subj v1.Descriptor, a
 		}
 		return false, nil
 	}
-	if err := confirmListed(ctx, "referrers tag "+subj.Digest.Algorithm+"-"+subj.Digest.Hex, put, listed); err != nil {
+	if err := confirmListed(ctx, "referrers tag "+subj.Digest.Algorithm+"-"+subj.Digest.Hex, took, put, listed); err != nil {
 		return "", "", err
 	}
 	return dg, "tag", nil
@@ -260,19 +262,23 @@ func pushReferrer(ctx context.Context, c *registry.Client, subj v1.Descriptor, a
 
 // Read-back after a read-modify-write of a shared tag: how often and how
 // long apart. A signature counts as stored when two reads, a settle
-// interval apart, list it (a writer that read the list before ours was
-// added has finished writing by then, or the second read sees its loss).
+// interval apart, list it: a writer that read the list before ours was
+// added has finished writing by then, or the second read sees its loss.
+// The interval is at least confirmSettle and at least three times what
+// our own read-modify-write took (another signer's takes about as long:
+// on a loaded machine or a slow registry, 40 ms is not enough).
 const (
 	confirmAttempts = 8
 	confirmSettle   = 40 * time.Millisecond
 )
 
-// confirmListed checks that what write stored is listed, and writes
-// again (write merges into the current list) until two reads a settle
-// interval apart list it, with a growing, jittered pause; after
-// confirmAttempts it fails saying the signature could not be kept.
-func confirmListed(ctx context.Context, what string, write func() error, listed func() (bool, error)) error {
-	pause := confirmSettle
+// confirmListed checks that what write stored (took is how long that
+// write took) is listed, and writes again (write merges into the current
+// list) until two reads a settle interval apart list it, with a growing,
+// jittered pause; after confirmAttempts it fails saying the signature
+// could not be kept.
+func confirmListed(ctx context.Context, what string, took time.Duration, write func() error, listed func() (bool, error)) error {
+	pause := max(confirmSettle, 3*took)
 	for attempt := 1; ; attempt++ {
 		ok, err := listedTwice(ctx, pause, listed)
 		if err != nil {
@@ -284,13 +290,15 @@ func confirmListed(ctx context.Context, what string, write func() error, listed 
 		if attempt == confirmAttempts {
 			return fmt.Errorf("%s: another writer replaced it %d times without our signature (concurrent signers on a registry without the referrers API); sign again", what, attempt)
 		}
-		pause = min(2*pause, 2*time.Second)
+		pause = min(2*pause, max(2*time.Second, 3*took))
 		if err := sleepJitter(ctx, pause); err != nil {
 			return err
 		}
+		t0 := time.Now()
 		if err := write(); err != nil {
 			return err
 		}
+		pause = max(pause, 3*time.Since(t0))
 	}
 }
 
@@ -399,15 +407,17 @@ func pushLegacy(ctx context.Context, c *registry.Client, d v1.Hash, s *Signer) (
 		}
 		return remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}, ropts...)
 	}
+	t0 := time.Now()
 	if err := write(); err != nil {
 		return "", err
 	}
+	took := time.Since(t0)
 	// Every signer rewrites the one tag: read it back (see confirmListed).
 	listed := func() (bool, error) {
 		m, err := current()
 		return has(m), err
 	}
-	if err := confirmListed(ctx, "tag "+tag.TagStr(), write, listed); err != nil {
+	if err := confirmListed(ctx, "tag "+tag.TagStr(), took, write, listed); err != nil {
 		return "", err
 	}
 	return tag.String(), nil
