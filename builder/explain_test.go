@@ -167,3 +167,31 @@ func TestExplainCost(t *testing.T) {
 		t.Errorf("no image: %+v, %v", a, err)
 	}
 }
+
+// A pip_from_source requirement's new pin: the explainer names its wheel
+// as the input that changed, its compile step misses for it, and the
+// other compile step (FlashAttention's) hits.
+func TestExplainSourceRequirement(t *testing.T) {
+	in := Inputs{RecipeHash: "sha256:r", AppDigest: "sha256:aaaa"}
+	plan := func(version string) *recipes.Plan {
+		return sourcePlan(t, "80;90", func(r *recipes.Recipe) {
+			r.Pip = []string{"kiln-demo-ext==" + version}
+			r.PipFromSource = []string{"kiln-demo-ext"}
+		})
+	}
+	steps, changes := Explain(mustRecord(t, plan("1.0"), in), mustRecord(t, plan("1.1"), in))
+	var inputs []string
+	for _, c := range changes {
+		inputs = append(inputs, c.Input)
+	}
+	if !strings.Contains(strings.Join(inputs, ","), "wheel kiln-demo-ext") {
+		t.Errorf("changes %+v, want the wheel kiln-demo-ext", changes)
+	}
+	got := explainOf(steps)
+	if v := got["devel: compile kiln-demo-ext"]; !strings.Contains(v, "wheel kiln-demo-ext") {
+		t.Errorf("compile step: %q, want a miss naming its wheel", v)
+	}
+	if v := got["devel: compile flash-attn"]; v != "hit" {
+		t.Errorf("flash-attn's compile step: %q, want a hit", v)
+	}
+}
