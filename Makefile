@@ -79,9 +79,10 @@ e2e:
 	$(GO) test -count=1 -timeout 60m $(E2E_PKGS)
 
 # The e2e tests too long for CI's budget (the wheel cache's cold-runner
-# day: three CUDA-stack builds, two from an empty BuildKit).
+# day: three CUDA-stack builds, two from an empty BuildKit; a source-only
+# requirement compiled with a compiler installed from Debian).
 e2e-slow:
-	KILN_SLOW_E2E=1 $(GO) test -count=1 -timeout 90m -run 'TestWheelCacheOnBuildKit' ./builder/
+	KILN_SLOW_E2E=1 $(GO) test -count=1 -timeout 90m -run 'TestWheelCacheOnBuildKit|TestSourceRequirementOnBuildKit' ./builder/
 
 # End-to-end tests on the gigabyte fixtures: no race detector (it would
 # multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
