@@ -55,6 +55,10 @@ type Cache struct {
 	mirror *name.Repository // read through it first, when set
 	opts   []layers.Option  // with the cache's pool: one client per repository
 	wider  bool
+	// readOnly: lookups and fetches only, whose token asks for pull
+	// alone (kiln lock; a read-only credential on a registry that
+	// refuses a push scope outright).
+	readOnly bool
 }
 
 // Option configures a Cache.
@@ -141,10 +145,18 @@ type Entry struct {
 // a read-only credential the pull it allows). The mirror's only reads.
 func (c *Cache) client(ctx context.Context, repo name.Repository) (*registry.Client, error) {
 	opts := c.opts
-	if repo.Name() == c.repo.Name() {
+	if repo.Name() == c.repo.Name() && !c.readOnly {
 		opts = append(opts[:len(opts):len(opts)], registry.WithPush())
 	}
 	return registry.ClientFor(ctx, repo, opts...)
+}
+
+// ReadOnly is c for lookups and fetches alone: its logins ask for pull,
+// never push, and Push fails.
+func (c *Cache) ReadOnly() *Cache {
+	ro := *c
+	ro.readOnly = true
+	return &ro
 }
 
 // readRepos are where lookups and fetches read: the mirror, then the
@@ -335,6 +347,9 @@ func (c *Cache) Fetch(ctx context.Context, e *Entry, dir string) (string, error)
 // Push stores the wheel file at path under k's tag, streamed from the
 // file, and returns its entry.
 func (c *Cache) Push(ctx context.Context, k Key, path string) (*Entry, error) {
+	if c.readOnly {
+		return nil, fmt.Errorf("wheel cache %s: opened to read only", c.repo.Name())
+	}
 	if err := k.Check(); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ type TokenAuth struct {
 
 	mu        sync.Mutex
 	exchanges map[string]int               // repository -> token requests naming it
+	scopes    []string                     // every scope asked, in order
 	tokens    map[string]map[string]string // token -> repository -> actions granted
 }
 
@@ -53,6 +54,7 @@ func (ta *TokenAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		granted := map[string]string{}
 		for _, s := range r.URL.Query()["scope"] {
 			for _, one := range strings.Fields(s) {
+				ta.scopes = append(ta.scopes, one)
 				if rest, ok := strings.CutPrefix(one, "repository:"); ok {
 					if i := strings.LastIndex(rest, ":"); i > 0 {
 						ta.exchanges[rest[:i]]++
@@ -117,9 +119,17 @@ func (ta *TokenAuth) Exchanges() map[string]int {
 	return out
 }
 
+// Scopes are the scopes the token requests so far asked for, in order
+// (repository:kiln/wheels:pull,push).
+func (ta *TokenAuth) Scopes() []string {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	return slices.Clone(ta.scopes)
+}
+
 // Reset forgets the exchanges counted so far.
 func (ta *TokenAuth) Reset() {
 	ta.mu.Lock()
-	ta.exchanges = nil
+	ta.exchanges, ta.scopes = nil, nil
 	ta.mu.Unlock()
 }

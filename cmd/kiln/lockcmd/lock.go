@@ -164,6 +164,10 @@ func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recip
 	if err != nil {
 		return err
 	}
+	if c != nil {
+		// The lock only looks: a pull-only credential is enough.
+		c = c.ReadOnly()
+	}
 	keys, err := builder.WheelKeys(ctx, plan, nil, idx)
 	if err != nil {
 		l.Warnings = append(l.Warnings, fmt.Sprintf("compiled wheels have no wheel cache key: %v", err))
