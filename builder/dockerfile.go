@@ -17,7 +17,7 @@ import (
 // must stay on `docker build`. It is rendered from the same layout as the LLB
 // graph; run it with the recipe's directory as the build context.
 func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
-	L, err := Lower(p)
+	L, err := lowerPinned(p, in)
 	if err != nil {
 		return "", err
 	}

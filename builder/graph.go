@@ -35,6 +35,12 @@ type Inputs struct {
 	// local context. Their Compile steps become copies of those files.
 	// Not in the content tag (json "-"): a cached wheel changes no image.
 	CachedWheels map[WheelSlot]string `json:"-"`
+	// SourceHashes pin the source archives the Compile steps build from,
+	// by project: the sha256 (hex) their wheel cache keys name. pip
+	// refuses an archive with another digest (--require-hashes), so a
+	// wheel pushed under a key was compiled from the source that key
+	// names. Not in the content tag: the same source gives the same image.
+	SourceHashes map[string]string `json:"-"`
 }
 
 // WheelSlot names one compiled wheel of a build: a project on a platform.
@@ -115,7 +121,7 @@ func PlatformString(p ocispecs.Platform) string {
 
 // NewGraph builds the LLB graph of plan for one platform.
 func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, error) {
-	L, err := Lower(p)
+	L, err := lowerPinned(p, in)
 	if err != nil {
 		return nil, err
 	}

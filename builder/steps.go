@@ -325,6 +325,37 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 	return L, nil
 }
 
+// lowerPinned is Lower with each Compile step whose project in.SourceHashes
+// names pinned to that source archive's sha256.
+func lowerPinned(p *recipes.Plan, in Inputs) (*Layout, error) {
+	L, err := Lower(p)
+	if err != nil || len(in.SourceHashes) == 0 {
+		return L, err
+	}
+	for i, st := range L.Devel.Steps {
+		if c := st.Compile; c != nil && in.SourceHashes[c.Package] != "" {
+			L.Devel.Steps[i].Shell = pinSource(st.Shell, c.Requirement, in.SourceHashes[c.Package])
+		}
+	}
+	return L, nil
+}
+
+// pinFile is where a pinned compile writes its one-line requirements file.
+const pinFile = "/tmp/kiln-source-pin.txt"
+
+// pinSource rewrites a compile step's shell, which ends with its quoted
+// requirement, to install from a requirements file that pins the source
+// archive's sha256 (pip's hash-checking mode). A shell of another shape
+// is returned as it is.
+func pinSource(sh, req, sha256hex string) string {
+	head, ok := strings.CutSuffix(sh, " "+shq(req))
+	if !ok || req == "" {
+		return sh
+	}
+	line := req + " --hash=sha256:" + sha256hex
+	return "echo " + shq(line) + " > " + pinFile + "; " + head + " --require-hashes -r " + pinFile
+}
+
 // Compile marks the step that compiles a wheel from source: with a
 // wheel cache, a build that finds the wheel there replaces the step with
 // a copy of the fetched file (Inputs.CachedWheels), and one that compiles
@@ -333,6 +364,9 @@ type Compile struct {
 	Package string // the project: flash-attn
 	Dir     string // the wheelhouse directory the wheel is written to
 	Glob    string // the wheel's file name pattern in Dir
+	// Requirement is what the step's pip wheel compiles (flash-attn==2.7.4):
+	// the last word of its shell.
+	Requirement string
 }
 
 // flashAttnCompile is the step that compiles FlashAttention from source
@@ -353,7 +387,7 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 		Shell:       sh,
 		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
 		HostNetwork: true,
-		Compile:     &Compile{Package: "flash-attn", Dir: dest, Glob: "flash_attn-*.whl"},
+		Compile:     &Compile{Package: "flash-attn", Dir: dest, Glob: "flash_attn-*.whl", Requirement: fa.Requirement},
 	}
 }
 
@@ -383,7 +417,7 @@ func sourceCompile(p *recipes.Plan, pp recipes.PipPackage) Step {
 		Shell:       sh,
 		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
 		HostNetwork: true,
-		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: "*.whl"},
+		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: "*.whl", Requirement: pp.Requirement},
 	}
 }
 

@@ -246,6 +246,15 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 		k := keys[i].Normalize()
 		slot := WheelSlot{u.Platform, u.Package}
 		r.keys[slot] = k
+		// The compile (a miss, or a refused hit) builds from the source
+		// archive the key names, or pip fails: never a wheel pushed under
+		// a key whose source it was not built from.
+		if h, ok := strings.CutPrefix(k.Source, "sha256:"); ok && h != "" {
+			if in.SourceHashes == nil {
+				in.SourceHashes = map[string]string{}
+			}
+			in.SourceHashes[u.Package] = h
+		}
 		u.Key, u.KeyDigest = k, k.Digest()
 		e, err := wc.Cache.Lookup(ctx, k)
 		if err != nil {

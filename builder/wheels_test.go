@@ -321,4 +321,21 @@ func TestSourceRequirementCompiled(t *testing.T) {
 	if len(gc.Compiled) != 1 || gc.Compiled[0].Package != "flash-attn" {
 		t.Errorf("with the demo wheel cached, compiled %+v", gc.Compiled)
 	}
+	// The compile that runs (flash-attn's miss) is pinned to the source
+	// archive its key names, in the LLB and in the Dockerfile alike.
+	fa := keys[0]
+	pin := "echo 'flash-attn==" + wheelserve.FlashAttnVersion + " --hash=sha256:" + strings.TrimPrefix(fa.Source, "sha256:") + "' > " + pinFile
+	dp, _ := decode(t, p, in, false)
+	var pinned string
+	for _, e := range dp.execs {
+		if s := strings.Join(e.Meta.Args, " "); strings.Contains(s, "pip wheel") {
+			pinned = s
+		}
+	}
+	if !strings.Contains(pinned, pin) || !strings.HasSuffix(pinned, " --require-hashes -r "+pinFile) || strings.Contains(pinned, "'flash-attn=="+wheelserve.FlashAttnVersion+"' ") {
+		t.Errorf("flash-attn's compile is not pinned to %s:\n%s", fa.Source, pinned)
+	}
+	if df, err := Dockerfile(p, in); err != nil || !strings.Contains(df, "--require-hashes -r "+pinFile) {
+		t.Errorf("the Dockerfile export is not pinned as the LLB is (%v)", err)
+	}
 }
