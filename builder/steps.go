@@ -379,15 +379,25 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 			flags += shq(f) + " "
 		}
 	}
-	sh := "set -e; mkdir -p " + dest +
-		"; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(torchPkgs(p)) +
-		"; " + strings.Join(flashAttnEnv(fab), " ") + " python3 -m pip wheel --no-deps --no-build-isolation " + flags + "--wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{fa}) + " " + shq(fa.Requirement)
+	return compileStep(p, fa, flashAttnEnv(fab), flags, dest, "flash_attn-*.whl")
+}
+
+// compileStep is the devel step that compiles pp into a wheel in dest
+// (pip wheel --no-deps --no-build-isolation, flags before --wheel-dir,
+// env before pip), torch installed first when the plan has it. Its shell
+// ends with pp's quoted requirement (pinSource relies on it).
+func compileStep(p *recipes.Plan, pp recipes.PipPackage, env []string, flags, dest, glob string) Step {
+	sh := "set -e; mkdir -p " + dest
+	if tp := torchPkgs(p); len(tp) > 0 {
+		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)
+	}
+	sh += "; " + strings.Join(env, " ") + " python3 -m pip wheel --no-deps --no-build-isolation " + flags + "--wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{pp}) + " " + shq(pp.Requirement)
 	return Step{
-		Name:        "devel: compile flash-attn",
+		Name:        "devel: compile " + pp.Name,
 		Shell:       sh,
 		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
 		HostNetwork: true,
-		Compile:     &Compile{Package: "flash-attn", Dir: dest, Glob: "flash_attn-*.whl", Requirement: fa.Requirement},
+		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: glob, Requirement: pp.Requirement},
 	}
 }
 
@@ -405,20 +415,7 @@ func sourceWheelDir(pp recipes.PipPackage) string {
 // the plan has it (torch extensions import it to build), for the plan's
 // GPU architectures.
 func sourceCompile(p *recipes.Plan, pp recipes.PipPackage) Step {
-	dest := sourceWheelDir(pp)
-	sh := "set -e; mkdir -p " + dest
-	if tp := torchPkgs(p); len(tp) > 0 {
-		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)
-	}
-	sh += "; " + strings.Join(sourceEnv(p), " ") + " python3 -m pip wheel --no-deps --no-build-isolation --no-binary " + shq(pp.Name) +
-		" --wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{pp}) + " " + shq(pp.Requirement)
-	return Step{
-		Name:        "devel: compile " + pp.Name,
-		Shell:       sh,
-		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
-		HostNetwork: true,
-		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: "*.whl", Requirement: pp.Requirement},
-	}
+	return compileStep(p, pp, sourceEnv(p), "--no-binary "+shq(pp.Name)+" ", sourceWheelDir(pp), "*.whl")
 }
 
 // sourceEnv is a pip_from_source compile's environment, KEY=VALUE words:
