@@ -163,3 +163,26 @@ func envOr(name, def string) string {
 	}
 	return def
 }
+
+// RunOutput runs argv in a new container of ref (ctr run --rm, with the
+// snapshotter and the extra ctr run flags given) and returns what argv
+// wrote to its stdout (when it fails: ctr's output, then argv's stdout
+// and stderr). The output goes to a file in a writable bind mount
+// rather than through ctr's stdout FIFO, whose copy can end before the
+// last bytes of a process that exits at once (a CI run lost the second
+// half of a sha256sum listing that way). The image needs /bin/sh.
+func (cd *Containerd) RunOutput(t testing.TB, snapshotter, ref, id string, flags []string, argv ...string) (string, error) {
+	t.Helper()
+	out := shortDir(t, "kout") // t.TempDir holds the test's name, which may hold a comma: ctr's --mount splits on it
+	args := []string{"run", "--rm", "--snapshotter", snapshotter,
+		"--mount", "type=bind,src=" + out + ",dst=/kiln-out,options=rbind:rw"}
+	args = append(args, flags...)
+	args = append(args, ref, id, "/bin/sh", "-c", `"$@" >/kiln-out/stdout 2>/kiln-out/stderr`, "sh")
+	msg, err := cd.Ctr(t, append(args, argv...)...)
+	b, rerr := os.ReadFile(filepath.Join(out, "stdout"))
+	if err != nil {
+		e, _ := os.ReadFile(filepath.Join(out, "stderr"))
+		return msg + string(b) + string(e), err
+	}
+	return string(b), rerr
+}

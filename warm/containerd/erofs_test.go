@@ -130,7 +130,7 @@ func TestWarmErofsSnapshotter(t *testing.T) {
 	ctx := context.Background()
 	cd := startErofsContainerd(t, "")
 	reg := warmtest.NewRegistry(t)
-	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	host := testimage.HostLayer(t, "/bin/sh", "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
 	hostTar := layerTar(t, host)
 	base, app := erofsAppLayers(t)
 	native := testimage.Image(t, testimage.Config{},
@@ -197,7 +197,7 @@ func TestWarmErofsSnapshotter(t *testing.T) {
 				}
 			}
 			reg.ResetCounts()
-			out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "kiln-erofs-"+strings.Fields(tc.name)[0], "/bin/cat", "/etc/hello", "/etc/keep")
+			out, err := cd.RunOutput(t, SnapshotterErofs, ref, "kiln-erofs-"+strings.Fields(tc.name)[0], nil, "/bin/cat", "/etc/hello", "/etc/keep")
 			if err != nil || out != "hello from erofskept" {
 				t.Fatalf("ctr run: %v\n%q", err, out)
 			}
@@ -267,7 +267,7 @@ func TestWarmErofsLayerCache(t *testing.T) {
 	cache := filepath.Join(t.TempDir(), "erofs-cache")
 	cd := startErofsContainerd(t, cache)
 	reg := warmtest.NewRegistry(t)
-	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	host := testimage.HostLayer(t, "/bin/sh", "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
 	base, app := erofsAppLayers(t)
 	img := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "zstd"))
 	ref := reg.Host + "/kiln-erofs/cache:v1"
@@ -304,7 +304,7 @@ func TestWarmErofsLayerCache(t *testing.T) {
 			t.Fatalf("snapshot %s is not served from the cache: %v", info.Name, info.Labels)
 		}
 	}
-	out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "kiln-erofs-cache", "/bin/cat", "/etc/hello", "/etc/keep")
+	out, err := cd.RunOutput(t, SnapshotterErofs, ref, "kiln-erofs-cache", nil, "/bin/cat", "/etc/hello", "/etc/keep")
 	if err != nil || out != "hello from erofskept" {
 		t.Fatalf("ctr run: %v\n%q", err, out)
 	}
@@ -351,14 +351,14 @@ func TestWarmErofsCorruptLayer(t *testing.T) {
 func TestContainerdErofsConfig(t *testing.T) {
 	cd := startErofsContainerd(t, "")
 	reg := warmtest.NewRegistry(t)
-	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	host := testimage.HostLayer(t, "/bin/sh", "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
 	base, app := erofsAppLayers(t)
 	ref := reg.Host + "/kiln-erofs/ctr:v1"
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip")))
 	if out, err := cd.Ctr(t, append(cd.PullArgs(), "--plain-http", "--snapshotter", SnapshotterErofs, ref)...); err != nil {
 		t.Fatalf("ctr images pull: %v\n%s", err, out)
 	}
-	out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", SnapshotterErofs, ref, "ctr-erofs", "/bin/cat", "/etc/hello", "/etc/keep")
+	out, err := cd.RunOutput(t, SnapshotterErofs, ref, "ctr-erofs", nil, "/bin/cat", "/etc/hello", "/etc/keep")
 	if err != nil || out != "hello from erofskept" {
 		t.Fatalf("ctr run: %v\n%q", err, out)
 	}

@@ -25,7 +25,7 @@ import (
 func TestWeightsHFVolumeInContainer(t *testing.T) {
 	cd := testdaemon.StartContainerd(t)
 	hf, _ := cmdtest.HFModelImage(t)
-	img, err := mutate.AppendLayers(hf, testimage.HostLayer(t, append(testimage.RunnableFiles, "/usr/bin/sha256sum")...))
+	img, err := mutate.AppendLayers(hf, testimage.HostLayer(t, append(testimage.RunnableFiles, "/bin/sh", "/usr/bin/sha256sum")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,8 @@ func TestWeightsHFVolumeInContainer(t *testing.T) {
 		}
 	}
 	sort.Strings(paths)
-	args := []string{"run", "--rm", "--snapshotter", sn,
-		"--mount", "type=bind,src=" + vol + ",dst=" + cmdtest.HFModelMount + ",options=rbind:ro",
-		slimRef, "kiln-weights-hf", "/usr/bin/sha256sum"}
-	out, err = cd.Ctr(t, append(args, paths...)...)
+	mount := []string{"--mount", "type=bind,src=" + vol + ",dst=" + cmdtest.HFModelMount + ",options=rbind:ro"}
+	out, err = cd.RunOutput(t, sn, slimRef, "kiln-weights-hf", mount, append([]string{"/usr/bin/sha256sum"}, paths...)...)
 	if err != nil {
 		t.Fatalf("ctr run: %v\n%s", err, out)
 	}
