@@ -141,6 +141,17 @@ func NewPool(opts []Option, fopts ...FetchOption) *Pool {
 // a repository through the one client its images were read with.
 func WithPool(p *Pool) Option { return func(o *Options) { o.pool = p } }
 
+// Pooled is opts with a Pool of their own when they have none
+// (WithPool(NewPool(opts))), else opts: everything a run hands them to
+// then reads and writes each repository through one client, after one
+// token exchange. A command makes its options Pooled once, at the start.
+func Pooled(opts []Option) []Option {
+	if MakeOptions(opts).pool != nil {
+		return opts
+	}
+	return append(opts[:len(opts):len(opts)], WithPool(NewPool(opts)))
+}
+
 // Repo returns the Client of repo, made on the first call.
 func (p *Pool) Repo(ctx context.Context, repo name.Repository) (*Client, error) {
 	return p.repo(ctx, repo, false)

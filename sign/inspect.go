@@ -39,6 +39,7 @@ func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Optio
 		return nil
 	}
 	s := &Inspection{KeyGiven: pol != nil}
+	lopts = registry.Pooled(lopts) // the resolve and the verification: one login
 	c, err := registry.ClientFor(ctx, r.Name.Context(), lopts...)
 	if err != nil {
 		s.Err = layers.RedactError(err).Error()

@@ -50,6 +50,16 @@ func TestSignOneTokenExchangePerRepository(t *testing.T) {
 			if ex := ta.Exchanges(); len(ex) != 1 || ex["acme/app"] != 1 {
 				t.Errorf("verify: token exchanges %v, want one, for acme/app", ex)
 			}
+			// kiln host check --image's inspection: the tag's resolution
+			// and the verification, one login (two before).
+			ta.Reset()
+			pol := &Policy{rules: []rule{{scope: "*", keys: []*PublicKey{s.Public()}}}}
+			if in := Inspect(ctx, ref, pol); in == nil || in.Err != "" || !in.Result.Verified {
+				t.Fatalf("inspect: %+v", in)
+			}
+			if ex := ta.Exchanges(); len(ex) != 1 || ex["acme/app"] != 1 {
+				t.Errorf("inspect: token exchanges %v, want one, for acme/app", ex)
+			}
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -151,16 +152,17 @@ func (s *Signer) SignDigest(ctx context.Context, dest string, dg v1.Hash) (*sign
 	if s == nil || s.Key == nil {
 		return nil, nil
 	}
-	r, err := layers.ParseRef(dest, s.Layers...)
+	lopts := registry.Pooled(s.Layers) // the read-back and the signature: one login
+	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return nil, err
 	}
 	repo := r.Name.Context()
-	desc, err := layers.HeadDigest(ctx, repo.Digest(dg.String()).String(), s.Layers...)
+	desc, err := layers.HeadDigest(ctx, repo.Digest(dg.String()).String(), lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("--sign-key: %w", err)
 	}
-	signed, err := sign.SignDigest(ctx, repo, *desc, s.Key, sign.SignOptions{Format: s.Format, Layers: s.Layers})
+	signed, err := sign.SignDigest(ctx, repo, *desc, s.Key, sign.SignOptions{Format: s.Format, Layers: lopts})
 	if err != nil {
 		return nil, fmt.Errorf("--sign-key: %w", err)
 	}

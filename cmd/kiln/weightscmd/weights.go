@@ -3,7 +3,6 @@ package weightscmd
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -335,12 +334,6 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if err != nil {
 		return err
 	}
-	// Keep one idle connection per request slot: the default transport
-	// keeps two per host, and re-dialing (a TLS handshake, remotely) for
-	// every chunk would cost more than the chunking gains.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = opts.Concurrency
-	lopts = append(lopts, layers.WithTransport(tr))
 	res, err := weights.Resolve(ctx, opts.Ref, opts.From, lopts...)
 	if err != nil {
 		return err

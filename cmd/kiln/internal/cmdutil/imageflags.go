@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // ImageFlags are the flags every command that reads images shares.
@@ -31,7 +32,10 @@ func (f *ImageFlags) Register(cmd *cobra.Command) {
 
 // LayersOptions turns the flags into layers options; a bad platform is a
 // usage error. A --platform given on the command line is exact: a
-// single-platform image of another platform is refused, not read.
+// single-platform image of another platform is refused, not read. The
+// options carry a registry Pool of their own (registry.Pooled): all that
+// a verb reads, writes, attaches and signs through them goes to each
+// repository through one client, after one token exchange.
 func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 	p, err := layers.ParsePlatform(f.Platform)
 	if err != nil {
@@ -47,7 +51,7 @@ func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 			return nil, err
 		}
 	}
-	return append(base[:len(base):len(base)], sel, layers.WithInsecureRegistries(f.InsecureRegistry...)), nil
+	return registry.Pooled(append(base[:len(base):len(base)], sel, layers.WithInsecureRegistries(f.InsecureRegistry...))), nil
 }
 
 // CheckRef parses an image reference named on the command line; one that
