@@ -334,7 +334,7 @@ func lowerPinned(p *recipes.Plan, in Inputs) (*Layout, error) {
 	}
 	for i, st := range L.Devel.Steps {
 		if c := st.Compile; c != nil && in.SourceHashes[c.Package] != "" {
-			L.Devel.Steps[i].Shell = pinSource(st.Shell, c.Requirement, in.SourceHashes[c.Package])
+			L.Devel.Steps[i].Shell = c.pinned(in.SourceHashes[c.Package])
 		}
 	}
 	return L, nil
@@ -343,17 +343,13 @@ func lowerPinned(p *recipes.Plan, in Inputs) (*Layout, error) {
 // pinFile is where a pinned compile writes its one-line requirements file.
 const pinFile = "/tmp/kiln-source-pin.txt"
 
-// pinSource rewrites a compile step's shell, which ends with its quoted
-// requirement, to install from a requirements file that pins the source
-// archive's sha256 (pip's hash-checking mode). A shell of another shape
-// is returned as it is.
-func pinSource(sh, req, sha256hex string) string {
-	head, ok := strings.CutSuffix(sh, " "+shq(req))
-	if !ok || req == "" {
-		return sh
-	}
-	line := req + " --hash=sha256:" + sha256hex
-	return "echo " + shq(line) + " > " + pinFile + "; " + head + " --require-hashes -r " + pinFile
+// pinned is the compile's shell installing from a requirements file
+// that pins the source archive's sha256 (pip's hash-checking mode), in
+// place of the requirement argument: built from the same parts as the
+// unpinned shell, not cut out of it.
+func (c *Compile) pinned(sha256hex string) string {
+	line := c.Requirement + " --hash=sha256:" + sha256hex
+	return "echo " + shq(line) + " > " + pinFile + "; " + c.head + " --require-hashes -r " + pinFile
 }
 
 // Compile marks the step that compiles a wheel from source: with a
@@ -367,6 +363,9 @@ type Compile struct {
 	// Requirement is what the step's pip wheel compiles (flash-attn==2.7.4):
 	// the last word of its shell.
 	Requirement string
+	// head is the step's shell without its last word, the requirement
+	// (pinned puts a hash-checked requirements file there).
+	head string
 }
 
 // flashAttnCompile is the step that compiles FlashAttention from source
@@ -385,19 +384,20 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 // compileStep is the devel step that compiles pp into a wheel in dest
 // (pip wheel --no-deps --no-build-isolation, flags before --wheel-dir,
 // env before pip), torch installed first when the plan has it. Its shell
-// ends with pp's quoted requirement (pinSource relies on it).
+// ends with pp's quoted requirement; Compile.pinned puts a hash-checked
+// requirements file in its place.
 func compileStep(p *recipes.Plan, pp recipes.PipPackage, env []string, flags, dest, glob string) Step {
 	sh := "set -e; mkdir -p " + dest
 	if tp := torchPkgs(p); len(tp) > 0 {
 		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)
 	}
-	sh += "; " + strings.Join(env, " ") + " python3 -m pip wheel --no-deps --no-build-isolation " + flags + "--wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{pp}) + " " + shq(pp.Requirement)
+	sh += "; " + strings.Join(env, " ") + " python3 -m pip wheel --no-deps --no-build-isolation " + flags + "--wheel-dir " + dest + " " + indexFlags([]recipes.PipPackage{pp})
 	return Step{
 		Name:        "devel: compile " + pp.Name,
-		Shell:       sh,
+		Shell:       sh + " " + shq(pp.Requirement),
 		Mounts:      []Mount{pipCache, {Kind: MountCache, Target: "/root/.cache/ccache", ID: "kiln-ccache"}},
 		HostNetwork: true,
-		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: glob, Requirement: pp.Requirement},
+		Compile:     &Compile{Package: pp.Name, Dir: dest, Glob: glob, Requirement: pp.Requirement, head: sh},
 	}
 }
 
