@@ -131,18 +131,8 @@ func provenanceParams(p *recipes.Plan, in Inputs, extra map[string]string) map[s
 	if in.LockDigest != "" {
 		m["lock-sha256"] = in.LockDigest
 	}
-	opt := func(k string, v *string) {
-		if v != nil && *v != "" {
-			m[k] = *v
-		}
-	}
-	opt("torch", p.Torch)
-	opt("torch-cuda-variant", p.TorchCUDAVariant)
-	opt("cudnn", p.CuDNN)
-	opt("flash-attn", p.FlashAttn)
-	opt("bitsandbytes", p.BitsAndBytes)
-	if len(p.CUDAArchs) > 0 {
-		m["cuda-archs"] = strings.Join(p.CUDAArchs, ",")
+	for _, kv := range p.StackPins() {
+		m[kv[0]] = kv[1]
 	}
 	if p.GPUCode != nil && len(p.GPUCode.Archs) > 0 {
 		m["gpu-code"] = strings.Join(p.GPUCode.Archs, ",")

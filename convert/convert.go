@@ -176,19 +176,6 @@ func (t *timedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-type countReader struct {
-	r io.Reader
-	p interface{ Add(int64) int64 }
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if c.p != nil && n > 0 {
-		c.p.Add(int64(n))
-	}
-	return n, err
-}
-
 // source is a layer opened for conversion: its blob verified as it
 // streams (Drain reads the rest and checks it), decoded, its uncompressed
 // bytes hashed for the diff ID check, and the scratch blob the
@@ -224,7 +211,7 @@ func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *Lay
 	}
 	// The source blob is verified as it streams: a registry or layout that
 	// serves other bytes fails here, naming the blob.
-	vr, err := layers.NewVerifyReader(&countReader{r: rc, p: o.Progress}, dg, size)
+	vr, err := layers.NewVerifyReader(&layers.CountingReader{R: rc, Progress: o.Progress}, dg, size)
 	if err != nil {
 		rc.Close()
 		return nil, err

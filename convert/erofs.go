@@ -3,7 +3,6 @@ package convert
 import (
 	"context"
 	"fmt"
-	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -48,25 +47,14 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 		return nil, rep, err
 	}
 	defer src.close()
-	tr := &countingTee{r: src.tar}
+	tr := &layers.CountingReader{R: src.tar} // the tar bytes that reached mkfs.erofs
 	if _, err := erofs.Convert(ctx, tr, src.sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
 		return nil, rep, fmt.Errorf("blob %s: %w", src.dg, err)
 	}
-	edg, file, err := src.commit(diffID, tr.n, &rep)
+	edg, file, err := src.commit(diffID, tr.N, &rep)
 	if err != nil {
 		return nil, rep, err
 	}
 	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, erofs.MediaType), rep, nil
 }
 
-// countingTee counts the tar bytes that reached mkfs.erofs.
-type countingTee struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingTee) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}

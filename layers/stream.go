@@ -88,7 +88,7 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	}
 	defer closeDec()
 	st.Compression = c
-	cr := &countReader{r: dr}
+	cr := &CountingReader{R: dr}
 	var tarIn io.Reader = cr
 	var dv *VerifyReader
 	if l.verifyDiffID && !opt.SkipVerify {
@@ -109,7 +109,7 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	if _, err := io.Copy(io.Discard, raw); err != nil {
 		return st, err
 	}
-	st.UncompressedSize = cr.n
+	st.UncompressedSize = cr.N
 	st.Verified = vr != nil || dv != nil
 	return st, nil
 }
@@ -207,13 +207,19 @@ func (c *ctxSeeker) Read(p []byte) (int, error) {
 	return c.SectionReader.Read(p)
 }
 
-type countReader struct {
-	r io.Reader
-	n int64
+// CountingReader counts the bytes read through it in N and, when
+// Progress is set, adds them to it as they pass.
+type CountingReader struct {
+	R        io.Reader
+	N        int64
+	Progress interface{ Add(int64) int64 }
 }
 
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
+func (c *CountingReader) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	c.N += int64(n)
+	if c.Progress != nil && n > 0 {
+		c.Progress.Add(int64(n))
+	}
 	return n, err
 }

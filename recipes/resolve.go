@@ -154,6 +154,26 @@ func (p *Plan) Compiled() []PipPackage {
 	return out
 }
 
+// StackPins are the plan's optional stack versions that are set, as
+// (name, value) pairs in a fixed order: cudnn, torch, torch-cuda-variant,
+// flash-attn, bitsandbytes, then cuda-archs (comma-separated). The SBOM's
+// plan properties and the provenance's parameters are made from them.
+func (p *Plan) StackPins() [][2]string {
+	var out [][2]string
+	for _, kv := range []struct {
+		k string
+		v *string
+	}{{"cudnn", p.CuDNN}, {"torch", p.Torch}, {"torch-cuda-variant", p.TorchCUDAVariant}, {"flash-attn", p.FlashAttn}, {"bitsandbytes", p.BitsAndBytes}} {
+		if kv.v != nil && *kv.v != "" {
+			out = append(out, [2]string{kv.k, *kv.v})
+		}
+	}
+	if len(p.CUDAArchs) > 0 {
+		out = append(out, [2]string{"cuda-archs", strings.Join(p.CUDAArchs, ",")})
+	}
+	return out
+}
+
 // FactSource records where a fact the plan relies on comes from.
 type FactSource struct {
 	Fact       string `json:"fact"`

@@ -15,18 +15,8 @@ func FromPlan(p *recipes.Plan) []Property {
 		return nil
 	}
 	props := []Property{{"kiln:plan:name", p.Name}, {"kiln:plan:cuda", p.CUDA}, {"kiln:plan:os", p.OS}, {"kiln:plan:python", p.Python}}
-	opt := func(k string, v *string) {
-		if v != nil && *v != "" {
-			props = append(props, Property{k, *v})
-		}
-	}
-	opt("kiln:plan:cudnn", p.CuDNN)
-	opt("kiln:plan:torch", p.Torch)
-	opt("kiln:plan:torch-cuda-variant", p.TorchCUDAVariant)
-	opt("kiln:plan:flash-attn", p.FlashAttn)
-	opt("kiln:plan:bitsandbytes", p.BitsAndBytes)
-	if len(p.CUDAArchs) > 0 {
-		props = append(props, Property{"kiln:plan:cuda-archs", strings.Join(p.CUDAArchs, ",")})
+	for _, kv := range p.StackPins() {
+		props = append(props, Property{"kiln:plan:" + kv[0], kv[1]})
 	}
 	if len(p.Platforms) > 0 {
 		props = append(props, Property{"kiln:plan:platforms", strings.Join(p.Platforms, ",")})

@@ -170,23 +170,15 @@ func (c *Collector) Files() []File {
 }
 
 // cleanImagePath returns "/a/b" for "a/b", "./a/b" or "/a/b"; escapes is
-// true for names that climb above the root.
+// true for names that climb above the root. An image path may be
+// absolute, so only ".." is an escape (layers.CleanPath also calls a
+// leading "/" one).
 func cleanImagePath(p string) (string, bool) {
-	p = strings.ReplaceAll(p, "\\", "/")
-	depth := 0
-	for _, c := range strings.Split(p, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if depth == 0 {
-				return "", true
-			}
-			depth--
-		default:
-			depth++
-		}
+	c, escapes := layers.CleanPath(strings.TrimLeft(strings.ReplaceAll(p, "\\", "/"), "/"))
+	if escapes {
+		return "", true
 	}
-	return path.Clean("/" + p), false
+	return "/" + c, false
 }
 
 // MountFor is the deepest directory that contains every path (absolute
