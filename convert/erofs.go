@@ -57,4 +57,3 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 	}
 	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, erofs.MediaType), rep, nil
 }
-
