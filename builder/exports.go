@@ -253,7 +253,11 @@ func pushedDigests(ctx context.Context, o Options, images bool) ([]Pushed, error
 			continue
 		}
 		oc, _ := o.compression(out.Compression)
-		dg, imgs, err := layers.PlatformDigests(ctx, out.Ref.Name.String(), layers.WithInsecureRegistries(o.Insecure...))
+		lopts := o.Registry
+		if lopts == nil {
+			lopts = []layers.Option{layers.WithInsecureRegistries(o.Insecure...)}
+		}
+		dg, imgs, err := layers.PlatformDigests(ctx, out.Ref.Name.String(), lopts...)
 		if err != nil {
 			return pushed, fmt.Errorf("output %s: pushed, but resolving its digest: %w", out, err)
 		}

@@ -136,6 +136,10 @@ type Options struct {
 	NoProbes    bool
 	// Insecure registries (plain HTTP) for push; loopback hosts always are.
 	Insecure []string
+	// Registry is the options kiln's own registry reads after the solve
+	// (the pushed digests) go through, e.g. the command's pool
+	// (registry.Pooled); nil: WithInsecureRegistries(Insecure...).
+	Registry []layers.Option
 	// Tools is a statically linked kiln executable, mounted into the steps
 	// that prune GPU code (plans with gpu_code); kiln build passes itself.
 	Tools string

@@ -26,6 +26,7 @@ import (
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -69,6 +70,8 @@ type BuildOptions struct {
 	Check          string
 	Epoch          string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure       []string
+	// lopts is the run's registry options (registryOptions).
+	lopts []layers.Option
 	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
 	// pinned inputs, as a referrer, or with --provenance in the
 	// attestation manifest beside the image (sbomcmd.go).
@@ -290,7 +293,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 	}
 	var outputs []builder.Output
 	if opts.Push != "" {
-		ref, err := layers.ParseRef(opts.Push, layers.WithInsecureRegistries(opts.Insecure...))
+		ref, err := layers.ParseRef(opts.Push, opts.registryOptions()...)
 		if err != nil {
 			return nil, cmdutil.UsageErr("--push: %v", err)
 		}
@@ -303,7 +306,7 @@ func parseBuildFlags(opts *BuildOptions) (*buildFlags, error) {
 			if err != nil {
 				return nil, cmdutil.UsageErr("--compression both: %v", err)
 			}
-			zref, err := layers.ParseRef(zd, layers.WithInsecureRegistries(opts.Insecure...))
+			zref, err := layers.ParseRef(zd, opts.registryOptions()...)
 			if err != nil {
 				return nil, cmdutil.UsageErr("--compression both: %v", err)
 			}
@@ -402,7 +405,7 @@ func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []b
 	if k == nil {
 		return nil, nil
 	}
-	pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(k, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}))
+	pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(k, opts.registryOptions()))
 	var signed []*sign.Signed
 	for _, p := range pushed {
 		h, err := v1.NewHash(p.Digest)
@@ -419,6 +422,7 @@ func signAll(ctx context.Context, opts *BuildOptions, k *sign.Signer, pushed []b
 }
 
 func runBuild(ctx context.Context, opts *BuildOptions) error {
+	opts.lopts = registry.Pooled(opts.registryOptions())
 	fl, err := parseBuildFlags(opts)
 	if err != nil {
 		return err
@@ -494,7 +498,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		if attest != nil {
 			bomFor = erofsPushed
 		}
-		if sboms, err = builder.AttachSBOMs(ctx, bomFor, plan, lock, in, opts.Version, []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}); err != nil {
+		if sboms, err = builder.AttachSBOMs(ctx, bomFor, plan, lock, in, opts.Version, opts.registryOptions()); err != nil {
 			return err
 		}
 	}
@@ -532,7 +536,7 @@ func pushErofs(ctx context.Context, opts *BuildOptions, fl *buildFlags, pushed [
 		// An index of the image and its attestations: the image itself.
 		digest = d
 	}
-	lopts := []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}
+	lopts := opts.registryOptions()
 	r, err := layers.ParseRef(src.Ref, lopts...)
 	if err != nil {
 		return builder.Pushed{}, err
@@ -573,7 +577,7 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 		if out.Pushes() {
 			flag = "--push"
 		}
-		if err := preflight.Target(ctx, flag, out.Ref, layers.WithInsecureRegistries(opts.Insecure...)); err != nil {
+		if err := preflight.Target(ctx, flag, out.Ref, opts.registryOptions()...); err != nil {
 			return nil, err
 		}
 	}
@@ -596,6 +600,7 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 		ProgressOut:  opts.IO.ErrOut,
 		NoProbes:     opts.NoTest,
 		Insecure:     opts.Insecure,
+		Registry:     opts.registryOptions(),
 		Tools:        toolsExecutable(),
 		Provenance:   opts.Provenance,
 		BuilderID:    opts.BuilderID,
@@ -685,7 +690,7 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, dig
 	for _, g := range plan.GPUs {
 		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
 	}
-	img, err := layers.Open(ctx, ref, layers.WithInsecureRegistries(opts.Insecure...))
+	img, err := layers.Open(ctx, ref, opts.registryOptions()...)
 	if err != nil {
 		return fmt.Errorf("--check: %w", err)
 	}
@@ -792,4 +797,16 @@ func toolsExecutable() string {
 		return ""
 	}
 	return p
+}
+
+// registryOptions are the options every registry read and write of the
+// run goes through: --insecure-registry, and one pool (registry.Pooled,
+// made as the run starts), so that the content tag, the wheel cache, the
+// pushed digests, the SBOMs and the signatures log in to each repository
+// once. Options a test builds without running have no pool.
+func (opts *BuildOptions) registryOptions() []layers.Option {
+	if opts.lopts == nil {
+		return []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}
+	}
+	return opts.lopts
 }

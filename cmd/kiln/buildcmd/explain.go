@@ -9,7 +9,6 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -34,7 +33,7 @@ func startExplain(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, i
 	if err != nil {
 		return nil, err
 	}
-	a, err := builder.ReadAgainst(ctx, ref, layers.WithInsecureRegistries(opts.Insecure...))
+	a, err := builder.ReadAgainst(ctx, ref, opts.registryOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("--explain: %w", err)
 	}
@@ -50,7 +49,7 @@ func (x *explainer) finish(opts *BuildOptions, res *builder.Result) (*builder.Ex
 	e := x.against.Explain(x.now)
 	e.Reused, e.ContentTag = res.Reused, res.ContentTag
 	if len(res.Pushed) > 0 && x.against.Digest != "" {
-		if err := x.against.Measure(e, res.Pushed, layers.WithInsecureRegistries(opts.Insecure...)); err != nil {
+		if err := x.against.Measure(e, res.Pushed, opts.registryOptions()...); err != nil {
 			return nil, fmt.Errorf("--explain: %w", err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // findContentTag looks up the --push repository's content tag of this
 // build (builder.FindContent).
 func findContentTag(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in builder.Inputs, dir string, maxLayer int64) (*builder.Content, error) {
-	lopts := []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}
+	lopts := opts.registryOptions()
 	if _, err := layers.ParseRef(opts.Push, lopts...); err != nil {
 		return nil, cmdutil.UsageErr("--push: %v", err)
 	}

@@ -108,7 +108,12 @@ func TestBuildSkipExisting(t *testing.T) {
 // zstd) hold images made with cfg, as if built from it before.
 func reuseSetup(t *testing.T, cfg func(plan *recipes.Plan, in builder.Inputs) testimage.Config) (reg, f string, args []string) {
 	t.Helper()
-	reg = testimage.Registry(t)
+	return reuseSetupAt(t, testimage.Registry(t), cfg)
+}
+
+// reuseSetupAt is reuseSetup on the registry at reg.
+func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in builder.Inputs) testimage.Config) (_, f string, args []string) {
+	t.Helper()
 	for _, s := range []string{"devel", "runtime"} {
 		img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized(s, 100)}, "gzip"))
 		testimage.Push(t, reg+"/nvidia/cuda:11.8.0-"+s+"-debian12", img)

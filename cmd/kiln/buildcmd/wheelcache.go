@@ -9,7 +9,6 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 )
@@ -23,7 +22,7 @@ func wheelCache(opts *BuildOptions) (*builder.WheelCache, error) {
 	if err != nil {
 		return nil, cmdutil.RecipeLoadErr(err)
 	}
-	c, err := opts.WheelCacheFlags.Open(r, layers.WithInsecureRegistries(opts.Insecure...))
+	c, err := opts.WheelCacheFlags.Open(r, opts.registryOptions()...)
 	if err != nil || c == nil {
 		return nil, err
 	}
