@@ -21,7 +21,10 @@
 //   - One login per repository per Pool: every manifest, blob and
 //     referrers read of a repository, and every write (WithPush: the
 //     token asks for push too), goes through its Client's transport. A
-//     repository read first and written after logs in once more.
+//     repository read first and written after logs in once more. A verb
+//     makes its options Pooled once as it starts (cmdutil.ImageFlags,
+//     kiln build's registryOptions), so its reads, writes, SBOMs and
+//     signatures share the Pool.
 //   - The bytes handed out are not trusted here: the caller verifies the
 //     whole blob against its descriptor (NewVerifyReader).
 package registry
