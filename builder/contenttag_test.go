@@ -2,12 +2,8 @@ package builder
 
 import (
 	"context"
-	"io"
-	"log"
 	"strings"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
@@ -18,7 +14,7 @@ import (
 // client, whose token may push.
 func TestContentTagOneTokenExchange(t *testing.T) {
 	ctx := context.Background()
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	plan := testPlan(t, nil)
 	plan.App = nil // no app files to hash
 	d := DigestInputs{Platforms: []string{"linux/amd64"}, Compression: "both", NoProbes: true,

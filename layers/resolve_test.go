@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -50,7 +48,7 @@ func TestOpenLayoutDescriptorSizeLie(t *testing.T) {
 // layers through one client for the repository (it was two: ggcr's
 // remote.Get and kiln's blob fetcher each made their own).
 func TestOpenOneTokenExchange(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	ref := ta.Host() + "/team/app:v1"
 	testimage.Push(t, ref, smallImage(t))
 	ta.Reset()
@@ -74,7 +72,7 @@ func TestOpenOneTokenExchange(t *testing.T) {
 // client of the repository, which may push: one token exchange however
 // many images are written and read back (each logged in on its own).
 func TestWriteThroughPoolOneTokenExchange(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	ctx := context.Background()
 	opts := []layers.Option{kreg.WithPool(kreg.NewPool(nil))}
 	img := smallImage(t)

@@ -2,12 +2,9 @@ package sign
 
 import (
 	"context"
-	"io"
-	"log"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
@@ -29,7 +26,7 @@ func TestSignOneTokenExchangePerRepository(t *testing.T) {
 		{"legacy .sig tag", false, FormatLegacy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ta := testimage.StartTokenAuth(t, registry.New(registry.WithReferrersSupport(tc.referrers), registry.Logger(log.New(io.Discard, "", 0))))
+			ta := testimage.TokenRegistry(t, tc.referrers)
 			ref := ta.Host() + "/acme/app:v1"
 			img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 100)}, "gzip"))
 			testimage.Push(t, ref, img)

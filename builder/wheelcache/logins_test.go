@@ -2,12 +2,8 @@ package wheelcache
 
 import (
 	"context"
-	"io"
-	"log"
 	"strings"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
@@ -18,7 +14,7 @@ import (
 // whose token may push.
 func TestCacheOneTokenExchangePerRepository(t *testing.T) {
 	ctx := context.Background()
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	c := open(t, ta.Host()+"/kiln/wheels", WithAllowWiderArchs(true))
 	k := testKey()
 	if e, err := c.Lookup(ctx, k); err != nil || e != nil {
@@ -44,7 +40,7 @@ func TestCacheOneTokenExchangePerRepository(t *testing.T) {
 // and it cannot push.
 func TestReadOnlyCacheAsksForPullOnly(t *testing.T) {
 	ctx := context.Background()
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	rw := open(t, ta.Host()+"/kiln/wheels")
 	k := testKey()
 	if _, err := rw.Push(ctx, k, writeWheel(t, "compiled wheel")); err != nil {

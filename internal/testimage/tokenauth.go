@@ -2,12 +2,16 @@ package testimage
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 )
 
 // TokenAuth puts a registry handler behind Docker's token authentication
@@ -132,4 +136,13 @@ func (ta *TokenAuth) Reset() {
 	ta.mu.Lock()
 	ta.exchanges, ta.scopes = nil, nil
 	ta.mu.Unlock()
+}
+
+// TokenRegistry is an in-process registry (go-containerregistry's, quiet;
+// with the referrers API when referrers is set) behind token
+// authentication: the registry the one-login-per-repository tests count
+// token exchanges on.
+func TokenRegistry(t testing.TB, referrers bool) *TokenAuth {
+	t.Helper()
+	return StartTokenAuth(t, registry.New(registry.WithReferrersSupport(referrers), registry.Logger(log.New(io.Discard, "", 0))))
 }

@@ -2,11 +2,7 @@ package buildcmd
 
 import (
 	"encoding/json"
-	"io"
-	"log"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
@@ -23,7 +19,7 @@ import (
 // signatures logged in on their own before: three for the --push
 // repository.
 func TestBuildOneTokenExchangePerRepository(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, true)
 	_, _, args := reuseSetupAt(t, ta.Host(), func(_ *recipes.Plan, in builder.Inputs) testimage.Config {
 		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
 	})

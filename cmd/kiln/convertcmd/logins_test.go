@@ -1,11 +1,7 @@
 package convertcmd
 
 import (
-	"io"
-	"log"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -19,7 +15,7 @@ import (
 // write, the read-back and the signature each logged in: three for the
 // destination.
 func TestConvertSignOneTokenExchangePerRepository(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, true)
 	src, dst := ta.Host()+"/acme/src:v1", ta.Host()+"/acme/dst:v1"
 	testimage.Push(t, src, testimage.Image(t, testimage.Config{},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("app/bin", 4096)}, "gzip")))

@@ -3,12 +3,8 @@ package warmcmd
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log"
 	"path/filepath"
 	"testing"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -23,7 +19,7 @@ import (
 // (it was five or more: every manifest read, the blob fetcher and the
 // referrers lookup each made their own).
 func TestWarmOneTokenExchangePerRepository(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, true)
 	ref := ta.Host() + "/acme/app:v1"
 	testimage.Push(t, ref, testimage.ImageFor(t, "amd64", testimage.Config{},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("app/bin", 4096)}, "gzip"),
@@ -55,7 +51,7 @@ func TestWarmOneTokenExchangePerRepository(t *testing.T) {
 // repository, as the image's are (weights resolved its label with a
 // client of its own).
 func TestWarmWeightsOneTokenExchangePerRepository(t *testing.T) {
-	ta := testimage.StartTokenAuth(t, registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	ta := testimage.TokenRegistry(t, false)
 	slimRef, wref := cmdtest.StrippedApp(t, ta.Host(), weightscmd.NewCmdWeights)
 	ta.Reset()
 	dir := t.TempDir()
