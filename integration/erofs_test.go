@@ -116,7 +116,7 @@ func TestWarmErofsCUDARuntime(t *testing.T) {
 		if err != nil || !rep.Ready || !rep.Unpacked || rep.Snapshotter != "erofs" {
 			t.Fatalf("%s: warm %+v: %v", tc.name, rep, err)
 		}
-		out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", "erofs", tc.ref, "kiln-erofs-"+tc.name, "sh", "-c", probe)
+		out, err := cd.RunOutput(t, "erofs", tc.ref, "kiln-erofs-"+tc.name, nil, "sh", "-c", probe)
 		lines := strings.Fields(out)
 		if err != nil || len(lines) != 2 || len(lines[0]) != 64 || len(lines[1]) != 64 {
 			t.Fatalf("%s: ctr run: %v\n%s", tc.name, err, out)

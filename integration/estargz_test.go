@@ -110,7 +110,7 @@ func TestEStargzLazyPull(t *testing.T) {
 			t.Errorf("layer %s was fetched into the content store: not a lazy pull", d)
 		}
 	}
-	out, err := cd.Ctr(t, "run", "--rm", "--snapshotter", "stargz", ref, "kiln-esgz-it",
+	out, err := cd.RunOutput(t, "stargz", ref, "kiln-esgz-it", nil,
 		"python3", "-c", `import torch, ctypes; ctypes.CDLL("libtorch_cuda.so.2.6"); print("torch", torch.__version__)`)
 	if err != nil || !strings.Contains(out, "torch ") {
 		t.Fatalf("ctr run under the stargz snapshotter: %v\n%s", err, out)
