@@ -9,7 +9,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build dist image test test-fast lint unit e2e e2e-slow integration deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
+.PHONY: all build dist image test test-fast lint unit e2e e2e-slow integration tiers deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
@@ -56,9 +56,10 @@ image: dist
 # package with the race detector, -short: pure code and in-process
 # registries, minutes), the e2e tier (the packages whose tests start
 # containerd, dockerd, sshd or use BuildKit, without the race detector) and
-# the integration tests on the gigabyte fixtures. .ci/run sets the
+# the integration tests on the gigabyte fixtures, those two side by side
+# (scripts/tiers.sh). .ci/run sets the
 # KILN_REQUIRE_* variables, so a missing daemon fails instead of skipping.
-test: lint unit e2e integration
+test: lint unit tiers
 
 # The packages with daemon or BuildKit tests (testdaemon, e2eEnv, sshd).
 E2E_PKGS = $(shell grep -rl --include='*_test.go' -e 'testdaemon\.' -e 'e2eEnv' -e 'requireSSH' . | grep -v '^./integration/' | xargs -n1 dirname | sort -u) ./internal/testdaemon
@@ -83,6 +84,12 @@ e2e:
 # requirement compiled with a compiler installed from Debian).
 e2e-slow:
 	KILN_SLOW_E2E=1 $(GO) test -count=1 -timeout 90m -run 'TestWheelCacheOnBuildKit|TestSourceRequirementOnBuildKit' ./builder/
+
+# The e2e and integration tiers side by side, each on its own registry
+# and buildkitd (scripts/tiers.sh); one after the other without root or a
+# local registry.
+tiers:
+	bash scripts/tiers.sh
 
 # End-to-end tests on the gigabyte fixtures: no race detector (it would
 # multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.

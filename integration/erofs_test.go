@@ -32,7 +32,7 @@ import (
 // layer's EROFS image is corrupted in place: the next warm exits 1, NOT
 // READY, naming it.
 func TestWarmErofsCUDARuntime(t *testing.T) {
-	const reg = "127.0.0.1:5000"
+	reg := registry()
 	src := reg + "/nvidia/cuda:12.4.1-runtime-debian13"
 	need := func(why string) {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {

@@ -27,8 +27,8 @@ import (
 // warm is SIGKILLed mid-blob, the rerun resumes (fewer bytes than the
 // image), and with the mirror stopped `ctr run` of the image still starts.
 func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
-	const registry = "127.0.0.1:5000"
-	ref := registry + "/nvidia/cuda:12.4.1-runtime-debian13"
+	reg := registry()
+	ref := reg + "/nvidia/cuda:12.4.1-runtime-debian13"
 	need := func(why string) {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
 			t.Fatalf("KILN_REQUIRE_FIXTURES=1 but %s", why)
@@ -43,7 +43,7 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 			need("no " + b)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodHead, "http://"+registry+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
+	req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
 	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		need(fmt.Sprintf("no %s in the local registry (%v %v)", ref, resp, err))
@@ -58,11 +58,11 @@ func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, _ := url.Parse("http://" + registry)
+	up, _ := url.Parse("http://" + reg)
 	srv := &http.Server{Handler: httputil.NewSingleHostReverseProxy(up)}
 	go srv.Serve(ln)
 	defer srv.Close()
-	mirror := registry + "=" + ln.Addr().String()
+	mirror := reg + "=" + ln.Addr().String()
 
 	args := []string{"warm", ref, "--target", "containerd:" + cd.Socket, "--mirror", mirror,
 		"--platform", "linux/amd64", "--json", "--progress", "none", "--limit-rate", "150MiB"}
