@@ -2,7 +2,6 @@ package layers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -52,46 +51,17 @@ func resolveLayout(ctx context.Context, r Ref, o *registry.Options) (*Root, erro
 	if len(cands) > 1 {
 		return nil, fmt.Errorf("image %q: the layout holds %d images; name one as oci:%s:TAG (tags: %s)", r.Raw, len(cands), r.Path, strings.Join(names, ", "))
 	}
-	root := &Root{Ref: r, Src: src}
 	desc := cands[0]
-	// Descend through nested indexes to the platform's manifest.
-	for depth := 0; desc.MediaType.IsIndex(); depth++ {
-		if depth > 4 {
-			return nil, fmt.Errorf("image %q: indexes nested too deep", r.Raw)
-		}
-		raw, err := readSmall(ctx, src, desc, "index")
-		if err != nil {
-			return nil, fmt.Errorf("image %q: %w", r.Raw, err)
-		}
-		if root.Index == nil {
-			root.Index = &Raw{Desc: desc, Bytes: raw}
-		}
-		var sub v1.IndexManifest
-		if err := json.Unmarshal(raw, &sub); err != nil {
-			return nil, fmt.Errorf("image %q: index %s: %v", r.Raw, desc.Digest, err)
-		}
-		cands, offered := PlatformCandidates(&sub, o.Platform)
-		switch {
-		case len(cands) > 0:
-			desc = cands[0]
-		case nestedIndex(&sub) != nil:
-			desc = *nestedIndex(&sub)
-		default:
-			return nil, fmt.Errorf("image %q: no image for platform %s (it has: %s); choose one with --platform", r.Raw, PlatformString(o.Platform), platformList(offered))
-		}
+	what := "manifest"
+	if desc.MediaType.IsIndex() {
+		what = "index"
 	}
-	if !desc.MediaType.IsImage() {
-		return nil, fmt.Errorf("image %q: descriptor %s has media type %q, not an image manifest", r.Raw, desc.Digest, desc.MediaType)
-	}
-	raw, err := readSmall(ctx, src, desc, "manifest")
+	raw, err := readSmall(ctx, src, desc, what)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", r.Raw, err)
 	}
 	desc.Annotations = nil // they name the entry, not the content
-	if err := root.readImage(ctx, desc, raw); err != nil {
-		return nil, err
-	}
-	return root, nil
+	return Walk(ctx, r, src, Raw{Desc: desc, Bytes: raw}, o.Platform, nil)
 }
 
 // openLayout is resolveLayout and the layers' files, opened on their

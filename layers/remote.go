@@ -26,35 +26,7 @@ func resolveRemote(ctx context.Context, r Ref, o *registry.Options) (*Root, erro
 	if err != nil {
 		return nil, registry.ImageError(r.Raw, RedactError(err))
 	}
-	root := &Root{Ref: r, Src: c}
-	if desc.MediaType.IsIndex() {
-		root.Index = &Raw{Desc: desc, Bytes: raw}
-		var im v1.IndexManifest
-		if err := json.Unmarshal(raw, &im); err != nil {
-			return nil, fmt.Errorf("image %q: reading index: %v", r.Raw, err)
-		}
-		cands, offered := PlatformCandidates(&im, o.Platform)
-		if len(cands) == 0 {
-			return nil, NoPlatformError(r.Raw, o.Platform, offered)
-		}
-		pick := cands[0]
-		raw, desc, err = c.Manifest(ctx, r.Name.Context().Digest(pick.Digest.String()))
-		if err != nil {
-			return nil, fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
-		}
-		// The child's digest is checked by the read; a descriptor's size
-		// must be the bytes' as well.
-		if desc.Size != pick.Size {
-			return nil, fmt.Errorf("image %q: index lists manifest %s as %d bytes; it is %d: %w", r.Raw, pick.Digest, pick.Size, desc.Size, ErrSizeMismatch)
-		}
-	}
-	if !desc.MediaType.IsImage() {
-		return nil, fmt.Errorf("image %q: %s is a %s, not an image manifest", r.Raw, desc.Digest, desc.MediaType)
-	}
-	if err := root.readImage(ctx, desc, raw); err != nil {
-		return nil, err
-	}
-	return root, nil
+	return Walk(ctx, r, c, Raw{Desc: desc, Bytes: raw}, o.Platform, nil)
 }
 
 // openRemote is resolveRemote and the layers' readers: each layer is read

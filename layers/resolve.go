@@ -53,14 +53,17 @@ type Root struct {
 	Platform   v1.Platform
 	Layers     []v1.Descriptor
 	Src        blob.Source
+	// Note says why Walk's Chooser passed over the platform's first
+	// manifest (empty when it did not).
+	Note string
 }
 
 // Resolve is the one walk from a registry reference or an OCI layout to
-// an image's verified bytes: index → the platform's manifest (the first
-// PlatformCandidates gives: what a pull installs) → config. Open is
-// Resolve and the layers' readers. Docker archives and daemon images,
-// which have no manifest, are opened by Open (ArchiveManifest writes
-// theirs).
+// an image's verified bytes: the root the reference names, then Walk
+// (index → the platform's manifest, the first PlatformCandidates gives:
+// what a pull installs → config). Open is Resolve and the layers'
+// readers. Docker archives and daemon images, which have no manifest, are
+// opened by Open (ArchiveManifest writes theirs).
 func Resolve(ctx context.Context, r Ref, opts ...Option) (*Root, error) {
 	o := registry.MakeOptions(opts)
 	switch r.Kind {
@@ -70,6 +73,96 @@ func Resolve(ctx context.Context, r Ref, opts ...Option) (*Root, error) {
 		return resolveLayout(ctx, r, o)
 	}
 	return nil, fmt.Errorf("image %q: a %s has no manifest to resolve; open it with Open", r.Raw, r.Kind)
+}
+
+// A Chooser picks the manifest to use among those an index lists for the
+// platform, each read and verified against the index's descriptor, in
+// index order (the first is what a pull installs), and says why it passed
+// over the first (empty when it did not). nil is "the first".
+type Chooser func(ctx context.Context, src blob.Source, cands []Raw) (pick int, note string)
+
+// Walk is the walk below a root already read and verified (root): an
+// index's manifests for p (PlatformCandidates, the one platform rule;
+// nested indexes without a platform are descended), the one choose picks,
+// and its config, each read from src (a registry's manifests through its
+// manifests endpoint) and verified against its descriptor. r names the
+// image in errors. Every reader of an image's metadata comes through
+// here: Resolve, kiln warm's set (which chooses between a platform's
+// gzip and zstd manifests) and the weights sources.
+func Walk(ctx context.Context, r Ref, src blob.Source, root Raw, p v1.Platform, choose Chooser) (*Root, error) {
+	rt := &Root{Ref: r, Src: src}
+	cur := root
+	for depth := 0; cur.Desc.MediaType.IsIndex(); depth++ {
+		if depth > 4 {
+			return nil, fmt.Errorf("image %q: indexes nested too deep", r.Raw)
+		}
+		if rt.Index == nil {
+			idx := cur
+			rt.Index = &idx
+		}
+		var im v1.IndexManifest
+		if err := json.Unmarshal(cur.Bytes, &im); err != nil {
+			return nil, fmt.Errorf("image %q: index %s: %v", r.Raw, cur.Desc.Digest, err)
+		}
+		cands, offered := PlatformCandidates(&im, p)
+		if len(cands) == 0 {
+			nested := nestedIndex(&im)
+			if nested == nil {
+				return nil, NoPlatformError(r.Raw, p, offered)
+			}
+			raw, err := ReadManifest(ctx, src, *nested, "index")
+			if err != nil {
+				return nil, fmt.Errorf("image %q: %w", r.Raw, err)
+			}
+			cur = Raw{Desc: *nested, Bytes: raw}
+			continue
+		}
+		n := 1
+		if choose != nil {
+			n = len(cands)
+		}
+		read := make([]Raw, 0, n)
+		for _, c := range cands[:n] {
+			raw, err := ReadManifest(ctx, src, c, "manifest")
+			if err != nil {
+				return nil, fmt.Errorf("image %q: index %s: %w", r.Raw, cur.Desc.Digest, err)
+			}
+			// What the index says of it, less what names an entry.
+			read = append(read, Raw{Desc: v1.Descriptor{MediaType: c.MediaType, Digest: c.Digest, Size: c.Size, Platform: c.Platform}, Bytes: raw})
+		}
+		pick := 0
+		if choose != nil {
+			pick, rt.Note = choose(ctx, src, read)
+		}
+		cur = read[pick]
+	}
+	if !cur.Desc.MediaType.IsImage() {
+		return nil, fmt.Errorf("image %q: %s is a %s, not an image manifest", r.Raw, cur.Desc.Digest, cur.Desc.MediaType)
+	}
+	if err := rt.readImage(ctx, cur.Desc, cur.Bytes); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// ReadManifest reads the manifest or index d names from src, verified
+// against d (digest and size): from a registry through its manifests
+// endpoint, from any other source as a blob.
+func ReadManifest(ctx context.Context, src blob.Source, d v1.Descriptor, what string) ([]byte, error) {
+	c, ok := src.(*registry.Client)
+	if !ok {
+		return readSmall(ctx, src, d, what)
+	}
+	raw, got, err := c.Manifest(ctx, c.Repository().Digest(d.Digest.String()))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, d.Digest, RedactError(err))
+	}
+	// The read checked the digest; a descriptor's size must be the
+	// bytes' as well.
+	if got.Size != d.Size {
+		return nil, fmt.Errorf("%s %s is listed as %d bytes; it is %d: %w", what, d.Digest, d.Size, got.Size, ErrSizeMismatch)
+	}
+	return raw, nil
 }
 
 // readImage reads the image manifest raw (whose descriptor is desc) and

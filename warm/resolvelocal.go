@@ -34,12 +34,10 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 		return nil, err
 	}
 	abs, _ := filepath.Abs(r.Path)
-	w := walker{ref: ref, src: src, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
-		return readLayoutManifest(ctx, src, d)
-	}}
+	w := walker{ref: ref, src: src}
 	out := &resolved{}
 	for i, d := range picks {
-		root, err := readLayoutManifest(ctx, src, ociDescriptor(d))
+		root, err := readLayoutManifest(ctx, src, d)
 		if err != nil {
 			return nil, fmt.Errorf("image %q: index.json manifests[%d]: %v", ref, i, err)
 		}
@@ -119,20 +117,16 @@ func archiveImageName(ref string, r layers.Ref, names []string) (string, error) 
 	return n, nil
 }
 
-// readLayoutManifest reads and verifies a manifest or index of a layout;
-// the descriptor loses its annotations (they name the entry, not the
-// content).
-func readLayoutManifest(ctx context.Context, src blob.Layout, d ocispec.Descriptor) (*fetched, error) {
-	h, err := v1.NewHash(d.Digest.String())
-	if err != nil {
-		return nil, fmt.Errorf("digest %q: %v", d.Digest, err)
-	}
-	raw, err := blob.ReadVerified(ctx, src, h, d.Size, 16<<20)
+// readLayoutManifest reads and verifies a layout's index.json entry; the
+// descriptor loses its annotations (they name the entry, not the content).
+func readLayoutManifest(ctx context.Context, src blob.Layout, d v1.Descriptor) (*fetched, error) {
+	raw, err := layers.ReadManifest(ctx, src, d, "manifest")
 	if err != nil {
 		return nil, err
 	}
-	d.Annotations = nil
-	return &fetched{desc: d, raw: raw}, nil
+	od := ociDescriptor(d)
+	od.Annotations = nil
+	return &fetched{desc: od, raw: raw}, nil
 }
 
 // resolveArchive reads the image of a docker archive (docker save, kiln

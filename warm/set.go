@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
@@ -329,8 +330,6 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	w := walker{ref: ref, src: src, labels: func(l map[string]string) map[string]string {
 		l[label] = real.RepositoryStr()
 		return l
-	}, manifest: func(ctx context.Context, d ocispec.Descriptor) (*fetched, error) {
-		return getManifest(ctx, repo.Digest(d.Digest.String()), o)
 	}}
 	named, nblobs, nerr := w.image(ctx, img, root, o)
 	if variant == nil {
@@ -425,11 +424,12 @@ func configOf(blobs []*Blob) *v1.ConfigFile {
 
 // walker turns a root manifest (an index or an image manifest) into the
 // warm set's blobs, whatever the source: a registry, a layout, an archive.
+// The walk is layers.Walk's (one platform rule, every manifest and config
+// verified against its descriptor); warm adds its choice between a
+// platform's gzip and zstd manifests (choose) and the blobs' labels.
 type walker struct {
 	ref string // as typed, for errors
 	src blob.Source
-	// manifest reads and verifies an index's child manifest.
-	manifest func(ctx context.Context, d ocispec.Descriptor) (*fetched, error)
 	// labels adds the source's containerd labels (a registry's
 	// distribution source) to a blob's.
 	labels func(map[string]string) map[string]string
@@ -440,100 +440,53 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 	if srcLabel == nil {
 		srcLabel = func(l map[string]string) map[string]string { return l }
 	}
-	var blobs []*Blob
 	if isWeightsArtifact(root.raw) {
 		return Image{}, nil, fmt.Errorf("%s: %w", ref, errWeightsArtifact)
 	}
+	rootDesc, err := v1Descriptor(root.desc)
+	if err != nil {
+		return Image{}, nil, fmt.Errorf("image %q: %v", ref, err)
+	}
+	rt, err := layers.Walk(ctx, layers.Ref{Raw: ref}, src, layers.Raw{Desc: rootDesc, Bytes: root.raw}, o.Platform, choose(o))
+	if err != nil {
+		return Image{}, nil, err
+	}
 	img.Target = root.desc
-	man := root
-	if isIndex(root.desc.MediaType) {
+	img.Note = rt.Note
+	var blobs []*Blob
+	if rt.Index != nil {
 		var idx v1.IndexManifest
 		if err := json.Unmarshal(root.raw, &idx); err != nil {
 			return Image{}, nil, fmt.Errorf("image %q: index %s: %v", ref, root.desc.Digest, err)
+		}
+		// A store records what the index lists; an index inside the index
+		// would be a blob the set does not carry.
+		if !slices.ContainsFunc(idx.Manifests, func(d v1.Descriptor) bool { return d.Digest == rt.Manifest.Desc.Digest }) {
+			return Image{}, nil, fmt.Errorf("image %q: index %s nests another index; kiln warm takes the platform's manifest from the index named (warm the inner index by digest)", ref, root.desc.Digest)
 		}
 		labels := map[string]string{}
 		for i, m := range idx.Manifests {
 			labels["containerd.io/gc.ref.content.m."+strconv.Itoa(i)] = m.Digest.String()
 		}
-		// Every manifest for the platform (the one platform rule), in
-		// index order: the first is what a pull installs.
-		found, offered := layers.PlatformCandidates(&idx, o.Platform)
-		if len(found) == 0 {
-			var have []string
-			for _, p := range offered {
-				if p != nil {
-					have = append(have, layers.PlatformString(*p))
-				}
-			}
-			return Image{}, nil, fmt.Errorf("image %q: no manifest for %s in index %s (it has: %s); choose one with --platform", ref, layers.PlatformString(o.Platform), root.desc.Digest, strings.Join(have, ", "))
-		}
-		cands := make([]ocispec.Descriptor, len(found))
-		for i, d := range found {
-			cands[i] = ociDescriptor(d)
-		}
 		blobs = append(blobs, &Blob{Descriptor: root.desc, Kind: KindIndex, Src: src, Data: root.raw, Labels: srcLabel(labels)})
-		// Several manifests for one platform: the same image with gzip and
-		// zstd layers. Take zstd when the target can run it.
-		var pick, first *fetched
-		for _, c := range cands {
-			m, err := w.manifest(ctx, c)
-			if err != nil {
-				return Image{}, nil, fmt.Errorf("image %q: manifest %s: %v", ref, c.Digest, err)
-			}
-			// A descriptor is digest and size: the index's must be the
-			// bytes' (containerd's pull of this index checks it too).
-			if n := int64(len(m.raw)); n != c.Size {
-				return Image{}, nil, fmt.Errorf("image %q: index %s lists manifest %s as %d bytes; it is %d: %w", ref, root.desc.Digest, c.Digest, c.Size, n, layers.ErrSizeMismatch)
-			}
-			m.desc.Size = c.Size
-			m.desc.Platform = c.Platform
-			z := manifestIsZstd(m.raw)
-			if pick == nil || (z && o.NoZstd == "" && o.Compression != CompressionGzip) || (!z && (o.NoZstd != "" || o.Compression == CompressionGzip) && manifestIsZstd(pick.raw)) {
-				pick = m
-			}
-			if first == nil {
-				first = m
-			}
-		}
-		// The first match is what a pull of this index installs; another
-		// manifest for the platform stands in for it only when it is the
-		// same image (same config, or same diff IDs) in another
-		// compression.
-		if pick != first {
-			if why := w.sameContent(ctx, first, pick); why != "" {
-				img.Note = fmt.Sprintf("manifest %s for %s ignored: not the same image as %s (%s)", pick.desc.Digest, layers.PlatformString(o.Platform), first.desc.Digest, why)
-				pick = first
-			}
-		}
-		man = pick
 	}
+	man := ociDescriptor(rt.Manifest.Desc)
 	var m ocispec.Manifest
-	if err := json.Unmarshal(man.raw, &m); err != nil {
-		return Image{}, nil, fmt.Errorf("image %q: manifest %s: %v", ref, man.desc.Digest, err)
+	if err := json.Unmarshal(rt.Manifest.Bytes, &m); err != nil {
+		return Image{}, nil, fmt.Errorf("image %q: manifest %s: %v", ref, man.Digest, err)
 	}
-	if m.Config.Digest == "" {
-		return Image{}, nil, fmt.Errorf("image %q: manifest %s: no config (field config.digest)", ref, man.desc.Digest)
-	}
-	cfgRaw, err := readSmall(ctx, src, m.Config)
-	if err != nil {
-		return Image{}, nil, fmt.Errorf("image %q: config %s: %v", ref, m.Config.Digest, err)
-	}
-	var cfg v1.ConfigFile
-	if err := json.Unmarshal(cfgRaw, &cfg); err != nil {
-		return Image{}, nil, fmt.Errorf("image %q: config %s: %v", ref, m.Config.Digest, err)
-	}
-	p := v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+	p := rt.Platform
 	if !platformMatches(o.Platform, p) {
 		return Image{}, nil, fmt.Errorf("image %q is %s, the host wants %s; choose with --platform", ref, layers.PlatformString(p), layers.PlatformString(o.Platform))
 	}
-	if man.desc.Platform == nil {
-		man.desc.Platform = &ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
+	if man.Platform == nil {
+		man.Platform = &ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
 	}
-	img.Manifest = man.desc
+	img.Manifest = man
 	img.Platform = layers.PlatformString(p)
 	img.Config = m.Config
 	img.Layers = m.Layers
-	img.Zstd = manifestIsZstd(man.raw)
+	img.Zstd = manifestIsZstd(rt.Manifest.Bytes)
 	if img.Zstd && o.NoZstd != "" {
 		return Image{}, nil, fmt.Errorf("image %q has zstd layers: %s; convert or push a gzip variant", ref, o.NoZstd)
 	}
@@ -541,22 +494,48 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 	for i, l := range m.Layers {
 		ml["containerd.io/gc.ref.content.l."+strconv.Itoa(i)] = l.Digest.String()
 	}
-	blobs = append(blobs, &Blob{Descriptor: man.desc, Kind: KindManifest, Src: src, Data: man.raw, Labels: srcLabel(ml)})
-	blobs = append(blobs, &Blob{Descriptor: m.Config, Kind: KindConfig, Src: src, Data: cfgRaw, Labels: srcLabel(map[string]string{})})
+	blobs = append(blobs, &Blob{Descriptor: man, Kind: KindManifest, Src: src, Data: rt.Manifest.Bytes, Labels: srcLabel(ml)})
+	blobs = append(blobs, &Blob{Descriptor: m.Config, Kind: KindConfig, Src: src, Data: rt.Config.Bytes, Labels: srcLabel(map[string]string{})})
 	for _, l := range m.Layers {
 		if l.Size <= 0 {
-			return Image{}, nil, fmt.Errorf("image %q: manifest %s: layer %s has size %d (field layers[].size)", ref, man.desc.Digest, l.Digest, l.Size)
+			return Image{}, nil, fmt.Errorf("image %q: manifest %s: layer %s has size %d (field layers[].size)", ref, man.Digest, l.Digest, l.Size)
 		}
 		blobs = append(blobs, &Blob{Descriptor: l, Kind: KindLayer, Src: src, Labels: srcLabel(map[string]string{})})
 	}
 	return img, blobs, nil
 }
 
+// choose is warm's layers.Chooser: several manifests for one platform are
+// the same image with gzip and zstd layers; take zstd when the target can
+// run it and the options allow it, gzip when they ask for it. The first
+// manifest is what a pull of the index installs: another stands in for it
+// only when it is the same image (same config, or same diff IDs) in
+// another compression.
+func choose(o ResolveOptions) layers.Chooser {
+	zstdOK := o.NoZstd == "" && o.Compression != CompressionGzip
+	return func(ctx context.Context, src blob.Source, cands []layers.Raw) (int, string) {
+		pick := 0
+		for i := 1; i < len(cands); i++ {
+			z := manifestIsZstd(cands[i].Bytes)
+			if z && zstdOK || !z && !zstdOK && manifestIsZstd(cands[pick].Bytes) {
+				pick = i
+			}
+		}
+		if pick == 0 {
+			return 0, ""
+		}
+		if why := sameContent(ctx, src, cands[0].Bytes, cands[pick].Bytes); why != "" {
+			return 0, fmt.Sprintf("manifest %s for %s ignored: not the same image as %s (%s)", cands[pick].Desc.Digest, layers.PlatformString(o.Platform), cands[0].Desc.Digest, why)
+		}
+		return pick, ""
+	}
+}
+
 // sameContent says why manifest b is not manifest a's image in another
 // compression (empty when it is): the same config, or the same diff IDs.
-func (w walker) sameContent(ctx context.Context, a, b *fetched) string {
+func sameContent(ctx context.Context, src blob.Source, a, b []byte) string {
 	var ma, mb ocispec.Manifest
-	if json.Unmarshal(a.raw, &ma) != nil || json.Unmarshal(b.raw, &mb) != nil {
+	if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
 		return "a manifest does not parse"
 	}
 	if ma.Config.Digest == mb.Config.Digest {
@@ -564,7 +543,7 @@ func (w walker) sameContent(ctx context.Context, a, b *fetched) string {
 	}
 	var ids [2][]v1.Hash
 	for i, m := range []ocispec.Manifest{ma, mb} {
-		raw, err := readSmall(ctx, w.src, m.Config)
+		raw, err := readSmall(ctx, src, m.Config)
 		if err != nil {
 			return "config " + m.Config.Digest.String() + ": " + err.Error()
 		}
@@ -586,10 +565,6 @@ func readSmall(ctx context.Context, src blob.Source, d ocispec.Descriptor) ([]by
 	return blob.ReadVerified(ctx, src, h, d.Size, 64<<20)
 }
 
-func isIndex(mt string) bool {
-	return mt == ocispec.MediaTypeImageIndex || mt == "application/vnd.docker.distribution.manifest.list.v2+json"
-}
-
 // IsZstd says whether a layer media type is zstd-compressed.
 func IsZstd(mt string) bool {
 	return strings.HasSuffix(mt, "+zstd") || strings.HasSuffix(mt, ".zstd")
@@ -609,6 +584,15 @@ func manifestIsZstd(raw []byte) bool {
 }
 
 func platformMatches(want, got v1.Platform) bool { return layers.PlatformMatches(want, got) }
+
+// v1Descriptor is d in go-containerregistry's types, as layers reads it.
+func v1Descriptor(d ocispec.Descriptor) (v1.Descriptor, error) {
+	h, err := v1.NewHash(d.Digest.String())
+	if err != nil {
+		return v1.Descriptor{}, fmt.Errorf("digest %q: %v", d.Digest, err)
+	}
+	return v1.Descriptor{MediaType: types.MediaType(d.MediaType), Digest: h, Size: d.Size}, nil
+}
 
 // ociDescriptor is d (go-containerregistry's, as layers reads it) in the
 // image-spec's types warm's set is written in.
