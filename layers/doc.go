@@ -3,6 +3,14 @@
 // verification on every blob, decompression (gzip, zstd, none) and a tar
 // walker that survives hostile archives.
 //
+// One walk leads from a reference to an image's verified metadata:
+// Resolve reads the root a reference names, and Walk goes below it (an
+// index's manifests for the platform, by one platform rule; nested indexes;
+// the manifest a Chooser picks, the first by default; its config), each
+// read verified against its descriptor's digest and size. Open, kiln
+// warm's set (whose Chooser takes a platform's zstd manifest when the host
+// can run it) and the weights sources all walk through it.
+//
 // Nothing here holds a layer in memory: every blob is an io.Reader pipeline,
 // and uncompressed layers in local files are read through io.SectionReader so
 // that callers can seek past file contents they do not need.

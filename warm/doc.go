@@ -1,6 +1,6 @@
 // Package warm pre-warms a host's image store before a container starts
 // there: it computes the warm set of an image (its index, the manifest,
-// config and layers of the host's platform), asks a Store what it already
+// config and layers of the host's platform, found by layers.Walk), asks a Store what it already
 // holds, and fetches only what is missing, straight from the registry into
 // the target.
 //
