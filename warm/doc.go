@@ -1,8 +1,8 @@
 // Package warm pre-warms a host's image store before a container starts
 // there: it computes the warm set of an image (its index, the manifest,
-// config and layers of the host's platform, found by layers.Walk), asks a Store what it already
-// holds, and fetches only what is missing, straight from the registry into
-// the target.
+// config and layers of the host's platform, found by layers.Walk), asks a
+// Store what it already holds, and fetches only what is missing, straight
+// from the registry into the target.
 //
 // The design follows containerd's content store: a Store hands out a
 // resumable Writer per blob (containerd: a named ingest; OCI layout: a
