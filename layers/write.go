@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -77,6 +78,7 @@ func writeLayout(r Ref, img v1.Image) error {
 			return err
 		}
 	}
+	linkFileLayers(r.Path, img)
 	var lopts []layout.Option
 	if r.Tag != "" {
 		lopts = append(lopts, layout.WithAnnotations(map[string]string{refNameAnnotation: r.Tag}))
@@ -87,6 +89,39 @@ func writeLayout(r Ref, img v1.Image) error {
 		}, lopts...)
 	}
 	return p.AppendImage(img, lopts...)
+}
+
+// linkFileLayers puts each layer of img that kiln wrote to a local file
+// (a FileLayer: slim's and convert's scratch blobs, hashed as they were
+// written) into the layout at dir as a hard link to that file, so that the
+// layout costs no second copy of the image (kiln slim's probe layout is
+// the whole slim image). The layout's writer then finds the blob there at
+// its size and skips it. Where a link cannot be made (another file
+// system), the writer copies the blob, as it does every other layer's.
+func linkFileLayers(dir string, img v1.Image) {
+	ls, err := img.Layers()
+	if err != nil {
+		return
+	}
+	bdir := filepath.Join(dir, "blobs", "sha256")
+	for _, l := range ls {
+		fl, ok := l.(*FileLayer)
+		if !ok || fl.digest.Algorithm != "sha256" || blob.CheckDigest(fl.digest) != nil {
+			continue
+		}
+		dst := filepath.Join(bdir, fl.digest.Hex)
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		fi, err := os.Stat(fl.path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != fl.size {
+			continue
+		}
+		if os.MkdirAll(bdir, 0o755) != nil {
+			return
+		}
+		_ = os.Link(fl.path, dst)
+	}
 }
 
 // WithArchiveName is the name (REPO:TAG) a docker archive written by Write
