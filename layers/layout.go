@@ -52,11 +52,7 @@ func resolveLayout(ctx context.Context, r Ref, o *registry.Options) (*Root, erro
 		return nil, fmt.Errorf("image %q: the layout holds %d images; name one as oci:%s:TAG (tags: %s)", r.Raw, len(cands), r.Path, strings.Join(names, ", "))
 	}
 	desc := cands[0]
-	what := "manifest"
-	if desc.MediaType.IsIndex() {
-		what = "index"
-	}
-	raw, err := readSmall(ctx, src, desc, what)
+	raw, err := ReadManifest(ctx, src, desc)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", r.Raw, err)
 	}

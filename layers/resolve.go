@@ -110,7 +110,7 @@ func Walk(ctx context.Context, r Ref, src blob.Source, root Raw, p v1.Platform, 
 			if nested == nil {
 				return nil, NoPlatformError(r.Raw, p, offered)
 			}
-			raw, err := ReadManifest(ctx, src, *nested, "index")
+			raw, err := ReadManifest(ctx, src, *nested)
 			if err != nil {
 				return nil, fmt.Errorf("image %q: %w", r.Raw, err)
 			}
@@ -123,7 +123,7 @@ func Walk(ctx context.Context, r Ref, src blob.Source, root Raw, p v1.Platform, 
 		}
 		read := make([]Raw, 0, n)
 		for _, c := range cands[:n] {
-			raw, err := ReadManifest(ctx, src, c, "manifest")
+			raw, err := ReadManifest(ctx, src, c)
 			if err != nil {
 				return nil, fmt.Errorf("image %q: index %s: %w", r.Raw, cur.Desc.Digest, err)
 			}
@@ -148,7 +148,11 @@ func Walk(ctx context.Context, r Ref, src blob.Source, root Raw, p v1.Platform, 
 // ReadManifest reads the manifest or index d names from src, verified
 // against d (digest and size): from a registry through its manifests
 // endpoint, from any other source as a blob.
-func ReadManifest(ctx context.Context, src blob.Source, d v1.Descriptor, what string) ([]byte, error) {
+func ReadManifest(ctx context.Context, src blob.Source, d v1.Descriptor) ([]byte, error) {
+	what := "manifest"
+	if d.MediaType.IsIndex() {
+		what = "index"
+	}
 	c, ok := src.(*registry.Client)
 	if !ok {
 		return readSmall(ctx, src, d, what)

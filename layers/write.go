@@ -106,7 +106,7 @@ func linkFileLayers(dir string, img v1.Image) {
 	bdir := filepath.Join(dir, "blobs", "sha256")
 	for _, l := range ls {
 		fl, ok := l.(*FileLayer)
-		if !ok || fl.digest.Algorithm != "sha256" || blob.CheckDigest(fl.digest) != nil {
+		if !ok || blob.CheckDigest(fl.digest) != nil {
 			continue
 		}
 		dst := filepath.Join(bdir, fl.digest.Hex)

@@ -29,12 +29,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { echo "tiers: $*" >&2; }
+sequential() {
+	log "$*: the tiers run one after the other"
+	exec make --no-print-directory e2e integration
+}
 
 main_reg=${KILN_REGISTRY:-127.0.0.1:5000}
 main_dir=${KILN_REGISTRY_DIR:-/var/lib/kiln-registry}
 if [[ $(id -u) -ne 0 ]] || ! curl -fsS -m 2 -o /dev/null "http://$main_reg/v2/" 2>/dev/null || [[ ! -d $main_dir/docker ]]; then
-	log "no registry on $main_reg with storage in $main_dir, or not root: the tiers run one after the other"
-	exec make --no-print-directory e2e integration
+	sequential "no registry on $main_reg with storage in $main_dir, or not root"
 fi
 
 int_reg=${KILN_TIERS_REGISTRY:-127.0.0.1:5001}
@@ -42,9 +45,9 @@ int_reg=${KILN_TIERS_REGISTRY:-127.0.0.1:5001}
 work=$(mktemp -d "$(dirname "$main_dir")/kiln-tiers.XXXXXX")
 # The copy is taken before either tier starts, while nothing writes.
 if ! cp -al "$main_dir" "$work/registry" 2>"$work/cp.err"; then
-	log "cannot hard-link $main_dir into $work ($(head -1 "$work/cp.err")): the tiers run one after the other"
+	why=$(head -1 "$work/cp.err")
 	rm -rf --one-file-system "$work"
-	exec make --no-print-directory e2e integration
+	sequential "cannot hard-link $main_dir into $work ($why)"
 fi
 int_env=(
 	KILN_REGISTRY="$int_reg"
@@ -54,10 +57,11 @@ int_env=(
 	KILN_BUILDKIT_ROOT="$work/buildkit"
 	KILN_BUILDKIT_RUN="$work/buildkit-run"
 )
-pids=()
+# The tiers running: process group (setsid) → name.
+declare -A names
 cleanup() {
 	local p
-	for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done
+	for p in "${!names[@]}"; do kill -- "-$p" 2>/dev/null || true; done
 	env "${int_env[@]}" bash scripts/buildkitd.sh stop >/dev/null 2>&1 || true
 	env "${int_env[@]}" bash scripts/registry.sh stop >/dev/null 2>&1 || true
 	# BuildKit's snapshots are overlay mounts until its daemon is gone.
@@ -70,35 +74,32 @@ trap 'exit 130' INT TERM
 env "${int_env[@]}" bash scripts/registry.sh start
 env "${int_env[@]}" bash scripts/buildkitd.sh start
 int_host=unix://$work/buildkit-run/buildkitd.sock
-log "e2e: registry $main_reg, buildkitd ${BUILDKIT_HOST:-(default)}; integration: registry $int_reg, buildkitd $int_host"
+log "e2e: registry $main_reg, buildkitd ${BUILDKIT_HOST:-(default)}"
+log "integration: registry $int_reg, buildkitd $int_host"
 
 # tier NAME ENV... runs make NAME with ENV in a session of its own (so
 # that cleanup can stop all of it), its output prefixed with [NAME] and
 # kept in $work/NAME.log.
-declare -A names
 tier() {
 	local name=$1
 	shift
 	setsid bash -c 'set -o pipefail; name=$1 log=$2; shift 2
 		env "$@" make --no-print-directory "$name" 2>&1 | sed -u "s/^/[$name] /" | tee "$log"' \
 		_ "$name" "$work/$name.log" "$@" &
-	pids+=($!)
 	names[$!]=$name
 }
 start=$SECONDS
 tier e2e
 tier integration "${int_env[@]}" BUILDKIT_HOST="$int_host"
 failed=()
-while ((${#pids[@]})); do
-	if wait -n -p done "${pids[@]}"; then
+while ((${#names[@]})); do
+	if wait -n -p done "${!names[@]}"; then
 		log "${names[$done]}: ok, $((SECONDS - start)) s after the start"
 	else
 		log "${names[$done]}: FAILED, $((SECONDS - start)) s after the start"
 		failed+=("${names[$done]}")
 	fi
-	left=()
-	for p in "${pids[@]}"; do [[ $p == "$done" ]] || left+=("$p"); done
-	pids=("${left[@]}")
+	unset "names[$done]"
 done
 for n in "${failed[@]}"; do
 	log "the $n tier failed; its output again, without the packages that passed:"

@@ -120,7 +120,7 @@ func archiveImageName(ref string, r layers.Ref, names []string) (string, error) 
 // readLayoutManifest reads and verifies a layout's index.json entry; the
 // descriptor loses its annotations (they name the entry, not the content).
 func readLayoutManifest(ctx context.Context, src blob.Layout, d v1.Descriptor) (*fetched, error) {
-	raw, err := layers.ReadManifest(ctx, src, d, "manifest")
+	raw, err := layers.ReadManifest(ctx, src, d)
 	if err != nil {
 		return nil, err
 	}
