@@ -266,3 +266,35 @@ func TestLayoutRefusesDevicesAndFIFOs(t *testing.T) {
 		})
 	}
 }
+
+// D12: a config whose rootfs.diff_ids do not match its layers' content
+// (the manifest's blobs are honest, the config describes another image)
+// is never walked as verified: every encoding, every source.
+func TestWalkRefusesDiffIDLie(t *testing.T) {
+	other := testimage.Layer(t, []testimage.Entry{testimage.Sized("etc/other", 700)}, "none")
+	otherID, err := other.DiffID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range []string{"gzip", "zstd", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			l := testimage.Layer(t, []testimage.Entry{testimage.File("etc/visible", []byte("hello"))}, comp)
+			img := testimage.DiffIDLie(t, testimage.Image(t, testimage.Config{}, l), 0, otherID)
+			ref := testimage.Registry(t) + "/hostile/diffid:" + comp
+			testimage.Push(t, ref, img)
+			dir := t.TempDir()
+			testimage.WriteLayout(t, dir, "x", img)
+			for _, r := range []string{ref, "oci:" + dir + ":x"} {
+				im, err := layers.Open(context.Background(), r)
+				if err != nil {
+					t.Fatalf("%s: %v", r, err)
+				}
+				st, err := im.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
+				im.Close()
+				if !errors.Is(err, layers.ErrDigestMismatch) || !strings.Contains(err.Error(), "rootfs.diff_ids[0]") {
+					t.Errorf("%s: err = %v (verified %v), want the diff ID mismatch named", r, err, st.Verified)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,9 @@ package layers
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"sync/atomic"
 
@@ -18,6 +20,11 @@ type WalkOptions struct {
 	// Progress, when set, is advanced by the number of stored (compressed)
 	// bytes consumed, for progress displays.
 	Progress *atomic.Int64
+	// DiffIDChecked says this run already walked the same verified blob
+	// and checked its uncompressed content against the same diff ID (slim's
+	// rewrite after its scan): the uncompressed stream is not hashed again.
+	// The blob's own digest is still checked.
+	DiffIDChecked bool
 }
 
 // LayerStats describes what a walk read.
@@ -25,7 +32,8 @@ type LayerStats struct {
 	Compression Compression
 	// UncompressedSize is the length of the layer's tar stream.
 	UncompressedSize int64
-	// Verified is true when the blob's digest was checked.
+	// Verified is true when the blob's digest was checked and, where the
+	// config names one, its uncompressed content hashed to its diff ID.
 	Verified bool
 }
 
@@ -90,9 +98,11 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	st.Compression = c
 	cr := &CountingReader{R: dr}
 	var tarIn io.Reader = cr
-	var dv *VerifyReader
-	if l.verifyDiffID && !opt.SkipVerify {
-		dv, err = NewVerifyReader(cr, l.DiffID, -1)
+	var dv *diffIDReader
+	if l.DiffID.Hex != "" && !opt.SkipVerify && (l.verifyDiffID || !opt.DiffIDChecked) {
+		// The config's claim about the layer (D12): what the blob holds,
+		// decompressed, is what rootfs.diff_ids names, or the walk fails.
+		dv, err = newDiffIDReader(cr, l)
 		if err != nil {
 			return st, err
 		}
@@ -121,6 +131,11 @@ func (l *Layer) walkSeekable(ctx context.Context, opt WalkOptions, fn WalkFunc) 
 	want := l.Digest
 	if l.verifyDiffID || want.Hex == "" {
 		want = l.DiffID
+	}
+	// An uncompressed blob is its own tar: its digest is its diff ID, and
+	// a config that names another one does not describe it (D12).
+	if !opt.SkipVerify && l.DiffID.Hex != "" && want != l.DiffID {
+		return st, fmt.Errorf("%w: the blob is an uncompressed tar, so its diff ID is its digest %s, but the config's rootfs.diff_ids[%d] says %s", ErrDigestMismatch, want, l.Index, l.DiffID)
 	}
 	var hashErr chan error
 	hctx, cancel := context.WithCancel(ctx)
@@ -223,3 +238,50 @@ func (c *CountingReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// diffIDReader hashes a layer's uncompressed tar stream and, at its end,
+// compares the hash with the diff ID the image's config names for it.
+type diffIDReader struct {
+	r   io.Reader
+	h   hash.Hash
+	l   *Layer
+	err error
+}
+
+func newDiffIDReader(r io.Reader, l *Layer) (*diffIDReader, error) {
+	if l.DiffID.Algorithm != "sha256" {
+		return nil, fmt.Errorf("diff ID %s: unsupported digest algorithm %q", l.DiffID, l.DiffID.Algorithm)
+	}
+	return &diffIDReader{r: r, h: sha256.New(), l: l}, nil
+}
+
+func (d *diffIDReader) Read(p []byte) (int, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	n, err := d.r.Read(p)
+	d.h.Write(p[:n])
+	if err == io.EOF {
+		got := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(d.h.Sum(nil))}
+		if got != d.l.DiffID {
+			d.err = &DiffIDError{Index: d.l.Index, Got: got, Want: d.l.DiffID}
+			return n, d.err
+		}
+	}
+	return n, err
+}
+
+// DiffIDError says a layer's uncompressed content is not what the
+// image's config names in rootfs.diff_ids: the manifest and the config
+// describe two different images (a tampered or broken image).
+type DiffIDError struct {
+	Index     int
+	Got, Want v1.Hash
+}
+
+func (e *DiffIDError) Error() string {
+	return fmt.Sprintf("uncompressed content hashes to %s, but the config's rootfs.diff_ids[%d] says %s: the manifest's layers are not the image its config describes", e.Got, e.Index, e.Want)
+}
+
+// Unwrap makes a DiffIDError an ErrDigestMismatch.
+func (e *DiffIDError) Unwrap() error { return ErrDigestMismatch }

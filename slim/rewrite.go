@@ -281,7 +281,9 @@ func outHeader(p string, h *tar.Header) *tar.Header {
 func (w *writer) rewriteLayer(ctx context.Context, l *layers.Layer) error {
 	acts := w.plan.actions[l.Index]
 	ord := -1
-	_, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: w.opts.SkipVerify, Progress: w.opts.Progress}, func(e *layers.Entry, body io.Reader) error {
+	// The scan (the first pass) checked this blob's content against its
+	// diff ID; the rewrite still checks the blob's digest.
+	_, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: w.opts.SkipVerify, Progress: w.opts.Progress, DiffIDChecked: true}, func(e *layers.Entry, body io.Reader) error {
 		ord++
 		if ord >= len(acts) || acts[ord] == nil {
 			return nil

@@ -470,3 +470,20 @@ type rawIndex []byte
 
 func (r rawIndex) RawManifest() ([]byte, error)        { return r, nil }
 func (r rawIndex) MediaType() (types.MediaType, error) { return types.OCIImageIndex, nil }
+
+// DiffIDLie is img with its config's rootfs.diff_ids[i] set to id: a
+// manifest whose layers are not the image its config describes (D12).
+func DiffIDLie(t testing.TB, img v1.Image, i int, id v1.Hash) v1.Image {
+	t.Helper()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs[i] = id
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
