@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/opencontainers/go-digest"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 )
@@ -90,13 +92,71 @@ type run struct {
 	o     Options
 	rep   *Report
 	start time.Time
+	// claims are what the images' configs say each layer holds
+	// (diffcheck.go); badVariants the variants whose layers are not
+	// their image (image name → why), under mu.
+	claims      map[digest.Digest][]claim
+	mu          sync.Mutex
+	badVariants map[string]string
 }
 
-func newRun(s *Set, t Target, o Options) *run {
+func newRun(s *Set, t Target, o Options) (*run, error) {
 	r := &run{s: s, o: o, rep: NewReport(s), start: time.Now()}
 	r.rep.Target = t.String()
 	r.rep.DryRun = o.DryRun
-	return r
+	var err error
+	r.claims, err = layerClaims(s)
+	return r, err
+}
+
+// check reads layer b back from t and checks its content against what
+// its images' configs claim (a target that cannot read blobs back is
+// trusted with its own checks). A variant's failed claim is recorded for
+// the VariantError.
+func (r *run) check(ctx context.Context, t Store, b *Blob) error {
+	op, ok := t.(Opener)
+	if !ok || b.Kind != KindLayer {
+		return nil
+	}
+	bad, err := checkLayer(ctx, op, b, r.claims[b.Digest])
+	if len(bad) > 0 {
+		r.mu.Lock()
+		if r.badVariants == nil {
+			r.badVariants = map[string]string{}
+		}
+		for k, v := range bad {
+			r.badVariants[k] = v
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// variantErr wraps err in a VariantError when a variant's layers proved
+// not to be its image.
+func (r *run) variantErr(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.badVariants) == 0 {
+		return err
+	}
+	return &VariantError{Images: r.badVariants, Err: err}
+}
+
+// checkPresent checks the layers of variant images that the target
+// already held (fetched ones were checked as they were committed): a
+// variant is proven by its bytes whether or not this run fetched them.
+func (r *run) checkPresent(ctx context.Context, t Store, idx []int) error {
+	for _, i := range idx {
+		b := r.s.Blobs[i]
+		if b.Kind != KindLayer || !hasVariant(r.claims[b.Digest]) {
+			continue
+		}
+		if err := r.check(ctx, t, b); err != nil {
+			return r.variantErr(fmt.Errorf("target %s: %v", t, err))
+		}
+	}
+	return nil
 }
 
 // fail ends the run with err.
@@ -149,6 +209,11 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 		g.Go(func() error {
 			t0 := time.Now()
 			n, resumed, err := fetchBlob(gctx, t, b, r.o, limit)
+			if err == nil {
+				// Before the blob counts as in: its content is what the
+				// configs say (the unpack waits on rd for it).
+				err = r.check(gctx, t, b)
+			}
 			if rd != nil {
 				rd.done(b.Digest, err)
 			}
@@ -202,7 +267,7 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 		if gerr != nil && blob.IsNoSpace(gerr) {
 			return fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, ErrNoSpace, gerr)
 		}
-		return fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0])
+		return r.variantErr(fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0]))
 	}
 	return ctx.Err()
 }
@@ -232,11 +297,23 @@ func allBlobs(s *Set) []int {
 
 // warmStore warms a Store: per blob, asked and fetched.
 func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error) {
-	r := newRun(s, t, o)
+	r, err := newRun(s, t, o)
+	if err != nil {
+		return r.fail(err)
+	}
 	defer func() { r.rep.Seconds = time.Since(r.start).Seconds() }()
 	rep := r.rep
 	missing, err := r.missing(ctx, t, allBlobs(s))
 	if err != nil {
+		return r.fail(err)
+	}
+	var present []int
+	for i := range s.Blobs {
+		if !slices.Contains(missing, i) {
+			present = append(present, i)
+		}
+	}
+	if err := r.checkPresent(ctx, t, present); err != nil {
 		return r.fail(err)
 	}
 	if o.DryRun {
@@ -333,7 +410,10 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 // (a *StageError: nothing was loaded) stages what the stage lost and
 // tries again.
 func warmLoader(ctx context.Context, s *Set, l Loader, o Options) (*Report, error) {
-	r := newRun(s, l, o)
+	r, err := newRun(s, l, o)
+	if err != nil {
+		return r.fail(err)
+	}
 	rep := r.rep
 	p, err := l.Plan(ctx, s)
 	if err != nil {

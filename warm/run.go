@@ -2,6 +2,8 @@ package warm
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/sign"
@@ -99,6 +101,13 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	var werr error
 	if len(set.Images) > 0 {
 		rep, werr = Warm(ctx, set, t, eo)
+		var ve *VariantError
+		if errors.As(werr, &ve) && ro.Compression != CompressionZstd {
+			// A variant whose layers are not its image is set aside, and
+			// the images are warmed as named (their signatures checked
+			// again: the set changed).
+			rep, werr = warmAsNamed(ctx, o, ro, ve, eo, vols, &sigs)
+		}
 	} else {
 		// Only weights: the target has nothing to hold.
 		rep = NewReport(set)
@@ -115,4 +124,35 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	rep.Namespace = o.Namespace
 	rep.Signatures = sigs
 	return rep, werr
+}
+
+// warmAsNamed warms the images again after a VariantError, without the
+// variants it named: each is noted in the report, and the tag is warmed
+// as named.
+func warmAsNamed(ctx context.Context, o RunOptions, ro ResolveOptions, ve *VariantError, eo Options, vols []*Volume, sigs *[]*sign.Result) (*Report, error) {
+	ro.NoVariant = maps.Clone(ro.NoVariant)
+	if ro.NoVariant == nil {
+		ro.NoVariant = map[string]string{}
+	}
+	for name, why := range ve.Images {
+		ro.NoVariant[name] = why + "; set aside, warmed " + name + " as named"
+		if eo.Log != nil {
+			eo.Log("%s; warming %s as named", why, name)
+		}
+	}
+	set, err := Resolve(ctx, o.Refs, ro)
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	if o.Policy != nil {
+		s, err := VerifySignatures(ctx, o.Policy, set, vols, ro.Layers)
+		*sigs = s
+		if err != nil {
+			rep := NewReport(set)
+			rep.Target, rep.DryRun, rep.Error = o.Target.String(), eo.DryRun, err.Error()
+			return rep, err
+		}
+	}
+	return Warm(ctx, set, o.Target, eo)
 }

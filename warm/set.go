@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,18 @@ type Image struct {
 	Mirror string
 	// Note says why a variant beside the named tag was not used.
 	Note string
+	// Named is the root the reference as given resolved to, when Source
+	// is a variant beside it (REPO:TAG-zstd): the signature gate checks
+	// Named, and the variant stands in for it only as far as it is proven
+	// to be the same image (the same config, checked while resolving, and
+	// layers whose content hashes to its diff IDs, checked as they are
+	// warmed: a VariantError otherwise).
+	Named *ocispec.Descriptor
 }
+
+// Variant says whether the image is read from a variant beside the
+// reference given (REPO:TAG-zstd), not from the reference itself.
+func (img Image) Variant() bool { return img.Named != nil }
 
 // Set is what a host must hold for its images to start with no pull.
 type Set struct {
@@ -141,6 +153,10 @@ type ResolveOptions struct {
 	// Mirrors name endpoints that serve a registry's repositories; images
 	// are read there and named by their real reference.
 	Mirrors Mirrors
+	// NoVariant names images (canonical references) whose variant beside
+	// the tag must not be used, and why: a warm that found the variant's
+	// layers are not the named image's resolves again without it.
+	NoVariant map[string]string
 }
 
 // Resolve computes the warm set of refs: for each, the index (if any), the
@@ -297,7 +313,8 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	// here, used below only when it proves to be the same image.
 	var variant *fetched
 	var variantRef name.Tag
-	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" {
+	refused, noVariant := o.NoVariant[r.Canonical()]
+	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" && !noVariant {
 		variantRef = tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
 		zf, ferr := o.Mirrors.fetchRef(variantRef, o.Layers)
 		if ferr != nil {
@@ -332,14 +349,19 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		return l
 	}}
 	named, nblobs, nerr := w.image(ctx, img, root, o)
+	if noVariant && nerr == nil {
+		named.Note = refused
+	}
 	if variant == nil {
 		return named, nblobs, nil, nerr
 	}
 	// A tag beside the one named is a claim, not a proof: anyone who can
 	// push a tag to the repository can put another image (an old release
-	// signed by the same key) at REPO:TAG-zstd. It stands in for REPO:TAG
-	// only when it is the same image in zstd: the same config, or the
-	// same diff IDs and platform.
+	// signed by the same key, or TAG's own config over other layers) at
+	// REPO:TAG-zstd. It stands in for REPO:TAG only when it is the same
+	// image in zstd: here, the same platform and config (so the same diff
+	// IDs, entrypoint and environment); as it is warmed, layers whose
+	// content hashes to those diff IDs (the engine's VariantError).
 	zimg := img
 	// Named canonically, as the image is (docker.io/…, not index.docker.io).
 	zimg.Source = r.Canonical() + ZstdTagSuffix
@@ -360,6 +382,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		why = sameImage(named, nblobs, vimg, vblobs)
 	}
 	if why == "" {
+		vimg.Named = &named.Target
 		return vimg, vblobs, nil, nil
 	}
 	if o.Compression == CompressionZstd {
@@ -372,10 +395,12 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	return named, nblobs, nil, nil
 }
 
-// sameImage says why b (blobs bb) is not image a (blobs ab) in another
-// compression; empty when it is: the same config, or the same platform
-// and diff IDs (a conversion that rewrote the config's history or
-// labels), and as many layers.
+// sameImage says why b (blobs bb) cannot be image a (blobs ab) in another
+// compression; empty when it may be: the same platform, as many layers,
+// and the same config (byte for byte, or the same JSON written again by
+// another converter). Diff IDs alone are not enough: a config of the
+// same diff IDs can name another entrypoint or environment. Whether the
+// layers hold those diff IDs is checked as they are warmed.
 func sameImage(a Image, ab []*Blob, b Image, bb []*Blob) string {
 	if a.Platform != b.Platform {
 		return fmt.Sprintf("platform %s, not %s", b.Platform, a.Platform)
@@ -386,11 +411,25 @@ func sameImage(a Image, ab []*Blob, b Image, bb []*Blob) string {
 	if a.Config.Digest == b.Config.Digest {
 		return ""
 	}
-	ca, cb := configOf(ab), configOf(bb)
-	if ca == nil || cb == nil {
+	return configsDiffer(configBytes(ab), configBytes(bb))
+}
+
+// configsDiffer says how config b differs from config a (empty when they
+// are the same JSON value): diff IDs first, since they say the layers
+// differ, then any other field.
+func configsDiffer(a, b []byte) string {
+	var ca, cb v1.ConfigFile
+	var ja, jb any
+	if json.Unmarshal(a, &ca) != nil || json.Unmarshal(b, &cb) != nil || json.Unmarshal(a, &ja) != nil || json.Unmarshal(b, &jb) != nil {
 		return "its config cannot be read"
 	}
-	return diffIDsDiffer(ca.RootFS.DiffIDs, cb.RootFS.DiffIDs)
+	if why := diffIDsDiffer(ca.RootFS.DiffIDs, cb.RootFS.DiffIDs); why != "" {
+		return why
+	}
+	if !reflect.DeepEqual(ja, jb) {
+		return "its config differs (entrypoint, environment or other settings), not only its layers' compression"
+	}
+	return ""
 }
 
 // diffIDsDiffer says how layer contents b differ from a (empty when they
@@ -407,16 +446,12 @@ func diffIDsDiffer(a, b []v1.Hash) string {
 	return ""
 }
 
-// configOf parses the config among an image's blobs (read and verified
+// configBytes is the config among an image's blobs (read and verified
 // while the set was walked).
-func configOf(blobs []*Blob) *v1.ConfigFile {
+func configBytes(blobs []*Blob) []byte {
 	for _, b := range blobs {
 		if b.Kind == KindConfig {
-			var c v1.ConfigFile
-			if json.Unmarshal(b.Data, &c) != nil {
-				return nil
-			}
-			return &c
+			return b.Data
 		}
 	}
 	return nil
@@ -532,28 +567,28 @@ func choose(o ResolveOptions) layers.Chooser {
 }
 
 // sameContent says why manifest b is not manifest a's image in another
-// compression (empty when it is): the same config, or the same diff IDs.
+// compression (empty when it may be): the same config (sameImage's rule).
+// The layers' content is checked against the config's diff IDs as they
+// are warmed, whichever manifest is chosen.
 func sameContent(ctx context.Context, src blob.Source, a, b []byte) string {
 	var ma, mb ocispec.Manifest
 	if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
 		return "a manifest does not parse"
 	}
+	if len(ma.Layers) != len(mb.Layers) {
+		return fmt.Sprintf("%d layers, not %d", len(mb.Layers), len(ma.Layers))
+	}
 	if ma.Config.Digest == mb.Config.Digest {
 		return ""
 	}
-	var ids [2][]v1.Hash
+	var raw [2][]byte
 	for i, m := range []ocispec.Manifest{ma, mb} {
-		raw, err := readSmall(ctx, src, m.Config)
-		if err != nil {
+		var err error
+		if raw[i], err = readSmall(ctx, src, m.Config); err != nil {
 			return "config " + m.Config.Digest.String() + ": " + err.Error()
 		}
-		var c v1.ConfigFile
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return "config " + m.Config.Digest.String() + " does not parse"
-		}
-		ids[i] = c.RootFS.DiffIDs
 	}
-	return diffIDsDiffer(ids[0], ids[1])
+	return configsDiffer(raw[0], raw[1])
 }
 
 // readSmall reads and verifies a small blob (a config).

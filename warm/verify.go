@@ -50,25 +50,30 @@ func VerifySignatures(ctx context.Context, pol *sign.Policy, set *Set, vols []*V
 		return nil
 	}
 	for _, img := range set.Images {
-		d, err := v1.NewHash(img.Target.Digest.String())
+		// A variant (REPO:TAG-zstd) stands in for the image as named only
+		// when it has the named image's config and, as it is warmed, that
+		// config's layer contents: the signature checked is the named
+		// image's, so an unsigned variant of a signed tag is still warmed
+		// (or set aside for the tag), never a reason to refuse the tag.
+		target, source := img.Target, img.Source
+		if img.Named != nil {
+			target, source = *img.Named, img.Name
+		}
+		d, err := v1.NewHash(target.Digest.String())
 		if err != nil {
 			return out, err
 		}
-		// The signature sits next to what was read: the zstd variant's
-		// repository is the image's; a mirror serves its signatures too.
-		read := img.Source
+		// The signature sits next to what was read; a mirror serves its
+		// signatures too.
+		read := source
 		if img.Mirror != "" {
-			r, err := layers.ParseRef(img.Source, lopts...)
+			r, err := layers.ParseRef(source, lopts...)
 			if err != nil {
 				return out, err
 			}
 			read = img.Mirror + "/" + r.Name.Context().RepositoryStr() + "@" + d.String()
 		}
-		note := ""
-		if img.Source != img.Name {
-			note = "warm chose " + img.Source + ", the zstd variant: sign it too, or warm with --compression gzip"
-		}
-		if err := check(img.Name, read, d, note); err != nil {
+		if err := check(img.Name, read, d, ""); err != nil {
 			return out, err
 		}
 	}

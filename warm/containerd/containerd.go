@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -255,6 +256,20 @@ func (t *Containerd) Has(ctx context.Context, d ocispec.Descriptor) (bool, error
 	return info.Size == d.Size, nil
 }
 
+// Open implements warm.Opener: the committed blob d, read from the
+// content store (the engine checks a layer's content against its diff ID
+// before the image is recorded).
+func (t *Containerd) Open(d ocispec.Descriptor) (io.ReadCloser, error) {
+	ra, err := t.cs.ReaderAt(t.nsCtx(context.Background()), d)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: blob %s: %v", t, d.Digest, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{content.NewReader(ra), ra}, nil
+}
+
 // Free implements Target: statfs of the content plugin's root, when this
 // host can see it.
 func (t *Containerd) Free(ctx context.Context) (string, int64, error) {
@@ -466,5 +481,6 @@ var (
 	_ warm.Unpacker          = (*Containerd)(nil)
 	_ warm.PipelinedUnpacker = (*Containerd)(nil)
 	_ warm.Verifier          = (*Containerd)(nil)
+	_ warm.Opener            = (*Containerd)(nil)
 	_ warm.Leaser            = (*Containerd)(nil)
 )

@@ -314,5 +314,6 @@ func specsVersioned() specs.Versioned { return specs.Versioned{SchemaVersion: 2}
 var (
 	_ warm.Store    = (*OCILayout)(nil)
 	_ warm.Verifier = (*OCILayout)(nil)
+	_ warm.Opener   = (*OCILayout)(nil)
 	_ blob.Writer   = (*blob.FileWriter)(nil)
 )

@@ -7,6 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -64,4 +70,66 @@ func TestWarmVerifyKey(t *testing.T) {
 	if blobs(oci) == 0 {
 		t.Errorf("signed image: nothing warmed into %s", oci)
 	}
+}
+
+// N1 from the command line: REPO:TAG-zstd holds TAG's config over other
+// zstd layers, unsigned. kiln warm REPO:TAG --verify-key checks TAG's
+// signature (the variant stands in for TAG only as TAG), finds the
+// variant's layers are not TAG's as it warms them, and warms TAG as
+// named: exit 0, READY, a note saying why; it never fails TAG for the
+// variant's missing signature.
+func TestWarmVerifyKeySetsAsideFalseVariant(t *testing.T) {
+	ref, dg := testimage.ReferrersRegistry(t)
+	ks := cmdtest.NewKeys(t)
+	if _, err := sign.Sign(context.Background(), ref, ks.Signer, sign.SignOptions{Format: sign.FormatBundle}); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	evil, err = mutate.AppendLayers(evil, testimage.Layer(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("owned"))}, "zstd"))
+	if err == nil {
+		evil, err = mutate.ConfigFile(evil, cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := must(img.ConfigName()), must(evil.ConfigName()); a != b {
+		t.Fatalf("the attack needs TAG's config: %s, %s", a, b)
+	}
+	testimage.Push(t, ref+"-zstd", evil)
+	for _, args := range [][]string{{"--verify-key", ks.Pub}, nil} {
+		oci := filepath.Join(t.TempDir(), "oci")
+		code, out, errOut := run(t, append([]string{"warm", ref, "--target", "oci:" + oci, "--json", "--progress", "none"}, args...)...)
+		var rep struct {
+			Ready  bool `json:"ready"`
+			Images []struct {
+				Digest, Source, Note string
+			} `json:"images"`
+		}
+		if code != cmdutil.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.Ready || len(rep.Images) != 1 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+		im := rep.Images[0]
+		if im.Digest != dg.String() || !strings.Contains(im.Note, "not the zstd form") || im.Source != "" {
+			t.Errorf("%v: image %+v; want TAG's digest %s and a note", args, im, dg)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
