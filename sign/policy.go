@@ -126,9 +126,12 @@ func LoadPolicy(path string) (*Policy, error) {
 }
 
 // canonicalScope spells a scope as go-containerregistry names the
-// repositories it is matched against: "docker.io/library/ubuntu" and
-// "ubuntu" are index.docker.io/library/ubuntu. A scope without "/" is a
-// registry.
+// repositories it is matched against, reading it as image names are read
+// (docker's rule): "docker.io/library/ubuntu" and "ubuntu" are
+// index.docker.io/library/ubuntu. A scope without "/" is a registry only
+// when it looks like a host (a "." or ":", or localhost); otherwise it is
+// a Docker Hub short name: a registry no reference can name would be a
+// rule that never matches, leaving the image to the "*" key (N8).
 func canonicalScope(s string) (string, error) {
 	s = strings.TrimSuffix(strings.TrimSpace(s), "/")
 	switch {
@@ -136,7 +139,11 @@ func canonicalScope(s string) (string, error) {
 		return "", fmt.Errorf("empty (use \"*\" for every image)")
 	case s == "*":
 		return s, nil
-	case !strings.Contains(s, "/"):
+	case strings.Contains(s, "@"):
+		return "", fmt.Errorf("%q names a digest; a scope is a registry or a repository (%s)", s, s[:strings.Index(s, "@")])
+	case !strings.Contains(s, "/") && strings.Contains(s, ":") && !isPort(s[strings.LastIndex(s, ":")+1:]):
+		return "", fmt.Errorf("%q names a tag; a scope is a registry or a repository (%s)", s, s[:strings.LastIndex(s, ":")])
+	case !strings.Contains(s, "/") && (strings.ContainsAny(s, ".:") || s == "localhost"):
 		r, err := name.NewRegistry(s)
 		if err != nil {
 			return "", fmt.Errorf("%q is not a registry: %v", s, err)
@@ -148,6 +155,18 @@ func canonicalScope(s string) (string, error) {
 		return "", fmt.Errorf("%q is not a REGISTRY/REPOSITORY: %v", s, err)
 	}
 	return r.RegistryStr() + "/" + r.RepositoryStr(), nil
+}
+
+func isPort(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Keys returns the keys an image in repo must be signed by and the scope

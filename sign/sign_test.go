@@ -314,3 +314,40 @@ func TestAttestationIsNotASignature(t *testing.T) {
 		}
 	}
 }
+
+// N8: a scope written as a Docker Hub short name means what the image
+// name means (ubuntu = docker.io/library/ubuntu), not a registry called
+// "ubuntu" that no reference can name, which left the image to the "*"
+// key. A scope that can match nothing (a tag, a digest) is refused when
+// the policy is read.
+func TestPolicyShortNameScope(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := GenerateSigner()
+	b, _ := GenerateSigner()
+	os.WriteFile(filepath.Join(dir, "a.pub"), a.Public().PEM(), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.pub"), b.Public().PEM(), 0o644)
+	pol := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: ubuntu\n    key: b.pub\n  - scope: localhost\n    key: b.pub\n  - scope: \"*\"\n    key: a.pub\n"), 0o644)
+	p, err := LoadPolicy(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for repo, want := range map[string]string{
+		"ubuntu":                         "index.docker.io/library/ubuntu",
+		"docker.io/library/ubuntu":       "index.docker.io/library/ubuntu",
+		"localhost/acme/app":             "localhost",
+		"docker.io/library/ubuntu-extra": "*",
+	} {
+		r, _ := name.NewRepository(repo)
+		ks, scope := p.Keys(r)
+		if scope != want || len(ks) != 1 {
+			t.Errorf("%s: scope %q (%d keys), want %q", repo, scope, len(ks), want)
+		}
+	}
+	for _, bad := range []string{"ubuntu:24.04", "ubuntu@sha256:" + strings.Repeat("a", 64)} {
+		os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: \""+bad+"\"\n    key: a.pub\n"), 0o644)
+		if _, err := LoadPolicy(pol); err == nil || !strings.Contains(err.Error(), "keys[0].scope") || !strings.Contains(err.Error(), "a scope is a registry or a repository") {
+			t.Errorf("scope %q: err = %v, want it refused", bad, err)
+		}
+	}
+}
