@@ -203,3 +203,43 @@ func (o *Options) Client(ctx context.Context, repo name.Repository) (*Client, er
 	}
 	return newClient(ctx, repo.Name(), o)
 }
+
+// MaxTagPages and MaxTags bound a tag listing: a registry that answers
+// every page with another Link: next (or one huge page) ends the listing
+// in words instead of keeping kiln busy forever.
+const (
+	MaxTagPages = 100
+	MaxTags     = 100_000
+)
+
+// ErrTooManyTags is returned (wrapped) by Tags when the listing goes on
+// past MaxTagPages pages or MaxTags tags.
+var ErrTooManyTags = fmt.Errorf("the tag list goes on past %d pages or %d tags", MaxTagPages, MaxTags)
+
+// Tags lists the Client's repository's tags, following the registry's
+// pages (Link: next) up to MaxTagPages of them and MaxTags tags in all.
+func (f *Client) Tags(ctx context.Context) ([]string, error) {
+	p, err := remote.NewPuller(f.Remote(ctx)...)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.Lister(ctx, f.repo)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	for pages := 0; l.HasNext(); pages++ {
+		if pages >= MaxTagPages {
+			return nil, fmt.Errorf("listing %s: %w", f.repo, ErrTooManyTags)
+		}
+		page, err := l.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tags = append(tags, page.Tags...)
+		if len(tags) > MaxTags {
+			return nil, fmt.Errorf("listing %s: %w", f.repo, ErrTooManyTags)
+		}
+	}
+	return tags, nil
+}

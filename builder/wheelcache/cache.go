@@ -191,16 +191,23 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 		}
 	}
 	if c.wider {
+		// A listing that failed everywhere is an error, not a miss: the
+		// wheel asked for may be there (N5: a registry paging forever).
+		listed := false
+		var listErr error
 		for _, repo := range c.readRepos() {
 			e, err := c.wider1(ctx, repo, k)
 			if err != nil {
-				lastErr = err
+				listErr = err
 				continue
 			}
-			answered = true
+			listed = true
 			if e != nil {
 				return e, nil
 			}
+		}
+		if !listed {
+			return nil, listErr
 		}
 	}
 	if !answered {
@@ -216,7 +223,7 @@ func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry
 	if err != nil {
 		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), layers.RedactError(err))
 	}
-	tags, err := remote.List(repo, rc.Remote(ctx)...)
+	tags, err := rc.Tags(ctx)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil

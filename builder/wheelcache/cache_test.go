@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/layers"
+	kilnregistry "github.com/kiln-build/kiln/registry"
 )
 
 // fastRetries keeps a refused blob from being retried for seconds.
@@ -331,5 +334,36 @@ func testKey() Key {
 		Platform: "linux/amd64", Archs: []string{"90", "80"},
 		Builder: "docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04",
 		Flags:   []string{"LDFLAGS=-Wl,--strip-all", "FLASH_ATTENTION_FORCE_BUILD=TRUE"},
+	}
+}
+
+// N5: a registry whose tag list pages forever (every page another Link:
+// next) ends the wider-archs lookup in words, after a bounded number of
+// pages, instead of keeping the build busy; the failure is an error, not
+// a miss that sends the build off to compile.
+func TestLookupWiderArchsEndlessTagList(t *testing.T) {
+	var pages atomic.Int64
+	host := serve(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/tags/list") {
+				n := pages.Add(1)
+				w.Header().Set("Link", fmt.Sprintf(`<%s?n=100&last=t%d>; rel="next"`, r.URL.Path, n))
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"name":"kiln/wheels","tags":["t%d"]}`, n)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := testKey()
+	want.Archs = []string{"90"}
+	e, err := open(t, host+"/kiln/wheels", WithAllowWiderArchs(true)).Lookup(ctx, want)
+	if e != nil || !errors.Is(err, kilnregistry.ErrTooManyTags) {
+		t.Fatalf("endless tag list: entry %+v, err %v; want ErrTooManyTags", e, err)
+	}
+	if n := pages.Load(); n > kilnregistry.MaxTagPages+1 {
+		t.Errorf("%d pages read, want at most %d", n, kilnregistry.MaxTagPages+1)
 	}
 }
