@@ -35,6 +35,10 @@ type Inputs struct {
 	// local context. Their Compile steps become copies of those files.
 	// Not in the content tag (json "-"): a cached wheel changes no image.
 	CachedWheels map[WheelSlot]string `json:"-"`
+	// CachedWheelDigests are those wheels' sha256 digests, recorded in
+	// the provenance (kiln:cached-wheel.PROJECT.OS/ARCH): a cached wheel is
+	// code in the image that no step of the build compiled.
+	CachedWheelDigests map[WheelSlot]string `json:"-"`
 	// SourceHashes pin the source archives the Compile steps build from,
 	// by project: the sha256 (hex) their wheel cache keys name. pip
 	// refuses an archive with another digest (--require-hashes), so a

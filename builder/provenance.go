@@ -137,6 +137,9 @@ func provenanceParams(p *recipes.Plan, in Inputs, extra map[string]string) map[s
 	if p.GPUCode != nil && len(p.GPUCode.Archs) > 0 {
 		m["gpu-code"] = strings.Join(p.GPUCode.Archs, ",")
 	}
+	for slot, w := range in.CachedWheelDigests {
+		m["cached-wheel."+slot.Package+"."+slot.Platform] = w
+	}
 	for k, v := range extra {
 		m[k] = v
 	}

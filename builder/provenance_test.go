@@ -43,10 +43,14 @@ func TestProvenanceParams(t *testing.T) {
 	torch := "2.6.0+cu124"
 	p := &recipes.Plan{Name: "serve", CUDA: "12.4.1", Torch: &torch, CUDAArchs: []string{"8.0", "9.0"},
 		BaseImages: recipes.BaseImages{Runtime: "nvidia/cuda:12.4.1-base-debian13", Devel: "nvidia/cuda:12.4.1-devel-debian13"}}
-	got := provenanceParams(p, Inputs{RecipeHash: "sha256:r", LockDigest: "sha256:l"}, map[string]string{"version": "v9"})
+	// A cached wheel (N4) is named with its digest: code in the image no
+	// step of the build compiled.
+	cached := map[WheelSlot]string{{"linux/amd64", "flash-attn"}: "flash_attn-2.7.4-cp312-cp312-linux_x86_64.whl@sha256:ab"}
+	got := provenanceParams(p, Inputs{RecipeHash: "sha256:r", LockDigest: "sha256:l", CachedWheelDigests: cached}, map[string]string{"version": "v9"})
 	want := map[string]string{
 		"recipe": "serve", "recipe-sha256": "sha256:r", "lock-sha256": "sha256:l", "cuda": "12.4.1", "torch": torch,
 		"cuda-archs": "8.0,9.0", "runtime-base": p.BaseImages.Runtime, "devel-base": p.BaseImages.Devel, "version": "v9",
+		"cached-wheel.flash-attn.linux/amd64": "flash_attn-2.7.4-cp312-cp312-linux_x86_64.whl@sha256:ab",
 	}
 	if len(got) != len(want) {
 		t.Errorf("params %v, want %v", got, want)

@@ -28,6 +28,13 @@ type WheelCache struct {
 	// Keys are keys computed already (the lock's): a wheel of the same
 	// project and platform uses its key as is, without asking the index.
 	Keys []wheelcache.Key
+	// Locked (kiln build --locked) pins the cache to the lock: a cached
+	// wheel is used only when Pinned names its key digest with the wheel's
+	// sha256 (what kiln lock found in the cache); any other hit — a wheel
+	// pushed after the lock, by anyone who can push to the cache, or a
+	// mirror's other bytes — is compiled instead (N4).
+	Locked bool
+	Pinned map[string]string // key digest → the wheel's sha256 (hex)
 	// Log gets a line per wheel before the solve (nil: none).
 	Log io.Writer
 }
@@ -267,12 +274,21 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 			r.logf("miss: %s (%s), key %s: compiling", u.Package, u.Platform, shortKey(k))
 			continue
 		}
+		if why := wc.pinRefuses(k, e); why != "" {
+			u.Note = "cached wheel refused, compiling: " + why
+			r.logf("refused: %s (%s) is compiled instead: %s", u.Package, u.Platform, why)
+			continue
+		}
 		if _, err := wc.Cache.Fetch(ctx, e, dir); err != nil {
 			u.Note = "cached wheel refused, compiling: " + err.Error()
 			r.logf("refused: %s (%s) is compiled instead: %v", u.Package, u.Platform, err)
 			continue
 		}
 		in.CachedWheels[slot] = e.Filename
+		if in.CachedWheelDigests == nil {
+			in.CachedWheelDigests = map[WheelSlot]string{}
+		}
+		in.CachedWheelDigests[slot] = e.Filename + "@" + e.Digest.String()
 		u.Cached, u.Wider, u.Ref, u.Filename, u.Digest, u.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.String(), e.Size
 		r.logf("hit: %s (%s), %s verified: not compiled", u.Package, u.Platform, bytesize.Format(e.Size))
 		if e.Wider {
@@ -281,6 +297,22 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 		}
 	}
 	return r, cleanup, nil
+}
+
+// pinRefuses says why --locked does not take cached wheel e for key k
+// ("" when it does, or without --locked).
+func (wc *WheelCache) pinRefuses(k wheelcache.Key, e *wheelcache.Entry) string {
+	if !wc.Locked {
+		return ""
+	}
+	want, ok := wc.Pinned[k.Digest()]
+	switch {
+	case !ok:
+		return "--locked: the lock records no cached wheel for this key (run kiln lock to pin the one the cache holds)"
+	case want != e.Digest.Hex:
+		return fmt.Sprintf("--locked: %s has sha256 %s, the lock pins %s", e.Ref, e.Digest.Hex, want)
+	}
+	return ""
 }
 
 func shortKey(k wheelcache.Key) string { return strings.TrimPrefix(k.Digest(), "sha256:")[:12] }

@@ -339,3 +339,48 @@ func TestSourceRequirementCompiled(t *testing.T) {
 		t.Errorf("the Dockerfile export is not pinned as the LLB is (%v)", err)
 	}
 }
+
+// N4: kiln build --locked takes a cached wheel only when the lock pins
+// its sha256: a wheel pushed under the same key after the lock (by anyone
+// who can push to the cache) is compiled instead, as is a hit the lock
+// recorded as a miss; the pinned wheel is used.
+func TestPrepareWheelsLockedPinsCache(t *testing.T) {
+	ctx := context.Background()
+	p, _ := indexedSourcePlan(t, nil)
+	c, err := wheelcache.Open(testimage.Registry(t)+"/kiln/wheels", wheelcache.WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := WheelKeys(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wheel := filepath.Join(t.TempDir(), "flash_attn-2.7.0.post2-cp311-cp311-linux_x86_64.whl")
+	os.WriteFile(wheel, []byte(strings.Repeat("locked ", 4096)), 0o644)
+	e, err := c.Push(ctx, keys[0], wheel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := WheelSlot{"linux/amd64", "flash-attn"}
+	for _, tc := range []struct {
+		name   string
+		pinned map[string]string
+		cached bool
+		note   string
+	}{
+		{"pinned", map[string]string{keys[0].Digest(): e.Digest.Hex}, true, ""},
+		{"other bytes than the lock's", map[string]string{keys[0].Digest(): strings.Repeat("ab", 32)}, false, "the lock pins"},
+		{"a miss in the lock", map[string]string{}, false, "the lock records no cached wheel"},
+	} {
+		var in Inputs
+		r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c, Keys: keys, Locked: true, Pinned: tc.pinned}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := r.uses[0]
+		if u.Cached != tc.cached || (in.CachedWheels[slot] != "") != tc.cached || !strings.Contains(u.Note, tc.note) {
+			t.Errorf("%s: cached %v note %q, want cached %v and %q", tc.name, u.Cached, u.Note, tc.cached, tc.note)
+		}
+		cleanup()
+	}
+}

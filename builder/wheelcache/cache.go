@@ -41,6 +41,8 @@ const (
 	emptyJSONMediaType = "application/vnd.oci.empty.v1+json"
 	// maxManifest bounds what a lookup reads of a manifest.
 	maxManifest = 1 << 20
+	// maxWheel bounds a cached wheel (FlashAttention's are ~250 MB).
+	maxWheel = 4 << 30
 	// maxCandidates bounds the manifests a lookup for a wider wheel reads.
 	maxCandidates = 256
 )
@@ -284,13 +286,28 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 	}
 	l := m.Layers[0]
 	fn := l.Annotations[TitleAnnotation]
-	if !validWheelName(fn) || l.Size < 0 || blob.CheckDigest(l.Digest) != nil {
+	// The file pip installs is the wheel its name says: the key's project
+	// and version (pip trusts the name), and no larger than a wheel is.
+	if !validWheelName(fn) || !wheelNameMatches(fn, k) || l.Size < 0 || l.Size > maxWheel || blob.CheckDigest(l.Digest) != nil {
 		return nil, nil
 	}
 	return &Entry{
 		Key: k.Normalize(), Ref: ref.String(), Manifest: desc.Digest.String(), Filename: fn,
 		Digest: l.Digest, Size: l.Size, Via: repo.RegistryStr(), repo: repo,
 	}, nil
+}
+
+// wheelNameMatches says whether wheel file name fn (PROJECT-VERSION-...)
+// names k's project (PEP 503 normalized) and version.
+func wheelNameMatches(fn string, k Key) bool {
+	parts := strings.Split(strings.TrimSuffix(fn, ".whl"), "-")
+	if len(parts) < 5 {
+		return false
+	}
+	norm := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "-", ".", "-").Replace(s))
+	}
+	return norm(parts[0]) == norm(k.Package) && parts[1] == k.Version
 }
 
 // validWheelName accepts a bare *.whl file name (never a path).

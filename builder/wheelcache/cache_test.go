@@ -367,3 +367,20 @@ func TestLookupWiderArchsEndlessTagList(t *testing.T) {
 		t.Errorf("%d pages read, want at most %d", n, kilnregistry.MaxTagPages+1)
 	}
 }
+
+// N4: a wheel stored under a key whose file name is another project or
+// version (pip installs what the name says) is not that key's wheel.
+func TestLookupRefusesWheelNamedOtherwise(t *testing.T) {
+	ctx := context.Background()
+	c := open(t, serve(t, nil)+"/kiln/wheels")
+	for _, fn := range []string{"evil-1.0-py3-none-any.whl", "flash_attn-2.6.3-cp312-cp312-linux_x86_64.whl"} {
+		p := filepath.Join(t.TempDir(), fn)
+		os.WriteFile(p, []byte("wheel"), 0o644)
+		if _, err := c.Push(ctx, testKey(), p); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := c.Lookup(ctx, testKey()); err != nil || e != nil {
+			t.Errorf("%s under flash-attn 2.7.4.post1's key: %+v, %v; want a miss", fn, e, err)
+		}
+	}
+}

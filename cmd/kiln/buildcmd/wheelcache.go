@@ -32,8 +32,12 @@ func wheelCache(opts *BuildOptions) (*builder.WheelCache, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--locked: %w", err)
 		}
+		wc.Locked, wc.Pinned = true, map[string]string{}
 		for _, w := range l.CompiledWheels {
 			wc.Keys = append(wc.Keys, w.Key)
+			if w.Cached && w.SHA256 != "" {
+				wc.Pinned[w.Key.Digest()] = w.SHA256
+			}
 		}
 	}
 	return wc, nil
