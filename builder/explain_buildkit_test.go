@@ -73,7 +73,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 		}
 	}
 	_, res := build("print(2)  # changed\n")
-	if err := a.Measure(e, res.Pushed); err != nil {
+	if err := a.Measure(ctx, e, res.Pushed); err != nil {
 		t.Fatal(err)
 	}
 	if e.Cost == nil || e.Cost.NewLayers != 1 || e.Cost.PushBytes != e.Cost.PullBytes || e.Cost.PushBytes <= 0 || e.Cost.SameBytes <= e.Cost.PushBytes {

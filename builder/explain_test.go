@@ -2,8 +2,13 @@ package builder
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/recipes"
@@ -155,7 +160,7 @@ func TestExplainCost(t *testing.T) {
 	testimage.Push(t, reg+"/acme/app:1", built)
 	d, _ := built.Digest()
 	e := &Explanation{}
-	if err := a.Measure(e, []Pushed{{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: d.String()}}); err != nil {
+	if err := a.Measure(context.Background(), e, []Pushed{{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: d.String()}}); err != nil {
 		t.Fatal(err)
 	}
 	newSize, _ := newApp.Size()
@@ -194,4 +199,30 @@ func TestExplainSourceRequirement(t *testing.T) {
 	if v := got["devel: compile flash-attn"]; v != "hit" {
 		t.Errorf("flash-attn's compile step: %q, want a hit", v)
 	}
+}
+
+// N10: --explain-against reads the earlier image's config bounded (the
+// limit every manifest and config read has, 64 MiB), not whatever size the
+// registry serves (a 300 MiB config took 2 GB): a manifest naming a config
+// past it is refused in words before a byte of it is read.
+func TestReadAgainstBoundsConfig(t *testing.T) {
+	reg := testimage.Registry(t)
+	m := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%d},"layers":[]}`, strings.Repeat("ab", 32), 300<<20)
+	r, err := name.ParseReference(reg+"/acme/huge:1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(r, rawManifest(m)); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := ReadAgainst(context.Background(), reg+"/acme/huge:1"); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("a 300 MiB config: %+v, %v; want it refused", a, err)
+	}
+}
+
+type rawManifest string
+
+func (m rawManifest) RawManifest() ([]byte, error) { return []byte(m), nil }
+func (m rawManifest) MediaType() (types.MediaType, error) {
+	return types.OCIManifestSchema1, nil
 }

@@ -2,12 +2,10 @@ package builder
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
@@ -59,8 +57,8 @@ type Against struct {
 	Layers     []v1.Descriptor
 	ZstdLayers []v1.Descriptor
 	repo       name.Repository
-	ropts      []remote.Option // repo's, over the client it was read with
-	other      []remote.Option // another repository's (Measure)
+	client     *registry.Client // repo's: one login for every read there
+	platform   v1.Platform
 }
 
 // ReadAgainst reads the image ref names (the first image of an index):
@@ -80,8 +78,8 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...layers.Option) (*Agai
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %v", r.Name, layers.RedactError(err))
 	}
-	a := &Against{Ref: ref, repo: r.Name.Context(), ropts: c.Remote(ctx), other: layers.RemoteOptions(ctx, lopts...)}
-	dg, ls, cf, err := imageLayers(r.Name, a.ropts)
+	a := &Against{Ref: ref, repo: r.Name.Context(), client: c, platform: registry.MakeOptions(lopts).Platform}
+	dg, ls, cf, err := a.image(ctx, c, r.Name)
 	if err != nil || dg == "" {
 		return a, err
 	}
@@ -92,56 +90,30 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...layers.Option) (*Agai
 		}
 	}
 	if t, ok := r.Name.(name.Tag); ok {
-		if _, zl, _, err := imageLayers(layers.ZstdTag(t), a.ropts); err == nil {
+		if _, zl, _, err := a.image(ctx, c, layers.ZstdTag(t)); err == nil {
 			a.ZstdLayers = zl
 		}
 	}
 	return a, nil
 }
 
-// imageLayers are the layers and config of the image ref names (an
-// index's first image); digest "" when the registry has no such manifest.
-func imageLayers(ref name.Reference, ropts []remote.Option) (string, []v1.Descriptor, *v1.ConfigFile, error) {
-	d, err := remote.Get(ref, ropts...)
+// image reads the image ref names, through c, for the build's platform
+// (an index's manifest for it, as a pull would install): its root digest,
+// layers and config, each verified against its descriptor and bounded in
+// size (layers.Walk); digest "" when the registry has no such manifest.
+func (a *Against) image(ctx context.Context, c *registry.Client, ref name.Reference) (string, []v1.Descriptor, *v1.ConfigFile, error) {
+	raw, desc, err := c.Manifest(ctx, ref)
 	if isNotFound(err) {
 		return "", nil, nil, nil
 	}
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("reading %s: %v", ref, err)
+		return "", nil, nil, fmt.Errorf("reading %s: %v", ref, layers.RedactError(err))
 	}
-	var img v1.Image
-	if d.MediaType.IsIndex() {
-		idx, err := d.ImageIndex()
-		if err != nil {
-			return "", nil, nil, err
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return "", nil, nil, err
-		}
-		for _, m := range im.Manifests {
-			if !layers.IsAttestation(m.Annotations) && m.MediaType.IsImage() {
-				if img, err = idx.Image(m.Digest); err != nil {
-					return "", nil, nil, err
-				}
-				break
-			}
-		}
-		if img == nil {
-			return "", nil, nil, errors.New(ref.String() + ": an index with no image")
-		}
-	} else if img, err = d.Image(); err != nil {
-		return "", nil, nil, err
-	}
-	m, err := img.Manifest()
+	rt, err := layers.Walk(ctx, layers.Ref{Raw: ref.String()}, c, layers.Raw{Desc: desc, Bytes: raw}, a.platform, nil)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return d.Digest.String(), m.Layers, cf, nil
+	return desc.Digest.String(), rt.Layers, rt.ConfigFile, nil
 }
 
 // Explain compares the build's record (now) with the earlier image's.
@@ -178,7 +150,7 @@ func nonNil[T any](s []T) []T {
 
 // Measure sets the cost of what the build pushed (res.Pushed, the --push
 // tag first) against the earlier image's layers.
-func (a *Against) Measure(e *Explanation, pushed []Pushed, lopts ...layers.Option) error {
+func (a *Against) Measure(ctx context.Context, e *Explanation, pushed []Pushed, lopts ...layers.Option) error {
 	for i, p := range pushed {
 		r, err := layers.ParseRef(p.Ref, lopts...)
 		if err != nil {
@@ -188,11 +160,13 @@ func (a *Against) Measure(e *Explanation, pushed []Pushed, lopts ...layers.Optio
 		if err != nil {
 			return err
 		}
-		ropts := a.ropts
+		c := a.client
 		if r.Name.Context().Name() != a.repo.Name() {
-			ropts = a.other
+			if c, err = registry.ClientFor(ctx, r.Name.Context(), lopts...); err != nil {
+				return fmt.Errorf("reading %s: %v", r.Name, layers.RedactError(err))
+			}
 		}
-		_, ls, _, err := imageLayers(r.Name.Context().Digest(dg.String()), ropts)
+		_, ls, _, err := a.image(ctx, c, r.Name.Context().Digest(dg.String()))
 		if err != nil {
 			return err
 		}

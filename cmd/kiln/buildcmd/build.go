@@ -511,7 +511,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 			return err
 		}
 	}
-	explained, err := ex.finish(opts, res)
+	explained, err := ex.finish(ctx, opts, res)
 	if err != nil {
 		return err
 	}

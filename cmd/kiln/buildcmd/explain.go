@@ -42,14 +42,14 @@ func startExplain(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, i
 
 // finish explains res: per step against the earlier image, and the cost
 // of what it pushed.
-func (x *explainer) finish(opts *BuildOptions, res *builder.Result) (*builder.Explanation, error) {
+func (x *explainer) finish(ctx context.Context, opts *BuildOptions, res *builder.Result) (*builder.Explanation, error) {
 	if x == nil {
 		return nil, nil
 	}
 	e := x.against.Explain(x.now)
 	e.Reused, e.ContentTag = res.Reused, res.ContentTag
 	if len(res.Pushed) > 0 && x.against.Digest != "" {
-		if err := x.against.Measure(e, res.Pushed, opts.registryOptions()...); err != nil {
+		if err := x.against.Measure(ctx, e, res.Pushed, opts.registryOptions()...); err != nil {
 			return nil, fmt.Errorf("--explain: %w", err)
 		}
 	}
