@@ -187,7 +187,7 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 				opts = append(opts, llb.AddMount(m.Target, stages[m.ID], llb.SourcePath(m.Source), llb.Readonly))
 			case MountTools:
 				tools := llb.Local(ToolsName,
-					llb.IncludePatterns([]string{ToolsBinary}),
+					llb.IncludePatterns([]string{ToolsBinary, ToolsBundle}),
 					llb.SharedKeyHint(ToolsName),
 					llb.LocalUniqueID("kiln-"+ToolsName),
 					llb.WithCustomName("kiln tools"),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -561,5 +562,54 @@ func TestGPUCodePruneSteps(t *testing.T) {
 		t.Errorf("toolsDir(test binary): %v", err)
 	} else if err == nil {
 		done()
+	}
+}
+
+// A kiln installed as the README says (go install, cgo on) is dynamically
+// linked: the pruning steps run it through its own C library, bundled
+// from the build host beside a /bin/sh launcher, instead of refusing the
+// build (issue 38). The launcher runs it with no library of the host's
+// search path: only the bundle.
+func TestToolsDirBundlesDynamicKiln(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no C compiler: cannot build a cgo binary")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module cgohello\n\ngo 1.22\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\n// #include <stdio.h>\n// static void hi(void) { puts(\"hello from cgo\"); fflush(stdout); }\nimport \"C\"\nimport (\"fmt\"; \"os\")\n\nfunc main() { C.hi(); fmt.Println(os.Args[1:]) }\n"), 0o644)
+	exe := filepath.Join(dir, "kiln-dyn")
+	cmd := exec.Command("go", "build", "-o", exe, ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	tools, done, err := toolsDir(exe)
+	if err != nil {
+		t.Fatalf("a dynamically linked kiln: %v", err)
+	}
+	defer done()
+	for _, f := range []string{ToolsBinary, ToolsBundle + "/kiln", ToolsBundle + "/ld.so", ToolsBundle + "/lib/libc.so.6"} {
+		if _, err := os.Stat(filepath.Join(tools, f)); err != nil {
+			t.Errorf("bundle: %v", err)
+		}
+	}
+	run := exec.Command(filepath.Join(tools, ToolsBinary), "fatbin", "prune")
+	run.Env = []string{"PATH=/usr/bin:/bin", "LD_LIBRARY_PATH=/nonexistent"}
+	out, err := run.CombinedOutput()
+	if err != nil || string(out) != "hello from cgo\n[fatbin prune]\n" {
+		t.Fatalf("the launcher: %v\n%s", err, out)
+	}
+	// A static kiln is the file itself.
+	self, _ := os.Executable()
+	if st, _, err := dynamicDeps(self); err == nil && st == "" {
+		tools, done, err := toolsDir(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer done()
+		if _, err := os.Stat(filepath.Join(tools, ToolsBundle)); !os.IsNotExist(err) {
+			t.Errorf("a static kiln got a bundle: %v", err)
+		}
 	}
 }

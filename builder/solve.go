@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -455,30 +456,31 @@ func checkPlatforms(ctx context.Context, c *client.Client, graphs []*Graph) erro
 }
 
 // toolsDir makes the kiln-tools context: a directory holding exe as
-// ToolsBinary. exe must be statically linked: it runs inside the image being
-// built, whatever C library that has. The directory is named by exe's
-// sha256 under the user's cache directory and its file has a fixed mode and
-// time, so the context's content key (and the cache of the steps that
-// mount it) stays the same from one build to the next while the binary's
-// bytes do; a fresh directory per build (new inode times, link counts) made
-// a no-op rebuild execute the pruning steps again.
+// ToolsBinary, which runs inside the image being built, whatever C library
+// that has. A static exe (make build, a release binary) is the file
+// itself. A dynamically linked one (go install or go build with cgo on,
+// as the README's Install section gives) comes with its C library: its
+// ELF interpreter and the shared libraries it needs, copied from this
+// host into ToolsBundle, and ToolsBinary is a /bin/sh launcher that runs
+// exe through that interpreter on those libraries, so the image's own
+// libc (another version, or none of glibc's) is never used. The bundle is
+// only mounted into the pruning steps; nothing of it lands in the image.
+//
+// The directory is named by exe's sha256 under the user's cache directory
+// and its files have a fixed mode and time, so the context's content key
+// (and the cache of the steps that mount it) stays the same from one
+// build to the next while the binary's bytes do; a fresh directory per
+// build (new inode times, link counts) made a no-op rebuild execute the
+// pruning steps again.
 func toolsDir(exe string) (string, func(), error) {
 	if exe == "" {
 		return "", nil, errors.New("builder: the plan prunes GPU code (gpu_code) but no kiln executable was given to run it in the build (Options.Tools)")
 	}
-	f, err := elf.Open(exe)
+	interp, libs, err := dynamicDeps(exe)
 	if err != nil {
 		return "", nil, fmt.Errorf("kiln tools %s: %w", exe, err)
 	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			f.Close()
-			return "", nil, fmt.Errorf("kiln tools %s is dynamically linked: kiln build prunes GPU code inside the image with kiln itself, which must be static; rebuild with CGO_ENABLED=0 (make build does) or set gpu_code.prune: false in the recipe", exe)
-		}
-	}
-	f.Close()
 	h, err := blob.FileDigest(exe)
-	sum := h.Hex
 	if err != nil {
 		return "", nil, fmt.Errorf("kiln tools: %w", err)
 	}
@@ -486,7 +488,7 @@ func toolsDir(exe string) (string, func(), error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "kiln", "tools", sum)
+	dir := filepath.Join(cache, "kiln", "tools", h.Hex)
 	nop := func() {}
 	if fi, err := os.Stat(filepath.Join(dir, ToolsBinary)); err == nil && fi.Mode().IsRegular() {
 		return dir, nop, nil
@@ -498,11 +500,39 @@ func toolsDir(exe string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	dst := filepath.Join(tmp, ToolsBinary)
 	epoch := time.Unix(0, 0)
-	err = atomicfile.Copy(exe, dst, 0o755)
-	if err == nil {
-		err = os.Chtimes(dst, epoch, epoch)
+	put := func(src, rel string, mode os.FileMode) error {
+		dst := filepath.Join(tmp, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.Copy(src, dst, mode); err != nil {
+			return err
+		}
+		return os.Chtimes(dst, epoch, epoch)
+	}
+	if interp == "" {
+		err = put(exe, ToolsBinary, 0o755)
+	} else {
+		err = put(exe, path.Join(ToolsBundle, "kiln"), 0o755)
+		if err == nil {
+			err = put(interp, path.Join(ToolsBundle, "ld.so"), 0o755)
+		}
+		for soname, p := range libs {
+			if err == nil {
+				err = put(p, path.Join(ToolsBundle, "lib", soname), 0o644)
+			}
+		}
+		if err == nil {
+			launcher := filepath.Join(tmp, ToolsBinary)
+			err = os.WriteFile(launcher, []byte(toolsLauncher), 0o755)
+			if err == nil {
+				err = os.Chmod(launcher, 0o755)
+			}
+			if err == nil {
+				err = os.Chtimes(launcher, epoch, epoch)
+			}
+		}
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -518,7 +548,85 @@ func toolsDir(exe string) (string, func(), error) {
 	return dir, nop, nil
 }
 
-// ToolsDir is the kiln-tools directory for exe (see toolsDir), for the
-// other commands that mount kiln into a container: kiln slim's recording
-// probe.
+// ToolsBundle is the kiln-tools directory holding a dynamically linked
+// kiln with its interpreter and libraries (toolsDir).
+const ToolsBundle = ToolsBinary + ".bundle"
+
+// toolsLauncher runs the bundled kiln through the bundled interpreter on
+// the bundled libraries only.
+const toolsLauncher = `#!/bin/sh
+# kiln, dynamically linked on the build host (go install with cgo on): run
+# through the C library it was linked against, never the image's.
+d="${0%/*}/` + ToolsBundle + `"
+exec "$d/ld.so" --inhibit-cache --library-path "$d/lib" "$d/kiln" "$@"
+`
+
+// libDirs are where the host's shared libraries are looked for, after the
+// interpreter's own directory.
+var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+
+// dynamicDeps is exe's ELF interpreter ("" for a static executable) and
+// the shared libraries it needs, transitively, by soname → host path.
+func dynamicDeps(exe string) (string, map[string]string, error) {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	interp := ""
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+			if err != nil {
+				return "", nil, err
+			}
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	if interp == "" {
+		return "", nil, nil
+	}
+	interp, err = filepath.EvalSymlinks(interp)
+	if err != nil {
+		return "", nil, fmt.Errorf("its interpreter: %w", err)
+	}
+	dirs := append([]string{filepath.Dir(interp)}, libDirs...)
+	libs := map[string]string{}
+	var need func(*elf.File) error
+	need = func(f *elf.File) error {
+		names, err := f.ImportedLibraries()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, ok := libs[n]; ok || strings.Contains(n, "/") {
+				continue
+			}
+			found := ""
+			for _, d := range dirs {
+				if p, err := filepath.EvalSymlinks(filepath.Join(d, n)); err == nil {
+					if lf, err := elf.Open(p); err == nil && lf.Machine == f.Machine && lf.Class == f.Class {
+						found = p
+						libs[n] = p
+						err := need(lf)
+						lf.Close()
+						if err != nil {
+							return err
+						}
+						break
+					}
+				}
+			}
+			if found == "" {
+				return fmt.Errorf("it is dynamically linked and needs %s, which is not in %s: build kiln with CGO_ENABLED=0 (make build does), or set gpu_code.prune: false in the recipe", n, strings.Join(dirs, ", "))
+			}
+		}
+		return nil
+	}
+	if err := need(f); err != nil {
+		return "", nil, err
+	}
+	return interp, libs, nil
+}
+
 func ToolsDir(exe string) (string, func(), error) { return toolsDir(exe) }
