@@ -150,7 +150,8 @@ func (r slimRun) h100Support(t *testing.T, ref string) kernelSupport {
 }
 
 // TestSlimAppFixtureGPUs slims the app fixture for an H100 fleet
-// (runtime-strict --gpus h100): libtorch_cuda's fat binaries keep exactly
+// (runtime-strict --gpus h100): the libraries nothing links are pruned
+// (checkPruneLibs), and libtorch_cuda's fat binaries keep exactly
 // the sm_90 and sm_90a cubins and the compute_90 PTX, and the proof comes
 // from NVIDIA's own tool (cuobjdump 12.4, taken from the fixture): it lists
 // exactly those, extracts every kept cubin (decompressing it) byte-identical
@@ -161,11 +162,11 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	r := newSlimRun(t, "kiln-slim-gpu-it-")
 	dest := registry() + "/kiln-slim-it/app:h100"
 	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); assert torch.ones(2).sum().item() == 2'"
+	// The runtime-strict slim of the app fixture, once: its library
+	// pruning is checked here too (checkPruneLibs), a second slim of 5 GB
+	// with the same policy would cost CI minutes for nothing new.
 	var rep struct {
-		Before, After struct {
-			CompressedSize int64 `json:"compressed_size"`
-		}
-		Digest  string `json:"digest"`
+		pruneLibsReport
 		GPUCode *struct {
 			ZeroedBytes int64 `json:"zeroed_bytes"`
 			Libraries   []struct {
@@ -182,6 +183,7 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	// run are TestSlimAppFixture's, and a second one here would cost a
 	// compression of the whole image and its push.
 	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict", "--gpus", "h100", "--compression", "zstd")
+	r.checkPruneLibs(t, dest, string(out), rep.pruneLibsReport)
 	g := rep.GPUCode
 	if g == nil || len(g.Libraries) == 0 {
 		t.Fatalf("no GPU code report: %s", out)
@@ -303,11 +305,11 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 		FatBins  int      `json:"fat_binaries"`
 		Warnings []string `json:"warnings"`
 	}
+	// The runtime-strict slim of the app fixture, once: its library
+	// pruning is checked here too (checkPruneLibs), a second slim of 5 GB
+	// with the same policy would cost CI minutes for nothing new.
 	var rep struct {
-		Before, After struct {
-			CompressedSize int64 `json:"compressed_size"`
-		}
-		Digest  string `json:"digest"`
+		pruneLibsReport
 		GPUCode *struct {
 			Libraries []lib `json:"libraries"`
 		} `json:"gpu_code"`

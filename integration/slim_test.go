@@ -70,34 +70,32 @@ func (r slimRun) analyzeCI(t *testing.T, image string) {
 	}
 }
 
-// TestSlimAppFixturePruneLibs slims the app fixture with runtime-strict
-// (runtime + prune_libs: unreferenced): the probe loads libtorch_cuda (torch
-// is Debian's CUDA 12.4 build, linked BIND_NOW against cuBLAS, cuFFT,
-// NCCL, cuDNN...), kiln analyze --ci passes, and what nothing links (NPP,
-// nvJPEG, the toolkit's profiling libraries) is gone while every library
-// libtorch_cuda links stays.
-func TestSlimAppFixturePruneLibs(t *testing.T) {
-	testdaemon.PruneAfter(t, true)
-	r := newSlimRun(t, "kiln-slim-prune-it-")
-	dest := registry() + "/kiln-slim-it/app:strict"
-	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); assert torch.ones(2).sum().item() == 2'"
-	var rep struct {
-		Before, After struct {
-			CompressedSize int64 `json:"compressed_size"`
-		}
-		Digest string `json:"digest"`
-		Prune  *struct {
-			DroppedFiles int   `json:"dropped_files"`
-			DroppedBytes int64 `json:"dropped_bytes"`
-			Top          []struct {
-				Path string `json:"path"`
-			} `json:"top"`
-		} `json:"prune"`
-		Warnings []string `json:"warnings"`
+// pruneLibsReport is what checkPruneLibs reads of kiln slim's report.
+type pruneLibsReport struct {
+	Before, After struct {
+		CompressedSize int64 `json:"compressed_size"`
 	}
-	// One encoding: this test is about pruning; both encodings from one
-	// run are TestSlimAppFixture's.
-	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict", "--compression", "zstd")
+	Digest string `json:"digest"`
+	Prune  *struct {
+		DroppedFiles int   `json:"dropped_files"`
+		DroppedBytes int64 `json:"dropped_bytes"`
+		Top          []struct {
+			Path string `json:"path"`
+		} `json:"top"`
+	} `json:"prune"`
+	Warnings []string `json:"warnings"`
+}
+
+// checkPruneLibs checks a runtime-strict slim of the app fixture
+// (runtime + prune_libs: unreferenced; TestSlimAppFixtureGPUs runs it, with
+// --gpus h100, which prunes GPU code inside the libraries kept and nothing
+// else): the probe loaded libtorch_cuda (torch is Debian's CUDA 12.4
+// build, linked BIND_NOW against cuBLAS, cuFFT, NCCL, cuDNN...), kiln
+// analyze --ci passes, and what nothing links (NPP, nvJPEG, the toolkit's
+// profiling libraries) is gone while every library libtorch_cuda links
+// stays.
+func (r slimRun) checkPruneLibs(t *testing.T, dest, out string, rep pruneLibsReport) {
+	t.Helper()
 	if rep.Prune == nil || rep.Prune.DroppedFiles == 0 {
 		t.Fatalf("nothing pruned: %s", out)
 	}
