@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/recipes/wheelindex"
 	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
@@ -1023,7 +1024,7 @@ func (s *resolver) finish() error {
 	}
 	var pip []PipPackage
 	if s.tvar != nil {
-		idx := s.db.Torch.IndexURL + "/" + s.tvar.Name
+		idx := wheelindex.JoinURL(s.db.Torch.IndexURL, s.tvar.Name)
 		if r.Torch.IndexURL != "" {
 			idx = r.Torch.IndexURL
 		} else if extraIdx != "" {

@@ -22,7 +22,7 @@ type listing map[string]map[string]bool
 
 func (r *run) readIndex(ctx context.Context, variant, project string) (listing, error) {
 	c := &wheelindex.Client{HTTP: r.o.HTTP, Complete: true}
-	idx := r.o.IndexURL + "/" + variant
+	idx := wheelindex.JoinURL(r.o.IndexURL, variant)
 	// torch on a variant the data already knows must be listed: a 404 or
 	// an empty page there is a source that cannot be read, not every
 	// release removed ("a source that cannot be read fails the refresh").

@@ -57,11 +57,17 @@ func Normalize(name string) string { return strings.ToLower(normRe.ReplaceAllStr
 // ProjectURL is INDEX/<normalized>/, the project's path joined to the
 // index URL's path (a query string stays the query).
 func ProjectURL(index, project string) string {
-	u, err := url.Parse(index)
+	return JoinURL(index, Normalize(project)+"/")
+}
+
+// JoinURL is base with elem joined to its path: a query string (an
+// index's ?token=…) and a fragment stay where they are, after the path.
+func JoinURL(base, elem string) string {
+	u, err := url.Parse(base)
 	if err != nil || (u.RawQuery == "" && u.Fragment == "") {
-		return strings.TrimSuffix(index, "/") + "/" + Normalize(project) + "/"
+		return strings.TrimSuffix(base, "/") + "/" + elem
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + Normalize(project) + "/"
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + elem
 	u.RawPath = ""
 	return u.String()
 }

@@ -115,3 +115,19 @@ func TestFilesRefusesOversizedPage(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// compat refresh --index URL?token=… and resolve's variant index joined
+// the variant after the query (a 404); JoinURL keeps the query last, as
+// ProjectURL does, and the two compose.
+func TestJoinURLKeepsTheQuery(t *testing.T) {
+	idx := JoinURL("https://mirror.example/whl?token=abc", "cu124")
+	if idx != "https://mirror.example/whl/cu124?token=abc" {
+		t.Fatalf("JoinURL = %q", idx)
+	}
+	if got := ProjectURL(idx, "torch"); got != "https://mirror.example/whl/cu124/torch/?token=abc" {
+		t.Errorf("ProjectURL(JoinURL) = %q", got)
+	}
+	if got := JoinURL("https://download.pytorch.org/whl/", "cu128"); got != "https://download.pytorch.org/whl/cu128" {
+		t.Errorf("no query: %q", got)
+	}
+}
