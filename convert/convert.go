@@ -182,6 +182,7 @@ func (t *timedReader) Read(p []byte) (int, error) {
 // conversion writes.
 type source struct {
 	dg   v1.Hash
+	size int64 // the blob's, 0 when unknown
 	comp layers.Compression
 	vr   *layers.VerifyReader
 	td   *timedReader
@@ -227,10 +228,19 @@ func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *Lay
 		rc.Close()
 		return nil, err
 	}
-	s := &source{dg: dg, comp: comp, vr: vr, td: &timedReader{r: dec}, uh: sha256.New(), sc: sc}
+	s := &source{dg: dg, size: size, comp: comp, vr: vr, td: &timedReader{r: dec}, uh: sha256.New(), sc: sc}
 	s.tar = io.TeeReader(layers.ContextReader(ctx, s.td, nil), s.uh)
 	s.close = func() { sc.Abort(); closeDec(); rc.Close() }
 	return s, nil
+}
+
+// maxTar is the most the source's tar can be (layers.MaxDecoded of its
+// blob), or erofs.MaxSize when the blob's size is unknown.
+func (s *source) maxTar() int64 {
+	if s.size <= 0 {
+		return erofs.MaxSize
+	}
+	return layers.MaxDecoded(s.comp, s.size)
 }
 
 // check reads the rest of the source blob (its digest and size checked)
