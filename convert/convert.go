@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -222,6 +221,11 @@ func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *Lay
 		rc.Close()
 		return nil, fmt.Errorf("blob %s: %v", dg, err)
 	}
+	if err := layers.CheckCompression(mt, comp); err != nil {
+		closeDec()
+		rc.Close()
+		return nil, fmt.Errorf("blob %s: %v", dg, err)
+	}
 	sc, err := layers.NewScratch(dir)
 	if err != nil {
 		closeDec()
@@ -326,7 +330,7 @@ func (r *LayerReport) setTo(to string, size int64) {
 // tarLayer refuses a layer that holds no tar: a native EROFS layer is a
 // filesystem image, which recompressing would pass off as a tar.
 func tarLayer(mt types.MediaType) error {
-	if strings.HasPrefix(string(mt), erofs.MediaType) {
+	if layers.IsErofs(mt) {
 		return fmt.Errorf("a native EROFS layer (%s), not a tar: convert the image's tar form (TAG or TAG%s, not TAG%s)", mt, layers.ZstdTagSuffix, layers.ErofsTagSuffix)
 	}
 	return nil

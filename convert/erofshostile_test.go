@@ -58,3 +58,19 @@ func TestToErofsRefusesHostileTars(t *testing.T) {
 		})
 	}
 }
+
+// TestConvertRefusesMislabelledBlobs (issue 34): a blob whose bytes are
+// not in the compression its media type declares is refused, naming the
+// layer, by every conversion.
+func TestConvertRefusesMislabelledBlobs(t *testing.T) {
+	tarball := testimage.Tar(t, []testimage.Entry{testimage.File("etc/a", []byte("a"))})
+	img := testimage.Image(t, testimage.Config{}, testimage.RawLayer(tarball, types.OCILayer))
+	res, err := ToZstd(context.Background(), img, Options{TempDir: t.TempDir()})
+	if err == nil {
+		res.Close()
+		t.Fatal("converted a tar that says it is gzip")
+	}
+	if want := "its bytes are uncompressed, but its media type " + string(types.OCILayer) + " says gzip"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "layer 0") {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}

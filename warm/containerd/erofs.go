@@ -16,10 +16,12 @@ import (
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/warm"
@@ -65,7 +67,7 @@ const (
 
 // isErofsLayer says whether mt is a native EROFS layer (plain or +zstd).
 func isErofsLayer(mt string) bool {
-	return strings.HasPrefix(mt, erofs.MediaType)
+	return layers.IsErofs(types.MediaType(mt))
 }
 
 // setHasErofsLayers says whether an image of s has a native EROFS layer:
