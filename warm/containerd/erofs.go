@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -329,13 +330,21 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		// conversion spends no CPU on compression, and reads none on
 		// decompression.
 		h, _ := v1.NewHash(layer.Diff.Digest.String())
-		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)))
+		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)),
+			erofs.WithMaxSize(maxTar(ra, layer.Blob.Size)))
 	}
 	if err != nil {
 		return "", err
 	}
 	if got := diff.Digest(); got != layer.Diff.Digest {
 		return "", fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+	}
+	if native {
+		// A converted image was checked by ConvertFile; a native one's
+		// digest says only that it is the blob the image names.
+		if err := erofs.Fsck(ctx, tmp); err != nil {
+			return "", err
+		}
 	}
 	// A native layer's image is its decoded stream: hashed already.
 	sum := layer.Diff.Digest
@@ -348,6 +357,23 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		return "", err
 	}
 	return sum, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// maxTar is the most the tar decoded by ra can be: layers.MaxDecoded of
+// its blob of size bytes, in the compression its bytes are in.
+func maxTar(ra content.ReaderAt, size int64) int64 {
+	d, ok := ra.(*decodedReaderAt)
+	if !ok || size <= 0 {
+		return erofs.MaxSize
+	}
+	c := layers.Zstd // the largest ratio, for an encoding kiln does not name
+	switch d.rc.GetCompression() {
+	case compression.Uncompressed:
+		c = layers.Uncompressed
+	case compression.Gzip:
+		c = layers.Gzip
+	}
+	return layers.MaxDecoded(c, size)
 }
 
 func copyToFile(path string, r io.Reader) error {
