@@ -150,6 +150,9 @@ var entryTypes = map[byte]bool{
 //     ('V'), contiguous files ('7'), global PAX headers ('g') and the
 //     rest are read differently by different tar readers (mkfs.erofs,
 //     GNU tar and Go disagree on where their data ends);
+//   - a link, device, directory or fifo that declares data (a size):
+//     Go's reader reads what follows as entries, mkfs.erofs skips it for
+//     devices and fifos, GNU tar for links too;
 //   - an extended attribute whose name is over 255 bytes or whose value
 //     is over 64 KiB, which no Linux file system holds.
 func CheckEntry(e *Entry) error {
@@ -165,6 +168,8 @@ func CheckEntry(e *Entry) error {
 		return fmt.Errorf("entry %q is a GNU sparse file, which tar readers expand differently: refusing it (rebuild the layer without tar --sparse)", h.Name)
 	case !entryTypes[h.Typeflag]:
 		return fmt.Errorf("entry %q has tar type %q, which is not a file, link, device, directory or fifo, and which tar readers read differently: refusing it (rebuild the layer with Docker, BuildKit or plain tar)", h.Name, h.Typeflag)
+	case h.Typeflag != tar.TypeReg && h.Size != 0:
+		return fmt.Errorf("entry %q (tar type %q) declares %d bytes of data, which some tar readers skip and others read as more entries: refusing it (rebuild the layer with Docker, BuildKit or plain tar)", h.Name, h.Typeflag, h.Size)
 	}
 	return checkXattrs(h)
 }

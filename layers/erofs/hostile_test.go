@@ -86,6 +86,23 @@ func TestConvertAppliesTheEntryRule(t *testing.T) {
 	}
 }
 
+// TestConvertRefusesDataOnDevices: a device that declares data hides the
+// entries Go's reader sees after it from mkfs.erofs, which skips that
+// data: the EROFS form would lack what the tar form holds (a whiteout,
+// say). The entry rule refuses it.
+func TestConvertRefusesDataOnDevices(t *testing.T) {
+	requireMkfs(t)
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "dev/hide", Typeflag: tar.TypeChar, Mode: 0o644, Size: 1024, Format: tar.FormatUSTAR})
+	tw.WriteHeader(&tar.Header{Name: "etc/.wh.shadow", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1, Format: tar.FormatUSTAR})
+	tw.Write([]byte("x"))
+	tw.WriteHeader(&tar.Header{Name: "etc/visible", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2, Format: tar.FormatUSTAR})
+	tw.Write([]byte("ok"))
+	tw.Close()
+	convertErr(t, b.Bytes(), `"dev/hide" (tar type '3') declares 1024 bytes of data`)
+}
+
 // truncated is issue 34's hang: an entry that declares 1 TiB, in a stream
 // that ends 10 kB later.
 func truncated(t *testing.T) []byte {
