@@ -36,9 +36,11 @@ import (
 //
 //   - a native EROFS layer (application/vnd.erofs.layer.v1[+zstd]) is the
 //     image itself: its decoded bytes are copied into the snapshot (the
-//     differ's "fastcopy");
+//     differ's "fastcopy") and checked by fsck.erofs before the
+//     snapshot the kernel mounts is committed;
 //   - a tar layer is converted once by layers/erofs (mkfs.erofs with the
-//     differ's flags, reproducibly), uncompressed inside as the differ
+//     differ's flags, reproducibly, fed only what kiln's tar reader
+//     accepted, the image checked by fsck.erofs), uncompressed inside as the differ
 //     does; with --erofs-cache DIR (a directory of the
 //     snapshotter's layer_content_caches) the image goes into that cache
 //     by diff ID (containerd's CacheBlobPath layout), and the snapshotter
