@@ -28,7 +28,7 @@ var ErrNotTar = errors.New("not a tar layer")
 // with no media type (a Docker archive's) is read as a tar.
 func CheckTar(mt types.MediaType) error {
 	switch {
-	case mt == "" || mt.IsLayer():
+	case mt == "" || isTarLayer(mt):
 		return nil
 	case IsErofs(mt):
 		return fmt.Errorf("is an EROFS layer (%s), a filesystem image: %w", mt, ErrNotTar)
@@ -48,11 +48,19 @@ func CheckCompression(mt types.MediaType, c Compression) error {
 	return fmt.Errorf("its bytes are %s, but its media type %s says %s: refusing a layer that is not what its descriptor declares (push it again with its true media type)", c.words(), mt, want.words())
 }
 
+// isTarLayer says whether mt is an OCI or Docker tar layer's, however
+// compressed and distributable.
+func isTarLayer(mt types.MediaType) bool {
+	s := string(mt)
+	return mt.IsLayer() || strings.HasPrefix(s, "application/vnd.oci.image.layer.") ||
+		strings.HasPrefix(s, "application/vnd.docker.image.rootfs.")
+}
+
 // declaredCompression is the compression a tar layer's media type names.
 func declaredCompression(mt types.MediaType) (Compression, bool) {
 	s := string(mt)
 	switch {
-	case !mt.IsLayer():
+	case !isTarLayer(mt):
 		return "", false
 	case strings.HasSuffix(s, "+gzip") || strings.HasSuffix(s, ".tar.gzip"):
 		return Gzip, true

@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -56,6 +57,22 @@ func TestWalkTakesTheMediaTypesWord(t *testing.T) {
 		}
 		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %d entries, err = %v, want %q", tc.name, n, err, tc.want)
+		}
+	}
+}
+
+// TestCheckTarKnowsTarLayers: every OCI and Docker tar layer type is a
+// tar, however compressed or distributable; EROFS and artifacts are not.
+func TestCheckTarKnowsTarLayers(t *testing.T) {
+	for _, mt := range []types.MediaType{"", types.OCILayer, types.OCILayerZStd, types.OCIUncompressedLayer, types.OCIRestrictedLayer,
+		"application/vnd.oci.image.layer.nondistributable.v1.tar+zstd", types.DockerLayer, types.DockerForeignLayer, types.DockerUncompressedLayer} {
+		if err := layers.CheckTar(mt); err != nil {
+			t.Errorf("CheckTar(%q) = %v", mt, err)
+		}
+	}
+	for _, mt := range []types.MediaType{layers.ErofsMediaType, layers.ErofsMediaType + "+zstd", "application/vnd.in-toto+json"} {
+		if err := layers.CheckTar(mt); !errors.Is(err, layers.ErrNotTar) {
+			t.Errorf("CheckTar(%q) = %v, want ErrNotTar", mt, err)
 		}
 	}
 }
