@@ -98,8 +98,10 @@ func zerosToEnd(r io.Reader) error {
 	var n int64
 	for {
 		k, err := r.Read(buf)
-		if i := bytes.IndexFunc(buf[:k], func(c rune) bool { return c != 0 }); i >= 0 {
-			return fmt.Errorf("the layer has data after the tar's end marker (at %d bytes past it): kiln converts only the tar it reads, and refuses a layer that hides more", n+int64(i))
+		for i, c := range buf[:k] {
+			if c != 0 {
+				return fmt.Errorf("the layer has data after the tar's end marker (at %d bytes past it): kiln converts only the tar it reads, and refuses a layer that hides more", n+int64(i))
+			}
 		}
 		n += int64(k)
 		if err == io.EOF {
