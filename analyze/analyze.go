@@ -89,6 +89,9 @@ type layerScan struct {
 
 // Image analyzes img.
 func Image(ctx context.Context, img *layers.Image, opt Options) (*Report, error) {
+	if err := img.CheckTarLayers("analyze"); err != nil {
+		return nil, fmt.Errorf("image %q: %w", img.Ref.Raw, err)
+	}
 	if opt.Concurrency <= 0 {
 		opt.Concurrency = min(runtime.GOMAXPROCS(0), 4)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -182,6 +181,7 @@ func (t *timedReader) Read(p []byte) (int, error) {
 // conversion writes.
 type source struct {
 	dg   v1.Hash
+	size int64 // the blob's, 0 when unknown
 	comp layers.Compression
 	vr   *layers.VerifyReader
 	td   *timedReader
@@ -221,16 +221,30 @@ func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *Lay
 		rc.Close()
 		return nil, fmt.Errorf("blob %s: %v", dg, err)
 	}
+	if err := layers.CheckCompression(mt, comp); err != nil {
+		closeDec()
+		rc.Close()
+		return nil, fmt.Errorf("blob %s: %v", dg, err)
+	}
 	sc, err := layers.NewScratch(dir)
 	if err != nil {
 		closeDec()
 		rc.Close()
 		return nil, err
 	}
-	s := &source{dg: dg, comp: comp, vr: vr, td: &timedReader{r: dec}, uh: sha256.New(), sc: sc}
+	s := &source{dg: dg, size: size, comp: comp, vr: vr, td: &timedReader{r: dec}, uh: sha256.New(), sc: sc}
 	s.tar = io.TeeReader(layers.ContextReader(ctx, s.td, nil), s.uh)
 	s.close = func() { sc.Abort(); closeDec(); rc.Close() }
 	return s, nil
+}
+
+// maxTar is the most the source's tar can be (layers.MaxDecoded of its
+// blob), or erofs.MaxSize when the blob's size is unknown.
+func (s *source) maxTar() int64 {
+	if s.size <= 0 {
+		return erofs.MaxSize
+	}
+	return layers.MaxDecoded(s.comp, s.size)
 }
 
 // check reads the rest of the source blob (its digest and size checked)
@@ -316,7 +330,7 @@ func (r *LayerReport) setTo(to string, size int64) {
 // tarLayer refuses a layer that holds no tar: a native EROFS layer is a
 // filesystem image, which recompressing would pass off as a tar.
 func tarLayer(mt types.MediaType) error {
-	if strings.HasPrefix(string(mt), erofs.MediaType) {
+	if layers.IsErofs(mt) {
 		return fmt.Errorf("a native EROFS layer (%s), not a tar: convert the image's tar form (TAG or TAG%s, not TAG%s)", mt, layers.ZstdTagSuffix, layers.ErofsTagSuffix)
 	}
 	return nil

@@ -13,8 +13,9 @@ import (
 
 // ToErofs converts src's layers to native EROFS layers (erofs.MediaType):
 // each source blob streams, verified, through its decoder into
-// mkfs.erofs (layers/erofs), compressed inside with comp; the tar's diff
-// ID is checked against the config as it passes. An EROFS blob is not
+// mkfs.erofs (layers/erofs: only what kiln's tar reader accepts, sizes
+// bounded by what the blob can decode to), compressed inside with comp;
+// the tar's diff ID is checked against the config as it passes. An EROFS blob is not
 // compressed on the wire, so its digest is also its diff ID, as
 // containerd's own converter records it: the config is the source's with
 // those diff IDs (history unchanged). The same source gives the same
@@ -48,7 +49,7 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 	}
 	defer src.close()
 	tr := &layers.CountingReader{R: src.tar} // the tar bytes that reached mkfs.erofs
-	if _, err := erofs.Convert(ctx, tr, src.sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir)); err != nil {
+	if _, err := erofs.Convert(ctx, tr, src.sc, erofs.WithCompression(comp), erofs.WithDiffID(diffID), erofs.WithTempDir(dir), erofs.WithMaxSize(src.maxTar())); err != nil {
 		return nil, rep, fmt.Errorf("blob %s: %w", src.dg, err)
 	}
 	edg, file, err := src.commit(diffID, tr.N, &rep)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -97,4 +98,23 @@ func NewZstdWriter(w io.Writer, level int) (*zstd.Encoder, error) {
 		opts = append(opts, zstd.WithWindowSize(zstdLongWindow))
 	}
 	return zstd.NewWriter(w, opts...)
+}
+
+// maxRatio is the most one byte of each encoding decodes to: deflate's
+// longest match (258 bytes) in under two bits, 1032:1; zstd's RLE block,
+// 128 KiB from 4 bytes. Bytes that are not compressed are themselves.
+var maxRatio = map[Compression]int64{Uncompressed: 1, Gzip: 1032, EStargz: 1032, Zstd: 32 << 10}
+
+// MaxDecoded is the most a blob of size bytes in encoding c can decode to
+// (the largest ratio for an encoding kiln does not know): a bound on a
+// layer's tar that a header's declared size cannot pass.
+func MaxDecoded(c Compression, size int64) int64 {
+	r, ok := maxRatio[c]
+	if !ok {
+		r = maxRatio[Zstd]
+	}
+	if size > math.MaxInt64/r {
+		return math.MaxInt64
+	}
+	return size * r
 }

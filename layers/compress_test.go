@@ -3,9 +3,11 @@ package layers_test
 import (
 	"bytes"
 	"io"
+	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/kiln-build/kiln/layers"
@@ -49,5 +51,29 @@ func TestNewZstdWriterLongWindow(t *testing.T) {
 	out, err := io.ReadAll(dec)
 	if err != nil || !bytes.Equal(out, in) {
 		t.Fatalf("round trip: %v (%d bytes)", err, len(out))
+	}
+}
+
+// TestMaxDecodedBoundsZeros: zeros, what every encoder compresses best,
+// decode to no more than MaxDecoded of their blob, at the encoders'
+// strongest settings.
+func TestMaxDecodedBoundsZeros(t *testing.T) {
+	zeros := make([]byte, 16<<20)
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	w.Write(zeros)
+	w.Close()
+	zs, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	z := zs.EncodeAll(zeros, nil)
+	for _, tc := range []struct {
+		c    layers.Compression
+		size int
+	}{{layers.Gzip, gz.Len()}, {layers.Zstd, len(z)}, {layers.Uncompressed, len(zeros)}} {
+		if got := layers.MaxDecoded(tc.c, int64(tc.size)); got < int64(len(zeros)) {
+			t.Errorf("%s: %d bytes decode to %d, MaxDecoded says %d", tc.c, tc.size, len(zeros), got)
+		}
+	}
+	if got := layers.MaxDecoded(layers.Zstd, 1<<62); got != math.MaxInt64 {
+		t.Errorf("MaxDecoded overflows: %d", got)
 	}
 }

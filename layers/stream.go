@@ -43,6 +43,9 @@ type LayerStats struct {
 // local blobs fn's unread contents are skipped by seeking, and the digest is
 // checked by a second sequential reader running alongside.
 func (l *Layer) Walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerStats, error) {
+	if err := CheckTar(l.MediaType); err != nil {
+		return LayerStats{}, fmt.Errorf("layer %d (%s) %w", l.Index, l.name(), err)
+	}
 	st, err := l.walk(ctx, opt, fn)
 	if err != nil {
 		return st, fmt.Errorf("layer %d (%s): %w", l.Index, l.name(), err)
@@ -66,6 +69,9 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 			return st, err
 		}
 		st.Compression = DetectCompression(head[:n])
+		if err := CheckCompression(l.MediaType, st.Compression); err != nil {
+			return st, err
+		}
 		if st.Compression == Uncompressed {
 			return l.walkSeekable(ctx, opt, fn)
 		}
@@ -96,6 +102,9 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	}
 	defer closeDec()
 	st.Compression = c
+	if err := CheckCompression(l.MediaType, c); err != nil {
+		return st, err
+	}
 	cr := &CountingReader{R: dr}
 	var tarIn io.Reader = cr
 	var dv *diffIDReader

@@ -121,3 +121,120 @@ func WalkTar(r io.Reader, fn WalkFunc) error {
 		}
 	}
 }
+
+// xattrNameMax and xattrValueMax are Linux's limits on an extended
+// attribute (XATTR_NAME_MAX, XATTR_SIZE_MAX), which EROFS shares: no file
+// system a container runs on can hold a longer one.
+const (
+	xattrNameMax  = 255
+	xattrValueMax = 64 << 10
+)
+
+// entryTypes are the entry types a layer may hold: what Docker, BuildKit
+// and containerd write, each read the same way by every tar reader. Go's
+// reader consumes PAX ('x') and GNU long-name ('L', 'K') headers itself.
+var entryTypes = map[byte]bool{
+	tar.TypeReg: true, tar.TypeLink: true, tar.TypeSymlink: true, tar.TypeChar: true,
+	tar.TypeBlock: true, tar.TypeDir: true, tar.TypeFifo: true,
+}
+
+// CheckEntry is kiln's one rule for the entries of a layer it turns into
+// something else (slim's rewrite, the EROFS conversion), so that every
+// form of a layer holds what the tar form holds. It refuses, in words
+// naming the entry:
+//   - a name that is absolute or climbs out of the root with "..", a
+//     symlink whose relative target climbs above the root, a hard link
+//     whose target leaves it;
+//   - any type but a file, hard link, symlink, device, directory or fifo:
+//     GNU sparse files ('S', or PAX GNU.sparse records), volume labels
+//     ('V'), contiguous files ('7'), global PAX headers ('g') and the
+//     rest are read differently by different tar readers (mkfs.erofs,
+//     GNU tar and Go disagree on where their data ends);
+//   - a link, device, directory or fifo that declares data (a size):
+//     Go's reader reads what follows as entries, mkfs.erofs skips it for
+//     devices and fifos, GNU tar for links too;
+//   - an extended attribute whose name is over 255 bytes or whose value
+//     is over 64 KiB, which no Linux file system holds.
+func CheckEntry(e *Entry) error {
+	h := e.Header
+	switch {
+	case e.Escapes:
+		return fmt.Errorf("entry %q leaves the image root (absolute or ../ path): refusing to rewrite a hostile layer", h.Name)
+	case h.Typeflag == tar.TypeSymlink && escapesRoot(e.Path, h.Linkname):
+		return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
+	case h.Typeflag == tar.TypeLink && climbsOut(h.Linkname):
+		return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
+	case h.Typeflag == tar.TypeGNUSparse || hasSparseRecords(h):
+		return fmt.Errorf("entry %q is a GNU sparse file, which tar readers expand differently: refusing it (rebuild the layer without tar --sparse)", h.Name)
+	case !entryTypes[h.Typeflag]:
+		return fmt.Errorf("entry %q has tar type %q, which is not a file, link, device, directory or fifo, and which tar readers read differently: refusing it (rebuild the layer with Docker, BuildKit or plain tar)", h.Name, h.Typeflag)
+	case h.Typeflag != tar.TypeReg && h.Size != 0:
+		return fmt.Errorf("entry %q (tar type %q) declares %d bytes of data, which some tar readers skip and others read as more entries: refusing it (rebuild the layer with Docker, BuildKit or plain tar)", h.Name, h.Typeflag, h.Size)
+	}
+	return checkXattrs(h)
+}
+
+func hasSparseRecords(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkXattrs applies Linux's limits to h's extended attributes, in both
+// spellings a tar carries them.
+func checkXattrs(h *tar.Header) error {
+	for k, v := range h.PAXRecords {
+		name, ok := strings.CutPrefix(k, "SCHILY.xattr.")
+		if !ok {
+			name, ok = strings.CutPrefix(k, "LIBARCHIVE.xattr.")
+		}
+		switch {
+		case !ok:
+		case len(name) > xattrNameMax:
+			return fmt.Errorf("entry %q has an extended attribute named %.40q… of %d bytes, over Linux's limit of %d: refusing it", h.Name, name, len(name), xattrNameMax)
+		case len(v) > xattrValueMax:
+			return fmt.Errorf("entry %q has an extended attribute %q of %d bytes, over Linux's limit of %d: refusing it", h.Name, name, len(v), xattrValueMax)
+		}
+	}
+	return nil
+}
+
+// escapesRoot reports whether a relative symlink target climbs above the
+// root from the link's directory. Absolute targets are resolved inside the
+// root by every runtime, so they are fine.
+func escapesRoot(linkPath, target string) bool {
+	if strings.HasPrefix(target, "/") {
+		return false
+	}
+	depth := strings.Count(path.Dir(linkPath), "/") + 1
+	if path.Dir(linkPath) == "." {
+		depth = 0
+	}
+	return climbs(target, depth)
+}
+
+// climbsOut reports whether a name climbs above the root with "..".
+// Absolute names are taken as root-relative, as runtimes do.
+func climbsOut(name string) bool {
+	return climbs(strings.ReplaceAll(name, "\\", "/"), 0)
+}
+
+// climbs reports whether the path p, read from depth directories below
+// the root, climbs above the root with "..".
+func climbs(p string, depth int) bool {
+	for _, part := range strings.Split(p, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs mkfs.erofs with tar mode (erofs-utils 1.7 or later), which
-# kiln's --format erofs runs. Debian bookworm ships 1.5 (no --tar) and
+# kiln's --format erofs runs, and fsck.erofs, which checks its images. Debian bookworm ships 1.5 (no --tar) and
 # trixie's 1.8 binary needs trixie's libc, so this builds trixie's source
 # package (fetched and verified by apt from Debian's archive, with a
 # private list directory: the machine's apt sources are left alone) into
@@ -8,7 +8,10 @@
 # nothing.
 set -euo pipefail
 
-if command -v mkfs.erofs >/dev/null && mkfs.erofs --help 2>&1 | grep -q -- '--tar='; then
+# fsck.erofs (the same package) checks every image kiln writes, and
+# every native EROFS layer warm hands the kernel: both must be there.
+if command -v mkfs.erofs >/dev/null && mkfs.erofs --help 2>&1 | grep -q -- '--tar=' &&
+	command -v fsck.erofs >/dev/null; then
 	exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -39,4 +42,5 @@ cd "$work"/erofs-utils-*/
 	--with-libzstd --with-libdeflate >/dev/null
 make -s -j"$(nproc)" >/dev/null
 make -s install >/dev/null
+test -x /usr/local/bin/fsck.erofs || { echo "erofs-utils: make install put no fsck.erofs in /usr/local/bin" >&2; exit 1; }
 echo "erofs-utils: installed $(/usr/local/bin/mkfs.erofs --version | head -1)" >&2

@@ -118,6 +118,9 @@ func Rewrite(ctx context.Context, src *layers.Image, opts Options) (*Result, err
 	if opts.WorkDir == "" {
 		return nil, errors.New("slim: no work directory")
 	}
+	if err := src.CheckTarLayers("slim"); err != nil {
+		return nil, err
+	}
 	if opts.Level == 0 {
 		opts.Level = DefaultLevel
 	}

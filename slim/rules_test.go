@@ -347,6 +347,11 @@ func TestHostile(t *testing.T) {
 		{"symlink climbs out", [][]testimage.Entry{{testimage.Symlink("a/evil", "../../../etc")}}, "a/evil"},
 		{"write through symlink", [][]testimage.Entry{{testimage.Symlink("evil", "/etc")}, {testimage.File("evil/passwd", []byte("x"))}}, "through the symlink"},
 		{"hardlink out", [][]testimage.Entry{{{Name: "h", Type: tar.TypeLink, Linkname: "../../etc/shadow"}}}, "leaves the image root"},
+		// One rule with the EROFS conversion (layers.CheckEntry): entries
+		// tar readers disagree on are refused, not written on.
+		{"volume label", [][]testimage.Entry{{{Name: "label", Type: 'V'}}}, "tar type 'V'"},
+		{"contiguous file", [][]testimage.Entry{{{Name: "cont", Type: tar.TypeCont}}}, "tar type '7'"},
+		{"xattr name over 255", [][]testimage.Entry{{{Name: "x", Body: []byte("x"), Xattrs: map[string]string{"user." + strings.Repeat("a", 295): "v"}}}}, "over Linux's limit of 255"},
 		{"hardlink missing", [][]testimage.Entry{{{Name: "h", Type: tar.TypeLink, Linkname: "nope"}}}, "no such file"},
 	}
 	for _, tc := range cases {

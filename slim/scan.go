@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"path"
-	"strings"
 
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/fatbin"
@@ -68,8 +66,8 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 	ord := -1
 	st, err := l.Walk(ctx, layers.WalkOptions{SkipVerify: opt.SkipVerify, Progress: cmp.Or(opt.ScanProgress, opt.Progress)}, func(e *layers.Entry, body io.Reader) error {
 		ord++
-		if e.Escapes {
-			return fmt.Errorf("entry %q leaves the image root (absolute or ../ path): refusing to rewrite a hostile layer", e.Header.Name)
+		if err := layers.CheckEntry(e); err != nil {
+			return err
 		}
 		r := &rec{layer: l.Index, ord: ord, path: e.Path, mode: e.Header.Mode, linkname: e.Header.Linkname}
 		h := e.Header
@@ -82,15 +80,9 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 			r.kind = kDir
 		case h.Typeflag == tar.TypeSymlink:
 			r.kind = kSymlink
-			if escapesRoot(e.Path, h.Linkname) {
-				return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
-			}
 			r.class = classify.ClassifyPath(e.Path)
 		case h.Typeflag == tar.TypeLink:
 			r.kind = kHardlink
-			if climbsOut(h.Linkname) {
-				return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", e.Header.Name, h.Linkname)
-			}
 			r.class = classify.ClassifyPath(e.Path)
 		case e.IsRegular():
 			r.kind = kFile
@@ -197,50 +189,6 @@ func scanLayer(ctx context.Context, l *layers.Layer, opt *Options) (*layerScan, 
 	}
 	s.stats = st
 	return s, nil
-}
-
-// escapesRoot reports whether a relative symlink target climbs above the
-// root from the link's directory. Absolute targets are resolved inside the
-// root by every runtime, so they are fine.
-func escapesRoot(linkPath, target string) bool {
-	if strings.HasPrefix(target, "/") {
-		return false
-	}
-	depth := strings.Count(path.Dir(linkPath), "/") + 1
-	if path.Dir(linkPath) == "." {
-		depth = 0
-	}
-	for _, part := range strings.Split(target, "/") {
-		switch part {
-		case "", ".":
-		case "..":
-			depth--
-			if depth < 0 {
-				return true
-			}
-		default:
-			depth++
-		}
-	}
-	return false
-}
-
-// climbsOut reports whether a name climbs above the root with "..".
-// Absolute names are taken as root-relative, as runtimes do.
-func climbsOut(name string) bool {
-	depth := 0
-	for _, part := range strings.Split(strings.ReplaceAll(name, "\\", "/"), "/") {
-		switch part {
-		case "", ".":
-		case "..":
-			if depth--; depth < 0 {
-				return true
-			}
-		default:
-			depth++
-		}
-	}
-	return false
 }
 
 // scanAll runs scanLayer over every layer, at most opt.Concurrency at once.

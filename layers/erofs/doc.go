@@ -19,6 +19,14 @@
 // pruning zeroed) compress to almost nothing, so they cost no disk. The
 // measurements behind the default are in docs/erofs.md.
 //
+// mkfs.erofs is handed only what kiln itself read as a tar: the stream
+// passes through Go's archive/tar reader (layers.WalkTar) and kiln's rule
+// for entries (layers.CheckEntry, slim's too) on its way in, entry by
+// entry, so bytes that reader refuses (a lone zero block followed by more
+// headers, a truncated entry, data after the end marker) fail the
+// conversion instead of becoming files only the EROFS form has. Each image
+// is checked by fsck.erofs before Convert returns it.
+//
 // Nothing is held in memory: the tar streams into mkfs.erofs, the image
 // is a file, and Convert streams that file to its writer.
 package erofs

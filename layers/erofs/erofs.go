@@ -15,12 +15,14 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/procgroup"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // MediaType is a native EROFS layer's, as containerd names it
 // (core/images.MediaTypeErofsLayer): the blob is the filesystem image
-// itself, and its digest is also its diff ID.
-const MediaType = "application/vnd.erofs.layer.v1"
+// itself, and its digest is also its diff ID. It is layers.ErofsMediaType,
+// which the readers of layers refuse to read as a tar.
+const MediaType = layers.ErofsMediaType
 
 // Compression is the algorithm of the blocks inside an image, which the
 // kernel decompresses as they are read.
@@ -68,6 +70,7 @@ type options struct {
 	compression Compression
 	diffID      v1.Hash
 	tempDir     string
+	maxSize     int64
 }
 
 // Option tunes a conversion.
@@ -88,17 +91,34 @@ func WithDiffID(d v1.Hash) Option { return func(o *options) { o.diffID = d } }
 // a directory on a disk with room for the layer.
 func WithTempDir(dir string) Option { return func(o *options) { o.tempDir = dir } }
 
-// ErrNoMkfs is Check's error when no usable mkfs.erofs is installed.
-var ErrNoMkfs = errors.New("--format erofs needs mkfs.erofs from erofs-utils 1.7 or later " +
+// WithMaxSize bounds the tar: n is the most its stream can be (the blob's
+// size for an uncompressed layer, else layers.MaxDecoded of it). The
+// sizes its entries declare are counted against n, and one past it is
+// refused before mkfs.erofs sees its header. Without it the bound is
+// MaxSize.
+func WithMaxSize(n int64) Option { return func(o *options) { o.maxSize = n } }
+
+// MaxSize bounds a tar converted without WithMaxSize: no container layer
+// comes near 4 TiB, and mkfs.erofs would otherwise take a header's word
+// for a file's size (a sparse scratch file of that size, and a wait for
+// data that never comes).
+const MaxSize = 4 << 40
+
+// ErrNoMkfs is Check's error when no usable mkfs.erofs (or no fsck.erofs,
+// which checks each image kiln writes) is installed.
+var ErrNoMkfs = errors.New("--format erofs needs mkfs.erofs and fsck.erofs from erofs-utils 1.7 or later " +
 	"(its --tar mode): install it with `bash scripts/install-deps.sh` (Debian bookworm " +
 	"ships 1.5; it builds 1.8 from Debian's source) or your distribution's erofs-utils")
 
-// Check says whether mkfs.erofs is installed and can read tar streams;
-// its error is ErrNoMkfs, in words with the fix.
+// Check says whether mkfs.erofs is installed and can read tar streams,
+// and fsck.erofs beside it; its error is ErrNoMkfs, in words with the fix.
 func Check(ctx context.Context) error {
 	path, err := exec.LookPath(Mkfs)
 	if err != nil {
 		return ErrNoMkfs
+	}
+	if _, err := exec.LookPath(FsckProgram); err != nil {
+		return fmt.Errorf("no %s: %w", FsckProgram, ErrNoMkfs)
 	}
 	// --help exits non-zero on some versions; only its text matters.
 	out, _ := procgroup.Command(ctx, path, "--help").CombinedOutput()
@@ -135,7 +155,7 @@ func Args(path string, opts ...Option) []string {
 }
 
 func resolve(opts []Option) options {
-	o := options{compression: DefaultCompression}
+	o := options{compression: DefaultCompression, maxSize: MaxSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -176,6 +196,10 @@ func Convert(ctx context.Context, tar io.Reader, w io.Writer, opts ...Option) (i
 	return io.Copy(w, f)
 }
 
+// run converts the tar into the image at path: the tar passes through
+// kiln's own reader (tarGate) on its way into mkfs.erofs, which sees only
+// what that reader accepted, and the image is checked by fsck.erofs. A
+// tar kiln refuses ends mkfs.erofs (its whole process group).
 func run(ctx context.Context, tar io.Reader, path string, opts []Option) error {
 	if err := Check(ctx); err != nil {
 		return err
@@ -184,24 +208,60 @@ func run(ctx context.Context, tar io.Reader, path string, opts []Option) error {
 	if _, err := ParseCompression(string(o.compression)); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cmd := procgroup.Command(ctx, Mkfs, Args(path, opts...)...)
-	cmd.Stdin = tar
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
 	if o.tempDir != "" {
 		cmd.Env = append(os.Environ(), "TMPDIR="+o.tempDir)
 	}
-	if err := cmd.Run(); err != nil {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting mkfs.erofs: %v", err)
+	}
+	ferr := feed(tar, stdin, o.maxSize)
+	stdin.Close()
+	if ferr != nil && !errors.Is(ferr, errMkfsGone) {
+		cancel()
+		cmd.Wait()
+		return ferr
+	}
+	if err := cmd.Wait(); err != nil || ferr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if err == nil {
+			err = ferr
+		}
 		return fmt.Errorf("mkfs.erofs could not convert the layer: %s (%v)", lastLine(stderr.String()), err)
 	}
-	// mkfs.erofs stops at the tar's end marker; the padding after it is
-	// read too, so that a reader verifying a digest at EOF gets to check.
-	_, err := io.Copy(io.Discard, tar)
-	return err
+	return Fsck(ctx, path)
+}
+
+// FsckProgram is the program Fsck runs.
+const FsckProgram = "fsck.erofs"
+
+// Fsck checks the EROFS image at path with fsck.erofs (its superblock,
+// every inode, directory and extent): an image kiln wrote before it is
+// published, a native layer before the kernel mounts it.
+func Fsck(ctx context.Context, path string) error {
+	prog, err := exec.LookPath(FsckProgram)
+	if err != nil {
+		return fmt.Errorf("checking the EROFS image %s: no %s: %w", path, FsckProgram, ErrNoMkfs)
+	}
+	out, err := procgroup.Command(ctx, prog, path).CombinedOutput()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("fsck.erofs finds the EROFS image %s broken: %s (%v): kiln neither publishes nor mounts it", path, lastLine(string(out)), err)
+	}
+	return nil
 }
 
 // lastLine is the end of mkfs.erofs's complaint: its last non-empty line,

@@ -214,14 +214,14 @@ func TestConvertZerosCostNoDisk(t *testing.T) {
 	}
 }
 
-// TestConvertFileIsAtomic: a tar mkfs.erofs refuses leaves no file; a
+// TestConvertFileIsAtomic: a tar kiln refuses leaves no file; a
 // good one replaces the destination whole.
 func TestConvertFileIsAtomic(t *testing.T) {
 	requireMkfs(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "layer.erofs")
 	err := erofs.ConvertFile(context.Background(), strings.NewReader(strings.Repeat("not a tar ", 200)), path)
-	if err == nil || !strings.Contains(err.Error(), "mkfs.erofs could not convert the layer") {
+	if err == nil || !strings.Contains(err.Error(), "not a tar kiln can read") {
 		t.Fatalf("a broken tar: err = %v", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -13,13 +13,16 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/warm"
@@ -33,9 +36,11 @@ import (
 //
 //   - a native EROFS layer (application/vnd.erofs.layer.v1[+zstd]) is the
 //     image itself: its decoded bytes are copied into the snapshot (the
-//     differ's "fastcopy");
+//     differ's "fastcopy") and checked by fsck.erofs before the
+//     snapshot the kernel mounts is committed;
 //   - a tar layer is converted once by layers/erofs (mkfs.erofs with the
-//     differ's flags, reproducibly), uncompressed inside as the differ
+//     differ's flags, reproducibly, fed only what kiln's tar reader
+//     accepted, the image checked by fsck.erofs), uncompressed inside as the differ
 //     does; with --erofs-cache DIR (a directory of the
 //     snapshotter's layer_content_caches) the image goes into that cache
 //     by diff ID (containerd's CacheBlobPath layout), and the snapshotter
@@ -65,7 +70,7 @@ const (
 
 // isErofsLayer says whether mt is a native EROFS layer (plain or +zstd).
 func isErofsLayer(mt string) bool {
-	return strings.HasPrefix(mt, erofs.MediaType)
+	return layers.IsErofs(types.MediaType(mt))
 }
 
 // setHasErofsLayers says whether an image of s has a native EROFS layer:
@@ -327,13 +332,21 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		// conversion spends no CPU on compression, and reads none on
 		// decompression.
 		h, _ := v1.NewHash(layer.Diff.Digest.String())
-		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)))
+		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)),
+			erofs.WithMaxSize(maxTar(ra, layer.Blob.Size)))
 	}
 	if err != nil {
 		return "", err
 	}
 	if got := diff.Digest(); got != layer.Diff.Digest {
 		return "", fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+	}
+	if native {
+		// A converted image was checked by ConvertFile; a native one's
+		// digest says only that it is the blob the image names.
+		if err := erofs.Fsck(ctx, tmp); err != nil {
+			return "", err
+		}
 	}
 	// A native layer's image is its decoded stream: hashed already.
 	sum := layer.Diff.Digest
@@ -346,6 +359,23 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		return "", err
 	}
 	return sum, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// maxTar is the most the tar decoded by ra can be: layers.MaxDecoded of
+// its blob of size bytes, in the compression its bytes are in.
+func maxTar(ra content.ReaderAt, size int64) int64 {
+	d, ok := ra.(*decodedReaderAt)
+	if !ok || size <= 0 {
+		return erofs.MaxSize
+	}
+	c := layers.Zstd // the largest ratio, for an encoding kiln does not name
+	switch d.rc.GetCompression() {
+	case compression.Uncompressed:
+		c = layers.Uncompressed
+	case compression.Gzip:
+		c = layers.Gzip
+	}
+	return layers.MaxDecoded(c, size)
 }
 
 func copyToFile(path string, r io.Reader) error {

@@ -119,7 +119,7 @@ inputs give the same image digest.
 --format erofs (with --push) also converts the pushed image into native
 EROFS layers under REF-erofs, for containerd's EROFS snapshotter (no untar
 at a cold start), SBOM'd (--sbom) and signed (--sign-key) like the others;
-one platform at a time. It needs mkfs.erofs (erofs-utils 1.7 or later).
+one platform at a time. It needs mkfs.erofs and fsck.erofs (erofs-utils 1.7+).
 
 The daemon: --builder, else $BUILDKIT_HOST (either one named is used or the
 build fails; kiln never falls back from it), else

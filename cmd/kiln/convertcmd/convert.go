@@ -62,7 +62,9 @@ to REPO:TAG-erofs: each layer a filesystem image that containerd's EROFS
 snapshotter mounts as it is, with no untar at a cold start. The blocks are
 compressed inside (--erofs-compression, lz4hc by default: docs/erofs.md),
 so zeroed GPU code costs no disk; the same source gives the same digest.
-It needs mkfs.erofs from erofs-utils 1.7 or later.`,
+It needs mkfs.erofs and fsck.erofs from erofs-utils 1.7 or later; a layer
+kiln's own tar reader refuses (or one of its images fsck.erofs refuses) fails
+the conversion, naming the layer.`,
 		Example: `  kiln convert 127.0.0.1:5000/acme/serve:1.2 --compression zstd
   kiln convert 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-zstd --level 9
   kiln convert oci:./out:app --to oci:./out:app-zstd --json

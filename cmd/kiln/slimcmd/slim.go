@@ -99,8 +99,8 @@ image that containerd's EROFS snapshotter mounts as it is, with no untar at
 a cold start, compressed inside (--erofs-compression, lz4hc by default), so
 the GPU code --gpus zeroed costs no disk. It is converted from the same
 layers (--probe runs the tar image), signed and SBOM'd like the others, and
-the same input gives the same digest. It needs mkfs.erofs (erofs-utils 1.7
-or later).
+the same input gives the same digest. It needs mkfs.erofs and fsck.erofs
+(erofs-utils 1.7 or later).
 
 Policies: the built-in "runtime" drops the toolkit's binaries (nvcc, ptxas,
 cicc, Nsight), headers, static libraries, docs and caches (pip, apt, conda,
