@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -112,28 +112,14 @@ func contentDigest(ctx context.Context, t Opener, b *Blob) (digest.Digest, error
 		return "", err
 	}
 	defer closeDec()
-	if want := mediaTypeCompression(b.MediaType); want != "" && want != comp {
-		return "", fmt.Errorf("its media type %s says %s, but its bytes are %s", b.MediaType, want, comp)
+	if err := layers.CheckCompression(types.MediaType(b.MediaType), comp); err != nil {
+		return "", err
 	}
 	h := sha256.New()
 	if _, err := io.CopyBuffer(h, dr, make([]byte, 1<<20)); err != nil {
 		return "", fmt.Errorf("decompressing: %v", err)
 	}
 	return digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), nil
-}
-
-// mediaTypeCompression is the encoding a layer media type names ("" for
-// one kiln does not know: the bytes decide).
-func mediaTypeCompression(mt string) layers.Compression {
-	switch {
-	case IsZstd(mt):
-		return layers.Zstd
-	case strings.HasSuffix(mt, "+gzip"), strings.HasSuffix(mt, ".tar.gzip"), mt == "application/vnd.docker.image.rootfs.diff.tar.gzip":
-		return layers.Gzip
-	case mt == ocispec.MediaTypeImageLayer, mt == "application/vnd.docker.image.rootfs.diff.tar":
-		return layers.Uncompressed
-	}
-	return ""
 }
 
 // VariantError says the variant warm chose for an image (REPO:TAG-zstd)
