@@ -35,6 +35,13 @@ type WheelCache struct {
 	// mirror's other bytes — is compiled instead (N4).
 	Locked bool
 	Pinned map[string]string // key digest → the wheel's sha256 (hex)
+	// Verify, when set, refuses a cached wheel whose artifact no trusted
+	// key signed (kiln build --wheel-cache-verify-key): it is compiled
+	// instead. Sign, when set, signs each wheel the build pushes (kiln
+	// build --sign-key), so that the cache is as trustworthy as a signed
+	// image.
+	Verify func(ctx context.Context, e *wheelcache.Entry) error
+	Sign   func(ctx context.Context, e *wheelcache.Entry) error
 	// Log gets a line per wheel before the solve (nil: none).
 	Log io.Writer
 }
@@ -274,7 +281,13 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 			r.logf("miss: %s (%s), key %s: compiling", u.Package, u.Platform, shortKey(k))
 			continue
 		}
-		if why := wc.pinRefuses(k, e); why != "" {
+		why := wc.pinRefuses(k, e)
+		if why == "" && wc.Verify != nil {
+			if err := wc.Verify(ctx, e); err != nil {
+				why = err.Error()
+			}
+		}
+		if why != "" {
 			u.Note = "cached wheel refused, compiling: " + why
 			r.logf("refused: %s (%s) is compiled instead: %s", u.Package, u.Platform, why)
 			continue
@@ -343,6 +356,11 @@ func (r *wheelRun) pushCompiled(ctx context.Context, c gateway.Client, g *Graph)
 			var e *wheelcache.Entry
 			if e, err = r.wc.Cache.Push(ctx, k, path); err == nil {
 				u.Pushed, u.Ref, u.Filename, u.Digest, u.Size, u.Note = true, e.Ref, e.Filename, e.Digest.String(), e.Size, ""
+				if r.wc.Sign != nil {
+					if serr := r.wc.Sign(ctx, e); serr != nil {
+						u.Note = "pushed, but not signed: " + serr.Error()
+					}
+				}
 				continue
 			}
 		}

@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -382,5 +383,36 @@ func TestPrepareWheelsLockedPinsCache(t *testing.T) {
 			t.Errorf("%s: cached %v note %q, want cached %v and %q", tc.name, u.Cached, u.Note, tc.cached, tc.note)
 		}
 		cleanup()
+	}
+}
+
+// N4: a cached wheel the Verify hook refuses (kiln build
+// --wheel-cache-verify-key: not signed under the key) is compiled instead,
+// and the note says why.
+func TestPrepareWheelsVerifyRefuses(t *testing.T) {
+	ctx := context.Background()
+	p, _ := indexedSourcePlan(t, nil)
+	c, err := wheelcache.Open(testimage.Registry(t) + "/kiln/wheels")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := WheelKeys(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wheel := filepath.Join(t.TempDir(), "flash_attn-2.7.0.post2-cp311-cp311-linux_x86_64.whl")
+	os.WriteFile(wheel, []byte("unsigned"), 0o644)
+	if _, err := c.Push(ctx, keys[0], wheel); err != nil {
+		t.Fatal(err)
+	}
+	verify := func(context.Context, *wheelcache.Entry) error { return errors.New("--wheel-cache-verify-key: no signature") }
+	var in Inputs
+	r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c, Keys: keys, Verify: verify}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if u := r.uses[0]; u.Cached || !strings.Contains(u.Note, "no signature") || len(in.CachedWheels) != 0 {
+		t.Errorf("an unsigned wheel: %+v", u)
 	}
 }

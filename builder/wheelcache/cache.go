@@ -141,6 +141,10 @@ type Entry struct {
 	repo     name.Repository
 }
 
+// ReadRepo is the repository e was read from (the mirror, or the cache's
+// own), where its artifact's signatures are read too.
+func (e *Entry) ReadRepo() name.Repository { return e.repo }
+
 // client is repo's registry client, the same for the cache's life. The
 // repository's may push: a build pushes what it compiled after its
 // lookup missed, with the token it looked up with (a token server grants

@@ -431,7 +431,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	if fl.wheels, err = wheelCache(opts); err != nil {
+	if fl.wheels, err = wheelCache(opts, fl.signKey); err != nil {
 		return err
 	}
 	if opts.Dockerfile {

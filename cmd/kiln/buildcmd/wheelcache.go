@@ -1,22 +1,30 @@
 package buildcmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"unicode/utf8"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // wheelCache is the build's wheel cache (--wheel-cache, or the recipe's
 // wheel_cache), nil without one. With --locked the lock's keys are used
-// as they are.
-func wheelCache(opts *BuildOptions) (*builder.WheelCache, error) {
+// as they are, and only the wheels the lock pins; with
+// --wheel-cache-verify-key only signed wheels; with --sign-key (k) the
+// wheels the build pushes are signed.
+func wheelCache(opts *BuildOptions, k *sign.Signer) (*builder.WheelCache, error) {
 	file := cmdutil.RecipeFile(opts.File)
 	r, err := recipes.Load(file)
 	if err != nil {
@@ -27,6 +35,21 @@ func wheelCache(opts *BuildOptions) (*builder.WheelCache, error) {
 		return nil, err
 	}
 	wc := &builder.WheelCache{Cache: c, Index: &wheelindex.Client{}, Log: opts.IO.ErrOut}
+	lopts := opts.registryOptions()
+	if wc.Verify, err = opts.WheelCacheFlags.Verifier(c, lopts...); err != nil {
+		return nil, err
+	}
+	if k != nil {
+		pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(k, lopts))
+		wc.Sign = func(ctx context.Context, e *wheelcache.Entry) error {
+			d, err := v1.NewHash(e.Manifest)
+			if err != nil {
+				return err
+			}
+			_, err = pub.Publish(ctx, publish.Pushed(d), e.Ref)
+			return err
+		}
+	}
 	if opts.Locked {
 		l, err := recipes.ReadLock(recipes.LockPath(file))
 		if err != nil {

@@ -160,7 +160,13 @@ func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recip
 	if len(plan.Compiled()) == 0 {
 		return nil
 	}
-	c, err := opts.WheelCacheFlags.Open(r, layers.WithInsecureRegistries(opts.InsecureRegistry...))
+	lopts := []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
+	c, err := opts.WheelCacheFlags.Open(r, lopts...)
+	if err != nil {
+		return err
+	}
+	// --wheel-cache-verify-key: the lock pins only signed wheels.
+	verify, err := opts.WheelCacheFlags.Verifier(c, lopts...)
 	if err != nil {
 		return err
 	}
@@ -180,6 +186,12 @@ func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recip
 			e, err := c.Lookup(ctx, k)
 			if err != nil {
 				return fmt.Errorf("lock: %w", err)
+			}
+			if e != nil && verify != nil {
+				if err := verify(ctx, e); err != nil {
+					l.Warnings = append(l.Warnings, fmt.Sprintf("%s %s (%s): the cached wheel is not pinned: %v", k.Package, k.Version, k.Platform, err))
+					e = nil
+				}
 			}
 			if e != nil {
 				w.Cached, w.Wider, w.Ref, w.Filename, w.SHA256, w.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.Hex, e.Size
