@@ -2,8 +2,8 @@ package builder
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -405,7 +405,9 @@ func TestPrepareWheelsVerifyRefuses(t *testing.T) {
 	if _, err := c.Push(ctx, keys[0], wheel); err != nil {
 		t.Fatal(err)
 	}
-	verify := func(context.Context, *wheelcache.Entry) error { return errors.New("--wheel-cache-verify-key: no signature") }
+	verify := func(context.Context, *wheelcache.Entry) error {
+		return errors.New("--wheel-cache-verify-key: no signature")
+	}
 	var in Inputs
 	r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c, Keys: keys, Verify: verify}, nil)
 	if err != nil {
