@@ -117,6 +117,9 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 		return nil, cmdutil.UsageErr("--gpus: %v", err)
 	}
 	rep := slim.NewGPUCodeReport(fleet, opts.KeepPTX, opts.PruneNVIDIA)
+	// Libraries that changed under the prune are left as they are and
+	// named; the command then fails: its job is not done.
+	var changed []string
 	for _, root := range opts.Paths {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -137,9 +140,10 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 				return err
 			}
 			apply := opts.PruneNVIDIA || !slim.IsNVIDIALib(strings.TrimPrefix(abs, "/"))
-			plan, err := fatbin.PruneFile(p, fleet, opts.KeepPTX, opts.DryRun || !apply)
+			plan, err := pruneFile(p, fleet, opts.KeepPTX, opts.DryRun || !apply)
 			if errors.Is(err, fatbin.ErrChanged) {
 				fmt.Fprintf(opts.IO.ErrOut, "kiln: %v\n", err)
+				changed = append(changed, p)
 				return nil
 			}
 			if err != nil {
@@ -161,7 +165,25 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 		}
 	}
 	rep.Sort()
+	if len(changed) > 0 {
+		return rep, fmt.Errorf("%d librar%s changed while being pruned and %s left unpruned (%s%s): run kiln fatbin prune again once nothing else writes there",
+			len(changed), plural(len(changed), "y", "ies"), plural(len(changed), "was", "were"), changed[0], more(len(changed)))
+	}
 	return rep, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func more(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n-1)
 }
 
 // staleTemp is how long a prune's temporary file goes unwritten before a
@@ -193,3 +215,6 @@ func isELFFile(p string) bool {
 	n, _ := f.Read(b)
 	return n == 4 && string(b) == "\x7fELF"
 }
+
+// pruneFile is fatbin.PruneFile (a test makes a library change under it).
+var pruneFile = fatbin.PruneFile

@@ -3,6 +3,7 @@ package fatbincmd
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -71,5 +72,24 @@ func TestFatbinPrune(t *testing.T) {
 	code, out, _ = run(t, "fatbin", "prune", root, "--gpus", "h100", "--dry-run")
 	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "not pruned: 1 NVIDIA libraries") {
 		t.Errorf("exit %d: %s", code, out)
+	}
+}
+
+// A library that changed while it was pruned (a pip install beside the
+// prune) is left as it is, named, and the command fails: its job is not
+// done (it exited 0).
+func TestFatbinPruneFailsWhenALibraryChanged(t *testing.T) {
+	c := testimage.Cubin
+	lib := testimage.FatbinELF(testimage.FatbinContainer(1, c(50, 100), c(90, 100)))
+	root := t.TempDir()
+	torch := filepath.Join(root, "libtorch_cuda.so")
+	os.WriteFile(torch, lib, 0o644)
+	pruneFile = func(p string, fleet []fatbin.GPU, keepPTX, dryRun bool) (*fatbin.Plan, error) {
+		return nil, fmt.Errorf("%s: %w: left as it is (prune it again)", p, fatbin.ErrChanged)
+	}
+	t.Cleanup(func() { pruneFile = fatbin.PruneFile })
+	code, out, errOut := run(t, "fatbin", "prune", root, "--gpus", "h100", "--json")
+	if code != cmdutil.ExitFailure || !strings.Contains(out, "changed while being pruned") || !strings.Contains(errOut, torch) {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, out, errOut)
 	}
 }
