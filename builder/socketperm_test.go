@@ -2,6 +2,9 @@ package builder
 
 import (
 	"context"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,5 +34,33 @@ func TestConnectSocketPermissionInWords(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "rpc error") || strings.Contains(err.Error(), "dial unix") {
 		t.Errorf("error shows the transport: %v", err)
+	}
+}
+
+// A default socket (none named) that another user owns, or that sits in
+// another user's directory, is not used: the build's credentials and
+// sources would go to whoever runs that daemon. Named with --builder, it
+// is the user's choice.
+func TestConnectSkipsAnotherUsersDefaultSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a socket to another user")
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "buildkitd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.Chown(sock, 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BUILDKIT_HOST", "")
+	old := DefaultSockets
+	DefaultSockets = []string{"unix://" + sock}
+	t.Cleanup(func() { DefaultSockets = old })
+	_, _, err = Connect(context.Background(), "", TLS{})
+	if err == nil || !strings.Contains(err.Error(), "belongs to user 12345") || !strings.Contains(err.Error(), "--builder") {
+		t.Fatalf("another user's socket: %v", err)
 	}
 }

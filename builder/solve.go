@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
@@ -53,6 +54,25 @@ type TLS struct {
 	Cert, Key  string
 }
 
+// foreignOwner says who else owns socket p or its directory ("" when
+// both are root's or this user's).
+func foreignOwner(p string) string {
+	for _, f := range []string{p, filepath.Dir(p)} {
+		fi, err := os.Lstat(f)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", f, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		if st.Uid != 0 && int(st.Uid) != os.Getuid() {
+			return fmt.Sprintf("%s belongs to user %d, not to root or you", f, st.Uid)
+		}
+	}
+	return ""
+}
+
 // ErrNoDaemon is wrapped by Connect's error when no daemon answers.
 var ErrNoDaemon = errors.New("no BuildKit daemon answers")
 
@@ -78,6 +98,15 @@ func Connect(ctx context.Context, addr string, tls TLS) (*client.Client, string,
 			if _, err := os.Stat(p); err != nil {
 				tried = append(tried, a+" (no socket)")
 				continue
+			}
+			// A socket nobody named is used only when it is root's or this
+			// user's (and so is its directory): the build's credentials and
+			// sources go to whoever runs that daemon.
+			if named == "" {
+				if who := foreignOwner(p); who != "" {
+					tried = append(tried, fmt.Sprintf("%s (%s; name it with --builder to use it)", a, who))
+					continue
+				}
 			}
 			if err := unixsock.Check(ctx, p, unixsock.BuildKit); err != nil {
 				tried = append(tried, fmt.Sprintf("%s (%v)", a, err))
