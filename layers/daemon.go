@@ -11,6 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -34,6 +35,16 @@ func SaveFromDaemon(ctx context.Context, r Ref) (string, error) {
 		return "", fmt.Errorf("image %q: the Docker daemon's address: %v (set DOCKER_HOST, e.g. unix:///var/run/docker.sock)", r.Raw, err)
 	}
 	defer c.Close()
+	// The saved archive holds the image's layers uncompressed: about the
+	// size the daemon reports. The disk must hold it (with room for its
+	// tar headers), and a stream past it is not this image's.
+	limit, size := int64(-1), int64(0)
+	if ii, err := c.ImageInspect(ctx, r.Tag); err == nil && ii.Size > 0 {
+		size, limit = ii.Size, ii.Size+ii.Size/4+64<<20
+		if err := preflight.Disk(os.TempDir(), ii.Size+ii.Size/10, "the archive of "+r.Tag+" the Docker daemon saves"); err != nil {
+			return "", fmt.Errorf("image %q: %w (set TMPDIR to a larger disk)", r.Raw, err)
+		}
+	}
 	rc, err := c.ImageSave(ctx, []string{r.Tag})
 	if err != nil {
 		return "", daemonError(r, c.DaemonHost(), err)
@@ -50,8 +61,16 @@ func SaveFromDaemon(ctx context.Context, r Ref) (string, error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err := io.Copy(f, ContextReader(ctx, rc, nil)); err != nil {
+	var in io.Reader = ContextReader(ctx, rc, nil)
+	if limit > 0 {
+		in = io.LimitReader(in, limit+1)
+	}
+	n, err := io.Copy(f, in)
+	if err != nil {
 		return "", daemonError(r, c.DaemonHost(), err)
+	}
+	if limit > 0 && n > limit {
+		return "", fmt.Errorf("image %q: the Docker daemon at %s sent more than %d bytes for an image it says is %d: refusing the stream", r.Raw, c.DaemonHost(), limit, size)
 	}
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("image %q: %v", r.Raw, err)

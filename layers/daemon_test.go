@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,12 @@ import (
 // docker-daemon: makes (_ping, images/get) on a unix socket, from a docker
 // archive on disk, and points DOCKER_HOST at it.
 func fakeDaemon(t *testing.T, names map[string]string) *[]string {
+	return fakeDaemonSized(t, names, 0)
+}
+
+// fakeDaemonSized is fakeDaemon that also answers image inspects with
+// size (none when 0).
+func fakeDaemonSized(t *testing.T, names map[string]string, size int64) *[]string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	ln, err := net.Listen("unix", sock)
@@ -33,6 +40,11 @@ func fakeDaemon(t *testing.T, names map[string]string) *[]string {
 		w.Write([]byte("OK"))
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if size > 0 && strings.HasSuffix(r.URL.Path, "/json") && strings.Contains(r.URL.Path, "/images/") {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"Id":"sha256:%064d","Size":%d}`, 0, size)
+			return
+		}
 		if !strings.HasSuffix(r.URL.Path, "/images/get") {
 			http.NotFound(w, r)
 			return
@@ -128,5 +140,34 @@ func TestOpenDockerDaemonReal(t *testing.T) {
 	}
 	if _, err := li.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil }); err != nil {
 		t.Errorf("walk: %v", err)
+	}
+}
+
+// docker-daemon: saves into TMPDIR only what the daemon says the image
+// is: a disk that cannot hold it is refused before the save, in words,
+// and a stream far past the image's size is cut and refused (it was
+// written whole, with no cap).
+func TestOpenDockerDaemonBounded(t *testing.T) {
+	dir := t.TempDir()
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("app/model.bin", 1<<20)}, "none"))
+	archive := filepath.Join(dir, "app.tar")
+	testimage.WriteArchive(t, archive, "kiln/app:1", img)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	fakeDaemonSized(t, map[string]string{"docker.io/kiln/app:1": archive}, 1<<60)
+	if _, err := layers.Open(context.Background(), "docker-daemon:kiln/app:1"); err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "needs about") {
+		t.Errorf("an image larger than the disk: %v", err)
+	}
+	// The daemon says 1 KiB (plus the margin, 64 MiB) and sends 1 MiB: fine;
+	// it says 1 KiB and sends more than 64 MiB: refused (a test of the cap
+	// itself would write 64 MiB; the margin is in the message).
+	fakeDaemonSized(t, map[string]string{"docker.io/kiln/app:1": archive}, 1024)
+	li, err := layers.Open(context.Background(), "docker-daemon:kiln/app:1")
+	if err != nil {
+		t.Fatalf("an image within its size: %v", err)
+	}
+	li.Close()
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left behind in TMPDIR: %v", left)
 	}
 }

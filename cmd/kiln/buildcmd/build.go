@@ -21,7 +21,6 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
@@ -577,7 +576,7 @@ func build(ctx context.Context, opts *BuildOptions, fl *buildFlags, plan *recipe
 		if out.Pushes() {
 			flag = "--push"
 		}
-		if err := preflight.Target(ctx, flag, out.Ref, opts.registryOptions()...); err != nil {
+		if err := layers.CheckTarget(ctx, flag, out.Ref, opts.registryOptions()...); err != nil {
 			return nil, err
 		}
 	}

@@ -452,7 +452,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 // the new layers: an estimate of one copy of the image's compressed layers
 // per encoding, and one more for the probe's layout.
 func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *layers.Image, work string) (*client.Client, error) {
-	if err := preflight.Target(ctx, "--to", fl.to, fl.lopts...); err != nil {
+	if err := layers.CheckTarget(ctx, "--to", fl.to, fl.lopts...); err != nil {
 		return nil, err
 	}
 	if opts.WeightsTo != "" {
@@ -460,7 +460,7 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 		if err != nil {
 			return nil, cmdutil.UsageErr("--weights-to: %v", err)
 		}
-		if err := preflight.Target(ctx, "--weights-to", wt, fl.lopts...); err != nil {
+		if err := layers.CheckTarget(ctx, "--weights-to", wt, fl.lopts...); err != nil {
 			return nil, err
 		}
 	}
@@ -478,7 +478,7 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 			if err != nil {
 				return nil, cmdutil.UsageErr("--probe-registry: %v", err)
 			}
-			if err := preflight.Target(ctx, "--probe-registry", pr, fl.lopts...); err != nil {
+			if err := layers.CheckTarget(ctx, "--probe-registry", pr, fl.lopts...); err != nil {
 				return nil, err
 			}
 		} else {

@@ -179,7 +179,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 		}
 		r, err := layers.ParseRef(d.ref, lopts...)
 		if err == nil {
-			err = preflight.Target(ctx, d.flag, r, lopts...)
+			err = layers.CheckTarget(ctx, d.flag, r, lopts...)
 		}
 		if err != nil {
 			return err
