@@ -344,8 +344,10 @@ func TestSourceRequirementCompiled(t *testing.T) {
 // N4: kiln build --locked takes a cached wheel only when the lock pins
 // its sha256: a wheel pushed under the same key after the lock (by anyone
 // who can push to the cache) is compiled instead, as is a hit the lock
-// recorded as a miss; the pinned wheel is used.
-func TestPrepareWheelsLockedPinsCache(t *testing.T) {
+// recorded as a miss; the pinned wheel is used. A wheel the Verify hook
+// refuses (--wheel-cache-verify-key: not signed under the key) is
+// compiled too, and the note says why.
+func TestPrepareWheelsTrustsOnlyPinnedOrSigned(t *testing.T) {
 	ctx := context.Background()
 	p, _ := indexedSourcePlan(t, nil)
 	c, err := wheelcache.Open(testimage.Registry(t)+"/kiln/wheels", wheelcache.WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond))))
@@ -362,19 +364,23 @@ func TestPrepareWheelsLockedPinsCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unsigned := func(context.Context, *wheelcache.Entry) error { return errors.New("--wheel-cache-verify-key: no signature") }
 	slot := WheelSlot{"linux/amd64", "flash-attn"}
 	for _, tc := range []struct {
 		name   string
-		pinned map[string]string
+		wc     WheelCache
 		cached bool
 		note   string
 	}{
-		{"pinned", map[string]string{keys[0].Digest(): e.Digest.Hex}, true, ""},
-		{"other bytes than the lock's", map[string]string{keys[0].Digest(): strings.Repeat("ab", 32)}, false, "the lock pins"},
-		{"a miss in the lock", map[string]string{}, false, "the lock records no cached wheel"},
+		{"pinned", WheelCache{Locked: true, Pinned: map[string]string{keys[0].Digest(): e.Digest.Hex}}, true, ""},
+		{"other bytes than the lock's", WheelCache{Locked: true, Pinned: map[string]string{keys[0].Digest(): strings.Repeat("ab", 32)}}, false, "the lock pins"},
+		{"a miss in the lock", WheelCache{Locked: true, Pinned: map[string]string{}}, false, "the lock records no cached wheel"},
+		{"not signed", WheelCache{Verify: unsigned}, false, "no signature"},
 	} {
 		var in Inputs
-		r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c, Keys: keys, Locked: true, Pinned: tc.pinned}, nil)
+		wc := tc.wc
+		wc.Cache, wc.Keys = c, keys
+		r, cleanup, err := prepareWheels(ctx, p, &in, &wc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,38 +389,5 @@ func TestPrepareWheelsLockedPinsCache(t *testing.T) {
 			t.Errorf("%s: cached %v note %q, want cached %v and %q", tc.name, u.Cached, u.Note, tc.cached, tc.note)
 		}
 		cleanup()
-	}
-}
-
-// N4: a cached wheel the Verify hook refuses (kiln build
-// --wheel-cache-verify-key: not signed under the key) is compiled instead,
-// and the note says why.
-func TestPrepareWheelsVerifyRefuses(t *testing.T) {
-	ctx := context.Background()
-	p, _ := indexedSourcePlan(t, nil)
-	c, err := wheelcache.Open(testimage.Registry(t) + "/kiln/wheels")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := WheelKeys(ctx, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wheel := filepath.Join(t.TempDir(), "flash_attn-2.7.0.post2-cp311-cp311-linux_x86_64.whl")
-	os.WriteFile(wheel, []byte("unsigned"), 0o644)
-	if _, err := c.Push(ctx, keys[0], wheel); err != nil {
-		t.Fatal(err)
-	}
-	verify := func(context.Context, *wheelcache.Entry) error {
-		return errors.New("--wheel-cache-verify-key: no signature")
-	}
-	var in Inputs
-	r, cleanup, err := prepareWheels(ctx, p, &in, &WheelCache{Cache: c, Keys: keys, Verify: verify}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	if u := r.uses[0]; u.Cached || !strings.Contains(u.Note, "no signature") || len(in.CachedWheels) != 0 {
-		t.Errorf("an unsigned wheel: %+v", u)
 	}
 }

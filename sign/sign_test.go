@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -174,14 +175,28 @@ func TestKeyFormats(t *testing.T) {
 	}
 }
 
-func TestPolicy(t *testing.T) {
+// policyKeys writes keys a.pub and b.pub and a policy file of rules
+// (scope → key file) into a new directory; it returns the policy's path
+// and the two signers.
+func policyKeys(t *testing.T, rules ...[2]string) (string, *Signer, *Signer) {
+	t.Helper()
 	dir := t.TempDir()
 	a, _ := GenerateSigner()
 	b, _ := GenerateSigner()
 	os.WriteFile(filepath.Join(dir, "a.pub"), a.Public().PEM(), 0o644)
 	os.WriteFile(filepath.Join(dir, "b.pub"), b.Public().PEM(), 0o644)
 	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: reg.local/acme\n    key: a.pub\n  - scope: reg.local\n    key: b.pub\n  - scope: docker.io/library/ubuntu\n    key: a.pub\n"), 0o644)
+	y := "schema: kiln.verify-policy/v1\nkeys:\n"
+	for _, r := range rules {
+		y += fmt.Sprintf("  - scope: %q\n    key: %s\n", r[0], r[1])
+	}
+	os.WriteFile(pol, []byte(y), 0o644)
+	return pol, a, b
+}
+
+func TestPolicy(t *testing.T) {
+	pol, a, b := policyKeys(t, [2]string{"reg.local/acme", "a.pub"}, [2]string{"reg.local", "b.pub"}, [2]string{"docker.io/library/ubuntu", "a.pub"})
+	dir := filepath.Dir(pol)
 	p, err := LoadPolicy(pol)
 	if err != nil {
 		t.Fatal(err)
@@ -321,13 +336,7 @@ func TestAttestationIsNotASignature(t *testing.T) {
 // key. A scope that can match nothing (a tag, a digest) is refused when
 // the policy is read.
 func TestPolicyShortNameScope(t *testing.T) {
-	dir := t.TempDir()
-	a, _ := GenerateSigner()
-	b, _ := GenerateSigner()
-	os.WriteFile(filepath.Join(dir, "a.pub"), a.Public().PEM(), 0o644)
-	os.WriteFile(filepath.Join(dir, "b.pub"), b.Public().PEM(), 0o644)
-	pol := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(pol, []byte("schema: kiln.verify-policy/v1\nkeys:\n  - scope: ubuntu\n    key: b.pub\n  - scope: localhost\n    key: b.pub\n  - scope: \"*\"\n    key: a.pub\n"), 0o644)
+	pol, _, _ := policyKeys(t, [2]string{"ubuntu", "b.pub"}, [2]string{"localhost", "b.pub"}, [2]string{"*", "a.pub"})
 	p, err := LoadPolicy(pol)
 	if err != nil {
 		t.Fatal(err)
