@@ -197,6 +197,9 @@ func TestStandalonePythonSteps(t *testing.T) {
 	if add == nil || add.Checksum != "sha256:"+a.SHA256 || !slices.Equal(add.SourcePaths, []string{a.URL}) {
 		t.Errorf("BuildKit reads the ADD as %+v", add)
 	}
+	if m := readDockerfile(t, df); m.runs["devel"] != len(L.Devel.Steps) || m.runs["runtime"] != len(L.Runtime.Steps)-1 || m.runs["python-dist"] != 0 {
+		t.Errorf("RUN instructions per stage %v", m.runs)
+	}
 
 	// Several platforms: a stage per architecture, TARGETARCH's mounted.
 	p.PythonDist.Archives = append(p.PythonDist.Archives, recipes.PythonArchive{Platform: "linux/arm64", File: "arm.tar.gz", URL: "https://example.com/arm.tar.gz", SHA256: strings.Repeat("a", 64)})
