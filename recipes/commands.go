@@ -94,8 +94,12 @@ func (s *resolver) missingProgram(prog string) string {
 		return fmt.Sprintf("no file the recipe ships or kiln installs is at %s; %s", prog, provides)
 	}
 	if strings.Contains(prog, "/") {
-		// Relative to the app's workdir.
-		if p.App != nil && p.App.Workdir != "" && s.shipped(path.Join(p.App.Workdir, prog)) {
+		// Relative to the app's workdir (the image's, / without one).
+		wd := "/"
+		if p.App != nil && p.App.Workdir != "" {
+			wd = p.App.Workdir
+		}
+		if s.shipped(path.Join(wd, prog)) {
 			return ""
 		}
 		return fmt.Sprintf("no file the recipe's app.files ship is at %s (relative to app.workdir)", prog)
