@@ -302,3 +302,21 @@ func writeStandIn(t *testing.T, file, exe, ver string) {
 		}
 	}
 }
+
+// A plan read from a lock file reaches shell lines and the Dockerfile:
+// Python values a resolve would not write are refused.
+func TestLowerRefusesOddPythonValues(t *testing.T) {
+	for name, mutate := range map[string]func(*recipes.Plan){
+		"python":  func(p *recipes.Plan) { p.Python = "3.11; rm -rf /" },
+		"url":     func(p *recipes.Plan) { p.PythonDist.Archives[0].URL = "https://x/a b.tar.gz" },
+		"sha256":  func(p *recipes.Plan) { p.PythonDist.Archives[0].SHA256 = "abc" },
+		"version": func(p *recipes.Plan) { p.PythonDist.Version = "3.12.1" },
+		"no dist": func(p *recipes.Plan) { p.PythonDist = nil },
+	} {
+		p := namedPlan(t, "torch25-cu124", nil)
+		mutate(p)
+		if _, err := Lower(p); err == nil {
+			t.Errorf("%s: lowered", name)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -182,6 +183,35 @@ const (
 	PythonDistName = "python-dist"
 )
 
+var (
+	pyVersionRe = regexp.MustCompile(`^3\.[0-9]+$`)
+	pyDistRe    = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+[a-z0-9]*$`)
+	sha256Re    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// checkPython refuses a plan whose Python values are not what a resolve
+// writes: MAJOR.MINOR, and for a standalone one a version, a release, and
+// per platform an http(s) URL and a sha256.
+func checkPython(p *recipes.Plan) error {
+	if !pyVersionRe.MatchString(p.Python) {
+		return fmt.Errorf("builder: the plan's python %q is not a Python version (3.X): resolve or lock the recipe again", p.Python)
+	}
+	if p.PythonSource != recipes.PythonStandalone {
+		return nil
+	}
+	d := p.PythonDist
+	if d == nil || len(d.Archives) == 0 || !pyDistRe.MatchString(d.Version) || !strings.HasPrefix(d.Version, p.Python+".") || !regexp.MustCompile(`^[0-9]+$`).MatchString(d.Release) {
+		return fmt.Errorf("builder: the plan's python_dist %+v does not pin a CPython %s build: resolve or lock the recipe again", d, p.Python)
+	}
+	for _, a := range d.Archives {
+		u, err := url.Parse(a.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || strings.ContainsAny(a.URL, " \t\n\"'$\\") || !sha256Re.MatchString(a.SHA256) {
+			return fmt.Errorf("builder: the plan's Python archive for %s (%q, sha256 %q) is not an http(s) URL with a sha256", a.Platform, a.URL, a.SHA256)
+		}
+	}
+	return nil
+}
+
 // pythonMount is the read-only mount of the plan's Python archive.
 func pythonMount(p *recipes.Plan) Mount {
 	d := &Download{File: pythonArchive, What: fmt.Sprintf("CPython %s (python-build-standalone %s)", p.PythonDist.Version, p.PythonDist.Release), Files: map[string]DownloadFile{}}
@@ -287,6 +317,11 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		{"PIP_BREAK_SYSTEM_PACKAGES", "1"},
 		{"PIP_DISABLE_PIP_VERSION_CHECK", "1"},
 		{"PYTHONDONTWRITEBYTECODE", "1"},
+	}
+	// The Python's values reach shell lines and the Dockerfile: a plan
+	// read from a lock file is checked here.
+	if err := checkPython(p); err != nil {
+		return nil, err
 	}
 	// Every consumer of the layout (LLB, Dockerfile, the runtime base's
 	// config lookup, the printed plan) gets the full names.
