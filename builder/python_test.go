@@ -320,3 +320,38 @@ func TestLowerRefusesOddPythonValues(t *testing.T) {
 		}
 	}
 }
+
+// A source build on a relocatable Python gets the toolchain from apt, the
+// build backend through pip, and the system's compiler in place of the
+// one python-build-standalone's sysconfig names.
+func TestStandalonePythonSourceBuild(t *testing.T) {
+	p := namedPlan(t, "torch25-cu124", func(r *recipes.Recipe) { r.FlashAttn.Build = "source" })
+	if p.PythonSource != recipes.PythonStandalone || len(p.Compiled()) == 0 {
+		t.Fatalf("python %s compiled %v", p.PythonSource, p.Compiled())
+	}
+	L, err := Lower(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := L.Devel.Steps[0].Shell
+	for _, want := range []string{"tar -xzf /kiln-python/cpython.tar.gz", "--no-install-recommends build-essential ninja-build git", "python3 -c 'import setuptools, wheel' 2>/dev/null || python3 -m pip install"} {
+		if !strings.Contains(sh, want) {
+			t.Errorf("devel python step lacks %q: %s", want, sh)
+		}
+	}
+	if strings.Contains(sh, "python3-dev") || !L.Devel.Steps[0].HostNetwork {
+		t.Errorf("devel python step: network %v: %s", L.Devel.Steps[0].HostNetwork, sh)
+	}
+	var compiled bool
+	for _, s := range L.Devel.Steps {
+		if s.Compile != nil {
+			compiled = true
+			if !strings.Contains(s.Shell, "CC=cc CXX=c++ LDSHARED='cc -shared' ") {
+				t.Errorf("compile step: %s", s.Shell)
+			}
+		}
+	}
+	if !compiled {
+		t.Error("no compile step")
+	}
+}

@@ -573,6 +573,11 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 // ends with pp's quoted requirement; Compile.pinned puts a hash-checked
 // requirements file in its place.
 func compileStep(p *recipes.Plan, pp recipes.PipPackage, env []string, flags, dest, glob string) Step {
+	if standalone(p) {
+		// python-build-standalone's sysconfig names the compiler it was
+		// built with (clang); the devel image has the system's cc.
+		env = append([]string{"CC=cc", "CXX=c++", "LDSHARED='cc -shared'"}, env...)
+	}
 	sh := "set -e; mkdir -p " + dest
 	if tp := torchPkgs(p); len(tp) > 0 {
 		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)
