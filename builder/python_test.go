@@ -346,7 +346,7 @@ func TestStandalonePythonSourceBuild(t *testing.T) {
 	for _, s := range L.Devel.Steps {
 		if s.Compile != nil {
 			compiled = true
-			if !strings.Contains(s.Shell, "CC=cc CXX=c++ LDSHARED='cc -shared' ") {
+			if !strings.Contains(s.Shell, "CC=cc CXX=c++ LDSHARED='cc -shared' LDCXXSHARED='c++ -shared' ") {
 				t.Errorf("compile step: %s", s.Shell)
 			}
 		}

@@ -574,9 +574,11 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 // requirements file in its place.
 func compileStep(p *recipes.Plan, pp recipes.PipPackage, env []string, flags, dest, glob string) Step {
 	if standalone(p) {
-		// python-build-standalone's sysconfig names the compiler it was
-		// built with (clang); the devel image has the system's cc.
-		env = append([]string{"CC=cc", "CXX=c++", "LDSHARED='cc -shared'"}, env...)
+		// python-build-standalone's sysconfig names the compilers it was
+		// built with (CC 'clang -pthread', CXX 'clang++ -pthread', and
+		// linkers starting with them); the devel image has the system's
+		// cc and c++, and setuptools takes these from the environment.
+		env = append([]string{"CC=cc", "CXX=c++", "LDSHARED='cc -shared'", "LDCXXSHARED='c++ -shared'"}, env...)
 	}
 	sh := "set -e; mkdir -p " + dest
 	if tp := torchPkgs(p); len(tp) > 0 {
