@@ -227,8 +227,10 @@ func standalone(p *recipes.Plan) bool {
 	return p.PythonSource == recipes.PythonStandalone && p.PythonDist != nil
 }
 
-// unpackPython unpacks the mounted archive into PythonPrefix.
-const unpackPython = "mkdir -p /opt && tar -xzf " + PythonTarget + "/" + pythonArchive + " -C /opt --no-same-owner"
+// unpackPython unpacks the mounted archive into PythonPrefix, with pip
+// from the interpreter's own ensurepip (offline) should an archive lack it.
+const unpackPython = "mkdir -p /opt && tar -xzf " + PythonTarget + "/" + pythonArchive + " -C /opt --no-same-owner; " +
+	PythonPrefix + "/bin/python3 -m pip --version >/dev/null 2>&1 || " + PythonPrefix + "/bin/python3 -m ensurepip --default-pip >/dev/null"
 
 // pythonLinks makes python, python3 and pip (pip3) run the image's
 // Python from /usr/local/bin, which comes first on the PATH: a symlink
