@@ -34,6 +34,7 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 	if L.NeedsTools() {
 		b.WriteString("# GPU code is pruned to the recipe's gpus by kiln itself: build with\n# --build-context " + ToolsName + "=DIR, DIR holding a statically linked kiln (CGO_ENABLED=0 make build).\n")
 	}
+	writeDownloads(&b, L, p.Platforms)
 	for _, st := range []Stage{L.Devel, L.Runtime} {
 		// A file step that is more than one copy is one layer in LLB: its
 		// files are gathered in a stage of their own and copied at once.
@@ -91,6 +92,8 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 					fmt.Fprintf(&b, " --mount=type=cache,id=%s,target=%s,sharing=%s", m.ID, m.Target, sharing)
 				case MountBind:
 					fmt.Fprintf(&b, " --mount=type=bind,from=%s,source=%s,target=%s", m.ID, m.Source, m.Target)
+				case MountDownload:
+					fmt.Fprintf(&b, " --mount=type=bind,from=%s,target=%s", m.ID, m.Target)
 				case MountTools:
 					// docker buildx build --build-context kiln-tools=DIR, DIR
 					// holding a statically linked kiln (CGO_ENABLED=0).
@@ -147,6 +150,42 @@ func Dockerfile(p *recipes.Plan, in Inputs) (string, error) {
 		b.WriteString("\nFROM runtime\n")
 	}
 	return b.String(), nil
+}
+
+// writeDownloads writes a stage per download its steps mount: the file
+// fetched by ADD --checksum, which refuses another sha256 as llb.HTTP
+// does. A plan for several platforms gets one stage per architecture and
+// picks TARGETARCH's.
+func writeDownloads(b *strings.Builder, L *Layout, platforms []string) {
+	seen := map[string]bool{}
+	for _, st := range []Stage{L.Devel, L.Runtime} {
+		for _, step := range st.Steps {
+			for _, m := range step.Mounts {
+				if m.Kind != MountDownload || seen[m.ID] {
+					continue
+				}
+				seen[m.ID] = true
+				d := m.Download
+				keys := make([]string, 0, len(d.Files))
+				for k := range d.Files {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				fmt.Fprintf(b, "\n# %s, checked against its sha256\n", d.What)
+				if len(keys) == 1 {
+					f := d.Files[keys[0]]
+					fmt.Fprintf(b, "FROM scratch AS %s\nADD --checksum=sha256:%s %s /%s\n", m.ID, f.SHA256, f.URL, d.File)
+					continue
+				}
+				for _, k := range keys {
+					f := d.Files[k]
+					_, arch, _ := strings.Cut(k, "/")
+					fmt.Fprintf(b, "FROM scratch AS %s-%s\nADD --checksum=sha256:%s %s /%s\n", m.ID, arch, f.SHA256, f.URL, d.File)
+				}
+				fmt.Fprintf(b, "FROM %s-${TARGETARCH} AS %s\n", m.ID, m.ID)
+			}
+		}
+	}
 }
 
 // dq quotes s as one word of an instruction whose arguments BuildKit's

@@ -25,14 +25,17 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// dfBase pushes a tiny base image made offline from this host's sh, find
-// and rm (what the system-packages step runs) and a python3 that succeeds,
-// so the steps that would install python and pip have nothing to do.
-func dfBase(t *testing.T, ref string) {
+// dfBase pushes a tiny base image made offline from this host's sh, find,
+// rm, mkdir, ln, chmod and grep (what the system-packages step runs) and a
+// python3 that succeeds, and whose pip says it runs Python python, so the
+// steps that would install python and pip have nothing to do and the
+// version check passes.
+func dfBase(t *testing.T, ref, python string) {
 	t.Helper()
 	libs := []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libselinux.so.1", "/lib/x86_64-linux-gnu/libm.so.6", "/lib/x86_64-linux-gnu/libpcre2-8.so.0"}
-	host := testimage.HostLayer(t, append([]string{"/bin/sh", "/bin/find", "/bin/rm"}, libs...)...)
-	py := testimage.Layer(t, []testimage.Entry{{Name: "bin/python3", Body: []byte("#!/bin/sh\nexit 0\n"), Mode: 0o755}}, "gzip")
+	host := testimage.HostLayer(t, append([]string{"/bin/sh", "/bin/find", "/bin/rm", "/bin/mkdir", "/bin/ln", "/bin/chmod", "/bin/grep"}, libs...)...)
+	fake := "#!/bin/sh\nif [ \"$1 $2 $3\" = \"-m pip --version\" ]; then echo \"pip 0 from /bin (python " + python + ")\"; fi\nexit 0\n"
+	py := testimage.Layer(t, []testimage.Entry{{Name: "bin/python3", Body: []byte(fake), Mode: 0o755}}, "gzip")
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{
 		Env:    []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "CUDA_VERSION=12.4.1"},
 		Labels: map[string]string{"from.base": "kept"},
@@ -101,7 +104,6 @@ func TestDockerfileBuildsKilnsImage(t *testing.T) {
 	defer cancel()
 	stamp := time.Now().UnixNano()
 	base := fmt.Sprintf("%s/kiln-test/df-base:%d", reg, stamp)
-	dfBase(t, base)
 
 	r, err := recipes.Parse("kiln.yaml", []byte(`name: df-export
 cuda: "12.4"
@@ -123,6 +125,7 @@ test: ["[ -f /app/main.py ]"]
 	if err != nil {
 		t.Fatal(err)
 	}
+	dfBase(t, base, p.Python)
 	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
 	dir := t.TempDir()
 	for f, body := range map[string]string{"my dir/a b.txt": "a", "my dir/sub/c": "c", "app.py": "print(1)\n"} {

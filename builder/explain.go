@@ -119,6 +119,9 @@ func stepKey(s Step, in Inputs, stages map[string]string) (own, reads string) {
 	parts := []string{s.Name, s.Shell, fmt.Sprint(s.HostNetwork), fmt.Sprint(s.Copies), fmt.Sprint(s.Dirs)}
 	for _, m := range s.Mounts {
 		parts = append(parts, m.Kind, m.Target, m.ID, m.Source)
+		if m.Download != nil {
+			parts = append(parts, fmt.Sprint(m.Download.Files))
+		}
 		if m.Kind == MountBind {
 			reads = stages[m.ID]
 		}

@@ -23,7 +23,6 @@ func TestExplainOnBuildKit(t *testing.T) {
 	defer cancel()
 	stamp := time.Now().UnixNano()
 	base := fmt.Sprintf("%s/kiln-test/explain-base:%d", reg, stamp)
-	dfBase(t, base)
 	r, err := recipes.Parse("kiln.yaml", []byte("name: explain\ncuda: \"12.4\"\napp:\n  files:\n    - {src: app.py, dst: /app/main.py}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +31,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dfBase(t, base, p.Python)
 	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
 	dir := t.TempDir()
 	epoch := int64(1700000000)

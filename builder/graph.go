@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/moby/buildkit/client/llb"
+	digest "github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -129,7 +131,33 @@ func NewGraph(p *recipes.Plan, in Inputs, platform ocispecs.Platform) (*Graph, e
 	if err != nil {
 		return nil, err
 	}
+	if err := L.checkDownloads(PlatformString(platform)); err != nil {
+		return nil, err
+	}
 	return graphFor(L, p, in, platform), nil
+}
+
+// checkDownloads refuses a platform a download has no file for (a build
+// for a platform the plan was not resolved for).
+func (L *Layout) checkDownloads(platform string) error {
+	for _, st := range []Stage{L.Devel, L.Runtime} {
+		for _, step := range st.Steps {
+			for _, m := range step.Mounts {
+				if m.Kind != MountDownload {
+					continue
+				}
+				if _, ok := m.Download.For(platform); !ok {
+					var have []string
+					for k := range m.Download.Files {
+						have = append(have, k)
+					}
+					sort.Strings(have)
+					return fmt.Errorf("builder: the plan has no %s download for %s (it has %s): add %s to the recipe's platforms and resolve (or lock) again", m.Download.What, platform, strings.Join(have, ", "), platform)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // graphFor renders a layout (Lower's, or one whose installs SplitComponent
@@ -185,6 +213,11 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 				opts = append(opts, llb.AddMount(m.Target, llb.Scratch(), llb.AsPersistentCacheDir(m.ID, mode)))
 			case MountBind:
 				opts = append(opts, llb.AddMount(m.Target, stages[m.ID], llb.SourcePath(m.Source), llb.Readonly))
+			case MountDownload:
+				f, _ := m.Download.For(PlatformString(platform))
+				dl := llb.HTTP(f.URL, llb.Checksum(digest.NewDigestFromEncoded(digest.SHA256, f.SHA256)), llb.Filename(m.Download.File),
+					llb.WithCustomName("download "+m.Download.What+": "+f.URL))
+				opts = append(opts, llb.AddMount(m.Target, dl, llb.Readonly))
 			case MountTools:
 				tools := llb.Local(ToolsName,
 					llb.IncludePatterns([]string{ToolsBinary, ToolsBundle}),

@@ -127,6 +127,12 @@ func provenanceParams(p *recipes.Plan, in Inputs, extra map[string]string) map[s
 		"cuda":          p.CUDA,
 		"runtime-base":  p.BaseImages.Runtime,
 		"devel-base":    p.BaseImages.Devel,
+		"python":        p.Python,
+		"python-source": p.PythonSource,
+	}
+	if d := p.PythonDist; d != nil {
+		// The archives' sha256s are in the lock (and the LLB).
+		m["python-dist"] = "cpython-" + d.Version + "+" + d.Release
 	}
 	if in.LockDigest != "" {
 		m["lock-sha256"] = in.LockDigest
@@ -182,6 +188,13 @@ func provenanceSafe(p *recipes.Plan, mode string) error {
 		}
 		if err := check("pip "+pp.Name+" url", pp.URL); err != nil {
 			return err
+		}
+	}
+	if d := p.PythonDist; d != nil {
+		for _, a := range d.Archives {
+			if err := check("the Python download", a.URL); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

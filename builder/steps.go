@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,10 @@ const (
 	// directory holding the kiln executable (ToolsBinary), which prunes
 	// the installed libraries' GPU code in the step that installs them.
 	MountTools = "tools"
+	// MountDownload is a read-only bind of a file BuildKit downloads and
+	// checks against its sha256 before any step sees it (Mount.Download):
+	// the relocatable Python's archive.
+	MountDownload = "download"
 )
 
 // The kiln-tools context: its name, where steps see it, the binary in it.
@@ -58,6 +63,30 @@ type Mount struct {
 	ID     string // cache id (cache) or stage name (bind)
 	Source string // path in the stage (bind)
 	Locked bool   // cache: one writer at a time (apt)
+	// Download is the file of a MountDownload mount (ID names it: the
+	// exported Dockerfile's stage).
+	Download *Download
+}
+
+// Download is a file BuildKit fetches over HTTP (llb.HTTP, a
+// Dockerfile's ADD --checksum), one per platform, mounted as File.
+type Download struct {
+	File  string                  // its name in the mount
+	What  string                  // what it is, for progress and the Dockerfile
+	Files map[string]DownloadFile // by platform, os/arch
+}
+
+// DownloadFile is one platform's URL and sha256 (hex).
+type DownloadFile struct {
+	URL, SHA256 string
+}
+
+// For platform (os/arch[/variant]), if the download has one.
+func (d *Download) For(platform string) (DownloadFile, bool) {
+	goos, arch, _ := strings.Cut(platform, "/")
+	arch, _, _ = strings.Cut(arch, "/")
+	f, ok := d.Files[goos+"/"+arch]
+	return f, ok
 }
 
 // Step is one layer-producing operation.
@@ -143,6 +172,100 @@ var aptMounts = []Mount{
 // depend on when it ran, not on what it installed.
 const rmBuildLogs = "rm -f /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log /var/log/apt/eipp.log.xz /var/cache/ldconfig/aux-cache"
 
+// Where kiln puts the relocatable Python (python-build-standalone's
+// archives hold python/bin/python3...: unpacked in /opt), and where the
+// step that unpacks it sees the archive.
+const (
+	PythonPrefix  = "/opt/python"
+	PythonTarget  = "/kiln-python"
+	pythonArchive = "cpython.tar.gz"
+	// PythonDistName is the exported Dockerfile's stage that downloads it.
+	PythonDistName = "python-dist"
+)
+
+var (
+	pyVersionRe = regexp.MustCompile(`^3\.[0-9]+$`)
+	pyDistRe    = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+[a-z0-9]*$`)
+	sha256Re    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// checkPython refuses a plan whose Python values are not what a resolve
+// writes: MAJOR.MINOR, and for a standalone one a version, a release, and
+// per platform an http(s) URL and a sha256.
+func checkPython(p *recipes.Plan) error {
+	if !pyVersionRe.MatchString(p.Python) {
+		return fmt.Errorf("builder: the plan's python %q is not a Python version (3.X): resolve or lock the recipe again", p.Python)
+	}
+	if p.PythonSource != recipes.PythonStandalone {
+		return nil
+	}
+	d := p.PythonDist
+	if d == nil || len(d.Archives) == 0 || !pyDistRe.MatchString(d.Version) || !strings.HasPrefix(d.Version, p.Python+".") || !regexp.MustCompile(`^[0-9]+$`).MatchString(d.Release) {
+		return fmt.Errorf("builder: the plan's python_dist %+v does not pin a CPython %s build: resolve or lock the recipe again", d, p.Python)
+	}
+	for _, a := range d.Archives {
+		u, err := url.Parse(a.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || strings.ContainsAny(a.URL, " \t\n\"'$\\") || !sha256Re.MatchString(a.SHA256) {
+			return fmt.Errorf("builder: the plan's Python archive for %s (%q, sha256 %q) is not an http(s) URL with a sha256", a.Platform, a.URL, a.SHA256)
+		}
+	}
+	return nil
+}
+
+// pythonMount is the read-only mount of the plan's Python archive.
+func pythonMount(p *recipes.Plan) Mount {
+	d := &Download{File: pythonArchive, What: fmt.Sprintf("CPython %s (python-build-standalone %s)", p.PythonDist.Version, p.PythonDist.Release), Files: map[string]DownloadFile{}}
+	for _, a := range p.PythonDist.Archives {
+		d.Files[a.Platform] = DownloadFile{URL: a.URL, SHA256: a.SHA256}
+	}
+	return Mount{Kind: MountDownload, Target: PythonTarget, ID: PythonDistName, Download: d}
+}
+
+// standalone says whether the plan's Python is a relocatable CPython kiln
+// downloads (else the base OS's python3, through apt).
+func standalone(p *recipes.Plan) bool {
+	return p.PythonSource == recipes.PythonStandalone && p.PythonDist != nil
+}
+
+// unpackPython unpacks the mounted archive into PythonPrefix, with pip
+// from the interpreter's own ensurepip (offline) should an archive lack it.
+const unpackPython = "mkdir -p /opt && tar -xzf " + PythonTarget + "/" + pythonArchive + " -C /opt --no-same-owner; " +
+	PythonPrefix + "/bin/python3 -m pip --version >/dev/null 2>&1 || " + PythonPrefix + "/bin/python3 -m ensurepip --default-pip >/dev/null"
+
+// pythonLinks makes python, python3 and pip (pip3) run the image's
+// Python from /usr/local/bin, which comes first on the PATH: a symlink
+// to the interpreter, and a pip that is "python3 -m pip" of it. The OS's
+// python3 is the one apt put on the PATH; a relocatable one gets python3
+// and python3.X links too.
+func pythonLinks(p *recipes.Plan) string {
+	sh := []string{"mkdir -p /usr/local/bin"}
+	if standalone(p) {
+		py := PythonPrefix + "/bin/python3"
+		sh = append(sh, "py="+py, "ln -sf "+py+" /usr/local/bin/python3", "ln -sf "+PythonPrefix+"/bin/python"+p.Python+" /usr/local/bin/python"+p.Python)
+	} else {
+		sh = append(sh, "py=$(command -v python3)")
+	}
+	sh = append(sh,
+		`ln -sf "$py" /usr/local/bin/python`,
+		`printf '#!/bin/sh\nexec %s -m pip "$@"\n' "$py" > /usr/local/bin/pip`,
+		"chmod 755 /usr/local/bin/pip",
+		"ln -sf pip /usr/local/bin/pip3")
+	return strings.Join(sh, "; ")
+}
+
+// pythonCheck fails the step unless python and python3 run the recipe's
+// Python version and pip runs it: in the step that provides it, before
+// any wheel is fetched or installed for it.
+func pythonCheck(p *recipes.Plan, stage string) string {
+	what := p.OS + "'s python3 (apt), which kiln's data says is " + p.Python
+	if standalone(p) {
+		what = "the python-build-standalone archive of CPython " + p.PythonDist.Version
+	}
+	code := `import sys; v = "%d.%d" % sys.version_info[:2]; sys.exit(0 if v == sys.argv[1] else "kiln: the recipe names Python %s, but %s in the %s stage runs Python %s (%s), from %s" % (sys.argv[1], sys.argv[2], sys.argv[3], sys.version.split()[0], sys.executable, sys.argv[4]))`
+	return `for c in python python3; do "$c" -c ` + shq(code) + " " + shq(p.Python) + ` "$c" ` + stage + " " + shq(what) + "; done; " +
+		"pip --version | grep -qF " + shq("(python "+p.Python+")") + ` || { echo "kiln: pip in the ` + stage + ` stage does not run the recipe's Python ` + p.Python + `: $(pip --version 2>&1)" >&2; exit 1; }`
+}
+
 var pipCache = Mount{Kind: MountCache, Target: "/root/.cache/pip", ID: "kiln-pip-cache"}
 
 // group is a set of pip packages that become one runtime layer.
@@ -197,6 +320,11 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		{"PIP_DISABLE_PIP_VERSION_CHECK", "1"},
 		{"PYTHONDONTWRITEBYTECODE", "1"},
 	}
+	// The Python's values reach shell lines and the Dockerfile: a plan
+	// read from a lock file is checked here.
+	if err := checkPython(p); err != nil {
+		return nil, err
+	}
 	// Every consumer of the layout (LLB, Dockerfile, the runtime base's
 	// config lookup, the printed plan) gets the full names.
 	devel, err := NormalizeRef(p.BaseImages.Devel)
@@ -213,22 +341,9 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		Probes:  slices.Clone(p.Test),
 	}
 	fab := p.FlashAttnBuild
-	// Devel: python, pip (and a compiler toolchain when something is built from source).
-	develPkgs := []string{"python3", "python3-pip"}
-	develSh := aptEnsure(develPkgs, "python3 -m pip --version >/dev/null 2>&1")
-	if len(p.Compiled()) > 0 {
-		// A source build runs pip wheel --no-build-isolation: the build
-		// backend (setuptools, wheel) and the toolchain come from Debian,
-		// installed even when the base already has pip.
-		develPkgs = append(develPkgs, "python3-dev", "python3-setuptools", "python3-wheel", "build-essential", "ninja-build", "git")
-		develSh = aptInstall(develPkgs)
-	}
-	L.Devel.Steps = append(L.Devel.Steps, Step{
-		Name:        "devel: python and pip",
-		Shell:       develSh,
-		Mounts:      aptMounts,
-		HostNetwork: true,
-	})
+	// Devel: the recipe's Python and pip (and a compiler toolchain when
+	// something is built from source), checked before any wheel is fetched.
+	L.Devel.Steps = append(L.Devel.Steps, develPython(p))
 	for _, g := range groups(p) {
 		dest := path.Join(wheelhouse, g.dir)
 		var cmds []string
@@ -262,26 +377,8 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		}
 	}
 
-	// Runtime: python (+ the recipe's apt packages), then one layer per component.
-	rtPkgs := append([]string{"python3", "python3-pip"}, p.Apt...)
-	sys := aptEnsure(rtPkgs, "python3 -m pip --version >/dev/null 2>&1")
-	if len(p.Apt) > 0 {
-		sys = aptInstall(rtPkgs)
-	}
-	// Debian's python3 postinst byte-compiles the stdlib: caches a runtime
-	// image should not carry (Python works without them).
-	sys += "; find / -xdev -depth -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true"
-	// apt's and dpkg's logs record wall-clock times, and ldconfig's
-	// aux-cache file times; timestamp rewriting does not touch contents,
-	// so without this two builds from clean caches differ in this layer.
-	sys += "; " + rmBuildLogs
-	L.Runtime.Steps = append(L.Runtime.Steps, Step{
-		Name:        "runtime: system packages",
-		Component:   ComponentSystem,
-		Shell:       sys,
-		Mounts:      aptMounts,
-		HostNetwork: true,
-	})
+	// Runtime: the recipe's Python (+ its apt packages), then one layer per component.
+	L.Runtime.Steps = append(L.Runtime.Steps, runtimeSystem(p))
 	var links []string
 	shared := sharedCUDARuntime(p)
 	for _, g := range groups(p) {
@@ -323,6 +420,97 @@ func Lower(p *recipes.Plan) (*Layout, error) {
 		}
 	}
 	return L, nil
+}
+
+// develPython is the devel stage's first step: the recipe's Python, pip,
+// and for source builds the toolchain and build backend; python, python3
+// and pip run it, and the step fails unless they run the recipe's version.
+func develPython(p *recipes.Plan) Step {
+	compiled := len(p.Compiled()) > 0
+	sh := []string{"set -e"}
+	var mounts []Mount
+	network := true
+	if standalone(p) {
+		// The archive is BuildKit's download: only a source build's
+		// toolchain and build backend need the network.
+		network = compiled
+		mounts = append(mounts, pythonMount(p))
+		sh = append(sh, unpackPython)
+		if compiled {
+			mounts = append(mounts, aptMounts...)
+			sh = append(sh, aptInstall([]string{"build-essential", "ninja-build", "git"}))
+		}
+		sh = append(sh, pythonLinks(p), pythonCheck(p, "devel"))
+		if compiled {
+			// pip wheel --no-build-isolation builds with the
+			// interpreter's own setuptools and wheel: from the index
+			// of what is compiled when the archive lacks them.
+			sh = append(sh, "python3 -c 'import setuptools, wheel' 2>/dev/null || python3 -m pip install --no-cache-dir "+indexFlags(p.Compiled())+" setuptools wheel")
+		}
+	} else {
+		mounts = aptMounts
+		pkgs := []string{"python3", "python3-pip"}
+		if compiled {
+			// A source build runs pip wheel --no-build-isolation: the build
+			// backend (setuptools, wheel) and the toolchain come from Debian,
+			// installed even when the base already has pip.
+			pkgs = append(pkgs, "python3-dev", "python3-setuptools", "python3-wheel", "build-essential", "ninja-build", "git")
+			sh = append(sh, aptInstall(pkgs))
+		} else {
+			sh = append(sh, aptEnsure(pkgs, "python3 -m pip --version >/dev/null 2>&1"))
+		}
+		sh = append(sh, pythonLinks(p), pythonCheck(p, "devel"))
+	}
+	return Step{
+		Name:        "devel: python and pip",
+		Shell:       strings.Join(sh, "; "),
+		Mounts:      mounts,
+		HostNetwork: network,
+	}
+}
+
+// runtimeSystem is the runtime stage's first layer: the recipe's Python
+// (python, python3 and pip run it, checked) and its apt packages.
+func runtimeSystem(p *recipes.Plan) Step {
+	sh := []string{"set -e"}
+	var mounts []Mount
+	network := len(p.Apt) > 0
+	// Debian's python3 postinst byte-compiles the stdlib: caches a runtime
+	// image should not carry (Python works without them). The
+	// relocatable Python's own are part of its archive.
+	clean := "find / -xdev -depth -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true"
+	if standalone(p) {
+		mounts = append(mounts, pythonMount(p))
+		sh = append(sh, unpackPython, pythonLinks(p))
+		if len(p.Apt) > 0 {
+			mounts = append(mounts, aptMounts...)
+			sh = append(sh, aptInstall(p.Apt))
+		}
+		clean = "find / -xdev -depth -name __pycache__ -type d -not -path '" + PythonPrefix + "/*' -exec rm -rf {} + 2>/dev/null || true"
+	} else {
+		network = true
+		mounts = aptMounts
+		pkgs := append([]string{"python3", "python3-pip"}, p.Apt...)
+		if len(p.Apt) > 0 {
+			sh = append(sh, aptInstall(pkgs))
+		} else {
+			sh = append(sh, aptEnsure(pkgs, "python3 -m pip --version >/dev/null 2>&1"))
+		}
+		sh = append(sh, pythonLinks(p))
+	}
+	sh = append(sh, pythonCheck(p, "runtime"), clean,
+		// apt's and dpkg's logs record wall-clock times, and ldconfig's
+		// aux-cache file times; timestamp rewriting does not touch
+		// contents, so without this two builds from clean caches differ
+		// in this layer.
+		rmBuildLogs)
+	return Step{
+		Name:        "runtime: system packages",
+		Component:   ComponentSystem,
+		Shell:       strings.Join(sh, "; "),
+		Mounts:      mounts,
+		HostNetwork: network,
+	}
 }
 
 // lowerPinned is Lower with each Compile step whose project in.SourceHashes
@@ -387,6 +575,13 @@ func flashAttnCompile(p *recipes.Plan, fab *recipes.FABuild, fa recipes.PipPacka
 // ends with pp's quoted requirement; Compile.pinned puts a hash-checked
 // requirements file in its place.
 func compileStep(p *recipes.Plan, pp recipes.PipPackage, env []string, flags, dest, glob string) Step {
+	if standalone(p) {
+		// python-build-standalone's sysconfig names the compilers it was
+		// built with (CC 'clang -pthread', CXX 'clang++ -pthread', and
+		// linkers starting with them); the devel image has the system's
+		// cc and c++, and setuptools takes these from the environment.
+		env = append([]string{"CC=cc", "CXX=c++", "LDSHARED='cc -shared'", "LDCXXSHARED='c++ -shared'"}, env...)
+	}
 	sh := "set -e; mkdir -p " + dest
 	if tp := torchPkgs(p); len(tp) > 0 {
 		sh += "; python3 -m pip install --no-index --find-links " + path.Join(wheelhouse, "torch") + " " + reqArgs(tp)

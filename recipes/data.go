@@ -185,6 +185,9 @@ type DB struct {
 	Torch  TorchData
 	FA     faData
 	BNB    bnbData
+	// Python is the relocatable CPython builds kiln provides (never
+	// refreshed: each row is a sha256 kiln pins).
+	Python pythonData
 
 	// Origin is "embedded" or the refreshed data file's path.
 	Origin string
@@ -223,7 +226,8 @@ func loadDB() (*DB, error) {
 	db := &DB{Origin: OriginEmbedded}
 	err := embeddata.Decode(dataFS, "recipes",
 		embeddata.File{Name: "images.json", V: &db.Images}, embeddata.File{Name: "torch.json", V: &db.Torch},
-		embeddata.File{Name: "flash_attn.json", V: &db.FA}, embeddata.File{Name: "bitsandbytes.json", V: &db.BNB})
+		embeddata.File{Name: "flash_attn.json", V: &db.FA}, embeddata.File{Name: "bitsandbytes.json", V: &db.BNB},
+		embeddata.File{Name: "python.json", V: &db.Python})
 	if err != nil {
 		return nil, err
 	}

@@ -401,6 +401,10 @@ func diffPlan(old, cur *Plan) string {
 	}
 	cmp("cuda", old.CUDA, cur.CUDA)
 	cmp("python", old.Python, cur.Python)
+	cmp("python_source", old.PythonSource, cur.PythonSource)
+	if old.PythonDist != nil && cur.PythonDist != nil {
+		cmp("python_dist", old.PythonDist.Version+"+"+old.PythonDist.Release, cur.PythonDist.Version+"+"+cur.PythonDist.Release)
+	}
 	cmp("torch", s(old.Torch), s(cur.Torch))
 	cmp("flash_attn", s(old.FlashAttn), s(cur.FlashAttn))
 	cmp("bitsandbytes", s(old.BitsAndBytes), s(cur.BitsAndBytes))

@@ -21,7 +21,14 @@ func (p *Plan) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "cuda          %s\n", p.CUDA)
 	fmt.Fprintf(w, "cudnn         %s (%s)\n", orDash(p.CuDNN), p.CuDNNSource)
 	fmt.Fprintf(w, "os            %s\n", p.OS)
-	fmt.Fprintf(w, "python        %s\n", p.Python)
+	switch {
+	case p.PythonSource == PythonStandalone && p.PythonDist != nil:
+		fmt.Fprintf(w, "python        %s  (CPython %s, python-build-standalone %s, sha256 pinned: %s ships %s)\n", p.Python, p.PythonDist.Version, p.PythonDist.Release, p.OS, osPython(osFlavor(p.OS)))
+	case p.PythonSource == PythonOS:
+		fmt.Fprintf(w, "python        %s  (%s's python3, apt)\n", p.Python, p.OS)
+	default:
+		fmt.Fprintf(w, "python        %s\n", p.Python)
+	}
 	if p.Torch != nil {
 		fmt.Fprintf(w, "torch         %s+%s  (index %s, C++11 ABI %v)\n", *p.Torch, *p.TorchCUDAVariant, p.TorchIndexURL, *p.TorchCXX11ABI)
 		if p.Torchvision != nil {

@@ -58,7 +58,11 @@ type Recipe struct {
 	Weights        []Weight     `yaml:"weights,omitempty" json:"weights,omitempty"`
 	RegistryMirror string       `yaml:"registry_mirror,omitempty" json:"registry_mirror,omitempty"`
 	WheelIndexes   []string     `yaml:"wheel_indexes,omitempty" json:"wheel_indexes,omitempty"`
-	Build          *BuildSpec   `yaml:"build,omitempty" json:"build,omitempty"`
+	// PythonMirror replaces the URL prefix of the relocatable Python kiln
+	// downloads when the base OS's python3 is not the recipe's version
+	// (https://github.com/astral-sh/python-build-standalone/releases/download).
+	PythonMirror string     `yaml:"python_mirror,omitempty" json:"python_mirror,omitempty"`
+	Build        *BuildSpec `yaml:"build,omitempty" json:"build,omitempty"`
 	// WheelCache keeps the wheels kiln compiles in a registry. Where
 	// they are cached changes no image, so it is not in the recipe's
 	// hash (json "-"): moving the cache leaves the lock fresh.
@@ -650,6 +654,11 @@ func (r *Recipe) validate() []problem {
 	for i, u := range r.WheelIndexes {
 		if err := checkURL(u); err != nil {
 			add(fmt.Sprintf("wheel_indexes[%d]", i), "%v", err)
+		}
+	}
+	if r.PythonMirror != "" {
+		if err := CheckPythonMirror(r.PythonMirror); err != nil {
+			add("python_mirror", "%v", err)
 		}
 	}
 	if wc := r.WheelCache; wc != nil {

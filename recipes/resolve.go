@@ -16,25 +16,30 @@ import (
 // Plan is a resolved recipe: exact versions and everything the builder needs.
 // Its JSON keys are stable.
 type Plan struct {
-	Name             string     `json:"name"`
-	CUDA             string     `json:"cuda"`
-	CuDNN            *string    `json:"cudnn"`
-	CuDNNSource      string     `json:"cudnn_source"` // image, torch-wheel, none
-	OS               string     `json:"os"`
-	Python           string     `json:"python"`
-	Torch            *string    `json:"torch"`
-	TorchCUDAVariant *string    `json:"torch_cuda_variant"`
-	Torchvision      *string    `json:"torchvision"`
-	Torchaudio       *string    `json:"torchaudio"`
-	TorchIndexURL    string     `json:"torch_index_url,omitempty"`
-	TorchCXX11ABI    *bool      `json:"torch_cxx11_abi"`
-	FlashAttn        *string    `json:"flash_attn"`
-	FlashAttnWheel   *string    `json:"flash_attn_wheel"`
-	FlashAttnURL     *string    `json:"flash_attn_wheel_url"`
-	FlashAttnBuild   *FABuild   `json:"flash_attn_build"`
-	BitsAndBytes     *string    `json:"bitsandbytes"`
-	BitsAndBytesLib  *string    `json:"bitsandbytes_cuda_lib"`
-	BaseImages       BaseImages `json:"base_images"`
+	Name        string  `json:"name"`
+	CUDA        string  `json:"cuda"`
+	CuDNN       *string `json:"cudnn"`
+	CuDNNSource string  `json:"cudnn_source"` // image, torch-wheel, none
+	OS          string  `json:"os"`
+	Python      string  `json:"python"`
+	// PythonSource is where the image's Python comes from: PythonOS (the
+	// base OS's python3, through apt) or PythonStandalone (PythonDist).
+	// Either way python, python3 and pip run it in both stages.
+	PythonSource     string      `json:"python_source"`
+	PythonDist       *PythonDist `json:"python_dist,omitempty"`
+	Torch            *string     `json:"torch"`
+	TorchCUDAVariant *string     `json:"torch_cuda_variant"`
+	Torchvision      *string     `json:"torchvision"`
+	Torchaudio       *string     `json:"torchaudio"`
+	TorchIndexURL    string      `json:"torch_index_url,omitempty"`
+	TorchCXX11ABI    *bool       `json:"torch_cxx11_abi"`
+	FlashAttn        *string     `json:"flash_attn"`
+	FlashAttnWheel   *string     `json:"flash_attn_wheel"`
+	FlashAttnURL     *string     `json:"flash_attn_wheel_url"`
+	FlashAttnBuild   *FABuild    `json:"flash_attn_build"`
+	BitsAndBytes     *string     `json:"bitsandbytes"`
+	BitsAndBytesLib  *string     `json:"bitsandbytes_cuda_lib"`
+	BaseImages       BaseImages  `json:"base_images"`
 	// RuntimeFlavor is the runtime base's nvidia/cuda flavour: "base" when
 	// the torch wheels bring the CUDA libraries (never ship CUDA twice),
 	// else "runtime".
@@ -215,6 +220,8 @@ type resolveConfig struct {
 	db       *DB
 	now      time.Time
 	maxAge   int
+	// pythonMirror replaces the Python download's URL prefix.
+	pythonMirror string
 }
 
 // WithData resolves against db (a refreshed data file, LoadDataFile)
@@ -796,6 +803,12 @@ func (s *resolver) pythonStep() error {
 		p = "3.13"
 		s.warn("Python %s chosen instead of %s: no FlashAttention release kiln knows ships wheels for Python > 3.13", p, hi)
 	}
+	// A Python kiln can put in the image: the OS's python3 or a pinned
+	// relocatable build.
+	if q := s.providable(p, lo); q != "" && q != p {
+		s.warn("Python %s chosen instead of %s: kiln has no pinned build of Python %s and %s ships %s", q, p, p, s.osName(), osPython(s.osFlavor(s.osName())))
+		p = q
+	}
 	s.plan.Python = p
 	if s.torch != nil {
 		s.fact(fmt.Sprintf("torch %s supports Python %s-%s", s.torch.Minor, lo, hi), s.torch.Source, s.torch.Confidence)
@@ -922,9 +935,6 @@ func (s *resolver) imagesStep() error {
 		s.warn("%s is not an nvidia/cuda flavour kiln has data for; the base images must exist in your registry or mirror", osName)
 	}
 	s.fact(fmt.Sprintf("nvidia/cuda OS flavour %s", osName), of.Source, of.Confidence)
-	if of.Python != "" && of.Python != s.plan.Python {
-		s.warn("%s ships Python %s; the builder must install Python %s", osName, of.Python, s.plan.Python)
-	}
 	tok := ""
 	if s.plan.CuDNNSource == "image" {
 		if tag := s.imageTag(s.plan.CUDA); tag != nil {
@@ -968,7 +978,7 @@ func (s *resolver) imagesStep() error {
 	if len(s.plan.Platforms) == 0 {
 		s.plan.Platforms = []string{DefaultPlatform}
 	}
-	return nil
+	return s.pythonProvider()
 }
 
 // torchLibsSource is where the "torch brings its own CUDA libraries" fact
@@ -1067,6 +1077,7 @@ func (s *resolver) finish() error {
 		pip = []PipPackage{}
 	}
 	p.Pip = pip
+	s.commandsStep()
 	return nil
 }
 

@@ -22,6 +22,9 @@ const (
 	TypeOS      = "operating-system"
 	TypeFile    = "file"
 	TypeData    = "data"
+	// TypeApplication is a program the image holds (the relocatable
+	// CPython kiln installs).
+	TypeApplication = "application"
 )
 
 // Component is one thing the image or artifact holds.

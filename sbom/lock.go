@@ -15,6 +15,9 @@ func FromPlan(p *recipes.Plan) []Property {
 		return nil
 	}
 	props := []Property{{"kiln:plan:name", p.Name}, {"kiln:plan:cuda", p.CUDA}, {"kiln:plan:os", p.OS}, {"kiln:plan:python", p.Python}}
+	if p.PythonSource != "" {
+		props = append(props, Property{"kiln:plan:python-source", p.PythonSource})
+	}
 	for _, kv := range p.StackPins() {
 		props = append(props, Property{"kiln:plan:" + kv[0], kv[1]})
 	}
@@ -62,6 +65,19 @@ func FromLock(l *recipes.Lock, lockDigest, platform string) ([]Component, []Prop
 			c.Hashes = []Hash{{"SHA-256", strings.ToLower(w.SHA256)}}
 		}
 		comps = append(comps, c)
+	}
+	if d := l.Plan; d != nil && d.PythonDist != nil {
+		d := d.PythonDist
+		// The relocatable CPython kiln unpacks in the image.
+		for _, a := range d.Archives {
+			if platform != "" && a.Platform != platform {
+				continue
+			}
+			comps = append(comps, Component{Type: TypeApplication, Name: "cpython", Version: d.Version,
+				PURL:       "pkg:generic/cpython@" + url.PathEscape(d.Version) + "?download_url=" + url.QueryEscape(a.URL),
+				Hashes:     []Hash{{"SHA-256", strings.ToLower(a.SHA256)}},
+				Properties: []Property{{"kiln:source", "lock"}, {"kiln:python:platform", a.Platform}, {"kiln:python:release", d.Release}, {"kiln:python:url", a.URL}}})
+		}
 	}
 	props := []Property{{"kiln:recipe", l.Recipe}, {"kiln:recipe-sha256", l.RecipeHash}, {"kiln:data-version", l.DataVersion}}
 	if lockDigest != "" {

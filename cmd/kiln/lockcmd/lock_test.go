@@ -244,3 +244,20 @@ func TestLockFailures(t *testing.T) {
 		t.Error("a failed lock wrote kiln.lock")
 	}
 }
+
+// lock refuses a Python kiln cannot provide as resolve does, before any
+// look-up, and writes no lock.
+func TestLockRefusesPythonItCannotProvide(t *testing.T) {
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "kiln.yaml")
+	if err := os.WriteFile(recipe, []byte("name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.8'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, "lock", recipe, "--mirror", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(errOut, "python: kiln cannot provide Python 3.8 on ubuntu22.04") || !strings.Contains(errOut, "  try: python: \"3.10\"") {
+		t.Errorf("code %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kiln.lock")); err == nil {
+		t.Error("a refused lock wrote kiln.lock")
+	}
+}

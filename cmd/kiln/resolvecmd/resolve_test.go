@@ -101,3 +101,23 @@ func TestResolveCommand(t *testing.T) {
 		t.Errorf("two args: exit %d, want 2", code)
 	}
 }
+
+// A Python kiln cannot put in the image is refused, with what would work
+// (issue 38): not left for pip to discover in the build.
+func TestResolveRefusesPythonItCannotProvide(t *testing.T) {
+	f := cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.8'\n")
+	code, _, errOut := run(t, "resolve", f)
+	if code != 1 || !strings.Contains(errOut, "kiln: refused: python: kiln cannot provide Python 3.8 on ubuntu22.04") ||
+		!strings.Contains(errOut, "\n  try: python: \"3.10\" (the Python ubuntu22.04 ships)\n") || !strings.Contains(errOut, "\n  try: python: \"3.14\"") {
+		t.Errorf("code %d\n%s", code, errOut)
+	}
+	// The recipe's Python where the OS ships another: kiln provides it, and says so.
+	f = cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.11'\ntest: [\"python -c 'import sys'\", \"foo --version\"]\n")
+	code, out, errOut := run(t, "resolve", f)
+	if code != 0 || !strings.Contains(out, "python        3.11  (CPython 3.11.16, python-build-standalone 20260814, sha256 pinned: ubuntu22.04 ships Python 3.10)") {
+		t.Errorf("code %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "warning: test[1] (foo --version) runs foo, which the image will not have") || strings.Contains(errOut, "test[0]") {
+		t.Errorf("warnings:\n%s", errOut)
+	}
+}

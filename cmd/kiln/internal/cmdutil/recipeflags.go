@@ -22,6 +22,10 @@ type RecipeFlags struct {
 	// CompatData is a refreshed data file (kiln compat refresh); "" means
 	// $KILN_COMPAT_DATA, and unset that, the embedded data.
 	CompatData string
+	// PythonMirror replaces the relocatable Python's download prefix; ""
+	// means $KILN_PYTHON_MIRROR, and unset that, the recipe's
+	// python_mirror.
+	PythonMirror string
 }
 
 // Register adds --mirror, --wheel-index and --compat-data to cmd; call
@@ -29,6 +33,7 @@ type RecipeFlags struct {
 func (f *RecipeFlags) Register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.Mirror, "mirror", "", "pull nvidia/cuda base images through this registry (overrides registry_mirror; \"\" removes it)")
 	cmd.Flags().StringSliceVar(&f.WheelIndexes, "wheel-index", nil, "PEP 503/691 index URL for torch, flash-attn, bitsandbytes and pip extras (repeatable; overrides wheel_indexes)")
+	cmd.Flags().StringVar(&f.PythonMirror, "python-mirror", "", "URL that replaces https://github.com/astral-sh/python-build-standalone/releases/download for the Python kiln installs when the base OS ships another version (default $"+recipes.PythonMirrorEnv+"; overrides python_mirror; the archives' sha256s stay kiln's)")
 	cmd.Flags().StringVar(&f.CompatData, "compat-data", "", "compatibility data file written by kiln compat refresh (default $"+recipes.DataEnv+"; unset: kiln's embedded data)")
 }
 
@@ -58,6 +63,20 @@ func (f *RecipeFlags) ResolverOptions() ([]recipes.ResolveOption, error) {
 	}
 	if len(f.WheelIndexes) > 0 {
 		o = append(o, recipes.WithWheelIndexes(f.WheelIndexes...))
+	}
+	pm := f.PythonMirror
+	if pm != "" {
+		if err := recipes.CheckPythonMirror(pm); err != nil {
+			return nil, fmt.Errorf("--python-mirror: %v", err)
+		}
+	} else {
+		var err error
+		if pm, err = recipes.PythonMirrorFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if pm != "" {
+		o = append(o, recipes.WithPythonMirror(pm))
 	}
 	db, err := f.LoadCompatData()
 	if err != nil {
