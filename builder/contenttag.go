@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -181,9 +183,33 @@ type Content struct {
 	Push name.Reference
 	// Existing is the image already pushed under Tag (nil: none, or
 	// only half of a gzip + zstd pair).
-	Existing, ZstdExisting *remote.Descriptor
+	Existing, ZstdExisting *Manifest
 	zstd                   bool
-	ropts                  []remote.Option
+	client                 *registry.Client
+}
+
+// Manifest is a manifest or index read whole from a registry, verified
+// (registry.Client.Manifest): what a tag points at, tagged again as it is.
+type Manifest struct {
+	Raw  []byte
+	Desc v1.Descriptor
+}
+
+// RawManifest and MediaType make a Manifest what remote.Tag writes.
+func (m *Manifest) RawManifest() ([]byte, error)        { return m.Raw, nil }
+func (m *Manifest) MediaType() (types.MediaType, error) { return m.Desc.MediaType, nil }
+
+// manifest reads what ref names through c; nil, nil when the registry
+// has no such manifest.
+func manifest(ctx context.Context, c *registry.Client, ref name.Reference) (*Manifest, error) {
+	raw, d, err := c.Manifest(ctx, ref)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s: %v", ref, layers.RedactError(err))
+	}
+	return &Manifest{Raw: raw, Desc: d}, nil
 }
 
 // FindContent computes the inputs digest of a build of plan pushed to push
@@ -213,23 +239,17 @@ func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push s
 	if err != nil {
 		return nil, fmt.Errorf("looking up %s: %v", pr.Name.Context().Tag(ContentTag(dg)), layers.RedactError(err))
 	}
-	c := &Content{Digest: dg, Push: pr.Name, ropts: rc.Remote(ctx), zstd: zstd}
+	c := &Content{Digest: dg, Push: pr.Name, client: rc, zstd: zstd}
 	c.Tag = pr.Name.Context().Tag(ContentTag(dg))
-	desc, err := remote.Get(c.Tag, c.ropts...)
-	if err == nil {
-		c.Existing = desc
-	} else if !isNotFound(err) {
-		return nil, fmt.Errorf("looking up %s: %v", c.Tag, err)
+	if c.Existing, err = manifest(ctx, rc, c.Tag); err != nil {
+		return nil, err
 	}
 	if c.zstd && c.Existing != nil {
-		zd, err := remote.Get(layers.ZstdTag(c.Tag), c.ropts...)
-		switch {
-		case err == nil:
-			c.ZstdExisting = zd
-		case isNotFound(err):
+		if c.ZstdExisting, err = manifest(ctx, rc, layers.ZstdTag(c.Tag)); err != nil {
+			return nil, err
+		}
+		if c.ZstdExisting == nil {
 			c.Existing = nil // half there: build (it is cached)
-		default:
-			return nil, fmt.Errorf("looking up %s: %v", layers.ZstdTag(c.Tag), err)
 		}
 	}
 	return c, nil
@@ -239,11 +259,11 @@ func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push s
 // built from the same inputs, without building.
 func (c *Content) Reuse(ctx context.Context) error {
 	if t, ok := c.Push.(name.Tag); ok && t.String() != c.Tag.String() {
-		if err := remote.Tag(t, c.Existing, c.ropts...); err != nil {
+		if err := remote.Tag(t, c.Existing, c.client.Remote(ctx)...); err != nil {
 			return fmt.Errorf("tagging %s: %v", t, err)
 		}
 		if c.ZstdExisting != nil {
-			if err := remote.Tag(layers.ZstdTag(t), c.ZstdExisting, c.ropts...); err != nil {
+			if err := remote.Tag(layers.ZstdTag(t), c.ZstdExisting, c.client.Remote(ctx)...); err != nil {
 				return fmt.Errorf("tagging %s: %v", layers.ZstdTag(t), err)
 			}
 		}
@@ -254,21 +274,25 @@ func (c *Content) Reuse(ctx context.Context) error {
 // TagPushed adds the content tag (and its zstd variant) to what the build
 // just pushed.
 func (c *Content) TagPushed(ctx context.Context) error {
-	desc, err := remote.Get(c.Push, c.ropts...)
-	if err != nil {
-		return fmt.Errorf("reading back %s: %v", c.Push, err)
+	ropts := c.client.Remote(ctx)
+	tag := func(from name.Reference, to name.Tag) error {
+		m, err := manifest(ctx, c.client, from)
+		if err == nil && m == nil {
+			err = errors.New("no such manifest")
+		}
+		if err != nil {
+			return fmt.Errorf("reading back %s: %v", from, err)
+		}
+		if err := remote.Tag(to, m, ropts...); err != nil {
+			return fmt.Errorf("tagging %s: %v", to, err)
+		}
+		return nil
 	}
-	if err := remote.Tag(c.Tag, desc, c.ropts...); err != nil {
-		return fmt.Errorf("tagging %s: %v", c.Tag, err)
+	if err := tag(c.Push, c.Tag); err != nil {
+		return err
 	}
 	if t, ok := c.Push.(name.Tag); ok && c.zstd {
-		zd, err := remote.Get(layers.ZstdTag(t), c.ropts...)
-		if err != nil {
-			return fmt.Errorf("reading back %s: %v", layers.ZstdTag(t), err)
-		}
-		if err := remote.Tag(layers.ZstdTag(c.Tag), zd, c.ropts...); err != nil {
-			return fmt.Errorf("tagging %s: %v", layers.ZstdTag(c.Tag), err)
-		}
+		return tag(layers.ZstdTag(t), layers.ZstdTag(c.Tag))
 	}
 	return nil
 }
@@ -287,20 +311,21 @@ func isNotFound(err error) bool {
 // of an index; attestation manifests aside), gzip and zstd variants both,
 // has a config whose kiln labels carry this recipe's hash and this lock's
 // digest. A content tag pointing elsewhere (pushed by hand, or an image
-// kiln did not build) is no answer.
-func (c *Content) Verify(in Inputs) error {
-	for _, d := range []*remote.Descriptor{c.Existing, c.ZstdExisting} {
-		if d == nil {
+// kiln did not build) is no answer. Manifests and configs are read
+// through the repository's client, verified and bounded (layers.Walk).
+func (c *Content) Verify(ctx context.Context, in Inputs) error {
+	for _, m := range []*Manifest{c.Existing, c.ZstdExisting} {
+		if m == nil {
 			continue
 		}
-		cfgs, err := descriptorConfigs(d)
+		cfgs, err := c.configs(ctx, m)
 		if err != nil {
 			return fmt.Errorf("%s: %v", c.Tag, err)
 		}
 		for _, cf := range cfgs {
 			for _, l := range []struct{ key, want string }{{LabelRecipeHash, in.RecipeHash}, {LabelLockDigest, in.LockDigest}} {
 				if got := cf.Config.Labels[l.key]; got != l.want {
-					return fmt.Errorf("%s (%s): label %s is %q, these inputs' is %q", c.Tag, d.Digest, l.key, got, l.want)
+					return fmt.Errorf("%s (%s): label %s is %q, these inputs' is %q", c.Tag, m.Desc.Digest, l.key, got, l.want)
 				}
 			}
 		}
@@ -308,42 +333,36 @@ func (c *Content) Verify(in Inputs) error {
 	return nil
 }
 
-// descriptorConfigs are the configs of the images d names: d itself, or
-// every image of an index but its attestation manifests.
-func descriptorConfigs(d *remote.Descriptor) ([]*v1.ConfigFile, error) {
-	if !d.MediaType.IsIndex() {
-		img, err := d.Image()
+// configs are the configs of the images m names: m itself, or every
+// image of an index but its attestation manifests.
+func (c *Content) configs(ctx context.Context, m *Manifest) ([]*v1.ConfigFile, error) {
+	ref := layers.Ref{Raw: c.Tag.String()}
+	root := layers.Raw{Desc: m.Desc, Bytes: m.Raw}
+	if !m.Desc.MediaType.IsIndex() {
+		rt, err := layers.Walk(ctx, ref, c.client, root, v1.Platform{}, nil)
 		if err != nil {
 			return nil, err
 		}
-		cf, err := img.ConfigFile()
-		if err != nil {
-			return nil, err
-		}
-		return []*v1.ConfigFile{cf}, nil
+		return []*v1.ConfigFile{rt.ConfigFile}, nil
 	}
-	idx, err := d.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	im, err := idx.IndexManifest()
+	im, err := v1.ParseIndexManifest(bytes.NewReader(m.Raw))
 	if err != nil {
 		return nil, err
 	}
 	var out []*v1.ConfigFile
-	for _, m := range im.Manifests {
-		if layers.IsAttestation(m.Annotations) || !m.MediaType.IsImage() {
+	for _, d := range im.Manifests {
+		if layers.IsAttestation(d.Annotations) || !d.MediaType.IsImage() {
 			continue
 		}
-		img, err := idx.Image(m.Digest)
+		raw, err := layers.ReadManifest(ctx, c.client, d)
 		if err != nil {
 			return nil, err
 		}
-		cf, err := img.ConfigFile()
+		rt, err := layers.Walk(ctx, ref, c.client, layers.Raw{Desc: d, Bytes: raw}, v1.Platform{}, nil)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cf)
+		out = append(out, rt.ConfigFile)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("an index with no image")
@@ -356,16 +375,14 @@ func descriptorConfigs(d *remote.Descriptor) ([]*v1.ConfigFile, error) {
 // its zstd variant, with the digests they now point at.
 func (c *Content) Reused(comp string) *Result {
 	res := &Result{Reused: true, ContentTag: c.Tag.String(), InputsDigest: c.Digest}
-	add := func(ref name.Reference, comp string, d *remote.Descriptor) {
-		pu := Pushed{Ref: ref.String(), Compression: comp, Digest: d.Digest.String()}
-		if d.MediaType.IsIndex() {
-			if idx, err := d.ImageIndex(); err == nil {
-				if im, err := idx.IndexManifest(); err == nil {
-					pu.Images = map[string]string{}
-					for _, m := range im.Manifests {
-						if m.Platform != nil && !layers.IsAttestation(m.Annotations) {
-							pu.Images[m.Platform.String()] = m.Digest.String()
-						}
+	add := func(ref name.Reference, comp string, d *Manifest) {
+		pu := Pushed{Ref: ref.String(), Compression: comp, Digest: d.Desc.Digest.String()}
+		if d.Desc.MediaType.IsIndex() {
+			if im, err := v1.ParseIndexManifest(bytes.NewReader(d.Raw)); err == nil {
+				pu.Images = map[string]string{}
+				for _, m := range im.Manifests {
+					if m.Platform != nil && !layers.IsAttestation(m.Annotations) {
+						pu.Images[m.Platform.String()] = m.Digest.String()
 					}
 				}
 			}
@@ -376,6 +393,6 @@ func (c *Content) Reused(comp string) *Result {
 	if t, ok := c.Push.(name.Tag); ok && c.ZstdExisting != nil {
 		add(layers.ZstdTag(t), "zstd", c.ZstdExisting)
 	}
-	res.Digest = c.Existing.Digest.String()
+	res.Digest = c.Existing.Desc.Digest.String()
 	return res
 }

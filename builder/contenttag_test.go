@@ -38,7 +38,7 @@ func TestContentTagOneTokenExchange(t *testing.T) {
 	if c.Existing == nil || c.ZstdExisting == nil {
 		t.Fatalf("content tag %s not found: %+v", c.Tag, c)
 	}
-	if err := c.Verify(in); err != nil {
+	if err := c.Verify(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Reuse(ctx); err != nil {

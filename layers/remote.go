@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/registry"
 )
@@ -123,12 +122,9 @@ func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
 	}
-	desc, err := remote.Head(r.Name, c.Remote(ctx)...)
+	desc, err := c.Head(ctx, r.Name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
 	}
-	if d, ok := r.Name.(name.Digest); ok && d.DigestStr() != desc.Digest.String() {
-		return nil, fmt.Errorf("%s: registry answers digest %s", ref, desc.Digest)
-	}
-	return desc, nil
+	return &desc, nil
 }

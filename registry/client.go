@@ -66,6 +66,37 @@ func (f *Client) Manifest(ctx context.Context, ref name.Reference) ([]byte, v1.D
 	return raw, v1.Descriptor{MediaType: manifestType(resp.Header.Get("Content-Type"), raw), Digest: dg, Size: size}, nil
 }
 
+// Head asks what ref names without reading it (a manifests HEAD): its
+// digest (the registry's Docker-Content-Digest), size and media type. A
+// digest reference must be answered with that digest.
+func (f *Client) Head(ctx context.Context, ref name.Reference) (v1.Descriptor, error) {
+	if ref.Context().Name() != f.repo.Name() {
+		return v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
+	}
+	accept := make([]string, len(manifestTypes))
+	for i, mt := range manifestTypes {
+		accept[i] = string(mt)
+	}
+	hdr := http.Header{"Accept": {strings.Join(accept, ",")}}
+	resp, err := f.send(ctx, http.MethodHead, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
+		defer resp.Body.Close()
+		return transport.CheckError(resp, http.StatusOK)
+	})
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	resp.Body.Close()
+	dg, err := v1.NewHash(resp.Header.Get("Docker-Content-Digest"))
+	if err != nil {
+		return v1.Descriptor{}, fmt.Errorf("manifest %s: the registry's HEAD names no digest (Docker-Content-Digest: %q)", ref.Identifier(), resp.Header.Get("Docker-Content-Digest"))
+	}
+	if d, ok := ref.(name.Digest); ok && d.DigestStr() != dg.String() {
+		return v1.Descriptor{}, fmt.Errorf("manifest %s: %w: the registry answers %s", d.DigestStr(), ErrDigestMismatch, dg)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return v1.Descriptor{MediaType: types.MediaType(mt), Digest: dg, Size: resp.ContentLength}, nil
+}
+
 // manifestType is the media type a manifest is served as, else the one
 // its mediaType field names.
 func manifestType(contentType string, raw []byte) types.MediaType {

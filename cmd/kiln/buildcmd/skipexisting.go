@@ -53,7 +53,7 @@ func answerExisting(ctx context.Context, opts *BuildOptions, fl *buildFlags, pla
 			return content, nil, nil
 		}
 	}
-	if err := content.Verify(in); err != nil {
+	if err := content.Verify(ctx, in); err != nil {
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: building: not reusing %v\n", err)
 		return content, nil, nil
 	}
