@@ -364,7 +364,9 @@ func TestPrepareWheelsTrustsOnlyPinnedOrSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unsigned := func(context.Context, *wheelcache.Entry) error { return errors.New("--wheel-cache-verify-key: no signature") }
+	unsigned := func(context.Context, *wheelcache.Entry) error {
+		return errors.New("--wheel-cache-verify-key: no signature")
+	}
 	slot := WheelSlot{"linux/amd64", "flash-attn"}
 	for _, tc := range []struct {
 		name   string
