@@ -106,3 +106,25 @@ func TestFactoryDependenciesAreLazy(t *testing.T) {
 		t.Fatalf("registry options made %d times, want once", made)
 	}
 }
+
+// A mistyped subcommand at any level exits 2 with the nearest name (kiln
+// weights pul printed the group's help and exited 0); a mistyped flag
+// names the nearest flag; a group alone still prints its help.
+func TestDidYouMean(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"weights", "pul", "x"}, 2, `unknown command "pul" for "kiln weights"; did you mean "pull"?`},
+		{[]string{"host", "chek"}, 2, `did you mean "check"?`},
+		{[]string{"warm", "--targt", "oci:x", "ubuntu"}, 2, "unknown flag: --targt; did you mean --target?"},
+		{[]string{"analyze", "--zzzzzz", "x"}, 2, "kiln analyze --help lists the flags"},
+		{[]string{"weights"}, 0, ""},
+	} {
+		code, _, errOut := kiln(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("kiln %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.want)
+		}
+	}
+}

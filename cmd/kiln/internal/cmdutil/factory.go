@@ -2,11 +2,14 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/moby/buildkit/client"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/layers"
@@ -136,12 +139,13 @@ on failure: "schema", "ok", and on failure "error" and "exit_code"
 	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentPreRun = func(c *cobra.Command, _ []string) { warnAliases(c) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &ExitError{Code: ExitUsage, Err: err}
+		return &ExitError{Code: ExitUsage, Err: flagSuggestion(c, err)}
 	})
 	root.AddCommand(newVersionCmd(f))
 	for _, add := range verbs {
 		root.AddCommand(add(f))
 	}
+	refuseUnknownSubcommands(root)
 	registerCompletions(root)
 	return root
 }
@@ -182,4 +186,88 @@ uncommitted changes.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return SetSchema(cmd, "kiln.version/v1")
+}
+
+// refuseUnknownSubcommands makes every command below the root that has
+// subcommands refuse a word that names none of them, as the root does:
+// exit 2, the command path, and the nearest subcommand (cobra printed the
+// group's help and exited 0 for `kiln weights pul x`).
+func refuseUnknownSubcommands(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c == root || !c.HasSubCommands() {
+			return
+		}
+		// A group that takes arguments of its own (kiln warm IMAGE…) keeps
+		// them: only what its own rule refuses is an unknown subcommand.
+		own := c.Args
+		c.SuggestionsMinimumDistance = 2
+		c.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				if own != nil {
+					return own(c, args)
+				}
+				return nil
+			}
+			if own != nil && own(c, args) == nil {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			} else {
+				msg += fmt.Sprintf(" (%s --help lists them)", c.CommandPath())
+			}
+			return &ExitError{Code: ExitUsage, Err: errors.New(msg)}
+		}
+		if c.Run == nil && c.RunE == nil {
+			c.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+		}
+	}
+	walk(root)
+}
+
+// flagSuggestion adds the nearest flag name to cobra's "unknown flag"
+// error (`--targt`: did you mean --target?).
+func flagSuggestion(c *cobra.Command, err error) error {
+	const prefix = "unknown flag: --"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return err
+	}
+	typed := strings.TrimPrefix(msg, prefix)
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if d := editDistance(typed, f.Name); d < bestD || d == bestD && best == "" && strings.HasPrefix(f.Name, typed) {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return fmt.Errorf("%v (%s --help lists the flags)", err, c.CommandPath())
+	}
+	return fmt.Errorf("%v; did you mean --%s?", err, best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
