@@ -2,6 +2,7 @@ package layers_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"testing"
 
@@ -28,7 +29,7 @@ func FuzzWalkTar(f *testing.F) {
 			return
 		}
 		defer closeDec()
-		_ = layers.WalkTar(r, func(e *layers.Entry, body io.Reader) error {
+		_ = layers.WalkTar(context.Background(), r, func(e *layers.Entry, body io.Reader) error {
 			if e.Escapes && e.Path != "" && e.Path[0] == '/' {
 				t.Fatalf("escaping entry kept a leading slash: %q", e.Path)
 			}

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -88,11 +89,17 @@ type WalkFunc func(e *Entry, body io.Reader) error
 
 // WalkTar reads a tar stream entry by entry. When r is an io.Seeker (an
 // uncompressed layer in a local file), unread file contents are skipped by
-// seeking instead of reading.
-func WalkTar(r io.Reader, fn WalkFunc) error {
+// seeking instead of reading. The body handed to fn stops with the
+// context's cause once ctx ends: a sparse or huge entry yields bytes
+// without reading r, so a check on r alone would not stop it.
+func WalkTar(ctx context.Context, r io.Reader, fn WalkFunc) error {
 	tr := tar.NewReader(r)
+	body := ContextReader(ctx, tr, nil)
 	var last string
 	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil
@@ -104,22 +111,30 @@ func WalkTar(r io.Reader, fn WalkFunc) error {
 			return fmt.Errorf("reading tar entry %d (after %q): %w", i, last, err)
 		}
 		last = hdr.Name
-		e := &Entry{Header: hdr}
-		e.Path, e.Escapes = CleanPath(hdr.Name)
-		dir, base := path.Split(e.Path)
-		dir = strings.TrimSuffix(dir, "/")
-		switch {
-		case base == opaqueMarker:
-			e.Opaque = true
-			e.Path = dir
-		case strings.HasPrefix(base, whiteoutPrefix):
-			e.Whiteout = true
-			e.Path = path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
-		}
-		if err := fn(e, tr); err != nil {
+		if err := fn(NewEntry(hdr), body); err != nil {
 			return err
 		}
 	}
+}
+
+// NewEntry reads a tar header as kiln does: its name cleaned (Escapes
+// set when it leaves the root), whiteouts and opaque markers recognised.
+// Every reader of a layer's headers (WalkTar, an applier's filter) makes
+// its Entry here, so that CheckEntry judges the same thing everywhere.
+func NewEntry(hdr *tar.Header) *Entry {
+	e := &Entry{Header: hdr}
+	e.Path, e.Escapes = CleanPath(hdr.Name)
+	dir, base := path.Split(e.Path)
+	dir = strings.TrimSuffix(dir, "/")
+	switch {
+	case base == opaqueMarker:
+		e.Opaque = true
+		e.Path = dir
+	case strings.HasPrefix(base, whiteoutPrefix):
+		e.Whiteout = true
+		e.Path = path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
+	}
+	return e
 }
 
 // xattrNameMax and xattrValueMax are Linux's limits on an extended
