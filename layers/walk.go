@@ -171,6 +171,16 @@ var entryTypes = map[byte]bool{
 //   - an extended attribute whose name is over 255 bytes or whose value
 //     is over 64 KiB, which no Linux file system holds.
 func CheckEntry(e *Entry) error {
+	if err := CheckPath(e); err != nil {
+		return err
+	}
+	return CheckForm(e)
+}
+
+// CheckPath is the half of CheckEntry about where an entry lands: its
+// name, a symlink's or a hard link's target, leaving the image root.
+// analyze reports such entries where a runtime puts them, with a warning.
+func CheckPath(e *Entry) error {
 	h := e.Header
 	switch {
 	case e.Escapes:
@@ -179,6 +189,16 @@ func CheckEntry(e *Entry) error {
 		return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
 	case h.Typeflag == tar.TypeLink && climbsOut(h.Linkname):
 		return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
+	}
+	return nil
+}
+
+// CheckForm is the half of CheckEntry about what an entry holds: tar
+// readers disagree on it (how much data, which entries follow), so no
+// reader of the layer, analyze included, can say what the layer is.
+func CheckForm(e *Entry) error {
+	h := e.Header
+	switch {
 	case h.Typeflag == tar.TypeGNUSparse || hasSparseRecords(h):
 		return fmt.Errorf("entry %q is a GNU sparse file, which tar readers expand differently: refusing it (rebuild the layer without tar --sparse)", h.Name)
 	case !entryTypes[h.Typeflag]:
