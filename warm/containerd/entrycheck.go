@@ -3,9 +3,13 @@ package containerd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"sync"
 
+	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -29,13 +33,21 @@ type entryCheck struct {
 // applied by any other means either.
 var errRefusedEntry = errors.New("refused by kiln's entry rule")
 
-func newEntryCheck(ctx context.Context) *entryCheck {
+// newEntryCheck starts the reader. dir is where the layer unpacks: the
+// sizes its entries declare are counted against the space free there
+// when the apply starts ("" counts nothing).
+func newEntryCheck(ctx context.Context, dir string) *entryCheck {
 	c := &entryCheck{next: make(chan []byte), need: make(chan struct{}), done: make(chan struct{})}
+	room := roomIn(dir)
 	go func() {
 		defer close(c.done)
+		var declared int64
 		c.err = layers.WalkTar(ctx, c, func(e *layers.Entry, _ io.Reader) error {
 			if err := layers.CheckEntry(e); err != nil {
 				return &refusedError{err}
+			}
+			if declared += e.Header.Size; declared > room {
+				return &refusedError{fmt.Errorf("entry %q brings the files the layer declares to %s, more than the %s free in %s where it unpacks: free some space there (or warm without --unpack)", e.Header.Name, bytesize.Format(declared), bytesize.Format(room), dir)}
 			}
 			return nil
 		})
@@ -119,4 +131,17 @@ type refusedError struct{ err error }
 func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() []error {
 	return []error{e.err, errRefusedEntry}
+}
+
+// roomIn is the space free in dir, the most a layer unpacked there can
+// write; no limit when dir is "" or cannot be asked.
+func roomIn(dir string) int64 {
+	if dir == "" {
+		return math.MaxInt64
+	}
+	n, err := preflight.Free(dir)
+	if err != nil {
+		return math.MaxInt64
+	}
+	return n
 }

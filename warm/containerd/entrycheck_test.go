@@ -1,6 +1,7 @@
 package containerd
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -94,5 +95,30 @@ func TestEntryCheckPassesTheLayer(t *testing.T) {
 	}
 	if !bytes.Equal(got, tb) {
 		t.Fatalf("got %d bytes, want the %d of the layer", len(got), len(tb))
+	}
+}
+
+// TestApplyCountsDeclaredSizes (N7): the sizes a layer's entries declare
+// are counted against the space free where it unpacks, before the
+// applier writes them: a layer declaring more than the disk holds is
+// refused at the header that passes the mark.
+func TestApplyCountsDeclaredSizes(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tw.WriteHeader(&tar.Header{Name: "small", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+	tw.Write([]byte("abc"))
+	if err := tw.WriteHeader(&tar.Header{Name: "huge", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 60, Format: tar.FormatPAX}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(make([]byte, 10<<10))
+	tw.Flush()
+	dir := t.TempDir()
+	layer := rootfs.Layer{Blob: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayerGzip}, Diff: ocispec.Descriptor{Digest: digest.FromBytes(b.Bytes())}}
+	_, err := applyDir(context.Background(), layer, dir, layerFile(t, b.Bytes()))
+	if err == nil || !errors.Is(err, errRefusedEntry) || !strings.Contains(err.Error(), `entry "huge" brings the files the layer declares to`) || !strings.Contains(err.Error(), "free in "+dir) {
+		t.Fatalf("err = %v, want the declared size refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "huge")); !os.IsNotExist(err) {
+		t.Errorf("huge was created: %v", err)
 	}
 }

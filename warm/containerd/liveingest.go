@@ -191,10 +191,13 @@ func (l *liveIngests) wait(ctx context.Context, d digest.Digest, settled <-chan 
 // serves; Size is unknown and reported as the largest size, the stream
 // ends with io.EOF. When tar is set, the stream passes kiln's tar reader
 // and entry rule on its way (entryCheck): the applier sees only headers
-// layers.CheckEntry accepted.
+// layers.CheckEntry accepted, whose declared sizes fit in dir.
 type decodedProvider struct {
 	src content.ReaderAt
 	tar bool
+	// dir is where the layer unpacks, when tar: the sizes its entries
+	// declare must fit the space free there.
+	dir string
 }
 
 func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) (content.ReaderAt, error) {
@@ -207,7 +210,7 @@ func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) 
 	// being filled; reused for the whole layer.
 	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: blob.NewBuffers(1<<20, 10), done: make(chan struct{})}
 	if p.tar {
-		d.check = newEntryCheck(ctx)
+		d.check = newEntryCheck(ctx, p.dir)
 	}
 	go d.decode()
 	return d, nil

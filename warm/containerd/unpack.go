@@ -299,7 +299,8 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) error {
 	desc := layer.Blob
 	desc.MediaType = ocispec.MediaTypeImageLayer // decoded by the provider
-	diff, err := apply.NewFileSystemApplier(decodedProvider{src: src, tar: true}).Apply(ctx, desc, mounts)
+	dir, _ := upperDir(mounts)
+	diff, err := apply.NewFileSystemApplier(decodedProvider{src: src, tar: true, dir: dir}).Apply(ctx, desc, mounts)
 	if err == nil && diff.Digest != layer.Diff.Digest {
 		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
 	}

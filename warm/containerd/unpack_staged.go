@@ -366,7 +366,7 @@ func unpackKey(chainID string) string {
 // but the applier created for its entries, whose attributes come from the
 // layers below once they exist (fixImplicitDirs). src is closed.
 func applyDir(ctx context.Context, layer rootfs.Layer, dir string, src content.ReaderAt) ([]string, error) {
-	ra, err := decodedProvider{src: src, tar: true}.ReaderAt(ctx, layer.Blob)
+	ra, err := decodedProvider{src: src, tar: true, dir: dir}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
 		return nil, err
 	}
