@@ -1,6 +1,7 @@
 package layers_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -18,7 +19,15 @@ import (
 func walkRaw(t *testing.T, b []byte, mt types.MediaType) (int, error) {
 	t.Helper()
 	dir := t.TempDir()
-	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, testimage.RawLayer(b, mt)))
+	// The config names the diff ID of what the blob decompresses to.
+	diffID := sha(b)
+	if r, _, closeDec, err := layers.Decompress(bytes.NewReader(b)); err == nil {
+		if u, err := io.ReadAll(r); err == nil {
+			diffID = sha(u)
+		}
+		closeDec()
+	}
+	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, testimage.Lying(b, sha(b), diffID, mt)))
 	img, err := layers.Open(context.Background(), "oci:"+dir+":x")
 	if err != nil {
 		t.Fatal(err)
