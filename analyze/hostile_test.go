@@ -89,9 +89,10 @@ func TestSquashThroughLinks(t *testing.T) {
 func TestAnalyzeRefusesSparseAndOddEntries(t *testing.T) {
 	hostile := testimage.HostileTars(t)
 	for name, tb := range map[string][]byte{
-		"sparse": testimage.SparseTar("usr/lib/libhuge.so", 64<<30),
-		"type-v": hostile["type-v"],
-		"type-7": hostile["type-7"],
+		"sparse":     testimage.SparseTar("usr/lib/libhuge.so", 64<<30),
+		"sparse-pax": testimage.SparsePAXTar("usr/lib/libhuge.so", 64<<30),
+		"type-v":     hostile["type-v"],
+		"type-7":     hostile["type-7"],
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

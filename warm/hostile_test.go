@@ -27,9 +27,10 @@ func TestWarmRefusesHostileEntries(t *testing.T) {
 		tar  []byte
 		want string
 	}{
-		"sparse":    {testimage.SparseTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
-		"type-v":    {hostile["type-v"], "tar type 'V'"},
-		"traversal": {hostile["traversal"], "leaves the image root"},
+		"sparse":     {testimage.SparseTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
+		"sparse-pax": {testimage.SparsePAXTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
+		"type-v":     {hostile["type-v"], "tar type 'V'"},
+		"traversal":  {hostile["traversal"], "leaves the image root"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := t.TempDir()

@@ -49,10 +49,11 @@ func TestApplyRefusesHostileEntries(t *testing.T) {
 		tar  []byte
 		want string
 	}{
-		"sparse":    {testimage.SparseTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
-		"type-v":    {hostile["type-v"], "tar type 'V'"},
-		"traversal": {hostile["traversal"], "leaves the image root"},
-		"xattr":     {hostile["xattr-300"], "over Linux's limit of 255"},
+		"sparse":     {testimage.SparseTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
+		"sparse-pax": {testimage.SparsePAXTar("data/big", 2<<30), `"data/big" is a GNU sparse file`},
+		"type-v":     {hostile["type-v"], "tar type 'V'"},
+		"traversal":  {hostile["traversal"], "leaves the image root"},
+		"xattr":      {hostile["xattr-300"], "over Linux's limit of 255"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
