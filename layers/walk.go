@@ -154,14 +154,16 @@ var entryTypes = map[byte]bool{
 }
 
 // CheckEntry is kiln's one rule for the entries of a layer it turns into
-// something else (slim's rewrite, the EROFS conversion), so that every
-// form of a layer holds what the tar form holds. It refuses, in words
-// naming the entry:
-//   - a name that is absolute or climbs out of the root with "..", a
-//     symlink whose relative target climbs above the root, a hard link
-//     whose target leaves it;
-//   - any type but a file, hard link, symlink, device, directory or fifo:
-//     GNU sparse files ('S', or PAX GNU.sparse records), volume labels
+// something else (slim's rewrite, the EROFS conversion, warm's read-back
+// of every fetched layer and its --unpack), so that every form of a
+// layer holds what the tar form holds. It refuses, in words naming the
+// entry:
+//   - (CheckPath) a name that is absolute or climbs out of the root with
+//     "..", a symlink whose relative target climbs above the root, a hard
+//     link whose target leaves it;
+//   - (CheckForm, the rest; analyze applies this half) any type but a
+//     file, hard link, symlink, device, directory or fifo: GNU sparse
+//     files ('S', or PAX GNU.sparse records), volume labels
 //     ('V'), contiguous files ('7'), global PAX headers ('g') and the
 //     rest are read differently by different tar readers (mkfs.erofs,
 //     GNU tar and Go disagree on where their data ends);
