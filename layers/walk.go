@@ -111,17 +111,15 @@ func WalkTar(ctx context.Context, r io.Reader, fn WalkFunc) error {
 			return fmt.Errorf("reading tar entry %d (after %q): %w", i, last, err)
 		}
 		last = hdr.Name
-		if err := fn(NewEntry(hdr), body); err != nil {
+		if err := fn(newEntry(hdr), body); err != nil {
 			return err
 		}
 	}
 }
 
-// NewEntry reads a tar header as kiln does: its name cleaned (Escapes
+// newEntry reads a tar header as kiln does: its name cleaned (Escapes
 // set when it leaves the root), whiteouts and opaque markers recognised.
-// Every reader of a layer's headers (WalkTar, an applier's filter) makes
-// its Entry here, so that CheckEntry judges the same thing everywhere.
-func NewEntry(hdr *tar.Header) *Entry {
+func newEntry(hdr *tar.Header) *Entry {
 	e := &Entry{Header: hdr}
 	e.Path, e.Escapes = CleanPath(hdr.Name)
 	dir, base := path.Split(e.Path)
