@@ -9,7 +9,7 @@ export KILN_REGISTRY ?= 127.0.0.1:5000
 GO ?= go
 PKGS := ./...
 
-.PHONY: all build dist image test test-fast lint unit e2e e2e-slow integration tiers deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
+.PHONY: all build dist image test test-fast fuzz lint unit e2e e2e-slow integration tiers deps registry fixtures demo bench bench-analyze bench-build bench-slim bench-weights bench-warm clean
 
 all: build
 
@@ -73,6 +73,21 @@ lint:
 # The fast tier: race detector on, daemons skipped (-short).
 unit test-fast:
 	$(GO) test -race -short -count=1 -timeout 20m $(PKGS)
+
+# fuzz: each fuzz target for FUZZTIME (issue 34's suite: the tar reader
+# and entry rule, the EROFS conversion against Go's tar reader, manifests
+# and indexes). Not part of make test or CI: there the seed corpora
+# (testdata/fuzz, issue 34's hostile layers among them) run as ordinary
+# tests in the fast tier. A failing input is written under the package's
+# testdata/fuzz; commit it as a seed with the fix.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := ./layers:FuzzWalkTar ./layers:FuzzCheckEntry ./layers:FuzzWalkManifests \
+	./layers/erofs:FuzzErofsMatchesTar ./recipes:FuzzParseRecipe
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		$(GO) test -short -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # The e2e tier: real containerd, dockerd, sshd and BuildKit, no race
 # detector (the fast tier ran these packages' other tests with it).

@@ -1,10 +1,18 @@
 package analyze_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // TestHostileImage: entries that climb out of the root, absolute paths,
@@ -72,4 +80,49 @@ func TestSquashThroughLinks(t *testing.T) {
 			t.Errorf("warnings lack %q:\n%s", want, warn)
 		}
 	}
+}
+
+// TestAnalyzeRefusesSparseAndOddEntries (N7, N12): a few hundred bytes
+// declaring a 64 GiB GNU-sparse library are refused at their header, not
+// read as 64 GiB of zeros (--kernels reads every library), and entries
+// tar readers disagree on (type V, 7, data on a device) have no report.
+func TestAnalyzeRefusesSparseAndOddEntries(t *testing.T) {
+	hostile := testimage.HostileTars(t)
+	for name, tb := range map[string][]byte{
+		"sparse":     testimage.SparseTar("usr/lib/libhuge.so", 64<<30),
+		"sparse-pax": testimage.SparsePAXTar("usr/lib/libhuge.so", 64<<30),
+		"type-v":     hostile["type-v"],
+		"type-7":     hostile["type-7"],
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := testimage.RawLayer(gzipped(t, tb), types.OCILayer)
+			testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, l))
+			img, err := layers.Open(context.Background(), "oci:"+dir+":x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer img.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err = analyze.Image(ctx, img, analyze.Options{Kernels: true, SkipVerify: true})
+			if err == nil || !strings.Contains(err.Error(), "refusing it") {
+				t.Fatalf("err = %v, want the entry refused", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -227,6 +227,9 @@ func eachEntry(ctx context.Context, open func() (io.ReadCloser, error), fn func(
 	}
 	defer closeDec()
 	tr := tar.NewReader(r)
+	// The body stops with ctx: a sparse entry yields bytes without
+	// reading r.
+	body := ContextReader(ctx, tr, nil)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -235,7 +238,7 @@ func eachEntry(ctx context.Context, open func() (io.ReadCloser, error), fn func(
 		if err != nil {
 			return err
 		}
-		if err := fn(h, tr); err != nil {
+		if err := fn(h, body); err != nil {
 			return err
 		}
 	}

@@ -117,7 +117,7 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 		}
 		tarIn = dv
 	}
-	if err := WalkTar(tarIn, fn); err != nil {
+	if err := WalkTar(ctx, tarIn, fn); err != nil {
 		return st, err
 	}
 	// Read what follows the tar's end marker: padding counts toward the
@@ -156,7 +156,7 @@ func (l *Layer) walkSeekable(ctx context.Context, opt WalkOptions, fn WalkFunc) 
 		}()
 	}
 	sr := io.NewSectionReader(l.file, l.off, l.Size)
-	walkErr := WalkTar(&ctxSeeker{ctx: ctx, SectionReader: sr}, fn)
+	walkErr := WalkTar(ctx, &ctxSeeker{ctx: ctx, SectionReader: sr}, fn)
 	if walkErr != nil {
 		cancel()
 		if hashErr != nil {

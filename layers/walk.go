@@ -2,6 +2,7 @@ package layers
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -88,11 +89,17 @@ type WalkFunc func(e *Entry, body io.Reader) error
 
 // WalkTar reads a tar stream entry by entry. When r is an io.Seeker (an
 // uncompressed layer in a local file), unread file contents are skipped by
-// seeking instead of reading.
-func WalkTar(r io.Reader, fn WalkFunc) error {
+// seeking instead of reading. The body handed to fn stops with the
+// context's cause once ctx ends: a sparse or huge entry yields bytes
+// without reading r, so a check on r alone would not stop it.
+func WalkTar(ctx context.Context, r io.Reader, fn WalkFunc) error {
 	tr := tar.NewReader(r)
+	body := ContextReader(ctx, tr, nil)
 	var last string
 	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil
@@ -104,22 +111,28 @@ func WalkTar(r io.Reader, fn WalkFunc) error {
 			return fmt.Errorf("reading tar entry %d (after %q): %w", i, last, err)
 		}
 		last = hdr.Name
-		e := &Entry{Header: hdr}
-		e.Path, e.Escapes = CleanPath(hdr.Name)
-		dir, base := path.Split(e.Path)
-		dir = strings.TrimSuffix(dir, "/")
-		switch {
-		case base == opaqueMarker:
-			e.Opaque = true
-			e.Path = dir
-		case strings.HasPrefix(base, whiteoutPrefix):
-			e.Whiteout = true
-			e.Path = path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
-		}
-		if err := fn(e, tr); err != nil {
+		if err := fn(newEntry(hdr), body); err != nil {
 			return err
 		}
 	}
+}
+
+// newEntry reads a tar header as kiln does: its name cleaned (Escapes
+// set when it leaves the root), whiteouts and opaque markers recognised.
+func newEntry(hdr *tar.Header) *Entry {
+	e := &Entry{Header: hdr}
+	e.Path, e.Escapes = CleanPath(hdr.Name)
+	dir, base := path.Split(e.Path)
+	dir = strings.TrimSuffix(dir, "/")
+	switch {
+	case base == opaqueMarker:
+		e.Opaque = true
+		e.Path = dir
+	case strings.HasPrefix(base, whiteoutPrefix):
+		e.Whiteout = true
+		e.Path = path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
+	}
+	return e
 }
 
 // xattrNameMax and xattrValueMax are Linux's limits on an extended
@@ -139,14 +152,16 @@ var entryTypes = map[byte]bool{
 }
 
 // CheckEntry is kiln's one rule for the entries of a layer it turns into
-// something else (slim's rewrite, the EROFS conversion), so that every
-// form of a layer holds what the tar form holds. It refuses, in words
-// naming the entry:
-//   - a name that is absolute or climbs out of the root with "..", a
-//     symlink whose relative target climbs above the root, a hard link
-//     whose target leaves it;
-//   - any type but a file, hard link, symlink, device, directory or fifo:
-//     GNU sparse files ('S', or PAX GNU.sparse records), volume labels
+// something else (slim's rewrite, the EROFS conversion, warm's read-back
+// of every fetched layer and its --unpack), so that every form of a
+// layer holds what the tar form holds. It refuses, in words naming the
+// entry:
+//   - (CheckPath) a name that is absolute or climbs out of the root with
+//     "..", a symlink whose relative target climbs above the root, a hard
+//     link whose target leaves it;
+//   - (CheckForm, the rest; analyze applies this half) any type but a
+//     file, hard link, symlink, device, directory or fifo: GNU sparse
+//     files ('S', or PAX GNU.sparse records), volume labels
 //     ('V'), contiguous files ('7'), global PAX headers ('g') and the
 //     rest are read differently by different tar readers (mkfs.erofs,
 //     GNU tar and Go disagree on where their data ends);
@@ -156,6 +171,16 @@ var entryTypes = map[byte]bool{
 //   - an extended attribute whose name is over 255 bytes or whose value
 //     is over 64 KiB, which no Linux file system holds.
 func CheckEntry(e *Entry) error {
+	if err := CheckPath(e); err != nil {
+		return err
+	}
+	return CheckForm(e)
+}
+
+// CheckPath is the half of CheckEntry about where an entry lands: its
+// name, a symlink's or a hard link's target, leaving the image root.
+// analyze reports such entries where a runtime puts them, with a warning.
+func CheckPath(e *Entry) error {
 	h := e.Header
 	switch {
 	case e.Escapes:
@@ -164,6 +189,16 @@ func CheckEntry(e *Entry) error {
 		return fmt.Errorf("symlink %q → %q climbs out of the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
 	case h.Typeflag == tar.TypeLink && climbsOut(h.Linkname):
 		return fmt.Errorf("hardlink %q → %q leaves the image root: refusing to rewrite a hostile layer", h.Name, h.Linkname)
+	}
+	return nil
+}
+
+// CheckForm is the half of CheckEntry about what an entry holds: tar
+// readers disagree on it (how much data, which entries follow), so no
+// reader of the layer, analyze included, can say what the layer is.
+func CheckForm(e *Entry) error {
+	h := e.Header
+	switch {
 	case h.Typeflag == tar.TypeGNUSparse || hasSparseRecords(h):
 		return fmt.Errorf("entry %q is a GNU sparse file, which tar readers expand differently: refusing it (rebuild the layer without tar --sparse)", h.Name)
 	case !entryTypes[h.Typeflag]:

@@ -101,7 +101,7 @@ func ScanImage(img v1.Image) ([]Component, error) {
 	rc := mutate.Extract(img)
 	defer rc.Close()
 	s := newScanner()
-	err = layers.WalkTar(rc, func(e *layers.Entry, body io.Reader) error {
+	err = layers.WalkTar(context.Background(), rc, func(e *layers.Entry, body io.Reader) error {
 		if !e.IsRegular() || e.Escapes {
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -376,36 +377,34 @@ func pushLegacy(ctx context.Context, c *registry.Client, d v1.Hash, s *Signer) (
 		return false
 	}
 	// write keeps the signatures already there (other keys, other
-	// signers): cosign appends.
+	// signers): cosign appends. A registry has no compare-and-swap for a
+	// tag, so the window between the read the new list is built on and
+	// the PUT is kept to one GET: the config for the list is uploaded
+	// first, then the tag read again, and a list another signer wrote
+	// meanwhile is merged instead of overwritten (see confirmListed for
+	// what is left of the race).
 	write := func() error {
 		m, err := current()
 		if err != nil {
 			return err
 		}
-		if has(m) {
-			return nil
+		for reread := 0; ; reread++ {
+			if has(m) {
+				return nil
+			}
+			next, err := withSignature(ctx, c, m, ours)
+			if err != nil {
+				return err
+			}
+			now, err := current()
+			if err != nil {
+				return err
+			}
+			if reread == legacyRereads || sameLayers(now, m) {
+				return remote.Put(tag, next, ropts...)
+			}
+			m = now
 		}
-		m.Layers = append(m.Layers, ours)
-		diffIDs := make([]string, len(m.Layers))
-		for i, l := range m.Layers {
-			diffIDs[i] = l.Digest.String()
-		}
-		cfgRaw, _ := json.Marshal(map[string]any{
-			"architecture": "", "os": "", "config": map[string]any{},
-			"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
-		})
-		cfg := static.NewLayer(cfgRaw, types.OCIConfigJSON)
-		if err := remote.WriteLayer(repo, cfg, ropts...); err != nil {
-			return err
-		}
-		cd, _ := cfg.Digest()
-		m.SchemaVersion, m.MediaType = 2, types.OCIManifestSchema1
-		m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cd, Size: int64(len(cfgRaw))}
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		return remote.Put(tag, rawManifest{raw, types.OCIManifestSchema1}, ropts...)
 	}
 	t0 := time.Now()
 	if err := write(); err != nil {
@@ -421,6 +420,45 @@ func pushLegacy(ctx context.Context, c *registry.Client, d v1.Hash, s *Signer) (
 		return "", err
 	}
 	return tag.String(), nil
+}
+
+// legacyRereads is how many times a legacy signer builds its list again
+// when the tag changed under it before it writes anyway (and relies on
+// the read-back, confirmListed).
+const legacyRereads = 4
+
+// withSignature is the .sig manifest m with ours appended, its config
+// (the layers' diff IDs) uploaded.
+func withSignature(ctx context.Context, c *registry.Client, m legacyManifest, ours v1.Descriptor) (rawManifest, error) {
+	m.Layers = append(slices.Clone(m.Layers), ours)
+	diffIDs := make([]string, len(m.Layers))
+	for i, l := range m.Layers {
+		diffIDs[i] = l.Digest.String()
+	}
+	cfgRaw, _ := json.Marshal(map[string]any{
+		"architecture": "", "os": "", "config": map[string]any{},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+	})
+	cfg := static.NewLayer(cfgRaw, types.OCIConfigJSON)
+	if err := remote.WriteLayer(c.Repository(), cfg, c.Remote(ctx)...); err != nil {
+		return rawManifest{}, err
+	}
+	cd, _ := cfg.Digest()
+	m.SchemaVersion, m.MediaType = 2, types.OCIManifestSchema1
+	m.Config = v1.Descriptor{MediaType: types.OCIConfigJSON, Digest: cd, Size: int64(len(cfgRaw))}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return rawManifest{}, err
+	}
+	return rawManifest{raw, types.OCIManifestSchema1}, nil
+}
+
+// sameLayers says whether two reads of the .sig tag list the same
+// signatures, in the same order.
+func sameLayers(a, b legacyManifest) bool {
+	return slices.EqualFunc(a.Layers, b.Layers, func(x, y v1.Descriptor) bool {
+		return x.Digest == y.Digest && x.Annotations[SignatureAnnotation] == y.Annotations[SignatureAnnotation]
+	})
 }
 
 func isNotFound(err error) bool {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -370,6 +371,24 @@ func TestHostile(t *testing.T) {
 				t.Errorf("blobs written: %v", m)
 			}
 		})
+	}
+}
+
+// TestHostileSparse (N7): a few hundred bytes declaring a 64 GiB
+// GNU-sparse file are refused at the header, in the scan, before slim
+// reads (or writes) a byte of it.
+func TestHostileSparse(t *testing.T) {
+	for _, tb := range [][]byte{testimage.SparseTar("usr/lib/libcublas.so.12", 64<<30), testimage.SparsePAXTar("usr/lib/libcublas.so.12", 64<<30)} {
+		src := openLayout(t, testimage.Image(t, testimage.Config{}, testimage.RawLayer(tb, types.OCIUncompressedLayer)))
+		work := t.TempDir()
+		start := time.Now()
+		_, err := Rewrite(context.Background(), src, Options{Policy: runtimePolicy(t), WorkDir: work})
+		if err == nil || !strings.Contains(err.Error(), `"usr/lib/libcublas.so.12" is a GNU sparse file`) {
+			t.Fatalf("want the sparse entry refused, got %v", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("took %v", d)
+		}
 	}
 }
 

@@ -100,7 +100,8 @@ func checkLayer(ctx context.Context, t Opener, b *Blob, cs []claim) (map[string]
 
 // contentDigest is the sha256 of b's uncompressed content as committed
 // in t. The encoding must be the one the media type names: a zstd layer
-// whose bytes are gzip (or a tar) is not what its manifest says.
+// whose bytes are gzip (or a tar) is not what its manifest says; the
+// content must be a tar whose every entry passes layers.CheckEntry.
 func contentDigest(ctx context.Context, t Opener, b *Blob) (digest.Digest, error) {
 	rc, err := t.Open(b.Descriptor)
 	if err != nil {
@@ -116,6 +117,17 @@ func contentDigest(ctx context.Context, t Opener, b *Blob) (digest.Digest, error
 		return "", err
 	}
 	h := sha256.New()
+	// A tar layer: kiln's one entry rule (layers.CheckEntry) on every
+	// header, as the content is hashed, so that what an unpack (kiln's or
+	// containerd's) writes is what slim and the EROFS conversion accept.
+	// A native EROFS layer is checked by fsck.erofs where it is used.
+	if layers.CheckTar(types.MediaType(b.MediaType)) == nil {
+		tr := io.TeeReader(dr, h)
+		if err := layers.WalkTar(ctx, tr, func(e *layers.Entry, _ io.Reader) error { return layers.CheckEntry(e) }); err != nil {
+			return "", err
+		}
+	}
+	// What follows the end marker is part of the content too.
 	if _, err := io.CopyBuffer(h, dr, make([]byte, 1<<20)); err != nil {
 		return "", fmt.Errorf("decompressing: %v", err)
 	}

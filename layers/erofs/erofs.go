@@ -224,7 +224,7 @@ func run(ctx context.Context, tar io.Reader, path string, opts []Option) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting mkfs.erofs: %v", err)
 	}
-	ferr := feed(tar, stdin, o.maxSize)
+	ferr := feed(ctx, tar, stdin, o.maxSize)
 	stdin.Close()
 	if ferr != nil && !errors.Is(ferr, errMkfsGone) {
 		cancel()

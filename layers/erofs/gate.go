@@ -2,6 +2,7 @@ package erofs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -54,12 +55,12 @@ func (g *tarGate) accept() error {
 // declaring more than max bytes in all refused, and then reads r to its
 // end (a reader that checks a digest at EOF gets to), where only zeros
 // may follow the tar's end marker.
-func feed(r io.Reader, w io.Writer, max int64) error {
+func feed(ctx context.Context, r io.Reader, w io.Writer, max int64) error {
 	g := &tarGate{r: r, w: w}
 	// Data passes in 256 KiB writes (io.Discard would read in 8 KiB).
 	buf := make([]byte, 256<<10)
 	var refused error // the entry's, not the reader's
-	err := layers.WalkTar(g, func(e *layers.Entry, body io.Reader) error {
+	err := layers.WalkTar(ctx, g, func(e *layers.Entry, body io.Reader) error {
 		if refused = layers.CheckEntry(e); refused != nil {
 			return refused
 		}

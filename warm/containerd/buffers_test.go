@@ -46,7 +46,7 @@ func TestDecodedLayerReusesBuffers(t *testing.T) {
 	}
 	var n int64
 	alloc := allocated(func() {
-		ra, err := decodedProvider{sizedFile{f, int64(gz.Len())}}.ReaderAt(context.Background(), ocispec.Descriptor{})
+		ra, err := decodedProvider{src: sizedFile{f, int64(gz.Len())}}.ReaderAt(context.Background(), ocispec.Descriptor{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -303,7 +303,7 @@ func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mou
 // writes the layer's EROFS image to path (a native layer's own bytes, a
 // tar layer converted by mkfs.erofs) through a temporary file beside it.
 func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, error) {
-	ra, err := decodedProvider{src}.ReaderAt(ctx, layer.Blob)
+	ra, err := decodedProvider{src: src}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
 		return "", err
 	}

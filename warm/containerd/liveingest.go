@@ -189,8 +189,16 @@ func (l *liveIngests) wait(ctx context.Context, d digest.Digest, settled <-chan 
 // half of an apply); split, they use two cores. The applier reads its
 // ReaderAt strictly in order (content.NewReader), which is all this
 // serves; Size is unknown and reported as the largest size, the stream
-// ends with io.EOF.
-type decodedProvider struct{ src content.ReaderAt }
+// ends with io.EOF. When tar is set, the stream passes kiln's tar reader
+// and entry rule on its way (entryCheck): the applier sees only headers
+// layers.CheckEntry accepted, whose declared sizes fit in dir.
+type decodedProvider struct {
+	src content.ReaderAt
+	tar bool
+	// dir is where the layer unpacks, when tar: the sizes its entries
+	// declare must fit the space free there.
+	dir string
+}
 
 func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) (content.ReaderAt, error) {
 	rc, err := compression.DecompressStream(io.NewSectionReader(p.src, 0, p.src.Size()))
@@ -201,6 +209,9 @@ func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) 
 	// Buffers in use at once: 8 queued, the one being read, the one
 	// being filled; reused for the whole layer.
 	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: blob.NewBuffers(1<<20, 10), done: make(chan struct{})}
+	if p.tar {
+		d.check = newEntryCheck(ctx, p.dir)
+	}
 	go d.decode()
 	return d, nil
 }
@@ -217,6 +228,7 @@ type decodedReaderAt struct {
 	bufs   *blob.Buffers
 	done   chan struct{}
 	once   sync.Once
+	check  *entryCheck // nil: not read as a tar
 
 	pos    int64
 	cur    []byte
@@ -229,6 +241,9 @@ func (d *decodedReaderAt) decode() {
 	// The decoder is closed here, not in Close: a read may be under way.
 	defer d.src.Close()
 	defer d.rc.Close()
+	if d.check != nil {
+		defer d.check.close()
+	}
 	for {
 		buf, ok := d.bufs.Get(d.done)
 		if !ok {
@@ -238,6 +253,7 @@ func (d *decodedReaderAt) decode() {
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
 		}
+		n, err = d.checked(buf[:n], err)
 		c := decodedChunk{b: buf[:n], err: err}
 		select {
 		case d.chunks <- c:
@@ -248,6 +264,28 @@ func (d *decodedReaderAt) decode() {
 			return
 		}
 	}
+}
+
+// checked passes a decoded chunk b (read with err) through the entry
+// check, if any: nothing of a chunk holding a refused header goes on,
+// and at the end of the stream the reader's verdict is the error.
+func (d *decodedReaderAt) checked(b []byte, err error) (int, error) {
+	if d.check == nil {
+		return len(b), err
+	}
+	if len(b) > 0 {
+		if cerr := d.check.pass(b); cerr != nil {
+			d.check.close()
+			return 0, cerr
+		}
+	}
+	if err == nil {
+		return len(b), nil
+	}
+	if cerr := d.check.close(); cerr != nil && err == io.EOF {
+		err = cerr
+	}
+	return len(b), err
 }
 
 func (d *decodedReaderAt) ReadAt(p []byte, off int64) (int, error) {

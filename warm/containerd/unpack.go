@@ -3,6 +3,7 @@ package containerd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -281,6 +282,10 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	if errors.Is(err, errRefusedEntry) {
+		// No other apply may write what kiln's rule refused.
+		return false, err
+	}
 	t.inprocFailures.Add(1)
 	t.noteFallback(err)
 	return false, nil
@@ -294,7 +299,8 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) error {
 	desc := layer.Blob
 	desc.MediaType = ocispec.MediaTypeImageLayer // decoded by the provider
-	diff, err := apply.NewFileSystemApplier(decodedProvider{src}).Apply(ctx, desc, mounts)
+	dir, _ := upperDir(mounts)
+	diff, err := apply.NewFileSystemApplier(decodedProvider{src: src, tar: true, dir: dir}).Apply(ctx, desc, mounts)
 	if err == nil && diff.Digest != layer.Diff.Digest {
 		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
 	}

@@ -282,6 +282,10 @@ func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshot
 			j.err = ctx.Err()
 			return
 		}
+		if errors.Is(err, errRefusedEntry) {
+			j.err = err // no other apply may write it
+			return
+		}
 		t.inprocFailures.Add(1)
 		t.noteFallback(err)
 		return
@@ -362,7 +366,7 @@ func unpackKey(chainID string) string {
 // but the applier created for its entries, whose attributes come from the
 // layers below once they exist (fixImplicitDirs). src is closed.
 func applyDir(ctx context.Context, layer rootfs.Layer, dir string, src content.ReaderAt) ([]string, error) {
-	ra, err := decodedProvider{src}.ReaderAt(ctx, layer.Blob)
+	ra, err := decodedProvider{src: src, tar: true, dir: dir}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func ImageFiles(t *testing.T, img v1.Image) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = layers.WalkTar(rc, func(e *layers.Entry, body io.Reader) error {
+		err = layers.WalkTar(context.Background(), rc, func(e *layers.Entry, body io.Reader) error {
 			if e.Whiteout || e.Opaque {
 				t.Fatalf("ImageFiles: %s: whiteouts are not handled", e.Path)
 			}

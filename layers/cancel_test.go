@@ -1,0 +1,65 @@
+package layers_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+)
+
+// TestWalkBodyStopsWhenCancelled (N7): a sparse entry yields its zeros
+// without reading the layer's stream, so the body handed to a WalkFunc
+// must itself stop once the walk's context ends; a copy of a 1 TiB
+// sparse entry would run for minutes.
+func TestWalkBodyStopsWhenCancelled(t *testing.T) {
+	b := testimage.SparseTar("huge", 1<<40)
+	for _, comp := range []string{"gzip", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			raw := map[string][]byte{"gzip": gz(b), "none": b}[comp]
+			l := testimage.RawLayer(raw, types.MediaType("application/vnd.oci.image.layer.v1.tar"+map[string]string{"gzip": "+gzip", "none": ""}[comp]))
+			dir := t.TempDir()
+			testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, l))
+			im, err := layers.Open(context.Background(), "oci:"+dir+":x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer im.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err = im.Layers[0].Walk(ctx, layers.WalkOptions{SkipVerify: true}, func(_ *layers.Entry, body io.Reader) error {
+				_, err := io.Copy(io.Discard, body)
+				return err
+			})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("err = %v, want the context's", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the walk stopped %v after its context ended", d)
+			}
+		})
+	}
+}
+
+// TestWalkTarStopsBetweenEntries: a cancelled walk reads no further
+// header.
+func TestWalkTarStopsBetweenEntries(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tb := testimage.Tar(t, []testimage.Entry{testimage.File("a", nil), testimage.File("b", nil)})
+	var seen int
+	err := layers.WalkTar(ctx, bytes.NewReader(tb), func(*layers.Entry, io.Reader) error {
+		seen++
+		cancel()
+		return nil
+	})
+	if seen != 1 || !errors.Is(err, context.Canceled) {
+		t.Errorf("saw %d entries, err = %v; want 1 and the context's", seen, err)
+	}
+}
