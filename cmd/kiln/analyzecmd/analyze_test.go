@@ -97,3 +97,15 @@ func TestAnalyzeHTML(t *testing.T) {
 		t.Errorf("unwritable --html: exit %d, %s", code, errOut)
 	}
 }
+
+// N6 from the command line: kiln's own TAG-erofs (a filesystem image, not
+// a tar) is refused in words, never analyzed as an empty, verified image.
+func TestAnalyzeRefusesAnErofsImage(t *testing.T) {
+	dir := t.TempDir()
+	fsimg := append(append(make([]byte, 1024), "\xe2\xe1\xf5\xe0"...), make([]byte, 3068)...)
+	testimage.WriteLayout(t, dir, "app-erofs", testimage.Image(t, testimage.Config{}, testimage.RawLayer(fsimg, "application/vnd.erofs.layer.v1")))
+	code, out, errOut := run(t, "analyze", "oci:"+dir+":app-erofs", "--json")
+	if code != cmdutil.ExitFailure || !strings.Contains(out+errOut, "EROFS layer") || strings.Contains(out, `"verified": true`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}

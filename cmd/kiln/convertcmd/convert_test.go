@@ -139,3 +139,28 @@ func TestConvertCommandErofs(t *testing.T) {
 		}
 	}
 }
+
+// N2 from the command line: a layer that tar-based scanners read as one
+// harmless file (a lone zero block, then a hidden backdoor and a changed
+// /etc/visible that erofs-utils read past it) is refused by kiln convert
+// --format erofs in words, and no TAG-erofs is written, signed or not.
+func TestConvertErofsRefusesHiddenFiles(t *testing.T) {
+	if err := erofs.Check(context.Background()); err != nil {
+		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	reg := testimage.Registry(t)
+	src := reg + "/conv/hidden:v1"
+	testimage.Push(t, src, testimage.Image(t, testimage.Config{}, testimage.RawLayer(testimage.LoneZeroBlockTar(t), "application/vnd.oci.image.layer.v1.tar")))
+	keys := cmdtest.NewKeys(t)
+	code, out, errOut := run(t, "convert", src, "--format", "erofs", "--json", "--progress", "none", "--sign-key", keys.Key)
+	if code != cmdutil.ExitFailure || !strings.Contains(out+errOut, "not a tar kiln can read") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	ref, _ := name.ParseReference(src+"-erofs", name.Insecure)
+	if _, err := remote.Head(ref); err == nil {
+		t.Errorf("%s-erofs was written", src)
+	}
+}
