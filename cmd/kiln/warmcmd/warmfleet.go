@@ -459,7 +459,7 @@ func oneLine(s string) string {
 
 func runEmit(opts *EmitOptions) error {
 	switch opts.Emit {
-	case "k8s", "k8s-daemonset":
+	case "k8s", "k8s-daemonset", "kubernetes":
 		opts.Kind = fleet.KindDaemonSet
 	case "k8s-job":
 		opts.Kind = fleet.KindJob

@@ -507,7 +507,7 @@ NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
 	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:"+f.VersionTag(), "kiln's own image, for the init container; pin it by digest (REPO@sha256:..., printed by make image)")
 	cmd.Flags().StringVar(&opts.PullRef, "pull-ref", "", "what the init container pulls (default: the artifact by digest)")
 	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
-	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes")
+	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes (k8s)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the snippets as JSON")
 	cmdutil.SetSchema(cmd, "kiln.weights-run-args/v2")
 	return cmd
@@ -518,9 +518,11 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		return cmdutil.UsageErr("run-args needs --volume NAME|DIR")
 	}
 	switch opts.Format {
+	case "k8s":
+		opts.Format = "kubernetes" // kiln warm --emit's word
 	case "all", "docker", "compose", "kubernetes":
 	default:
-		return cmdutil.UsageErr("--format: %q is not one of all, docker, compose, kubernetes", opts.Format)
+		return cmdutil.UsageErr("--format: %q is not one of all, docker, compose, kubernetes (or k8s)", opts.Format)
 	}
 	lopts, err := opts.LayersOptions()
 	if err != nil {
@@ -534,6 +536,11 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		Image: opts.Image, InitImage: opts.InitImage, PullRef: opts.PullRef, Twin: opts.Twin}
 	if in.Image == "" {
 		in.Image = res.Image
+	}
+	// docker run, compose and a pod name images a registry serves: an OCI
+	// layout or an archive would paste into a command that cannot run it.
+	if r, err := layers.ParseRef(in.Image, lopts...); err == nil && (r.Kind == layers.KindOCILayout || r.Kind == layers.KindDockerArchive) {
+		return cmdutil.UsageErr("run-args: the image %s is a file on this machine, which docker run, compose and Kubernetes cannot run: push it to a registry (kiln slim --to REGISTRY/REPO:TAG, or crane push) and pass --image REGISTRY/REPO:TAG", in.Image)
 	}
 	if in.PullRef == "" {
 		in.PullRef = res.Ref

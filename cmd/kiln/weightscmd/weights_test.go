@@ -132,6 +132,17 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 	if code, _, _ := run(t, "weights", "run-args", mf, "--volume", "bad name!"); code != cmdutil.ExitUsage {
 		t.Errorf("bad volume name: code %d, want %d", code, cmdutil.ExitUsage)
 	}
+	// k8s is kiln warm --emit's word for the same thing; an image in a
+	// layout or an archive would paste into a docker run that cannot run it.
+	k8s := []string{"weights", "run-args", mf, "--volume", "w", "--image", "registry.local/acme/serve:1", "--pull-ref", "registry.local/acme/w@sha256:" + strings.Repeat("b", 64), "--format"}
+	_, y1, _ := run(t, append(k8s, "k8s")...)
+	_, y2, _ := run(t, append(k8s, "kubernetes")...)
+	if y1 == "" || y1 != y2 {
+		t.Errorf("--format k8s:\n%s\nwant what kubernetes prints:\n%s", y1, y2)
+	}
+	if code, _, errOut := run(t, "weights", "run-args", mf, "--volume", "w", "--image", "oci:"+dir+"/slim:app"); code != cmdutil.ExitUsage || !strings.Contains(errOut, "push it to a registry") {
+		t.Errorf("an oci: image: code %d %s", code, errOut)
+	}
 	if code, _, _ := run(t, "weights", "pull", mf); code != cmdutil.ExitUsage {
 		t.Errorf("pull without --into: code %d", code)
 	}
