@@ -128,3 +128,23 @@ func TestDidYouMean(t *testing.T) {
 		}
 	}
 }
+
+// One exit code per mistake (issue 36 item 5): a malformed reference is a
+// usage error from weights pull and run-args too (exit 2, as from every
+// verb; they said 1); a verb that printed its own report says in --json's
+// "error" why it failed, not "failed".
+func TestExitCodesAndErrorWords(t *testing.T) {
+	for _, args := range [][]string{
+		{"weights", "pull", "INVALID::ref", "--into", t.TempDir()},
+		{"weights", "run-args", "INVALID::ref", "--volume", "w"},
+	} {
+		if code, _, errOut := kiln(t, args...); code != 2 || !strings.Contains(errOut, "lower case") {
+			t.Errorf("kiln %s: exit %d %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	code, out, _ := kiln(t, "compat", "driver", "--cuda", "99.9", "--driver", "550.54", "--json")
+	var rep struct{ Error string }
+	if code != 1 || json.Unmarshal([]byte(out), &rep) != nil || !strings.Contains(rep.Error, "not in kiln's driver table") {
+		t.Errorf("compat driver --json: exit %d, %s", code, out)
+	}
+}

@@ -120,7 +120,7 @@ func runCompatDriver(_ context.Context, opts *CompatDriverOptions) error {
 		}
 	}
 	if !v.Compatible {
-		return cmdutil.SilentExit(cmdutil.ExitFailure)
+		return cmdutil.ReportedExit(cmdutil.ExitFailure, "not compatible: %s", v.Reason)
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ func runCompatGPU(_ context.Context, opts *CompatGPUOptions) error {
 		fmt.Fprintf(opts.IO.Out, "%s: compute capability %s (%s)\nCUDA %s: %s: %s\n", info.Name, info.ComputeCapability, v.Arch, opts.CUDA, state, why)
 	}
 	if !ok {
-		return cmdutil.SilentExit(cmdutil.ExitFailure)
+		return cmdutil.ReportedExit(cmdutil.ExitFailure, "%s: CUDA %s: NOT supported: %s", info.Name, opts.CUDA, why)
 	}
 	return nil
 }

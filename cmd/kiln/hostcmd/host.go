@@ -2,7 +2,6 @@ package hostcmd
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 
@@ -249,8 +248,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		return err
 	}
 	if !rep.OK {
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: host check: %d item(s) failed\n", rep.Counts.Fail)
-		return cmdutil.SilentExit(cmdutil.ExitFailure)
+		return cmdutil.ReportedExit(cmdutil.ExitFailure, "host check: %d item(s) failed%s", rep.Counts.Fail, firstFailure(rep))
 	}
 	return nil
 }
@@ -281,4 +279,15 @@ func inspectSignature(ctx context.Context, ref, key string, lopts []layers.Optio
 		}
 	}
 	return sign.Inspect(ctx, ref, pol, lopts...), nil
+}
+
+// firstFailure is ": ID: summary" of the report's first failed item, for
+// the one-line error (--json's "error").
+func firstFailure(rep *hostcheck.Report) string {
+	for _, it := range rep.Items {
+		if it.Status == hostcheck.Fail {
+			return ": " + it.ID + ": " + it.Summary
+		}
+	}
+	return ""
 }

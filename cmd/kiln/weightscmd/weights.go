@@ -334,6 +334,9 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWeightsArg(opts.Ref, lopts); err != nil {
+		return err
+	}
 	res, err := weights.Resolve(ctx, opts.Ref, opts.From, lopts...)
 	if err != nil {
 		return err
@@ -528,6 +531,9 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWeightsArg(opts.Ref, lopts); err != nil {
+		return err
+	}
 	res, err := weights.Resolve(ctx, opts.Ref, "", lopts...)
 	if err != nil {
 		return err
@@ -569,4 +575,15 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		}
 	}
 	return nil
+}
+
+// checkWeightsArg refuses, as a usage error (exit 2, as every verb does), an
+// argument that is neither a file (a weights manifest) nor a reference
+// that parses.
+func checkWeightsArg(arg string, lopts []layers.Option) error {
+	if _, err := os.Stat(arg); err == nil {
+		return nil
+	}
+	_, err := cmdutil.CheckRef("", arg, lopts...)
+	return err
 }

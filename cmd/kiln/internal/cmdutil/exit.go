@@ -88,6 +88,21 @@ type SilentExit int
 
 func (s SilentExit) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
 
+// Reported is SilentExit with the one line --json's "error" says (the
+// verb printed its report; "failed" alone told a script nothing).
+type Reported struct {
+	Code    int
+	Summary string
+}
+
+func (r *Reported) Error() string { return r.Summary }
+
+// ReportedExit exits with code after the verb's own report, summary the
+// JSON error.
+func ReportedExit(code int, format string, a ...any) error {
+	return &Reported{Code: code, Summary: fmt.Sprintf(format, a...)}
+}
+
 // resumesAnnotation marks a command that picks up where it stopped when
 // run again (Resumes).
 const resumesAnnotation = "kiln.resumes"
@@ -132,9 +147,12 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IO) i
 	default:
 		code, msg = classify(err)
 		var s SilentExit
-		printed = errors.As(err, &s) // the verb reported in its own words
-		if printed {
-			msg = codeWords(code)
+		var r *Reported
+		switch {
+		case errors.As(err, &r): // the verb reported; this is its one line
+			msg = termtext.Clean(layers.Redact(r.Summary))
+		case errors.As(err, &s): // the verb reported in its own words
+			printed, msg = true, codeWords(code)
 		}
 	}
 	if jsonMode {
@@ -160,6 +178,10 @@ func classify(err error) (int, string) {
 	var s SilentExit
 	if errors.As(err, &s) {
 		return int(s), ""
+	}
+	var r *Reported
+	if errors.As(err, &r) {
+		return r.Code, ""
 	}
 	code := ExitFailure
 	var ee *ExitError
