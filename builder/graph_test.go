@@ -364,12 +364,13 @@ func TestParseCacheSpec(t *testing.T) {
 
 func TestConnectNoDaemon(t *testing.T) {
 	_, _, err := Connect(context.Background(), "unix:///nonexistent/buildkitd.sock", TLS{})
-	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "scripts/buildkitd.sh start") {
+	if !errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), "buildkitd") || strings.Contains(err.Error(), "scripts/") {
 		t.Fatalf("err = %v", err)
 	}
-	// The buildx builder most Docker users already run comes before the
-	// project's own script.
-	if i := strings.Index(err.Error(), "docker-container://buildx_buildkit_default"); i < 0 || i > strings.Index(err.Error(), "scripts/buildkitd.sh") {
+	// The buildx builder most Docker users already run comes before
+	// BuildKit's own daemon; no hint names this repository's scripts, which
+	// a go install user does not have.
+	if i := strings.Index(err.Error(), "docker-container://buildx_buildkit_default"); i < 0 || i > strings.Index(err.Error(), "BuildKit's own daemon") {
 		t.Errorf("the hint does not name the buildx builder first: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ var DefaultSockets = []string{
 // The builder most users already run comes first: the one 'docker buildx'
 // starts (docker buildx create --use, or any buildx build with the
 // docker-container driver), then the project's script.
-const StartHint = "use the buildx builder most Docker users already run: --builder docker-container://buildx_buildkit_default (the container `docker buildx create --node default --driver docker-container --bootstrap` starts; any buildx_buildkit_* container `docker ps` lists works), or point --builder / $BUILDKIT_HOST at another buildkitd (unix://, tcp://, docker-container://NAME, kube-pod://POD); without Docker: `sudo bash scripts/buildkitd.sh start`"
+const StartHint = "use the buildx builder most Docker users already run: --builder docker-container://buildx_buildkit_default (the container `docker buildx create --node default --driver docker-container --bootstrap` starts; any buildx_buildkit_* container `docker ps` lists works), or point --builder / $BUILDKIT_HOST at another buildkitd (unix://, tcp://, docker-container://NAME, kube-pod://POD); without Docker: run BuildKit's own daemon as root (`buildkitd` from a release of github.com/moby/buildkit, or your distribution's buildkit package; it listens on /run/buildkit/buildkitd.sock, which kiln tries)"
 
 // TLS configures a tcp:// connection.
 type TLS struct {

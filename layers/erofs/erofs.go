@@ -107,8 +107,9 @@ const MaxSize = 4 << 40
 // ErrNoMkfs is Check's error when no usable mkfs.erofs (or no fsck.erofs,
 // which checks each image kiln writes) is installed.
 var ErrNoMkfs = errors.New("--format erofs needs mkfs.erofs and fsck.erofs from erofs-utils 1.7 or later " +
-	"(its --tar mode): install it with `bash scripts/install-deps.sh` (Debian bookworm " +
-	"ships 1.5; it builds 1.8 from Debian's source) or your distribution's erofs-utils")
+	"(its --tar mode): apt install erofs-utils on Debian 13 or Ubuntu 24.04, dnf install erofs-utils " +
+	"on Fedora; Debian 12 and Ubuntu 22.04 ship 1.5, too old: build 1.8 from its source " +
+	"(git clone https://git.kernel.org/pub/scm/linux/kernel/git/xiang/erofs-utils.git; ./autogen.sh && ./configure && make install)")
 
 // Check says whether mkfs.erofs is installed and can read tar streams,
 // and fsck.erofs beside it; its error is ErrNoMkfs, in words with the fix.

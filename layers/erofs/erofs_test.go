@@ -270,7 +270,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func TestCheckSaysWhatToInstall(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	err := erofs.Check(context.Background())
-	if !errors.Is(err, erofs.ErrNoMkfs) || !strings.Contains(err.Error(), "scripts/install-deps.sh") {
+	if !errors.Is(err, erofs.ErrNoMkfs) || !strings.Contains(err.Error(), "apt install erofs-utils") {
 		t.Fatalf("Check without mkfs.erofs = %v", err)
 	}
 	if _, err := erofs.Convert(context.Background(), strings.NewReader(""), io.Discard); !errors.Is(err, erofs.ErrNoMkfs) {

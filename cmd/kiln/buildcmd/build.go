@@ -125,7 +125,9 @@ build fails; kiln never falls back from it), else
 unix:///run/kiln-buildkit/buildkitd.sock, else /run/buildkit/buildkitd.sock.
 Docker users have one already: --builder docker-container://buildx_buildkit_default
 (docker buildx create --node default --driver docker-container --bootstrap
-starts that container). Without Docker: sudo bash scripts/buildkitd.sh start`,
+starts that container). Without Docker: run buildkitd as root (a release of
+github.com/moby/buildkit, or your distribution's package); it listens on
+/run/buildkit/buildkitd.sock, which kiln tries.`,
 		Example: `  kiln build --dry-run
   kiln build --dockerfile > Dockerfile
   kiln build kiln.yaml --push 127.0.0.1:5000/acme/serve:1.0
