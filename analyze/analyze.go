@@ -407,7 +407,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 			}
 		}
 	}
-	for _, c := range all[:min(len(all), 2*opt.TopN)] {
+	for _, c := range all[:min(len(all), opt.TopN)] {
 		r.LargestFiles = append(r.LargestFiles, ref(c))
 	}
 	if r.LargestFiles == nil {

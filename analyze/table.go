@@ -194,7 +194,7 @@ func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
 	if len(r.LargestFiles) > 0 {
 		head("LARGEST FILES")
 		t = termtable.New(o, termtable.Column{Right: true}, termtable.Column{Shrink: true, Min: 16}, termtable.Column{}, termtable.Column{}).NoHeader().Indent("  ")
-		for _, f := range r.LargestFiles[:min(10, len(r.LargestFiles))] {
+		for _, f := range r.LargestFiles {
 			note := string(f.Class)
 			if f.Deleted {
 				note = strings.TrimSpace(note + " (deleted later)")

@@ -2,6 +2,7 @@ package analyzecmd
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +108,27 @@ func TestAnalyzeRefusesAnErofsImage(t *testing.T) {
 	code, out, errOut := run(t, "analyze", "oci:"+dir+":app-erofs", "--json")
 	if code != cmdutil.ExitFailure || !strings.Contains(out+errOut, "EROFS layer") || strings.Contains(out, `"verified": true`) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// --top N lists N files (it listed 2N largest files), in the table and
+// in --json.
+func TestAnalyzeTopN(t *testing.T) {
+	dir := t.TempDir()
+	var es []testimage.Entry
+	for i := 0; i < 8; i++ {
+		es = append(es, testimage.Sized(fmt.Sprintf("data/f%d.bin", i), 1000*(i+1)))
+	}
+	testimage.WriteLayout(t, dir, "app", testimage.Image(t, testimage.Config{}, testimage.Layer(t, es, "gzip")))
+	code, out, _ := run(t, "analyze", "oci:"+dir+":app", "--top", "3", "--json")
+	var rep struct {
+		Largest []struct{ Path string } `json:"largest_files"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Largest) != 3 {
+		t.Fatalf("--top 3: exit %d, %d largest files\n%s", code, len(rep.Largest), out)
+	}
+	_, table, _ := run(t, "analyze", "oci:"+dir+":app", "--top", "3")
+	if n := strings.Count(table, "/data/f"); n > 3+3 { // the largest list, and at most one per class line
+		t.Errorf("--top 3: %d file lines in the table\n%s", n, table)
 	}
 }
