@@ -183,6 +183,8 @@ func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
 		for _, g := range k.GPUs {
 			verdict := "covered"
 			switch {
+			case len(k.Libraries) == 0:
+				verdict = "no GPU code in the image: nothing of it runs on a GPU (CPU only, or its CUDA code comes from elsewhere)"
 			case !g.Covered:
 				verdict = fmt.Sprintf("NO KERNEL in %d libraries, e.g. %s", len(g.Missing), g.Missing[0])
 			case len(g.JIT) > 0:

@@ -75,3 +75,18 @@ func TestWriteTableFitsEightyColumns(t *testing.T) {
 	}
 	checkWidth(t, b.String(), 80)
 }
+
+// An image with no GPU code is not "covered" for a GPU (issue 36 item 8):
+// the table says there is nothing of it to run there.
+func TestWriteTableNoGPUCode(t *testing.T) {
+	r := wideReport()
+	r.Kernels = &KernelReport{GPUs: []GPUSupport{{GPU: "H100", ComputeCapability: "9.0", Covered: true}}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, " covered") || !strings.Contains(out, "no GPU code in the image") {
+		t.Errorf("H100 line:\n%s", out)
+	}
+	checkWidth(t, b.String(), 80)
+}
