@@ -410,9 +410,37 @@ func diffPlan(old, cur *Plan) string {
 	cmp("bitsandbytes", s(old.BitsAndBytes), s(cur.BitsAndBytes))
 	cmp("base_images.devel", old.BaseImages.Devel, cur.BaseImages.Devel)
 	if len(d) == 0 {
-		return "other fields"
+		return changedFields(old, cur)
 	}
 	return strings.Join(d, ", ")
+}
+
+// changedFields names the plan's JSON fields whose values differ ("other
+// fields" told a user nothing to look for).
+func changedFields(old, cur *Plan) string {
+	var a, b map[string]json.RawMessage
+	ao, co := withoutNotes(old), withoutNotes(cur)
+	ja, _ := json.Marshal(&ao)
+	jb, _ := json.Marshal(&co)
+	if json.Unmarshal(ja, &a) != nil || json.Unmarshal(jb, &b) != nil {
+		return "other fields"
+	}
+	var keys []string
+	for k, v := range a {
+		if !bytes.Equal(v, b[k]) {
+			keys = append(keys, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return "other fields"
+	}
+	sort.Strings(keys)
+	return "fields " + strings.Join(keys, ", ")
 }
 
 func short(h string) string {

@@ -85,3 +85,15 @@ func TestReadLockDigestsTheBytesRead(t *testing.T) {
 		t.Fatalf("a read lock marshals to other bytes:\n%s\nwant\n%s", out, b)
 	}
 }
+
+// lock --check names the plan's fields that changed (it said "the
+// resolved plan changed (other fields)") (issue 36 item 8).
+func TestStaleNamesChangedFields(t *testing.T) {
+	torch := "2.6.0"
+	old := &Plan{Name: "x", CUDA: "12.4.1", Torch: &torch, CUDAArchs: []string{"8.0"}}
+	cur := *old
+	cur.CUDAArchs = []string{"8.0", "9.0"}
+	if got := diffPlan(old, &cur); got != "fields cuda_archs" {
+		t.Errorf("diffPlan = %q, want the field named", got)
+	}
+}
