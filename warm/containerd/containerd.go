@@ -112,10 +112,27 @@ type Options struct {
 	ErofsCache string
 }
 
+// socketHint says what to do when addr has no socket: start containerd,
+// or name where its socket is (never the path that just failed).
+func socketHint(addr string) string {
+	for _, p := range []string{warm.DefaultContainerdSocket, "/run/k3s/containerd/containerd.sock", "/var/snap/microk8s/common/run/containerd.sock"} {
+		if p == addr {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return "a containerd listens at " + p + ": --target containerd:" + p
+		}
+	}
+	if addr == warm.DefaultContainerdSocket {
+		return "is containerd running? (systemctl start containerd), or name its socket: --target containerd:SOCKET"
+	}
+	return "is containerd running? its default socket is " + warm.DefaultContainerdSocket + " (--target containerd)"
+}
+
 // Open connects to the containerd daemon listening on the socket addr.
 func Open(ctx context.Context, addr string, o Options) (*Containerd, error) {
 	if _, err := os.Stat(addr); err != nil {
-		return nil, fmt.Errorf("target containerd:%s: %v (is containerd running? name its socket: --target containerd:/run/containerd/containerd.sock)", addr, err)
+		return nil, fmt.Errorf("target containerd:%s: no socket there: %s", addr, socketHint(addr))
 	}
 	if err := unixsock.Check(ctx, addr, unixsock.Containerd); err != nil {
 		return nil, fmt.Errorf("target containerd:%s: %w", addr, err)

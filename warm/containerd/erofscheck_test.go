@@ -88,3 +88,14 @@ func TestWriteErofsLayerBoundsTheTar(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A containerd socket that is not there: the hint never repeats the path
+// that failed (it advised --target containerd:/run/containerd/containerd.sock
+// after that very path failed) (issue 36 item 8).
+func TestOpenNoSocketHint(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "containerd.sock")
+	_, err := Open(context.Background(), missing, Options{})
+	if err == nil || strings.Count(err.Error(), missing) != 1 || !strings.Contains(err.Error(), "no socket there") {
+		t.Errorf("a missing socket: %v", err)
+	}
+}
