@@ -344,3 +344,20 @@ func Paint(on bool, code, s string) string {
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
 }
+
+// Labeled writes text of "label value" lines (labels padded to label
+// columns, as kiln's key-value reports print them) to w within width:
+// a line too long wraps its value under itself, past the label.
+func Labeled(w io.Writer, width, label int, text string) {
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if Len(l) <= width {
+			fmt.Fprintln(w, termtext.Clean(l))
+			continue
+		}
+		if len(l) <= label || strings.TrimSpace(l[:label]) == "" {
+			Fprintw(w, width, "", "", l)
+			continue
+		}
+		Fprintw(w, width, l[:label], strings.Repeat(" ", label), l[label:])
+	}
+}

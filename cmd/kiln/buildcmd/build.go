@@ -21,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
@@ -766,23 +767,28 @@ func dryRun(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, in buil
 		}
 		return cmdutil.WriteJSON(opts.IO.Out, map[string]any{"plan": plan, "graphs": graphs, "steps": steps, "tests": cmdutil.NonNil(layout.Probes)})
 	}
-	plan.WriteTable(opts.IO.Out)
+	// Within the terminal's width (80 columns in a pipe): a value too long
+	// wraps under itself; the full values are in --json.
+	width := cmdutil.TermWidth(opts.IO.Out)
+	var b strings.Builder
+	plan.WriteTable(&b)
+	termtable.Labeled(opts.IO.Out, width, 14, b.String())
 	fmt.Fprintln(opts.IO.Out)
 	for _, st := range []builder.Stage{layout.Devel, layout.Runtime} {
-		fmt.Fprintf(opts.IO.Out, "stage %s  FROM %s\n", st.Name, st.Base)
+		termtable.Fprintw(opts.IO.Out, width, "stage "+st.Name+"  ", "        ", "FROM "+st.Base)
 		for _, s := range st.Steps {
 			c := ""
 			if s.Component != "" {
 				c = "  [layer: " + string(s.Component) + "]"
 			}
-			fmt.Fprintf(opts.IO.Out, "  - %s%s\n", s.Name, c)
+			termtable.Fprintw(opts.IO.Out, width, "  - ", "    ", s.Name+c)
 		}
 	}
 	for _, t := range layout.Probes {
-		fmt.Fprintf(opts.IO.Out, "test  %s\n", t)
+		termtable.Fprintw(opts.IO.Out, width, "test  ", "      ", t)
 	}
 	for _, g := range graphs {
-		fmt.Fprintf(opts.IO.Out, "graph %s  %s (%d ops)\n", g.Platform, g.Digest, g.Ops)
+		fmt.Fprintf(opts.IO.Out, "graph %s  %s (%d ops)\n", g.Platform, termtable.Digest(g.Digest), g.Ops)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -107,9 +108,11 @@ func runResolve(ctx context.Context, opts *ResolveOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, plan)
 	}
-	plan.WriteTable(opts.IO.Out)
+	var b strings.Builder
+	plan.WriteTable(&b)
+	termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 14, b.String())
 	for _, w := range plan.Warnings {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
+		termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "warning: ", "  ", w)
 	}
 	return nil
 }

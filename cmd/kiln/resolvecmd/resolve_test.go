@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
@@ -114,10 +115,24 @@ func TestResolveRefusesPythonItCannotProvide(t *testing.T) {
 	// The recipe's Python where the OS ships another: kiln provides it, and says so.
 	f = cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.11'\ntest: [\"python -c 'import sys'\", \"foo --version\"]\n")
 	code, out, errOut := run(t, "resolve", f)
-	if code != 0 || !strings.Contains(out, "python        3.11  (CPython 3.11.16, python-build-standalone 20260814, sha256 pinned: ubuntu22.04 ships Python 3.10)") {
+	// The table wraps at 80 columns: compare its words.
+	words := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if code != 0 || !strings.Contains(words(out), "python 3.11 (CPython 3.11.16, python-build-standalone 20260814, sha256 pinned: ubuntu22.04 ships Python 3.10)") {
 		t.Errorf("code %d\n%s%s", code, out, errOut)
 	}
-	if !strings.Contains(errOut, "warning: test[1] (foo --version) runs foo, which the image will not have") || strings.Contains(errOut, "test[0]") {
+	if !strings.Contains(words(errOut), "warning: test[1] (foo --version) runs foo, which the image will not have") || strings.Contains(errOut, "test[0]") {
 		t.Errorf("warnings:\n%s", errOut)
+	}
+}
+
+// resolve's table and warnings fit 80 columns (lines of 236 columns
+// before; the full values are in --json) (issue 36 item 7).
+func TestResolveFitsEightyColumns(t *testing.T) {
+	f := cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.11'\ntorch: {version: 2.5.1}\nflash_attn: {}\ntest: [\"python -c 'import torch; assert torch.version.cuda.startswith(\\\"12.4\\\"), torch.version.cuda'\"]\n")
+	_, out, errOut := run(t, "resolve", f)
+	for _, l := range strings.Split(out+errOut, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("%d columns: %s", n, l)
+		}
 	}
 }
