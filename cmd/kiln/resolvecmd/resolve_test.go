@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
