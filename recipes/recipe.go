@@ -22,6 +22,7 @@ import (
 
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/internal/suggest"
 	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
@@ -457,36 +458,7 @@ func suggestField(_ ast.Node, path, key string) string {
 		parent = ""
 	}
 	parent = regexp.MustCompile(`\[\d+\]`).ReplaceAllString(parent, "")
-	best, bestD := "", 3
-	for _, f := range recipeFields[parent] {
-		if d := editDistance(f, key); d < bestD || (d == bestD && best == "") && d < 3 {
-			best, bestD = f, d
-		}
-	}
-	if bestD >= 3 {
-		return ""
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return suggest.Nearest(key, recipeFields[parent])
 }
 
 type problem struct{ path, msg string }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kiln-build/kiln/builder"
+	"github.com/kiln-build/kiln/internal/suggest"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/targets"
@@ -239,35 +240,11 @@ func flagSuggestion(c *cobra.Command, err error) error {
 		return err
 	}
 	typed := strings.TrimPrefix(msg, prefix)
-	best, bestD := "", 3
-	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if d := editDistance(typed, f.Name); d < bestD || d == bestD && best == "" && strings.HasPrefix(f.Name, typed) {
-			best, bestD = f.Name, d
-		}
-	})
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	best := suggest.Nearest(typed, names)
 	if best == "" {
 		return fmt.Errorf("%v (%s --help lists the flags)", err, c.CommandPath())
 	}
 	return fmt.Errorf("%v; did you mean --%s?", err, best)
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
