@@ -10,6 +10,7 @@ package scratch
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,12 +21,20 @@ import (
 // Dir sweeps dead runs' scratch directories named prefix in parent (the
 // system's temporary directory when empty), then makes a new one for this
 // process and returns it.
+// A parent that does not exist yet is made (a --work-dir NEWDIR).
 func Dir(parent, prefix string) (string, error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("scratch directory %s: %v", parent, err)
+	}
 	Sweep(parent, prefix)
-	return os.MkdirTemp(parent, prefix+"-"+strconv.Itoa(os.Getpid())+"-")
+	d, err := os.MkdirTemp(parent, prefix+"-"+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", fmt.Errorf("scratch directory in %s: %v", parent, err)
+	}
+	return d, nil
 }
 
 // Sweep removes the directories PREFIX-PID-* in parent whose process PID

@@ -52,3 +52,13 @@ func TestDirSweepsOnlyDeadRuns(t *testing.T) {
 		t.Errorf("this run's own scratch was swept: %v", err)
 	}
 }
+
+// A --work-dir that does not exist yet is made, as slim's is (weights
+// strip --work-dir NEWDIR failed on a raw stat) (issue 36 item 4).
+func TestDirMakesItsParent(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "new", "work")
+	d, err := Dir(parent, "kiln-x")
+	if err != nil || filepath.Dir(d) != parent {
+		t.Fatalf("Dir(%s) = %s, %v", parent, d, err)
+	}
+}
