@@ -22,6 +22,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 )
@@ -37,6 +38,9 @@ var ErrCorrupt = errors.New("corrupt")
 type PullOptions struct {
 	// Jobs is how many blobs download at once (default 4).
 	Jobs int
+	// SkipSpaceCheck skips the disk preflight (tests of the write path's
+	// own disk-full handling), as warm.Options' does.
+	SkipSpaceCheck bool
 	// Attempts is how many times one blob is tried in this run, resuming
 	// from the bytes already on disk after a broken transfer, from zero
 	// after a corrupt one (default 3).
@@ -165,6 +169,9 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 	if err := p.plan(); err != nil {
 		return nil, err
 	}
+	if err := p.preflight(); err != nil {
+		return nil, err
+	}
 	if err := p.fetchAll(ctx); err != nil {
 		if blob.IsNoSpace(err) {
 			p.cleanRun()
@@ -277,6 +284,30 @@ func (p *puller) plan() error {
 		}
 		p.needBy[f.Layer] = append(p.needBy[f.Layer], f)
 		p.need += f.Size
+	}
+	return nil
+}
+
+// preflight checks, before a byte is fetched, that the volume's disk
+// holds what the pull writes at its peak: the files, and beside them each
+// packed (tar) layer's blob, staged whole while its files are extracted
+// (a pull that counted the files alone passed, then ran out of space).
+func (p *puller) preflight() error {
+	if len(p.needBy) == 0 || p.opts.SkipSpaceCheck {
+		return nil
+	}
+	var staged int64
+	for _, l := range p.m.Layers {
+		if len(p.needBy[l.Digest]) > 0 && l.MediaType != MediaTypeWeightRaw {
+			staged += l.Size
+		}
+	}
+	what := "the weights volume's files"
+	if staged > 0 {
+		what = fmt.Sprintf("the weights volume's files (%s) and its packed layers staged beside them (%s)", bytesize.Format(p.need), bytesize.Format(staged))
+	}
+	if err := preflight.Disk(p.dir, p.need+staged, what); err != nil {
+		return fmt.Errorf("weights pull into %s: %w; nothing was fetched", p.dir, err)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/kiln-build/kiln/internal/preflight"
 )
 
 // publishLayout publishes modelFiles to an OCI layout and resolves it back.
@@ -341,7 +343,15 @@ func TestPullFullDisk(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "a.json"), []byte(`{"old": true}`), 0o644)
 	os.WriteFile(filepath.Join(dir, ReadyMarker), []byte("sha256:old\n"), 0o644)
 	before := tree(t, dir)
+	// Refused by the preflight before a byte is fetched (the volume's
+	// files need 3 MiB of the 2 MiB there).
 	_, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
+	if !errors.Is(err, preflight.ErrNoSpace) || !strings.Contains(err.Error(), "nothing was fetched") {
+		t.Fatalf("err = %v", err)
+	}
+	// Past the preflight (a disk that fills while the pull runs): the
+	// write path's own handling changes nothing either.
+	_, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{SkipSpaceCheck: true})
 	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("err = %v", err)
 	}
@@ -382,5 +392,25 @@ func TestPullBlobProgressPerBlob(t *testing.T) {
 	}
 	if sum+total.Load() < res.Manifest.Size-int64(len(res.Manifest.Layers))*4096 || len(per) != len(res.Manifest.Layers) {
 		t.Errorf("%d counters for %d blobs; %d + %d bytes counted of %d", len(per), len(res.Manifest.Layers), sum, total.Load(), res.Manifest.Size)
+	}
+}
+
+// weights pull checks the volume's disk for what it writes at its peak
+// before it fetches a byte (it said 22 MiB were needed, passed, and ran
+// out of space at 40 MiB): here a manifest whose files no disk holds is
+// refused at once, nothing fetched, nothing left (issue 36 item 4).
+func TestPullPreflightsTheDisk(t *testing.T) {
+	res, _ := publishLayout(t, modelFiles)
+	m := *res.Manifest
+	m.Files = append([]File(nil), m.Files...)
+	m.Size += 1<<60 - m.Files[0].Size
+	m.Files[0].Size = 1 << 60
+	dir := filepath.Join(t.TempDir(), "vol")
+	r, err := Pull(context.Background(), &m, res.Source, dir, PullOptions{})
+	if !errors.Is(err, preflight.ErrNoSpace) || !strings.Contains(err.Error(), "nothing was fetched") {
+		t.Fatalf("a volume no disk holds: %+v, %v", r, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, PartialDir)); len(ents) != 0 {
+		t.Errorf("left %v", ents)
 	}
 }
