@@ -253,11 +253,13 @@ func TestAnalyzeAppFixture(t *testing.T) {
 
 // TestRuntimeRulesFailTheApp runs the built binary the way CI users do: the
 // naive app image breaks the runtime rules (exit 3), naming each class.
+// One source is enough: the verdict is the report's, and the report is
+// checked on every source by TestAnalyzeAppFixture (two more full
+// analyses of 8 GB cost CI half a minute for nothing new).
 func TestRuntimeRulesFailTheApp(t *testing.T) {
 	dir, e := fixtures(t)
 	bin := testdaemon.KilnBinary(t)
-	needAppArchive(t, dir, e)
-	for src, ref := range appRefs(dir, e) {
+	for src, ref := range map[string]string{"oci": appRefs(dir, e)["oci"]} {
 		cmd := exec.Command(bin, "analyze", "--json", "--progress", "none", "--ci", "../testdata/rules/runtime.yaml", ref)
 		out, err := cmd.Output()
 		var ee *exec.ExitError
