@@ -305,9 +305,8 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 		FatBins  int      `json:"fat_binaries"`
 		Warnings []string `json:"warnings"`
 	}
-	// The runtime-strict slim of the app fixture, once: its library
-	// pruning is checked here too (checkPruneLibs), a second slim of 5 GB
-	// with the same policy would cost CI minutes for nothing new.
+	// The sizes, digest and warnings as checkPruneLibs reads them; the
+	// prune report with each file's reason.
 	var rep struct {
 		pruneLibsReport
 		GPUCode *struct {
