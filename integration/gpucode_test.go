@@ -149,60 +149,28 @@ func (r slimRun) h100Support(t *testing.T, ref string) kernelSupport {
 	return k
 }
 
-// TestSlimAppFixtureGPUs slims the app fixture for an H100 fleet
-// (runtime-strict --gpus h100): the libraries nothing links are pruned
-// (checkPruneLibs), and libtorch_cuda's fat binaries keep exactly
-// the sm_90 and sm_90a cubins and the compute_90 PTX, and the proof comes
-// from NVIDIA's own tool (cuobjdump 12.4, taken from the fixture): it lists
-// exactly those, extracts every kept cubin (decompressing it) byte-identical
-// to the unpruned library's, and disassembles them; kiln analyze says the
-// H100's coverage is what it was; the probe loads libtorch_cuda.
-func TestSlimAppFixtureGPUs(t *testing.T) {
-	testdaemon.PruneAfter(t, true)
-	r := newSlimRun(t, "kiln-slim-gpu-it-")
-	dest := registry() + "/kiln-slim-it/app:h100"
-	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); assert torch.ones(2).sum().item() == 2'"
-	// The runtime-strict slim of the app fixture, once: its library
-	// pruning is checked here too (checkPruneLibs), a second slim of 5 GB
-	// with the same policy would cost CI minutes for nothing new.
-	var rep struct {
-		pruneLibsReport
-		GPUCode *struct {
-			ZeroedBytes int64 `json:"zeroed_bytes"`
-			Libraries   []struct {
-				Path    string   `json:"path"`
-				Kept    []string `json:"kept"`
-				Dropped []string `json:"dropped"`
-			} `json:"libraries"`
-			NotPruned []struct {
-				Path string `json:"path"`
-			} `json:"not_pruned"`
-		} `json:"gpu_code"`
-	}
-	// One encoding: this test is about GPU code; both encodings from one
-	// run are TestSlimAppFixture's, and a second one here would cost a
-	// compression of the whole image and its push.
-	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict", "--gpus", "h100", "--compression", "zstd")
-	r.checkPruneLibs(t, dest, string(out), rep.pruneLibsReport)
-	g := rep.GPUCode
-	if g == nil || len(g.Libraries) == 0 {
-		t.Fatalf("no GPU code report: %s", out)
-	}
+// checkTorchH100 checks libtorch_cuda in an H100 slim (slimRef) of the app
+// fixture: its fat binaries keep exactly the sm_90 and sm_90a cubins (and
+// the compute_90 PTX with keepPTX), and the proof comes from NVIDIA's own
+// tool (cuobjdump 12.4, taken from the fixture): it lists exactly those,
+// extracts every kept cubin (decompressing it) byte-identical to the
+// unpruned library's, and disassembles them; kiln analyze says the H100's
+// coverage is what it was.
+func (r slimRun) checkTorchH100(t *testing.T, slimRef string, kept, dropped []string, keepPTX bool) {
+	t.Helper()
 	const lib = "usr/lib/x86_64-linux-gnu/libtorch_cuda.so.2.6.0"
-	top := g.Libraries[0]
-	if top.Path != "/"+lib || !reflect.DeepEqual(top.Kept, []string{"sm_90", "sm_90a", "compute_90"}) ||
-		!reflect.DeepEqual(top.Dropped, []string{"sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"}) {
-		t.Errorf("libtorch_cuda: %+v", top)
+	wantKept := []string{"sm_90", "sm_90a"}
+	if keepPTX {
+		wantKept = append(wantKept, "compute_90")
 	}
-	for _, n := range g.NotPruned {
-		if strings.Contains(n.Path, "libtorch") {
-			t.Errorf("%s counted as NVIDIA's", n.Path)
+	if !reflect.DeepEqual(kept, wantKept) {
+		t.Errorf("libtorch_cuda kept %v, want %v", kept, wantKept)
+	}
+	for _, a := range []string{"sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"} {
+		if !slices.Contains(dropped, a) {
+			t.Errorf("libtorch_cuda dropped %v, want %s among them", dropped, a)
 		}
 	}
-	t.Logf("compressed %d → %d bytes (%.2fx), %d bytes of GPU code zeroed, %s", rep.Before.CompressedSize, rep.After.CompressedSize,
-		float64(rep.Before.CompressedSize)/float64(rep.After.CompressedSize), g.ZeroedBytes, rep.Digest)
-
-	slimRef := dest + "@" + rep.Digest
 	// Every library the slim image keeps runs on the H100 as it did in the
 	// source: natively, through JIT, or not at all (the source also has
 	// libraries without sm_90 code, which runtime-strict drops).
@@ -234,8 +202,12 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	if want := map[string]int{"sm_90": 341, "sm_90a": 2}; !reflect.DeepEqual(elfs, want) {
 		t.Errorf("cuobjdump --list-elf: %v, want %v", elfs, want)
 	}
-	if ptx := cuobjdumpList(t, cuobjdump, pruned, "--list-ptx"); !reflect.DeepEqual(ptx, map[string]int{"sm_90": 341}) {
-		t.Errorf("cuobjdump --list-ptx: %v, want 341 compute_90", ptx)
+	wantPTX := map[string]int{}
+	if keepPTX {
+		wantPTX["sm_90"] = 341
+	}
+	if ptx := cuobjdumpList(t, cuobjdump, pruned, "--list-ptx"); len(ptx) != len(wantPTX) || keepPTX && !reflect.DeepEqual(ptx, wantPTX) {
+		t.Errorf("cuobjdump --list-ptx: %v, want %v", ptx, wantPTX)
 	}
 	want := cubinSums(t, cuobjdump, orig, "sm_90", filepath.Join(r.scratch, "x-orig"))
 	got := cubinSums(t, cuobjdump, pruned, "sm_90", filepath.Join(r.scratch, "x-pruned"))
@@ -249,6 +221,7 @@ func TestSlimAppFixtureGPUs(t *testing.T) {
 	for _, sub := range []string{"sm_90a", ".1.sm_90.", ".2.sm_90.", ".3.sm_90."} {
 		disassemble(t, cuobjdump, pruned, sub, r.scratch)
 	}
+	os.Remove(pruned)
 }
 
 // disassemble checks cuobjdump -sass disassembles, as sm_90 code, each
@@ -291,7 +264,9 @@ func fileSize(t *testing.T, p string) int64 {
 // (HIP, comgr, LLVM), pulled in only by UCX's ROCm modules, is gone while
 // UCX's other modules stay; kiln analyze finds the H100 covered as before;
 // the probe loads libtorch_cuda and NCCL; and the image is at least 8×
-// smaller than the naive one.
+// smaller than the naive one. The same slim checks what runtime-strict
+// prunes (checkPruneLibs) and libtorch_cuda's cubins (checkTorchH100): one
+// runtime-strict slim of 5 GB in the suite, not three.
 func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	testdaemon.PruneAfter(t, true)
 	r := newSlimRun(t, "kiln-slim-gpu-nv-it-")
@@ -305,8 +280,7 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 		FatBins  int      `json:"fat_binaries"`
 		Warnings []string `json:"warnings"`
 	}
-	// The sizes, digest and warnings as checkPruneLibs reads them; the
-	// prune report with each file's reason.
+	// The sizes and digest; the prune report with each file's reason.
 	var rep struct {
 		pruneLibsReport
 		GPUCode *struct {
@@ -324,10 +298,24 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	if rep.GPUCode == nil || rep.Prune == nil {
 		t.Fatalf("no GPU code or prune report: %s", out)
 	}
+	// The one runtime-strict slim of the app fixture in the suite: its
+	// library pruning (checkPruneLibs) and libtorch_cuda's GPU code
+	// (checkTorchH100) are checked here too; a slim of 5 GB per check
+	// cost CI minutes for nothing new.
+	var pl pruneLibsReport
+	if err := json.Unmarshal(out, &pl); err != nil {
+		t.Fatal(err)
+	}
+	r.checkPruneLibs(t, dest, string(out), pl)
 	libs := map[string]lib{}
 	for _, l := range rep.GPUCode.Libraries {
 		libs[filepath.Base(l.Path)] = l
 	}
+	torch, ok := libs["libtorch_cuda.so.2.6.0"]
+	if !ok {
+		t.Fatalf("no libtorch_cuda in the GPU code report: %s", out)
+	}
+	r.checkTorchH100(t, dest+"@"+rep.Digest, torch.Kept, torch.Dropped, false)
 	const ncclPath = "usr/lib/x86_64-linux-gnu/libnccl.so.2.22.3"
 	nccl := libs[filepath.Base(ncclPath)]
 	if nccl.Edited != 113 || nccl.FatBins != 113 || !reflect.DeepEqual(nccl.Kept, []string{"sm_90"}) || len(nccl.Warnings) != 0 {

@@ -87,9 +87,9 @@ type pruneLibsReport struct {
 }
 
 // checkPruneLibs checks a runtime-strict slim of the app fixture
-// (runtime + prune_libs: unreferenced; TestSlimAppFixtureGPUs runs it, with
-// --gpus h100, which prunes GPU code inside the libraries kept and nothing
-// else): the probe loaded libtorch_cuda (torch is Debian's CUDA 12.4
+// (runtime + prune_libs: unreferenced; TestSlimAppFixtureGPUsNVIDIALibs
+// runs it, with --gpus h100, which prunes GPU code inside the libraries
+// kept and nothing else): the probe loaded libtorch_cuda (torch is Debian's CUDA 12.4
 // build, linked BIND_NOW against cuBLAS, cuFFT, NCCL, cuDNN...), kiln
 // analyze --ci passes, and what nothing links (NPP, nvJPEG, the toolkit's
 // profiling libraries) is gone while every library libtorch_cuda links
