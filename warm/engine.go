@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,12 +143,12 @@ func (r *run) variantErr(err error) error {
 }
 
 // checkPresent checks the layers of variant images that the target
-// already held (fetched ones were checked as they were committed): a
-// variant is proven by its bytes whether or not this run fetched them.
-func (r *run) checkPresent(ctx context.Context, t Store, idx []int) error {
-	for _, i := range idx {
-		b := r.s.Blobs[i]
-		if b.Kind != KindLayer || !hasVariant(r.claims[b.Digest]) {
+// already held (r.missing marked them present; fetched ones are checked as
+// they are committed): a variant is proven by its bytes whether or not
+// this run fetched them.
+func (r *run) checkPresent(ctx context.Context, t Store) error {
+	for i, b := range r.s.Blobs {
+		if r.rep.Blobs[i].State != StatePresent || b.Kind != KindLayer || !hasVariant(r.claims[b.Digest]) {
 			continue
 		}
 		if err := r.check(ctx, t, b); err != nil {
@@ -307,13 +306,7 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 	if err != nil {
 		return r.fail(err)
 	}
-	var present []int
-	for i := range s.Blobs {
-		if !slices.Contains(missing, i) {
-			present = append(present, i)
-		}
-	}
-	if err := r.checkPresent(ctx, t, present); err != nil {
+	if err := r.checkPresent(ctx, t); err != nil {
 		return r.fail(err)
 	}
 	if o.DryRun {
