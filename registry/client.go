@@ -36,11 +36,7 @@ func (f *Client) Manifest(ctx context.Context, ref name.Reference) ([]byte, v1.D
 	if ref.Context().Name() != f.repo.Name() {
 		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
 	}
-	accept := make([]string, len(manifestTypes))
-	for i, mt := range manifestTypes {
-		accept[i] = string(mt)
-	}
-	hdr := http.Header{"Accept": {strings.Join(accept, ",")}}
+	hdr := manifestAccept()
 	resp, err := f.send(ctx, http.MethodGet, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
 		defer resp.Body.Close()
 		return transport.CheckError(resp, http.StatusOK)
@@ -73,11 +69,7 @@ func (f *Client) Head(ctx context.Context, ref name.Reference) (v1.Descriptor, e
 	if ref.Context().Name() != f.repo.Name() {
 		return v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
 	}
-	accept := make([]string, len(manifestTypes))
-	for i, mt := range manifestTypes {
-		accept[i] = string(mt)
-	}
-	hdr := http.Header{"Accept": {strings.Join(accept, ",")}}
+	hdr := manifestAccept()
 	resp, err := f.send(ctx, http.MethodHead, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
 		defer resp.Body.Close()
 		return transport.CheckError(resp, http.StatusOK)
@@ -95,6 +87,16 @@ func (f *Client) Head(ctx context.Context, ref name.Reference) (v1.Descriptor, e
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	return v1.Descriptor{MediaType: types.MediaType(mt), Digest: dg, Size: resp.ContentLength}, nil
+}
+
+// manifestAccept is the Accept header of a manifest GET or HEAD: every
+// manifest and index type kiln reads.
+func manifestAccept() http.Header {
+	accept := make([]string, len(manifestTypes))
+	for i, mt := range manifestTypes {
+		accept[i] = string(mt)
+	}
+	return http.Header{"Accept": {strings.Join(accept, ",")}}
 }
 
 // manifestType is the media type a manifest is served as, else the one
