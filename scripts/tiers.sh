@@ -105,4 +105,11 @@ for n in "${failed[@]}"; do
 	log "the $n tier failed; its output again, without the packages that passed:"
 	grep -v -E '^\[[a-z0-9]+\] (ok|\?) ' "$work/$n.log" | tail -300 >&2 || true
 done
+# Last, where CI's tail keeps it: each failed test and the lines its
+# failure printed (a daemon's log above can be longer than the tail).
+for n in "${failed[@]}"; do
+	log "the $n tier's failed tests:"
+	grep -E -A4 -e '--- FAIL|^\[[a-z0-9]+\] +[a-zA-Z0-9_]+\.go:[0-9]+: |^\[[a-z0-9]+\] (FAIL|panic)' "$work/$n.log" |
+		grep -v 'level=' | cut -c1-400 | tail -60 >&2 || true
+done
 ((${#failed[@]} == 0))

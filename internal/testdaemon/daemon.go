@@ -177,12 +177,26 @@ func (p *process) wait(t testing.TB, timeout time.Duration, what string, ready f
 	}
 }
 
+// tail is the end of the log without its info and debug lines (a
+// daemon's start alone is 3 KB of "loading plugin"), so that a failing
+// test's own lines stay in CI's tail of the output.
 func (p *process) tail() string {
 	b, _ := os.ReadFile(p.log)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=info") || strings.Contains(l, "level=debug") || strings.TrimSpace(l) == "" {
+			continue
+		}
+		keep = append(keep, l)
 	}
-	return string(b)
+	s := strings.Join(keep, "\n")
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	if s == "" {
+		return "(no warnings or errors)"
+	}
+	return s
 }
 
 // unmountUnder detaches every mount below root, deepest first.
