@@ -1,118 +1,128 @@
 package builder
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
+	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// standInPython is a gzipped tar laid out as python-build-standalone's
-// install_only archives (python/bin/python3, python/bin/python3.X ->
-// python3) whose python3 is a shell script: it answers kiln's version
-// check for version alone, and pip --version as pip on it does.
-func standInPython(t *testing.T, version string) []byte {
+// standInPythonDir is the fixtures' stand-in of python-build-standalone's
+// release directory: a real CPython 3.13 (Debian trixie's, made
+// relocatable by scripts/fixtures.sh) under the name kiln's data gives
+// CPython 3.13.15, and its SHA256SUMS. It returns the directory, the
+// release and the archive's sha256.
+func standInPythonDir(t *testing.T) (dir, release, sha string) {
 	t.Helper()
-	script := "#!/bin/sh\n" +
-		"if [ \"$1 $2 $3\" = \"-m pip --version\" ]; then echo \"pip 0 from /opt/python (python " + version + ")\"; exit 0; fi\n" +
-		"if [ \"$1\" = \"-c\" ]; then [ \"$3\" = \"" + version + "\" ] && exit 0; echo \"kiln: the recipe names Python $3, but $4 runs Python " + version + "\" >&2; exit 1; fi\n" +
-		"echo \"Python " + version + ".99\"\n"
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	epoch := time.Unix(1700000000, 0)
-	for _, h := range []*tar.Header{
-		{Name: "python/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch},
-		{Name: "python/bin/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch},
-		{Name: "python/bin/python3", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script)), ModTime: epoch},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
+	out := filepath.Dir(fixtureWheels(t))
+	release = "20260814"
+	dir = filepath.Join(out, "python")
+	sums := filepath.Join(dir, release, "SHA256SUMS")
+	f, err := os.Open(sums)
+	if err != nil {
+		if os.Getenv("KILN_REQUIRE_BUILDKIT") == "1" {
+			t.Fatalf("the stand-in Python download is missing: %v (bash scripts/fixtures.sh python)", err)
 		}
-		if h.Typeflag == tar.TypeReg {
-			tw.Write([]byte(script))
+		t.Skipf("the stand-in Python download is missing: %v (bash scripts/fixtures.sh python)", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// python-build-standalone's format: "HEX  NAME".
+		if hex, name, ok := strings.Cut(sc.Text(), "  "); ok && strings.HasPrefix(name, "cpython-3.13.") && strings.HasSuffix(name, "-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz") {
+			return dir, release, hex
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: "python/bin/python" + version, Typeflag: tar.TypeSymlink, Linkname: "python3", Mode: 0o777, ModTime: epoch}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Close()
-	zw.Close()
-	return buf.Bytes()
+	t.Fatalf("%s lists no CPython 3.13 x86_64 install_only_stripped archive", sums)
+	return
 }
 
 // A recipe whose OS ships another Python builds on a real buildkitd with
-// the relocatable one: BuildKit downloads the archive, checks its sha256,
-// and the runtime's python, python3, python3.X and pip run it (the
-// recipe's test lines call them); an archive with another sha256 fails
-// the build before any step runs it.
+// the relocatable CPython kiln pins, fetched through a Python mirror
+// (--python-mirror's URL shape: the release directory under the mirror's
+// root) from the fixtures' stand-in, which is a real interpreter: on a
+// base without any Python (NVIDIA's images have none), python, python3,
+// python3.13 and pip all run it in the image, with the stdlib's C
+// modules; an archive with another sha256 fails the build before any step
+// runs it.
 func TestStandalonePythonOnBuildKit(t *testing.T) {
-	c, reg := buildkitEnv(t)
+	c, reg := buildkitEnv(t, "12.4.1-base-debian13")
+	dir, release, sha := standInPythonDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	archive := standInPython(t, "3.11")
-	sum := sha256.Sum256(archive)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(archive) }))
-	srv.Listener = ln
-	srv.Start()
+	var fetched []string
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched = append(fetched, r.URL.Path)
+		files.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 
+	// Ubuntu 24.04's python3 is 3.12: kiln provides the 3.13 the recipe names.
 	r, err := recipes.Parse("kiln.yaml", []byte(`name: py-standalone
-cuda: "12.4"
-os: ubuntu22.04
-python: "3.11"
+cuda: "12.8"
+os: ubuntu24.04
+python: "3.13"
+app:
+  files:
+    - src: app
+      dst: /app
+  workdir: /app
+  entrypoint: [python, serve.py]
 test:
-  - python -V
-  - python3 -V && python3.11 -V
-  - pip --version | grep -F "(python 3.11)"
-  - test -L /usr/local/bin/python && test -x /opt/python/bin/python3
+  - python -c 'import sys; assert sys.version_info[:2] == (3, 13), sys.version; print(sys.version)'
+  - python3 -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid'
+  - python3.13 -V
+  - pip --version | grep -F "(python 3.13)"
+  - pip list
+  - test "$(readlink -f "$(command -v python)")" = /opt/python/bin/python3.13 && test "$(readlink -f "$(command -v python3)")" = /opt/python/bin/python3.13
+  - python -c 'import sys; assert sys.prefix == "/opt/python", sys.prefix'
+  - python serve.py
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg))
+	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithPythonMirror(srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.PythonSource != recipes.PythonStandalone {
-		t.Fatalf("python source %q", p.PythonSource)
+	if p.PythonSource != recipes.PythonStandalone || p.PythonDist == nil || p.PythonDist.Release != release {
+		t.Fatalf("python source %q, dist %+v", p.PythonSource, p.PythonDist)
 	}
-	p.PythonDist.Archives[0].URL = srv.URL + "/cpython.tar.gz"
-	p.PythonDist.Archives[0].SHA256 = hex.EncodeToString(sum[:])
-
-	stamp := time.Now().UnixNano()
-	base := fmt.Sprintf("%s/kiln-test/py-base:%d", reg, stamp)
-	libs := []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libselinux.so.1", "/lib/x86_64-linux-gnu/libacl.so.1", "/lib/x86_64-linux-gnu/libm.so.6", "/lib/x86_64-linux-gnu/libpcre2-8.so.0"}
-	host := testimage.HostLayer(t, append([]string{"/bin/sh", "/bin/find", "/bin/rm", "/bin/mkdir", "/bin/ln", "/bin/chmod", "/bin/grep", "/bin/tar", "/bin/gzip", "/bin/test"}, libs...)...)
-	testimage.Push(t, base, testimage.Image(t, testimage.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}, host))
+	a := &p.PythonDist.Archives[0]
+	if !strings.HasPrefix(a.URL, srv.URL+"/"+release+"/cpython-3.13.") {
+		t.Fatalf("archive URL %s is not under the mirror %s", a.URL, srv.URL)
+	}
+	// The stand-in's bytes are not the real archive's: its own sha256.
+	a.SHA256 = sha
+	base := reg + "/nvidia/cuda:12.4.1-base-debian13"
 	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
 
+	ctxDir := t.TempDir()
+	os.MkdirAll(filepath.Join(ctxDir, "app"), 0o755)
+	os.WriteFile(filepath.Join(ctxDir, "app", "serve.py"), []byte("import sys, json\nprint(json.dumps({'python': sys.version.split()[0]}))\n"), 0o644)
 	epoch := int64(1700000000)
 	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
+	stamp := time.Now().UnixNano()
 	ref := fmt.Sprintf("%s/kiln-test/py-standalone:%d", reg, stamp)
-	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: "quiet", Outputs: []Output{mustOutput(t, ref)}}); err != nil {
+	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: ctxDir, Progress: "quiet", Outputs: []Output{mustOutput(t, ref)}}); err != nil {
 		t.Fatalf("build: %v", err)
+	}
+	if len(fetched) == 0 {
+		t.Fatal("the build did not fetch the Python archive from the mirror")
 	}
 
 	// Another archive under the pinned sha256: refused by BuildKit.
-	p.PythonDist.Archives[0].SHA256 = strings.Repeat("0", 64)
-	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: "quiet", Outputs: []Output{mustOutput(t, ref+"-bad")}}); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
+	a.SHA256 = strings.Repeat("0", 64)
+	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: ctxDir, Progress: "quiet", Outputs: []Output{mustOutput(t, ref+"-bad")}}); err == nil || !strings.Contains(err.Error(), "digest mismatch") {
 		t.Errorf("an archive with another sha256: %v", err)
 	}
 }

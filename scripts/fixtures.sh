@@ -5,6 +5,7 @@
 #   bash scripts/fixtures.sh          # build layers (cached) + assemble images + push if a registry answers
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
 #   bash scripts/fixtures.sh smoke    # only the base and cudart layers (a fresh-cache check)
+#   bash scripts/fixtures.sh python   # only the stand-in python-build-standalone CPython
 #   bash scripts/fixtures.sh archive  # as the first, and also write the docker-archive app.tar
 #                                     # (8.2 GB, docker save's uncompressed layers): on demand, for
 #                                     # what reads docker save output; the first form removes it
@@ -496,6 +497,121 @@ build_wheels() {
 	log "wheels: $(du -sh "$w" | cut -f1) in $w"
 }
 
+# build_python: a stand-in of python-build-standalone's CPython download
+# that is a real interpreter: Debian's CPython 3.13 (python3.13 from
+# trixie), made relocatable and laid out, named and checksummed as the
+# real install_only_stripped archives are (../shared/reference/real-bases.md
+# §5.1): python/bin/python3.13 with python3 and python links to it,
+# python/lib/python3.13 (the stdlib, pip in site-packages), the libraries
+# its extension modules need beside it in python/lib (found through
+# RUNPATH $ORIGIN, as the real builds link theirs in), and no
+# EXTERNALLY-MANAGED marker. Its name is the one kiln's data gives for
+# 3.13 (PY_STANDIN_NAME_VERSION), so a mirror serves it at the real URL;
+# the interpreter inside is trixie's 3.13.x and needs trixie's glibc (the
+# real builds need glibc 2.17). $OUT/python/RELEASE/SHA256SUMS lists it in
+# python-build-standalone's format. Rebuilt when PYTHON_REV changes.
+PYTHON_REV=1
+PY_STANDIN=3.13
+PY_STANDIN_NAME_VERSION=3.13.15
+PY_STANDIN_RELEASE=20260814
+build_python() {
+	local want="python=$PY_STANDIN as $PY_STANDIN_NAME_VERSION+$PY_STANDIN_RELEASE rev=$PYTHON_REV suite=$SUITE"
+	local dir=$OUT/python/$PY_STANDIN_RELEASE
+	local name=cpython-$PY_STANDIN_NAME_VERSION+$PY_STANDIN_RELEASE-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz
+	if [[ -f $dir/SHA256SUMS && $(cat "$OUT/python/.params" 2>/dev/null) == "$want" ]]; then return; fi
+	local tgz=$CACHE/debootstrap/$SUITE-minbase.tgz r=$CACHE/python-root inside
+	[[ -f $tgz ]] || die "no $tgz: build the base layer first (bash scripts/fixtures.sh smoke)"
+	log "python: a relocatable CPython $PY_STANDIN from $SUITE's packages, as $name"
+	safe_rm "$r"
+	mkdir -p "$r"
+	debootstrap --variant=minbase --unpack-tarball="$tgz" "$SUITE" "$r" "$MIRROR" >/dev/null
+	M=$r
+	mnt "$M/proc" -t proc proc
+	mnt "$M/dev" --bind /dev
+	mkdir -p "$DEBS/partial"
+	mnt "$M/mnt" --bind "$DEBS"
+	cp /etc/resolv.conf "$M/etc/resolv.conf"
+	apt_lists
+	apt_install "python$PY_STANDIN" python3-pip-whl patchelf
+	in_chroot env V="$PY_STANDIN" EPOCH="$SOURCE_DATE_EPOCH" NAME="$name" bash -euo pipefail -s <<'CHROOT'
+P=/opt/python
+rm -rf "$P" /out && mkdir -p "$P/bin" "$P/lib" "$P/include" /out
+cp -a "/usr/bin/python$V" "$P/bin/python$V"
+ln -s "python$V" "$P/bin/python3"
+ln -s "python$V" "$P/bin/python"
+cp -a "/usr/lib/python$V" "$P/lib/python$V"
+rm -f "$P/lib/python$V/EXTERNALLY-MANAGED"
+find "$P" -name __pycache__ -prune -exec rm -rf {} +
+# Debian's patches put packages in dist-packages (pip's default under
+# local/lib): the real builds use lib/pythonX.Y/site-packages. Debian's
+# site module is frozen into the interpreter, so the site directory is
+# added by a sitecustomize (Debian's is a link to /etc) and pip's scheme
+# is upstream's posix_prefix.
+rm -f "$P/lib/python$V/sitecustomize.py"
+cat >"$P/lib/python$V/sitecustomize.py" <<'PY'
+# kiln stand-in: python-build-standalone's lib/pythonX.Y/site-packages
+# (Debian's site module, frozen into this interpreter, knows dist-packages).
+import os, site, sys
+site.addsitedir(os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))
+PY
+if find "$P" -type l -lname '/*' | grep .; then echo "links out of the tree (above)" >&2; exit 1; fi
+sc=$P/lib/python$V/sysconfig/__init__.py
+[[ -f $sc ]] || sc=$P/lib/python$V/sysconfig.py
+sed -i "s/'DEB_PYTHON_INSTALL_LAYOUT', 'posix_local')/'DEB_PYTHON_INSTALL_LAYOUT', 'posix_prefix')/; s/prefix_scheme = 'posix_local'/prefix_scheme = 'posix_prefix'/" "$sc"
+! grep -q "prefix_scheme = 'posix_local'" "$sc" || { echo "$sc: Debian's scheme still posix_local" >&2; exit 1; }
+mkdir -p "$P/lib/python$V/site-packages"
+# What the interpreter and its extension modules link, but glibc's own.
+for f in $(ldd "$P/bin/python$V" "$P"/lib/python$V/lib-dynload/*.so | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+	case ${f##*/} in libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | libutil.so.* | ld-linux*) continue ;; esac
+	cp -L "$f" "$P/lib/${f##*/}"
+done
+patchelf --set-rpath '$ORIGIN/../lib' "$P/bin/python$V"
+for so in "$P"/lib/python$V/lib-dynload/*.so; do patchelf --set-rpath '$ORIGIN/../..' "$so"; done
+for so in "$P"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$so"; done
+whl=$(ls /usr/share/python-wheels/pip-*.whl | head -1)
+"$P/bin/python3" "$whl/pip" install -q --no-index --no-compile --disable-pip-version-check "$whl"
+# pip's scripts start the interpreter beside them, wherever the tree is.
+for f in "$P"/bin/pip*; do
+	cat >"$f.new" <<TRAMP
+#!/bin/sh
+'''exec' "\$(dirname -- "\$(realpath -- "\$0")")"/'python$V' "\$0" "\$@"
+' '''
+TRAMP
+	tail -n +2 "$f" >>"$f.new"
+	chmod 755 "$f.new" && mv "$f.new" "$f"
+done
+find "$P" -name __pycache__ -prune -exec rm -rf {} +
+rm -f "$P"/lib/python$V/site-packages/*.dist-info/direct_url.json
+# It runs, from /opt/python and from anywhere else, on glibc alone.
+check() {
+	env -i "$1/bin/python3" -c 'import sys, ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, readline, json
+assert sys.prefix == sys.argv[1], (sys.prefix, sys.argv[1])
+assert sys.argv[1] + "/lib/python%d.%d/site-packages" % sys.version_info[:2] in sys.path, sys.path' "$1"
+	env -i "$1/bin/pip3" --version | grep -qF "from $1/lib/python$V/site-packages/pip (python $V)"
+	env -i "$1/bin/python3" -c 'import sysconfig, sys; p = sysconfig.get_paths()["purelib"]; assert p == sys.argv[1], p' "$1/lib/python$V/site-packages"
+}
+check "$P"
+mkdir -p /tmp/reloc && cp -a "$P" /tmp/reloc/ && check /tmp/reloc/python && rm -rf /tmp/reloc
+find "$P" -name __pycache__ -prune -exec rm -rf {} +
+cd /opt
+tar --sort=name --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu -cf - python | gzip -n -9 >"/out/$NAME"
+cd /out && sha256sum "$NAME" >SHA256SUMS
+"$P/bin/python3" -c 'import sys; print(sys.version.split()[0])' >/out/inside-version
+CHROOT
+	cleanup_mounts
+	safe_rm "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	mv "$r/out/$name" "$r/out/SHA256SUMS" "$dir.tmp/"
+	inside=$(cat "$r/out/inside-version")
+	printf '%s\n' "A kiln stand-in of python-build-standalone $PY_STANDIN_RELEASE: Debian $SUITE's CPython $inside," \
+		"relocatable, under the name kiln's data gives CPython $PY_STANDIN_NAME_VERSION. Made by scripts/fixtures.sh." >"$dir.tmp/README.kiln-standin"
+	safe_rm "$dir"
+	mv "$dir.tmp" "$dir"
+	printf '%s\n' "$want" >"$OUT/python/.params"
+	safe_rm "$r"
+	log "python: CPython $inside, $(du -h "$dir/$name" | cut -f1), in $dir"
+}
+
 # prune_debs: the .deb downloads are only needed to rebuild a layer, and
 # apt fetches them again in a minute; the disk is the binding limit.
 # KILN_FIXTURE_KEEP_DEBS=1 keeps them.
@@ -548,6 +664,11 @@ main() {
 		fi
 	done
 	standin_debs
+	if [[ ${1:-} == python ]]; then
+		build_base
+		build_python
+		return
+	fi
 	build_base
 	build_cudart
 	if [[ ${1:-} == smoke ]]; then
@@ -570,6 +691,7 @@ main() {
 	build_cleanup
 	log "layers ready ($((SECONDS - t0))s)"
 	build_wheels
+	build_python
 	prune_debs
 	[[ ${1:-} == layers ]] && return
 
