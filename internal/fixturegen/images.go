@@ -40,12 +40,13 @@ const debianPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 // step is one Dockerfile-like instruction: either a layer (layer != "") or
 // a metadata-only history entry.
 type step struct {
-	layer     string
-	createdBy string // for metadata-only steps
-	env       []string
-	cmd       []string
-	workdir   string
-	labels    map[string]string
+	layer      string
+	createdBy  string // for metadata-only steps
+	env        []string
+	cmd        []string
+	entrypoint []string
+	workdir    string
+	labels     map[string]string
 }
 
 type imageDef struct {
@@ -156,6 +157,9 @@ func assemble(d imageDef, layers []v1.Layer, createdBy map[string]string, epoch 
 		}
 		if s.cmd != nil {
 			cfg.Cmd = s.cmd
+		}
+		if s.entrypoint != nil {
+			cfg.Entrypoint = s.entrypoint
 		}
 		if s.workdir != "" {
 			cfg.WorkingDir = s.workdir

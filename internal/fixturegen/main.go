@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -318,6 +319,35 @@ func build(o buildOpts) error {
 	}
 
 	if o.registry != "" {
+		// NVIDIA's images the catalog names, stood in for (standins.go).
+		base := map[string]v1.Layer{}
+		for _, n := range []string{"base", "cudart", "runtime", "devel"} {
+			bl, err := newBlobLayer(o.blobCache, metas[job{n, Gzip}])
+			if err != nil {
+				return err
+			}
+			base[n] = bl
+		}
+		standIns, err := buildStandIns(base, createdBy, epoch)
+		if err != nil {
+			return fmt.Errorf("stand-in bases: %w", err)
+		}
+		refs := make([]string, 0, len(standIns))
+		for r := range standIns {
+			refs = append(refs, r)
+		}
+		sort.Strings(refs)
+		for _, r := range refs {
+			ref, err := name.ParseReference(o.registry+"/"+r, name.Insecure)
+			if err != nil {
+				return err
+			}
+			if err := remote.Write(ref, standIns[r], remote.WithJobs(4)); err != nil {
+				return fmt.Errorf("push %s: %w", ref, err)
+			}
+			dg, _ := standIns[r].Digest()
+			log.Printf("pushed %s@%s (stand-in)", ref, dg)
+		}
 		for _, b := range imgs {
 			ref, err := name.ParseReference(o.registry+"/"+b.def.registryRef, name.Insecure)
 			if err != nil {
