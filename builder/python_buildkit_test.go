@@ -45,6 +45,23 @@ func standInPythonDir(t *testing.T) (dir, release, sha string) {
 	return
 }
 
+// pythonMirror serves the fixtures' stand-in Python download as a Python
+// mirror (--python-mirror's shape: RELEASE/FILE under its root) until the
+// test ends; it returns the mirror's URL, the stand-in archive's sha256
+// (kiln's data has the real archive's), and the paths fetched.
+func pythonMirror(t *testing.T) (string, string, *[]string) {
+	t.Helper()
+	dir, _, sha := standInPythonDir(t)
+	var fetched []string
+	files := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched = append(fetched, r.URL.Path)
+		files.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, sha, &fetched
+}
+
 // A recipe whose OS ships another Python builds on a real buildkitd with
 // the relocatable CPython kiln pins, fetched through a Python mirror
 // (--python-mirror's URL shape: the release directory under the mirror's
@@ -55,16 +72,10 @@ func standInPythonDir(t *testing.T) (dir, release, sha string) {
 // runs it.
 func TestStandalonePythonOnBuildKit(t *testing.T) {
 	c, reg := buildkitEnv(t, "12.4.1-base-debian13")
-	dir, release, sha := standInPythonDir(t)
+	_, release, _ := standInPythonDir(t)
+	mirror, sha, fetched := pythonMirror(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var fetched []string
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fetched = append(fetched, r.URL.Path)
-		files.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
 
 	// Ubuntu 24.04's python3 is 3.12: kiln provides the 3.13 the recipe names.
 	r, err := recipes.Parse("kiln.yaml", []byte(`name: py-standalone
@@ -90,7 +101,7 @@ test:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithPythonMirror(srv.URL))
+	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithPythonMirror(mirror))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +109,8 @@ test:
 		t.Fatalf("python source %q, dist %+v", p.PythonSource, p.PythonDist)
 	}
 	a := &p.PythonDist.Archives[0]
-	if !strings.HasPrefix(a.URL, srv.URL+"/"+release+"/cpython-3.13.") {
-		t.Fatalf("archive URL %s is not under the mirror %s", a.URL, srv.URL)
+	if !strings.HasPrefix(a.URL, mirror+"/"+release+"/cpython-3.13.") {
+		t.Fatalf("archive URL %s is not under the mirror %s", a.URL, mirror)
 	}
 	// The stand-in's bytes are not the real archive's: its own sha256.
 	a.SHA256 = sha
@@ -116,7 +127,7 @@ test:
 	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: ctxDir, Progress: "quiet", Outputs: []Output{mustOutput(t, ref)}}); err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	if len(fetched) == 0 {
+	if len(*fetched) == 0 {
 		t.Fatal("the build did not fetch the Python archive from the mirror")
 	}
 
