@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Weights renamed without an extension are found by their content at any
@@ -67,7 +68,7 @@ func TestAnalyzeRefusesDuplicateDigestFalseSize(t *testing.T) {
 			t.Fatalf("analyzed: verified %v", rep.Verified)
 		}
 	}
-	if !errors.Is(err, layers.ErrSizeMismatch) {
+	if !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Errorf("err = %v, want a size mismatch", err)
 	}
 }

@@ -207,7 +207,7 @@ func manifest(ctx context.Context, c *registry.Client, ref name.Reference) (*Man
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("looking up %s: %v", ref, layers.RedactError(err))
+		return nil, fmt.Errorf("looking up %s: %v", ref, registry.RedactError(err))
 	}
 	return &Manifest{Raw: raw, Desc: d}, nil
 }
@@ -215,7 +215,7 @@ func manifest(ctx context.Context, c *registry.Client, ref name.Reference) (*Man
 // FindContent computes the inputs digest of a build of plan pushed to push
 // and looks its content tag up; zstd says the build pushes a zstd variant
 // too (both must exist for the build to be skipped).
-func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push string, zstd bool, lopts ...layers.Option) (*Content, error) {
+func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push string, zstd bool, lopts ...registry.Option) (*Content, error) {
 	pr, err := layers.ParseRef(push, lopts...)
 	if err != nil {
 		return nil, err
@@ -237,7 +237,7 @@ func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push s
 	// the tags up and moves them (Reuse, TagPushed): one login.
 	rc, err := registry.ClientFor(ctx, pr.Name.Context(), append(lopts[:len(lopts):len(lopts)], registry.WithPush())...)
 	if err != nil {
-		return nil, fmt.Errorf("looking up %s: %v", pr.Name.Context().Tag(ContentTag(dg)), layers.RedactError(err))
+		return nil, fmt.Errorf("looking up %s: %v", pr.Name.Context().Tag(ContentTag(dg)), registry.RedactError(err))
 	}
 	c := &Content{Digest: dg, Push: pr.Name, client: rc, zstd: zstd}
 	c.Tag = pr.Name.Context().Tag(ContentTag(dg))

@@ -64,7 +64,7 @@ type Against struct {
 // ReadAgainst reads the image ref names (the first image of an index):
 // its kiln record and layers. An image that is not there is not an error:
 // Digest is then "".
-func ReadAgainst(ctx context.Context, ref string, lopts ...layers.Option) (*Against, error) {
+func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Against, error) {
 	r, err := layers.ParseRef(ref, lopts...)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...layers.Option) (*Agai
 	// what it pushed (Measure): one login.
 	c, err := registry.ClientFor(ctx, r.Name.Context(), lopts...)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %v", r.Name, layers.RedactError(err))
+		return nil, fmt.Errorf("reading %s: %v", r.Name, registry.RedactError(err))
 	}
 	a := &Against{Ref: ref, repo: r.Name.Context(), client: c, platform: registry.MakeOptions(lopts).Platform}
 	dg, ls, cf, err := a.image(ctx, c, r.Name)
@@ -107,7 +107,7 @@ func (a *Against) image(ctx context.Context, c *registry.Client, ref name.Refere
 		return "", nil, nil, nil
 	}
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("reading %s: %v", ref, layers.RedactError(err))
+		return "", nil, nil, fmt.Errorf("reading %s: %v", ref, registry.RedactError(err))
 	}
 	rt, err := layers.Walk(ctx, layers.Ref{Raw: ref.String()}, c, layers.Raw{Desc: desc, Bytes: raw}, a.platform, nil)
 	if err != nil {
@@ -150,7 +150,7 @@ func nonNil[T any](s []T) []T {
 
 // Measure sets the cost of what the build pushed (res.Pushed, the --push
 // tag first) against the earlier image's layers.
-func (a *Against) Measure(ctx context.Context, e *Explanation, pushed []Pushed, lopts ...layers.Option) error {
+func (a *Against) Measure(ctx context.Context, e *Explanation, pushed []Pushed, lopts ...registry.Option) error {
 	for i, p := range pushed {
 		r, err := layers.ParseRef(p.Ref, lopts...)
 		if err != nil {
@@ -163,7 +163,7 @@ func (a *Against) Measure(ctx context.Context, e *Explanation, pushed []Pushed, 
 		c := a.client
 		if r.Name.Context().Name() != a.repo.Name() {
 			if c, err = registry.ClientFor(ctx, r.Name.Context(), lopts...); err != nil {
-				return fmt.Errorf("reading %s: %v", r.Name, layers.RedactError(err))
+				return fmt.Errorf("reading %s: %v", r.Name, registry.RedactError(err))
 			}
 		}
 		_, ls, _, err := a.image(ctx, c, r.Name.Context().Digest(dg.String()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/moby/buildkit/client"
 )
 
@@ -27,7 +28,7 @@ type Output struct {
 
 // ParseOutput reads an output reference: a registry reference is pushed,
 // oci:DIR and docker-archive:FILE are written.
-func ParseOutput(s string, opts ...layers.Option) (Output, error) {
+func ParseOutput(s string, opts ...registry.Option) (Output, error) {
 	r, err := layers.ParseRef(s, opts...)
 	if err != nil {
 		return Output{}, err
@@ -255,7 +256,7 @@ func pushedDigests(ctx context.Context, o Options, images bool) ([]Pushed, error
 		oc, _ := o.compression(out.Compression)
 		lopts := o.Registry
 		if lopts == nil {
-			lopts = []layers.Option{layers.WithInsecureRegistries(o.Insecure...)}
+			lopts = []registry.Option{registry.WithInsecureRegistries(o.Insecure...)}
 		}
 		dg, imgs, err := layers.PlatformDigests(ctx, out.Ref.Name.String(), lopts...)
 		if err != nil {

@@ -3,7 +3,7 @@ package builder
 import (
 	"fmt"
 
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // NormalizeRef is the one place kiln writes an image reference out in
@@ -15,10 +15,10 @@ import (
 // so nothing kiln hands on may rely on it. A name without tag or digest
 // gets :latest, as BuildKit's own llb.Image does.
 //
-// The rule is layers.NormalizeName, the one every kiln verb reads
+// The rule is registry.NormalizeName, the one every kiln verb reads
 // references by.
 func NormalizeRef(ref string) (string, error) {
-	n, err := layers.NormalizeName(ref)
+	n, err := registry.NormalizeName(ref)
 	if err != nil {
 		return "", fmt.Errorf("image reference %q: %v", ref, err)
 	}

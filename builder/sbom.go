@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 )
 
@@ -64,7 +65,7 @@ func SBOMAttestations(repo string, plan *recipes.Plan, lock *recipes.Lock, in In
 // referrer of the pushed manifest rather than an attestation manifest in
 // an index: the image's digest stays the reproducible one (same inputs,
 // same digest), which an index carrying a timestamped BOM would break.
-func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock *recipes.Lock, in Inputs, tool string, lopts []layers.Option) ([]string, error) {
+func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock *recipes.Lock, in Inputs, tool string, lopts []registry.Option) ([]string, error) {
 	var out []string
 	for _, p := range pushed {
 		r, err := layers.ParseRef(p.Ref, lopts...)

@@ -21,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
@@ -169,7 +170,7 @@ type Options struct {
 	// Registry is the options kiln's own registry reads after the solve
 	// (the pushed digests) go through, e.g. the command's pool
 	// (registry.Pooled); nil: WithInsecureRegistries(Insecure...).
-	Registry []layers.Option
+	Registry []registry.Option
 	// Tools is a statically linked kiln executable, mounted into the steps
 	// that prune GPU code (plans with gpu_code); kiln build passes itself.
 	Tools string

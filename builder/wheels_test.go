@@ -17,8 +17,8 @@ import (
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // indexedSourcePlan resolves the catalog recipe with FlashAttention built from
@@ -178,7 +178,7 @@ func TestPrepareWheels(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	repo := strings.TrimPrefix(srv.URL, "http://") + "/kiln/wheels"
-	c, err := wheelcache.Open(repo, wheelcache.WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond))))
+	c, err := wheelcache.Open(repo, wheelcache.WithRegistryOptions(registry.WithFetchOptions(registry.WithRetries(1, time.Millisecond))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestSourceRequirementCompiled(t *testing.T) {
 func TestPrepareWheelsTrustsOnlyPinnedOrSigned(t *testing.T) {
 	ctx := context.Background()
 	p, _ := indexedSourcePlan(t, nil)
-	c, err := wheelcache.Open(testimage.Registry(t)+"/kiln/wheels", wheelcache.WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond))))
+	c, err := wheelcache.Open(testimage.Registry(t)+"/kiln/wheels", wheelcache.WithRegistryOptions(registry.WithFetchOptions(registry.WithRetries(1, time.Millisecond))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sync/errgroup"
 )
@@ -183,7 +184,7 @@ type source struct {
 	dg   v1.Hash
 	size int64 // the blob's, 0 when unknown
 	comp layers.Compression
-	vr   *layers.VerifyReader
+	vr   *registry.VerifyReader
 	td   *timedReader
 	uh   hash.Hash
 	sc   *layers.Scratch
@@ -211,7 +212,7 @@ func openSource(ctx context.Context, l v1.Layer, dir string, o Options, rep *Lay
 	}
 	// The source blob is verified as it streams: a registry or layout that
 	// serves other bytes fails here, naming the blob.
-	vr, err := layers.NewVerifyReader(&layers.CountingReader{R: rc, Progress: o.Progress}, dg, size)
+	vr, err := registry.NewVerifyReader(&layers.CountingReader{R: rc, Progress: o.Progress}, dg, size)
 	if err != nil {
 		rc.Close()
 		return nil, err
@@ -254,7 +255,7 @@ func (s *source) check(diffID v1.Hash) error {
 		return err
 	}
 	if got := hashOf(s.uh); got != diffID {
-		return fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", s.dg, got, diffID, layers.ErrDigestMismatch)
+		return fmt.Errorf("blob %s: uncompressed content hashes to %s, config rootfs.diff_ids says %s: %w", s.dg, got, diffID, registry.ErrDigestMismatch)
 	}
 	return nil
 }

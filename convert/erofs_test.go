@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func requireMkfs(t *testing.T) {
@@ -144,7 +145,7 @@ func TestToErofsChecksTheDiffID(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = ToErofs(ctx, bad, Options{TempDir: t.TempDir()}, erofs.LZ4)
-	if !errors.Is(err, layers.ErrDigestMismatch) || !strings.Contains(err.Error(), "layer 1") {
+	if !errors.Is(err, registry.ErrDigestMismatch) || !strings.Contains(err.Error(), "layer 1") {
 		t.Fatalf("a lying diff ID: err = %v", err)
 	}
 }

@@ -48,7 +48,7 @@ type GatherOptions struct {
 	// Timeout bounds each probe (nvidia-smi, an engine); default 10s.
 	Timeout time.Duration
 	// HelperTimeout bounds each credential helper asked about Registries
-	// (default layers.DefaultHelperTimeout, as for every registry lookup).
+	// (default registry.DefaultHelperTimeout, as for every registry lookup).
 	HelperTimeout time.Duration
 }
 

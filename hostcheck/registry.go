@@ -11,8 +11,7 @@ import (
 	"github.com/docker/cli/cli/config"
 	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/name"
-
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // configDir is where config.json is read from: the option, $DOCKER_CONFIG
@@ -89,7 +88,7 @@ func readRegistryAuth(ctx context.Context, o *GatherOptions) Registry {
 		if err != nil {
 			continue
 		}
-		_, found, err := layers.HelperCredentials(ctx, cf, nr, o.HelperTimeout)
+		_, found, err := registry.HelperCredentials(ctx, cf, nr, o.HelperTimeout)
 		switch {
 		case err != nil:
 			if r.HelperErrors == nil {

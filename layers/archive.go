@@ -131,7 +131,7 @@ func openArchive(r Ref, o *registry.Options) (*Image, error) {
 	// Configs are named by their digest in every docker save format; a
 	// mismatch means the archive was edited.
 	if base := strings.TrimSuffix(path.Base(pick.Config), ".json"); len(base) == 64 && base != cdg.Hex {
-		return nil, fmt.Errorf("image %q: config %q: %v: content hashes to %s", r.Raw, pick.Config, ErrDigestMismatch, cdg)
+		return nil, fmt.Errorf("image %q: config %q: %v: content hashes to %s", r.Raw, pick.Config, registry.ErrDigestMismatch, cdg)
 	}
 	img := &Image{Ref: r, Digest: cdg, MediaType: types.DockerManifestSchema2, Config: cfg, RawConfig: raw, Names: pick.RepoTags}
 	img.Platform = v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // writeDockerArchive writes img as the tarball `docker load` reads:
@@ -93,7 +94,7 @@ func writeArchiveLayer(entry func(string, int64, io.Reader) error, file string, 
 		return err
 	}
 	defer rc.Close()
-	vr, err := NewVerifyReader(rc, diffID, size)
+	vr, err := registry.NewVerifyReader(rc, diffID, size)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func daemonError(r Ref, host string, err error) error {
 	case client.IsErrConnectionFailed(err):
 		return fmt.Errorf("image %q: cannot reach the Docker daemon at %s (start it, or set DOCKER_HOST; docker-archive:FILE reads a docker save tarball instead)", r.Raw, host)
 	}
-	return fmt.Errorf("image %q: Docker daemon at %s: %v", r.Raw, host, RedactError(err))
+	return fmt.Errorf("image %q: Docker daemon at %s: %v", r.Raw, host, registry.RedactError(err))
 }
 
 // openDaemon opens a docker-daemon: image as the archive the daemon saves.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	kregistry "github.com/kiln-build/kiln/registry"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -52,7 +53,7 @@ func TestDuplicateDigestFalseSize(t *testing.T) {
 				}
 				lim.Close()
 			}
-			if !errors.Is(err, layers.ErrSizeMismatch) {
+			if !errors.Is(err, kregistry.ErrSizeMismatch) {
 				t.Errorf("%s (size %d): err = %v, want a size mismatch", r, lie, err)
 			}
 		}
@@ -81,7 +82,7 @@ func TestRegistryErrorBodyRedacted(t *testing.T) {
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	kc := layers.WithKeychain(staticKeychain{user, pass})
+	kc := kregistry.WithKeychain(staticKeychain{user, pass})
 	b64 := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 	check := func(what string, err error) {
 		t.Helper()
@@ -101,7 +102,7 @@ func TestRegistryErrorBodyRedacted(t *testing.T) {
 	check("open", err)
 	_, _, err = layers.PlatformDigests(context.Background(), host+"/private/app:1", kc)
 	check("platform digests", err)
-	f, err := layers.NewFetcher(context.Background(), host+"/private/app", []layers.Option{kc})
+	f, err := kregistry.NewClient(context.Background(), host+"/private/app", []kregistry.Option{kc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestRedact(t *testing.T) {
 		{"denied: bearer ya29.a0AfH6SMBx-token", "a0AfH6SMBx"},
 		{"denied: bearer abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"},
 	} {
-		if got := layers.Redact(tc.in); strings.Contains(got, tc.leak) {
+		if got := kregistry.Redact(tc.in); strings.Contains(got, tc.leak) {
 			t.Errorf("Redact(%q) = %q, still holds %q", tc.in, got, tc.leak)
 		}
 	}
@@ -129,7 +130,7 @@ func TestRedact(t *testing.T) {
 		"UNAUTHORIZED: basic authentication required",
 		`challenge Bearer realm="https://auth.example.com/token",service="registry"`,
 	} {
-		if got := layers.Redact(clean); got != clean {
+		if got := kregistry.Redact(clean); got != clean {
 			t.Errorf("a clean message changed: %q → %q", clean, got)
 		}
 	}
@@ -157,7 +158,7 @@ func TestCredentialHelperTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := layers.Open(context.Background(), host+"/kiln/app:1", layers.WithHelperTimeout(200*time.Millisecond))
+		_, err := layers.Open(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(200*time.Millisecond))
 		done <- err
 	}()
 	select {
@@ -180,7 +181,7 @@ func TestCredentialHelperTimeoutKillsChildren(t *testing.T) {
 	host := testimage.Registry(t)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	fakeHelper(t, host, "forks", "sleep 300 &\necho $! > "+pidFile+"\nwait")
-	_, err := layers.Open(context.Background(), host+"/kiln/app:1", layers.WithHelperTimeout(500*time.Millisecond))
+	_, err := layers.Open(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(500*time.Millisecond))
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("err = %v, want the timeout", err)
 	}
@@ -291,7 +292,7 @@ func TestWalkRefusesDiffIDLie(t *testing.T) {
 				}
 				st, err := im.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
 				im.Close()
-				if !errors.Is(err, layers.ErrDigestMismatch) || !strings.Contains(err.Error(), "rootfs.diff_ids[0]") {
+				if !errors.Is(err, kregistry.ErrDigestMismatch) || !strings.Contains(err.Error(), "rootfs.diff_ids[0]") {
 					t.Errorf("%s: err = %v (verified %v), want the diff ID mismatch named", r, err, st.Verified)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // hubRedirect serves Docker Hub's requests from a local registry and
@@ -50,7 +51,7 @@ func TestShortNamesReachDockerHub(t *testing.T) {
 	testimage.Push(t, reg+"/nvidia/cuda:12.4.1-base-ubuntu22.04", img)
 	testimage.Push(t, reg+"/library/ubuntu:24.04", img)
 	h := &hubRedirect{local: reg}
-	opt := layers.WithTransport(h)
+	opt := registry.WithTransport(h)
 	want, _ := img.Digest()
 
 	dg, per, err := layers.PlatformDigests(context.Background(), "nvidia/cuda:12.4.1-base-ubuntu22.04", opt)
@@ -69,7 +70,7 @@ func TestShortNamesReachDockerHub(t *testing.T) {
 		t.Errorf("Docker Hub was not asked for library/ubuntu: %q", h.asked)
 	}
 	m, _ := img.Manifest()
-	f, err := layers.NewFetcher(context.Background(), "ubuntu", []layers.Option{opt})
+	f, err := registry.NewClient(context.Background(), "ubuntu", []registry.Option{opt})
 	if err != nil {
 		t.Fatalf("NewFetcher(ubuntu): %v", err)
 	}

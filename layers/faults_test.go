@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -32,7 +33,7 @@ func TestStalledAndBrokenLayerWalkResumes(t *testing.T) {
 			testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, layer))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			opts := []layers.Option{layers.WithIdleTimeout(150 * time.Millisecond), layers.WithFetchOptions(layers.WithRetries(3, time.Millisecond))}
+			opts := []kregistry.Option{kregistry.WithIdleTimeout(150 * time.Millisecond), kregistry.WithFetchOptions(kregistry.WithRetries(3, time.Millisecond))}
 
 			img, err := layers.Open(ctx, ref, opts...)
 			if err != nil {

@@ -133,14 +133,14 @@ type BlobSizes map[string]int64
 // an earlier descriptor gave dg another size.
 func (s BlobSizes) Check(dg string, size int64) error {
 	if n, ok := s[dg]; ok && n != size {
-		return fmt.Errorf("%w: this descriptor gives the blob %d bytes and an earlier one %d bytes", ErrSizeMismatch, size, n)
+		return fmt.Errorf("%w: this descriptor gives the blob %d bytes and an earlier one %d bytes", registry.ErrSizeMismatch, size, n)
 	}
 	s[dg] = size
 	return nil
 }
 
 // Open locates ref and opens the image for the selected platform.
-func Open(ctx context.Context, ref string, opts ...Option) (*Image, error) {
+func Open(ctx context.Context, ref string, opts ...registry.Option) (*Image, error) {
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func Open(ctx context.Context, ref string, opts ...Option) (*Image, error) {
 }
 
 // OpenRef opens an already parsed reference.
-func OpenRef(ctx context.Context, r Ref, opts ...Option) (*Image, error) {
+func OpenRef(ctx context.Context, r Ref, opts ...registry.Option) (*Image, error) {
 	o := registry.MakeOptions(opts)
 	var img *Image
 	var err error

@@ -7,6 +7,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // D12: an index listing its platform's manifest with a false size (the
@@ -19,7 +20,7 @@ func TestOpenRefusesIndexDescriptorSizeLie(t *testing.T) {
 	ref := host + "/hostile/idx:lie"
 	testimage.PushIndexSizeLie(t, ref, img, p, 100)
 	_, err := Open(context.Background(), ref, WithPlatform(p))
-	if !errors.Is(err, ErrSizeMismatch) {
+	if !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Errorf("err = %v, want a size mismatch", err)
 	}
 }

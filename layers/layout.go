@@ -88,7 +88,7 @@ func openLayout(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 		}
 		if fi.Size() != d.Size {
 			img.Close()
-			return nil, fmt.Errorf("image %q: layer %s: %v: file has %d bytes, manifest says %d", r.Raw, d.Digest, ErrSizeMismatch, fi.Size(), d.Size)
+			return nil, fmt.Errorf("image %q: layer %s: %v: file has %d bytes, manifest says %d", r.Raw, d.Digest, registry.ErrSizeMismatch, fi.Size(), d.Size)
 		}
 		img.Layers = append(img.Layers, &Layer{Digest: d.Digest, MediaType: d.MediaType, Size: d.Size, file: files.file(p)})
 	}
@@ -116,7 +116,7 @@ func nestedIndex(im *v1.IndexManifest) *v1.Descriptor {
 func readSmall(ctx context.Context, src blob.Source, d v1.Descriptor, what string) ([]byte, error) {
 	b, err := blob.ReadVerified(ctx, src, d.Digest, d.Size, localfile.MaxManifest)
 	if err != nil {
-		return nil, fmt.Errorf("%s %w", what, BlobError(d.Digest, err))
+		return nil, fmt.Errorf("%s %w", what, registry.BlobError(d.Digest, err))
 	}
 	return b, nil
 }

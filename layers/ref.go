@@ -75,7 +75,7 @@ func (r Ref) String() string { return r.Raw }
 //	docker-daemon:NAME[:TAG]       an image in the local Docker daemon
 //
 // A refused reference's error says why and what to write.
-func ParseRef(s string, opts ...Option) (Ref, error) {
+func ParseRef(s string, opts ...registry.Option) (Ref, error) {
 	o := registry.MakeOptions(opts)
 	if s == "" {
 		return Ref{}, fmt.Errorf("empty image reference (write [REGISTRY/]REPO[:TAG], e.g. ubuntu:24.04, or oci:DIR, docker-archive:FILE, docker-daemon:NAME)")
@@ -106,7 +106,7 @@ func ParseRef(s string, opts ...Option) (Ref, error) {
 		if rest == "" {
 			return Ref{}, fmt.Errorf("image %q: docker-daemon: needs an image name (docker-daemon:NAME[:TAG], as docker images lists it)", s)
 		}
-		n, err := NormalizeName(rest)
+		n, err := registry.NormalizeName(rest)
 		if err != nil {
 			return Ref{}, fmt.Errorf("image %q: %v", s, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -137,10 +138,10 @@ func tokenRegistry(t *testing.T, user, pass string, deny bool) string {
 func TestRegistryCredentialsInWords(t *testing.T) {
 	ctx := context.Background()
 	host := tokenRegistry(t, "ci", "right-password", false)
-	_, err := layers.Open(ctx, host+"/priv/app:1", layers.WithKeychain(anonKeychain{}))
+	_, err := layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(anonKeychain{}))
 	wantWords(t, "no credentials", err, host+" needs credentials for priv/app", "run docker login "+host)
 
-	_, err = layers.Open(ctx, host+"/priv/app:1", layers.WithKeychain(staticKeychain{"ci", "wrong-password"}))
+	_, err = layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "wrong-password"}))
 	wantWords(t, "wrong credentials", err, host+" refused the credentials from kiln's keychain", "run docker login "+host)
 
 	// From the Docker config: the file is named.
@@ -160,7 +161,7 @@ func TestRegistryCredentialsInWords(t *testing.T) {
 
 	// Right credentials, no access.
 	host = tokenRegistry(t, "ci", "right-password", true)
-	_, err = layers.Open(ctx, host+"/priv/app:1", layers.WithKeychain(staticKeychain{"ci", "right-password"}))
+	_, err = layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "right-password"}))
 	wantWords(t, "denied", err, host+" denied", "403 Forbidden", "docker login "+host)
 }
 
@@ -171,13 +172,13 @@ func TestNetworkErrorsInWords(t *testing.T) {
 	plain := httptest.NewServer(http.NotFoundHandler())
 	defer plain.Close()
 	host := strings.TrimPrefix(plain.URL, "http://")
-	_, err := layers.HTTPClient(nil, layers.WithRetries(0, 0)).Get("https://" + host + "/v2/")
+	_, err := kregistry.HTTPClient(nil, kregistry.WithRetries(0, 0)).Get("https://" + host + "/v2/")
 	wantWords(t, "plain HTTP", err, host+" speaks plain HTTP", "--insecure-registry "+host)
 
 	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer tlsSrv.Close()
 	thost := strings.TrimPrefix(tlsSrv.URL, "https://")
-	_, err = layers.HTTPClient(nil, layers.WithRetries(0, 0)).Get(tlsSrv.URL + "/v2/")
+	_, err = kregistry.HTTPClient(nil, kregistry.WithRetries(0, 0)).Get(tlsSrv.URL + "/v2/")
 	wantWords(t, "untrusted", err, thost+"'s TLS certificate is not trusted", "x509")
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -224,7 +225,7 @@ func TestPresignedStorageErrorRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	dg, _ := ld[0].Digest()
-	f, err := layers.NewFetcher(ctx, host+"/team/app", nil, layers.WithRetries(0, 0))
+	f, err := kregistry.NewClient(ctx, host+"/team/app", nil, kregistry.WithRetries(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestPresignedStorageErrorRedacted(t *testing.T) {
 	if !strings.Contains(string(body), testimage.PresignedSignature) {
 		t.Fatalf("the storage's body lacks the signature: %s", body)
 	}
-	noSecret("redact", layers.Redact(string(body)+" "+resp.Request.URL.String()))
+	noSecret("redact", kregistry.Redact(string(body)+" "+resp.Request.URL.String()))
 }
 
 // Redaction of signed URLs keeps ordinary text: parameters that are not
@@ -255,7 +256,7 @@ func TestRedactSignedURLKeepsOrdinaryText(t *testing.T) {
 		"exit code=1; sort=asc; step=3",
 		"blob sha256:" + strings.Repeat("ab", 32) + ": registry answered 403 Forbidden",
 	} {
-		if got := layers.Redact(keep); got != keep {
+		if got := kregistry.Redact(keep); got != keep {
 			t.Errorf("Redact(%q) = %q", keep, got)
 		}
 	}
@@ -266,7 +267,7 @@ func TestRedactSignedURLKeepsOrdinaryText(t *testing.T) {
 		"<StringToSign>AWS4-HMAC-SHA256\n20261202T000000Z</StringToSign>":      "20261202T000000Z",
 		"X-Amz-Security-Token=FwoGZXIvYXdzEKILN&X-Amz-Signature=abc":           "FwoGZXIvYXdzEKILN",
 	} {
-		if got := layers.Redact(in); strings.Contains(got, secret) {
+		if got := kregistry.Redact(in); strings.Contains(got, secret) {
 			t.Errorf("Redact(%q) = %q keeps %q", in, got, secret)
 		}
 	}

@@ -19,11 +19,11 @@ import (
 func resolveRemote(ctx context.Context, r Ref, o *registry.Options) (*Root, error) {
 	c, err := o.Client(ctx, r.Name.Context())
 	if err != nil {
-		return nil, registry.ImageError(r.Raw, RedactError(err))
+		return nil, registry.ImageError(r.Raw, registry.RedactError(err))
 	}
 	raw, desc, err := c.Manifest(ctx, r.Name)
 	if err != nil {
-		return nil, registry.ImageError(r.Raw, RedactError(err))
+		return nil, registry.ImageError(r.Raw, registry.RedactError(err))
 	}
 	return Walk(ctx, r, c, Raw{Desc: desc, Bytes: raw}, o.Platform, nil)
 }
@@ -54,7 +54,7 @@ func openRemote(ctx context.Context, r Ref, o *registry.Options) (*Image, error)
 // names (an index or a single manifest) and the manifest digest of each
 // platform ("linux/amd64" → "sha256:..."). A single-platform image reports
 // its config's platform.
-func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, map[string]string, error) {
+func PlatformDigests(ctx context.Context, ref string, opts ...registry.Option) (string, map[string]string, error) {
 	o := registry.MakeOptions(opts)
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
@@ -65,11 +65,11 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	c, err := o.Client(ctx, r.Name.Context())
 	if err != nil {
-		return "", nil, registry.ImageError(ref, RedactError(err))
+		return "", nil, registry.ImageError(ref, registry.RedactError(err))
 	}
 	raw, desc, err := c.Manifest(ctx, r.Name)
 	if err != nil {
-		return "", nil, registry.ImageError(ref, RedactError(err))
+		return "", nil, registry.ImageError(ref, registry.RedactError(err))
 	}
 	out := map[string]string{}
 	if desc.MediaType.IsIndex() {
@@ -91,7 +91,7 @@ func PlatformDigests(ctx context.Context, ref string, opts ...Option) (string, m
 	}
 	rawCfg, err := readSmall(ctx, c, m.Config, "config")
 	if err != nil {
-		return "", nil, fmt.Errorf("image %q: %v", ref, RedactError(err))
+		return "", nil, fmt.Errorf("image %q: %v", ref, registry.RedactError(err))
 	}
 	cfg, err := parseConfig(rawCfg)
 	if err != nil {
@@ -110,7 +110,7 @@ func DigestRef(r Ref, digest string) (name.Digest, error) {
 // reference, checks that the registry answers that digest. It asks
 // through the client of ref's repository (the caller's pool,
 // registry.WithPool, else its own).
-func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor, error) {
+func HeadDigest(ctx context.Context, ref string, opts ...registry.Option) (*v1.Descriptor, error) {
 	r, err := ParseRef(ref, opts...)
 	if err != nil {
 		return nil, err
@@ -120,11 +120,11 @@ func HeadDigest(ctx context.Context, ref string, opts ...Option) (*v1.Descriptor
 	}
 	c, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
+		return nil, fmt.Errorf("%s: %w", ref, registry.RedactError(err))
 	}
 	desc, err := c.Head(ctx, r.Name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, RedactError(err))
+		return nil, fmt.Errorf("%s: %w", ref, registry.RedactError(err))
 	}
 	return &desc, nil
 }

@@ -64,7 +64,7 @@ type Root struct {
 // what a pull installs → config). Open is Resolve and the layers'
 // readers. Docker archives and daemon images, which have no manifest, are
 // opened by Open (ArchiveManifest writes theirs).
-func Resolve(ctx context.Context, r Ref, opts ...Option) (*Root, error) {
+func Resolve(ctx context.Context, r Ref, opts ...registry.Option) (*Root, error) {
 	o := registry.MakeOptions(opts)
 	switch r.Kind {
 	case KindRegistry:
@@ -159,12 +159,12 @@ func ReadManifest(ctx context.Context, src blob.Source, d v1.Descriptor) ([]byte
 	}
 	raw, got, err := c.Manifest(ctx, c.Repository().Digest(d.Digest.String()))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", what, d.Digest, RedactError(err))
+		return nil, fmt.Errorf("%s %s: %w", what, d.Digest, registry.RedactError(err))
 	}
 	// The read checked the digest; a descriptor's size must be the
 	// bytes' as well.
 	if got.Size != d.Size {
-		return nil, fmt.Errorf("%s %s is listed as %d bytes; it is %d: %w", what, d.Digest, d.Size, got.Size, ErrSizeMismatch)
+		return nil, fmt.Errorf("%s %s is listed as %d bytes; it is %d: %w", what, d.Digest, d.Size, got.Size, registry.ErrSizeMismatch)
 	}
 	return raw, nil
 }
@@ -179,7 +179,7 @@ func (rt *Root) readImage(ctx context.Context, desc v1.Descriptor, raw []byte) e
 	}
 	rawCfg, err := readSmall(ctx, rt.Src, m.Config, "config")
 	if err != nil {
-		return fmt.Errorf("image %q: %w", r.Raw, RedactError(err))
+		return fmt.Errorf("image %q: %w", r.Raw, registry.RedactError(err))
 	}
 	cfg, err := parseConfig(rawCfg)
 	if err != nil {

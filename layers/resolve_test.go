@@ -13,6 +13,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	kreg "github.com/kiln-build/kiln/registry"
 )
 
@@ -39,7 +40,7 @@ func TestOpenLayoutDescriptorSizeLie(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = layers.Open(context.Background(), "oci:"+dir+":v1")
-	if !errors.Is(err, layers.ErrSizeMismatch) {
+	if !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Fatalf("Open of a layout whose index.json lies about a size: %v, want ErrSizeMismatch", err)
 	}
 }
@@ -74,7 +75,7 @@ func TestOpenOneTokenExchange(t *testing.T) {
 func TestWriteThroughPoolOneTokenExchange(t *testing.T) {
 	ta := testimage.TokenRegistry(t, false)
 	ctx := context.Background()
-	opts := []layers.Option{kreg.WithPool(kreg.NewPool(nil))}
+	opts := []registry.Option{kreg.WithPool(kreg.NewPool(nil))}
 	img := smallImage(t)
 	for _, tag := range []string{"v1", "v2"} {
 		if _, err := layers.Write(ctx, img, ta.Host()+"/team/app:"+tag, opts...); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // WalkOptions tunes Layer.Walk.
@@ -88,9 +89,9 @@ func (l *Layer) walk(ctx context.Context, opt WalkOptions, fn WalkFunc) (LayerSt
 	}
 	defer rc.Close()
 	var raw io.Reader = &ctxReader{ctx: ctx, r: rc, progress: opt.Progress}
-	var vr *VerifyReader
+	var vr *registry.VerifyReader
 	if !l.verifyDiffID && (l.remote || !opt.SkipVerify) {
-		vr, err = NewVerifyReader(raw, l.Digest, l.Size)
+		vr, err = registry.NewVerifyReader(raw, l.Digest, l.Size)
 		if err != nil {
 			return st, err
 		}
@@ -144,7 +145,7 @@ func (l *Layer) walkSeekable(ctx context.Context, opt WalkOptions, fn WalkFunc) 
 	// An uncompressed blob is its own tar: its digest is its diff ID, and
 	// a config that names another one does not describe it (D12).
 	if !opt.SkipVerify && l.DiffID.Hex != "" && want != l.DiffID {
-		return st, fmt.Errorf("%w: the blob is an uncompressed tar, so its diff ID is its digest %s, but the config's rootfs.diff_ids[%d] says %s", ErrDigestMismatch, want, l.Index, l.DiffID)
+		return st, fmt.Errorf("%w: the blob is an uncompressed tar, so its diff ID is its digest %s, but the config's rootfs.diff_ids[%d] says %s", registry.ErrDigestMismatch, want, l.Index, l.DiffID)
 	}
 	var hashErr chan error
 	hctx, cancel := context.WithCancel(ctx)
@@ -185,11 +186,11 @@ func hashSection(ctx context.Context, r io.Reader, want v1.Hash, size int64, pro
 		return err
 	}
 	if n != size {
-		return fmt.Errorf("%w: read %d bytes, expected %d", ErrSizeMismatch, n, size)
+		return fmt.Errorf("%w: read %d bytes, expected %d", registry.ErrSizeMismatch, n, size)
 	}
 	got := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", h.Sum(nil))}
 	if got != want {
-		return fmt.Errorf("blob %s: %w: content hashes to %s", want, ErrDigestMismatch, got)
+		return fmt.Errorf("blob %s: %w: content hashes to %s", want, registry.ErrDigestMismatch, got)
 	}
 	return nil
 }
@@ -293,4 +294,4 @@ func (e *DiffIDError) Error() string {
 }
 
 // Unwrap makes a DiffIDError an ErrDigestMismatch.
-func (e *DiffIDError) Unwrap() error { return ErrDigestMismatch }
+func (e *DiffIDError) Unwrap() error { return registry.ErrDigestMismatch }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/kiln-build/kiln/internal/preflight"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // CheckTarget checks that ref can be written: for a registry, that it answers
@@ -19,7 +20,7 @@ import (
 // started and cancelled; nothing is stored); for an OCI layout, that its
 // directory can be written; for a docker archive, its file's directory.
 // flag names the option ref came from ("--to").
-func CheckTarget(ctx context.Context, flag string, ref Ref, opts ...Option) error {
+func CheckTarget(ctx context.Context, flag string, ref Ref, opts ...registry.Option) error {
 	switch ref.Kind {
 	case KindOCILayout:
 		if err := preflight.Writable(ref.Path); err != nil {
@@ -43,9 +44,9 @@ func CheckTarget(ctx context.Context, flag string, ref Ref, opts ...Option) erro
 // pushable starts a blob upload to ref's repository with push credentials
 // and cancels it: the registry answers, the credentials are taken and the
 // repository accepts pushes.
-func pushable(ctx context.Context, ref Ref, opts []Option) error {
+func pushable(ctx context.Context, ref Ref, opts []registry.Option) error {
 	repo := ref.Name.Context()
-	rt, err := RegistryTransport(ctx, repo.Registry, []string{repo.Scope(transport.PushScope)}, opts...)
+	rt, err := registry.RegistryTransport(ctx, repo.Registry, []string{repo.Scope(transport.PushScope)}, opts...)
 	if err != nil {
 		return fmt.Errorf("cannot reach or log in to %s: %v", repo.RegistryStr(), err)
 	}

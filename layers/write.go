@@ -34,7 +34,7 @@ import (
 // goes through the caller's pool's client of the repository
 // (registry.WithPool; made WithPush), else logs in on its own. It returns
 // the digest of the image's manifest.
-func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.Hash, error) {
+func Write(ctx context.Context, img v1.Image, dest string, opts ...registry.Option) (v1.Hash, error) {
 	r, err := ParseRef(dest, opts...)
 	if err != nil {
 		return v1.Hash{}, err
@@ -64,7 +64,7 @@ func Write(ctx context.Context, img v1.Image, dest string, opts ...Option) (v1.H
 
 // pushOptions are the remote options a push to r goes through: over the
 // pool's client of its repository, which may push (registry.RemoteFor).
-func pushOptions(ctx context.Context, r Ref, opts []Option) []remote.Option {
+func pushOptions(ctx context.Context, r Ref, opts []registry.Option) []remote.Option {
 	return registry.RemoteFor(ctx, r.Name.Context(), append(opts[:len(opts):len(opts)], registry.WithPush())...)
 }
 
@@ -129,7 +129,9 @@ func linkFileLayers(dir string, img v1.Image) {
 // tag (FILE.tar:v1 keeps REPO, takes v1): the name of the image it was
 // made from (SourceName), as docker save records it. Without it such an
 // archive is named kiln/image.
-func WithArchiveName(n string) Option { return func(o *registry.Options) { o.ArchiveName = n } }
+func WithArchiveName(n string) registry.Option {
+	return func(o *registry.Options) { o.ArchiveName = n }
+}
 
 // BareTag says whether s is only a tag ("latest", "1"), no repository.
 func BareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }
@@ -143,7 +145,7 @@ func BareTag(s string) bool { return !strings.ContainsAny(s, "/:@") }
 // The error says why a name is refused and what to do.
 func LayoutImageName(dir, entry string) (string, error) {
 	if entry != "" && !BareTag(entry) {
-		n, err := NormalizeName(entry)
+		n, err := registry.NormalizeName(entry)
 		if err != nil {
 			return "", fmt.Errorf("index.json names the image %q, which is not an image name: %v", entry, err)
 		}
@@ -155,7 +157,7 @@ func LayoutImageName(dir, entry string) (string, error) {
 	}
 	abs, _ := filepath.Abs(dir)
 	full := filepath.Base(abs) + ":" + tag
-	n, err := NormalizeName(full)
+	n, err := registry.NormalizeName(full)
 	if err != nil {
 		return "", fmt.Errorf("index.json names the image only by the tag %q, and the directory's name does not make an image name (%s: %v); record a full name in its org.opencontainers.image.ref.name (REPO:TAG), or rename the directory", entry, full, err)
 	}
@@ -238,7 +240,7 @@ func writeArchive(r Ref, img v1.Image, from string) error {
 // and blob it holds are pushed) or an OCI layout (its TAG names the index,
 // replacing an earlier entry of that name). Docker archives hold images,
 // not indexes. It returns the index's digest.
-func WriteIndex(ctx context.Context, idx v1.ImageIndex, dest string, opts ...Option) (v1.Hash, error) {
+func WriteIndex(ctx context.Context, idx v1.ImageIndex, dest string, opts ...registry.Option) (v1.Hash, error) {
 	r, err := ParseRef(dest, opts...)
 	if err != nil {
 		return v1.Hash{}, err

@@ -986,7 +986,7 @@ func (s *resolver) imagesStep() error {
 const torchLibsSource = "pytorch/pytorch .ci/manywheel/build_cuda.sh \"Using nvidia libs from pypi\"; pip freeze of torch+cuXXX installs (nvidia-cublas-cu12, nvidia-cudnn-cu12, ...)"
 
 // cudaRepo is NVIDIA's CUDA repository on Docker Hub, named in full as
-// every plan and lock records a base image (layers.NormalizeName's rule):
+// every plan and lock records a base image (registry.NormalizeName's rule):
 // docker.io/nvidia/cuda, never the short nvidia/cuda a reader has to know
 // means Docker Hub.
 const cudaRepo = "docker.io/nvidia/cuda"

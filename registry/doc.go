@@ -9,7 +9,7 @@
 //
 // It sits below layers and layers/blob and imports neither: layers reads
 // images through it, blob reads blobs through it, and layers keeps its
-// old names (layers.Option, layers.Fetcher, ...) as aliases of these while
+// old names (registry.Option, registry.Client, ...) as aliases of these while
 // callers move.
 //
 // Invariants:

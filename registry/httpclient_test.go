@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func TestHTTPClientRetriesIdleTimeoutAndRedaction(t *testing.T) {
@@ -41,7 +41,7 @@ func TestHTTPClientRetriesIdleTimeoutAndRedaction(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	c := layers.HTTPClient([]layers.Option{layers.WithIdleTimeout(50 * time.Millisecond)}, layers.WithRetries(3, time.Millisecond))
+	c := registry.HTTPClient([]registry.Option{registry.WithIdleTimeout(50 * time.Millisecond)}, registry.WithRetries(3, time.Millisecond))
 
 	get := func(path string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
@@ -60,7 +60,7 @@ func TestHTTPClientRetriesIdleTimeoutAndRedaction(t *testing.T) {
 	}
 
 	n.Store(0)
-	if _, err := get("/stall"); err == nil || !errors.Is(err, layers.ErrIdleTimeout) || !strings.Contains(err.Error(), "after 4 attempts") || n.Load() != 4 {
+	if _, err := get("/stall"); err == nil || !errors.Is(err, registry.ErrIdleTimeout) || !strings.Contains(err.Error(), "after 4 attempts") || n.Load() != 4 {
 		t.Errorf("stall: %v after %d requests", err, n.Load())
 	}
 

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -54,14 +54,14 @@ func AttachToImage(img v1.Image, dest string, comps []Component, props []Propert
 // stamped with when it was attached, and returns the referrer's digest:
 // how kiln build --sbom (without provenance) and kiln weights strip --sbom
 // attach a BOM while the subject's own digest stays as it is.
-func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, bom *BOM, lopts ...layers.Option) (string, error) {
+func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, bom *BOM, lopts ...registry.Option) (string, error) {
 	b, err := bom.Marshal()
 	if err != nil {
 		return "", err
 	}
 	dg, _, err := sign.PushReferrer(ctx, repo, subj, MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
 	if err != nil {
-		return "", fmt.Errorf("attaching to %s@%s: %w", repo, subj.Digest, layers.RedactError(err))
+		return "", fmt.Errorf("attaching to %s@%s: %w", repo, subj.Digest, registry.RedactError(err))
 	}
 	return dg, nil
 }

@@ -33,7 +33,7 @@ type Inspection struct {
 // reports and does not gate: a registry that cannot be asked is the
 // Inspection's Err, not an error. A ref that is not a registry reference
 // has nothing to inspect (nil).
-func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Option) *Inspection {
+func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...registry.Option) *Inspection {
 	r, err := layers.ParseRef(ref, lopts...)
 	if err != nil || r.Kind != layers.KindRegistry {
 		return nil
@@ -42,12 +42,12 @@ func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Optio
 	lopts = registry.Pooled(lopts) // the resolve and the verification: one login
 	c, err := registry.ClientFor(ctx, r.Name.Context(), lopts...)
 	if err != nil {
-		s.Err = layers.RedactError(err).Error()
+		s.Err = registry.RedactError(err).Error()
 		return s
 	}
 	desc, raw, err := resolve(ctx, c, r.Name)
 	if err != nil {
-		s.Err = layers.RedactError(err).Error()
+		s.Err = registry.RedactError(err).Error()
 		return s
 	}
 	repo := r.Name.Context()
@@ -57,7 +57,7 @@ func Inspect(ctx context.Context, ref string, pol *Policy, lopts ...layers.Optio
 		s.Result, err = List(ctx, ref, repo, desc.Digest, lopts...)
 	}
 	if err != nil {
-		s.Err = layers.RedactError(err).Error()
+		s.Err = registry.RedactError(err).Error()
 		return s
 	}
 	for _, a := range s.Result.Attestations {

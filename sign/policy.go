@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Policy says which public keys an image must be signed by, per registry
@@ -184,7 +185,7 @@ func (p *Policy) Keys(repo name.Repository) ([]*PublicKey, string) {
 // VerifyRef verifies the manifest the registry reference ref resolves to
 // (Resolve: GET and hash what is served, as a pull gets it) under p, as
 // kiln verify does. ref that is not a registry reference is an error.
-func (p *Policy) VerifyRef(ctx context.Context, ref string, lopts ...layers.Option) (*Result, error) {
+func (p *Policy) VerifyRef(ctx context.Context, ref string, lopts ...registry.Option) (*Result, error) {
 	r, err := layers.ParseRef(ref, lopts...)
 	if err != nil {
 		return nil, err
@@ -203,7 +204,7 @@ func (p *Policy) VerifyRef(ctx context.Context, ref string, lopts ...layers.Opti
 // from readRepo (a --mirror endpoint's, or repo itself), against the keys
 // p names for repo (the image's real name). A policy that names no key
 // for repo is a wrong-key result, not an error: the image is refused.
-func (p *Policy) VerifyDigest(ctx context.Context, ref string, repo, readRepo name.Repository, d v1.Hash, lopts ...layers.Option) (*Result, error) {
+func (p *Policy) VerifyDigest(ctx context.Context, ref string, repo, readRepo name.Repository, d v1.Hash, lopts ...registry.Option) (*Result, error) {
 	keys, _ := p.Keys(repo)
 	if len(keys) == 0 {
 		return &Result{Ref: ref, Digest: d.String(), Reason: ReasonWrongKey, Signatures: []Found{},

@@ -45,7 +45,7 @@ type SignOptions struct {
 	Format string
 	// Layers are the registry options (keychain, transport, insecure
 	// registries): every call goes through layers' transport.
-	Layers []layers.Option
+	Layers []registry.Option
 	// Now stamps the referrer's org.opencontainers.image.created
 	// (default time.Now).
 	Now func() time.Time
@@ -79,7 +79,7 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 	// signature: one login.
 	c, err := registry.ClientFor(ctx, r.Name.Context(), pushOptions(o.Layers)...)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", ref, layers.RedactError(err))
+		return nil, fmt.Errorf("image %q: %w", ref, registry.RedactError(err))
 	}
 	desc, _, err := resolve(ctx, c, r.Name)
 	if err != nil {
@@ -89,7 +89,7 @@ func Sign(ctx context.Context, ref string, s *Signer, o SignOptions) (*Signed, e
 }
 
 // pushOptions are lopts for a client that writes (registry.WithPush).
-func pushOptions(lopts []layers.Option) []layers.Option {
+func pushOptions(lopts []registry.Option) []registry.Option {
 	return append(lopts[:len(lopts):len(lopts)], registry.WithPush())
 }
 
@@ -98,10 +98,10 @@ func pushOptions(lopts []layers.Option) []layers.Option {
 // evidence: a registry (or a proxy) can answer one digest on HEAD and
 // serve another manifest on GET, and what is signed or verified must be
 // what a pull gets. A digest reference must hash to its digest.
-func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*v1.Descriptor, error) {
+func Resolve(ctx context.Context, ref name.Reference, lopts ...registry.Option) (*v1.Descriptor, error) {
 	c, err := registry.ClientFor(ctx, ref.Context(), lopts...)
 	if err != nil {
-		return nil, layers.RedactError(err)
+		return nil, registry.RedactError(err)
 	}
 	desc, _, err := resolve(ctx, c, ref)
 	return desc, err
@@ -113,7 +113,7 @@ func Resolve(ctx context.Context, ref name.Reference, lopts ...layers.Option) (*
 func resolve(ctx context.Context, c *registry.Client, ref name.Reference) (*v1.Descriptor, []byte, error) {
 	raw, desc, err := c.Manifest(ctx, ref)
 	if err != nil {
-		return nil, nil, layers.RedactError(err)
+		return nil, nil, registry.RedactError(err)
 	}
 	return &desc, raw, nil
 }
@@ -123,7 +123,7 @@ func resolve(ctx context.Context, c *registry.Client, ref name.Reference) (*v1.D
 func SignDigest(ctx context.Context, repo name.Repository, desc v1.Descriptor, s *Signer, o SignOptions) (*Signed, error) {
 	c, err := registry.ClientFor(ctx, repo, pushOptions(o.Layers)...)
 	if err != nil {
-		return nil, fmt.Errorf("image %s: storing signature: %w", repo.Digest(desc.Digest.String()), layers.RedactError(err))
+		return nil, fmt.Errorf("image %s: storing signature: %w", repo.Digest(desc.Digest.String()), registry.RedactError(err))
 	}
 	return signDigest(ctx, c, desc, s, o)
 }
@@ -149,14 +149,14 @@ func signDigest(ctx context.Context, c *registry.Client, desc v1.Descriptor, s *
 			BundlePredicateAnnotation:          CosignSignPredicate,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
+			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, registry.RedactError(err))
 		}
 		out.Artifact, out.Referrers = dg, via
 	case FormatLegacy:
 		out.Format = FormatLegacy
 		tag, err := pushLegacy(ctx, c, desc.Digest, s)
 		if err != nil {
-			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, layers.RedactError(err))
+			return nil, fmt.Errorf("image %s: storing signature: %w", out.Ref, registry.RedactError(err))
 		}
 		out.Artifact = tag
 	default:
@@ -190,7 +190,7 @@ var _ remote.Taggable = rawManifest{}
 // subj, returning the artifact manifest's digest and how the registry
 // lists it ("api" or "tag"). go-containerregistry updates the referrers
 // tag schema's index when the registry has no referrers API.
-func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts ...layers.Option) (string, string, error) {
+func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, artifactType string, blob []byte, annotations map[string]string, lopts ...registry.Option) (string, string, error) {
 	c, err := registry.ClientFor(ctx, repo, pushOptions(lopts)...)
 	if err != nil {
 		return "", "", err
@@ -316,12 +316,12 @@ func listedTwice(ctx context.Context, settle time.Duration, listed func() (bool,
 // sleepJitter sleeps between d/2 and d, or until ctx ends: concurrent
 // signers retrying in step would collide again.
 func sleepJitter(ctx context.Context, d time.Duration) error {
-	return layers.Sleep(ctx, d/2+rand.N(d/2+1))
+	return registry.Sleep(ctx, d/2+rand.N(d/2+1))
 }
 
 // HasReferrersAPI asks GET /v2/<repo>/referrers/<digest> as ggcr does:
 // an OCI index answer means the registry keeps the list itself.
-func HasReferrersAPI(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) bool {
+func HasReferrersAPI(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...registry.Option) bool {
 	c, err := registry.ClientFor(ctx, repo, lopts...)
 	return err == nil && c.ReferrersAPI(ctx, d)
 }

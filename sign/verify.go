@@ -12,7 +12,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -95,7 +94,7 @@ var rank = map[string]int{ReasonMissing: 0, ReasonInvalid: 1, ReasonWrongKey: 2,
 // referrers tag schema) and the legacy sha256-<hex>.sig tag. refName
 // names the image in messages. A registry error (unreachable, denied) is
 // returned as an error, not as a refusal.
-func Verify(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts ...layers.Option) (*Result, error) {
+func Verify(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts ...registry.Option) (*Result, error) {
 	if len(keys) == 0 {
 		return nil, errNoKeys
 	}
@@ -105,16 +104,16 @@ func Verify(ctx context.Context, refName string, repo name.Repository, d v1.Hash
 // List finds d's signatures and other referrers without trusting any key
 // (host check without --verify-key): Verified is false, each signature's
 // reason is wrong-key.
-func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, lopts ...layers.Option) (*Result, error) {
+func List(ctx context.Context, refName string, repo name.Repository, d v1.Hash, lopts ...registry.Option) (*Result, error) {
 	return check(ctx, refName, repo, d, nil, lopts)
 }
 
-func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []layers.Option) (*Result, error) {
+func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash, keys []*PublicKey, lopts []registry.Option) (*Result, error) {
 	// One client reads it all: the caller's pool's (registry.WithPool),
 	// the image's, else its own; one login to the repository.
 	c, err := registry.ClientFor(ctx, repo, lopts...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, layers.RedactError(err))
+		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, registry.RedactError(err))
 	}
 	ropts := c.Remote(ctx)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
@@ -146,7 +145,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 
 	idx, err := remote.Referrers(repo.Digest(d.String()), ropts...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, layers.RedactError(err))
+		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, registry.RedactError(err))
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {
@@ -177,7 +176,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		f := Found{Format: FormatBundle, Artifact: m.Digest.String(), ArtifactType: at}
 		raw, err := readManifest(ctx, c, m.Digest)
 		if err != nil {
-			keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
+			keep(f, verdict{reason: ReasonInvalid, detail: registry.RedactError(err).Error()})
 			continue
 		}
 		budget -= int64(len(raw))
@@ -205,7 +204,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 			}
 			b, err := readBlob(ctx, c, l)
 			if err != nil {
-				v = verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()}
+				v = verdict{reason: ReasonInvalid, detail: registry.RedactError(err).Error()}
 				continue
 			}
 			if v = verifyBundle(b, d, keys); v.ok {
@@ -246,7 +245,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 			}
 			payload, err := readBlob(ctx, c, l)
 			if err != nil {
-				keep(f, verdict{reason: ReasonInvalid, detail: layers.RedactError(err).Error()})
+				keep(f, verdict{reason: ReasonInvalid, detail: registry.RedactError(err).Error()})
 				continue
 			}
 			keep(f, verifySimpleSigning(payload, l.Annotations[SignatureAnnotation], d, keys))
@@ -256,7 +255,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		}
 	case isNotFound(err):
 	default:
-		return nil, fmt.Errorf("%s: reading %s: %w", refName, tag, layers.RedactError(err))
+		return nil, fmt.Errorf("%s: reading %s: %w", refName, tag, registry.RedactError(err))
 	}
 
 	if res.Verified {
@@ -310,14 +309,14 @@ func candidates(ms []v1.Descriptor) []v1.Descriptor {
 }
 
 // Attestations lists d's referrers that are not signatures (host check).
-func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...layers.Option) ([]Found, error) {
+func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ...registry.Option) ([]Found, error) {
 	c, err := registry.ClientFor(ctx, repo, lopts...)
 	if err != nil {
-		return nil, layers.RedactError(err)
+		return nil, registry.RedactError(err)
 	}
 	idx, err := remote.Referrers(repo.Digest(d.String()), c.Remote(ctx)...)
 	if err != nil {
-		return nil, layers.RedactError(err)
+		return nil, registry.RedactError(err)
 	}
 	im, err := idx.IndexManifest()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 )
 
@@ -51,7 +52,7 @@ type PublishOptions struct {
 	Version string
 	// Signer signs each image written (nil: none).
 	Signer *publish.Signer
-	Layers []layers.Option
+	Layers []registry.Option
 	// Log gets the probe's progress lines.
 	Log io.Writer
 }

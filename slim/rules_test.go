@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func slimFS(t *testing.T, pol *Policy, cfg testimage.Config, ls ...[]testimage.Entry) (map[string]fsEntry, *Result, v1.Image) {
@@ -402,7 +402,7 @@ func TestCorruptBlob(t *testing.T) {
 	src := openLayout(t, testimage.Image(t, testimage.Config{}, lying))
 	work := t.TempDir()
 	_, err := Rewrite(context.Background(), src, Options{Policy: runtimePolicy(t), WorkDir: work})
-	if err == nil || !layers.IsIntegrityError(err) {
+	if err == nil || !registry.IsIntegrityError(err) {
 		t.Fatalf("want an integrity error, got %v", err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(work, "blobs", "*")); len(m) > 0 {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/weights"
@@ -41,7 +41,7 @@ func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 		testimage.Push(t, other, testimage.Image(t, testimage.Config{}, testimage.SizeLie(good, lie)))
 		for name, refs := range map[string][]string{"one image": {one}, "two images": {honest, other}} {
 			_, err := warm.Resolve(ctx, refs, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
-			if !errors.Is(err, layers.ErrSizeMismatch) {
+			if !errors.Is(err, registry.ErrSizeMismatch) {
 				t.Errorf("%s (false size %d of %d): err = %v, want a size mismatch", name, lie, n, err)
 			}
 		}

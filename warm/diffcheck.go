@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -92,7 +93,7 @@ func checkLayer(ctx context.Context, t Opener, b *Blob, cs []claim) (map[string]
 			bad[c.image] = fmt.Sprintf("%s is not the zstd form of %s: %s", c.source, c.image, why)
 		}
 		if first == nil {
-			first = fmt.Errorf("image %s: %s: %w", c.image, why, layers.ErrDigestMismatch)
+			first = fmt.Errorf("image %s: %s: %w", c.image, why, registry.ErrDigestMismatch)
 		}
 	}
 	return bad, first

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/opencontainers/go-digest"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
@@ -257,7 +257,7 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 	for _, i := range idx {
 		br := r.rep.Blobs[i]
 		if br.State == StateFailed {
-			failed = append(failed, layers.NameOnce(br.Digest, br.Error))
+			failed = append(failed, registry.NameOnce(br.Digest, br.Error))
 		} else if br.State == StateMissing && gerr != nil {
 			failed = append(failed, br.Digest+": not fetched")
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
@@ -30,7 +30,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	reg := testimage.Registry(t)
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04", img)
-	lopts := []layers.Option{layers.WithTransport(toLocal(reg))}
+	lopts := []registry.Option{registry.WithTransport(toLocal(reg))}
 	s, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: warm.CompressionGzip})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
@@ -30,7 +30,7 @@ func TestResolveRefusesIndexDescriptorSizeLie(t *testing.T) {
 		ref := reg.Host + "/hostile/idx:lie"
 		testimage.PushIndexSizeLie(t, ref, img, warmtest.AMD64, lie)
 		_, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
-		if !errors.Is(err, layers.ErrSizeMismatch) {
+		if !errors.Is(err, registry.ErrSizeMismatch) {
 			t.Errorf("index lists the manifest %+d bytes off: err = %v, want a size mismatch", lie, err)
 		}
 	}

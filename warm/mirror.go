@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Mirrors maps a registry (as name.Registry.RegistryStr spells it:
@@ -41,7 +42,7 @@ func ParseMirror(s string) (registry, endpoint string, err error) {
 
 // fetchRef is where ref is read from: ref itself, or the same repository
 // and tag or digest on the registry's mirror endpoint.
-func (m Mirrors) fetchRef(ref name.Reference, lopts []layers.Option) (name.Reference, error) {
+func (m Mirrors) fetchRef(ref name.Reference, lopts []registry.Option) (name.Reference, error) {
 	ep, ok := m[ref.Context().RegistryStr()]
 	if !ok {
 		return ref, nil

@@ -11,7 +11,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/warm/ocilayout"
@@ -59,7 +59,7 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 		t.Fatalf("image = %+v, want name %s read from %s", set.Images[0], realRef, f.Reg.Host)
 	}
 	for _, b := range set.Blobs {
-		if fe, ok := b.Src.(*layers.Fetcher); !ok || fe.Repository().RegistryStr() != f.Reg.Host {
+		if fe, ok := b.Src.(*registry.Client); !ok || fe.Repository().RegistryStr() != f.Reg.Host {
 			t.Errorf("blob %s read from %v, want the mirror", b.Digest, b.Src)
 		}
 		if got := b.Labels["containerd.io/distribution.source."+real.Host]; got != "kiln-warm/app" {

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -73,7 +74,7 @@ func resolveLayout(ctx context.Context, ref string, r layers.Ref, o ResolveOptio
 
 // The name a local image is recorded under in a store (containerd's image
 // name, a layout's ref.name) comes from a file anyone may have written, so
-// it is checked by kiln's one rule for image names (layers.NormalizeName)
+// it is checked by kiln's one rule for image names (registry.NormalizeName)
 // and written in full: a name with a newline, ';' or '../' is refused, and
 // a bare tag ("latest", "1": the OCI ref.name of skopeo's and crane's
 // layouts, a docker-archive:FILE:TAG selection) never becomes the name.
@@ -110,7 +111,7 @@ func archiveImageName(ref string, r layers.Ref, names []string) (string, error) 
 	if name == "" {
 		return "", fmt.Errorf("image %q: the archive names no image (manifest.json field RepoTags is empty); kiln warm records images by name", ref)
 	}
-	n, err := layers.NormalizeName(name)
+	n, err := registry.NormalizeName(name)
 	if err != nil {
 		return "", fmt.Errorf("image %q: the archive names the image %q (manifest.json field RepoTags), which is not an image name: %v", ref, name, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -143,7 +144,7 @@ const ZstdTagSuffix = layers.ZstdTagSuffix
 type ResolveOptions struct {
 	Platform v1.Platform
 	// Layers are the registry options (auth, insecure hosts).
-	Layers []layers.Option
+	Layers []registry.Option
 	// Blobs reads registry blobs; nil makes one from Layers.
 	Blobs       *blob.Registry
 	Compression Compression
@@ -300,11 +301,11 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	if err != nil {
 		// In words (a missing tag lists the repository's tags: only
 		// here, not for a variant probed below).
-		err = layers.RedactError(err)
+		err = registry.RedactError(err)
 		if img.Mirror != "" {
 			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
 		}
-		if layers.StandsAlone(err) {
+		if registry.StandsAlone(err) {
 			return Image{}, nil, nil, err
 		}
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
@@ -322,7 +323,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		}
 		z, err := getManifest(ctx, zf, o)
 		if err != nil && o.Compression == CompressionZstd {
-			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), layers.RedactError(err))
+			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), registry.RedactError(err))
 		}
 		variant = z
 	}

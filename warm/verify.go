@@ -8,6 +8,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -20,7 +21,7 @@ import (
 // resolved to: what cosign signs) and every weights artifact of vols
 // against pol. It returns the results and, when one does not verify or
 // cannot carry a signature, an *UnverifiedError that names it and why.
-func VerifySignatures(ctx context.Context, pol *sign.Policy, set *Set, vols []*Volume, lopts []layers.Option) ([]*sign.Result, error) {
+func VerifySignatures(ctx context.Context, pol *sign.Policy, set *Set, vols []*Volume, lopts []registry.Option) ([]*sign.Result, error) {
 	path := pol.Source
 	var out []*sign.Result
 	var refused []string

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 )
 
@@ -20,7 +20,7 @@ func (e *NoVolumeDirError) Error() string {
 // dev.kiln.weights.manifest label and the WEIGHTS arguments (and those the
 // set found among its arguments). One volume goes into the directory into;
 // several distinct volumes are refused (one directory is one mount).
-func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors Mirrors, lopts []layers.Option) ([]*Volume, error) {
+func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors Mirrors, lopts []registry.Option) ([]*Volume, error) {
 	args = append(append([]string(nil), args...), set.WeightsArgs...)
 	if into == "" {
 		if len(args) > 0 {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/kiln-build/kiln/internal/testdaemon"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/containerd"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
@@ -81,7 +81,7 @@ func TestWarmOCILayout(t *testing.T) {
 			t.Fatal(err)
 		}
 		d, _ := l.Digest()
-		vr, _ := layers.NewVerifyReader(rc, d, -1)
+		vr, _ := registry.NewVerifyReader(rc, d, -1)
 		if err := vr.Drain(); err != nil {
 			t.Fatal(err)
 		}

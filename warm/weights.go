@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 	"golang.org/x/time/rate"
 )
@@ -103,7 +104,7 @@ func (s *Set) WeightsRefs() ([]string, error) {
 // ResolveVolume resolves a weights argument (artifact reference, oci:DIR,
 // or MANIFEST.json) or an image's label value, reading registry
 // references through their mirror when there is one.
-func ResolveVolume(ctx context.Context, ref, image string, mirrors Mirrors, lopts []layers.Option) (*Volume, error) {
+func ResolveVolume(ctx context.Context, ref, image string, mirrors Mirrors, lopts []registry.Option) (*Volume, error) {
 	at := ref
 	if !strings.HasPrefix(ref, "oci:") && !IsManifestFile(ref) {
 		r, err := layers.ParseRef(ref, lopts...)

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	kregistry "github.com/kiln-build/kiln/registry"
 
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 )
 
@@ -131,7 +131,7 @@ func publishBehind(t *testing.T, s *rangeServer, files []testFile) *Resolved {
 	return res
 }
 
-var noFetchRetries = layers.WithFetchOptions(layers.WithRetries(0, time.Millisecond))
+var noFetchRetries = kregistry.WithFetchOptions(kregistry.WithRetries(0, time.Millisecond))
 
 // rangeStart reads N from "bytes=N-M".
 func rangeStart(rng string) int64 {

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Publish packs the collected files and writes the artifact to `to` (a
@@ -27,7 +28,7 @@ import (
 // packed, in path order with constant metadata, into tar layers. mount ""
 // means the deepest directory containing every file. It returns the volume
 // manifest (also stored in the artifact) and the artifact's digest.
-func (c *Collector) Publish(ctx context.Context, to, mount, sourceImageDigest string, opts ...layers.Option) (*Manifest, v1.Hash, error) {
+func (c *Collector) Publish(ctx context.Context, to, mount, sourceImageDigest string, opts ...registry.Option) (*Manifest, v1.Hash, error) {
 	files := c.Files()
 	if len(files) == 0 {
 		return nil, v1.Hash{}, fmt.Errorf("weights: nothing to publish: no weight files were diverted")
@@ -56,7 +57,7 @@ func (c *Collector) Publish(ctx context.Context, to, mount, sourceImageDigest st
 }
 
 // repositoryOf is where pullers find the blobs of an artifact written to `to`.
-func repositoryOf(to string, opts ...layers.Option) (string, error) {
+func repositoryOf(to string, opts ...registry.Option) (string, error) {
 	r, err := layers.ParseRef(to, opts...)
 	if err != nil {
 		return "", fmt.Errorf("weights: --weights-to: %v", err)
@@ -76,7 +77,7 @@ func repositoryOf(to string, opts ...layers.Option) (string, error) {
 
 // ArtifactRef names the artifact written to `to` by its digest, for the
 // image's LabelManifest: REGISTRY/REPO@sha256:... or oci:DIR@sha256:...
-func ArtifactRef(to string, d v1.Hash, opts ...layers.Option) (string, error) {
+func ArtifactRef(to string, d v1.Hash, opts ...registry.Option) (string, error) {
 	repo, err := repositoryOf(to, opts...)
 	if err != nil {
 		return "", err

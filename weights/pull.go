@@ -25,6 +25,7 @@ import (
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // ManifestFile is where Pull keeps the volume manifest inside the volume,
@@ -421,7 +422,7 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 		switch {
 		case blob.IsNoSpace(err) || ctx.Err() != nil:
 			return "", err
-		case layers.IsIntegrityError(err):
+		case registry.IsIntegrityError(err):
 			return "", fmt.Errorf("%w: %v; the partial download was discarded", ErrCorrupt, err)
 		}
 		return "", fmt.Errorf("%w (kept in %s to resume)", err, PartialDir)

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // BenchmarkPull pulls the artifact named by KILN_WEIGHTS_BENCH_REF (bash
@@ -28,7 +28,7 @@ func BenchmarkPull(b *testing.B) {
 	ctx := context.Background()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = DefaultConcurrency
-	res, err := Resolve(ctx, ref, "", layers.WithTransport(tr))
+	res, err := Resolve(ctx, ref, "", registry.WithTransport(tr))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 )
 
@@ -13,7 +14,7 @@ import (
 // SHA-256; tool: kiln's version) as an OCI referrer of the artifact at
 // aref, when it is in a registry, and returns the referrer's digest (""
 // for an artifact in an OCI layout).
-func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopts ...layers.Option) (string, error) {
+func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopts ...registry.Option) (string, error) {
 	r, err := layers.ParseRef(aref, lopts...)
 	if err != nil || r.Kind != layers.KindRegistry {
 		return "", err

@@ -35,7 +35,7 @@ type Resolved struct {
 //	                               neither, Source is nil
 //
 // from overrides where blobs are fetched (a mirror holding the same blobs).
-func Resolve(ctx context.Context, ref, from string, opts ...layers.Option) (*Resolved, error) {
+func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*Resolved, error) {
 	var res *Resolved
 	var err error
 	switch {
@@ -73,7 +73,7 @@ func isManifestFile(ref string) bool {
 }
 
 // SourceFor is the blob source of a repository: oci:DIR or REGISTRY/REPO.
-func SourceFor(ctx context.Context, repo string, opts ...layers.Option) (blob.Source, error) {
+func SourceFor(ctx context.Context, repo string, opts ...registry.Option) (blob.Source, error) {
 	if dir, ok := strings.CutPrefix(repo, "oci:"); ok {
 		dir, _, _ = strings.Cut(dir, "@")
 		return blob.Layout{Dir: dir}, nil
@@ -125,7 +125,7 @@ func resolveLayout(ctx context.Context, ref string, follow bool) (*Resolved, err
 	return &Resolved{Manifest: m, Source: src, Ref: "oci:" + abs + "@" + pick.Digest.String()}, nil
 }
 
-func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layers.Option) (*Resolved, error) {
+func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...registry.Option) (*Resolved, error) {
 	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		return nil, err
@@ -137,11 +137,11 @@ func resolveRegistry(ctx context.Context, ref string, follow bool, opts ...layer
 	// warm's set was read through it) serves the manifest and the blobs.
 	f, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
+		return nil, fmt.Errorf("weights %q: %v", ref, registry.RedactError(err))
 	}
 	raw, desc, err := f.Manifest(ctx, r.Name)
 	if err != nil {
-		return nil, fmt.Errorf("weights %q: %v", ref, layers.RedactError(err))
+		return nil, fmt.Errorf("weights %q: %v", ref, registry.RedactError(err))
 	}
 	if desc.MediaType.IsIndex() {
 		return followIndex(ctx, ref, follow, opts...)
@@ -259,7 +259,7 @@ func labelOf(labels map[string]string) (string, error) {
 // --provenance push — to its image the way every kiln command picks one
 // (the host's platform; attestation manifests are never it), and follows
 // that image's label. A weights artifact is never an index.
-func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Option) (*Resolved, error) {
+func followIndex(ctx context.Context, ref string, follow bool, opts ...registry.Option) (*Resolved, error) {
 	if !follow {
 		return nil, fmt.Errorf("weights %q: an image index, not a weights artifact", ref)
 	}
@@ -279,7 +279,7 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...layers.Op
 }
 
 // followLabel resolves the artifact an image's label names (one hop only).
-func followLabel(ctx context.Context, image, label string, opts ...layers.Option) (*Resolved, error) {
+func followLabel(ctx context.Context, image, label string, opts ...registry.Option) (*Resolved, error) {
 	if !strings.HasPrefix(label, "oci:") && isManifestFile(label) {
 		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, LabelManifest, label)
 	}

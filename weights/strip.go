@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -27,7 +28,7 @@ type Stripped struct {
 // names the artifact by digest and returns the labels the stripped image
 // carries: the one ending of `kiln weights strip` and `kiln slim
 // --weights-to`, so both verbs write the same artifact and labels.
-func (c *Collector) Finish(ctx context.Context, to, mount, sourceImageDigest string, opts ...layers.Option) (*Stripped, error) {
+func (c *Collector) Finish(ctx context.Context, to, mount, sourceImageDigest string, opts ...registry.Option) (*Stripped, error) {
 	m, dg, err := c.Publish(ctx, to, mount, sourceImageDigest, opts...)
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ type StripOptions struct {
 	// Signer signs the image and the artifact (a registry one); nil signs
 	// nothing.
 	Signer *publish.Signer
-	Layers []layers.Option
+	Layers []registry.Option
 }
 
 // StripResult is what Strip published.

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func twinOf(t *testing.T, files []testFile) (v1.Image, *Manifest) {
@@ -72,7 +72,7 @@ func TestTwinIsTheVolume(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The digest is what the bytes hash to.
-		vr, _ := layers.NewVerifyReader(rc, dg, -1)
+		vr, _ := registry.NewVerifyReader(rc, dg, -1)
 		tr := tar.NewReader(vr)
 		n := 0
 		for {

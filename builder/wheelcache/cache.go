@@ -54,8 +54,8 @@ var ErrCorrupt = errors.New("cached wheel is corrupt")
 // Cache is a wheel cache: one registry repository.
 type Cache struct {
 	repo   name.Repository
-	mirror *name.Repository // read through it first, when set
-	opts   []layers.Option  // with the cache's pool: one client per repository
+	mirror *name.Repository  // read through it first, when set
+	opts   []registry.Option // with the cache's pool: one client per repository
 	wider  bool
 	// readOnly: lookups and fetches only, whose token asks for pull
 	// alone (kiln lock; a read-only credential on a registry that
@@ -69,7 +69,7 @@ type Option func(*cacheConfig)
 type cacheConfig struct {
 	mirror string
 	wider  bool
-	opts   []layers.Option
+	opts   []registry.Option
 }
 
 // WithMirror reads manifests and wheels through endpoint (host[:port]
@@ -83,7 +83,7 @@ func WithAllowWiderArchs(ok bool) Option { return func(c *cacheConfig) { c.wider
 
 // WithRegistryOptions are the options every registry request uses
 // (credentials, insecure hosts, fetch retries).
-func WithRegistryOptions(opts ...layers.Option) Option {
+func WithRegistryOptions(opts ...registry.Option) Option {
 	return func(c *cacheConfig) { c.opts = append(c.opts, opts...) }
 }
 
@@ -106,7 +106,7 @@ func Open(repo string, opts ...Option) (*Cache, error) {
 	}
 	// Its own pool, unless the caller's options name one: every lookup,
 	// fetch and push of a repository goes through one client.
-	lopts := append([]layers.Option{registry.WithPool(registry.NewPool(cfg.opts))}, cfg.opts...)
+	lopts := append([]registry.Option{registry.WithPool(registry.NewPool(cfg.opts))}, cfg.opts...)
 	c := &Cache{repo: r.Name.Context(), opts: lopts, wider: cfg.wider}
 	if cfg.mirror != "" {
 		if strings.Contains(cfg.mirror, "://") || strings.Contains(cfg.mirror, "/") {
@@ -227,14 +227,14 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry, error) {
 	rc, err := c.client(ctx, repo)
 	if err != nil {
-		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), registry.RedactError(err))
 	}
 	tags, err := rc.Tags(ctx)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), registry.RedactError(err))
 	}
 	prefix := strings.SplitN(k.Tag(), "-"+strings.TrimPrefix(k.Digest(), "sha256:"), 2)[0] + "-"
 	var best *Entry
@@ -265,14 +265,14 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 	ref := repo.Tag(tag)
 	rc, err := c.client(ctx, repo)
 	if err != nil {
-		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), registry.RedactError(err))
 	}
 	raw, desc, err := rc.Manifest(ctx, ref)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), registry.RedactError(err))
 	}
 	if len(raw) > maxManifest {
 		return nil, nil
@@ -337,16 +337,16 @@ func (c *Cache) Fetch(ctx context.Context, e *Entry, dir string) (string, error)
 	// A blob shorter or longer than its manifest says is refused before
 	// a byte is read.
 	if n, err := f.Size(ctx, e.Digest); err != nil {
-		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, layers.BlobError(e.Digest, err))
+		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, registry.BlobError(e.Digest, err))
 	} else if n != e.Size {
 		return "", fmt.Errorf("%w: %s (%s): the registry holds %d bytes, the manifest names %d (truncated?)", ErrCorrupt, e.Ref, e.Filename, n, e.Size)
 	}
 	rc, err := f.Open(ctx, e.Digest, 0, e.Size)
 	if err != nil {
-		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, layers.BlobError(e.Digest, err))
+		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, registry.BlobError(e.Digest, err))
 	}
 	defer rc.Close()
-	vr, err := layers.NewVerifyReader(rc, e.Digest, e.Size)
+	vr, err := registry.NewVerifyReader(rc, e.Digest, e.Size)
 	if err != nil {
 		return "", err
 	}
@@ -357,10 +357,10 @@ func (c *Cache) Fetch(ctx context.Context, e *Entry, dir string) (string, error)
 	}
 	if _, err := io.Copy(out, vr); err != nil {
 		out.Abort()
-		if errors.Is(err, layers.ErrDigestMismatch) || errors.Is(err, layers.ErrSizeMismatch) {
+		if errors.Is(err, registry.ErrDigestMismatch) || errors.Is(err, registry.ErrSizeMismatch) {
 			return "", fmt.Errorf("%w: %s (%s): %v", ErrCorrupt, e.Ref, e.Filename, err)
 		}
-		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, layers.RedactError(err))
+		return "", fmt.Errorf("wheel cache %s: %w", e.Ref, registry.RedactError(err))
 	}
 	if err := vr.Drain(); err != nil {
 		out.Abort()
@@ -399,14 +399,14 @@ func (c *Cache) Push(ctx context.Context, k Key, path string) (*Entry, error) {
 	}
 	rc, err := c.client(ctx, c.repo)
 	if err != nil {
-		return nil, fmt.Errorf("wheel cache %s: pushing %s: %w", c.repo.Name(), fn, layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: pushing %s: %w", c.repo.Name(), fn, registry.RedactError(err))
 	}
 	ropts := rc.Remote(ctx)
 	wheel := layers.NewFileLayer(path, dg, dg, fi.Size(), fi.Size(), MediaTypeWheel)
 	cfg := static.NewLayer([]byte("{}"), emptyJSONMediaType)
 	for _, l := range []v1.Layer{cfg, wheel} {
 		if err := remote.WriteLayer(c.repo, l, ropts...); err != nil {
-			return nil, fmt.Errorf("wheel cache %s: pushing %s: %w", c.repo.Name(), fn, layers.RedactError(err))
+			return nil, fmt.Errorf("wheel cache %s: pushing %s: %w", c.repo.Name(), fn, registry.RedactError(err))
 		}
 	}
 	cd, _ := cfg.Digest()
@@ -427,7 +427,7 @@ func (c *Cache) Push(ctx context.Context, k Key, path string) (*Entry, error) {
 	}
 	tag := c.repo.Tag(k.Tag())
 	if err := remote.Put(tag, rawManifest(raw), ropts...); err != nil {
-		return nil, fmt.Errorf("wheel cache %s: %w", tag, layers.RedactError(err))
+		return nil, fmt.Errorf("wheel cache %s: %w", tag, registry.RedactError(err))
 	}
 	md, _, _ := v1.SHA256(strings.NewReader(string(raw)))
 	return &Entry{Key: k, Ref: tag.String(), Manifest: md.String(), Filename: fn, Digest: dg, Size: fi.Size(), Via: c.repo.RegistryStr(), repo: c.repo}, nil

@@ -25,12 +25,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/kiln-build/kiln/layers"
 	kilnregistry "github.com/kiln-build/kiln/registry"
 )
 
 // fastRetries keeps a refused blob from being retried for seconds.
-var fastRetries = WithRegistryOptions(layers.WithFetchOptions(layers.WithRetries(1, time.Millisecond)))
+var fastRetries = WithRegistryOptions(kilnregistry.WithFetchOptions(kilnregistry.WithRetries(1, time.Millisecond)))
 
 // serve starts ggcr's in-process registry behind wrap and returns its
 // host:port.
@@ -230,7 +229,7 @@ func TestCacheWithCredentials(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	good := open(t, host+"/kiln/wheels", WithRegistryOptions(layers.WithKeychain(staticKeychain{user, pass})))
+	good := open(t, host+"/kiln/wheels", WithRegistryOptions(kilnregistry.WithKeychain(staticKeychain{user, pass})))
 	if _, err := good.Push(ctx, testKey(), writeWheel(t, "authenticated wheel")); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +240,7 @@ func TestCacheWithCredentials(t *testing.T) {
 	if _, err := good.Fetch(ctx, e, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	bad := open(t, host+"/kiln/wheels", WithRegistryOptions(layers.WithKeychain(staticKeychain{user, "wrong-" + pass})))
+	bad := open(t, host+"/kiln/wheels", WithRegistryOptions(kilnregistry.WithKeychain(staticKeychain{user, "wrong-" + pass})))
 	_, err = bad.Lookup(ctx, testKey())
 	if err == nil {
 		t.Fatal("wrong credentials: no error")

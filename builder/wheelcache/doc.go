@@ -13,7 +13,7 @@
 //
 // Invariants:
 //   - A wheel enters a build only after its bytes matched the manifest's
-//     digest and size (layers.VerifyReader); a corrupt or truncated blob
+//     digest and size (registry.VerifyReader); a corrupt or truncated blob
 //     is refused (ErrCorrupt) and the caller compiles instead.
 //   - Files are written atomically (internal/atomicfile): a wheel file in
 //     the directory Fetch writes to is whole and verified.

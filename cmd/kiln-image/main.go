@@ -20,6 +20,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/selfimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func main() {
@@ -70,14 +71,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		opts = append(opts, selfimage.WithCreated(time.Unix(sec, 0)))
 	}
-	var lopts []layers.Option
+	var lopts []registry.Option
 	if *insecure {
 		r, err := layers.ParseRef(*to)
 		if err != nil {
 			return err
 		}
 		if r.Name != nil {
-			lopts = append(lopts, layers.WithInsecureRegistries(r.Name.Context().RegistryStr()))
+			lopts = append(lopts, registry.WithInsecureRegistries(r.Name.Context().RegistryStr()))
 		}
 	}
 	var dg v1.Hash

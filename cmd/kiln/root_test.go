@@ -14,7 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/targets"
 )
@@ -80,7 +80,7 @@ func TestFactoryDependenciesAreLazy(t *testing.T) {
 	ios := &cmdutil.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
 	f := cmdutil.NewFactory(ios, buildInfo(), nil)
 	made := 0
-	f.Registry = sync.OnceValues(func() ([]layers.Option, error) { made++; return nil, nil })
+	f.Registry = sync.OnceValues(func() ([]registry.Option, error) { made++; return nil, nil })
 	f.BuildKit = func(context.Context, string, builder.TLS) (*client.Client, string, error) {
 		t.Error("BuildKit dialled")
 		return nil, "", errors.New("no")

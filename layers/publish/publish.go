@@ -67,7 +67,7 @@ func (p Pushed) Digest() (v1.Hash, error) { return v1.Hash(p), nil }
 
 // Writer writes an image (layers.Write) or an index (layers.WriteIndex)
 // to ref with lopts; a Pushed artifact is already there.
-func Writer(lopts ...layers.Option) Interface {
+func Writer(lopts ...registry.Option) Interface {
 	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
 		var dg v1.Hash
 		var err error
@@ -123,7 +123,7 @@ type Signer struct {
 	Key *sign.Signer
 	// Format is sign.FormatBundle (default) or sign.FormatLegacy.
 	Format string
-	Layers []layers.Option
+	Layers []registry.Option
 }
 
 // WithSign signs what inner published (s nil or keyless: inner

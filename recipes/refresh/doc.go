@@ -27,7 +27,7 @@
 //     release with the same variant and marked confidence C.
 //   - A source that cannot be read fails the refresh: a partial read would
 //     show up as removals.
-//   - Every network read goes through layers.HTTPClient or the layers
+//   - Every network read goes through registry.HTTPClient or the layers
 //     registry options: idle timeouts, retries with backoff, credentials
 //     redacted from errors.
 package refresh

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/cuda"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // DefaultRepository is where the nvidia/cuda tags are listed (Docker Hub).
@@ -32,12 +32,12 @@ type Options struct {
 	// Repository is the nvidia/cuda repository whose tags are listed
 	// (default DefaultRepository on Docker Hub; REGISTRY/REPO for a mirror).
 	Repository string
-	// HTTP reads the indexes and the matrix (default layers.HTTPClient).
+	// HTTP reads the indexes and the matrix (default registry.HTTPClient).
 	HTTP *http.Client
 	// Registry configures the registry client (keychain, transport,
 	// insecure hosts); Remote adds go-containerregistry options (tests
 	// shorten its retry backoff).
-	Registry []layers.Option
+	Registry []registry.Option
 	Remote   []remote.Option
 	// Now is when the sources are read (default time.Now).
 	Now func() time.Time
@@ -62,7 +62,7 @@ func (o *Options) defaults() error {
 		o.Repository = DefaultRepository
 	}
 	if o.HTTP == nil {
-		o.HTTP = layers.HTTPClient(o.Registry)
+		o.HTTP = registry.HTTPClient(o.Registry)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/refresh/refreshtest"
+	"github.com/kiln-build/kiln/registry"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -29,7 +29,7 @@ func options(s *refreshtest.Set, db *recipes.DB) Options {
 		IndexURL:   s.IndexURL(),
 		MatrixURL:  s.MatrixURL(),
 		Repository: s.Repository(),
-		HTTP:       layers.HTTPClient(nil, layers.WithRetries(3, time.Millisecond)),
+		HTTP:       registry.HTTPClient(nil, registry.WithRetries(3, time.Millisecond)),
 		Remote:     []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3})},
 		Now:        func() time.Time { return readDay },
 	}

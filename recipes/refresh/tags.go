@@ -11,6 +11,7 @@ import (
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // tagRe is the nvidia/cuda tag grammar kiln uses:
@@ -33,10 +34,10 @@ func (r *run) images(ctx context.Context) (recipes.ImageData, error) {
 	}
 	repo := ref.Name.Context()
 	listURL := fmt.Sprintf("%s://%s/v2/%s/tags/list", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr())
-	opts := append(layers.RemoteOptions(ctx, r.o.Registry...), r.o.Remote...)
+	opts := append(registry.RemoteOptions(ctx, r.o.Registry...), r.o.Remote...)
 	tags, err := listTags(ctx, repo, opts)
 	if err != nil {
-		return recipes.ImageData{}, fmt.Errorf("nvidia/cuda tags %s: %w", listURL, layers.RedactError(err))
+		return recipes.ImageData{}, fmt.Errorf("nvidia/cuda tags %s: %w", listURL, registry.RedactError(err))
 	}
 	r.source(listURL, "nvidia/cuda tags (published X.Y.Z versions, cuDNN variants)")
 	tokens := map[string]map[string]bool{}

@@ -23,7 +23,7 @@ import (
 	"github.com/containerd/platforms"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/unixsock"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -359,7 +359,7 @@ func (w *ctrWriter) Offset() int64 { return w.off }
 
 func (w *ctrWriter) Write(p []byte) (int, error) {
 	if w.off+int64(len(p)) > w.d.Size {
-		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, layers.ErrSizeMismatch, w.d.Size)
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, registry.ErrSizeMismatch, w.d.Size)
 	}
 	n, err := w.w.Write(p)
 	w.off += int64(n)
@@ -375,9 +375,9 @@ func (w *ctrWriter) Commit(ctx context.Context) error {
 		return warm.ErrAlreadyExists
 	case errdefs.IsFailedPrecondition(err):
 		// containerd refused the bytes: wrong size or digest.
-		kind := layers.ErrDigestMismatch
+		kind := registry.ErrDigestMismatch
 		if strings.Contains(err.Error(), "size") {
-			kind = layers.ErrSizeMismatch
+			kind = registry.ErrSizeMismatch
 		}
 		return fmt.Errorf("blob %s: %w: containerd refused the commit: %v", w.d.Digest, kind, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/errdefs"
 	"github.com/kiln-build/kiln/internal/atomicfile"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
@@ -270,7 +270,7 @@ func (w *directWriter) Offset() int64 { return w.off }
 
 func (w *directWriter) Write(p []byte) (int, error) {
 	if w.off+int64(len(p)) > w.d.Size {
-		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, layers.ErrSizeMismatch, w.d.Size)
+		return 0, fmt.Errorf("blob %s: %w: more than the %d bytes its descriptor names", w.d.Digest, registry.ErrSizeMismatch, w.d.Size)
 	}
 	n, err := w.f.Write(p)
 	w.off += int64(n)
@@ -313,7 +313,7 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 		// containerd hashed the file while it grew and reached its end
 		// after the last byte: commit on that writer.
 		err := (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: w.d.Size}).Commit(ctx)
-		if err == nil || !errors.Is(err, layers.ErrDigestMismatch) {
+		if err == nil || !errors.Is(err, registry.ErrDigestMismatch) {
 			return err
 		}
 		// Refused: verify once more from a fresh open (a full re-read
@@ -334,7 +334,7 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 	}
 	if st.Offset != w.d.Size {
 		cw.Close()
-		return fmt.Errorf("blob %s: %w: containerd's ingest holds %d bytes, want %d", w.d.Digest, layers.ErrSizeMismatch, st.Offset, w.d.Size)
+		return fmt.Errorf("blob %s: %w: containerd's ingest holds %d bytes, want %d", w.d.Digest, registry.ErrSizeMismatch, st.Offset, w.d.Size)
 	}
 	return (&ctrWriter{t: w.t, w: cw, d: w.d, ref: w.ref, off: st.Offset}).Commit(ctx)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 )
@@ -94,13 +94,13 @@ func streamStaged(tw *tar.Writer, file string, b *warm.Blob, st warm.Stage) erro
 	if err != nil {
 		return err
 	}
-	vr, err := layers.NewVerifyReader(f, h, b.Size)
+	vr, err := registry.NewVerifyReader(f, h, b.Size)
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, 1<<20)
 	if _, err := io.CopyBuffer(tw, vr, buf); err != nil {
-		if layers.IsIntegrityError(err) {
+		if registry.IsIntegrityError(err) {
 			if rerr := st.Remove(b.Descriptor); rerr != nil {
 				return fmt.Errorf("staged blob %s in %s: %v (and removing it: %v)", b.Digest, st, err, rerr)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Push mode: the host cannot reach the registry, so fleet opens a
@@ -39,7 +40,7 @@ type tunnel struct {
 
 // openTunnels serves each registry refs name on the host's loopback and
 // returns the --mirror arguments that send the host's warm there.
-func (c *Conn) openTunnels(ctx context.Context, refs []string, lopts []layers.Option, sent *atomic.Int64) ([]string, func(), error) {
+func (c *Conn) openTunnels(ctx context.Context, refs []string, lopts []registry.Option, sent *atomic.Int64) ([]string, func(), error) {
 	byReg := map[string]*tunnel{}
 	var all []*tunnel
 	closeAll := func() {
@@ -81,7 +82,7 @@ func mirrorArg(reg name.Registry, addr string) string {
 }
 
 // serveRegistry listens on the host's 127.0.0.1 and proxies to reg.
-func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []string, lopts []layers.Option, sent *atomic.Int64) (*tunnel, error) {
+func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []string, lopts []registry.Option, sent *atomic.Int64) (*tunnel, error) {
 	var scopes []string
 	for _, r := range refs {
 		if ref, err := layers.ParseRef(r, lopts...); err == nil && ref.Kind == layers.KindRegistry && ref.Name.Context().Registry == reg {
@@ -113,8 +114,8 @@ func (c *Conn) serveRegistry(ctx context.Context, reg name.Registry, refs []stri
 // redacted error bodies), so a stalled registry fails the host's request
 // instead of freezing it, and an error body that echoes this machine's
 // credentials reaches the host redacted. sent counts the bytes served.
-func registryProxy(ctx context.Context, reg name.Registry, scopes []string, lopts []layers.Option, sent *atomic.Int64) (*httputil.ReverseProxy, error) {
-	rt, err := layers.RegistryTransport(ctx, reg, scopes, lopts...)
+func registryProxy(ctx context.Context, reg name.Registry, scopes []string, lopts []registry.Option, sent *atomic.Int64) (*httputil.ReverseProxy, error) {
+	rt, err := registry.RegistryTransport(ctx, reg, scopes, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("registry %s (from here, for mode push): %v", reg, err)
 	}

@@ -17,8 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-
-	"github.com/kiln-build/kiln/layers"
+	kregistry "github.com/kiln-build/kiln/registry"
 )
 
 type staticKeychain struct{ a authn.Authenticator }
@@ -70,9 +69,9 @@ func pushUpstream(t *testing.T, pw string) (name.Registry, string) {
 func TestPushProxyUsesKilnTransport(t *testing.T) {
 	const pw = "s3cret-pw-0123456789"
 	reg, authz := pushUpstream(t, pw)
-	lopts := []layers.Option{
-		layers.WithKeychain(staticKeychain{&authn.Basic{Username: "kiln", Password: pw}}),
-		layers.WithIdleTimeout(300 * time.Millisecond),
+	lopts := []kregistry.Option{
+		kregistry.WithKeychain(staticKeychain{&authn.Basic{Username: "kiln", Password: pw}}),
+		kregistry.WithIdleTimeout(300 * time.Millisecond),
 	}
 	scopes := []string{reg.Repo("ok").Scope(transport.PullScope)}
 	var sent atomic.Int64

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/termtext"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 )
 
@@ -72,7 +72,7 @@ type Options struct {
 	Binary *Binary
 	// Registry are the options for reaching the registry from here, for
 	// push-mode hosts (insecure registries).
-	Registry []layers.Option
+	Registry []registry.Option
 	// Event, when set, is called as each host moves on (connecting,
 	// copying kiln, warming, pushing, done); calls may come from several
 	// goroutines at once.

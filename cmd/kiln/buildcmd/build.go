@@ -71,7 +71,7 @@ type BuildOptions struct {
 	Epoch          string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
 	Insecure       []string
 	// lopts is the run's registry options (registryOptions).
-	lopts []layers.Option
+	lopts []registry.Option
 	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
 	// pinned inputs, as a referrer, or with --provenance in the
 	// attestation manifest beside the image (sbomcmd.go).
@@ -811,9 +811,9 @@ func toolsExecutable() string {
 // made as the run starts), so that the content tag, the wheel cache, the
 // pushed digests, the SBOMs and the signatures log in to each repository
 // once. Options a test builds without running have no pool.
-func (opts *BuildOptions) registryOptions() []layers.Option {
+func (opts *BuildOptions) registryOptions() []registry.Option {
 	if opts.lopts == nil {
-		return []layers.Option{layers.WithInsecureRegistries(opts.Insecure...)}
+		return []registry.Option{registry.WithInsecureRegistries(opts.Insecure...)}
 	}
 	return opts.lopts
 }

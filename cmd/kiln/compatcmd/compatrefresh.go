@@ -14,9 +14,9 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/atomicfile"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/refresh"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // DefaultRefreshOutput is where kiln compat refresh writes the data file.
@@ -109,7 +109,7 @@ type refreshResult struct {
 func runCompatRefresh(ctx context.Context, opts *CompatRefreshOptions) error {
 	fail := func(err error) error {
 		if opts.JSON {
-			_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{"error": layers.Redact(err.Error())})
+			_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{"error": registry.Redact(err.Error())})
 		}
 		return err
 	}
@@ -120,13 +120,13 @@ func runCompatRefresh(ctx context.Context, opts *CompatRefreshOptions) error {
 	if err != nil {
 		return fail(err)
 	}
-	reg := []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
+	reg := []registry.Option{registry.WithInsecureRegistries(opts.InsecureRegistry...)}
 	ro := refresh.Options{
 		Base: base, IndexURL: opts.IndexURL, MatrixURL: opts.MatrixURL, Repository: opts.Repository,
 		Variants: opts.Variants, HTTP: opts.HTTP, Registry: reg, Remote: opts.Remote, Now: opts.Now,
 	}
 	if ro.HTTP == nil {
-		ro.HTTP = layers.HTTPClient(reg)
+		ro.HTTP = registry.HTTPClient(reg)
 	}
 	if !opts.JSON {
 		fmt.Fprintf(opts.IO.ErrOut, "reading the PyTorch release matrix, wheel indexes and %s tags...\n", ro.Repository)

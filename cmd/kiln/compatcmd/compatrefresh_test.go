@@ -14,9 +14,9 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/refresh/refreshtest"
+	"github.com/kiln-build/kiln/registry"
 )
 
 func refreshOpts(s *refreshtest.Set, out string) (*CompatRefreshOptions, *bytes.Buffer, *bytes.Buffer) {
@@ -24,7 +24,7 @@ func refreshOpts(s *refreshtest.Set, out string) (*CompatRefreshOptions, *bytes.
 	return &CompatRefreshOptions{
 		IO: &cmdutil.IO{Out: &o, ErrOut: &e}, Output: out,
 		IndexURL: s.IndexURL(), MatrixURL: s.MatrixURL(), Repository: s.Repository(),
-		HTTP:   layers.HTTPClient(nil, layers.WithRetries(2, time.Millisecond)),
+		HTTP:   registry.HTTPClient(nil, registry.WithRetries(2, time.Millisecond)),
 		Remote: []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 2})},
 		Now:    func() time.Time { return time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC) },
 	}, &o, &e

@@ -13,6 +13,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -211,7 +212,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 			// The host is checked all the same: the report says why the
 			// image could not be read (a refused password, a missing tag)
 			// beside everything else it found.
-			imageErr = layers.RedactError(err).Error()
+			imageErr = registry.RedactError(err).Error()
 			break
 		}
 		defer img.Close()
@@ -267,7 +268,7 @@ func isRecipeFile(arg string) bool {
 // --verify-key's policy when it is given (nil for any other image). Only
 // a bad key file is an error: host check reports the registry, and does
 // not gate on it.
-func inspectSignature(ctx context.Context, ref, key string, lopts []layers.Option) (*hostcheck.Signature, error) {
+func inspectSignature(ctx context.Context, ref, key string, lopts []registry.Option) (*hostcheck.Signature, error) {
 	if r, err := layers.ParseRef(ref, lopts...); err != nil || r.Kind != layers.KindRegistry {
 		return nil, nil
 	}

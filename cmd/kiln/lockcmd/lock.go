@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // LockOptions are kiln lock's inputs.
@@ -115,7 +116,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	if digests == nil {
 		insecure := opts.InsecureRegistry
 		digests = recipes.DigestResolverFunc(func(ctx context.Context, ref string) (string, map[string]string, error) {
-			return layers.PlatformDigests(ctx, ref, layers.WithInsecureRegistries(insecure...))
+			return layers.PlatformDigests(ctx, ref, registry.WithInsecureRegistries(insecure...))
 		})
 	}
 	hc := opts.HTTP
@@ -160,7 +161,7 @@ func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recip
 	if len(plan.Compiled()) == 0 {
 		return nil
 	}
-	lopts := []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
+	lopts := []registry.Option{registry.WithInsecureRegistries(opts.InsecureRegistry...)}
 	c, err := opts.WheelCacheFlags.Open(r, lopts...)
 	if err != nil {
 		return err

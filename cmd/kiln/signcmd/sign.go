@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -78,7 +79,7 @@ func runSign(ctx context.Context, opts *SignOptions) error {
 	if opts.JSON {
 		rep := signReport{Schema: signSchema, Signed: s}
 		if err != nil {
-			rep.Error = layers.Redact(err.Error())
+			rep.Error = registry.Redact(err.Error())
 		}
 		if perr := cmdutil.WriteJSON(opts.IO.Out, rep); perr != nil {
 			return perr
@@ -206,7 +207,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		return nil
 	}()
 	if err != nil {
-		rep.Error = layers.Redact(err.Error())
+		rep.Error = registry.Redact(err.Error())
 	}
 	if opts.JSON {
 		if perr := cmdutil.WriteJSON(opts.IO.Out, rep); perr != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
@@ -224,7 +225,7 @@ type slimFlags struct {
 	pol       *slim.Policy
 	fleet     []fatbin.GPU
 	key       *sign.Signer
-	lopts     []layers.Option
+	lopts     []registry.Option
 }
 
 // parseSlimFlags checks kiln slim's flags; every mistake is a usage error

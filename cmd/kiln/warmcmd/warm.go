@@ -241,7 +241,7 @@ type warmFlags struct {
 	spec              warm.TargetSpec
 	comp              warm.Compression
 	limit, chunk      int64
-	lopts             []layers.Option
+	lopts             []registry.Option
 	mirrors           warm.Mirrors
 	plat              v1.Platform
 	refs, weightsArgs []string

@@ -19,7 +19,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/localfile"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm/fleet"
 )
 
@@ -390,7 +390,7 @@ func runFleet(ctx context.Context, opts *FleetOptions) error {
 			return err
 		}
 	}
-	fo.Registry = []layers.Option{layers.WithInsecureRegistries(opts.InsecureRegistry...)}
+	fo.Registry = []registry.Option{registry.WithInsecureRegistries(opts.InsecureRegistry...)}
 	if opts.Progress != "none" {
 		var mu sync.Mutex
 		fo.Event = func(host, what string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/scratch"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
@@ -580,7 +581,7 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 // checkWeightsArg refuses, as a usage error (exit 2, as every verb does), an
 // argument that is neither a file (a weights manifest) nor a reference
 // that parses.
-func checkWeightsArg(arg string, lopts []layers.Option) error {
+func checkWeightsArg(arg string, lopts []registry.Option) error {
 	if _, err := os.Stat(arg); err == nil {
 		return nil
 	}

@@ -8,8 +8,8 @@
 //	blobtest.Run(t, func(t *testing.T) blobtest.Store { return myStore(t) })
 //
 // It asserts outcomes a caller relies on (blob.Copy, warm, weights): what
-// is readable after each step, the errors' kinds (layers.ErrSizeMismatch,
-// layers.ErrDigestMismatch, blob.ErrAlreadyExists), and that nothing that
+// is readable after each step, the errors' kinds (registry.ErrSizeMismatch,
+// registry.ErrDigestMismatch, blob.ErrAlreadyExists), and that nothing that
 // failed verification is ever readable.
 package blobtest
 
@@ -22,8 +22,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Store is one blob store under test.
@@ -236,7 +236,7 @@ func testCommitShort(t *testing.T, s Store) {
 	b, dg := Blob(t, size)
 	w := open(t, s, dg, size)
 	write(t, w, b[:size-1])
-	if err := w.Commit(context.Background()); !errors.Is(err, layers.ErrSizeMismatch) {
+	if err := w.Commit(context.Background()); !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Fatalf("Commit of %d of %d bytes: %v, want ErrSizeMismatch", size-1, size, err)
 	}
 	absent(t, s, dg, size)
@@ -254,7 +254,7 @@ func testWriteLong(t *testing.T, s Store) {
 	b, dg := Blob(t, size)
 	w := open(t, s, dg, size)
 	write(t, w, b)
-	if _, err := w.Write([]byte{0}); !errors.Is(err, layers.ErrSizeMismatch) {
+	if _, err := w.Write([]byte{0}); !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Fatalf("writing byte %d of a %d-byte blob: %v, want ErrSizeMismatch", size+1, size, err)
 	}
 	commit(t, w)
@@ -269,7 +269,7 @@ func testCommitWrongDigest(t *testing.T, s Store) {
 	bad[size/2] ^= 1
 	w := open(t, s, dg, size)
 	write(t, w, bad)
-	if err := w.Commit(context.Background()); !errors.Is(err, layers.ErrDigestMismatch) {
+	if err := w.Commit(context.Background()); !errors.Is(err, registry.ErrDigestMismatch) {
 		t.Fatalf("Commit of other bytes: %v, want ErrDigestMismatch", err)
 	}
 	absent(t, s, dg, size)

@@ -25,8 +25,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
+	kregistry "github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 )
 
@@ -329,7 +329,7 @@ func Resolve(t testing.TB, ctx context.Context, src *blob.Registry, o warm.Resol
 }
 
 func FastSource() *blob.Registry {
-	return blob.NewRegistry(nil, layers.WithRetries(5, 10*time.Millisecond), layers.WithMaxWait(2*time.Second))
+	return blob.NewRegistry(nil, kregistry.WithRetries(5, 10*time.Millisecond), kregistry.WithMaxWait(2*time.Second))
 }
 
 func TwoImages(t testing.TB) (*Fixture, []string) {

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // CompressionHelp is the --compression text kiln slim and kiln build share.
@@ -31,18 +32,18 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 // goes: REPO:TAG → REPO:TAG-zstd (the name kiln warm and kiln convert
 // use), oci:DIR:TAG → oci:DIR:TAG-zstd. A registry digest reference has
 // no tag to derive from; an untagged layout is tagged first (TagLayout).
-func ZstdDest(dest string, lopts []layers.Option) (string, error) {
+func ZstdDest(dest string, lopts []registry.Option) (string, error) {
 	return variantDest(dest, layers.ZstdTagSuffix, "zstd", "one --compression", lopts)
 }
 
 // ErofsDest is where the native EROFS variant of an image published at
 // dest goes, as ZstdDest names the zstd one: REPO:TAG-erofs,
 // oci:DIR:TAG-erofs (an untagged layout is tagged first: TagLayout).
-func ErofsDest(dest string, lopts []layers.Option) (string, error) {
+func ErofsDest(dest string, lopts []registry.Option) (string, error) {
 	return variantDest(dest, layers.ErofsTagSuffix, "EROFS", "convert it later with kiln convert --format erofs --to REF", lopts)
 }
 
-func variantDest(dest, suffix, what, or string, lopts []layers.Option) (string, error) {
+func variantDest(dest, suffix, what, or string, lopts []registry.Option) (string, error) {
 	r, err := layers.ParseRef(dest, lopts...)
 	if err != nil {
 		return "", err
@@ -70,7 +71,7 @@ const DefaultLayoutTag = "latest"
 
 // TagLayout is dest with DefaultLayoutTag when it is an untagged OCI
 // layout (oci:DIR → oci:DIR:latest), and dest otherwise.
-func TagLayout(dest string, lopts []layers.Option) string {
+func TagLayout(dest string, lopts []registry.Option) string {
 	if r, err := layers.ParseRef(dest, lopts...); err == nil && r.Kind == layers.KindOCILayout && r.Tag == "" && r.Digest.Hex == "" {
 		return "oci:" + r.Path + ":" + DefaultLayoutTag
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/internal/suggest"
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/targets"
 )
@@ -39,7 +39,7 @@ type Factory struct {
 	// image a verb reads or writes starts from, made once on first use
 	// (ImageFlags.LayersOptions puts a verb's --platform and
 	// --insecure-registry after them). nil: layers' defaults.
-	Registry func() ([]layers.Option, error)
+	Registry func() ([]registry.Option, error)
 	// BuildKit connects to the builder at addr (--builder; "" is
 	// $BUILDKIT_HOST, then the standard sockets) and returns the client
 	// and the address it reached; the caller closes the client.
@@ -55,7 +55,7 @@ type Factory struct {
 func NewFactory(ios *IO, b BuildInfo, exec func(ctx context.Context, args []string, ios *IO) int) *Factory {
 	return &Factory{
 		IO: ios, Version: b.Version, Build: b, Exec: exec,
-		Registry:   sync.OnceValues(func() ([]layers.Option, error) { return nil, nil }),
+		Registry:   sync.OnceValues(func() ([]registry.Option, error) { return nil, nil }),
 		BuildKit:   builder.Connect,
 		OpenTarget: targets.Open,
 	}

@@ -16,7 +16,7 @@ type ImageFlags struct {
 
 	// Registry is the registry options the flags' start from (a
 	// Factory's, Factory.ImageFlags); nil: layers' defaults.
-	Registry func() ([]layers.Option, error)
+	Registry func() ([]registry.Option, error)
 
 	// set says whether --platform was given: only then is an image of
 	// another platform refused (layers.WithExactPlatform).
@@ -36,7 +36,7 @@ func (f *ImageFlags) Register(cmd *cobra.Command) {
 // options carry a registry Pool of their own (registry.Pooled): all that
 // a verb reads, writes, attaches and signs through them goes to each
 // repository through one client, after one token exchange.
-func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
+func (f *ImageFlags) LayersOptions() ([]registry.Option, error) {
 	p, err := layers.ParsePlatform(f.Platform)
 	if err != nil {
 		return nil, UsageErr("--platform: %v", err)
@@ -45,19 +45,19 @@ func (f *ImageFlags) LayersOptions() ([]layers.Option, error) {
 	if f.set != nil && f.set() {
 		sel = layers.WithExactPlatform(p)
 	}
-	var base []layers.Option
+	var base []registry.Option
 	if f.Registry != nil {
 		if base, err = f.Registry(); err != nil {
 			return nil, err
 		}
 	}
-	return registry.Pooled(append(base[:len(base):len(base)], sel, layers.WithInsecureRegistries(f.InsecureRegistry...))), nil
+	return registry.Pooled(append(base[:len(base):len(base)], sel, registry.WithInsecureRegistries(f.InsecureRegistry...))), nil
 }
 
 // CheckRef parses an image reference named on the command line; one that
 // does not parse is a usage error (exit 2) from every verb, before any
 // work starts. what names the flag ("--to") or is "" for an argument.
-func CheckRef(what, ref string, opts ...layers.Option) (layers.Ref, error) {
+func CheckRef(what, ref string, opts ...registry.Option) (layers.Ref, error) {
 	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		if what != "" {
@@ -71,7 +71,7 @@ func CheckRef(what, ref string, opts ...layers.Option) (layers.Ref, error) {
 // OpenImage opens the image a verb reads (its argument, ref): a reference
 // that does not parse is a usage error (CheckRef), one that cannot be read
 // is the error layers.Open gives. The caller closes the image.
-func OpenImage(ctx context.Context, ref string, opts ...layers.Option) (*layers.Image, error) {
+func OpenImage(ctx context.Context, ref string, opts ...registry.Option) (*layers.Image, error) {
 	r, err := CheckRef("", ref, opts...)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -40,7 +41,7 @@ func (f *SignFlag) LoadSigner() (*sign.Signer, error) {
 
 // CheckDest refuses --sign-key for a destination that is not a registry
 // (a signature is stored next to the manifest, in its repository).
-func (f *SignFlag) CheckDest(dest string, lopts []layers.Option) error {
+func (f *SignFlag) CheckDest(dest string, lopts []registry.Option) error {
 	if f.SignKey == "" {
 		return nil
 	}
@@ -57,7 +58,7 @@ func (f *SignFlag) CheckDest(dest string, lopts []layers.Option) error {
 // Signer is what publish.WithSign signs with: key k (LoadSigner's) in
 // --sign-format, pushing with lopts. k nil (no --sign-key): nil, which
 // signs nothing.
-func (f *SignFlag) Signer(k *sign.Signer, lopts []layers.Option) *publish.Signer {
+func (f *SignFlag) Signer(k *sign.Signer, lopts []registry.Option) *publish.Signer {
 	if k == nil {
 		return nil
 	}

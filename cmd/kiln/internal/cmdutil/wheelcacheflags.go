@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder/wheelcache"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -40,7 +40,7 @@ func (f *WheelCacheFlags) Register(cmd *cobra.Command) {
 
 // Open opens the cache the flags and r's wheel_cache name; nil when
 // neither names a repository.
-func (f *WheelCacheFlags) Open(r *recipes.Recipe, lopts ...layers.Option) (*wheelcache.Cache, error) {
+func (f *WheelCacheFlags) Open(r *recipes.Recipe, lopts ...registry.Option) (*wheelcache.Cache, error) {
 	spec := recipes.WheelCacheSpec{}
 	if r != nil && r.WheelCache != nil {
 		spec = *r.WheelCache
@@ -63,7 +63,7 @@ func (f *WheelCacheFlags) Open(r *recipes.Recipe, lopts ...layers.Option) (*whee
 // found in c: its artifact manifest signed under the key or policy (the
 // policy's scope is c's own repository, the signature read where the
 // wheel was, the mirror's too); nil without the flag.
-func (f *WheelCacheFlags) Verifier(c *wheelcache.Cache, lopts ...layers.Option) (func(context.Context, *wheelcache.Entry) error, error) {
+func (f *WheelCacheFlags) Verifier(c *wheelcache.Cache, lopts ...registry.Option) (func(context.Context, *wheelcache.Entry) error, error) {
 	if f.VerifyKey == "" || c == nil {
 		return nil, nil
 	}
