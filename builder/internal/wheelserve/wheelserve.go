@@ -35,6 +35,16 @@ type Wheel struct {
 	Tag     string            // e.g. "py3-none-any" or "cp311-cp311-linux_x86_64"
 	Files   map[string][]byte // extra files (path in the wheel -> content)
 	Padding int               // bytes of incompressible-ish data, to give the wheel weight
+	// Package is the import package's directory, where __init__.py (and
+	// the padding) go: "" is Name with "-" as "_"; "nvidia/cublas" for
+	// a namespace package's part.
+	Package string
+	// Meta are METADATA header lines besides Name, Version and Summary
+	// ("Requires-Python: >=3.9", "Provides-Extra: cudart").
+	Meta []string
+	// Requires are the Requires-Dist lines' values, in order
+	// ("triton==3.2.0; platform_system == \"Linux\"").
+	Requires []string
 }
 
 // Filename is the wheel's file name.
@@ -49,6 +59,9 @@ func (w Wheel) Build() ([]byte, error) {
 	pkg := strings.ReplaceAll(w.Name, "-", "_")
 	base := strings.SplitN(w.Version, "+", 2)[0]
 	dist := fmt.Sprintf("%s-%s.dist-info", pkg, w.Version)
+	if w.Package != "" {
+		pkg = w.Package
+	}
 	files := map[string][]byte{
 		pkg + "/__init__.py": []byte(fmt.Sprintf("__version__ = %q\n", w.Version)),
 	}
@@ -70,7 +83,14 @@ func (w Wheel) Build() ([]byte, error) {
 	if !strings.HasSuffix(w.Tag, "-any") {
 		purelib = "false"
 	}
-	files[dist+"/METADATA"] = []byte(fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: kiln test stand-in (%s)\n", strings.ReplaceAll(w.Name, "_", "-"), w.Version, base))
+	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: kiln test stand-in (%s)\n", strings.ReplaceAll(w.Name, "_", "-"), w.Version, base)
+	for _, m := range w.Meta {
+		meta += m + "\n"
+	}
+	for _, r := range w.Requires {
+		meta += "Requires-Dist: " + r + "\n"
+	}
+	files[dist+"/METADATA"] = []byte(meta)
 	files[dist+"/WHEEL"] = []byte(fmt.Sprintf("Wheel-Version: 1.0\nGenerator: kiln-wheelserve\nRoot-Is-Purelib: %s\nTag: %s\n", purelib, w.Tag))
 	names := make([]string, 0, len(files))
 	for k := range files {
