@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -369,6 +370,9 @@ var pipPlatforms = []string{"manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "m
 // real executable and its version (3.11).
 func havePip(t *testing.T) (string, string) {
 	t.Helper()
+	// Real pip in a subprocess, tens of seconds: the e2e tier's, not the
+	// fast tier's. The full Python matrix is make catalog's (KILN_CATALOG=all).
+	testdaemon.SkipShort(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
@@ -441,7 +445,7 @@ func TestCatalogPipDownload(t *testing.T) {
 	url := serveCatalog(t)
 	for _, p := range f.plans {
 		pys := []string{p.Python}
-		if !testing.Short() {
+		if os.Getenv("KILN_CATALOG") == "all" {
 			pys = planPythons(f.db, p)
 		}
 		for _, py := range pys {
@@ -533,8 +537,8 @@ func TestCatalogStandInsAnswerRecipeTests(t *testing.T) {
 			t.Logf("%s: no stand-ins for CPython %s", p.Name, py)
 			continue
 		}
-		if testing.Short() && !exact && p.Name != recipes.DefaultRecipe {
-			// -short: the recipes whose Python the host has, and the default one.
+		if os.Getenv("KILN_CATALOG") != "all" && !exact && p.Name != recipes.DefaultRecipe {
+			// Unless make catalog: the recipes whose Python the host has, and the default one.
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {

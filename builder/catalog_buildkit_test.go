@@ -1,0 +1,128 @@
+package builder
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kiln-build/kiln/builder/internal/wheelserve"
+	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/recipes"
+)
+
+// catalogPython is the Python the catalog's recipes are built with here:
+// the stand-in Python download is a real CPython 3.13 (Debian's), and
+// offline there is no other real interpreter for 3.10, 3.11 or 3.12; a
+// recipe naming another is built as a copy naming 3.13 (the only change).
+const catalogPython = "3.13"
+
+var pythonLine = regexp.MustCompile(`(?m)^python: *"?[0-9.]+"?\s*$`)
+
+// TestCatalogRecipesOnStandIns (issue 38): the catalog's recipes build
+// from an empty BuildKit through the stand-ins alone — NVIDIA's images
+// under their real names in the registry mirror (fixtures), PyTorch's and
+// PyPI's pins in one wheel index, the Python download through a Python
+// mirror — and pass their own test lines, with python, python3 and pip
+// the recipe's Python. By default the default recipe (kiln recipes init's)
+// builds; KILN_CATALOG=all (make catalog) builds every recipe, and
+// KILN_CATALOG=NAME,NAME the ones named. The offline stack
+// (debian13-cu124) has its own e2e tests.
+func TestCatalogRecipesOnStandIns(t *testing.T) {
+	c, reg := buildkitEnv(t, "12.8.1-devel-ubuntu24.04", "12.8.1-base-ubuntu24.04")
+	pyMirror, pySHA, _ := pythonMirror(t)
+	idx := catalogIndex(t)
+	testdaemon.PruneAfter(t, true)
+
+	names := []string{recipes.DefaultRecipe}
+	switch sel := os.Getenv("KILN_CATALOG"); sel {
+	case "":
+	case "all":
+		entries, err := recipes.Catalog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = nil
+		for _, e := range entries {
+			if e.Name != recipes.OfflineRecipe {
+				names = append(names, e.Name)
+			}
+		}
+	default:
+		names = strings.Split(sel, ",")
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			src, err := recipes.CatalogRecipe(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copyNote := ""
+			if m := pythonLine.Find(src); m != nil && !strings.Contains(string(m), catalogPython) {
+				copyNote = fmt.Sprintf(" (a copy naming Python %s; the recipe names %s)", catalogPython, strings.TrimSpace(string(m)))
+				src = pythonLine.ReplaceAll(src, []byte(`python: "`+catalogPython+`"`))
+			}
+			r, err := recipes.Parse(name+".yaml", src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes(idx), recipes.WithPythonMirror(pyMirror))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.PythonSource == recipes.PythonStandalone {
+				for i := range p.PythonDist.Archives {
+					p.PythonDist.Archives[i].SHA256 = pySHA
+				}
+			}
+			p.Platforms = []string{"linux/amd64"}
+			// What every image must answer, beside the recipe's own lines.
+			p.Test = append(p.Test,
+				`python -c 'import sys; assert sys.version_info[:2] == (`+strings.Replace(catalogPython, ".", ", ", 1)+`), sys.version; print(sys.version)'`,
+				`test "$(readlink -f "$(command -v python3)")" = "$(readlink -f "$(command -v python)")"`,
+				`pip --version | grep -F "(python `+catalogPython+`)"`,
+				`pip list`,
+			)
+			epoch := int64(1700000000)
+			in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
+			ref := fmt.Sprintf("%s/kiln-test/catalog-%s:%d", reg, name, time.Now().UnixNano())
+			start := time.Now()
+			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: "quiet", Outputs: []Output{mustOutput(t, ref)}})
+			if err != nil {
+				t.Fatalf("build of %s%s: %v", name, copyNote, err)
+			}
+			t.Logf("%s%s: built in %s, %s (python from %s)", name, copyNote, time.Since(start).Round(time.Second), res.Digest, p.PythonSource)
+		})
+	}
+}
+
+// catalogIndex serves the stand-in of PyTorch's and PyPI's indexes with
+// every catalog recipe's pins (wheelserve.CatalogIndex) until the test
+// ends, and returns its URL.
+func catalogIndex(t *testing.T) string {
+	t.Helper()
+	ix, err := wheelserve.CatalogIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Debian's real setuptools and wheel (fixtures: python/wheels) in
+	// place of the stand-ins: a recipe's source build runs them.
+	real := filepath.Join(filepath.Dir(fixtureWheels(t)), "python", "wheels")
+	ix.Remove("setuptools")
+	ix.Remove("wheel")
+	if err := ix.AddDir(real); err != nil {
+		t.Fatalf("%v (bash scripts/fixtures.sh python)", err)
+	}
+	idx, stop, err := wheelserve.Serve(ix, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return idx
+}
