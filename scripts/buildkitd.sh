@@ -71,26 +71,41 @@ ensure_runc() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc
 }
 
+# config: buildkitd.toml. KILN_BUILDKIT_MAX_CACHE (e.g. 16GB) bounds the
+# build cache: BuildKit's garbage collector trims it, oldest first, to that
+# size after builds (CI sets it: the disk is its binding limit; BuildKit's
+# own default lets the cache grow to 80% of the disk).
+config() {
+	echo "# written by scripts/buildkitd.sh"
+	echo "[worker.oci]"
+	echo "  enabled = true"
+	echo "  gc = true"
+	if [[ -n ${KILN_BUILDKIT_MAX_CACHE:-} ]]; then
+		echo "  maxUsedSpace = \"$KILN_BUILDKIT_MAX_CACHE\""
+		echo "  reservedSpace = \"1GB\""
+	fi
+	echo "[worker.containerd]"
+	echo "  enabled = false"
+	echo
+	echo "[registry.\"$REGISTRY\"]"
+	echo "  http = true"
+}
+
 start() {
 	if answers; then
-		log "already answering on $ADDR${PIDFILE:+ (pid $(our_pid || echo '?'))}"
-		return 0
+		if [[ -f $CONFIG ]] && ! cmp -s "$CONFIG" <(config) && our_pid >/dev/null; then
+			log "its configuration changed: restarting it"
+			stop
+		else
+			log "already answering on $ADDR${PIDFILE:+ (pid $(our_pid || echo '?'))}"
+			return 0
+		fi
 	fi
 	[[ $(id -u) -eq 0 ]] || { log "buildkitd runs as root here (OCI worker with runc); rerun with sudo"; exit 1; }
 	build
 	ensure_runc
 	mkdir -p "$RUN" "$ROOT"
-	cat >"$CONFIG" <<EOF
-# written by scripts/buildkitd.sh
-[worker.oci]
-  enabled = true
-  gc = true
-[worker.containerd]
-  enabled = false
-
-[registry."$REGISTRY"]
-  http = true
-EOF
+	config >"$CONFIG"
 	rm -f "$SOCK"
 	local bin
 	bin=$(bindir)
