@@ -52,14 +52,14 @@ image: dist
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run -trimpath ./cmd/kiln-image --to $(IMAGE) --version $(VERSION) --revision $(COMMIT) \
 		$(foreach p,$(PLATFORMS),$(p)=dist/kiln-$(subst /,-,$(p)))
 
-# test: formatting, vet, staticcheck, then three tiers: the fast tier (every
-# package with the race detector, -short: pure code and in-process
-# registries, minutes), the e2e tier (the packages whose tests start
-# containerd, dockerd, sshd or use BuildKit, without the race detector) and
-# the integration tests on the gigabyte fixtures, those two side by side
-# (scripts/tiers.sh). .ci/run sets the
-# KILN_REQUIRE_* variables, so a missing daemon fails instead of skipping.
-test: lint unit tiers
+# test: formatting, vet, staticcheck, then three tiers side by side
+# (scripts/tiers.sh): the fast tier (every package with the race detector,
+# -short: pure code and in-process registries, minutes), the e2e tier (the
+# packages whose tests start containerd, dockerd, sshd or use BuildKit,
+# without the race detector) and the integration tests on the gigabyte
+# fixtures. .ci/run sets the KILN_REQUIRE_* variables, so a missing daemon
+# fails instead of skipping.
+test: lint tiers
 
 # The packages with daemon or BuildKit tests (testdaemon, e2eEnv, sshd).
 E2E_PKGS = $(shell grep -rl --include='*_test.go' -e 'testdaemon\.' -e 'e2eEnv' -e 'requireSSH' . | grep -v '^./integration/' | xargs -n1 dirname | sort -u) ./internal/testdaemon
@@ -118,7 +118,7 @@ tiers:
 # multiply minutes), skipped without fixtures unless KILN_REQUIRE_FIXTURES=1.
 integration:
 	$(GO) vet -tags integration ./integration/...
-	$(GO) test -tags integration -count=1 -timeout 40m ./integration/...
+	$(GO) test -tags integration -count=1 -timeout 55m -v ./integration/... | grep --line-buffered -v -E '^=== (RUN|PAUSE|CONT)'; exit $${PIPESTATUS[0]}
 
 deps:
 	bash scripts/install-deps.sh

@@ -513,7 +513,7 @@ build_wheels() {
 # own setuptools and wheel wheels (real ones: a source build needs them;
 # the catalog's stand-in index has only stand-ins of PyPI's). Rebuilt when
 # PYTHON_REV changes.
-PYTHON_REV=2
+PYTHON_REV=3
 PY_STANDIN=3.13
 PY_STANDIN_NAME_VERSION=3.13.15
 PY_STANDIN_RELEASE=20260814
@@ -573,6 +573,25 @@ for so in "$P"/lib/python$V/lib-dynload/*.so; do patchelf --set-rpath '$ORIGIN/.
 for so in "$P"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$so"; done
 whl=$(ls /usr/share/python-wheels/pip-*.whl | head -1)
 "$P/bin/python3" "$whl/pip" install -q --no-index --no-compile --disable-pip-version-check "$whl"
+# pip's own CA bundle, as pip's vendored certifi ships it and the real
+# builds carry it: Debian's pip points at /etc/ssl/certs, which a base
+# without ca-certificates lacks (pip then fails before any download).
+cert=$P/lib/python$V/site-packages/pip/_vendor/certifi
+cp /etc/ssl/certs/ca-certificates.crt "$cert/cacert.pem"
+cat >"$cert/core.py" <<'PY'
+"""kiln stand-in: the CA bundle beside this file, as pip's vendored certifi
+ships it (Debian's pip wheel points at /etc/ssl/certs instead)."""
+import os
+
+
+def where():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "cacert.pem")
+
+
+def contents():
+    with open(where(), encoding="ascii") as f:
+        return f.read()
+PY
 # pip's scripts start the interpreter beside them, wherever the tree is.
 for f in "$P"/bin/pip*; do
 	cat >"$f.new" <<TRAMP
@@ -591,6 +610,8 @@ check() {
 assert sys.prefix == sys.argv[1], (sys.prefix, sys.argv[1])
 assert sys.argv[1] + "/lib/python%d.%d/site-packages" % sys.version_info[:2] in sys.path, sys.path' "$1"
 	env -i "$1/bin/pip3" --version | grep -qF "from $1/lib/python$V/site-packages/pip (python $V)"
+	env -i "$1/bin/python3" -c 'import sys, os; from pip._vendor import certifi; w = certifi.where(); assert w.startswith(sys.prefix + "/") and os.path.getsize(w) > 1000, w'
+	env -i "$1/bin/python3" -m pip download --help >/dev/null
 	env -i "$1/bin/python3" -c 'import sysconfig, sys; p = sysconfig.get_paths()["purelib"]; assert p == sys.argv[1], p' "$1/lib/python$V/site-packages"
 }
 check "$P"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the e2e tier (make e2e) and the integration tier (make integration)
-# side by side, each with its own registry and buildkitd, and exits 1 if
-# either failed. Each tier's output is printed as it comes, every line
+# Runs the fast tier (make unit), the e2e tier (make e2e) and the
+# integration tier (make integration) side by side, the last two each with
+# its own registry and buildkitd, and exits 1 if any failed. Each tier's output is printed as it comes, every line
 # prefixed with the tier's name; a failed tier's log is printed again at
 # the end.
 #
@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 log() { echo "tiers: $*" >&2; }
 sequential() {
 	log "$*: the tiers run one after the other"
-	exec make --no-print-directory e2e integration
+	exec make --no-print-directory unit e2e integration
 }
 
 main_reg=${KILN_REGISTRY:-127.0.0.1:5000}
@@ -89,6 +89,9 @@ tier() {
 	names[$!]=$name
 }
 start=$SECONDS
+# The fast tier needs no daemon: it only shares the cores, early, while
+# the other two mostly wait on registries, BuildKit and containerd.
+tier unit
 tier e2e
 tier integration "${int_env[@]}" BUILDKIT_HOST="$int_host"
 failed=()
