@@ -104,7 +104,7 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 			in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 			ref := fmt.Sprintf("%s/kiln-test/catalog-%s:%d", reg, name, time.Now().UnixNano())
 			start := time.Now()
-			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: "quiet", Tools: tools, Outputs: []Output{mustOutput(t, ref)}})
+			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, ref)}})
 			if err != nil {
 				t.Fatalf("build of %s%s: %v", name, copyNote, err)
 			}
@@ -131,11 +131,12 @@ func catalogIndex(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Debian's real setuptools and wheel (fixtures: python/wheels) in
+	// Debian's real setuptools, wheel and packaging (fixtures: python/wheels) in
 	// place of the stand-ins: a recipe's source build runs them.
 	real := filepath.Join(filepath.Dir(fixtureWheels(t)), "python", "wheels")
 	ix.Remove("setuptools")
 	ix.Remove("wheel")
+	ix.Remove("packaging")
 	if err := ix.AddDir(real); err != nil {
 		t.Fatalf("%v (bash scripts/fixtures.sh python)", err)
 	}
@@ -154,4 +155,13 @@ func mustRef(t *testing.T, s string) name.Reference {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// progressMode is the catalog builds' progress: quiet, or
+// KILN_TEST_PROGRESS's (plain shows each step's output).
+func progressMode() ProgressMode {
+	if p, err := ParseProgress(os.Getenv("KILN_TEST_PROGRESS")); err == nil && p != ProgressAuto {
+		return p
+	}
+	return ProgressQuiet
 }

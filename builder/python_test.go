@@ -334,7 +334,7 @@ func TestStandalonePythonSourceBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := L.Devel.Steps[0].Shell
-	for _, want := range []string{"tar -xzf /kiln-python/cpython.tar.gz", "--no-install-recommends build-essential ninja-build git", "python3 -c 'import setuptools, wheel' 2>/dev/null || python3 -m pip install"} {
+	for _, want := range []string{"tar -xzf /kiln-python/cpython.tar.gz", "--no-install-recommends build-essential ninja-build git", "python3 -c 'import setuptools, wheel, packaging' 2>/dev/null || python3 -m pip install", "setuptools wheel packaging"} {
 		if !strings.Contains(sh, want) {
 			t.Errorf("devel python step lacks %q: %s", want, sh)
 		}

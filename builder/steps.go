@@ -443,9 +443,12 @@ func develPython(p *recipes.Plan) Step {
 		sh = append(sh, pythonLinks(p), pythonCheck(p, "devel"))
 		if compiled {
 			// pip wheel --no-build-isolation builds with the
-			// interpreter's own setuptools and wheel: from the index
-			// of what is compiled when the archive lacks them.
-			sh = append(sh, "python3 -c 'import setuptools, wheel' 2>/dev/null || python3 -m pip install --no-cache-dir "+indexFlags(p.Compiled())+" setuptools wheel")
+			// interpreter's own setuptools and wheel, and packaging
+			// (FlashAttention's setup.py imports it; setuptools'
+			// distutils does before its vendored copy is on the path):
+			// from the index of what is compiled when the archive
+			// lacks them.
+			sh = append(sh, "python3 -c 'import setuptools, wheel, packaging' 2>/dev/null || python3 -m pip install --no-cache-dir "+indexFlags(p.Compiled())+" setuptools wheel packaging")
 		}
 	} else {
 		mounts = aptMounts

@@ -14,7 +14,6 @@ import (
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
-	kreg "github.com/kiln-build/kiln/registry"
 )
 
 // A layout's manifest is read as its index.json descriptor names it:
@@ -75,7 +74,7 @@ func TestOpenOneTokenExchange(t *testing.T) {
 func TestWriteThroughPoolOneTokenExchange(t *testing.T) {
 	ta := testimage.TokenRegistry(t, false)
 	ctx := context.Background()
-	opts := []registry.Option{kreg.WithPool(kreg.NewPool(nil))}
+	opts := []registry.Option{registry.WithPool(registry.NewPool(nil))}
 	img := smallImage(t)
 	for _, tag := range []string{"v1", "v2"} {
 		if _, err := layers.Write(ctx, img, ta.Host()+"/team/app:"+tag, opts...); err != nil {

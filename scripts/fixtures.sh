@@ -510,10 +510,10 @@ build_wheels() {
 # the interpreter inside is trixie's 3.13.x and needs trixie's glibc (the
 # real builds need glibc 2.17). $OUT/python/RELEASE/SHA256SUMS lists it in
 # python-build-standalone's format. Beside it, python/wheels holds Debian's
-# own setuptools and wheel wheels (real ones: a source build needs them;
+# own setuptools, wheel and packaging wheels (real ones: a source build needs them;
 # the catalog's stand-in index has only stand-ins of PyPI's). Rebuilt when
 # PYTHON_REV changes.
-PYTHON_REV=3
+PYTHON_REV=4
 PY_STANDIN=3.13
 PY_STANDIN_NAME_VERSION=3.13.15
 PY_STANDIN_RELEASE=20260814
@@ -535,7 +535,7 @@ build_python() {
 	mnt "$M/mnt" --bind "$DEBS"
 	cp /etc/resolv.conf "$M/etc/resolv.conf"
 	apt_lists
-	apt_install "python$PY_STANDIN" python3-pip-whl python3-setuptools-whl python3-wheel-whl patchelf
+	apt_install "python$PY_STANDIN" python3-pip-whl python3-setuptools-whl python3-wheel-whl python3-packaging-whl patchelf
 	in_chroot env V="$PY_STANDIN" EPOCH="$SOURCE_DATE_EPOCH" NAME="$name" bash -euo pipefail -s <<'CHROOT'
 P=/opt/python
 rm -rf "$P" /out && mkdir -p "$P/bin" "$P/lib" "$P/include" /out
@@ -628,7 +628,7 @@ CHROOT
 	mv "$r/out/$name" "$r/out/SHA256SUMS" "$dir.tmp/"
 	safe_rm "$OUT/python/wheels"
 	mkdir -p "$OUT/python/wheels"
-	cp "$r"/usr/share/python-wheels/setuptools-*.whl "$r"/usr/share/python-wheels/wheel-*.whl "$OUT/python/wheels/"
+	cp "$r"/usr/share/python-wheels/setuptools-*.whl "$r"/usr/share/python-wheels/wheel-*.whl "$r"/usr/share/python-wheels/packaging-*.whl "$OUT/python/wheels/"
 	(cd "$OUT/python/wheels" && sha256sum -- *.whl >SHA256SUMS)
 	inside=$(cat "$r/out/inside-version")
 	printf '%s\n' "A kiln stand-in of python-build-standalone $PY_STANDIN_RELEASE: Debian $SUITE's CPython $inside," \
