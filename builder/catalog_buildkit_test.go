@@ -60,9 +60,9 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 	default:
 		names = strings.Split(sel, ",")
 	}
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			src, err := recipes.CatalogRecipe(name)
+	for _, recipe := range names {
+		t.Run(recipe, func(t *testing.T) {
+			src, err := recipes.CatalogRecipe(recipe)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 				copyNote = fmt.Sprintf(" (a copy naming Python %s; the recipe names %s)", catalogPython, strings.TrimSpace(string(m)))
 				src = pythonLine.ReplaceAll(src, []byte(`python: "`+catalogPython+`"`))
 			}
-			r, err := recipes.Parse(name+".yaml", src)
+			r, err := recipes.Parse(recipe+".yaml", src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,14 +102,18 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 			}
 			epoch := int64(1700000000)
 			in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
-			ref := fmt.Sprintf("%s/kiln-test/catalog-%s:%d", reg, name, time.Now().UnixNano())
+			ref := fmt.Sprintf("%s/kiln-test/catalog-%s:%d", reg, recipe, time.Now().UnixNano())
 			start := time.Now()
 			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, ref)}})
 			if err != nil {
-				t.Fatalf("build of %s%s: %v", name, copyNote, err)
+				t.Fatalf("build of %s%s: %v", recipe, copyNote, err)
 			}
 			var size int64
-			if img, err := remote.Image(mustRef(t, ref), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err == nil {
+			pushed, err := name.ParseReference(ref, name.Insecure)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if img, err := remote.Image(pushed, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err == nil {
 				if ls, err := img.Layers(); err == nil {
 					for _, l := range ls {
 						n, _ := l.Size()
@@ -117,7 +121,7 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s%s: built in %s, %d MB compressed, %s (python from %s)", name, copyNote, time.Since(start).Round(time.Second), size>>20, res.Digest, p.PythonSource)
+			t.Logf("%s%s: built in %s, %d MB compressed, %s (python from %s)", recipe, copyNote, time.Since(start).Round(time.Second), size>>20, res.Digest, p.PythonSource)
 		})
 	}
 }
@@ -146,15 +150,6 @@ func catalogIndex(t *testing.T) string {
 	}
 	t.Cleanup(stop)
 	return idx
-}
-
-func mustRef(t *testing.T, s string) name.Reference {
-	t.Helper()
-	r, err := name.ParseReference(s, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // progressMode is the catalog builds' progress: quiet, or
