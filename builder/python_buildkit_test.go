@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,12 +17,13 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// standInPythonDir is the fixtures' stand-in of python-build-standalone's
-// release directory: a real CPython 3.13 (Debian trixie's, made
-// relocatable by scripts/fixtures.sh) under the name kiln's data gives
-// CPython 3.13.15, and its SHA256SUMS. It returns the directory, the
-// release and the archive's sha256.
-func standInPythonDir(t *testing.T) (dir, release, sha string) {
+// standInPythons reads the fixtures' stand-in of python-build-standalone's
+// release directory: real CPythons (3.13 from Debian trixie, 3.11 from
+// bookworm, made relocatable by scripts/fixtures.sh) under the names
+// kiln's data gives those versions' builds, and their SHA256SUMS. It
+// returns the mirror root (the release directories under it), the release,
+// and each archive's sha256 by file name.
+func standInPythons(t *testing.T) (dir, release string, shas map[string]string) {
 	t.Helper()
 	out := filepath.Dir(fixtureWheels(t))
 	release = "20260814"
@@ -34,24 +37,43 @@ func standInPythonDir(t *testing.T) (dir, release, sha string) {
 		t.Skipf("the stand-in Python download is missing: %v (bash scripts/fixtures.sh python)", err)
 	}
 	defer f.Close()
+	shas = map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// python-build-standalone's format: "HEX  NAME".
-		if hex, name, ok := strings.Cut(sc.Text(), "  "); ok && strings.HasPrefix(name, "cpython-3.13.") && strings.HasSuffix(name, "-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz") {
-			return dir, release, hex
+		if hex, name, ok := strings.Cut(sc.Text(), "  "); ok && strings.HasSuffix(name, "-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz") {
+			shas[name] = hex
 		}
 	}
-	t.Fatalf("%s lists no CPython 3.13 x86_64 install_only_stripped archive", sums)
-	return
+	if len(shas) == 0 {
+		t.Fatalf("%s lists no x86_64 install_only_stripped archive", sums)
+	}
+	return dir, release, shas
+}
+
+// standInMinors are the Python versions the stand-in download has.
+func standInMinors(shas map[string]string) []string {
+	var out []string
+	for name := range shas {
+		v := strings.TrimPrefix(name, "cpython-")
+		if i := strings.IndexAny(v, "+"); i > 0 {
+			v = v[:i]
+		}
+		if p := strings.Split(v, "."); len(p) >= 2 {
+			out = append(out, p[0]+"."+p[1])
+		}
+	}
+	return out
 }
 
 // pythonMirror serves the fixtures' stand-in Python download as a Python
 // mirror (--python-mirror's shape: RELEASE/FILE under its root) until the
-// test ends; it returns the mirror's URL, the stand-in archive's sha256
-// (kiln's data has the real archive's), and the paths fetched.
-func pythonMirror(t *testing.T) (string, string, *[]string) {
+// test ends; it returns the mirror's URL, each stand-in archive's sha256
+// by file name (kiln's data has the real archives'), and the paths
+// fetched.
+func pythonMirror(t *testing.T) (string, map[string]string, *[]string) {
 	t.Helper()
-	dir, _, sha := standInPythonDir(t)
+	dir, _, shas := standInPythons(t)
 	var fetched []string
 	files := http.FileServer(http.Dir(dir))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +81,25 @@ func pythonMirror(t *testing.T) (string, string, *[]string) {
 		files.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL, sha, &fetched
+	return srv.URL, shas, &fetched
+}
+
+// standInSHA puts the stand-in archives' sha256s in the plan in place of
+// the real ones kiln's data pins (the mirror serves the stand-ins).
+func standInSHA(t *testing.T, p *recipes.Plan, shas map[string]string) {
+	t.Helper()
+	for i := range p.PythonDist.Archives {
+		a := &p.PythonDist.Archives[i]
+		file, err := url.PathUnescape(path.Base(a.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sha, ok := shas[file]
+		if !ok {
+			t.Fatalf("the stand-in download has no %s", file)
+		}
+		a.SHA256 = sha
+	}
 }
 
 // A recipe whose OS ships another Python builds on a real buildkitd with
@@ -72,8 +112,8 @@ func pythonMirror(t *testing.T) (string, string, *[]string) {
 // runs it.
 func TestStandalonePythonOnBuildKit(t *testing.T) {
 	c, reg := buildkitEnv(t, "12.4.1-base-debian13")
-	_, release, _ := standInPythonDir(t)
-	mirror, sha, fetched := pythonMirror(t)
+	_, release, _ := standInPythons(t)
+	mirror, shas, fetched := pythonMirror(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -113,7 +153,7 @@ test:
 		t.Fatalf("archive URL %s is not under the mirror %s", a.URL, mirror)
 	}
 	// The stand-in's bytes are not the real archive's: its own sha256.
-	a.SHA256 = sha
+	standInSHA(t, p, shas)
 	base := reg + "/nvidia/cuda:12.4.1-base-debian13"
 	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
 
