@@ -497,37 +497,68 @@ build_wheels() {
 	log "wheels: $(du -sh "$w" | cut -f1) in $w"
 }
 
-# build_python: a stand-in of python-build-standalone's CPython download
-# that is a real interpreter: Debian's CPython 3.13 (python3.13 from
-# trixie), made relocatable and laid out, named and checksummed as the
+# build_python: stand-ins of python-build-standalone's CPython download
+# that are real interpreters: Debian's CPython 3.13 (trixie) and 3.11
+# (bookworm), made relocatable and laid out, named and checksummed as the
 # real install_only_stripped archives are (../shared/reference/real-bases.md
-# §5.1): python/bin/python3.13 with python3 and python links to it,
-# python/lib/python3.13 (the stdlib, pip in site-packages), the libraries
-# its extension modules need beside it in python/lib (found through
-# RUNPATH $ORIGIN, as the real builds link theirs in), and no
-# EXTERNALLY-MANAGED marker. Its name is the one kiln's data gives for
-# 3.13 (PY_STANDIN_NAME_VERSION), so a mirror serves it at the real URL;
-# the interpreter inside is trixie's 3.13.x and needs trixie's glibc (the
-# real builds need glibc 2.17). $OUT/python/RELEASE/SHA256SUMS lists it in
-# python-build-standalone's format. Beside it, python/wheels holds Debian's
-# own setuptools, wheel and packaging wheels (real ones: a source build needs them;
-# the catalog's stand-in index has only stand-ins of PyPI's). Rebuilt when
-# PYTHON_REV changes.
-PYTHON_REV=4
-PY_STANDIN=3.13
-PY_STANDIN_NAME_VERSION=3.13.15
+# §5.1): python/bin/python3.X with python3 and python links to it,
+# python/lib/python3.X (the stdlib, pip in site-packages with its own CA
+# bundle), the libraries its extension modules need beside it in python/lib
+# (found through RUNPATH $ORIGIN, as the real builds link theirs in), and
+# no EXTERNALLY-MANAGED marker. Each is named as kiln's data names that
+# minor version's build (PY_STANDINS: minor, suite, name version), so a
+# mirror serves it at the real URL; the interpreter inside is Debian's
+# 3.X.y and needs that suite's glibc or newer (the real builds need 2.17).
+# $OUT/python/RELEASE/SHA256SUMS lists them in python-build-standalone's
+# format. Beside them, python/wheels holds Debian's own setuptools, wheel
+# and packaging wheels (real ones: a source build needs them; the catalog's
+# stand-in index has only stand-ins of PyPI's). Rebuilt when PYTHON_REV
+# changes.
+PYTHON_REV=5
+PY_STANDINS=("3.13 trixie 3.13.15" "3.11 bookworm 3.11.16")
 PY_STANDIN_RELEASE=20260814
 build_python() {
-	local want="python=$PY_STANDIN as $PY_STANDIN_NAME_VERSION+$PY_STANDIN_RELEASE rev=$PYTHON_REV suite=$SUITE"
-	local dir=$OUT/python/$PY_STANDIN_RELEASE
-	local name=cpython-$PY_STANDIN_NAME_VERSION+$PY_STANDIN_RELEASE-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz
-	if [[ -f $dir/SHA256SUMS && $(cat "$OUT/python/.params" 2>/dev/null) == "$want" ]]; then return; fi
-	local tgz=$CACHE/debootstrap/$SUITE-minbase.tgz r=$CACHE/python-root inside
-	[[ -f $tgz ]] || die "no $tgz: build the base layer first (bash scripts/fixtures.sh smoke)"
-	log "python: a relocatable CPython $PY_STANDIN from $SUITE's packages, as $name"
+	local want="${PY_STANDINS[*]} release=$PY_STANDIN_RELEASE rev=$PYTHON_REV"
+	local dir=$OUT/python/$PY_STANDIN_RELEASE spec
+	if [[ -f $dir/SHA256SUMS && -f $OUT/python/wheels/SHA256SUMS && $(cat "$OUT/python/.params" 2>/dev/null) == "$want" ]]; then return; fi
+	safe_rm "$dir.tmp"
+	mkdir -p "$dir.tmp"
+	for spec in "${PY_STANDINS[@]}"; do
+		# shellcheck disable=SC2086 # spec is "minor suite version"
+		build_python_one $spec "$dir.tmp"
+	done
+	(cd "$dir.tmp" && sha256sum -- cpython-*.tar.gz | sort -k2 >SHA256SUMS)
+	safe_rm "$dir"
+	mv "$dir.tmp" "$dir"
+	printf '%s\n' "$want" >"$OUT/python/.params"
+}
+
+# suite_tarball SUITE: debootstrap's minbase tarball of SUITE, cached.
+suite_tarball() {
+	local tgz=$CACHE/debootstrap/$1-minbase.tgz
+	if [[ ! -f $tgz ]]; then
+		log "debootstrap --make-tarball $1 (download)"
+		mkdir -p "$CACHE/debootstrap"
+		rm -rf "$CACHE/debootstrap/mk-$1"
+		debootstrap --variant=minbase --make-tarball="$tgz.tmp.tgz" "$1" "$CACHE/debootstrap/mk-$1" "$MIRROR" >&2
+		rm -rf "$CACHE/debootstrap/mk-$1"
+		mv "$tgz.tmp.tgz" "$tgz"
+	fi
+	echo "$tgz"
+}
+
+# build_python_one MINOR SUITE NAME_VERSION OUTDIR
+build_python_one() {
+	local V=$1 suite=$2 namever=$3 outdir=$4 tgz r inside extra=()
+	local name=cpython-$namever+$PY_STANDIN_RELEASE-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz
+	# apt_lists caches per suite (it reads LISTS).
+	local LISTS=$CACHE/apt-lists-$suite
+	tgz=$(suite_tarball "$suite")
+	r=$CACHE/python-root-$suite
+	log "python: a relocatable CPython $V from $suite's packages, as $name"
 	safe_rm "$r"
 	mkdir -p "$r"
-	debootstrap --variant=minbase --unpack-tarball="$tgz" "$SUITE" "$r" "$MIRROR" >/dev/null
+	debootstrap --variant=minbase --unpack-tarball="$tgz" "$suite" "$r" "$MIRROR" >/dev/null
 	M=$r
 	mnt "$M/proc" -t proc proc
 	mnt "$M/dev" --bind /dev
@@ -535,8 +566,9 @@ build_python() {
 	mnt "$M/mnt" --bind "$DEBS"
 	cp /etc/resolv.conf "$M/etc/resolv.conf"
 	apt_lists
-	apt_install "python$PY_STANDIN" python3-pip-whl python3-setuptools-whl python3-wheel-whl python3-packaging-whl patchelf
-	in_chroot env V="$PY_STANDIN" EPOCH="$SOURCE_DATE_EPOCH" NAME="$name" bash -euo pipefail -s <<'CHROOT'
+	[[ $suite == "$SUITE" ]] && extra=(python3-setuptools-whl python3-wheel-whl python3-packaging-whl)
+	apt_install "python$V" python3-pip-whl ca-certificates patchelf "${extra[@]}"
+	in_chroot env V="$V" EPOCH="$SOURCE_DATE_EPOCH" NAME="$name" bash -euo pipefail -s <<'CHROOT'
 P=/opt/python
 rm -rf "$P" /out && mkdir -p "$P/bin" "$P/lib" "$P/include" /out
 cp -a "/usr/bin/python$V" "$P/bin/python$V"
@@ -619,25 +651,20 @@ mkdir -p /tmp/reloc && cp -a "$P" /tmp/reloc/ && check /tmp/reloc/python && rm -
 find "$P" -name __pycache__ -prune -exec rm -rf {} +
 cd /opt
 tar --sort=name --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu -cf - python | gzip -n -9 >"/out/$NAME"
-cd /out && sha256sum "$NAME" >SHA256SUMS
 "$P/bin/python3" -c 'import sys; print(sys.version.split()[0])' >/out/inside-version
 CHROOT
 	cleanup_mounts
-	safe_rm "$dir.tmp"
-	mkdir -p "$dir.tmp"
-	mv "$r/out/$name" "$r/out/SHA256SUMS" "$dir.tmp/"
-	safe_rm "$OUT/python/wheels"
-	mkdir -p "$OUT/python/wheels"
-	cp "$r"/usr/share/python-wheels/setuptools-*.whl "$r"/usr/share/python-wheels/wheel-*.whl "$r"/usr/share/python-wheels/packaging-*.whl "$OUT/python/wheels/"
-	(cd "$OUT/python/wheels" && sha256sum -- *.whl >SHA256SUMS)
+	mv "$r/out/$name" "$outdir/"
 	inside=$(cat "$r/out/inside-version")
-	printf '%s\n' "A kiln stand-in of python-build-standalone $PY_STANDIN_RELEASE: Debian $SUITE's CPython $inside," \
-		"relocatable, under the name kiln's data gives CPython $PY_STANDIN_NAME_VERSION. Made by scripts/fixtures.sh." >"$dir.tmp/README.kiln-standin"
-	safe_rm "$dir"
-	mv "$dir.tmp" "$dir"
-	printf '%s\n' "$want" >"$OUT/python/.params"
+	printf '%s\n' "$name: a kiln stand-in, Debian $suite's CPython $inside, relocatable, under the name kiln's data gives CPython $namever. Made by scripts/fixtures.sh." >>"$outdir/README.kiln-standin"
+	if ((${#extra[@]})); then
+		safe_rm "$OUT/python/wheels"
+		mkdir -p "$OUT/python/wheels"
+		cp "$r"/usr/share/python-wheels/setuptools-*.whl "$r"/usr/share/python-wheels/wheel-*.whl "$r"/usr/share/python-wheels/packaging-*.whl "$OUT/python/wheels/"
+		(cd "$OUT/python/wheels" && sha256sum -- *.whl >SHA256SUMS)
+	fi
 	safe_rm "$r"
-	log "python: CPython $inside, $(du -h "$dir/$name" | cut -f1), in $dir"
+	log "python: CPython $inside, $(du -h "$outdir/$name" | cut -f1)"
 }
 
 # prune_debs: the .deb downloads are only needed to rebuild a layer, and
