@@ -1,0 +1,111 @@
+package main
+
+import (
+	"archive/tar"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// The stand-ins of NVIDIA's images carry what kiln's builds read in the
+// real ones: the name, NVIDIA's env and label for the version, the
+// entrypoint on runtime and devel only, the /usr/local/cuda layout and
+// Ubuntu 24.04's user 1000, over the fixtures' layers.
+func TestStandInBases(t *testing.T) {
+	epoch := time.Unix(1747699200, 0)
+	mk := func(files ...tarFile) v1.Layer {
+		l, err := tarLayer(files, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	layers := map[string]v1.Layer{
+		"base":    mk(tarFile{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/bin/bash\n")}, tarFile{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\n")}),
+		"cudart":  mk(tarFile{name: "usr/lib/x86_64-linux-gnu/libcudart.so.12", mode: 0o644, data: []byte("x")}),
+		"runtime": mk(tarFile{name: "usr/lib/x86_64-linux-gnu/libcublas.so.12", mode: 0o644, data: []byte("x")}),
+		"devel":   mk(tarFile{name: "usr/bin/nvcc", mode: 0o755, data: []byte("x")}),
+	}
+	imgs, err := buildStandIns(layers, map[string]string{"base": "ADD", "cudart": "RUN", "runtime": "RUN", "devel": "RUN"}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"nvidia/cuda:12.8.1-base-ubuntu24.04", "nvidia/cuda:12.8.1-devel-ubuntu24.04", "nvidia/cuda:13.0.3-runtime-ubuntu24.04", "nvidia/cuda:12.4.1-devel-ubuntu22.04", "nvidia/cuda:11.8.0-runtime-debian12"} {
+		if imgs[ref] == nil {
+			t.Fatalf("no stand-in %s (have %d)", ref, len(imgs))
+		}
+	}
+	cfg := func(ref string) v1.Config {
+		cf, err := imgs[ref].ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf.Config
+	}
+	env := func(c v1.Config, k string) string {
+		for _, e := range c.Env {
+			if v, ok := strings.CutPrefix(e, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	base, devel := cfg("nvidia/cuda:12.8.1-base-ubuntu24.04"), cfg("nvidia/cuda:12.8.1-devel-ubuntu24.04")
+	if env(base, "CUDA_VERSION") != "12.8.1" || !strings.HasPrefix(env(base, "NVIDIA_REQUIRE_CUDA"), "cuda>=12.8 brand=") || env(base, "LD_LIBRARY_PATH") != "/usr/local/cuda/lib64" {
+		t.Errorf("12.8.1 base env: %v", base.Env)
+	}
+	if base.Labels["maintainer"] != "NVIDIA CORPORATION <cudatools@nvidia.com>" || len(base.Entrypoint) != 0 {
+		t.Errorf("12.8.1 base: labels %v, entrypoint %v", base.Labels, base.Entrypoint)
+	}
+	if len(devel.Entrypoint) != 1 || devel.Entrypoint[0] != "/opt/nvidia/nvidia_entrypoint.sh" || env(devel, "LIBRARY_PATH") != "/usr/local/cuda/lib64/stubs" {
+		t.Errorf("12.8.1 devel: entrypoint %v, env %v", devel.Entrypoint, devel.Env)
+	}
+	if env(cfg("nvidia/cuda:12.4.1-devel-ubuntu22.04"), "CUDA_VERSION") != "12.4.1" {
+		t.Error("12.4.1 devel: CUDA_VERSION")
+	}
+	// The files: the layout and the user over the base's, nvcc in devel.
+	files := map[string]*tar.Header{}
+	data := map[string]string{}
+	ls, err := imgs["nvidia/cuda:12.8.1-devel-ubuntu24.04"].Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(tr)
+			files[strings.TrimSuffix(h.Name, "/")], data[strings.TrimSuffix(h.Name, "/")] = h, string(b)
+		}
+		rc.Close()
+	}
+	for name, target := range map[string]string{"usr/local/cuda": "/etc/alternatives/cuda", "etc/alternatives/cuda": "/usr/local/cuda-12.8", "usr/local/cuda-12.8/lib64": "/usr/lib/x86_64-linux-gnu", "usr/local/cuda-12.8/bin": "/usr/bin"} {
+		if h := files[name]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != target {
+			t.Errorf("%s: %+v, want a link to %s", name, h, target)
+		}
+	}
+	if !strings.Contains(data["etc/passwd"], "root:x:0:0:") || !strings.Contains(data["etc/passwd"], "\nubuntu:x:1000:1000:") {
+		t.Errorf("/etc/passwd: %q", data["etc/passwd"])
+	}
+	if files["usr/bin/nvcc"] == nil || files["opt/nvidia/nvidia_entrypoint.sh"] == nil || files["NGC-DL-CONTAINER-LICENSE"] == nil {
+		t.Error("devel lacks nvcc, the entrypoint or the license file")
+	}
+	for name := range files {
+		if strings.Contains(name, "python") {
+			t.Errorf("a stand-in carries %s: NVIDIA's images have no Python", name)
+		}
+	}
+}
