@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -87,15 +88,9 @@ func buildStandIns(layers map[string]v1.Layer, createdBy map[string]string, epoc
 		if err != nil {
 			return nil, err
 		}
-		all := map[string]v1.Layer{}
-		for k, v := range layers {
-			all[k] = v
-		}
+		all := maps.Clone(layers)
 		all["nvlayout"], all["nventrypoint"] = gen.layout, gen.entrypoint
-		cb := map[string]string{}
-		for k, v := range createdBy {
-			cb[k] = v
-		}
+		cb := maps.Clone(createdBy)
 		cb["nvlayout"] = "RUN /bin/sh -c kiln-fixtures nvidia-layout " + s.cuda + " # buildkit"
 		cb["nventrypoint"] = "COPY nvidia_entrypoint.sh entrypoint.d/ /opt/nvidia/ # buildkit"
 		base := []step{

@@ -78,19 +78,15 @@ func TestStandInBases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(tr)
-			files[strings.TrimSuffix(h.Name, "/")], data[strings.TrimSuffix(h.Name, "/")] = h, string(b)
-		}
+		b, err := io.ReadAll(rc)
 		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range readTar(t, b) {
+			name := strings.TrimSuffix(e.hdr.Name, "/")
+			files[name], data[name] = e.hdr, string(e.data)
+		}
 	}
 	for name, target := range map[string]string{"usr/local/cuda": "/etc/alternatives/cuda", "etc/alternatives/cuda": "/usr/local/cuda-12.8", "usr/local/cuda-12.8/lib64": "/usr/lib/x86_64-linux-gnu", "usr/local/cuda-12.8/bin": "/usr/bin"} {
 		if h := files[name]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != target {
