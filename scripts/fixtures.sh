@@ -172,18 +172,24 @@ with_overlay() {
 	mkdir -p "$d/rootfs" "$d/work" "$d/merged"
 	M=$d/merged
 	mnt "$M" -t overlay overlay -o "lowerdir=$lowerdir,upperdir=$d/rootfs,workdir=$d/work,index=off,redirect_dir=off,metacopy=off"
-	mnt "$M/proc" -t proc proc
-	mnt "$M/dev" --bind /dev
-	mkdir -p "$DEBS/partial"
-	mnt "$M/mnt" --bind "$DEBS"
 	# Build-time only files: created in the upper and deleted again, so they
 	# leave no trace (no whiteout) in the layer.
-	cp /etc/resolv.conf "$M/etc/resolv.conf"
+	chroot_plumbing
 	printf '#!/bin/sh\nexit 101\n' >"$M/usr/sbin/policy-rc.d"
 	chmod 755 "$M/usr/sbin/policy-rc.d"
 	"$fn"
 	rm -f "$M/etc/resolv.conf" "$M/usr/sbin/policy-rc.d"
 	cleanup_mounts
+}
+
+# chroot_plumbing: what a chroot at $M needs for apt: /proc, /dev, the deb
+# cache at /mnt, and the host's resolv.conf (callers remove it again).
+chroot_plumbing() {
+	mnt "$M/proc" -t proc proc
+	mnt "$M/dev" --bind /dev
+	mkdir -p "$DEBS/partial"
+	mnt "$M/mnt" --bind "$DEBS"
+	cp /etc/resolv.conf "$M/etc/resolv.conf"
 }
 
 in_chroot() {
@@ -231,15 +237,8 @@ apt_install() {
 # ---------------------------------------------------------------- layers
 build_base() {
 	layer_done base && return
-	local tgz=$CACHE/debootstrap/$SUITE-minbase.tgz d=$LAYERS/base.tmp
-	mkdir -p "$CACHE/debootstrap"
-	if [[ ! -f $tgz ]]; then
-		log "debootstrap --make-tarball (download)"
-		rm -rf "$CACHE/debootstrap/mk"
-		debootstrap --variant=minbase --make-tarball="$tgz.tmp.tgz" "$SUITE" "$CACHE/debootstrap/mk" "$MIRROR" >&2
-		rm -rf "$CACHE/debootstrap/mk"
-		mv "$tgz.tmp.tgz" "$tgz"
-	fi
+	local tgz d=$LAYERS/base.tmp
+	tgz=$(suite_tarball "$SUITE")
 	log "debootstrap --variant=minbase $SUITE (from cached tarball)"
 	safe_rm "$d"
 	mkdir -p "$d"
@@ -560,11 +559,7 @@ build_python_one() {
 	mkdir -p "$r"
 	debootstrap --variant=minbase --unpack-tarball="$tgz" "$suite" "$r" "$MIRROR" >/dev/null
 	M=$r
-	mnt "$M/proc" -t proc proc
-	mnt "$M/dev" --bind /dev
-	mkdir -p "$DEBS/partial"
-	mnt "$M/mnt" --bind "$DEBS"
-	cp /etc/resolv.conf "$M/etc/resolv.conf"
+	chroot_plumbing
 	apt_lists
 	[[ $suite == "$SUITE" ]] && extra=(python3-setuptools-whl python3-wheel-whl python3-packaging-whl)
 	apt_install "python$V" python3-pip-whl ca-certificates patchelf "${extra[@]}"
