@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -29,20 +29,21 @@ func standInPythons(t *testing.T) (dir, release string, shas map[string]string) 
 	release = "20260814"
 	dir = filepath.Join(out, "python")
 	sums := filepath.Join(dir, release, "SHA256SUMS")
-	f, err := os.Open(sums)
+	b, err := os.ReadFile(sums)
 	if err != nil {
 		if os.Getenv("KILN_REQUIRE_BUILDKIT") == "1" {
 			t.Fatalf("the stand-in Python download is missing: %v (bash scripts/fixtures.sh python)", err)
 		}
 		t.Skipf("the stand-in Python download is missing: %v (bash scripts/fixtures.sh python)", err)
 	}
-	defer f.Close()
+	list, err := wheelserve.ParseSums(sums, b)
+	if err != nil {
+		t.Fatal(err)
+	}
 	shas = map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// python-build-standalone's format: "HEX  NAME".
-		if hex, name, ok := strings.Cut(sc.Text(), "  "); ok && strings.HasSuffix(name, "-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz") {
-			shas[name] = hex
+	for _, s := range list {
+		if strings.HasSuffix(s.Name, "-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz") {
+			shas[s.Name] = s.SHA256
 		}
 	}
 	if len(shas) == 0 {

@@ -184,27 +184,47 @@ func (ix *Index) project(name, fn string) {
 // written by the tool that made the wheels (sizes are checked here; pip
 // checks every byte against the sum in the page it is served).
 func (ix *Index) AddDir(dir string) error {
-	sums := filepath.Join(dir, "SHA256SUMS")
-	b, err := os.ReadFile(sums)
+	path := filepath.Join(dir, "SHA256SUMS")
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("wheel dir: %w", err)
 	}
+	sums, err := ParseSums(path, b)
+	if err != nil {
+		return err
+	}
+	for i, s := range sums {
+		fi, err := os.Stat(filepath.Join(dir, s.Name))
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		name, _, _ := strings.Cut(s.Name, "-")
+		ix.project(name, s.Name)
+		delete(ix.files, s.Name)
+		ix.onDisk[s.Name] = diskFile{path: filepath.Join(dir, s.Name), size: fi.Size()}
+		ix.sums[s.Name] = s.SHA256
+	}
+	return nil
+}
+
+// Sum is one line of a SHA256SUMS file.
+type Sum struct{ SHA256, Name string }
+
+// ParseSums parses b, the SHA256SUMS file at path, of wheels, sdists or
+// archives ("SHA256  FILENAME" lines, as sha256sum and
+// python-build-standalone write them), in the file's order; a line of
+// another shape, or a name with a path in it or not ending in .whl or
+// .tar.gz, is an error naming the file and line.
+func ParseSums(path string, b []byte) ([]Sum, error) {
+	var out []Sum
 	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		sum, fn, ok := strings.Cut(line, "  ")
 		if !ok || len(sum) != 64 || strings.ContainsAny(fn, "/\\") || !(strings.HasSuffix(fn, ".whl") || strings.HasSuffix(fn, ".tar.gz")) {
-			return fmt.Errorf("%s:%d: want \"SHA256  FILENAME.whl\", got %q", sums, i+1, line)
+			return nil, fmt.Errorf("%s:%d: want \"SHA256  FILENAME.whl\", got %q", path, i+1, line)
 		}
-		fi, err := os.Stat(filepath.Join(dir, fn))
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", sums, i+1, err)
-		}
-		name, _, _ := strings.Cut(fn, "-")
-		ix.project(name, fn)
-		delete(ix.files, fn)
-		ix.onDisk[fn] = diskFile{path: filepath.Join(dir, fn), size: fi.Size()}
-		ix.sums[fn] = sum
+		out = append(out, Sum{SHA256: sum, Name: fn})
 	}
-	return nil
+	return out, nil
 }
 
 // Remove drops a project (e.g. a stand-in that a real wheel directory
