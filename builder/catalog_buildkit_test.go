@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,32 @@ const catalogPython = "3.13"
 
 var pythonLine = regexp.MustCompile(`(?m)^python: *"?[0-9.]+"?\s*$`)
 
+// standInNvccMax is the newest GPU architecture the stand-in devel bases'
+// nvcc compiles for: whatever CUDA their tag names, it is Debian's 12.4.1
+// (sm_90 at most). A recipe that compiles for a newer GPU (FlashAttention
+// from source for sm_100) is built as a copy whose gpus are the ones nvcc
+// 12.4 knows (catalogGPUs); the only change, named in the test's log.
+const standInNvccMax = 9.0
+
+// catalogGPUs are the gpus such a copy names.
+const catalogGPUs = "[h100]"
+
+var gpusLine = regexp.MustCompile(`(?m)^gpus: *\[[^\]]*\]\s*$`)
+
+// compilesBeyondNvcc says whether p compiles GPU code for an architecture
+// the stand-in nvcc does not know.
+func compilesBeyondNvcc(p *recipes.Plan) bool {
+	if p.FlashAttnBuild == nil {
+		return false
+	}
+	for _, a := range p.CUDAArchs {
+		if v, err := strconv.ParseFloat(a, 64); err == nil && v > standInNvccMax {
+			return true
+		}
+	}
+	return false
+}
+
 // TestCatalogRecipesOnStandIns (issue 38): the catalog's recipes build
 // from an empty BuildKit through the stand-ins alone — NVIDIA's images
 // under their real names in the registry mirror (fixtures), PyTorch's and
@@ -42,8 +69,14 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 	pyMirror, pySHAs, _ := pythonMirror(t)
 	minors := standInMinors(pySHAs)
 	idx := catalogIndex(t)
-	// GPU-code pruning runs kiln in the image (gpu_code: prune).
-	tools := testdaemon.KilnBinary(t)
+	// GPU-code pruning runs kiln in the image (gpu_code: prune): the kiln
+	// a user gets from go install, dynamically linked against this
+	// host's glibc, which the images' own C library must not matter to
+	// (issue 38: such a kiln used to be refused).
+	tools := testdaemon.KilnBinaryGoInstall(t)
+	if interp, _, err := dynamicDeps(tools); err != nil || interp == "" {
+		t.Fatalf("a kiln built with cgo on is not dynamically linked here (interpreter %q, %v): this test is to build with the kiln go install gives", interp, err)
+	}
 	testdaemon.PruneAfter(t, true)
 
 	names := []string{recipes.DefaultRecipe}
@@ -74,15 +107,25 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 				copyNote = fmt.Sprintf(" (a copy naming Python %s; the recipe names %s)", catalogPython, strings.TrimSpace(string(m)))
 				src = pythonLine.ReplaceAll(src, []byte(`python: "`+catalogPython+`"`))
 			}
-			r, err := recipes.Parse(recipe+".yaml", src)
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes(idx), recipes.WithPythonMirror(pyMirror))
-			if err != nil {
-				t.Fatal(err)
+			resolve := func() (*recipes.Recipe, *recipes.Plan) {
+				t.Helper()
+				r, err := recipes.Parse(recipe+".yaml", src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithWheelIndexes(idx), recipes.WithPythonMirror(pyMirror))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r, p
+			}
+			r, p := resolve()
+			if compilesBeyondNvcc(p) && gpusLine.Match(src) {
+				copyNote += fmt.Sprintf(" (a copy naming gpus %s: it compiles for CUDA archs %s, and the stand-in nvcc is 12.4's)", catalogGPUs, strings.Join(p.CUDAArchs, ","))
+				src = gpusLine.ReplaceAll(src, []byte("gpus: "+catalogGPUs))
+				r, p = resolve()
 			}
 			if p.PythonSource == recipes.PythonStandalone {
 				standInSHA(t, p, pySHAs)
@@ -109,22 +152,58 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("build of %s%s: %v", recipe, copyNote, err)
 			}
-			var size int64
-			pushed, err := name.ParseReference(ref, name.Insecure)
-			if err != nil {
-				t.Fatal(err)
+			took := time.Since(start)
+			size := pushedSize(t, ref)
+			t.Logf("%s%s: built in %s, %d MB compressed, %s (python from %s)", recipe, copyNote, took.Round(time.Second), size>>20, res.Digest, p.PythonSource)
+			if os.Getenv("KILN_CATALOG_NAIVE") != "1" {
+				return
 			}
-			if img, err := remote.Image(pushed, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err == nil {
-				if ls, err := img.Layers(); err == nil {
-					for _, l := range ls {
-						n, _ := l.Size()
-						size += n
-					}
-				}
+			// What a single-stage Dockerfile ships, at best: the same stack
+			// on the devel base, by kiln's own steps (so without the pip
+			// cache and apt lists a careless one leaves), without the
+			// runtime base and without GPU-code pruning. From an empty
+			// BuildKit too (make catalog: KILN_CATALOG_NAIVE=1).
+			naive := *p
+			naive.BaseImages.Runtime = naive.BaseImages.Devel
+			naive.RuntimeFlavor = "devel"
+			naive.GPUCode = nil
+			pruneAll(t, c)
+			nref := fmt.Sprintf("%s/kiln-test/catalog-%s-naive:%d", reg, recipe, time.Now().UnixNano())
+			start = time.Now()
+			if _, err := Build(ctx, &naive, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, nref)}}); err != nil {
+				t.Fatalf("build of %s on the devel base %s alone: %v", recipe, naive.BaseImages.Devel, err)
 			}
-			t.Logf("%s%s: built in %s, %d MB compressed, %s (python from %s)", recipe, copyNote, time.Since(start).Round(time.Second), size>>20, res.Digest, p.PythonSource)
+			ntook, nsize := time.Since(start), pushedSize(t, nref)
+			t.Logf("%s on the devel base %s alone: built in %s, %d MB compressed; kiln's image is %.2fx smaller, built in %.2fx the time", recipe, naive.BaseImages.Devel, ntook.Round(time.Second), nsize>>20, float64(nsize)/float64(size), took.Seconds()/ntook.Seconds())
 		})
 	}
+}
+
+// pushedSize is the compressed size of ref's linux/amd64 image's layers,
+// as pushed.
+func pushedSize(t *testing.T, ref string) int64 {
+	t.Helper()
+	pushed, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(pushed, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	ls, err := img.Layers()
+	if err != nil {
+		t.Fatalf("%s: %v", ref, err)
+	}
+	var size int64
+	for _, l := range ls {
+		n, err := l.Size()
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		size += n
+	}
+	return size
 }
 
 // catalogIndex serves the stand-in of PyTorch's and PyPI's indexes with

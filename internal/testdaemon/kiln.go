@@ -9,12 +9,15 @@ import (
 	"testing"
 )
 
-var kiln struct {
+type builtKiln struct {
 	once sync.Once
 	dir  string
 	bin  string
 	err  error
 }
+
+// kiln is KilnBinary's build, kilnCgo KilnBinaryGoInstall's.
+var kiln, kilnCgo builtKiln
 
 // KilnBinary is the kiln CLI built from this checkout, once per test
 // binary however many tests ask: statically linked (CGO_ENABLED=0) and
@@ -24,30 +27,47 @@ var kiln struct {
 // RemoveKilnBinary in its TestMain.
 func KilnBinary(t testing.TB) string {
 	t.Helper()
-	kiln.once.Do(func() {
-		kiln.dir, kiln.err = os.MkdirTemp("", "kiln-test-bin-")
-		if kiln.err != nil {
+	return kiln.build(t, "CGO_ENABLED=0", "-trimpath")
+}
+
+// KilnBinaryGoInstall is the kiln CLI as the README's Install section
+// gives it to a user (go install, cgo on where a C compiler is): on this
+// machine, which has one, dynamically linked against the host's C library
+// (cgo's resolver). Removed by RemoveKilnBinary too.
+func KilnBinaryGoInstall(t testing.TB) string {
+	t.Helper()
+	return kilnCgo.build(t, "CGO_ENABLED=1")
+}
+
+func (k *builtKiln) build(t testing.TB, env string, flags ...string) string {
+	t.Helper()
+	k.once.Do(func() {
+		k.dir, k.err = os.MkdirTemp("", "kiln-test-bin-")
+		if k.err != nil {
 			return
 		}
-		bin := filepath.Join(kiln.dir, "kiln")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/kiln-build/kiln/cmd/kiln")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		bin := filepath.Join(k.dir, "kiln")
+		args := append(append([]string{"build"}, flags...), "-o", bin, "github.com/kiln-build/kiln/cmd/kiln")
+		cmd := exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), env)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			kiln.err = fmt.Errorf("go build ./cmd/kiln: %v\n%s", err, out)
+			k.err = fmt.Errorf("%s go build ./cmd/kiln: %v\n%s", env, err, out)
 			return
 		}
-		kiln.bin = bin
+		k.bin = bin
 	})
-	if kiln.err != nil {
-		t.Fatal(kiln.err)
+	if k.err != nil {
+		t.Fatal(k.err)
 	}
-	return kiln.bin
+	return k.bin
 }
 
 // RemoveKilnBinary removes what KilnBinary built (nothing when no test
 // asked for it); a TestMain calls it after m.Run.
 func RemoveKilnBinary() {
-	if kiln.dir != "" {
-		os.RemoveAll(kiln.dir)
+	for _, k := range []*builtKiln{&kiln, &kilnCgo} {
+		if k.dir != "" {
+			os.RemoveAll(k.dir)
+		}
 	}
 }
