@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -35,13 +36,62 @@ func Free(dir string) (int64, error) {
 // file system of its nearest existing parent) has need bytes free; what
 // says what they are for.
 func Disk(dir string, need int64, what string) error {
-	d := existingParent(dir)
-	free, err := Free(d)
-	if err != nil {
-		return fmt.Errorf("%s: %v", dir, err)
+	return Disks(Need{Dir: dir, Bytes: need, What: what})
+}
+
+// Need is what one part of a job will write: Bytes into Dir, for What.
+type Need struct {
+	Dir   string
+	Bytes int64
+	What  string
+}
+
+// Disks checks several needs at once: those whose directories share a
+// file system are added up (a work directory and an oci: destination on
+// one disk need both their bytes there), and each file system must have
+// its total free. The error names every need on the file system short of
+// space.
+func Disks(needs ...Need) error {
+	type fsNeed struct {
+		total int64
+		free  int64
+		parts []Need
 	}
-	if free < need {
-		return fmt.Errorf("%w in %s: %s needs about %s, %s free; free some space or point it elsewhere", ErrNoSpace, dir, what, bytesize.Format(need), bytesize.Format(free))
+	var order []uint64
+	byDev := map[uint64]*fsNeed{}
+	for _, n := range needs {
+		d := existingParent(n.Dir)
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return fmt.Errorf("%s: %v", n.Dir, err)
+		}
+		f := byDev[st.Dev]
+		if f == nil {
+			free, err := Free(d)
+			if err != nil {
+				return fmt.Errorf("%s: %v", n.Dir, err)
+			}
+			f = &fsNeed{free: free}
+			byDev[st.Dev] = f
+			order = append(order, st.Dev)
+		}
+		f.total += n.Bytes
+		f.parts = append(f.parts, n)
+	}
+	for _, dev := range order {
+		f := byDev[dev]
+		if f.free >= f.total {
+			continue
+		}
+		if len(f.parts) == 1 {
+			n := f.parts[0]
+			return fmt.Errorf("%w in %s: %s needs about %s, %s free; free some space or point it elsewhere", ErrNoSpace, n.Dir, n.What, bytesize.Format(n.Bytes), bytesize.Format(f.free))
+		}
+		var parts []string
+		for _, n := range f.parts {
+			parts = append(parts, fmt.Sprintf("%s %s in %s", n.What, bytesize.Format(n.Bytes), n.Dir))
+		}
+		return fmt.Errorf("%w: one file system holds %s: about %s in all, %s free; free some space or point one of them elsewhere", ErrNoSpace, strings.Join(parts, " and "), bytesize.Format(f.total), bytesize.Format(f.free))
 	}
 	return nil
 }

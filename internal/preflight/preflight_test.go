@@ -22,3 +22,26 @@ func TestDisk(t *testing.T) {
 		t.Errorf("more than free: %v", err)
 	}
 }
+
+// Two needs on one file system are added up: each fits alone, both do not
+// (slim's work directory and an oci: destination on one disk).
+func TestDisksAddsUpOneFileSystem(t *testing.T) {
+	a, b := t.TempDir(), filepath.Join(t.TempDir(), "not-yet")
+	free, err := Free(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := free/2 + 1<<20
+	if err := Disks(Need{Dir: a, Bytes: half, What: "the slimmed layers"}); err != nil {
+		t.Fatalf("one need that fits: %v", err)
+	}
+	err = Disks(Need{Dir: a, Bytes: half, What: "the slimmed layers"}, Need{Dir: b, Bytes: half, What: "the image written to --to"})
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("two needs over the free space of one file system: %v", err)
+	}
+	for _, w := range []string{"the slimmed layers", "the image written to --to", a, b, "in all"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not name %q: %v", w, err)
+		}
+	}
+}

@@ -493,11 +493,21 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 			return nil, fmt.Errorf("--probe needs BuildKit: %w", err)
 		}
 	}
-	if err := preflight.Disk(work, copies*img.CompressedSize(), "the slimmed layers"); err != nil {
+	needs := []preflight.Need{{Dir: work, Bytes: copies * img.CompressedSize(), What: "the slimmed layers (--work-dir)"}}
+	if fl.to.Kind == layers.KindOCILayout || fl.to.Kind == layers.KindDockerArchive {
+		// The slim image is written there too, once per encoding: at most
+		// the image's own size each (slim only removes).
+		dir := fl.to.Path
+		if fl.to.Kind == layers.KindDockerArchive {
+			dir = filepath.Dir(dir)
+		}
+		needs = append(needs, preflight.Need{Dir: dir, Bytes: int64(len(fl.comps)) * img.CompressedSize(), What: "the image written to --to " + fl.to.Raw})
+	}
+	if err := preflight.Disks(needs...); err != nil {
 		if bk != nil {
 			bk.Close()
 		}
-		return nil, fmt.Errorf("--work-dir: %w", err)
+		return nil, err
 	}
 	return bk, nil
 }
