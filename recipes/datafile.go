@@ -33,7 +33,20 @@ type DataFile struct {
 	Torch     TorchData    `json:"torch"`
 	Images    ImageData    `json:"images"`
 	Changes   []DataChange `json:"changes"`
+	// Python, when present, replaces the relocatable CPython builds kiln
+	// pins (python.json's format: the download prefix, the archive kind,
+	// each version's release and sha256 per target triple). kiln compat
+	// refresh never writes it: it is for a company that builds or mirrors
+	// its own relocatable CPythons and reviews their sha256s, as uv's
+	// UV_PYTHON_DOWNLOADS_JSON_URL does. The sha256s land in every plan
+	// and lock made with the file, and BuildKit checks the archives
+	// against them.
+	Python *PythonDownloads `json:"python,omitempty"`
 }
+
+// PythonDownloads is python.json: the relocatable CPython builds kiln
+// provides when the base OS's python3 is not the recipe's version.
+type PythonDownloads = pythonData
 
 // DataSource is one live source a refresh read.
 type DataSource struct {
@@ -86,6 +99,9 @@ func LoadDataFile(path string) (*DB, error) {
 	}
 	db := *base
 	db.Torch, db.Images = f.Torch, f.Images
+	if f.Python != nil {
+		db.Python = *f.Python
+	}
 	db.Origin, db.version = path, f.DataVersion
 	return &db, nil
 }
@@ -143,6 +159,11 @@ func (f *DataFile) Validate() error {
 	for i, t := range f.Images.Tags {
 		if v, err := cuda.ParseVersion(t.CUDA); err != nil || len(v) != 3 {
 			return fmt.Errorf("images.tags[%d].cuda: %q: want X.Y.Z", i, t.CUDA)
+		}
+	}
+	if f.Python != nil {
+		if err := f.Python.validate(); err != nil {
+			return fmt.Errorf("python.%v", err)
 		}
 	}
 	for i, c := range f.Changes {

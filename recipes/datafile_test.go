@@ -29,6 +29,51 @@ func embeddedDataFile(t *testing.T) *DataFile {
 	return f
 }
 
+// embeddedPython is a deep copy of kiln's pinned Python builds.
+func embeddedPython(t *testing.T) *PythonDownloads {
+	t.Helper()
+	var d PythonDownloads
+	b, _ := json.Marshal(mustDB().Python)
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
+// A data file's python section replaces the Python builds kiln pins: a
+// company's own relocatable CPython (or a mirror that rebuilt them) is
+// used with the sha256 the file gives, which the plan and the lock carry;
+// kiln's embedded data is untouched.
+func TestLoadDataFilePython(t *testing.T) {
+	f := embeddedDataFile(t)
+	f.Torch.DataDate, f.Images.DataDate = "2027-01-02", "2027-01-02"
+	f.Python = embeddedPython(t)
+	own := strings.Repeat("ab", 32)
+	for i := range f.Python.Releases {
+		if strings.HasPrefix(f.Python.Releases[i].Version, "3.13.") {
+			f.Python.Releases[i].SHA256["x86_64-unknown-linux-gnu"] = own
+		}
+	}
+	f.Python.DownloadURL = "https://python.internal/standalone"
+	db, err := LoadDataFile(writeDataFile(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := resolveWith(t, "name: a\ncuda: '12.8'\nos: ubuntu24.04\npython: '3.13'\ntorch: {}\nplatforms: [linux/amd64]\n", WithData(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PythonSource != PythonStandalone || p.PythonDist == nil || len(p.PythonDist.Archives) != 1 {
+		t.Fatalf("python: %s %+v", p.PythonSource, p.PythonDist)
+	}
+	if a := p.PythonDist.Archives[0]; a.SHA256 != own || !strings.HasPrefix(a.URL, "https://python.internal/standalone/") {
+		t.Errorf("archive %+v: want the data file's sha256 and download prefix", a)
+	}
+	if mustDB().pythonBuild("3.13").SHA256["x86_64-unknown-linux-gnu"] == own {
+		t.Error("LoadDataFile changed the embedded data")
+	}
+}
+
 func writeDataFile(t *testing.T, f any) string {
 	t.Helper()
 	b, err := json.MarshalIndent(f, "", " ")
@@ -119,6 +164,12 @@ func TestLoadDataFileErrorsNameFileAndField(t *testing.T) {
 		{"tv python", func(f *DataFile) { f.Torch.Releases[0].TorchvisionPython = "3.9" }, `torch.releases[0].torchvision_python: "3.9"`},
 		{"tag", func(f *DataFile) { f.Images.Tags[0].CUDA = "12.4" }, `images.tags[0].cuda: "12.4": want X.Y.Z`},
 		{"change kind", func(f *DataFile) { f.Changes = []DataChange{{Kind: "moved"}} }, `changes[0].kind: "moved"`},
+		{"python sha256", func(f *DataFile) {
+			f.Python = embeddedPython(t)
+			f.Python.Releases[1].SHA256["x86_64-unknown-linux-gnu"] = "abc"
+		}, `python.releases[1].sha256.x86_64-unknown-linux-gnu: "abc": want 64 lowercase hex digits`},
+		{"python url", func(f *DataFile) { f.Python = embeddedPython(t); f.Python.DownloadURL = "ftp://x" }, `python.download_url: "ftp://x"`},
+		{"python version", func(f *DataFile) { f.Python = embeddedPython(t); f.Python.Releases[0].Version = "3.13" }, `python.releases[0].version: "3.13": want X.Y.Z`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/kiln-build/kiln/cuda"
@@ -283,4 +284,41 @@ func (s *resolver) osFitsCUDA(o *OSFlavor) bool {
 // python, python3, python3.X, pip, pip3.
 func pythonNames(version string) []string {
 	return []string{"python", "python3", "python" + cuda.MajorMinor(version), "pip", "pip3"}
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// validate checks python.json's fields (kiln's own, or a data file's
+// python section); the error names the field.
+func (d *pythonData) validate() error {
+	if err := CheckPythonMirror(d.DownloadURL); err != nil {
+		return fmt.Errorf("download_url: %v", err)
+	}
+	if d.Archive == "" {
+		return fmt.Errorf("archive: missing (install_only_stripped, as python-build-standalone names its archives)")
+	}
+	if len(d.Releases) == 0 {
+		return fmt.Errorf("releases: empty")
+	}
+	for i, r := range d.Releases {
+		at := fmt.Sprintf("releases[%d]", i)
+		if v, err := cuda.ParseVersion(r.Version); err != nil || len(v) != 3 {
+			return fmt.Errorf("%s.version: %q: want X.Y.Z", at, r.Version)
+		}
+		if r.Release == "" || strings.Trim(r.Release, "0123456789") != "" {
+			return fmt.Errorf("%s.release: %q: want the release's date tag, such as 20260814", at, r.Release)
+		}
+		if len(r.SHA256) == 0 {
+			return fmt.Errorf("%s.sha256: empty (Python %s)", at, r.Version)
+		}
+		for triple, h := range r.SHA256 {
+			if triple != pythonTriple("linux/amd64") && triple != pythonTriple("linux/arm64") {
+				return fmt.Errorf("%s.sha256: %q: want x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu", at, triple)
+			}
+			if !sha256Hex.MatchString(h) {
+				return fmt.Errorf("%s.sha256.%s: %q: want 64 lowercase hex digits", at, triple, h)
+			}
+		}
+	}
+	return nil
 }

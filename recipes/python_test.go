@@ -90,6 +90,9 @@ func TestResolvePythonProvider(t *testing.T) {
 // version is the one its row names.
 func TestPythonData(t *testing.T) {
 	db := mustDB()
+	if err := db.Python.validate(); err != nil {
+		t.Errorf("python.json: %v", err)
+	}
 	if db.Python.DownloadURL != "https://github.com/astral-sh/python-build-standalone/releases/download" || db.Python.Archive == "" {
 		t.Errorf("download_url %q archive %q", db.Python.DownloadURL, db.Python.Archive)
 	}
