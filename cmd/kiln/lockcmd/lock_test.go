@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -259,5 +260,37 @@ func TestLockRefusesPythonItCannotProvide(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kiln.lock")); err == nil {
 		t.Error("a refused lock wrote kiln.lock")
+	}
+}
+
+// lock's warnings wrap at 80 columns as resolve's do (the default
+// recipe's GeForce warning was one 214-column line) (issue 36 item 7).
+func TestLockFitsEightyColumns(t *testing.T) {
+	host, _ := testRegistry(t, "12.8.1-devel-ubuntu24.04", "12.8.1-base-ubuntu24.04")
+	ix := newTestIndex(t, true,
+		"torch-2.11.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+		"torchvision-0.26.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",
+	)
+	src, err := recipes.CatalogRecipe(recipes.DefaultRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the recipe's directory, as a user runs it (a long temporary
+	// path in "wrote PATH" is the test's, not the output's).
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("kiln.yaml", src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "lock", "--mirror", host, "--wheel-index", ix.srv.URL+"/simple")
+	if code != 0 {
+		t.Fatalf("lock: %d %s %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "warning: ") {
+		t.Fatalf("no warning to check the width of:\n%s", errOut)
+	}
+	for _, l := range strings.Split(out+errOut, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("%d columns: %s", n, l)
+		}
 	}
 }
