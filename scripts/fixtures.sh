@@ -6,6 +6,9 @@
 #   bash scripts/fixtures.sh layers   # only build/refresh the cached layer directories
 #   bash scripts/fixtures.sh smoke    # only the base and cudart layers (a fresh-cache check)
 #   bash scripts/fixtures.sh python   # only the stand-in python-build-standalone CPython
+#   bash scripts/fixtures.sh bookworm # as the first, and also Debian 12's base chain with its
+#                                     # CUDA 11.8 (the faithful nvidia/cuda:11.8.0-*-debian12
+#                                     # stand-in, for make catalog); kept up to date afterwards
 #   bash scripts/fixtures.sh archive  # as the first, and also write the docker-archive app.tar
 #                                     # (8.2 GB, docker save's uncompressed layers): on demand, for
 #                                     # what reads docker save output; the first form removes it
@@ -35,6 +38,9 @@ LISTS=$CACHE/apt-lists-$SUITE
 STANDIN=$DEBS/kiln-standin
 # Bump when the recipe of a layer changes so stale cached layers are rebuilt.
 RECIPE=3-$SUITE
+# The base chain's layer names end in SFX: "" for trixie's (every fixture
+# image), -bookworm for Debian 12's (bookworm_chain).
+SFX=""
 
 # Shaped like NVIDIA's images: -base carries cudart, -runtime the CUDA
 # libraries, -devel the toolkit.
@@ -123,10 +129,11 @@ layer_done() { [[ -f $LAYERS/$1/id && $(cat "$LAYERS/$1/recipe" 2>/dev/null) == 
 # drops every pruned layer, so the chain is built again from the debs,
 # and restarts the script once. KILN_FIXTURE_KEEP_LAYERS=1 keeps them.
 CHAIN=(base cudart runtime devel torch pipcache appsrc pycache cleanup)
+BOOKWORM_CHAIN=(base-bookworm cudart-bookworm runtime-bookworm devel-bookworm)
 prune_rootfs() {
 	[[ ${KILN_FIXTURE_KEEP_LAYERS:-0} == 1 ]] && return
 	local l freed=0
-	for l in "${CHAIN[@]}"; do
+	for l in "${CHAIN[@]}" "${BOOKWORM_CHAIN[@]}"; do
 		[[ -d $LAYERS/$l/rootfs ]] || continue
 		freed=$((freed + $(du -sm "$LAYERS/$l/rootfs" | cut -f1)))
 		safe_rm "$LAYERS/$l/rootfs"
@@ -142,7 +149,7 @@ need_rootfs() {
 	[[ ${KILN_FIXTURES_RESTARTED:-0} == 1 ]] && die "layers ${pruned[*]} still pruned after a restart"
 	log "layers ${pruned[*]} were pruned and are needed: rebuilding the pruned layers, then starting again"
 	cleanup_mounts
-	for l in "${CHAIN[@]}"; do [[ -f $LAYERS/$l/pruned ]] && safe_rm "$LAYERS/$l"; done
+	for l in "${CHAIN[@]}" "${BOOKWORM_CHAIN[@]}"; do [[ -f $LAYERS/$l/pruned ]] && safe_rm "$LAYERS/$l"; done
 	exec 9>&-
 	KILN_FIXTURES_RESTARTED=1 exec bash "$ROOT/scripts/fixtures.sh" "${ARGS[@]}"
 }
@@ -236,8 +243,8 @@ apt_install() {
 
 # ---------------------------------------------------------------- layers
 build_base() {
-	layer_done base && return
-	local tgz d=$LAYERS/base.tmp
+	layer_done "base$SFX" && return
+	local tgz d=$LAYERS/base$SFX.tmp
 	tgz=$(suite_tarball "$SUITE")
 	log "debootstrap --variant=minbase $SUITE (from cached tarball)"
 	safe_rm "$d"
@@ -248,7 +255,7 @@ build_base() {
 	rm -f "$d/rootfs/var/cache/apt/archives/"*.deb
 	rm -rf "$d/rootfs/var/lib/apt/lists/"* "$d/rootfs/var/log/bootstrap.log"
 	mkdir -p "$d/rootfs/var/lib/apt/lists/partial"
-	finish_layer base "/bin/sh -c #(nop) ADD file:debootstrap-minbase-$SUITE in / "
+	finish_layer "base$SFX" "/bin/sh -c #(nop) ADD file:debootstrap-minbase-$SUITE in / "
 }
 
 # standin_deb NAME VERSION DESCRIPTION [PROVIDES]: an empty package that
@@ -292,6 +299,7 @@ sources_nonfree() {
 	fi
 	grep -rqs non-free "$M/etc/apt/sources.list" "$M/etc/apt/sources.list.d/" ||
 		echo "deb $MIRROR $SUITE main contrib non-free" >"$M/etc/apt/sources.list"
+	return 0
 }
 
 # As NVIDIA's images (on bases with docker-clean) leave it: no lists, no
@@ -312,10 +320,10 @@ step_cudart() {
 	apt_clean
 }
 build_cudart() {
-	layer_done cudart && return
-	log "layer cudart: $CUDART_PKGS"
-	with_overlay cudart "base" step_cudart
-	finish_layer cudart "RUN /bin/sh -c sed -i 's/^Components: main\$/Components: main contrib non-free/' /etc/apt/sources.list.d/debian.sources && apt-get update && apt-get install -y --no-install-recommends $CUDART_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+	layer_done "cudart$SFX" && return
+	log "layer cudart$SFX: $CUDART_PKGS"
+	with_overlay "cudart$SFX" "base$SFX" step_cudart
+	finish_layer "cudart$SFX" "RUN /bin/sh -c sed -i 's/^Components: main\$/Components: main contrib non-free/' /etc/apt/sources.list.d/debian.sources && apt-get update && apt-get install -y --no-install-recommends $CUDART_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 step_runtime() {
@@ -325,10 +333,10 @@ step_runtime() {
 	apt_clean
 }
 build_runtime() {
-	layer_done runtime && return
-	log "layer runtime: $RUNTIME_PKGS"
-	with_overlay runtime "base cudart" step_runtime
-	finish_layer runtime "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+	layer_done "runtime$SFX" && return
+	log "layer runtime$SFX: $RUNTIME_PKGS"
+	with_overlay "runtime$SFX" "base$SFX cudart$SFX" step_runtime
+	finish_layer "runtime$SFX" "RUN /bin/sh -c apt-get update && apt-get install -y --no-install-recommends $RUNTIME_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 step_devel() {
@@ -340,10 +348,10 @@ step_devel() {
 	apt_clean
 }
 build_devel() {
-	layer_done devel && return
-	log "layer devel: $DEVEL_PKGS"
-	with_overlay devel "base cudart runtime" step_devel
-	finish_layer devel "RUN /bin/sh -c dpkg -i /tmp/driver-standins/*.deb && apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
+	layer_done "devel$SFX" && return
+	log "layer devel$SFX: $DEVEL_PKGS"
+	with_overlay "devel$SFX" "base$SFX cudart$SFX runtime$SFX" step_devel
+	finish_layer "devel$SFX" "RUN /bin/sh -c dpkg -i /tmp/driver-standins/*.deb && apt-get update && apt-get install -y --no-install-recommends $DEVEL_PKGS && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin # buildkit"
 }
 
 # standin_cudnn: a generated libcudnn.so.9 with every symbol torch imports
@@ -694,6 +702,29 @@ dedupe_registry() {
 	return 0
 }
 
+# bookworm_chain: the base chain again on Debian 12 (bookworm), for the
+# stand-in of nvidia/cuda:11.8.0-*-debian12: bookworm's own minbase (whose
+# apt installs Python 3.11, as NVIDIA's Debian 12 images' does) and
+# bookworm's CUDA 11.8.89 from non-free (real cudart, runtime libraries,
+# nvcc 11.8). Built by `fixtures.sh bookworm` (make catalog), and kept up
+# to date by every later run once it exists; the other fixtures never use
+# it. Without it, fixturegen makes that stand-in from trixie's layers.
+bookworm_chain() {
+	local SUITE=bookworm SFX=-bookworm RECIPE=3-bookworm LISTS=$CACHE/apt-lists-bookworm-nonfree i j
+	local CUDART_PKGS="libcudart11.0"
+	local RUNTIME_PKGS="libcublas11 libcublaslt11 libcufft10 libcurand10 libcusolver11 libcusparse11 libnvrtc11.2 libnvtoolsext1"
+	local DEVEL_PKGS="nvidia-cuda-dev nvidia-cuda-toolkit"
+	for ((i = 0; i < ${#BOOKWORM_CHAIN[@]}; i++)); do
+		if ! layer_done "${BOOKWORM_CHAIN[i]}"; then
+			for ((j = i + 1; j < ${#BOOKWORM_CHAIN[@]}; j++)); do safe_rm "$LAYERS/${BOOKWORM_CHAIN[j]}"; done
+		fi
+	done
+	build_base
+	build_cudart
+	build_runtime
+	build_devel
+}
+
 # ---------------------------------------------------------------- main
 main() {
 	local t0=$SECONDS
@@ -739,6 +770,9 @@ main() {
 	build_appsrc
 	build_pycache
 	build_cleanup
+	if [[ ${1:-} == bookworm || -f $LAYERS/base-bookworm/id ]]; then
+		bookworm_chain
+	fi
 	log "layers ready ($((SECONDS - t0))s)"
 	build_wheels
 	build_python

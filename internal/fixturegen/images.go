@@ -16,6 +16,10 @@ import (
 // prefixes of it. Names match the directories under -layers.
 var layerOrder = []string{"base", "cudart", "runtime", "devel", "torch", "pipcache", "appsrc", "pycache", "cleanup"}
 
+// bookwormOrder is Debian 12's base chain (scripts/fixtures.sh bookworm),
+// for the nvidia/cuda:11.8.0-*-debian12 stand-in only.
+var bookwormOrder = []string{"base-bookworm", "cudart-bookworm", "runtime-bookworm", "devel-bookworm"}
+
 // CUDA is the version the fixture images are shaped after: Debian trixie's
 // CUDA 12.4.1 packages, tagged like NVIDIA's 12.4.1 images.
 const (

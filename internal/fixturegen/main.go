@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,7 +163,13 @@ func build(o buildOpts) error {
 	// Layer metadata written by scripts/fixtures.sh.
 	ids := map[string]string{}
 	createdBy := map[string]string{}
-	for _, n := range layerOrder {
+	// Debian 12's base chain (scripts/fixtures.sh bookworm), when built:
+	// only the debian12 stand-in uses it.
+	chains := [][]string{layerOrder}
+	if _, err := os.Stat(filepath.Join(o.layers, bookwormOrder[len(bookwormOrder)-1], "id")); err == nil {
+		chains = append(chains, bookwormOrder)
+	}
+	for _, n := range slices.Concat(chains...) {
 		d := filepath.Join(o.layers, n)
 		id, err := os.ReadFile(filepath.Join(d, "id"))
 		if err != nil {
@@ -192,6 +199,9 @@ func build(o buildOpts) error {
 			}
 		}
 	}
+	for _, l := range slices.Concat(chains[1:]...) {
+		jobList = append(jobList, job{l, Gzip})
+	}
 	metas := map[job]*BlobMeta{}
 	metaFiles := map[string]bool{}
 	var mu sync.Mutex
@@ -209,7 +219,13 @@ func build(o buildOpts) error {
 			// markers depend on the lowers).
 			key := strconv.FormatInt(o.epoch, 10) + "-" + blobFormat
 			lowers := []string{}
-			for _, n := range layerOrder {
+			chain := layerOrder
+			for _, c := range chains {
+				if slices.Contains(c, j.layer) {
+					chain = c
+				}
+			}
+			for _, n := range chain {
 				key += "-" + ids[n]
 				if n == j.layer {
 					break
@@ -321,7 +337,7 @@ func build(o buildOpts) error {
 	if o.registry != "" {
 		// NVIDIA's images the catalog names, stood in for (standins.go).
 		base := map[string]v1.Layer{}
-		for _, n := range []string{"base", "cudart", "runtime", "devel"} {
+		for _, n := range slices.Concat([]string{"base", "cudart", "runtime", "devel"}, slices.Concat(chains[1:]...)) {
 			bl, err := newBlobLayer(o.blobCache, metas[job{n, Gzip}])
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"path"
 	"sort"
@@ -38,6 +39,10 @@ type nvStandIn struct {
 	ldConf   []string
 	// flavours: base, runtime, devel, as the catalog names them.
 	flavours []string
+	// chain is the suffix of the base chain's layers when not trixie's:
+	// "-bookworm" for Debian 12 (its apt's Python is 3.11, its CUDA 11.8
+	// Debian's), used when scripts/fixtures.sh bookworm built it.
+	chain string
 }
 
 var nvStandIns = []nvStandIn{
@@ -49,7 +54,7 @@ var nvStandIns = []nvStandIn{
 	{cuda: "12.4.1", os: "ubuntu22.04", cudart: "12.4.127-1", path: "/usr/local/nvidia/bin:/usr/local/cuda/bin", ldPath: "/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
 		ldConf: []string{"/usr/local/nvidia/lib", "/usr/local/nvidia/lib64"}, flavours: []string{"base", "runtime", "devel"}},
 	{cuda: "11.8.0", os: "debian12", cudart: "11.8.89-1", path: "/usr/local/nvidia/bin:/usr/local/cuda/bin", ldPath: "/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
-		ldConf: []string{"/usr/local/nvidia/lib", "/usr/local/nvidia/lib64"}, flavours: []string{"base", "runtime", "devel"}},
+		ldConf: []string{"/usr/local/nvidia/lib", "/usr/local/nvidia/lib64"}, flavours: []string{"base", "runtime", "devel"}, chain: "-bookworm"},
 }
 
 func (s nvStandIn) majorMinor() string {
@@ -80,6 +85,21 @@ func buildStandIns(layers map[string]v1.Layer, createdBy map[string]string, epoc
 	}
 	out := map[string]v1.Image{}
 	for _, s := range nvStandIns {
+		layers, createdBy, passwd, group := layers, createdBy, passwd, group
+		if _, ok := layers["base"+s.chain]; s.chain != "" && ok {
+			layers, createdBy = maps.Clone(layers), maps.Clone(createdBy)
+			for _, n := range []string{"base", "cudart", "runtime", "devel"} {
+				layers[n], createdBy[n] = layers[n+s.chain], createdBy[n+s.chain]
+			}
+			if passwd, err = readFile(layers["base"], "etc/passwd"); err != nil {
+				return nil, err
+			}
+			if group, err = readFile(layers["base"], "etc/group"); err != nil {
+				return nil, err
+			}
+		} else if s.chain != "" {
+			log.Printf("%s: from trixie's layers (its apt installs Python 3.13, not Debian 12's 3.11); scripts/fixtures.sh bookworm makes it from Debian 12's", s.ref("base"))
+		}
 		req, _, ok := cuda.ImageRequireCUDA(s.cuda)
 		if !ok {
 			return nil, fmt.Errorf("compatibility data has no NVIDIA_REQUIRE_CUDA for %s", s.cuda)
