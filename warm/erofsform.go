@@ -2,6 +2,7 @@ package warm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -79,7 +80,10 @@ func (w walker) erofsForm(ctx context.Context, r layers.Ref, named Image, nblobs
 	ew := w
 	ew.ref = src
 	eimg, eblobs, err := ew.image(ctx, eimg, root, o)
+	var pe *platformError
 	switch {
+	case errors.As(err, &pe):
+		return ignored("platform %s, not %s", pe.got, pe.want)
 	case err != nil:
 		return ignored("%v", err)
 	case eimg.Platform != named.Platform:
@@ -105,4 +109,11 @@ func joinNotes(a, b string) string {
 		return a
 	}
 	return a + "; " + b
+}
+
+// platformError is an image of another platform than the host wants.
+type platformError struct{ ref, got, want string }
+
+func (e *platformError) Error() string {
+	return fmt.Sprintf("image %q is %s, the host wants %s; choose with --platform", e.ref, e.got, e.want)
 }

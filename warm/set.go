@@ -533,7 +533,7 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 	}
 	p := rt.Platform
 	if !platformMatches(o.Platform, p) {
-		return Image{}, nil, fmt.Errorf("image %q is %s, the host wants %s; choose with --platform", ref, layers.PlatformString(p), layers.PlatformString(o.Platform))
+		return Image{}, nil, &platformError{ref: ref, got: layers.PlatformString(p), want: layers.PlatformString(o.Platform)}
 	}
 	if man.Platform == nil {
 		man.Platform = &ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
