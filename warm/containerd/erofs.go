@@ -120,17 +120,26 @@ func (t *Containerd) erofsWorks(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// criNamespace is the namespace of the kubelet's CRI.
+const criNamespace = "k8s.io"
+
 // ErofsUnpack implements warm.ErofsChecker: --unpack goes into the EROFS
 // snapshotter when --snapshotter erofs names it, or with auto when the
 // daemon's EROFS snapshotter works; then an image's native EROFS form
 // (REPO:TAG-erofs, when REPO:TAG names it) is worth taking, and auto
 // picks erofs for it (snapshotterFor). Any other --snapshotter never
-// takes it.
+// takes it, and neither does auto in the CRI's namespace: there the
+// kubelet's CRI starts the pods with the snapshotter its config names
+// (which containerd's API does not tell), and an image record of EROFS
+// layers under an overlayfs CRI would not start.
 func (t *Containerd) ErofsUnpack(ctx context.Context) bool {
 	switch t.snapshotter {
 	case SnapshotterErofs:
 		return true
 	case "", "auto":
+		if t.ns == criNamespace {
+			return false
+		}
 		ok, err := t.erofsWorks(ctx)
 		return ok && err == nil
 	}

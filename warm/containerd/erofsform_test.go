@@ -13,13 +13,20 @@ import (
 
 // Only an unpack into the EROFS snapshotter takes an image's EROFS form:
 // --snapshotter erofs, or auto when the daemon's snapshotter works (the
-// live test below); overlayfs or native never.
+// live test below) outside the CRI's namespace; overlayfs or native never.
 func TestErofsUnpackBySnapshotter(t *testing.T) {
 	ctx := context.Background()
 	for sn, want := range map[string]bool{SnapshotterErofs: true, "overlayfs": false, "native": false} {
-		if got := (&Containerd{snapshotter: sn}).ErofsUnpack(ctx); got != want {
-			t.Errorf("--snapshotter %s: ErofsUnpack = %v, want %v", sn, got, want)
+		for _, ns := range []string{"default", criNamespace} {
+			if got := (&Containerd{snapshotter: sn, ns: ns}).ErofsUnpack(ctx); got != want {
+				t.Errorf("--snapshotter %s, namespace %s: ErofsUnpack = %v, want %v", sn, ns, got, want)
+			}
 		}
+	}
+	// auto in k8s.io: the CRI's snapshotter is not known (no daemon
+	// asked: a nil client would panic).
+	if (&Containerd{snapshotter: "auto", ns: criNamespace}).ErofsUnpack(ctx) {
+		t.Error("auto in k8s.io takes the EROFS form")
 	}
 }
 
