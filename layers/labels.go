@@ -29,7 +29,7 @@ const (
 	// AnnotationErofsManifest, on an image manifest (REPO:TAG's, or its
 	// platform's manifest in TAG's index), is the digest of the manifest
 	// of the same image with native EROFS layers, published with it at
-	// REPO:TAG-erofs (kiln slim/build --format erofs): kiln warm takes
+	// REPO:TAG-erofs (kiln slim --format erofs): kiln warm takes
 	// TAG-erofs for TAG only when TAG names it so (NameErofsForm).
 	AnnotationErofsManifest = "dev.kiln.erofs.manifest"
 )

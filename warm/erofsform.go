@@ -73,7 +73,7 @@ func (w walker) erofsForm(ctx context.Context, r layers.Ref, named Image, nblobs
 		}
 	}
 	if want == "" {
-		return ignored("%s names no EROFS form (no %s annotation; publish both with kiln slim or kiln build --format erofs)", r.Canonical(), layers.AnnotationErofsManifest)
+		return ignored("%s names no EROFS form (no %s annotation; publish both with kiln slim --format erofs)", r.Canonical(), layers.AnnotationErofsManifest)
 	}
 	eimg := named
 	eimg.Source, eimg.Note = src, ""

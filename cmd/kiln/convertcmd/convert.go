@@ -68,7 +68,7 @@ kiln's own tar reader refuses (or one of its images fsck.erofs refuses) fails
 the conversion, naming the layer. kiln warm --unpack into the EROFS
 snapshotter takes REPO:TAG-erofs for REPO:TAG only when TAG's manifest
 names it, which convert cannot write (TAG's digest may be pinned or
-signed): kiln slim and kiln build --format erofs publish both so.`,
+signed): kiln slim --format erofs publishes both so.`,
 		Example: `  kiln convert 127.0.0.1:5000/acme/serve:1.2 --compression zstd
   kiln convert 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-zstd --level 9
   kiln convert oci:./out:app --to oci:./out:app-zstd --json
@@ -120,7 +120,7 @@ type convertReport struct {
 // when from's manifest names it, which convert cannot make so: from's
 // digest may be pinned or signed.
 func erofsNote(from, to string) string {
-	return fmt.Sprintf("kiln warm --unpack takes %s for %s only when %s names it (its manifest's %s annotation); convert cannot rewrite %s (its digest may be pinned or signed): publish both with kiln slim or kiln build --format erofs", to, from, from, layers.AnnotationErofsManifest, from)
+	return fmt.Sprintf("kiln warm --unpack takes %s for %s only when %s names it (its manifest's %s annotation); convert cannot rewrite %s (its digest may be pinned or signed): publish both with kiln slim --format erofs", to, from, from, layers.AnnotationErofsManifest, from)
 }
 
 func runConvert(ctx context.Context, opts *ConvertOptions) error {
