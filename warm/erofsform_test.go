@@ -3,6 +3,8 @@ package warm_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/warm/ocilayout"
@@ -194,5 +197,61 @@ func TestRunSetsAsideErofsFormOverOtherLayers(t *testing.T) {
 	t.Logf("note: %s", im.Note)
 	if im.Form != "" || im.Source != "" || !strings.Contains(im.Note, "is not the EROFS form of") {
 		t.Fatalf("report image %+v: want TAG as named, with a note", im)
+	}
+}
+
+// --verify-key checks TAG's signature when TAG's EROFS form is warmed:
+// TAG's signed digest covers the manifest that names the EROFS form, so
+// an unsigned TAG-erofs is warmed for a signed TAG, and a TAG signed by
+// another key is refused before any layer is fetched.
+func TestRunVerifiesTagForErofsForm(t *testing.T) {
+	ctx := context.Background()
+	f := pushErofsFixture(t, "amd64", itself)
+	k, err := sign.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sign.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.Sign(ctx, f.ref, k, sign.SignOptions{Format: sign.FormatBundle}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		key    *sign.Signer
+		signed bool
+	}{{"TAG's key", k, true}, {"another key", other, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pub := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".pub")
+			if err := os.WriteFile(pub, tc.key.Public().PEM(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pol, err := sign.LoadPolicy(pub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := warm.Run(ctx, warm.RunOptions{
+				Target: erofsTarget{l, true}, Refs: []string{f.ref}, Policy: pol,
+				Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
+				Options: warm.Options{Unpack: true},
+			})
+			if !tc.signed {
+				var ue *warm.UnverifiedError
+				if !errors.As(err, &ue) || rep == nil || rep.FetchedBytes != 0 {
+					t.Fatalf("err = %v, report %+v: want it refused, nothing fetched", err, rep)
+				}
+				return
+			}
+			if err != nil || !rep.Ready || rep.Images[0].Form != warm.FormErofs || len(rep.Signatures) != 1 || !rep.Signatures[0].Verified {
+				t.Fatalf("err = %v, report %+v", err, rep)
+			}
+		})
 	}
 }
