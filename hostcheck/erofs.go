@@ -117,7 +117,7 @@ func (c *checker) erofsSettings(r *runtimeFindings) {
 			mkfs = "no mkfs.erofs"
 		}
 		r.ev("containerd EROFS snapshotter: loaded (root %s), fs-verity %s, %s", x.Root, x.FsVerity, mkfs)
-		r.ev("kiln warm --unpack writes: EROFS images into erofs (no untar); tar images into %s (--snapshotter erofs converts them once)", x.WarmTar)
+		r.ev("kiln warm --unpack writes: EROFS images into erofs (no untar), and TAG-erofs for a TAG that names it; tar images into %s (--snapshotter erofs converts them once)", x.WarmTar)
 		if x.Mkfs == "" && c.h.ContainerdConfig != nil && c.h.ContainerdConfig.Snapshotter == "erofs" {
 			r.add(Warn, "containerd snapshotter = erofs but no mkfs.erofs on PATH: tar layers cannot be converted",
 				"install erofs-utils 1.8 or newer (Debian 13, Ubuntu 24.04: apt install erofs-utils; Debian 12 ships 1.5: build it from its source, git.kernel.org/pub/scm/linux/kernel/git/xiang/erofs-utils.git)")

@@ -58,7 +58,7 @@ func TestHostCheckErofs(t *testing.T) {
 					t.Fatalf("erofs = %+v", x)
 				}
 				assertItem(t, it, it.Status, nil, []string{"containerd EROFS snapshotter: loaded (root " + x.Root + "), fs-verity " + x.FsVerity,
-					"kiln warm --unpack writes: EROFS images into erofs (no untar); tar images into overlayfs"}, nil)
+					"kiln warm --unpack writes: EROFS images into erofs (no untar), and TAG-erofs for a TAG that names it; tar images into overlayfs"}, nil)
 				return
 			}
 			if x.FsVerity == "supported" {

@@ -24,6 +24,16 @@ const (
 	LabelWeightsSetDigest = "dev.kiln.weights.set-digest"
 )
 
+// kiln's manifest annotation keys.
+const (
+	// AnnotationErofsManifest, on an image manifest (REPO:TAG's, or its
+	// platform's manifest in TAG's index), is the digest of the manifest
+	// of the same image with native EROFS layers, published with it at
+	// REPO:TAG-erofs (kiln slim --format erofs): kiln warm takes
+	// TAG-erofs for TAG only when TAG names it so (NameErofsForm).
+	AnnotationErofsManifest = "dev.kiln.erofs.manifest"
+)
+
 // BuildKit's attestation annotations on an index entry: an attestation
 // manifest (platform unknown/unknown) says which image it is about.
 const (

@@ -166,6 +166,9 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		if err != nil {
 			return nil, err
 		}
+		if err := nameErofsForm(imgs, rep, dig); err != nil {
+			return nil, err
+		}
 		imgs = append(imgs, er.Image)
 		dests = append(slices.Clip(dests), o.Erofs.Dest)
 		rep.Images = append(rep.Images, Published{Ref: o.Erofs.Dest, Compression: "erofs", Digest: dig.String()})
@@ -182,7 +185,13 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		}
 	}
 	pub := publish.WithSign(publish.WithSBOM(publish.Writer(o.Layers...), attach), o.Signer)
-	for i, img := range imgs {
+	for n := range imgs {
+		i := n
+		if o.Erofs.Dest != "" {
+			// The EROFS form first, then the tag that names it.
+			i = (n + len(imgs) - 1) % len(imgs)
+		}
+		img := imgs[i]
 		p, err := pub.Publish(ctx, img, dests[i])
 		if err != nil {
 			return nil, err
@@ -193,6 +202,20 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		rep.Images[i].Signed = p.Signed
 	}
 	return imgs, nil
+}
+
+// nameErofsForm has the image as named (imgs[0], --to REPO:TAG) name
+// its EROFS form's manifest digest (layers.NameErofsForm): kiln warm
+// takes REPO:TAG-erofs for TAG only when TAG names it. The EROFS form is
+// published first.
+func nameErofsForm(imgs []v1.Image, rep *Report, erofs v1.Hash) error {
+	imgs[0] = layers.NameErofsForm(imgs[0], erofs)
+	dig, err := imgs[0].Digest()
+	if err != nil {
+		return err
+	}
+	rep.Digest, rep.Images[0].Digest = dig.String(), dig.String()
+	return nil
 }
 
 // names are img's manifest digest and image ID.

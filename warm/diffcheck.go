@@ -36,6 +36,7 @@ type claim struct {
 	image   string // the image's name
 	source  string // the reference read (the variant's, for a variant)
 	variant bool
+	form    string // the variant's Image.Form
 }
 
 // layerClaims maps every layer blob of s to what its images' configs
@@ -50,7 +51,7 @@ func layerClaims(s *Set) (map[digest.Digest][]claim, error) {
 		for i, l := range img.Layers {
 			out[l.Digest] = append(out[l.Digest], claim{
 				diffID: digest.Digest(cfg.RootFS.DiffIDs[i].String()),
-				image:  img.Name, source: img.Source, variant: img.Variant(),
+				image:  img.Name, source: img.Source, variant: img.Variant(), form: img.Form,
 			})
 		}
 	}
@@ -90,7 +91,11 @@ func checkLayer(ctx context.Context, t Opener, b *Blob, cs []claim) (map[string]
 			if bad == nil {
 				bad = map[string]string{}
 			}
-			bad[c.image] = fmt.Sprintf("%s is not the zstd form of %s: %s", c.source, c.image, why)
+			form := c.form
+			if form == FormErofs {
+				form = "EROFS"
+			}
+			bad[c.image] = fmt.Sprintf("%s is not the %s form of %s: %s", c.source, form, c.image, why)
 		}
 		if first == nil {
 			first = fmt.Errorf("image %s: %s: %w", c.image, why, registry.ErrDigestMismatch)
@@ -135,9 +140,9 @@ func contentDigest(ctx context.Context, t Opener, b *Blob) (digest.Digest, error
 	return digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), nil
 }
 
-// VariantError says the variant warm chose for an image (REPO:TAG-zstd)
-// is not that image: a layer's content is not the diff ID the shared
-// config names. Run resolves again without the variant and warms the
+// VariantError says the variant warm chose for an image (REPO:TAG-zstd,
+// REPO:TAG-erofs) is not that image: a layer's content is not the diff ID
+// the config names (the shared config; the EROFS form's own). Run resolves again without the variant and warms the
 // image as named.
 type VariantError struct {
 	// Images maps each such image's name to why.

@@ -50,9 +50,12 @@ type ImageReport struct {
 	Platform string `json:"platform"`
 	// Manifest is the platform manifest's digest when Digest is an index.
 	Manifest string `json:"manifest,omitempty"`
-	// Source is the reference read when it differs from Ref (the zstd
-	// variant).
+	// Source is the reference read when it differs from Ref (its zstd
+	// or EROFS form), and Form which: zstd (REPO:TAG-zstd, proven the
+	// same image) or erofs (REPO:TAG-erofs, named by REPO:TAG's
+	// manifest).
 	Source string `json:"source,omitempty"`
+	Form   string `json:"form,omitempty"`
 	// Mirror is the endpoint read from (--mirror).
 	Mirror string `json:"mirror,omitempty"`
 	// Note says why a variant beside Ref was not used (not the same
@@ -84,7 +87,7 @@ func NewReport(s *Set) *Report {
 			ir.Manifest = img.Manifest.Digest.String()
 		}
 		if img.Source != img.Name {
-			ir.Source = img.Source
+			ir.Source, ir.Form = img.Source, img.Form
 		}
 		ir.Mirror, ir.Note = img.Mirror, img.Note
 		r.Images = append(r.Images, ir)

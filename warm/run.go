@@ -23,8 +23,8 @@ type RunOptions struct {
 	Refs, Weights []string
 	WeightsInto   string
 	// Resolve says how references resolve (platform, registry options,
-	// blob source, compression, mirrors); Run fills NoZstd from the
-	// target.
+	// blob source, compression, mirrors); Run fills NoZstd, and Erofs
+	// with --unpack, from the target.
 	Resolve ResolveOptions
 	// Policy, when set, checks every image's and weights artifact's
 	// signature before any layer is fetched.
@@ -53,6 +53,9 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	ro := o.Resolve
 	if zc, ok := t.(ZstdChecker); ok {
 		ro.NoZstd = zc.NoZstd(ctx)
+	}
+	if ec, ok := t.(ErofsChecker); ok && o.Unpack {
+		ro.Erofs = ec.ErofsUnpack(ctx)
 	}
 	set, err := Resolve(ctx, o.Refs, ro)
 	if err != nil {

@@ -53,8 +53,12 @@ type Blob struct {
 type Image struct {
 	// Name is the image record's name: the reference as given.
 	Name string
-	// Source is the reference actually read: Name, or its zstd variant.
+	// Source is the reference actually read: Name, or its zstd or EROFS
+	// form beside it (Form).
 	Source string
+	// Form is the variant Source is, when it is one: FormZstd
+	// (REPO:TAG-zstd) or FormErofs (REPO:TAG-erofs, erofsform.go).
+	Form string
 	// Target is the root the record points at (an index or a manifest).
 	Target ocispec.Descriptor
 	// Manifest is the platform's manifest (Target itself for a single
@@ -154,6 +158,10 @@ type ResolveOptions struct {
 	// Mirrors name endpoints that serve a registry's repositories; images
 	// are read there and named by their real reference.
 	Mirrors Mirrors
+	// Erofs says the target unpacks into containerd's EROFS snapshotter
+	// (ErofsChecker): with Compression auto, an image's native EROFS
+	// form beside its tag is taken when the tag names it (erofsform.go).
+	Erofs bool
 	// NoVariant names images (canonical references) whose variant beside
 	// the tag must not be used, and why: a warm that found the variant's
 	// layers are not the named image's resolves again without it.
@@ -353,6 +361,17 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	if noVariant && nerr == nil {
 		named.Note = refused
 	}
+	// TAG's native EROFS form, when the target mounts it and TAG names
+	// it (erofsform.go); else why it was ignored, noted below.
+	enote := ""
+	if nerr == nil && !noVariant {
+		eimg, eblobs, ok, why := w.erofsForm(ctx, r, named, nblobs, o)
+		if ok {
+			return eimg, eblobs, nil, nil
+		}
+		enote = why
+		named.Note = joinNotes(enote, named.Note)
+	}
 	if variant == nil {
 		return named, nblobs, nil, nerr
 	}
@@ -383,7 +402,8 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 		why = sameImage(named, nblobs, vimg, vblobs)
 	}
 	if why == "" {
-		vimg.Named = &named.Target
+		vimg.Named, vimg.Form = &named.Target, FormZstd
+		vimg.Note = joinNotes(enote, vimg.Note)
 		return vimg, vblobs, nil, nil
 	}
 	if o.Compression == CompressionZstd {
@@ -392,7 +412,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	if nerr != nil {
 		return Image{}, nil, nil, nerr
 	}
-	named.Note = fmt.Sprintf("%s ignored: not the zstd form of %s (%s); warmed %s as named", zimg.Source, r.Canonical(), why, r.Canonical())
+	named.Note = joinNotes(enote, fmt.Sprintf("%s ignored: not the zstd form of %s (%s); warmed %s as named", zimg.Source, r.Canonical(), why, r.Canonical()))
 	return named, nblobs, nil, nil
 }
 
@@ -513,7 +533,7 @@ func (w walker) image(ctx context.Context, img Image, root *fetched, o ResolveOp
 	}
 	p := rt.Platform
 	if !platformMatches(o.Platform, p) {
-		return Image{}, nil, fmt.Errorf("image %q is %s, the host wants %s; choose with --platform", ref, layers.PlatformString(p), layers.PlatformString(o.Platform))
+		return Image{}, nil, &platformError{ref: ref, got: layers.PlatformString(p), want: layers.PlatformString(o.Platform)}
 	}
 	if man.Platform == nil {
 		man.Platform = &ocispec.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}

@@ -87,22 +87,63 @@ func setHasErofsLayers(s *warm.Set) bool {
 }
 
 // snapshotterFor is --snapshotter, or for auto: erofs when an image of s
-// has native EROFS layers (only that snapshotter mounts them), else what
-// pickSnapshotter picks (overlayfs, else native).
+// has native EROFS layers (only that snapshotter mounts them: an image
+// as named, or the EROFS form its tag names, taken because ErofsUnpack
+// said the snapshotter works), else what pickSnapshotter picks
+// (overlayfs, else native).
 func (t *Containerd) snapshotterFor(ctx context.Context, s *warm.Set) (string, error) {
 	if (t.snapshotter != "" && t.snapshotter != "auto") || !setHasErofsLayers(s) {
 		return t.pickSnapshotter(ctx)
 	}
-	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.snapshotter.v1",id=="erofs"`)
+	ok, err := t.erofsWorks(ctx)
 	if err != nil {
 		return "", err
 	}
-	for _, p := range resp.Plugins {
-		if p.InitErr == nil {
-			return SnapshotterErofs, nil
-		}
+	if ok {
+		return SnapshotterErofs, nil
 	}
 	return "", errors.New("the image has EROFS layers and this containerd has no working EROFS snapshotter (containerd 2.2+ and erofs-utils 1.8+; check: ctr plugins ls | grep erofs)")
+}
+
+// erofsWorks says whether the daemon's EROFS snapshotter plugin is loaded
+// with no init error.
+func (t *Containerd) erofsWorks(ctx context.Context) (bool, error) {
+	resp, err := t.c.IntrospectionService().Plugins(t.nsCtx(ctx), `type=="io.containerd.snapshotter.v1",id=="erofs"`)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range resp.Plugins {
+		if p.InitErr == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// criNamespace is the namespace of the kubelet's CRI.
+const criNamespace = "k8s.io"
+
+// ErofsUnpack implements warm.ErofsChecker: --unpack goes into the EROFS
+// snapshotter when --snapshotter erofs names it, or with auto when the
+// daemon's EROFS snapshotter works; then an image's native EROFS form
+// (REPO:TAG-erofs, when REPO:TAG names it) is worth taking, and auto
+// picks erofs for it (snapshotterFor). Any other --snapshotter never
+// takes it, and neither does auto in the CRI's namespace: there the
+// kubelet's CRI starts the pods with the snapshotter its config names
+// (which containerd's API does not tell), and an image record of EROFS
+// layers under an overlayfs CRI would not start.
+func (t *Containerd) ErofsUnpack(ctx context.Context) bool {
+	switch t.snapshotter {
+	case SnapshotterErofs:
+		return true
+	case "", "auto":
+		if t.ns == criNamespace {
+			return false
+		}
+		ok, err := t.erofsWorks(ctx)
+		return ok && err == nil
+	}
+	return false
 }
 
 // unpackErofs applies the layers into the EROFS snapshotter one at a

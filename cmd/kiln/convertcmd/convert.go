@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
@@ -64,7 +65,10 @@ compressed inside (--erofs-compression, lz4hc by default: docs/erofs.md),
 so zeroed GPU code costs no disk; the same source gives the same digest.
 It needs mkfs.erofs and fsck.erofs from erofs-utils 1.7 or later; a layer
 kiln's own tar reader refuses (or one of its images fsck.erofs refuses) fails
-the conversion, naming the layer.`,
+the conversion, naming the layer. kiln warm --unpack into the EROFS
+snapshotter takes REPO:TAG-erofs for REPO:TAG only when TAG's manifest
+names it, which convert cannot write (TAG's digest may be pinned or
+signed): kiln slim --format erofs publishes both so.`,
 		Example: `  kiln convert 127.0.0.1:5000/acme/serve:1.2 --compression zstd
   kiln convert 127.0.0.1:5000/acme/serve:1.2 --to 127.0.0.1:5000/acme/serve:1.2-zstd --level 9
   kiln convert oci:./out:app --to oci:./out:app-zstd --json
@@ -107,6 +111,16 @@ type convertReport struct {
 	After            int64                 `json:"compressed_after"`
 	// Signed is the --sign-key signature of what was written.
 	Signed *sign.Signed `json:"signed,omitempty"`
+	// Note, for --format erofs, says when kiln warm uses what was
+	// written (erofsNote).
+	Note string `json:"note,omitempty"`
+}
+
+// erofsNote says that kiln warm takes the EROFS form (to) of from only
+// when from's manifest names it, which convert cannot make so: from's
+// digest may be pinned or signed.
+func erofsNote(from, to string) string {
+	return fmt.Sprintf("kiln warm --unpack takes %s for %s only when %s names it (its manifest's %s annotation); convert cannot rewrite %s (its digest may be pinned or signed): publish both with kiln slim --format erofs", to, from, from, layers.AnnotationErofsManifest, from)
 }
 
 func runConvert(ctx context.Context, opts *ConvertOptions) error {
@@ -237,6 +251,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		// An EROFS layer is decoded by the kernel as it is read, not here.
 		rep.Format, col, decode = "erofs", "EROFS", ""
 		rep.ErofsCompression = string(ecomp)
+		rep.Note = erofsNote(opts.Image, to)
 	}
 	for _, l := range res.Layers {
 		rep.Before += l.FromSize
@@ -264,6 +279,9 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	fmt.Fprintf(opts.IO.Out, "\nfrom  %s\nwrote %s (%s)\n      %s\n      %s → %s (%.3f)\n", opts.Image, to, strings.ToLower(col), rep.Digest, bytesize.Format(rep.Before), bytesize.Format(rep.After), ratio)
 	if signed != nil {
 		fmt.Fprintf(opts.IO.Out, "signed %s with key %s (%s)\n", cmdutil.Short(signed.Digest), signed.KeyID, signed.Format)
+	}
+	if rep.Note != "" {
+		termtable.Fprintw(opts.IO.Out, termtable.Resolve(cmdutil.TableOptions(opts.IO.Out)...).Width, "note: ", "      ", rep.Note)
 	}
 	return nil
 }

@@ -99,9 +99,15 @@ func TestConvertCommandErofs(t *testing.T) {
 			Signed      *struct {
 				Digest string `json:"digest"`
 			} `json:"signed"`
+			Note string `json:"note"`
 		}
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("%v: %s", err, stdout)
+		}
+		// The tag was not rewritten to name its EROFS form: warm will not
+		// take it, and the report says how to have it taken.
+		if !strings.Contains(rep.Note, "only when "+src+" names it") || !strings.Contains(rep.Note, "--format erofs") {
+			t.Fatalf("note %q", rep.Note)
 		}
 		if rep.To != src+"-erofs" || rep.Format != "erofs" || rep.Compression != "lz4hc" || rep.Signed == nil || rep.Signed.Digest != rep.Digest {
 			t.Fatalf("report %s", stdout)
@@ -110,6 +116,16 @@ func TestConvertCommandErofs(t *testing.T) {
 	}
 	if digests[0] != digests[1] {
 		t.Errorf("two conversions: %s and %s", digests[0], digests[1])
+	}
+	// In words, within 80 columns.
+	code, stdout, errOut := run(t, "convert", src, "--format", "erofs", "--progress", "none")
+	if code != cmdutil.ExitOK || !strings.Contains(stdout, "note: kiln warm --unpack takes "+src+"-erofs") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if len([]rune(l)) > 80 {
+			t.Errorf("line over 80 columns: %q", l)
+		}
 	}
 	pub, err := sign.LoadPublicKey(keys.Pub)
 	if err != nil {

@@ -9,13 +9,16 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/slim"
+	"github.com/kiln-build/kiln/warm"
 )
 
 // TestSlimCommandErofs: --format erofs publishes the gzip and zstd images
@@ -37,6 +40,7 @@ func TestSlimCommandErofs(t *testing.T) {
 	keys := cmdtest.NewKeys(t)
 	to := reg + "/slim-erofs/app:v1"
 	var erofsDigests []string
+	var named slim.Published
 	for i := 0; i < 2; i++ {
 		code, stdout, errOut := run(t, "slim", src, "--to", to, "--format", "erofs", "--sbom", "--sign-key", keys.Key, "--json", "--progress", "none")
 		if code != cmdutil.ExitOK {
@@ -57,6 +61,7 @@ func TestSlimCommandErofs(t *testing.T) {
 			t.Errorf("images %+v", rep.Images)
 		}
 		erofsDigests = append(erofsDigests, e.Digest)
+		named = rep.Images[0]
 	}
 	if erofsDigests[0] != erofsDigests[1] {
 		t.Errorf("two slims: EROFS images %s and %s", erofsDigests[0], erofsDigests[1])
@@ -75,6 +80,27 @@ func TestSlimCommandErofs(t *testing.T) {
 		if l.MediaType != erofs.MediaType || cfg.RootFS.DiffIDs[i] != l.Digest {
 			t.Errorf("layer %d: %s, diff ID %s for blob %s", i, l.MediaType, cfg.RootFS.DiffIDs[i], l.Digest)
 		}
+	}
+	// TAG's image manifest (inside its SBOM index) names the EROFS form,
+	// and the report's digest is that manifest's; kiln warm into the EROFS
+	// snapshotter takes TAG-erofs for TAG.
+	tref, err := name.ParseReference(to + "@" + named.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timg, err := remote.Image(tref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm, _ := timg.Manifest(); tm.Annotations[layers.AnnotationErofsManifest] != erofsDigests[0] {
+		t.Errorf("TAG's manifest annotations %v, want %s naming %s", tm.Annotations, layers.AnnotationErofsManifest, erofsDigests[0])
+	}
+	set, err := warm.Resolve(context.Background(), []string{to}, warm.ResolveOptions{Erofs: true, Platform: v1.Platform{OS: "linux", Architecture: "amd64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := set.Images[0]; w.Form != warm.FormErofs || w.Manifest.Digest.String() != erofsDigests[0] || w.Named.Digest.String() != named.Index {
+		t.Errorf("warm resolves %s to %+v, want its EROFS form %s", to, w, erofsDigests[0])
 	}
 
 	// An untagged layout: latest, latest-zstd and latest-erofs.

@@ -29,3 +29,24 @@ func TestWeightsTableFitsEightyColumns(t *testing.T) {
 		t.Errorf("no file counts:\n%s", b.String())
 	}
 }
+
+// The image table says which form was warmed (REPO:TAG-erofs, named by
+// REPO:TAG), wrapped within 80 columns like the notes.
+func TestWarmTableSaysForm(t *testing.T) {
+	ref := "127.0.0.1:5000/kiln-demo/serving-with-a-long-name:2026.12.06-cuda12.8"
+	var b bytes.Buffer
+	writeWarmTable(&b, &warm.Report{Ready: true, Images: []warm.ImageReport{{
+		Ref: ref, Source: ref + "-erofs", Form: warm.FormErofs, Platform: "linux/amd64",
+		Digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+	}}})
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if n := termtable.Len(l); n > 80 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	// Wrapped, not cut (a reference longer than a line is split).
+	want := "form:" + ref + "-erofs(EROFSformnamedby" + ref + ")"
+	if words := strings.Join(strings.Fields(b.String()), ""); !strings.Contains(words, want) {
+		t.Errorf("no %q in:\n%s", want, b.String())
+	}
+}

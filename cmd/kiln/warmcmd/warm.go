@@ -170,7 +170,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
-	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, else overlayfs, else native)")
+	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, or when it works and the tag names its EROFS form TAG-erofs; else overlayfs, else native)")
 	fl.StringVar(&opts.ErofsCache, "erofs-cache", "", "erofs: convert tar layers into this layer cache dir, by diff ID")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
@@ -420,6 +420,19 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	return rep, err
 }
 
+// formLine says which form of an image was warmed, when it was not the
+// reference as named: its zstd form (proven the same image) or its EROFS
+// form (named by the tag's manifest).
+func formLine(im warm.ImageReport) string {
+	switch im.Form {
+	case warm.FormErofs:
+		return im.Source + " (EROFS form named by " + im.Ref + ")"
+	case warm.FormZstd:
+		return im.Source + " (zstd form of " + im.Ref + ", the same image)"
+	}
+	return ""
+}
+
 func writeWarmTable(w io.Writer, rep *warm.Report) {
 	o := termtable.Resolve(cmdutil.TableOptions(w)...)
 	t := termtable.New(o, termtable.Column{Head: "IMAGE", Shrink: true, Min: 20}, termtable.Column{Head: "PLATFORM"}, termtable.Column{Head: "DIGEST"})
@@ -432,6 +445,9 @@ func writeWarmTable(w io.Writer, rep *warm.Report) {
 	}
 	t.Write(w)
 	for _, im := range rep.Images {
+		if f := formLine(im); f != "" {
+			termtable.Fprintw(w, o.Width, "form: ", "      ", f)
+		}
 		if im.Note != "" {
 			termtable.Fprintw(w, o.Width, "note: ", "      ", im.Note)
 		}

@@ -1,0 +1,93 @@
+package containerd
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/warm"
+	"github.com/kiln-build/kiln/warm/internal/warmtest"
+)
+
+// Only an unpack into the EROFS snapshotter takes an image's EROFS form:
+// --snapshotter erofs, or auto when the daemon's snapshotter works (the
+// live test below) outside the CRI's namespace; overlayfs or native never.
+func TestErofsUnpackBySnapshotter(t *testing.T) {
+	ctx := context.Background()
+	for sn, want := range map[string]bool{SnapshotterErofs: true, "overlayfs": false, "native": false} {
+		for _, ns := range []string{"default", criNamespace} {
+			if got := (&Containerd{snapshotter: sn, ns: ns}).ErofsUnpack(ctx); got != want {
+				t.Errorf("--snapshotter %s, namespace %s: ErofsUnpack = %v, want %v", sn, ns, got, want)
+			}
+		}
+	}
+	// auto in k8s.io: the CRI's snapshotter is not known (no daemon
+	// asked: a nil client would panic).
+	if (&Containerd{snapshotter: "auto", ns: criNamespace}).ErofsUnpack(ctx) {
+		t.Error("auto in k8s.io takes the EROFS form")
+	}
+}
+
+// kiln warm REPO:TAG --unpack, --snapshotter auto, on a containerd whose
+// EROFS snapshotter works: TAG names its EROFS form (kiln slim --format
+// erofs publishes it so), so warm takes REPO:TAG-erofs, auto picks erofs,
+// every layer's snapshot is the native EROFS image (no conversion), and a
+// container runs from it. With --snapshotter overlayfs the same TAG is
+// warmed as named.
+func TestWarmErofsFormNamed(t *testing.T) {
+	ctx := context.Background()
+	cd := startErofsContainerd(t, "")
+	reg := warmtest.NewRegistry(t)
+	host := testimage.HostLayer(t, "/bin/sh", "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	base, app := erofsAppLayers(t)
+	native := testimage.Image(t, testimage.Config{},
+		testimage.RawLayer(erofsImageFromTar(t, layerTar(t, host)), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, base), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, app), mediaTypeErofs))
+	dg, err := native.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip"))
+	ref := reg.Host + "/kiln-erofs/form:v1"
+	testimage.Push(t, ref+warm.ErofsTagSuffix, native)
+	testimage.Push(t, ref, layers.NameErofsForm(gz, dg))
+
+	// overlayfs first, in a namespace of its own, as a dry run: the EROFS
+	// form is not even looked at.
+	ov, err := Open(ctx, cd.Socket, Options{Snapshotter: "overlayfs", Namespace: "kiln-overlay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ov.Close()
+	rep, err := warm.Run(ctx, warm.RunOptions{Target: ov, Refs: []string{ref},
+		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
+		Options: warm.Options{Unpack: true, DryRun: true}})
+	if err != nil || rep.Images[0].Form != "" || rep.Images[0].Note != "" {
+		t.Fatalf("overlayfs: %v, image %+v", err, rep.Images)
+	}
+
+	tgt, err := Open(ctx, cd.Socket, Options{Snapshotter: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	rep, err = warm.Run(ctx, warm.RunOptions{Target: tgt, Refs: []string{ref},
+		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
+		Options: warm.Options{Unpack: true}})
+	if err != nil || !rep.Ready || !rep.Unpacked {
+		t.Fatalf("ready=%v unpacked=%v err=%v", rep != nil && rep.Ready, rep != nil && rep.Unpacked, err)
+	}
+	if im := rep.Images[0]; im.Form != warm.FormErofs || im.Source != ref+warm.ErofsTagSuffix || rep.Snapshotter != SnapshotterErofs {
+		t.Fatalf("report %+v into %s: want %s%s into erofs", im, rep.Snapshotter, ref, warm.ErofsTagSuffix)
+	}
+	if tr, _, _ := tgt.UnpackTrace(); len(tr) != 3 {
+		t.Fatalf("trace %+v: want 3 layers", tr)
+	}
+	out, err := cd.RunOutput(t, SnapshotterErofs, ref, "kiln-erofs-form", nil, "/bin/cat", "/etc/hello", "/etc/keep")
+	if err != nil || !strings.Contains(out, "hello from erofs") {
+		t.Fatalf("ctr run: %v\n%q", err, out)
+	}
+}
