@@ -57,17 +57,6 @@ type RunOptions struct {
 	Check func(ctx context.Context, ref string) error
 }
 
-// Report is what Run did.
-type Report struct {
-	*Result
-	// Signed are the signatures (Signer), SBOMs the BOM referrers.
-	Signed []*sign.Signed
-	SBOMs  []string
-	// Attested says the SBOM is in each image's attestation manifest.
-	Attested  bool
-	Explained *Explanation
-}
-
 // UsageError is a build the command line asked for that cannot be done
 // as asked, found after the build (a command exits 2 on it).
 type UsageError struct{ Err error }
@@ -108,7 +97,12 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
 		fmt.Fprintf(o.log(), "kiln: content tag %s\n", content.Tag)
 	}
-	rep := &Report{Result: res, Attested: o.Attest != nil}
+	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push, Provenance: o.Provenance, Attested: o.Attest != nil}
+	for _, out := range o.Outputs {
+		if !out.Pushes() {
+			rep.To = append(rep.To, out.Ref.Raw)
+		}
+	}
 	var erofsPushed []Pushed
 	if o.ErofsTo != "" {
 		p, err := o.pushErofs(ctx, res.Pushed)

@@ -15,8 +15,6 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-	"github.com/kiln-build/kiln/internal/bytesize"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -26,51 +24,18 @@ import (
 // BuildOptions are kiln build's inputs.
 type BuildOptions struct {
 	// Version is kiln\'s, recorded in what the command attaches (SBOM, provenance).
-	Version    string
-	IO         *cmdutil.IO
-	File       string
-	Locked     bool
-	DryRun     bool
-	Dockerfile bool
-	JSON       bool
-
+	Version string
+	IO      *cmdutil.IO
+	File    string
+	Locked  bool
+	JSON    bool
+	Epoch   string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
+	// Flags are the build's own (--push, --to, --compression, ...):
+	// builder.Flags.Parse checks them.
+	builder.Flags
 	cmdutil.BuilderFlags
-
-	Push         string
-	Outputs      []string
-	Compression  string
-	Format       string
-	Erofs        string
-	MaxLayerSize string
-	CacheFrom    []string
-	CacheTo      []string
-	Progress     string
-	Platforms    []string
-	NoTest       bool
-	// Rebuild is --rebuild: build even when the --push repository's
-	// content tag holds an image built from the same inputs (by default
-	// that image answers). SkipExisting is the deprecated --skip-existing,
-	// which that default made a no-op.
-	Rebuild      bool
-	SkipExisting bool
-	// Explain is --explain: per step, hit or miss against ExplainAgainst
-	// (default: the --push tag's last push), which input changed, and the
-	// cost in bytes.
-	Explain        bool
-	ExplainAgainst string
-	Check          string
-	Epoch          string // SOURCE_DATE_EPOCH; "" = $SOURCE_DATE_EPOCH, else 0
-	Insecure       []string
 	// lopts is the run's registry options (registryOptions).
 	lopts []registry.Option
-	// SBOM is --sbom: each pushed image gets a CycloneDX BOM of its
-	// pinned inputs, as a referrer, or with --provenance in the
-	// attestation manifest beside the image (sbomcmd.go).
-	SBOM bool
-	// Provenance is --provenance: min, max or none (BuildKit's SLSA
-	// provenance attestation); BuilderID its builder.id.
-	Provenance string
-	BuilderID  string
 	cmdutil.SignFlag
 	cmdutil.RecipeFlags
 	// BuildKit connects to the builder (Factory.Connect).
@@ -225,107 +190,12 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 // run's options and --check's rules (nil: no check); every mistake is a
 // usage error (exit 2) naming the flag.
 func parseBuildFlags(opts *BuildOptions) (*builder.RunOptions, *analyze.Rules, error) {
-	// The one --progress vocabulary, and BuildKit's rawjson (not shown).
-	progress, err := builder.ParseProgress(opts.Progress)
+	lopts := opts.registryOptions()
+	ro, rules, err := opts.Flags.Parse(lopts)
 	if err != nil {
-		return nil, nil, cmdutil.UsageErr("%v", err)
+		return nil, nil, usageErr(err)
 	}
 	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
-	comp := opts.Compression
-	switch comp {
-	case "zstd", "gzip", "none":
-	case "both":
-		comp = "gzip" // --push adds the zstd variant
-	default:
-		return nil, nil, cmdutil.UsageErr("--compression: %q is not one of both, gzip, zstd, none", opts.Compression)
-	}
-	maxLayer, err := bytesize.Parse(opts.MaxLayerSize)
-	if err != nil {
-		return nil, nil, cmdutil.UsageErr("--max-layer-size: %v", err)
-	}
-	if opts.DryRun && opts.Dockerfile {
-		return nil, nil, cmdutil.UsageErr("--dry-run and --dockerfile print different things; pick one")
-	}
-	switch opts.Provenance {
-	case "", "none", "false":
-		opts.Provenance = ""
-	case "min", "max":
-	default:
-		return nil, nil, cmdutil.UsageErr("--provenance %q: want min, max or none", opts.Provenance)
-	}
-	if opts.BuilderID != "" && opts.Provenance == "" {
-		return nil, nil, cmdutil.UsageErr("--builder-id needs --provenance min or max")
-	}
-	if opts.SBOM && opts.Push == "" && opts.Provenance == "" {
-		return nil, nil, cmdutil.UsageErr("--sbom needs --push (attached next to the pushed image) or --provenance (attested beside the image in its index)")
-	}
-	lopts := opts.registryOptions()
-	ro := &builder.RunOptions{Options: builder.Options{Platforms: opts.Platforms, Compression: comp, MaxLayerSize: maxLayer, Progress: progress,
-		ProgressOut: opts.IO.ErrOut, NoProbes: opts.NoTest, Insecure: opts.Insecure, Registry: lopts, Tools: toolsExecutable(),
-		Provenance: opts.Provenance, BuilderID: opts.BuilderID, Params: map[string]string{"version": opts.Version}},
-		Connect: func(ctx context.Context) (*client.Client, string, error) {
-			return opts.BuildKit(ctx, opts.Builder, opts.TLS())
-		},
-		Push: opts.Push, Encodings: opts.Compression, Rebuild: opts.Rebuild, SBOM: opts.SBOM, Version: opts.Version}
-	if ro.Outputs, err = parseOutputs(opts); err != nil {
-		return nil, nil, err
-	}
-	for _, s := range opts.CacheFrom {
-		c, err := builder.ParseCacheSpec(s, false)
-		if err != nil {
-			return nil, nil, cmdutil.UsageErr("--cache-from: %v", err)
-		}
-		ro.CacheFrom = append(ro.CacheFrom, c)
-	}
-	for _, s := range opts.CacheTo {
-		c, err := builder.ParseCacheSpec(s, true)
-		if err != nil {
-			return nil, nil, cmdutil.UsageErr("--cache-to: %v", err)
-		}
-		ro.CacheTo = append(ro.CacheTo, c)
-	}
-	for _, p := range opts.Platforms {
-		if _, err := builder.ParsePlatform(p); err != nil {
-			return nil, nil, cmdutil.UsageErr("--platform: %v", err)
-		}
-	}
-	if ro.ErofsCompression, err = erofs.ParseCompression(opts.Erofs); err != nil {
-		return nil, nil, cmdutil.UsageErr("--erofs-compression: %v", err)
-	}
-	switch opts.Format {
-	case "oci", "":
-	case "erofs":
-		if opts.Push == "" {
-			return nil, nil, cmdutil.UsageErr("--format erofs needs --push: the EROFS image is converted from the pushed one and pushed beside it (or run kiln convert --format erofs on an OCI layout)")
-		}
-		if len(opts.Platforms) > 1 {
-			return nil, nil, cmdutil.UsageErr("--format erofs: one --platform at a time (an EROFS image is one platform's filesystem)")
-		}
-		if ro.ErofsTo, err = cmdutil.ErofsDest(opts.Push, nil); err != nil {
-			return nil, nil, cmdutil.UsageErr("--format erofs: %v", err)
-		}
-	default:
-		return nil, nil, cmdutil.UsageErr("--format: %q is not one of oci, erofs", opts.Format)
-	}
-	var rules *analyze.Rules
-	if opts.Check != "" {
-		if len(ro.Outputs) == 0 {
-			return nil, nil, cmdutil.UsageErr("--check needs --push or --to: it analyzes the image the build wrote")
-		}
-		if rules, err = analyze.LoadRules(opts.Check); err != nil {
-			return nil, nil, cmdutil.UsageErr("--check: %v", err)
-		}
-	}
-	if opts.ExplainAgainst != "" {
-		opts.Explain = true
-	}
-	if opts.Explain && opts.Push == "" && opts.ExplainAgainst == "" {
-		return nil, nil, cmdutil.UsageErr("--explain needs --push (it compares with the tag's last push) or --explain-against REF")
-	}
-	ro.Explain, ro.ExplainAgainst = opts.Explain, opts.ExplainAgainst
-	if opts.Rebuild && opts.SkipExisting {
-		return nil, nil, cmdutil.UsageErr("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
-	}
 	if opts.SkipExisting {
 		fmt.Fprintln(opts.IO.ErrOut, "kiln: --skip-existing is deprecated and does nothing: with --push a no-op rebuild answers from the content tag by default (--rebuild opts out)")
 	}
@@ -336,55 +206,20 @@ func parseBuildFlags(opts *BuildOptions) (*builder.RunOptions, *analyze.Rules, e
 	if err != nil {
 		return nil, nil, err
 	}
-	ro.Signer = opts.SignFlag.Signer(key, lopts)
+	ro.Signer, ro.Version, ro.Tools = opts.SignFlag.Signer(key, lopts), opts.Version, toolsExecutable()
+	ro.ProgressOut, ro.Params = opts.IO.ErrOut, map[string]string{"version": opts.Version}
+	ro.Connect = func(ctx context.Context) (*client.Client, string, error) {
+		return opts.BuildKit(ctx, opts.Builder, opts.TLS())
+	}
 	return ro, rules, nil
 }
 
-// parseOutputs are --push (and its REF-zstd with --compression both) and
-// the --to outputs.
-func parseOutputs(opts *BuildOptions) ([]builder.Output, error) {
-	var outputs []builder.Output
-	if opts.Push != "" {
-		ref, err := layers.ParseRef(opts.Push, opts.registryOptions()...)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--push: %v", err)
-		}
-		if ref.Kind != layers.KindRegistry {
-			return nil, cmdutil.UsageErr("--push %s: want a registry reference; use --to for %s", opts.Push, ref.Kind)
-		}
-		outputs = append(outputs, builder.Output{Ref: ref})
-		if opts.Compression == "both" {
-			zd, err := cmdutil.ZstdDest(opts.Push, nil)
-			if err != nil {
-				return nil, cmdutil.UsageErr("--compression both: %v", err)
-			}
-			zref, err := layers.ParseRef(zd, opts.registryOptions()...)
-			if err != nil {
-				return nil, cmdutil.UsageErr("--compression both: %v", err)
-			}
-			outputs = append(outputs, builder.Output{Ref: zref, Compression: "zstd"})
-		}
+// usageErr is err with exit 2 when builder says it is a usage mistake.
+func usageErr(err error) error {
+	if ue := (*builder.UsageError)(nil); errors.As(err, &ue) {
+		return cmdutil.Exit(cmdutil.ExitUsage, ue.Err)
 	}
-	for _, o := range opts.Outputs {
-		ref, err := layers.ParseRef(o)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--to: %v", err)
-		}
-		switch ref.Kind {
-		case layers.KindOCILayout, layers.KindDockerArchive:
-			outputs = append(outputs, builder.Output{Ref: ref})
-		default:
-			return nil, cmdutil.UsageErr("--to %s: want oci:DIR or docker-archive:FILE (use --push for a registry)", o)
-		}
-	}
-	if len(opts.Outputs) > 1 {
-		for _, o := range outputs {
-			if o.Ref.Kind == layers.KindOCILayout {
-				return nil, cmdutil.UsageErr("--to oci:DIR cannot be combined with another --to in one build; run kiln build again for the other (it is fully cached)")
-			}
-		}
-	}
-	return outputs, nil
+	return err
 }
 
 func runBuild(ctx context.Context, opts *BuildOptions) error {
@@ -427,14 +262,14 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		ro.Check = func(ctx context.Context, ref string) error { return checkBuilt(ctx, opts, plan, ref, rules) }
 	}
 	rep, err := builder.Run(ctx, *ro)
-	var ue *builder.UsageError
-	if errors.As(err, &ue) {
-		return cmdutil.Exit(cmdutil.ExitUsage, ue.Err)
-	}
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
-	writeBuildReport(opts, plan, rep)
+	if opts.JSON {
+		_ = cmdutil.WriteJSON(opts.IO.Out, rep.JSON())
+		return nil
+	}
+	rep.WriteText(opts.IO.Out)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/recipes"
@@ -25,7 +26,7 @@ func TestCheckBuilt(t *testing.T) {
 	d, _ := img.Digest()
 	plan := &recipes.Plan{GPUs: []recipes.PlanGPU{{Name: "H100", ComputeCapability: "9.0"}}}
 	var errOut bytes.Buffer
-	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Check: "rules.yaml", Progress: "quiet"}
+	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Flags: builder.Flags{Check: "rules.yaml", Progress: "quiet"}}
 	ref := reg + "/acme/app@" + d.String()
 
 	pass, _ := analyze.ParseRules("rules.yaml", []byte("forbid: [dev_tools]\n"))

@@ -39,7 +39,7 @@ func TestBuildSkipExisting(t *testing.T) {
 
 	// Pretend an earlier build pushed its result under the content tag.
 	// The defaults: --compression both, --max-layer-size 512MiB.
-	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
+	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
 	opts.Mirror, opts.MirrorSet = reg, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	_, in, c := contentTag(t, opts)
@@ -111,7 +111,7 @@ func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in buil
 		testimage.Push(t, reg+"/nvidia/cuda:11.8.0-"+s+"-debian12", img)
 	}
 	f = buildRecipe(t)
-	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
+	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
 	opts.Mirror, opts.MirrorSet = reg, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	plan, in, c := contentTag(t, opts)
