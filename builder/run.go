@@ -58,7 +58,8 @@ type RunOptions struct {
 }
 
 // UsageError is a build the command line asked for that cannot be done
-// as asked, found after the build (a command exits 2 on it).
+// as asked (Flags.Parse's mistakes, and one found after the solve: an
+// EROFS variant of several platforms); a command exits 2 on it.
 type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
@@ -82,7 +83,8 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.SBOM && o.Provenance != "" {
+	attested := o.SBOM && o.Provenance != ""
+	if attested {
 		o.Attest = SBOMAttestations(o.Push, o.Plan, o.Lock, o.Inputs, o.Version)
 	}
 	if res != nil {
@@ -97,7 +99,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
 		fmt.Fprintf(o.log(), "kiln: content tag %s\n", content.Tag)
 	}
-	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push, Provenance: o.Provenance, Attested: o.Attest != nil}
+	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push, Provenance: o.Provenance, Attested: attested}
 	for _, out := range o.Outputs {
 		if !out.Pushes() {
 			rep.To = append(rep.To, out.Ref.Raw)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
-	"github.com/kiln-build/kiln/recipes"
 )
 
 // WriteWheels prints what the wheel cache did, a line per compiled wheel
@@ -54,18 +53,6 @@ func warnWheels(w io.Writer, uses []WheelUse) {
 	for _, u := range uses {
 		if !u.Cached && !u.Pushed && u.Note != "" {
 			fmt.Fprintf(w, "warning: %s %s: %s\n", u.Package, u.Platform, u.Note)
-		}
-	}
-}
-
-// PinLock pins the cache to lock (kiln build --locked): the lock's keys
-// are used as they are, and a cached wheel only when the lock pins it.
-func (wc *WheelCache) PinLock(l *recipes.Lock) {
-	wc.Locked, wc.Pinned = true, map[string]string{}
-	for _, w := range l.CompiledWheels {
-		wc.Keys = append(wc.Keys, w.Key)
-		if w.Cached && w.SHA256 != "" {
-			wc.Pinned[w.Key.Digest()] = w.SHA256
 		}
 	}
 }
