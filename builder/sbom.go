@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -72,17 +71,11 @@ func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock 
 		if err != nil {
 			return out, err
 		}
-		repo := r.Name.Context()
-		desc, err := layers.HeadDigest(ctx, repo.Digest(p.Digest).String(), lopts...)
-		if err != nil {
-			return out, fmt.Errorf("--sbom: %w", err)
-		}
 		comps, props := bomParts(plan, lock, in)
 		props = append(props, sbom.Property{Name: "kiln:build:compression", Value: p.Compression})
-		bom := sbom.New(sbom.Subject{Name: repo.String(), Digest: p.Digest}, comps, props, tool, time.Now())
-		dg, err := sbom.PushReferrer(ctx, repo, *desc, bom, lopts...)
+		dg, err := sbom.AttachReferrer(ctx, r.Name.Context().Digest(p.Digest).String(), "", comps, props, tool, lopts...)
 		if err != nil {
-			return out, fmt.Errorf("--sbom: %w", err)
+			return out, err
 		}
 		out = append(out, dg)
 	}

@@ -7,6 +7,12 @@
 // The plan is first lowered to a small, pure description (stages of steps);
 // both the LLB graph and the Dockerfile are rendered from that description,
 // so the two cannot drift apart.
+//
+// Run is a whole build once its flags are read (Flags.Parse makes its
+// RunOptions; kiln build is flags, Run, report): the content tag's
+// answer (the image already built from the same inputs) or the solve,
+// the content tag, the EROFS variant, SBOMs and signatures through
+// layers/publish, --check (a hook) and --explain; Report renders it.
 package builder
 
 import (

@@ -424,3 +424,15 @@ func (r *wheelRun) export(ctx context.Context, c gateway.Client, g *Graph, cw Co
 	}
 	return dst, nil
 }
+
+// PinLock pins the cache to lock (kiln build --locked): the lock's keys
+// are used as they are, and a cached wheel only when the lock pins it.
+func (wc *WheelCache) PinLock(l *recipes.Lock) {
+	wc.Locked, wc.Pinned = true, map[string]string{}
+	for _, w := range l.CompiledWheels {
+		wc.Keys = append(wc.Keys, w.Key)
+		if w.Cached && w.SHA256 != "" {
+			wc.Pinned[w.Key.Digest()] = w.SHA256
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
@@ -62,6 +63,31 @@ func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor,
 	dg, _, err := sign.PushReferrer(ctx, repo, subj, MediaType, b, map[string]string{"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339)}, lopts...)
 	if err != nil {
 		return "", fmt.Errorf("attaching to %s@%s: %w", repo, subj.Digest, registry.RedactError(err))
+	}
+	return dg, nil
+}
+
+// AttachReferrer makes the BOM of the manifest at ref (REPO@DIGEST or
+// REPO:TAG, read back by HEAD: the subject is what the registry holds)
+// from comps and props, typ the subject's type ("" an image, TypeData a
+// weights artifact), and stores it as the manifest's referrer
+// (PushReferrer), returning the referrer's digest: the one way kiln
+// build --sbom (without provenance) and kiln weights strip --sbom attach
+// a BOM. An OCI layout has nowhere to keep a referrer: "", nil.
+func AttachReferrer(ctx context.Context, ref, typ string, comps []Component, props []Property, tool string, lopts ...registry.Option) (string, error) {
+	r, err := layers.ParseRef(ref, lopts...)
+	if err != nil || r.Kind != layers.KindRegistry {
+		return "", err
+	}
+	repo := r.Name.Context()
+	desc, err := layers.HeadDigest(ctx, ref, lopts...)
+	if err != nil {
+		return "", fmt.Errorf("--sbom: %w", err)
+	}
+	bom := New(Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: typ}, comps, props, tool, time.Now())
+	dg, err := PushReferrer(ctx, repo, *desc, bom, lopts...)
+	if err != nil {
+		return "", fmt.Errorf("--sbom: %w", err)
 	}
 	return dg, nil
 }

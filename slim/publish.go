@@ -157,9 +157,11 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 	if o.Erofs.Dest != "" {
 		// From the last encoding's blobs (zstd when there is one): the
 		// same tars, read from the work directory, diff IDs checked.
-		er, err := convert.ToErofs(ctx, imgs[len(imgs)-1], convert.Options{Jobs: o.Erofs.Jobs, TempDir: o.Erofs.WorkDir}, o.Erofs.Compression)
+		// Converted before anything is written (a failed conversion
+		// writes nothing); the loop below writes it with the others.
+		er, err := publish.Erofs(convert.Options{Jobs: o.Erofs.Jobs, TempDir: o.Erofs.WorkDir}, o.Erofs.Compression)(ctx, imgs[len(imgs)-1])
 		if err != nil {
-			return nil, fmt.Errorf("--format erofs: %w", err)
+			return nil, err
 		}
 		defer er.Close()
 		dig, err := er.Image.Digest()

@@ -3,9 +3,7 @@ package weights
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 )
@@ -15,10 +13,6 @@ import (
 // aref, when it is in a registry, and returns the referrer's digest (""
 // for an artifact in an OCI layout).
 func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopts ...registry.Option) (string, error) {
-	r, err := layers.ParseRef(aref, lopts...)
-	if err != nil || r.Kind != layers.KindRegistry {
-		return "", err
-	}
 	var comps []sbom.Component
 	for _, f := range m.Files {
 		comps = append(comps, sbom.Component{Type: sbom.TypeFile, Name: f.Path, Hashes: []sbom.Hash{{Alg: "SHA-256", Content: f.SHA256}},
@@ -28,15 +22,5 @@ func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopt
 	if m.SourceImage != "" {
 		props = append(props, sbom.Property{Name: "kiln:weights:source-image", Value: m.SourceImage})
 	}
-	repo := r.Name.Context()
-	desc, err := layers.HeadDigest(ctx, aref, lopts...)
-	if err != nil {
-		return "", err
-	}
-	bom := sbom.New(sbom.Subject{Name: repo.String(), Digest: desc.Digest.String(), Type: sbom.TypeData}, comps, props, tool, time.Now())
-	dg, err := sbom.PushReferrer(ctx, repo, *desc, bom, lopts...)
-	if err != nil {
-		return "", fmt.Errorf("--sbom: %w", err)
-	}
-	return dg, nil
+	return sbom.AttachReferrer(ctx, aref, sbom.TypeData, comps, props, tool, lopts...)
 }

@@ -26,14 +26,11 @@ func TestCheckBuilt(t *testing.T) {
 	d, _ := img.Digest()
 	plan := &recipes.Plan{GPUs: []recipes.PlanGPU{{Name: "H100", ComputeCapability: "9.0"}}}
 	var errOut bytes.Buffer
-	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Check: "rules.yaml", Progress: "quiet"}
-	out, perr := builder.ParseOutput(reg + "/acme/app:1")
-	if perr != nil {
-		t.Fatal(perr)
-	}
+	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Flags: builder.Flags{Check: "rules.yaml", Progress: "quiet"}}
+	ref := reg + "/acme/app@" + d.String()
 
 	pass, _ := analyze.ParseRules("rules.yaml", []byte("forbid: [dev_tools]\n"))
-	if err := checkBuilt(context.Background(), opts, plan, d.String(), out, pass); err != nil {
+	if err := checkBuilt(context.Background(), opts, plan, ref, pass); err != nil {
 		t.Fatalf("passing rules: %v", err)
 	}
 	if !strings.Contains(errOut.String(), "passed") || !strings.Contains(errOut.String(), "H100 9.0") {
@@ -41,7 +38,7 @@ func TestCheckBuilt(t *testing.T) {
 	}
 	errOut.Reset()
 	fail, _ := analyze.ParseRules("rules.yaml", []byte("forbid: [static_libs]\n"))
-	err := checkBuilt(context.Background(), opts, plan, d.String(), out, fail)
+	err := checkBuilt(context.Background(), opts, plan, ref, fail)
 	var s cmdutil.SilentExit
 	if !errors.As(err, &s) || int(s) != cmdutil.ExitRule || !strings.Contains(errOut.String(), "static_libs") {
 		t.Errorf("breaking rules: err %v, stderr %q", err, errOut.String())

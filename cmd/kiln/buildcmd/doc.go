@@ -1,9 +1,9 @@
-// Package buildcmd is kiln build: a recipe (or its lock) to a plan and
-// builder inputs, the destinations and caches checked before the build,
-// then builder.Build on the BuildKit daemon the Factory dials, and after
-// it the SBOM referrers and --sign-key signatures of what BuildKit pushed
-// (through publish), the --check rules and the report. The build graph,
-// exports and solve live in builder; recipes resolve and lock.
+// Package buildcmd is kiln build: its flags into builder.Flags and the
+// recipe (or its lock) into a plan and builder inputs, then builder.Run
+// (the content tag's answer or the solve on the BuildKit daemon the
+// Factory dials, the content tag, the EROFS variant, SBOMs, signatures,
+// --check and --explain), then the report. --dry-run and --dockerfile
+// stop before the build.
 //
 // NewCmdBuild(f, runF): runF, when not nil, gets the parsed BuildOptions
 // instead of the build running.

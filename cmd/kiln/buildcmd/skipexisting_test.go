@@ -39,18 +39,10 @@ func TestBuildSkipExisting(t *testing.T) {
 
 	// Pretend an earlier build pushed its result under the content tag.
 	// The defaults: --compression both, --max-layer-size 512MiB.
-	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
+	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
 	opts.Mirror, opts.MirrorSet = reg, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
-	plan, in, dir, err := buildInputs(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
-	c, err := findContentTag(context.Background(), opts, plan, in, dir, maxLayer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, in, c := contentTag(t, opts)
 	if c.Existing != nil || !strings.HasPrefix(c.Tag.TagStr(), "kiln-") {
 		t.Fatalf("content tag %s exists before any push", c.Tag)
 	}
@@ -119,18 +111,10 @@ func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in buil
 		testimage.Push(t, reg+"/nvidia/cuda:11.8.0-"+s+"-debian12", img)
 	}
 	f = buildRecipe(t)
-	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
+	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
 	opts.Mirror, opts.MirrorSet = reg, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
-	plan, in, dir, err := buildInputs(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
-	c, err := findContentTag(context.Background(), opts, plan, in, dir, maxLayer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, in, c := contentTag(t, opts)
 	for tag, comp := range map[string]string{c.Tag.String(): "gzip", layers.ZstdTag(c.Tag).String(): "zstd"} {
 		testimage.Push(t, tag, testimage.Image(t, cfg(plan, in), testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, comp)))
 	}
@@ -186,6 +170,24 @@ func TestBuildReuseIsChecked(t *testing.T) {
 			t.Errorf("%s: exit %d (want a build attempt, saying why): %s", what, code, errOut)
 		}
 	}
+}
+
+// contentTag is the --push repository's content tag of the build opts
+// describe (builder.RunOptions.FindContent), with the default
+// --max-layer-size.
+func contentTag(t *testing.T, opts *BuildOptions) (*recipes.Plan, builder.Inputs, *builder.Content) {
+	t.Helper()
+	plan, in, _, dir, err := buildInputs(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
+	ro := builder.RunOptions{Options: builder.Options{ContextDir: dir, MaxLayerSize: maxLayer}, Plan: plan, Inputs: in, Push: opts.Push, Encodings: opts.Compression}
+	c, err := ro.FindContent(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, in, c
 }
 
 func mustRef(t *testing.T, s string) name.Reference {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -223,26 +224,28 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	var done atomic.Int64
 	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, total, &done)
 	co := convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done}
-	var res *convert.Result
-	switch opts.Format {
-	case "estargz":
-		res, err = convert.ToEStargz(ctx, src, co, startup)
-	case "erofs":
-		res, err = convert.ToErofs(ctx, src, co, ecomp)
-	default:
-		res, err = convert.ToZstd(ctx, src, co)
+	conv := func(ctx context.Context, src v1.Image) (res *convert.Result, err error) {
+		switch opts.Format {
+		case "estargz":
+			res, err = convert.ToEStargz(ctx, src, co, startup)
+		case "erofs":
+			res, err = convert.ToErofs(ctx, src, co, ecomp)
+		default:
+			res, err = convert.ToZstd(ctx, src, co)
+		}
+		bar.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("convert %s: %w", opts.Image, err)
+		}
+		return res, nil
 	}
-	bar.Stop()
-	if err != nil {
-		return fmt.Errorf("convert %s: %w", opts.Image, err)
-	}
-	defer res.Close()
-	pub, err := publish.WithSign(publish.Writer(lopts...), opts.SignFlag.Signer(key, lopts)).Publish(ctx, res.Image, to)
+	pub := publish.WithSign(publish.Writer(lopts...), opts.SignFlag.Signer(key, lopts))
+	v, err := publish.PublishVariant(ctx, pub, conv, src, to)
 	if err != nil {
 		return err
 	}
-	dg, signed := pub.Digest, pub.Signed
-	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: dg.String(), Level: opts.Level, Format: "oci", Layers: res.Layers, Signed: signed}
+	signed := v.Signed
+	rep := convertReport{Schema: "kiln.convert/v1", From: opts.Image, To: to, Digest: v.Digest.String(), Level: opts.Level, Format: "oci", Layers: v.Layers, Signed: signed}
 	col, decode := "ZSTD", "ZSTD DECODE"
 	switch opts.Format {
 	case "estargz":
@@ -253,7 +256,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		rep.ErofsCompression = string(ecomp)
 		rep.Note = erofsNote(opts.Image, to)
 	}
-	for _, l := range res.Layers {
+	for _, l := range v.Layers {
 		rep.Before += l.FromSize
 		rep.After += l.ToSize
 	}
@@ -262,7 +265,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	}
 	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\t%s\t\n", col, decode)
-	for _, l := range res.Layers {
+	for _, l := range v.Layers {
 		to := fmt.Sprintf("%.2fs", l.ToDecode)
 		if decode == "" {
 			to = ""

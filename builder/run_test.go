@@ -1,4 +1,4 @@
-package buildcmd
+package builder
 
 import (
 	"bytes"
@@ -7,14 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/builder"
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
-// TestPushErofs: what --format erofs does after the build pushed REF and
+// TestPushErofs: what --format erofs (RunOptions.ErofsTo) does after the build pushed REF and
 // REF-zstd: the zstd image (by digest) becomes native EROFS layers under
 // REF-erofs, and the result is one more pushed image for --sbom and
 // --sign-key.
@@ -30,12 +28,8 @@ func TestPushErofs(t *testing.T) {
 	testimage.Push(t, reg+"/acme/app:1-zstd", img)
 	d, _ := img.Digest()
 	var errOut bytes.Buffer
-	opts := &BuildOptions{IO: &cmdutil.IO{ErrOut: &errOut}, Push: reg + "/acme/app:1", Format: "erofs", Erofs: "lz4hc", Compression: "both", Progress: "none", MaxLayerSize: "0"}
-	fl, err := parseBuildFlags(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pushErofs(context.Background(), opts, fl, []builder.Pushed{
+	o := &RunOptions{Options: Options{ProgressOut: &errOut}, ErofsTo: reg + "/acme/app:1-erofs", ErofsCompression: erofs.LZ4HC}
+	p, err := o.pushErofs(context.Background(), []Pushed{
 		{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: "sha256:" + strings.Repeat("0", 64)},
 		{Ref: reg + "/acme/app:1-zstd", Compression: "zstd", Digest: d.String()},
 	})

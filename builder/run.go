@@ -1,0 +1,374 @@
+package builder
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/moby/buildkit/client"
+
+	"github.com/kiln-build/kiln/builder/wheelcache"
+	"github.com/kiln-build/kiln/convert"
+	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
+	"github.com/kiln-build/kiln/sign"
+)
+
+// RunOptions are a whole build once its flags are read: the solve's
+// Options, and what comes before and after the solve (kiln build).
+type RunOptions struct {
+	// Options are the solve's; Client is Connect's.
+	Options
+	Plan   *recipes.Plan
+	Inputs Inputs
+	// Connect dials the BuildKit daemon and names its address; it is
+	// called only when there is something to solve.
+	Connect func(ctx context.Context) (*client.Client, string, error)
+	// Push is --push as named: without Rebuild the repository's content
+	// tag answers a build from the same inputs, and a build adds it.
+	// Encodings is --compression as named (both: gzip, and zstd beside
+	// it), part of the content digest.
+	Push      string
+	Encodings string
+	Rebuild   bool
+	// Explain compares with ExplainAgainst (default: Push's last push).
+	Explain        bool
+	ExplainAgainst string
+	// ErofsTo (--format erofs) is where the pushed image converted to
+	// native EROFS layers goes ("" none), ErofsCompression inside them.
+	ErofsTo          string
+	ErofsCompression erofs.Compression
+	// SBOM attaches each pushed image's BOM (pinned inputs: Lock, or the
+	// plan), attested in the index with Provenance, else a referrer;
+	// Version names kiln as its tool.
+	SBOM    bool
+	Lock    *recipes.Lock
+	Version string
+	// Signer signs each pushed image and each wheel the build pushes
+	// (nil: none).
+	Signer *publish.Signer
+	// Check, when set, runs on what the build wrote first (Outputs[0], a
+	// registry image by digest) after the SBOMs and signatures.
+	Check func(ctx context.Context, ref string) error
+}
+
+// UsageError is a build the command line asked for that cannot be done
+// as asked (Flags.Parse's mistakes, and one found after the solve: an
+// EROFS variant of several platforms); a command exits 2 on it.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Run builds: the content tag's answer (the image already built from the
+// same inputs) or the solve, then the content tag, the EROFS variant,
+// the SBOMs, the signatures, the Check and the explanation.
+func Run(ctx context.Context, o RunOptions) (*Report, error) {
+	if o.ErofsTo != "" {
+		if err := erofs.Check(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// The earlier image is read before the build moves its tag.
+	ex, err := o.startExplain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	content, res, err := o.answerExisting(ctx)
+	if err != nil {
+		return nil, err
+	}
+	attested := o.SBOM && o.Provenance != ""
+	if attested {
+		o.Attest = SBOMAttestations(o.Push, o.Plan, o.Lock, o.Inputs, o.Version)
+	}
+	if res != nil {
+		fmt.Fprintf(o.log(), "kiln: up to date: %s was built from these inputs (%s); --rebuild builds again\n", res.Digest, res.ContentTag)
+	} else if res, err = o.solve(ctx); err != nil {
+		return nil, err
+	}
+	if content != nil && !res.Reused {
+		if err := content.TagPushed(ctx); err != nil {
+			return nil, err
+		}
+		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
+		fmt.Fprintf(o.log(), "kiln: content tag %s\n", content.Tag)
+	}
+	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push, Provenance: o.Provenance, Attested: attested}
+	for _, out := range o.Outputs {
+		if !out.Pushes() {
+			rep.To = append(rep.To, out.Ref.Raw)
+		}
+	}
+	var erofsPushed []Pushed
+	if o.ErofsTo != "" {
+		p, err := o.pushErofs(ctx, res.Pushed)
+		if err != nil {
+			return nil, err
+		}
+		res.Pushed = append(res.Pushed, p)
+		erofsPushed = res.Pushed[len(res.Pushed)-1:]
+	}
+	if o.SBOM {
+		// With --provenance the SBOM is attested inside each pushed index;
+		// the EROFS image, pushed by kiln, gets it as a referrer.
+		bomFor := res.Pushed
+		if rep.Attested {
+			bomFor = erofsPushed
+		}
+		if rep.SBOMs, err = AttachSBOMs(ctx, bomFor, o.Plan, o.Lock, o.Inputs, o.Version, o.lopts()); err != nil {
+			return nil, err
+		}
+	}
+	if rep.Signed, err = o.signAll(ctx, res.Pushed); err != nil {
+		return nil, err
+	}
+	if o.Check != nil {
+		if err := o.Check(ctx, writtenRef(o.Outputs[0], res.Digest)); err != nil {
+			return nil, err
+		}
+	}
+	if rep.Explained, err = ex.finish(ctx, res, o.lopts()); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// writtenRef is the image out holds: REPO@digest, oci:DIR or
+// docker-archive:FILE.
+func writtenRef(out Output, digest string) string {
+	switch out.Ref.Kind {
+	case layers.KindRegistry:
+		return out.Ref.Name.Context().String() + "@" + digest
+	case layers.KindDockerArchive:
+		return "docker-archive:" + out.Ref.Path
+	}
+	return "oci:" + out.Ref.Path
+}
+
+// log is where Run says what it does: ProgressOut.
+func (o *RunOptions) log() io.Writer {
+	if o.ProgressOut == nil {
+		return os.Stderr
+	}
+	return o.ProgressOut
+}
+
+// lopts are the options every registry read and write of the run goes
+// through (Registry, else the Insecure registries).
+func (o *RunOptions) lopts() []registry.Option {
+	if o.Registry == nil {
+		return []registry.Option{registry.WithInsecureRegistries(o.Insecure...)}
+	}
+	return o.Registry
+}
+
+// FindContent looks up the Push repository's content tag of this build
+// (FindContent).
+func (o *RunOptions) FindContent(ctx context.Context) (*Content, error) {
+	if _, err := layers.ParseRef(o.Push, o.lopts()...); err != nil {
+		return nil, fmt.Errorf("--push: %v", err)
+	}
+	c, err := FindContent(ctx, o.Plan, DigestInputs{
+		Inputs: o.Inputs, ContextDir: o.ContextDir, Platforms: o.Platforms, Compression: o.Encodings, MaxLayerSize: o.MaxLayerSize, NoProbes: o.NoProbes,
+	}, o.Push, o.Encodings == "both", o.lopts()...)
+	if err != nil {
+		return nil, fmt.Errorf("content tag: %w", err)
+	}
+	return c, nil
+}
+
+// answerExisting looks up the Push repository's content tag of this
+// build (unless Rebuild). When it holds images built from the same
+// inputs, and checked to be (their kiln labels carry this recipe's hash
+// and lock digest), the Push tags are pointed at them and their result
+// is the build's: a no-op rebuild solves nothing. A build that also
+// writes --to outputs is built (its files come from the solve), and a
+// failed lookup is said and the build goes on. content is nil without
+// Push or with Rebuild; else the build adds the content tag to what it
+// pushes.
+func (o *RunOptions) answerExisting(ctx context.Context) (content *Content, reused *Result, err error) {
+	if o.Push == "" || o.Rebuild {
+		return nil, nil, nil
+	}
+	content, err = o.FindContent(ctx)
+	if err != nil {
+		fmt.Fprintf(o.log(), "kiln: building: the content tag could not be looked up (%v)\n", err)
+		return nil, nil, nil
+	}
+	if content.Existing == nil {
+		return content, nil, nil
+	}
+	for _, out := range o.Outputs {
+		if !out.Pushes() {
+			fmt.Fprintf(o.log(), "kiln: building: %s holds these inputs' image, but --to %s is written by the build\n", content.Tag, out)
+			return content, nil, nil
+		}
+	}
+	if err := content.Verify(ctx, o.Inputs); err != nil {
+		fmt.Fprintf(o.log(), "kiln: building: not reusing %v\n", err)
+		return content, nil, nil
+	}
+	if err := content.Reuse(ctx); err != nil {
+		return nil, nil, err
+	}
+	return content, content.Reused(o.Compression), nil
+}
+
+// solve builds the plan on the daemon Connect dials, after checking
+// where the image goes.
+func (o *RunOptions) solve(ctx context.Context) (*Result, error) {
+	if len(o.Outputs) == 0 && len(o.CacheTo) == 0 {
+		fmt.Fprintln(o.log(), "warning: no --push or --to: the image is built and tested but stays in the builder's cache")
+	}
+	// Where the image goes is checked before the build, not after it.
+	for _, out := range o.Outputs {
+		flag := "--output"
+		if out.Pushes() {
+			flag = "--push"
+		}
+		if err := layers.CheckTarget(ctx, flag, out.Ref, o.lopts()...); err != nil {
+			return nil, err
+		}
+	}
+	c, addr, err := o.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	fmt.Fprintf(o.log(), "kiln: building %s on %s\n", o.Plan.Name, addr)
+	so := o.Options
+	so.Client = c
+	if so.WheelCache != nil && o.Signer != nil && o.Signer.Key != nil && so.WheelCache.Sign == nil {
+		// The wheels the build pushes are signed as its images are.
+		pub := publish.WithSign(publish.Writer(), o.Signer)
+		so.WheelCache.Sign = func(ctx context.Context, e *wheelcache.Entry) error {
+			d, err := v1.NewHash(e.Manifest)
+			if err != nil {
+				return err
+			}
+			_, err = pub.Publish(ctx, publish.Pushed(d), e.Ref)
+			return err
+		}
+	}
+	res, err := Build(ctx, o.Plan, o.Inputs, so)
+	if res != nil {
+		warnWheels(o.log(), res.Wheels)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", o.Plan.Name, err)
+	}
+	return res, nil
+}
+
+// pushErofs converts the image the build pushed (the zstd one when there
+// are two: the same tars) into native EROFS layers and pushes it to
+// ErofsTo, returning it as one more pushed image for the SBOM and the
+// signature.
+func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, error) {
+	if len(pushed) == 0 {
+		return Pushed{}, fmt.Errorf("--format erofs: the build pushed nothing to convert")
+	}
+	src := pushed[len(pushed)-1]
+	if len(src.Images) > 1 {
+		return Pushed{}, &UsageError{fmt.Errorf("--format erofs: the build pushed %d platforms; build one --platform at a time", len(src.Images))}
+	}
+	digest := src.Digest
+	for _, d := range src.Images {
+		// An index of the image and its attestations: the image itself.
+		digest = d
+	}
+	lopts := o.lopts()
+	r, err := layers.ParseRef(src.Ref, lopts...)
+	if err != nil {
+		return Pushed{}, err
+	}
+	ref := r.Name.Context().String() + "@" + digest
+	li, err := layers.Open(ctx, ref, lopts...)
+	if err != nil {
+		return Pushed{}, err
+	}
+	defer li.Close()
+	img, err := li.V1(ctx)
+	if err != nil {
+		return Pushed{}, err
+	}
+	fmt.Fprintf(o.log(), "kiln: converting %s to EROFS (%s inside)\n", ref, o.ErofsCompression)
+	v, err := publish.PublishVariant(ctx, publish.Writer(lopts...), publish.Erofs(convert.Options{}, o.ErofsCompression), img, o.ErofsTo)
+	if err != nil {
+		return Pushed{}, err
+	}
+	return Pushed{Ref: o.ErofsTo, Compression: "erofs", Digest: v.Digest.String()}, nil
+}
+
+// signAll signs every manifest the build pushed (Signer nil: none):
+// BuildKit wrote them, publish signs them as it signs what slim, convert
+// and weights strip write.
+func (o *RunOptions) signAll(ctx context.Context, pushed []Pushed) ([]*sign.Signed, error) {
+	if o.Signer == nil || o.Signer.Key == nil {
+		return nil, nil
+	}
+	pub := publish.WithSign(publish.Writer(), o.Signer)
+	var signed []*sign.Signed
+	for _, p := range pushed {
+		h, err := v1.NewHash(p.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
+		}
+		res, err := pub.Publish(ctx, publish.Pushed(h), p.Ref)
+		if err != nil {
+			return nil, err
+		}
+		signed = append(signed, res.Signed)
+	}
+	return signed, nil
+}
+
+// explainer is Explain: the earlier image, read before the build moves
+// its tag, and this build's record.
+type explainer struct {
+	against *Against
+	now     *Record
+}
+
+// startExplain reads the image Explain compares with: ExplainAgainst,
+// else Push's last push.
+func (o *RunOptions) startExplain(ctx context.Context) (*explainer, error) {
+	if !o.Explain {
+		return nil, nil
+	}
+	ref := o.ExplainAgainst
+	if ref == "" {
+		ref = o.Push
+	}
+	now, err := NewRecord(o.Plan, o.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ReadAgainst(ctx, ref, o.lopts()...)
+	if err != nil {
+		return nil, fmt.Errorf("--explain: %w", err)
+	}
+	return &explainer{against: a, now: now}, nil
+}
+
+// finish explains res: per step against the earlier image, and the cost
+// of what it pushed.
+func (x *explainer) finish(ctx context.Context, res *Result, lopts []registry.Option) (*Explanation, error) {
+	if x == nil {
+		return nil, nil
+	}
+	e := x.against.Explain(x.now)
+	e.Reused, e.ContentTag = res.Reused, res.ContentTag
+	if len(res.Pushed) > 0 && x.against.Digest != "" {
+		if err := x.against.Measure(ctx, e, res.Pushed, lopts...); err != nil {
+			return nil, fmt.Errorf("--explain: %w", err)
+		}
+	}
+	return e, nil
+}
