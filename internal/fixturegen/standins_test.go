@@ -105,3 +105,69 @@ func TestStandInBases(t *testing.T) {
 		}
 	}
 }
+
+// With Debian 12's chain built (fixtures.sh bookworm), the debian12
+// stand-in is made of it, created_by and all, and only that stand-in: its
+// apt installs bookworm's Python 3.11 as NVIDIA's Debian 12 image's does.
+func TestStandInDebian12Chain(t *testing.T) {
+	epoch := time.Unix(1747699200, 0)
+	mk := func(path, body string) v1.Layer {
+		l, err := tarLayer([]tarFile{{name: path, mode: 0o644, data: []byte(body)}}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	passwd := "root:x:0:0:root:/root:/bin/bash\n"
+	layers := map[string]v1.Layer{
+		"base": mk("etc/passwd", passwd), "cudart": mk("usr/lib/x86_64-linux-gnu/libcudart.so.12", "x"),
+		"runtime": mk("usr/lib/x86_64-linux-gnu/libcublas.so.12", "x"), "devel": mk("usr/bin/nvcc", "12.4"),
+		"base-bookworm": mk("etc/passwd", passwd), "cudart-bookworm": mk("usr/lib/x86_64-linux-gnu/libcudart.so.11.0", "x"),
+		"runtime-bookworm": mk("usr/lib/x86_64-linux-gnu/libcublas.so.11", "x"), "devel-bookworm": mk("usr/bin/nvcc", "11.8"),
+	}
+	// Both bases need a group file for the Ubuntu stand-ins' user.
+	for _, n := range []string{"base", "base-bookworm"} {
+		l, err := tarLayer([]tarFile{{name: "etc/passwd", mode: 0o644, data: []byte(passwd)}, {name: "etc/group", mode: 0o644, data: []byte("root:x:0:\n# " + n + "\n")}}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers[n] = l
+	}
+	cb := map[string]string{"base": "ADD trixie", "cudart": "RUN", "runtime": "RUN", "devel": "RUN",
+		"base-bookworm": "ADD bookworm", "cudart-bookworm": "RUN", "runtime-bookworm": "RUN", "devel-bookworm": "RUN"}
+	imgs, err := buildStandIns(layers, cb, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digests := func(ref string) map[string]bool {
+		ls, err := imgs[ref].Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, l := range ls {
+			d, _ := l.Digest()
+			out[d.String()] = true
+		}
+		return out
+	}
+	has := func(ref, layer string) bool {
+		d, _ := layers[layer].Digest()
+		return digests(ref)[d.String()]
+	}
+	for _, n := range []string{"base", "cudart", "runtime", "devel"} {
+		if !has("nvidia/cuda:11.8.0-devel-debian12", n+"-bookworm") || has("nvidia/cuda:11.8.0-devel-debian12", n) {
+			t.Errorf("11.8.0 debian12 devel: not made of %s-bookworm alone", n)
+		}
+		if has("nvidia/cuda:12.8.1-devel-ubuntu24.04", n+"-bookworm") || !has("nvidia/cuda:12.8.1-devel-ubuntu24.04", n) {
+			t.Errorf("12.8.1 ubuntu24.04 devel: not made of trixie's %s", n)
+		}
+	}
+	cf, err := imgs["nvidia/cuda:11.8.0-base-debian12"].ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.History) == 0 || cf.History[0].CreatedBy != "ADD bookworm" {
+		t.Errorf("11.8.0 debian12 base history: %+v", cf.History)
+	}
+}
