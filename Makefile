@@ -98,11 +98,14 @@ e2e:
 # alone (NVIDIA's images under their real names, one wheel index with every
 # recipe's pins, the Python download through a Python mirror), each passing
 # its own test lines (and the index checked with real pip at every Python);
-# CI's e2e tier builds the default recipe only. Each is built again on its
+# CI builds the default recipe through the CLI (TestQuickstartGoInstalled)
+# and the offline stack (TestEndToEnd). Each is built again on its
 # devel base alone (what a single-stage Dockerfile ships, at best) for the
 # size and time beside kiln's; KILN_CATALOG_NAIVE=0 skips that.
-# KILN_CATALOG=NAME,NAME builds the ones named.
+# KILN_CATALOG=NAME,NAME builds the ones named. The fixtures first gain
+# Debian 12's chain (fixtures.sh bookworm: the debian12 stand-in's).
 catalog:
+	bash scripts/fixtures.sh bookworm
 	KILN_CATALOG=$${KILN_CATALOG:-all} KILN_CATALOG_NAIVE=$${KILN_CATALOG_NAIVE:-1} $(GO) test -count=1 -timeout 90m -v -run 'TestCatalog' ./builder/ ./builder/internal/wheelserve/
 
 # The e2e tests too long for CI's budget (the wheel cache's cold-runner
