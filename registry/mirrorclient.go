@@ -108,8 +108,8 @@ func (m *mirrored) read(ctx context.Context, ref name.Reference, read func(c *Cl
 }
 
 // served records that source i answered ref and says so, once per
-// reference: through which mirror, or from the registry after which
-// mirrors failed.
+// source: through which mirror, or from the registry after which mirrors
+// failed.
 func (m *mirrored) served(i int, ref name.Reference, failed []string) {
 	s := m.srcs[i]
 	m.mu.Lock()
@@ -124,8 +124,11 @@ func (m *mirrored) served(i int, ref name.Reference, failed []string) {
 			line = fmt.Sprintf("%s: read from %s after %s", ref, displayHost(m.repo.RegistryStr()), strings.Join(failed, "; "))
 		}
 	}
-	say := line != "" && !m.noted[line] && m.note != nil
-	m.noted[line] = true
+	// Said once per source (and what failed before it), not for each
+	// manifest of an index read after its tag.
+	key := fmt.Sprint(i, failed)
+	say := line != "" && !m.noted[key] && m.note != nil
+	m.noted[key] = true
 	m.mu.Unlock()
 	if say {
 		m.note(line)

@@ -35,6 +35,11 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 		t.Errorf("stderr:\n%s\nwant %q", errOut, want)
 	}
 
+	code, out, _ = run(t, "analyze", "acme/app:v1", "--json")
+	if code != cmdutil.ExitOK || !strings.Contains(out, `"mirror": "`+mirror+`"`) {
+		t.Errorf("--json does not name the mirror: exit %d\n%s", code, out)
+	}
+
 	// The flag's syntax is the variable's; the flag decides Docker Hub's
 	// mirrors over it.
 	code, _, errOut = run(t, "analyze", "acme/app:v1", "--mirror", "docker.io="+mirror)
