@@ -40,7 +40,7 @@ func TestBuildSkipExisting(t *testing.T) {
 	// Pretend an earlier build pushed its result under the content tag.
 	// The defaults: --compression both, --max-layer-size 512MiB.
 	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
-	opts.Mirror, opts.MirrorSet = reg, true
+	opts.Mirror, opts.MirrorSet = []string{reg}, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	plan, in, dir, err := buildInputs(context.Background(), opts)
 	if err != nil {
@@ -120,7 +120,7 @@ func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in buil
 	}
 	f = buildRecipe(t)
 	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Push: reg + "/acme/app:1", Compression: "both"}
-	opts.Mirror, opts.MirrorSet = reg, true
+	opts.Mirror, opts.MirrorSet = []string{reg}, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	plan, in, dir, err := buildInputs(context.Background(), opts)
 	if err != nil {
