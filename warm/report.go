@@ -53,7 +53,7 @@ type ImageReport struct {
 	// Source is the reference read when it differs from Ref (the zstd
 	// variant).
 	Source string `json:"source,omitempty"`
-	// Mirror is the endpoint read from (--mirror).
+	// Mirror is the registry mirror read through (docs/mirrors.md).
 	Mirror string `json:"mirror,omitempty"`
 	// Note says why a variant beside Ref was not used (not the same
 	// image in zstd).

@@ -65,8 +65,9 @@ type Image struct {
 	Layers   []ocispec.Descriptor
 	// Zstd is set when the image's layers are zstd-compressed.
 	Zstd bool
-	// Mirror is the endpoint the image was read from (--mirror), empty
-	// when it was read from its own registry.
+	// Mirror is the registry mirror the image was read through
+	// (registry.WithMirrors: --mirror, $KILN_MIRROR, the host's files),
+	// empty when it was read from its own registry.
 	Mirror string
 	// Note says why a variant beside the named tag was not used.
 	Note string

@@ -1,6 +1,8 @@
 package analyzecmd
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,6 +51,17 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 	code, _, errOut = run(t, "analyze", "acme/app:v1", "--mirror", "nohost")
 	if code != cmdutil.ExitUsage || !strings.Contains(errOut, "--mirror") || !strings.Contains(errOut, "not a registry host") {
 		t.Errorf("--mirror nohost: exit %d\n%s", code, errOut)
+	}
+	// Unset, Docker's daemon.json registry-mirrors serve Docker Hub.
+	t.Setenv(registry.MirrorEnv, "")
+	daemon := filepath.Join(t.TempDir(), "daemon.json")
+	if err := os.WriteFile(daemon, []byte(`{"registry-mirrors": ["http://`+mirror+`"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmdutil.MirrorFiles = registry.MirrorFiles{DockerDaemon: daemon}
+	code, _, errOut = run(t, "analyze", "acme/app:v1")
+	if code != cmdutil.ExitOK || !strings.Contains(errOut, "read through mirror http://"+mirror+" ("+daemon+")") {
+		t.Errorf("daemon.json registry-mirrors: exit %d\n%s", code, errOut)
 	}
 	t.Setenv(registry.MirrorEnv, "ghcr.io=")
 	code, _, errOut = run(t, "analyze", "acme/app:v1")
