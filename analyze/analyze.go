@@ -225,6 +225,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		SchemaVersion:  SchemaVersion,
 		Image:          img.Ref.Raw,
 		Source:         string(img.Ref.Kind),
+		Mirror:         img.Mirror,
 		Digest:         img.Digest.String(),
 		Platform:       layers.PlatformString(img.Platform),
 		CompressedSize: img.CompressedSize(),

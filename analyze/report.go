@@ -12,8 +12,11 @@ type Report struct {
 	SchemaVersion int    `json:"schema_version"`
 	Image         string `json:"image"`
 	Source        string `json:"source"`
-	Digest        string `json:"digest"`
-	Platform      string `json:"platform"`
+	// Mirror is the registry mirror the image was read through, when
+	// one was (--mirror, $KILN_MIRROR, the host's files).
+	Mirror   string `json:"mirror,omitempty"`
+	Digest   string `json:"digest"`
+	Platform string `json:"platform"`
 	// CompressedSize is the sum of the layer blobs (what a pull moves).
 	CompressedSize int64 `json:"compressed_size"`
 	// UncompressedSize is the sum of the layers' tar streams.

@@ -153,7 +153,7 @@ const DefaultArchs = "default"
 // of version: what pip wheel --no-binary compiles.
 func sourceDigest(ctx context.Context, idx *wheelindex.Client, pkg *recipes.PipPackage, version string) (string, error) {
 	if idx == nil {
-		idx = &wheelindex.Client{}
+		idx = &wheelindex.Client{Setting: recipes.WheelIndexSetting}
 	}
 	index := pkg.IndexURL
 	if index == "" {

@@ -1,6 +1,7 @@
 package hostcheck
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -21,22 +22,31 @@ func TestRunKillsHungProgramAndChildren(t *testing.T) {
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\nsleep 300 &\necho $! > "+pidFile+"\nwait\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := run(context.Background(), 300*time.Millisecond, prog)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a hung program succeeded")
+	// On a loaded machine the shell may not have started its child when
+	// the timeout ends it (no pid file: nothing to check); again with a
+	// longer timeout, until it has.
+	var b []byte
+	for _, timeout := range []time.Duration{300 * time.Millisecond, 3 * time.Second, 15 * time.Second} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := run(context.Background(), timeout, prog)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a hung program succeeded")
+			}
+		case <-time.After(30*time.Second + timeout):
+			t.Fatalf("run still waiting 30s after its %s timeout: the child holds stdout", timeout)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("run still waiting 30s after its 300ms timeout: the child holds stdout")
+		var err error
+		if b, err = os.ReadFile(pidFile); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
+	if len(bytes.TrimSpace(b)) == 0 {
+		t.Fatal("the program never started its child, even with a 15s timeout")
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	for i := 0; ; i++ {

@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // ContainerdConfig is what containerd's config says about pulls: the
@@ -386,33 +389,28 @@ func resolveContainerd(cc *ContainerdConfig, doc map[string]any, docVersion int)
 }
 
 // readHostsDirs reads every <dir>/<registry>/hosts.toml under the
-// ':'-separated config_path for mirror hosts. Header values are never
-// kept: they may carry registry credentials.
+// ':'-separated config_path for mirror hosts (registry.ReadHostsDirs,
+// the reader kiln's own pulls use). Header values are never kept: they
+// may carry registry credentials.
 func readHostsDirs(o *GatherOptions, configPath string) []Mirror {
-	var out []Mirror
+	var dirs []string
 	for _, dir := range strings.Split(configPath, ":") {
-		if dir == "" {
+		if dir != "" {
+			dirs = append(dirs, o.underRoot(dir))
+		}
+	}
+	var out []Mirror
+	for _, hf := range registry.ReadHostsDirs(dirs...) {
+		if hf.Err != nil {
+			out = append(out, Mirror{Registry: hf.Registry, File: hf.File, Why: "unreadable: " + hf.Err.Error()})
 			continue
 		}
-		files, _ := filepath.Glob(filepath.Join(o.underRoot(dir), "*", "hosts.toml"))
-		sort.Strings(files)
-		for _, f := range files {
-			reg := filepath.Base(filepath.Dir(f))
-			doc, err := readTOML(f)
-			if err != nil {
-				out = append(out, Mirror{Registry: reg, File: f, Why: "unreadable: " + err.Error()})
-				continue
-			}
-			hosts := asMap(doc["host"])
-			for _, u := range sortedKeys(hosts) {
-				h := asMap(hosts[u])
-				m := Mirror{Registry: reg, File: f, URL: redactURL(u), Capabilities: strs(h["capabilities"])}
-				if m.Capabilities == nil {
-					m.Capabilities = []string{"pull", "resolve", "push"}
-				}
-				recognize(&m, asMap(h["header"]))
-				out = append(out, m)
-			}
+		hosts := slices.Clone(hf.Hosts)
+		slices.SortFunc(hosts, func(a, b registry.HostsEntry) int { return strings.Compare(a.URL, b.URL) })
+		for _, h := range hosts {
+			m := Mirror{Registry: hf.Registry, File: hf.File, URL: redactURL(h.URL), Capabilities: h.Capabilities}
+			recognize(&m, h.HeaderKeys)
+			out = append(out, m)
 		}
 	}
 	return out
@@ -430,8 +428,8 @@ func (o *GatherOptions) underRoot(p string) string {
 // hosts.toml entry sends the X-Dragonfly-Registry header (what dfinit
 // writes) or it is a loopback proxy on dfdaemon's port 65001; Spegel on
 // its ports 30020/30021.
-func recognize(m *Mirror, header map[string]any) {
-	for k := range header {
+func recognize(m *Mirror, header []string) {
+	for _, k := range header {
 		if strings.EqualFold(k, "X-Dragonfly-Registry") {
 			m.Kind, m.Why = "dragonfly", "header X-Dragonfly-Registry"
 			return

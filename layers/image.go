@@ -29,6 +29,9 @@ type Image struct {
 	// docker archives, which have none.
 	RawManifest []byte
 	Layers      []*Layer
+	// Mirror is the registry mirror the image was read through ("" for
+	// its own registry and local sources).
+	Mirror string
 	// Names are the image's names in its source when it has several
 	// (a docker archive's RepoTags), as stored.
 	Names []string

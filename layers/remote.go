@@ -25,7 +25,12 @@ func resolveRemote(ctx context.Context, r Ref, o *registry.Options) (*Root, erro
 	if err != nil {
 		return nil, registry.ImageError(r.Raw, registry.RedactError(err))
 	}
-	return Walk(ctx, r, c, Raw{Desc: desc, Bytes: raw}, o.Platform, nil)
+	rt, err := Walk(ctx, r, c, Raw{Desc: desc, Bytes: raw}, o.Platform, nil)
+	if err != nil {
+		return nil, err
+	}
+	rt.Mirror = c.Via(r.Name)
+	return rt, nil
 }
 
 // openRemote is resolveRemote and the layers' readers: each layer is read

@@ -53,6 +53,10 @@ type Root struct {
 	Platform   v1.Platform
 	Layers     []v1.Descriptor
 	Src        blob.Source
+	// Mirror is the registry mirror the root was read through
+	// (registry.WithMirrors); "" for the registry itself and local
+	// sources.
+	Mirror string
 	// Note says why Walk's Chooser passed over the platform's first
 	// manifest (empty when it did not).
 	Note string
@@ -196,7 +200,7 @@ func (rt *Root) readImage(ctx context.Context, desc v1.Descriptor, raw []byte) e
 // image is the Image of the root, its layers not yet added.
 func (rt *Root) image() *Image {
 	return &Image{Ref: rt.Ref, Digest: rt.Manifest.Desc.Digest, MediaType: rt.Manifest.Desc.MediaType, Platform: rt.Platform,
-		Config: rt.ConfigFile, RawConfig: rt.Config.Bytes, RawManifest: rt.Manifest.Bytes}
+		Config: rt.ConfigFile, RawConfig: rt.Config.Bytes, RawManifest: rt.Manifest.Bytes, Mirror: rt.Mirror}
 }
 
 // LayoutEntries reads the index.json of the layout r names and returns

@@ -322,3 +322,29 @@ func (d *pythonData) validate() error {
 	}
 	return nil
 }
+
+// WheelIndexEnv names the environment variable that lists the wheel
+// indexes (PEP 503/691) kiln resolves and installs wheels from,
+// comma-separated, as --wheel-index does (an internal proxy of
+// download.pytorch.org and PyPI, for a host without the internet).
+const WheelIndexEnv = "KILN_WHEEL_INDEX"
+
+// WheelIndexSetting is what an unreachable wheel index's error says
+// points kiln at it.
+const WheelIndexSetting = "--wheel-index, $" + WheelIndexEnv + " or the recipe's wheel_indexes"
+
+// WheelIndexesFromEnv is $KILN_WHEEL_INDEX, each URL checked; nil when
+// unset.
+func WheelIndexesFromEnv() ([]string, error) {
+	var out []string
+	for _, u := range strings.Split(os.Getenv(WheelIndexEnv), ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if err := checkURL(u); err != nil {
+			return nil, fmt.Errorf("$%s: %v", WheelIndexEnv, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}

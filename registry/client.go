@@ -36,6 +36,9 @@ func (f *Client) Manifest(ctx context.Context, ref name.Reference) ([]byte, v1.D
 	if ref.Context().Name() != f.repo.Name() {
 		return nil, v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
 	}
+	if f.m != nil {
+		return f.m.manifest(ctx, ref)
+	}
 	hdr := manifestAccept()
 	resp, err := f.send(ctx, http.MethodGet, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
 		defer resp.Body.Close()
@@ -68,6 +71,9 @@ func (f *Client) Manifest(ctx context.Context, ref name.Reference) ([]byte, v1.D
 func (f *Client) Head(ctx context.Context, ref name.Reference) (v1.Descriptor, error) {
 	if ref.Context().Name() != f.repo.Name() {
 		return v1.Descriptor{}, fmt.Errorf("manifest %s: the client reads %s", ref, f.repo)
+	}
+	if f.m != nil {
+		return f.m.head(ctx, ref)
 	}
 	hdr := manifestAccept()
 	resp, err := f.send(ctx, http.MethodHead, f.base+"manifests/"+ref.Identifier(), hdr, "manifest "+ref.Identifier(), func(resp *http.Response) error {
@@ -121,6 +127,9 @@ func manifestType(contentType string, raw []byte) types.MediaType {
 // repository (the referrers API; tags, manifests and blobs written by a
 // Client made WithPush): no second token exchange.
 func (f *Client) Remote(ctx context.Context) []remote.Option {
+	if f.m != nil {
+		return f.m.remote(ctx)
+	}
 	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(f.rt)}
 }
 
@@ -129,6 +138,9 @@ func (f *Client) Remote(ctx context.Context) []remote.Option {
 // go-containerregistry asks before it falls back to the referrers tag
 // schema. One request, not retried; any failure is a no.
 func (f *Client) ReferrersAPI(ctx context.Context, d v1.Hash) bool {
+	if f.m != nil {
+		return f.m.referrersAPI(ctx, d)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.base+"referrers/"+d.String(), nil)
 	if err != nil {
 		return false
@@ -252,6 +264,9 @@ var ErrTooManyTags = fmt.Errorf("the tag list goes on past %d pages or %d tags",
 // Tags lists the Client's repository's tags, following the registry's
 // pages (Link: next) up to MaxTagPages of them and MaxTags tags in all.
 func (f *Client) Tags(ctx context.Context) ([]string, error) {
+	if f.m != nil {
+		return f.m.tags(ctx)
+	}
 	p, err := remote.NewPuller(f.Remote(ctx)...)
 	if err != nil {
 		return nil, err

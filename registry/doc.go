@@ -3,7 +3,10 @@
 // quoted), the guarded transport (idle timeouts, a minimum rate, redacted
 // error bodies), the retry policy, the Client of one repository (its
 // manifests, and its blobs by Range, resuming broken bodies, after one
-// token exchange; a Pool holds one per repository), errors in words (RedactError: what happened
+// token exchange; a Pool holds one per repository), registry mirrors
+// (WithMirrors: a read Client tries its registry's mirrors, then the
+// registry; LoadMirrors reads --mirror, $KILN_MIRROR, daemon.json and
+// hosts.toml), errors in words (RedactError: what happened
 // and what to do, secrets removed), and the verified read of a blob
 // (VerifyReader: digest and size).
 //

@@ -40,6 +40,10 @@ type Client struct {
 	rt     http.RoundTripper
 	client *http.Client
 	push   bool // its token may push (WithPush)
+	// m, when set, is what the Client reads through: the registry's
+	// mirrors, then the registry (WithMirrors); the fields above are
+	// unset.
+	m *mirrored
 	retryPolicy
 
 	mu sync.Mutex
@@ -83,6 +87,9 @@ func newClient(ctx context.Context, repo string, o *Options, fopts ...FetchOptio
 		return nil, fmt.Errorf("repository %q: %v", repo, err)
 	}
 	r := ref.Context()
+	if ms := o.Mirrors(r.RegistryStr()); len(ms) > 0 && !o.push {
+		return newMirrored(r, ms, o, append(o.fetch[:len(o.fetch):len(o.fetch)], fopts...)), nil
+	}
 	scope := transport.PullScope
 	if o.push {
 		scope = transport.PushScope // push and pull
@@ -110,6 +117,9 @@ func (f *Client) Repository() name.Repository { return f.repo }
 
 // Requests is the number of HTTP requests sent so far.
 func (f *Client) Requests() int {
+	if f.m != nil {
+		return f.m.requests()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests
@@ -117,6 +127,9 @@ func (f *Client) Requests() int {
 
 // Size asks the registry for a blob's size (HEAD).
 func (f *Client) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
+	if f.m != nil {
+		return f.m.size(ctx, dgst)
+	}
 	resp, err := f.do(ctx, http.MethodHead, dgst, "")
 	if err != nil {
 		return 0, err
@@ -136,6 +149,9 @@ func (f *Client) Size(ctx context.Context, dgst v1.Hash) (int64, error) {
 // tolerated: the first off bytes are skipped here, so the caller still sees
 // exactly the range it asked for (at the cost of the skipped transfer).
 func (f *Client) Open(ctx context.Context, dgst v1.Hash, off, n int64) (io.ReadCloser, error) {
+	if f.m != nil {
+		return f.m.open(ctx, dgst, off, n)
+	}
 	rc, err := f.open(ctx, dgst, off, n)
 	if err != nil {
 		return nil, err

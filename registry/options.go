@@ -39,6 +39,8 @@ type Options struct {
 	fetch         []FetchOption
 	pool          *Pool
 	push          bool
+	mirrors       []Mirror
+	mirrorNote    func(string)
 }
 
 // DefaultPlatform is linux/amd64: most rented GPUs are x86 hosts. GH200-class

@@ -350,6 +350,41 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
+// NetWords says in words what a failed connection did, for any HTTP
+// host (a wheel index, a download): no such host, nothing answering, no
+// answer in time, a certificate not trusted. "" when err is none of
+// these. Registry errors say more (RedactError).
+func NetWords(err error) string {
+	host := ""
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			host = u.Host
+		}
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	var ne net.Error
+	var x509Unknown x509.UnknownAuthorityError
+	var tlsVerify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("no host named %s (DNS found none)", dns.Name)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("cannot look up %s (DNS: %s)", dns.Name, dns.Err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if errors.As(err, &op) && op.Addr != nil {
+			host = op.Addr.String()
+		}
+		return fmt.Sprintf("nothing answers at %s (connection refused)", host)
+	case errors.Is(err, ErrIdleTimeout), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("no answer from %s in time", host)
+	case errors.As(err, &x509Unknown), errors.As(err, &tlsVerify):
+		return fmt.Sprintf("%s's TLS certificate is not trusted (%s): add its CA to the system's trust store", hostOnly(host), certReason(err))
+	}
+	return ""
+}
+
 // describeNet says what a failed connection means.
 func describeNet(err error, host string) (words, inner string) {
 	var ue *url.Error
@@ -369,9 +404,9 @@ func describeNet(err error, host string) (words, inner string) {
 	switch {
 	case errors.As(err, &dns):
 		if dns.IsNotFound {
-			words = fmt.Sprintf("no host named %s (DNS found none): check the registry's name", dns.Name)
+			words = NetWords(err) + ": check the registry's name"
 		} else {
-			words = fmt.Sprintf("cannot look up %s (DNS: %s): check the network or the DNS server", dns.Name, dns.Err)
+			words = NetWords(err) + ": check the network or the DNS server"
 		}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		addr := host

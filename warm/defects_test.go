@@ -68,7 +68,7 @@ func testVolume(t *testing.T) *warm.Volume {
 	if _, _, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
 		t.Fatal(err)
 	}
-	v, err := warm.ResolveVolume(context.Background(), "oci:"+lay+":w", "", warm.Mirrors{}, nil)
+	v, err := warm.ResolveVolume(context.Background(), "oci:"+lay+":w", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

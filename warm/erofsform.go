@@ -51,11 +51,7 @@ func (w walker) erofsForm(ctx context.Context, r layers.Ref, named Image, nblobs
 		return Image{}, nil, false, ""
 	}
 	eref := layers.ErofsTag(tag)
-	fref, err := o.Mirrors.fetchRef(eref, o.Layers)
-	if err != nil {
-		return Image{}, nil, false, ""
-	}
-	root, err := getManifest(ctx, fref, o)
+	root, err := getManifest(ctx, eref, o)
 	if err != nil {
 		// No EROFS form (or none readable): nothing to say.
 		return Image{}, nil, false, ""

@@ -210,7 +210,7 @@ func TestWeightsArtifactReadOnce(t *testing.T) {
 		t.Fatalf("set: %d images, weights %v; want the artifact as a volume", len(set.Images), set.WeightsArgs)
 	}
 	reg.Stop()
-	vols, err := warm.Volumes(ctx, set, nil, t.TempDir(), warm.Mirrors{}, nil)
+	vols, err := warm.Volumes(ctx, set, nil, t.TempDir(), nil)
 	if err != nil {
 		t.Fatalf("volume after the registry went away: %v (fetched twice?)", err)
 	}

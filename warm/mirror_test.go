@@ -18,33 +18,6 @@ import (
 	"github.com/kiln-build/kiln/warm/targets"
 )
 
-func TestParseMirror(t *testing.T) {
-	tests := []struct {
-		in, reg, ep string
-		bad         bool
-	}{
-		{in: "ghcr.io=127.0.0.1:5000", reg: "ghcr.io", ep: "127.0.0.1:5000"},
-		{in: "docker.io=mirror.local", reg: "index.docker.io", ep: "mirror.local"},
-		{in: " 127.0.0.1:5000 = 127.0.0.1:41000 ", reg: "127.0.0.1:5000", ep: "127.0.0.1:41000"},
-		{in: "ghcr.io", bad: true},
-		{in: "=127.0.0.1:1", bad: true},
-		{in: "ghcr.io=http://mirror", bad: true},
-		{in: "ghcr.io=mirror/path", bad: true},
-	}
-	for _, tc := range tests {
-		reg, ep, err := warm.ParseMirror(tc.in)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("ParseMirror(%q) = %q, %q; want an error", tc.in, reg, ep)
-			}
-			continue
-		}
-		if err != nil || reg != tc.reg || ep != tc.ep {
-			t.Errorf("ParseMirror(%q) = %q, %q, %v; want %q, %q", tc.in, reg, ep, err, tc.reg, tc.ep)
-		}
-	}
-}
-
 // The real registry is stopped: every byte must come from the mirror, and
 // the layout names the image by its real reference.
 func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
@@ -53,14 +26,15 @@ func TestWarmThroughMirrorNamesRealRef(t *testing.T) {
 	real := warmtest.NewRegistry(t)
 	real.Stop()
 	realRef := real.Host + "/kiln-warm/app:v1"
-	src := warmtest.FastSource()
-	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Mirrors: warm.Mirrors{real.Host: f.Reg.Host}}, realRef)
+	mirror := registry.WithMirrors(registry.Mirror{Registry: real.Host, Endpoint: f.Reg.Host, Source: "--mirror"})
+	src := warmtest.FastSource(mirror)
+	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Layers: []registry.Option{mirror}}, realRef)
 	if set.Images[0].Name != realRef || set.Images[0].Mirror != f.Reg.Host {
 		t.Fatalf("image = %+v, want name %s read from %s", set.Images[0], realRef, f.Reg.Host)
 	}
 	for _, b := range set.Blobs {
-		if fe, ok := b.Src.(*registry.Client); !ok || fe.Repository().RegistryStr() != f.Reg.Host {
-			t.Errorf("blob %s read from %v, want the mirror", b.Digest, b.Src)
+		if fe, ok := b.Src.(*registry.Client); !ok || fe.Repository().RegistryStr() != real.Host {
+			t.Errorf("blob %s read from %v, want the real repository's client (through its mirror)", b.Digest, b.Src)
 		}
 		if got := b.Labels["containerd.io/distribution.source."+real.Host]; got != "kiln-warm/app" {
 			t.Errorf("blob %s: distribution source label %q, want the real repository (labels %v)", b.Digest, got, b.Labels)
@@ -105,8 +79,8 @@ func TestWarmContainerdThroughMirror(t *testing.T) {
 	real := warmtest.NewRegistry(t)
 	real.Stop()
 	realRef := real.Host + "/kiln-warm/app:v1"
-	src := warmtest.FastSource()
-	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Mirrors: warm.Mirrors{real.Host: f.Reg.Host}}, realRef)
+	mirror := registry.WithMirrors(registry.Mirror{Registry: real.Host, Endpoint: f.Reg.Host, Source: "--mirror"})
+	set := warmtest.Resolve(t, ctx, warmtest.FastSource(mirror), warm.ResolveOptions{Layers: []registry.Option{mirror}}, realRef)
 	tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ type ImageReport struct {
 	// manifest).
 	Source string `json:"source,omitempty"`
 	Form   string `json:"form,omitempty"`
-	// Mirror is the endpoint read from (--mirror).
+	// Mirror is the registry mirror read through (docs/mirrors.md).
 	Mirror string `json:"mirror,omitempty"`
 	// Note says why a variant beside Ref was not used (not the same
 	// image in zstd).

@@ -62,7 +62,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		return nil, err
 	}
 	defer set.Close()
-	vols, err := Volumes(ctx, set, o.Weights, o.WeightsInto, ro.Mirrors, ro.Layers)
+	vols, err := Volumes(ctx, set, o.Weights, o.WeightsInto, ro.Layers)
 	if err != nil {
 		return nil, err
 	}

@@ -69,8 +69,9 @@ type Image struct {
 	Layers   []ocispec.Descriptor
 	// Zstd is set when the image's layers are zstd-compressed.
 	Zstd bool
-	// Mirror is the endpoint the image was read from (--mirror), empty
-	// when it was read from its own registry.
+	// Mirror is the registry mirror the image was read through
+	// (registry.WithMirrors: --mirror, $KILN_MIRROR, the host's files),
+	// empty when it was read from its own registry.
 	Mirror string
 	// Note says why a variant beside the named tag was not used.
 	Note string
@@ -155,9 +156,6 @@ type ResolveOptions struct {
 	// NoZstd says the target cannot use zstd layers, and why (e.g. an old
 	// Docker engine); empty means it can.
 	NoZstd string
-	// Mirrors name endpoints that serve a registry's repositories; images
-	// are read there and named by their real reference.
-	Mirrors Mirrors
 	// Erofs says the target unpacks into containerd's EROFS snapshotter
 	// (ErofsChecker): with Compression auto, an image's native EROFS
 	// form beside its tag is taken when the tag names it (erofsform.go).
@@ -241,6 +239,8 @@ type fetched struct {
 	ref  name.Reference
 	desc ocispec.Descriptor
 	raw  []byte
+	// via is the mirror that served it ("" for the registry itself).
+	via string
 }
 
 // getManifest reads ref's manifest through the one client of its
@@ -255,7 +255,7 @@ func getManifest(ctx context.Context, ref name.Reference, o ResolveOptions) (*fe
 	if err != nil {
 		return nil, err
 	}
-	return &fetched{ref: ref, raw: raw, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}}, nil
+	return &fetched{ref: ref, raw: raw, desc: ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: d.Size}, via: c.Via(ref)}, nil
 }
 
 // resolved is what one argument adds to the warm set.
@@ -298,21 +298,11 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	// ubuntu:24.04, never go-containerregistry's index.docker.io/…), so a
 	// pod naming ubuntu:24.04 finds the warmed image.
 	img := Image{Name: r.Canonical(), Source: r.Canonical()}
-	fref, err := o.Mirrors.fetchRef(r.Name, o.Layers)
-	if err != nil {
-		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
-	}
-	if fref != r.Name {
-		img.Mirror = fref.Context().RegistryStr()
-	}
-	root, err := getManifest(ctx, fref, o)
+	root, err := getManifest(ctx, r.Name, o)
 	if err != nil {
 		// In words (a missing tag lists the repository's tags: only
 		// here, not for a variant probed below).
 		err = registry.RedactError(err)
-		if img.Mirror != "" {
-			return Image{}, nil, nil, fmt.Errorf("image %q (through mirror %s): %v", ref, img.Mirror, err)
-		}
 		if registry.StandsAlone(err) {
 			return Image{}, nil, nil, err
 		}
@@ -325,21 +315,18 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	refused, noVariant := o.NoVariant[r.Canonical()]
 	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" && !noVariant {
 		variantRef = tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
-		zf, ferr := o.Mirrors.fetchRef(variantRef, o.Layers)
-		if ferr != nil {
-			return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, ferr)
-		}
-		z, err := getManifest(ctx, zf, o)
+		z, err := getManifest(ctx, variantRef, o)
 		if err != nil && o.Compression == CompressionZstd {
 			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), registry.RedactError(err))
 		}
 		variant = z
 	}
-	// repo is where blobs are read (the mirror, when there is one); the
-	// distribution source names the real repository, as a pull would.
-	repo := root.ref.Context()
+	// Blobs are read where the manifest was (the mirror, when one
+	// served it); the distribution source names the real repository, as
+	// a pull would.
 	real := r.Name.Context()
-	src, err := o.Blobs.Repo(ctx, repo)
+	img.Mirror = root.via
+	src, err := o.Blobs.Repo(ctx, real)
 	if err != nil {
 		return Image{}, nil, nil, fmt.Errorf("image %q: %v", ref, err)
 	}

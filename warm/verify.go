@@ -64,17 +64,9 @@ func VerifySignatures(ctx context.Context, pol *sign.Policy, set *Set, vols []*V
 		if err != nil {
 			return out, err
 		}
-		// The signature sits next to what was read; a mirror serves its
-		// signatures too.
-		read := source
-		if img.Mirror != "" {
-			r, err := layers.ParseRef(source, lopts...)
-			if err != nil {
-				return out, err
-			}
-			read = img.Mirror + "/" + r.Name.Context().RepositoryStr() + "@" + d.String()
-		}
-		if err := check(img.Name, read, d, ""); err != nil {
+		// The signature is read as the image was: through the
+		// registry's mirrors first (registry.WithMirrors in lopts).
+		if err := check(img.Name, source, d, ""); err != nil {
 			return out, err
 		}
 	}

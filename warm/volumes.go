@@ -20,7 +20,7 @@ func (e *NoVolumeDirError) Error() string {
 // dev.kiln.weights.manifest label and the WEIGHTS arguments (and those the
 // set found among its arguments). One volume goes into the directory into;
 // several distinct volumes are refused (one directory is one mount).
-func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors Mirrors, lopts []registry.Option) ([]*Volume, error) {
+func Volumes(ctx context.Context, set *Set, args []string, into string, lopts []registry.Option) ([]*Volume, error) {
 	args = append(append([]string(nil), args...), set.WeightsArgs...)
 	if into == "" {
 		if len(args) > 0 {
@@ -49,7 +49,7 @@ func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors 
 		if l == "" {
 			continue
 		}
-		v, err := ResolveVolume(ctx, l, set.Images[i].Name, mirrors, lopts)
+		v, err := ResolveVolume(ctx, l, set.Images[i].Name, lopts)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func Volumes(ctx context.Context, set *Set, args []string, into string, mirrors 
 		v, ok := set.volumes[a]
 		if !ok {
 			var err error
-			if v, err = ResolveVolume(ctx, a, "", mirrors, lopts); err != nil {
+			if v, err = ResolveVolume(ctx, a, "", lopts); err != nil {
 				return nil, err
 			}
 		}

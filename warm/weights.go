@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/localfile"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 	"golang.org/x/time/rate"
@@ -102,24 +100,10 @@ func (s *Set) WeightsRefs() ([]string, error) {
 }
 
 // ResolveVolume resolves a weights argument (artifact reference, oci:DIR,
-// or MANIFEST.json) or an image's label value, reading registry
-// references through their mirror when there is one.
-func ResolveVolume(ctx context.Context, ref, image string, mirrors Mirrors, lopts []registry.Option) (*Volume, error) {
-	at := ref
-	if !strings.HasPrefix(ref, "oci:") && !IsManifestFile(ref) {
-		r, err := layers.ParseRef(ref, lopts...)
-		if err != nil {
-			return nil, err
-		}
-		if r.Kind == layers.KindRegistry {
-			fr, err := mirrors.fetchRef(r.Name, lopts)
-			if err != nil {
-				return nil, err
-			}
-			at = fr.String()
-		}
-	}
-	res, err := weights.Resolve(ctx, at, "", lopts...)
+// or MANIFEST.json) or an image's label value; registry references are
+// read through their registry's mirrors (registry.WithMirrors in lopts).
+func ResolveVolume(ctx context.Context, ref, image string, lopts []registry.Option) (*Volume, error) {
+	res, err := weights.Resolve(ctx, ref, "", lopts...)
 	if err != nil {
 		if image != "" {
 			return nil, fmt.Errorf("image %s: its %s label: %v", image, weights.LabelManifest, err)

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Accept asks for PEP 691 JSON first, HTML as a fallback.
@@ -40,6 +43,10 @@ type Client struct {
 	// (compat refresh: a page cut short reads as releases removed).
 	// Off for lock, whose mirrors may serve minimal pages.
 	Complete bool
+	// Setting names what points kiln at the index ("--wheel-index,
+	// $KILN_WHEEL_INDEX or the recipe's wheel_indexes"): an index that
+	// cannot be reached is said to be set there.
+	Setting string
 }
 
 func (c *Client) http() *http.Client {
@@ -86,7 +93,7 @@ func (c *Client) Files(ctx context.Context, indexURL, project string) ([]File, e
 	req.Header.Set("Accept", Accept)
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("wheel index %s: %w", u, err)
+		return nil, c.unreachable(indexURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
@@ -115,6 +122,23 @@ func (c *Client) Files(ctx context.Context, indexURL, project string) ([]File, e
 	}
 	return parseHTML(base, body)
 }
+
+// unreachable is an index that did not answer, in words: the URL, what
+// the network did, and the setting that names it.
+func (c *Client) unreachable(indexURL string, err error) error {
+	what := registry.NetWords(err)
+	if what == "" {
+		what = registry.RedactError(err).Error()
+	}
+	set := ""
+	if c != nil && c.Setting != "" {
+		set = " (set by " + c.Setting + ")"
+	}
+	return fmt.Errorf("wheel index %s%s: cannot reach it: %s: %w", registry.Redact(indexURL), set, what, errNoAnswer)
+}
+
+// errNoAnswer marks an index that could not be reached.
+var errNoAnswer = errors.New("check the URL, or point the setting at a proxy this host can reach")
 
 type jsonPage struct {
 	Meta struct {

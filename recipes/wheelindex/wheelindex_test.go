@@ -131,3 +131,24 @@ func TestJoinURLKeepsTheQuery(t *testing.T) {
 		t.Errorf("no query: %q", got)
 	}
 }
+
+// An index that does not answer is named with the setting that points
+// kiln at it, in words, not Go's dial error.
+func TestUnreachableIndexNamesSetting(t *testing.T) {
+	srv := httptest.NewServer(nil)
+	srv.Close()
+	c := &Client{Setting: "--wheel-index, $KILN_WHEEL_INDEX or the recipe's wheel_indexes"}
+	_, err := c.Files(context.Background(), srv.URL+"/simple", "torch")
+	if err == nil {
+		t.Fatal("no error from an index that is down")
+	}
+	msg := err.Error()
+	for _, want := range []string{"wheel index " + srv.URL + "/simple (set by --wheel-index, $KILN_WHEEL_INDEX", "cannot reach it: nothing answers at " + strings.TrimPrefix(srv.URL, "http://") + " (connection refused)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q; want %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "dial tcp") {
+		t.Errorf("error %q quotes Go's dial error", msg)
+	}
+}

@@ -293,7 +293,8 @@ func toolsExecutable() string {
 // once. Options a test builds without running have no pool.
 func (opts *BuildOptions) registryOptions() []registry.Option {
 	if opts.lopts == nil {
-		return []registry.Option{registry.WithInsecureRegistries(opts.Insecure...)}
+		mirrors, _ := opts.RecipeFlags.MirrorOptions(opts.IO) // refused, if at all, by ResolverOptions
+		return append([]registry.Option{registry.WithInsecureRegistries(opts.Insecure...)}, mirrors...)
 	}
 	return opts.lopts
 }

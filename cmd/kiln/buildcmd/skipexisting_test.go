@@ -40,7 +40,7 @@ func TestBuildSkipExisting(t *testing.T) {
 	// Pretend an earlier build pushed its result under the content tag.
 	// The defaults: --compression both, --max-layer-size 512MiB.
 	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
-	opts.Mirror, opts.MirrorSet = reg, true
+	opts.Mirror, opts.MirrorSet = []string{reg}, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	_, in, c := contentTag(t, opts)
 	if c.Existing != nil || !strings.HasPrefix(c.Tag.TagStr(), "kiln-") {
@@ -112,7 +112,7 @@ func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in buil
 	}
 	f = buildRecipe(t)
 	opts := &BuildOptions{IO: &cmdutil.IO{}, File: f, Flags: builder.Flags{Push: reg + "/acme/app:1", Compression: "both"}}
-	opts.Mirror, opts.MirrorSet = reg, true
+	opts.Mirror, opts.MirrorSet = []string{reg}, true
 	opts.WheelIndexes = []string{"http://127.0.0.1:9/simple"}
 	plan, in, c := contentTag(t, opts)
 	for tag, comp := range map[string]string{c.Tag.String(): "gzip", layers.ZstdTag(c.Tag).String(): "zstd"} {

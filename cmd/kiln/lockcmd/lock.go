@@ -115,16 +115,20 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	}
 	digests := opts.Digests
 	if digests == nil {
-		insecure := opts.InsecureRegistry
+		mirrors, err := opts.RecipeFlags.MirrorOptions(opts.IO)
+		if err != nil {
+			return err
+		}
+		ropts := append([]registry.Option{registry.WithInsecureRegistries(opts.InsecureRegistry...)}, mirrors...)
 		digests = recipes.DigestResolverFunc(func(ctx context.Context, ref string) (string, map[string]string, error) {
-			return layers.PlatformDigests(ctx, ref, registry.WithInsecureRegistries(insecure...))
+			return layers.PlatformDigests(ctx, ref, ropts...)
 		})
 	}
 	hc := opts.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	idx := &wheelindex.Client{HTTP: hc}
+	idx := &wheelindex.Client{HTTP: hc, Setting: recipes.WheelIndexSetting}
 	l, err = recipes.NewLock(ctx, r, plan, recipes.LockOptions{Digests: digests, Index: idx, HTTP: hc})
 	if err != nil {
 		return err

@@ -294,3 +294,30 @@ func TestLockFitsEightyColumns(t *testing.T) {
 		}
 	}
 }
+
+// --mirror docker.io=HOST means what --mirror HOST always meant (the
+// plan's nvidia/cuda bases named through HOST); $KILN_WHEEL_INDEX stands
+// for --wheel-index, and an index that does not answer is named with the
+// setting and its URL.
+func TestLockMirrorSyntaxAndWheelIndexEnv(t *testing.T) {
+	host, _ := testRegistry(t, "11.8.0-devel-debian12", "11.8.0-runtime-debian12")
+	down := httptest.NewServer(nil)
+	down.Close()
+	src, _ := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "recipes", "debian-cuda11.8.yaml"))
+	recipe := filepath.Join(t.TempDir(), "kiln.yaml")
+	_ = os.WriteFile(recipe, src, 0o644)
+	t.Setenv(recipes.WheelIndexEnv, down.URL+"/simple")
+	code, out, errOut := run(t, "resolve", recipe, "--json", "--mirror", "docker.io="+host)
+	if code != 0 || !strings.Contains(out, `"registry_mirror": "`+host+`"`) || !strings.Contains(out, host+"/nvidia/cuda:11.8.0-devel-debian12") || !strings.Contains(out, down.URL+"/simple") {
+		t.Errorf("resolve --mirror docker.io=%s with $%s: %d\n%s\n%s", host, recipes.WheelIndexEnv, code, out, errOut)
+	}
+	code, _, errOut = run(t, "lock", recipe, "--mirror", "docker.io="+host)
+	want := "wheel index " + down.URL + "/simple (set by --wheel-index, $KILN_WHEEL_INDEX or the recipe's wheel_indexes): cannot reach it: nothing answers at " + strings.TrimPrefix(down.URL, "http://")
+	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "dial tcp") {
+		t.Errorf("lock with an index that is down: %d\n%s\nwant %q", code, errOut, want)
+	}
+	t.Setenv(recipes.WheelIndexEnv, "ftp://nope")
+	if code, _, errOut = run(t, "lock", recipe, "--mirror", host); code == 0 || !strings.Contains(errOut, "$KILN_WHEEL_INDEX") {
+		t.Errorf("a bad $KILN_WHEEL_INDEX: %d\n%s", code, errOut)
+	}
+}

@@ -13,7 +13,7 @@ func TestNewCmdLockOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.File != "r.yaml" || !o.Check || o.Output != "out.lock" || o.Mirror != "m:5000" || !reflect.DeepEqual(o.WheelIndexes, []string{"http://i/simple"}) || !reflect.DeepEqual(o.InsecureRegistry, []string{"m:5000"}) {
+	if o.File != "r.yaml" || !o.Check || o.Output != "out.lock" || !reflect.DeepEqual(o.Mirror, []string{"m:5000"}) || !reflect.DeepEqual(o.WheelIndexes, []string{"http://i/simple"}) || !reflect.DeepEqual(o.InsecureRegistry, []string{"m:5000"}) {
 		t.Fatalf("options %+v", o)
 	}
 }

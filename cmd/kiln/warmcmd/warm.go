@@ -49,9 +49,6 @@ type WarmOptions struct {
 	ErofsCache string
 	// UnpackConcurrency is --unpack-concurrency (targets.Options).
 	UnpackConcurrency int
-	// Mirrors are --mirror REGISTRY=ENDPOINT: read there, name by the
-	// real reference.
-	Mirrors []string
 	// WeightsInto is --weights-into DIR: the volume of each image's
 	// dev.kiln.weights.manifest label (and of WEIGHTS arguments) is pulled
 	// there and is part of the readiness gate.
@@ -174,7 +171,6 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	fl.StringVar(&opts.ErofsCache, "erofs-cache", "", "erofs: convert tar layers into this layer cache dir, by diff ID")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
-	fl.StringArrayVar(&opts.Mirrors, "mirror", nil, "REGISTRY=ENDPOINT: read REGISTRY's images from ENDPOINT (host[:port]), record them under their real names")
 	fl.StringVar(&opts.WeightsInto, "weights-into", "", "pull the weights volume of each image's dev.kiln.weights.manifest label (and WEIGHTS arguments) into DIR")
 	fl.BoolVar(&opts.NoSpaceCheck, "no-space-check", false, "skip the disk-space preflight")
 	_ = fl.MarkHidden("no-space-check")
@@ -242,7 +238,6 @@ type warmFlags struct {
 	comp              warm.Compression
 	limit, chunk      int64
 	lopts             []registry.Option
-	mirrors           warm.Mirrors
 	plat              v1.Platform
 	refs, weightsArgs []string
 }
@@ -301,14 +296,6 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 	if err != nil {
 		return nil, err
 	}
-	mirrors := warm.Mirrors{}
-	for _, m := range opts.Mirrors {
-		reg, ep, err := warm.ParseMirror(m)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--mirror: %v", err)
-		}
-		mirrors[reg] = ep
-	}
 	plat, _ := layers.ParsePlatform(opts.Platform)
 	var refs, weightsArgs []string
 	for _, a := range opts.Args {
@@ -333,7 +320,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		}
 		refs = append(refs, a)
 	}
-	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, mirrors: mirrors, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
+	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
 }
 
 // warmOnce does the warm (warm.Run) on the target --target names, with
@@ -373,7 +360,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	lopts := append(fl.lopts[:len(fl.lopts):len(fl.lopts)], registry.WithPool(pool))
 	ro := warm.RunOptions{
 		Target: tgt, Refs: fl.refs, Weights: fl.weightsArgs, WeightsInto: opts.WeightsInto, Policy: pol,
-		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: lopts, Blobs: pool, Compression: fl.comp, Mirrors: fl.mirrors},
+		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: lopts, Blobs: pool, Compression: fl.comp},
 		// One --limit-rate for the image blobs and the weights pull together.
 		Options: warm.Options{
 			Concurrency: opts.Concurrency, ChunkSize: fl.chunk, Limiter: warm.NewLimiter(fl.limit), DryRun: opts.DryRun,

@@ -328,8 +328,10 @@ func Resolve(t testing.TB, ctx context.Context, src *blob.Registry, o warm.Resol
 	return s
 }
 
-func FastSource() *blob.Registry {
-	return blob.NewRegistry(nil, kregistry.WithRetries(5, 10*time.Millisecond), kregistry.WithMaxWait(2*time.Second))
+// FastSource is a blob source with short retries, over opts (e.g. a
+// registry's mirrors).
+func FastSource(opts ...kregistry.Option) *blob.Registry {
+	return blob.NewRegistry(opts, kregistry.WithRetries(5, 10*time.Millisecond), kregistry.WithMaxWait(2*time.Second))
 }
 
 func TwoImages(t testing.TB) (*Fixture, []string) {

@@ -62,8 +62,14 @@ func NewFactory(ios *IO, b BuildInfo, exec func(ctx context.Context, args []stri
 }
 
 // ImageFlags are the image flags of a verb built from f: their options
-// start from f.Registry's.
-func (f *Factory) ImageFlags() ImageFlags { return ImageFlags{Registry: f.Registry} }
+// start from f.Registry's, and mirror notes go to f's stderr.
+func (f *Factory) ImageFlags() ImageFlags {
+	fl := ImageFlags{Registry: f.Registry}
+	if f.IO != nil {
+		fl.Note = f.IO.ErrOut
+	}
+	return fl
+}
 
 // Connect is f.BuildKit, or builder.Connect for a Factory made without
 // one.

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,12 @@ import (
 type ImageFlags struct {
 	Platform         string
 	InsecureRegistry []string
+	// Mirror is --mirror (MirrorOptions: REGISTRY=ENDPOINT, or ENDPOINT
+	// for Docker Hub).
+	Mirror []string
+	// Note is where a verb says which mirror it read an image through
+	// (the Factory's stderr); nil: nowhere.
+	Note io.Writer
 
 	// Registry is the registry options the flags' start from (a
 	// Factory's, Factory.ImageFlags); nil: layers' defaults.
@@ -23,16 +30,19 @@ type ImageFlags struct {
 	set func() bool
 }
 
-// Register adds --platform and --insecure-registry to cmd.
+// Register adds --platform, --insecure-registry and --mirror to cmd.
 func (f *ImageFlags) Register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.Platform, "platform", "linux/amd64", "platform to read (linux/amd64, linux/arm64): selects it from a multi-platform image; given, a single-platform image of another platform is refused")
 	f.set = func() bool { return cmd.Flags().Changed("platform") }
 	cmd.Flags().StringSliceVar(&f.InsecureRegistry, "insecure-registry", nil, "registry host that speaks plain HTTP (repeatable; loopback hosts always may)")
+	MirrorFlag(cmd.Flags(), &f.Mirror)
 }
 
 // LayersOptions turns the flags into layers options; a bad platform is a
 // usage error. A --platform given on the command line is exact: a
-// single-platform image of another platform is refused, not read. The
+// single-platform image of another platform is refused, not read.
+// Registry references are read through their registry's mirrors first
+// (MirrorOptions: --mirror, $KILN_MIRROR, the host's files). The
 // options carry a registry Pool of their own (registry.Pooled): all that
 // a verb reads, writes, attaches and signs through them goes to each
 // repository through one client, after one token exchange.
@@ -51,7 +61,12 @@ func (f *ImageFlags) LayersOptions() ([]registry.Option, error) {
 			return nil, err
 		}
 	}
-	return registry.Pooled(append(base[:len(base):len(base)], sel, registry.WithInsecureRegistries(f.InsecureRegistry...))), nil
+	mirrors, err := MirrorOptions(f.Mirror, f.Note)
+	if err != nil {
+		return nil, err
+	}
+	opts := append(base[:len(base):len(base)], sel, registry.WithInsecureRegistries(f.InsecureRegistry...))
+	return registry.Pooled(append(opts, mirrors...)), nil
 }
 
 // CheckRef parses an image reference named on the command line; one that

@@ -3,21 +3,32 @@ package cmdutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // RecipeFlags are shared by resolve, lock, build and compat refresh:
 // overrides for the recipe's registry mirror and wheel indexes, and the
 // compatibility data.
 type RecipeFlags struct {
-	Mirror string
+	// Mirror is --mirror, every verb's registry mirror setting
+	// (MirrorOptions). Its Docker Hub mirror is also the plan's
+	// registry_mirror: the nvidia/cuda bases are named through it, as
+	// the recipe's registry_mirror names them (an old --mirror HOST
+	// means what it meant).
+	Mirror []string
 	// MirrorSet says --mirror was given (an empty --mirror removes the
 	// recipe's mirror, where no flag keeps it).
-	MirrorSet    bool
+	MirrorSet bool
+	// WheelIndexes is --wheel-index; none given, $KILN_WHEEL_INDEX
+	// (comma-separated), and unset that, the recipe's wheel_indexes.
 	WheelIndexes []string
 	// CompatData is a refreshed data file (kiln compat refresh); "" means
 	// $KILN_COMPAT_DATA, and unset that, the embedded data.
@@ -31,8 +42,9 @@ type RecipeFlags struct {
 // Register adds --mirror, --wheel-index and --compat-data to cmd; call
 // Changed from the command's RunE.
 func (f *RecipeFlags) Register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.Mirror, "mirror", "", "pull nvidia/cuda base images through this registry (overrides registry_mirror; \"\" removes it)")
-	cmd.Flags().StringSliceVar(&f.WheelIndexes, "wheel-index", nil, "PEP 503/691 index URL for torch, flash-attn, bitsandbytes and pip extras (repeatable; overrides wheel_indexes)")
+	MirrorFlag(cmd.Flags(), &f.Mirror)
+	cmd.Flags().Lookup("mirror").Usage += "; the Docker Hub mirror also names the plan's nvidia/cuda bases (overrides registry_mirror; \"\" removes it)"
+	cmd.Flags().StringSliceVar(&f.WheelIndexes, "wheel-index", nil, "PEP 503/691 index URL for torch, flash-attn, bitsandbytes and pip extras (repeatable; default $"+recipes.WheelIndexEnv+", comma-separated; overrides wheel_indexes)")
 	cmd.Flags().StringVar(&f.PythonMirror, "python-mirror", "", "URL that replaces https://github.com/astral-sh/python-build-standalone/releases/download for the Python kiln installs when the base OS ships another version (default $"+recipes.PythonMirrorEnv+"; overrides python_mirror; the archives' sha256s stay kiln's)")
 	cmd.Flags().StringVar(&f.CompatData, "compat-data", "", "compatibility data file written by kiln compat refresh (default $"+recipes.DataEnv+"; unset: kiln's embedded data)")
 }
@@ -59,10 +71,26 @@ func (f *RecipeFlags) LoadCompatData() (*recipes.DB, error) {
 func (f *RecipeFlags) ResolverOptions() ([]recipes.ResolveOption, error) {
 	var o []recipes.ResolveOption
 	if f.MirrorSet {
-		o = append(o, recipes.WithMirror(f.Mirror))
+		hub, err := planMirror(f.Mirror)
+		if err != nil {
+			return nil, err
+		}
+		if hub != nil {
+			o = append(o, recipes.WithMirror(*hub))
+		}
 	}
-	if len(f.WheelIndexes) > 0 {
-		o = append(o, recipes.WithWheelIndexes(f.WheelIndexes...))
+	if _, err := f.MirrorOptions(nil); err != nil {
+		return nil, err
+	}
+	idx := f.WheelIndexes
+	if len(idx) == 0 {
+		var err error
+		if idx, err = recipes.WheelIndexesFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if len(idx) > 0 {
+		o = append(o, recipes.WithWheelIndexes(idx...))
 	}
 	pm := f.PythonMirror
 	if pm != "" {
@@ -86,6 +114,38 @@ func (f *RecipeFlags) ResolverOptions() ([]recipes.ResolveOption, error) {
 		o = append(o, recipes.WithData(db))
 	}
 	return o, nil
+}
+
+// planMirror is the plan's registry_mirror --mirror sets: "" for an
+// empty --mirror (the recipe's removed), the first Docker Hub mirror, or
+// nil when --mirror names none (the recipe's kept).
+func planMirror(flags []string) (*string, error) {
+	for _, s := range flags {
+		if s == "" {
+			none := ""
+			return &none, nil
+		}
+		ms, err := registry.ParseMirrors(s, "--mirror")
+		if err != nil {
+			return nil, UsageErr("%v", err)
+		}
+		for _, m := range ms {
+			if m.Registry == name.DefaultRegistry {
+				return &m.Endpoint, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// MirrorOptions are the registry options of --mirror, $KILN_MIRROR and
+// the host's files (MirrorOptions), notes on ios's stderr (nil: none).
+func (f *RecipeFlags) MirrorOptions(ios *IO) ([]registry.Option, error) {
+	var note io.Writer
+	if ios != nil {
+		note = ios.ErrOut
+	}
+	return MirrorOptions(f.Mirror, note)
 }
 
 // RecipeFile is the recipe a command reads: f, or ./kiln.yaml.
