@@ -146,11 +146,27 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 				// other builds left: the same Debian layers).
 				pruneAll(t, c)
 			}
+			// The app a recipe ships (app.files): a main.py in each source
+			// directory, and its entrypoint run as the image would run it.
+			appDir := t.TempDir()
+			if p.App != nil {
+				for _, f := range p.App.Files {
+					if err := os.MkdirAll(filepath.Join(appDir, f.Src), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(appDir, f.Src, "main.py"), []byte("import sys\nprint('app ok on', sys.version)\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(p.App.Entrypoint) > 0 && p.App.Workdir != "" {
+					p.Test = append(p.Test, "cd "+p.App.Workdir+" && "+strings.Join(append(slices.Clone(p.App.Entrypoint), p.App.Cmd...), " ")+" | grep -F 'app ok'")
+				}
+			}
 			epoch := int64(1700000000)
 			in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 			ref := fmt.Sprintf("%s/kiln-test/catalog-%s:%d", reg, recipe, time.Now().UnixNano())
 			start := time.Now()
-			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, ref)}})
+			res, err := Build(ctx, p, in, Options{Client: c, ContextDir: appDir, Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, ref)}})
 			if err != nil {
 				t.Fatalf("build of %s%s: %v", recipe, copyNote, err)
 			}
@@ -172,7 +188,7 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 			pruneAll(t, c)
 			nref := fmt.Sprintf("%s/kiln-test/catalog-%s-naive:%d", reg, recipe, time.Now().UnixNano())
 			start = time.Now()
-			if _, err := Build(ctx, &naive, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, nref)}}); err != nil {
+			if _, err := Build(ctx, &naive, in, Options{Client: c, ContextDir: appDir, Progress: progressMode(), Tools: tools, Outputs: []Output{mustOutput(t, nref)}}); err != nil {
 				t.Fatalf("build of %s on the devel base %s alone: %v", recipe, naive.BaseImages.Devel, err)
 			}
 			ntook, nsize := time.Since(start), pushedSize(t, nref)
