@@ -49,14 +49,29 @@ const (
 // SchemaVersion is the volume manifest schema this package writes and reads.
 const SchemaVersion = 1
 
-// Names kiln owns inside a volume directory.
+// Names kiln owns inside a volume directory (its bookkeeping, beside the
+// model files); IsBookkeeping tells them apart. This is the one place that
+// names them.
 const (
 	ReadyMarker = ".kiln-ready"
 	PartialDir  = ".kiln-partial"
 	// LockFile is flocked by a pull for its whole run: a second pull into
 	// the same directory waits for the first, then finds the volume ready.
 	LockFile = ".kiln-lock"
+	// ManifestFile is where Pull keeps the volume manifest inside the
+	// volume, so that Verify can name a bad file offline.
+	ManifestFile = ".kiln-manifest.json"
 )
+
+// IsBookkeeping reports whether name, a volume directory's top-level
+// entry, is one of kiln's own (not a model file).
+func IsBookkeeping(name string) bool {
+	switch name {
+	case ReadyMarker, PartialDir, LockFile, ManifestFile:
+		return true
+	}
+	return false
+}
 
 // Manifest is a volume manifest: what a weights volume holds and where each
 // file comes from. Its JSON form is documented in docs/weights.md.
@@ -265,7 +280,7 @@ func CheckPath(p string) error {
 		}
 	}
 	first, _, _ := strings.Cut(p, "/")
-	if first == ReadyMarker || first == PartialDir || first == ManifestFile || first == LockFile {
+	if IsBookkeeping(first) {
 		return fmt.Errorf("%q: reserved for kiln's own bookkeeping", p)
 	}
 	return nil

@@ -28,10 +28,6 @@ import (
 	"github.com/kiln-build/kiln/registry"
 )
 
-// ManifestFile is where Pull keeps the volume manifest inside the volume,
-// so that Verify can name a bad file offline.
-const ManifestFile = ".kiln-manifest.json"
-
 // ErrCorrupt marks a blob or file whose bytes do not match its digest.
 var ErrCorrupt = errors.New("corrupt")
 

@@ -37,6 +37,22 @@ type Snippets struct {
 	// (Kubernetes 1.33+ with containerd 2.1+ or CRI-O): no init container
 	// and no PVC; the node's runtime pulls and verifies it like any image.
 	KubernetesImageVolume string `json:"kubernetes_image_volume,omitempty"`
+	// Warnings are about the snippets (an init image not pinned by
+	// digest); [] when none.
+	Warnings []string `json:"warnings"`
+}
+
+// UnpinnedInitImage is the warning for an init image named by tag, or ""
+// when it is pinned by digest.
+func UnpinnedInitImage(image string) string {
+	if strings.Contains(image, "@sha256:") {
+		return ""
+	}
+	repo := image
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return fmt.Sprintf("--init-image %s is not pinned by digest: the pod runs whatever that tag points to when the node pulls it; pin it: make image prints the digest, then pass --init-image %s@sha256:...", image, repo)
 }
 
 var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -75,7 +91,10 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 	if in.PullRef == "" {
 		in.PullRef = "WEIGHTS_REF"
 	}
-	s := &Snippets{}
+	s := &Snippets{Warnings: []string{}}
+	if w := UnpinnedInitImage(in.InitImage); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 
 	var d strings.Builder
 	fmt.Fprintf(&d, "# fill the volume once (set digest %s), then mount it read-only\n", in.SetDigest)

@@ -96,7 +96,7 @@ func withFleet(cmd *cobra.Command, opts *WarmOptions, fac *cmdutil.Factory) {
 	f := &opts.Fleet
 	fs := cmd.Flags()
 	f.sshFlags(fs)
-	fs.StringVar(&f.emit, "emit", "", "print Kubernetes YAML instead of warming: k8s (a DaemonSet) or k8s-job (a Job)")
+	fs.StringVar(&f.emit, "emit", "", "print Kubernetes YAML instead of warming: k8s or kubernetes (a DaemonSet), or k8s-job (a Job)")
 	fs.StringSliceVar(&f.nodeSelector, "node-selector", nil, "with --emit: node labels k=v the pods run on (repeatable)")
 	fs.StringVar(&f.kilnImage, "kiln-image", "ghcr.io/kiln-build/kiln:"+fac.VersionTag(), "with --emit: image that runs kiln in the pods")
 	fs.StringVar(&f.k8sNamespace, "k8s-namespace", "", "with --emit: Kubernetes namespace of the object (default: kubectl's)")
@@ -464,7 +464,7 @@ func runEmit(opts *EmitOptions) error {
 	case "k8s-job":
 		opts.Kind = fleet.KindJob
 	default:
-		return cmdutil.UsageErr("--emit: %q is not k8s (a DaemonSet) or k8s-job", opts.Emit)
+		return cmdutil.UsageErr("--emit: %q is not k8s or kubernetes (a DaemonSet), or k8s-job", opts.Emit)
 	}
 	if opts.Target != "" {
 		return cmdutil.UsageErr("--emit warms each node's containerd (--containerd-socket); --target does not apply")

@@ -296,3 +296,16 @@ func TestWarmStatusFromLogsRefusesAFIFO(t *testing.T) {
 		}
 	}
 }
+
+// TestEmitKubernetesIsK8s: --emit takes kubernetes as weights run-args
+// --format does, for the same DaemonSet as k8s.
+func TestEmitKubernetesIsK8s(t *testing.T) {
+	c1, k8s, _ := run(t, "warm", "--emit", "k8s", "r/x:1")
+	c2, kubernetes, _ := run(t, "warm", "--emit", "kubernetes", "r/x:1")
+	if c1 != cmdutil.ExitOK || c2 != cmdutil.ExitOK || k8s == "" || k8s != kubernetes {
+		t.Errorf("--emit kubernetes: code %d\n%s\nwant what k8s prints (code %d):\n%s", c2, kubernetes, c1, k8s)
+	}
+	if code, _, errOut := run(t, "warm", "--emit", "helm", "r/x:1"); code != cmdutil.ExitUsage || !strings.Contains(errOut, "kubernetes") {
+		t.Errorf("--emit helm: code %d %s", code, errOut)
+	}
+}

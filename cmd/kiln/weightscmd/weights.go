@@ -547,7 +547,11 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	// docker run, compose and a pod name images a registry serves: an OCI
 	// layout or an archive would paste into a command that cannot run it.
 	if r, err := layers.ParseRef(in.Image, lopts...); err == nil && (r.Kind == layers.KindOCILayout || r.Kind == layers.KindDockerArchive) {
-		return cmdutil.UsageErr("run-args: the image %s is a file on this machine, which docker run, compose and Kubernetes cannot run: push it to a registry (kiln slim --to REGISTRY/REPO:TAG, or crane push) and pass --image REGISTRY/REPO:TAG", in.Image)
+		how := "push it to a registry (kiln slim --to REGISTRY/REPO:TAG, or crane push) and pass --image REGISTRY/REPO:TAG"
+		if r.Kind == layers.KindDockerArchive {
+			how = fmt.Sprintf("docker load -i %s and pass --image NAME:TAG (the name it loads as), or %s", r.Path, how)
+		}
+		return cmdutil.UsageErr("run-args: the image %s is a file on this machine, which docker run, compose and Kubernetes cannot run: %s", in.Image, how)
 	}
 	if in.PullRef == "" {
 		in.PullRef = res.Ref
@@ -558,6 +562,13 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	s, err := weights.RunArgs(in)
 	if err != nil {
 		return cmdutil.UsageErr("%v", err)
+	}
+	// The init image appears in the Kubernetes pod, and in the docker
+	// snippet's one-off fill of a named volume.
+	if opts.Format == "all" || opts.Format == "kubernetes" || (opts.Format == "docker" && !weights.IsHostDir(opts.Volume)) {
+		for _, w := range s.Warnings {
+			fmt.Fprintf(opts.IO.ErrOut, "kiln: warning: %s\n", w)
+		}
 	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, s)

@@ -392,3 +392,100 @@ func TestWeightsStripLinksAndMount(t *testing.T) {
 		t.Error("the symlink /app/current.safetensors to a diverted weight left the image; the volume brings its target back")
 	}
 }
+
+// TestWeightsRunArgsCases: an init image named by tag is warned about (on
+// stderr, and in --json's warnings) where a snippet runs it; an application
+// image in an OCI layout or a docker archive is refused in words (exit 2);
+// k8s is kubernetes.
+func TestWeightsRunArgsCases(t *testing.T) {
+	dir := t.TempDir()
+	m := &weights.Manifest{SchemaVersion: 1, MediaType: weights.MediaTypeManifest, Mount: "/app/models",
+		Files:  []weights.File{{Path: "m.safetensors", Size: 3, SHA256: strings.Repeat("a", 64), Mode: 0o644, Layer: "sha256:" + strings.Repeat("a", 64)}},
+		Layers: []weights.Layer{{Digest: "sha256:" + strings.Repeat("a", 64), MediaType: weights.MediaTypeWeightRaw, Size: 3}}, Size: 3}
+	m.SetDigest = weights.SetDigest(m.Files)
+	b, _ := m.Encode()
+	mf := filepath.Join(dir, "weights.json")
+	if err := os.WriteFile(mf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pinned := "ghcr.io/kiln-build/kiln@sha256:" + strings.Repeat("c", 64)
+	base := []string{"weights", "run-args", mf, "--pull-ref", "registry.local/acme/w@sha256:" + strings.Repeat("b", 64)}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		errWords []string // each in stderr
+		noErr    string   // not in stderr
+		out      string   // in stdout
+	}{
+		{name: "default init image warns", args: []string{"--volume", "w", "--image", "reg/a:1"},
+			errWords: []string{"warning: --init-image ghcr.io/kiln-build/kiln:", "not pinned by digest", "make image", "--init-image ghcr.io/kiln-build/kiln@sha256:..."}, out: "# kubernetes"},
+		{name: "tagged init image warns", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", "127.0.0.1:5000/kiln:v1", "--format", "k8s"},
+			errWords: []string{"--init-image 127.0.0.1:5000/kiln:v1 is not pinned", "--init-image 127.0.0.1:5000/kiln@sha256:..."}, out: "image: 127.0.0.1:5000/kiln:v1"},
+		{name: "pinned init image is quiet", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", pinned},
+			noErr: "warning", out: "image: " + pinned},
+		{name: "compose does not run the init image", args: []string{"--volume", "w", "--image", "reg/a:1", "--format", "compose"},
+			noErr: "warning", out: "# compose.yaml"},
+		{name: "docker into a host dir does not run it", args: []string{"--volume", "/srv/w", "--image", "reg/a:1", "--format", "docker"},
+			noErr: "warning", out: "kiln weights pull"},
+		{name: "docker into a volume runs it", args: []string{"--volume", "w", "--image", "reg/a:1", "--format", "docker"},
+			errWords: []string{"not pinned by digest"}, out: "# docker"},
+		{name: "k8s alias", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", pinned, "--format", "k8s"},
+			noErr: "warning", out: "initContainers"},
+		{name: "kubernetes", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", pinned, "--format", "kubernetes"},
+			noErr: "warning", out: "initContainers"},
+		{name: "unknown format", args: []string{"--volume", "w", "--format", "helm"}, code: cmdutil.ExitUsage,
+			errWords: []string{"kubernetes (or k8s)"}},
+		{name: "oci image refused", args: []string{"--volume", "w", "--image", "oci:" + dir + "/slim:app"}, code: cmdutil.ExitUsage,
+			errWords: []string{"is a file on this machine", "push it to a registry", "--image REGISTRY/REPO:TAG"}, noErr: "warning"},
+		{name: "oci image refused for k8s", args: []string{"--volume", "w", "--image", "oci:" + dir + "/slim", "--format", "k8s"}, code: cmdutil.ExitUsage,
+			errWords: []string{"push it to a registry"}},
+		{name: "docker archive refused", args: []string{"--volume", "w", "--image", "docker-archive:" + dir + "/app.tar", "--format", "compose"}, code: cmdutil.ExitUsage,
+			errWords: []string{"docker load -i " + dir + "/app.tar", "--image NAME:TAG"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append(base, tc.args...)...)
+			if code != tc.code {
+				t.Fatalf("code %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			for _, w := range tc.errWords {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if tc.noErr != "" && strings.Contains(errOut, tc.noErr) {
+				t.Errorf("stderr has %q:\n%s", tc.noErr, errOut)
+			}
+			if !strings.Contains(out, tc.out) {
+				t.Errorf("stdout lacks %q:\n%s", tc.out, out)
+			}
+		})
+	}
+	// --json: the warning is in warnings ([] when pinned); a refusal is one
+	// JSON object with exit_code 2.
+	for _, tc := range []struct {
+		init string
+		n    int
+	}{{"", 1}, {pinned, 0}} {
+		args := append(base, "--volume", "w", "--image", "reg/a:1", "--json")
+		if tc.init != "" {
+			args = append(args, "--init-image", tc.init)
+		}
+		code, out, _ := run(t, args...)
+		var s struct {
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil || code != cmdutil.ExitOK || s.Warnings == nil || len(s.Warnings) != tc.n {
+			t.Errorf("--json with init image %q: code %d, %d warnings, want %d: %v\n%s", tc.init, code, len(s.Warnings), tc.n, err, out)
+		}
+	}
+	code, out, _ := run(t, append(base, "--volume", "w", "--image", "oci:"+dir+"/slim", "--json")...)
+	var res struct {
+		OK       bool   `json:"ok"`
+		Error    string `json:"error"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cmdutil.ExitUsage || res.OK || res.ExitCode != cmdutil.ExitUsage || !strings.Contains(res.Error, "push it to a registry") {
+		t.Errorf("--json with an oci: image: code %d %v\n%s", code, err, out)
+	}
+}
