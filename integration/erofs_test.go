@@ -19,6 +19,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -177,12 +178,7 @@ func TestCRIErofsPod(t *testing.T) {
 		}
 		t.Skip("no runc")
 	}
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %v", err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t, "KILN_REQUIRE_CONTAINERD")
 	dir := t.TempDir()
 	kiln := testdaemon.KilnBinary(t)
 	srv := testimage.RegistryServer(t)

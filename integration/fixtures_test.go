@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -69,14 +70,7 @@ type expected struct {
 
 func fixtures(t *testing.T) (string, *expected) {
 	t.Helper()
-	dir := os.Getenv("KILN_FIXTURES")
-	if dir == "" {
-		cache := os.Getenv("KILN_FIXTURE_CACHE")
-		if cache == "" {
-			cache = "/var/cache/kiln-fixtures"
-		}
-		dir = filepath.Join(cache, "out")
-	}
+	dir := testkit.FixturesDir()
 	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
