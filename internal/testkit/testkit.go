@@ -7,16 +7,22 @@
 // variables that require it is 1 (.ci/run sets the KILN_REQUIRE_*
 // variables), in which case the test fails: CI cannot pass as a skip.
 //
-// It imports no other test kit, so any test package may import it
-// without joining the e2e tier (the Makefile's E2E_PKGS greps the test
-// sources for testdaemon's callers).
+// It imports no other test kit, so a test package may import it without
+// joining the e2e tier (the Makefile's E2E_PKGS greps the test sources
+// for testdaemon's callers). It imports layers/erofs (RequireErofs), so
+// the packages that one builds on (layers, registry, layers/blob, ...)
+// may use it only from their external (package x_test) tests.
 package testkit
 
 import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/layers/erofs"
 )
@@ -49,6 +55,25 @@ func RequireErofs(t testing.TB, require ...string) {
 			}
 		}
 		t.Skipf("%v; %s=1 to require", err, require[0])
+	}
+}
+
+// WaitGone waits up to 10s for pid to exit (or be a zombie, left for its
+// parent to reap); if it still runs, it kills it and fails t ("who PID
+// still runs after the timeout"). For tests that a timeout or a kill
+// takes a process's children with it.
+func WaitGone(t testing.TB, pid int, who string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if i == 1000 {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("%s %d still runs after the timeout", who, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
