@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testkit"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
@@ -94,14 +95,7 @@ func e2eRecipe(t *testing.T) []byte {
 // wheels repackaged from Debian's CUDA 12.4 binaries).
 func fixtureWheels(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("KILN_FIXTURES")
-	if dir == "" {
-		cache := os.Getenv("KILN_FIXTURE_CACHE")
-		if cache == "" {
-			cache = "/var/cache/kiln-fixtures"
-		}
-		dir = filepath.Join(cache, "out")
-	}
+	dir := testkit.FixturesDir()
 	w := filepath.Join(dir, "wheels")
 	if _, err := os.Stat(filepath.Join(w, "SHA256SUMS")); err != nil {
 		if os.Getenv("KILN_REQUIRE_BUILDKIT") == "1" {

@@ -3,11 +3,11 @@ package builder
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
@@ -17,12 +17,7 @@ import (
 // REF-erofs, and the result is one more pushed image for --sbom and
 // --sign-key.
 func TestPushErofs(t *testing.T) {
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t)
 	reg := testimage.Registry(t)
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("app/main.py", []byte("print(1)\n"))}, "zstd"))
 	testimage.Push(t, reg+"/acme/app:1-zstd", img)

@@ -15,20 +15,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/registry"
 )
-
-func requireMkfs(t *testing.T) {
-	t.Helper()
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatalf("KILN_REQUIRE_EROFS=1 but %v", err)
-		}
-		t.Skipf("%v; KILN_REQUIRE_EROFS=1 to require", err)
-	}
-}
 
 func erofsSource(t *testing.T) v1.Image {
 	return testimage.Image(t, testimage.Config{CreatedBy: []string{"base", "app"}},
@@ -44,7 +35,7 @@ func erofsSource(t *testing.T) v1.Image {
 // the source's, a second conversion gives the same image digest, and (as
 // root) the app layer mounts with its file and its whiteout.
 func TestToErofs(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	ctx := context.Background()
 	host := testimage.Registry(t)
 	src := host + "/kiln-convert/erofs:v1"
@@ -134,7 +125,7 @@ func mountAndCheckApp(t *testing.T, image []byte) {
 // TestToErofsChecksTheDiffID: a config whose diff ID is not the tar's is
 // refused, naming the blob, as ToZstd refuses it.
 func TestToErofsChecksTheDiffID(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	ctx := context.Background()
 	img := erofsSource(t)
 	cf, _ := img.ConfigFile()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -21,7 +22,7 @@ import (
 // blob can hold (1 TiB in 10 kB, which hung the conversion) are refused
 // in words naming the layer, at once.
 func TestToErofsRefusesHostileTars(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	visible := testimage.Tar(t, []testimage.Entry{testimage.File("etc/visible", []byte("harmless\n"))})
 	lone := append(bytes.Clone(visible[:len(visible)-1024]), make([]byte, 512)...)
 	lone = append(lone, testimage.Tar(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("evil"))})...)

@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kiln-build/kiln/internal/testkit"
 )
 
 // An nvidia-smi that hangs on a broken driver, and whose child holds its
@@ -49,15 +50,5 @@ func TestRunKillsHungProgramAndChildren(t *testing.T) {
 		t.Fatal("the program never started its child, even with a 15s timeout")
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	for i := 0; ; i++ {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if i == 1000 {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the program's child %d still runs after the timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitGone(t, pid, "the program's child")
 }

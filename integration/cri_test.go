@@ -17,6 +17,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 )
 
 // TestCRIPodMountsWeightsTwin runs what a kubelet runs for a pod with an
@@ -52,10 +53,7 @@ func TestCRIPodMountsWeightsTwin(t *testing.T) {
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
 	crictl := testdaemon.CrictlBin(t)
 	if _, err := exec.LookPath("runc"); err != nil {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatal("KILN_REQUIRE_CONTAINERD=1 but no runc")
-		}
-		t.Skip("no runc")
+		testkit.Need(t, "no runc", "KILN_REQUIRE_CONTAINERD")
 	}
 	dir := t.TempDir()
 	kiln := testdaemon.KilnBinary(t)

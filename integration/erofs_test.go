@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -33,29 +33,11 @@ import (
 // READY, naming it.
 func TestWarmErofsCUDARuntime(t *testing.T) {
 	reg := registry()
-	src := reg + "/nvidia/cuda:12.4.1-runtime-debian13"
-	need := func(why string) {
-		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
-			t.Fatalf("KILN_REQUIRE_FIXTURES=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		need("containerd needs root")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		need("no runc")
-	}
+	needRoot(t, "runc")
 	if err := erofs.Check(context.Background()); err != nil {
-		need(err.Error())
+		needFixtures(t, err.Error())
 	}
-	req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
-	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		need(fmt.Sprintf("no %s in the local registry (%v %v)", src, resp, err))
-	} else {
-		resp.Body.Close()
-	}
+	src := needCUDARuntime(t, reg)
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t, testdaemon.RequireEnv("KILN_REQUIRE_FIXTURES")))
 	testdaemon.PruneAfter(t, false)
 	dir := t.TempDir()
@@ -172,17 +154,9 @@ func TestCRIErofsPod(t *testing.T) {
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
 	crictl := testdaemon.CrictlBin(t)
 	if _, err := exec.LookPath("runc"); err != nil {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatal("KILN_REQUIRE_CONTAINERD=1 but no runc")
-		}
-		t.Skip("no runc")
+		testkit.Need(t, "no runc", "KILN_REQUIRE_CONTAINERD")
 	}
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %v", err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t, "KILN_REQUIRE_CONTAINERD")
 	dir := t.TempDir()
 	kiln := testdaemon.KilnBinary(t)
 	srv := testimage.RegistryServer(t)

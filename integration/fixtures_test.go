@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -69,14 +71,7 @@ type expected struct {
 
 func fixtures(t *testing.T) (string, *expected) {
 	t.Helper()
-	dir := os.Getenv("KILN_FIXTURES")
-	if dir == "" {
-		cache := os.Getenv("KILN_FIXTURE_CACHE")
-		if cache == "" {
-			cache = "/var/cache/kiln-fixtures"
-		}
-		dir = filepath.Join(cache, "out")
-	}
+	dir := testkit.FixturesDir()
 	b, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
 		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
@@ -89,6 +84,43 @@ func fixtures(t *testing.T) (string, *expected) {
 		t.Fatal(err)
 	}
 	return dir, &e
+}
+
+// needFixtures skips t for why, or fails it with KILN_REQUIRE_FIXTURES=1.
+func needFixtures(t *testing.T, why string) {
+	t.Helper()
+	testkit.Need(t, why, "KILN_REQUIRE_FIXTURES")
+}
+
+// needRoot is the prologue of the tests that start containerd on the
+// fixtures: it skips t (fails it with KILN_REQUIRE_FIXTURES=1) unless t
+// runs as root with bins on PATH.
+func needRoot(t *testing.T, bins ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		needFixtures(t, "containerd needs root")
+	}
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			needFixtures(t, "no "+b)
+		}
+	}
+}
+
+// needCUDARuntime skips t (fails it with KILN_REQUIRE_FIXTURES=1) unless
+// the registry reg holds the CUDA 12.4 runtime image scripts/fixtures.sh
+// pushes, and returns its reference.
+func needCUDARuntime(t *testing.T, reg string) string {
+	t.Helper()
+	ref := reg + "/nvidia/cuda:12.4.1-runtime-debian13"
+	req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		needFixtures(t, fmt.Sprintf("no %s in the local registry (%v %v)", ref, resp, err))
+	} else {
+		resp.Body.Close()
+	}
+	return ref
 }
 
 func registry() string {

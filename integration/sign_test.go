@@ -28,16 +28,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/sign"
 )
 
 // need skips (or, with KILN_REQUIRE_SIGN=1 as .ci/run sets it, fails).
 func needSign(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("KILN_REQUIRE_SIGN") == "1" {
-		t.Fatalf("KILN_REQUIRE_SIGN=1 but %s", why)
-	}
-	t.Skip(why)
+	testkit.Need(t, why, "KILN_REQUIRE_SIGN")
 }
 
 // cosignBin is the real cosign v3 (scripts/cosign.sh builds and caches it).

@@ -5,7 +5,6 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -28,28 +27,8 @@ import (
 // image), and with the mirror stopped `ctr run` of the image still starts.
 func TestWarmKilledResumesAndRunsOffline(t *testing.T) {
 	reg := registry()
-	ref := reg + "/nvidia/cuda:12.4.1-runtime-debian13"
-	need := func(why string) {
-		if os.Getenv("KILN_REQUIRE_FIXTURES") == "1" {
-			t.Fatalf("KILN_REQUIRE_FIXTURES=1 but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		need("containerd needs root")
-	}
-	for _, b := range []string{"containerd", "ctr", "runc"} {
-		if _, err := exec.LookPath(b); err != nil {
-			need("no " + b)
-		}
-	}
-	req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/nvidia/cuda/manifests/12.4.1-runtime-debian13", nil)
-	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		need(fmt.Sprintf("no %s in the local registry (%v %v)", ref, resp, err))
-	} else {
-		resp.Body.Close()
-	}
+	needRoot(t, "containerd", "ctr", "runc")
+	ref := needCUDARuntime(t, reg)
 	kiln := testdaemon.KilnBinary(t)
 	cd := testdaemon.StartContainerd(t, testdaemon.RequireEnv("KILN_REQUIRE_FIXTURES"))
 

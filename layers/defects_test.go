@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -195,17 +196,7 @@ func TestCredentialHelperTimeoutKillsChildren(t *testing.T) {
 	}
 	// SIGKILL is delivered before kill(2) returns; wait only for the
 	// reaping, which is not the test's to time.
-	for i := 0; ; i++ {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if i == 1000 {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the helper's child %d still runs after the timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitGone(t, pid, "the helper's child")
 }
 
 // F7: a failing helper's stdout (which may be a secret) is never quoted;

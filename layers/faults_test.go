@@ -3,14 +3,10 @@ package layers_test
 import (
 	"context"
 	"io"
-	"log"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -21,16 +17,10 @@ import (
 // image's layer): a walk of a registry layer whose body stalls or breaks
 // resumes by Range and verifies the whole blob.
 func TestStalledAndBrokenLayerWalkResumes(t *testing.T) {
-	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
+	for _, faults := range testimage.ResumeFaults {
 		t.Run(strings.Join(faults, "+"), func(t *testing.T) {
-			fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-			srv := httptest.NewServer(fr)
-			defer srv.Close()
-			host := strings.TrimPrefix(srv.URL, "http://")
-			tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("data/blob", 300_000)})
-			layer := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
-			ref := host + "/kiln/faults:x"
-			testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, layer))
+			im := testimage.PushFaultyImage(t)
+			fr, ref := im.Faulty, im.Ref
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			opts := []kregistry.Option{kregistry.WithIdleTimeout(150 * time.Millisecond), kregistry.WithFetchOptions(kregistry.WithRetries(3, time.Millisecond))}

@@ -8,16 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 )
@@ -39,10 +35,7 @@ func pushBlob(t *testing.T, host, repo string, data []byte) v1.Hash {
 
 func TestFetcherFaults(t *testing.T) {
 	ctx := context.Background()
-	fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	srv := httptest.NewServer(fr)
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	fr, host := testimage.FaultyRegistry(t)
 	data := bytes.Repeat([]byte("kiln-fetch-"), 50000) // 550 KB
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 
@@ -166,17 +159,11 @@ func TestParseRetryAfter(t *testing.T) {
 // Range with the retry policy's backoff: for Client users (warm, weights)
 // and for layer walks (analyze, slim) alike.
 func TestStalledAndBrokenBodiesResume(t *testing.T) {
-	for _, faults := range [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}} {
+	for _, faults := range testimage.ResumeFaults {
 		t.Run(strings.Join(faults, "+"), func(t *testing.T) {
-			fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-			srv := httptest.NewServer(fr)
-			defer srv.Close()
-			host := strings.TrimPrefix(srv.URL, "http://")
-			tarb := testimage.Tar(t, []testimage.Entry{testimage.Sized("data/blob", 300_000)})
-			layer := testimage.RawLayer(tarb, types.OCIUncompressedLayer)
-			ref := host + "/kiln/faults:x"
-			testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, layer))
-			dgst, _ := layer.Digest()
+			im := testimage.PushFaultyImage(t)
+			fr, ref, tarb := im.Faulty, im.Ref, im.Tar
+			dgst, _ := im.Layer.Digest()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			opts := []Option{WithIdleTimeout(150 * time.Millisecond), WithFetchOptions(WithRetries(3, time.Millisecond))}
@@ -206,10 +193,7 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 // F5: with no retries left, a stalled body fails with ErrIdleTimeout after
 // about the idle timeout, never hangs.
 func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
-	fr := &testimage.Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
-	srv := httptest.NewServer(fr)
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	fr, host := testimage.FaultyRegistry(t)
 	data := bytes.Repeat([]byte("stall-"), 50000)
 	dgst := pushBlob(t, host, "kiln/blobs", data)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,10 +1,17 @@
 package testimage
 
 import (
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Faulty wraps go-containerregistry's in-process registry and
@@ -17,6 +24,41 @@ type Faulty struct {
 	Faults []string // consumed in order: "429", "503", "cut", "norange", "stall-head", "stall-body"
 	Ranges []string // Range headers seen on blob GETs
 	Served int64    // body bytes written for blob GETs
+}
+
+// ResumeFaults are the fault sequences after which a read must resume
+// by Range and verify the whole blob (F5): a stall before the answer or
+// mid-body, a connection cut mid-body, and a stall then a cut.
+var ResumeFaults = [][]string{{"stall-head"}, {"stall-body"}, {"cut"}, {"stall-body", "cut"}}
+
+// FaultyRegistry starts an in-process registry behind a Faulty, closed
+// when the test ends, and returns the Faulty and the registry's host.
+func FaultyRegistry(t testing.TB) (*Faulty, string) {
+	t.Helper()
+	fr := &Faulty{Next: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	srv := httptest.NewServer(fr)
+	t.Cleanup(srv.Close)
+	return fr, strings.TrimPrefix(srv.URL, "http://")
+}
+
+// FaultyImage is a one-layer image pushed to a FaultyRegistry, for the
+// resume tests: Faulty's Faults are empty; set them for the blob GETs.
+type FaultyImage struct {
+	Faulty *Faulty
+	Ref    string   // HOST/kiln/faults:x
+	Layer  v1.Layer // its one layer: Tar, uncompressed
+	Tar    []byte   // a 300 kB file, data/blob
+}
+
+// PushFaultyImage starts a FaultyRegistry and pushes a FaultyImage to it.
+func PushFaultyImage(t testing.TB) FaultyImage {
+	t.Helper()
+	fr, host := FaultyRegistry(t)
+	tarb := Tar(t, []Entry{Sized("data/blob", 300_000)})
+	layer := RawLayer(tarb, types.OCIUncompressedLayer)
+	ref := host + "/kiln/faults:x"
+	Push(t, ref, Image(t, Config{}, layer))
+	return FaultyImage{Faulty: fr, Ref: ref, Layer: layer, Tar: tarb}
 }
 
 func (f *Faulty) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -26,7 +27,7 @@ func TestMkfsDiesWithKiln(t *testing.T) {
 		convertForever(t)
 		return
 	}
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	kiln := exec.Command(os.Args[0], "-test.run=^TestMkfsDiesWithKiln$")
 	kiln.Env = append(os.Environ(), "KILN_TEST_CONVERT_FOREVER=1", "TMPDIR="+t.TempDir())
 	if err := kiln.Start(); err != nil {

@@ -19,20 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
-
-// requireMkfs skips without mkfs.erofs 1.7+, unless KILN_REQUIRE_EROFS=1
-// (CI, where scripts/install-deps.sh installs it) makes that a failure.
-func requireMkfs(t *testing.T) {
-	t.Helper()
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatalf("KILN_REQUIRE_EROFS=1 but %v", err)
-		}
-		t.Skipf("%v; KILN_REQUIRE_EROFS=1 to require", err)
-	}
-}
 
 // capability is a file capability (cap_net_raw+ep), as ping carries it.
 const capability = "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
@@ -103,7 +92,7 @@ func mountImage(t *testing.T, image []byte) string {
 // symlink, a capability xattr, and the whiteout and opaque directory as
 // overlayfs (and so containerd's EROFS snapshotter) reads them.
 func TestConvertKeepsTheLayer(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	entries := layerEntries()
 	mnt := mountImage(t, convert(t, testimage.Tar(t, entries)))
 
@@ -170,7 +159,7 @@ func xattr(t *testing.T, path, name string) string {
 // TestConvertIsReproducible: the same tar gives the same bytes, at any
 // time; the UUID is containerd's derivation from the diff ID.
 func TestConvertIsReproducible(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	tarball := testimage.Tar(t, layerEntries())
 	diffID := v1.Hash{Algorithm: "sha256", Hex: sha(tarball)}
 	a := convert(t, tarball, erofs.WithDiffID(diffID))
@@ -202,7 +191,7 @@ func sha(b []byte) string {
 // TestConvertZerosCostNoDisk: 16 MiB of zeroed GPU code costs almost
 // nothing in the default (compressed) image, and all of it uncompressed.
 func TestConvertZerosCostNoDisk(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	tarball := testimage.Tar(t, layerEntries())
 	compressed := convert(t, tarball)
 	if len(compressed) > 1<<20 {
@@ -217,7 +206,7 @@ func TestConvertZerosCostNoDisk(t *testing.T) {
 // TestConvertFileIsAtomic: a tar kiln refuses leaves no file; a
 // good one replaces the destination whole.
 func TestConvertFileIsAtomic(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "layer.erofs")
 	err := erofs.ConvertFile(context.Background(), strings.NewReader(strings.Repeat("not a tar ", 200)), path)
@@ -243,7 +232,7 @@ func TestConvertFileIsAtomic(t *testing.T) {
 // TestConvertReadsToTheEnd: the tar's reader is read to EOF, so a reader
 // that verifies a digest there gets to.
 func TestConvertReadsToTheEnd(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	tarball := append(testimage.Tar(t, layerEntries()), make([]byte, 64<<10)...)
 	r := &countingReader{r: bytes.NewReader(tarball)}
 	if _, err := erofs.Convert(context.Background(), r, io.Discard); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -56,14 +57,14 @@ func convertErr(t *testing.T, tarball []byte, want ...string) {
 // TestConvertRefusesLoneZeroBlock: what kiln's tar reader does not accept
 // never reaches mkfs.erofs; the conversion fails in words.
 func TestConvertRefusesLoneZeroBlock(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	convertErr(t, loneZeroBlock(t), `after "etc/visible"`, "invalid tar header", "not a tar kiln can read")
 }
 
 // TestConvertRefusesDataAfterTheEnd: the end marker ends the layer; bytes
 // other than zeros after it are refused, not passed on.
 func TestConvertRefusesDataAfterTheEnd(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	b := tarOf(t, false, testimage.File("etc/visible", []byte("harmless\n")))
 	b = append(b, tarOf(t, false, testimage.File("usr/bin/hidden-backdoor", []byte("evil")))...)
 	convertErr(t, b, "after the tar's end marker")
@@ -72,7 +73,7 @@ func TestConvertRefusesDataAfterTheEnd(t *testing.T) {
 // TestConvertAppliesTheEntryRule: the EROFS form refuses what slim
 // refuses (layers.CheckEntry), before mkfs.erofs sees it.
 func TestConvertAppliesTheEntryRule(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	for _, tc := range []struct {
 		e    testimage.Entry
 		want string
@@ -91,7 +92,7 @@ func TestConvertAppliesTheEntryRule(t *testing.T) {
 // data: the EROFS form would lack what the tar form holds (a whiteout,
 // say). The entry rule refuses it.
 func TestConvertRefusesDataOnDevices(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	tw.WriteHeader(&tar.Header{Name: "dev/hide", Typeflag: tar.TypeChar, Mode: 0o644, Size: 1024, Format: tar.FormatUSTAR})
@@ -119,7 +120,7 @@ func truncated(t *testing.T) []byte {
 // once (kiln's reader sees the stream end inside an entry), and
 // mkfs.erofs does not outlive it.
 func TestConvertTruncatedFails(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	start := time.Now()
 	convertErr(t, truncated(t), `"huge"`, "unexpected EOF")
 	if d := time.Since(start); d > 10*time.Second {
@@ -131,7 +132,7 @@ func TestConvertTruncatedFails(t *testing.T) {
 // (WithMaxSize), an entry declaring more is refused before mkfs.erofs
 // sees its header.
 func TestConvertBoundsDeclaredSizes(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	b := truncated(t)
 	_, err := erofs.Convert(context.Background(), bytes.NewReader(b), io.Discard, erofs.WithMaxSize(int64(len(b))), erofs.WithTempDir(t.TempDir()))
 	if err == nil || !strings.Contains(err.Error(), `"huge" declares 1099511627776 bytes`) {
@@ -142,7 +143,7 @@ func TestConvertBoundsDeclaredSizes(t *testing.T) {
 // TestFsckRefusesABrokenImage: Fsck says in words that an image is not
 // one the kernel should mount.
 func TestFsckRefusesABrokenImage(t *testing.T) {
-	requireMkfs(t)
+	testkit.RequireErofs(t)
 	img := convert(t, testimage.Tar(t, layerEntries()))
 	path := filepath.Join(t.TempDir(), "layer.erofs")
 	if err := os.WriteFile(path, img, 0o644); err != nil {

@@ -19,22 +19,11 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 )
-
-// needMkfsErofs skips t without a mkfs.erofs that converts tar streams
-// (it fails instead with KILN_REQUIRE_CONTAINERD=1).
-func needMkfsErofs(t *testing.T) {
-	t.Helper()
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_CONTAINERD") == "1" {
-			t.Fatalf("KILN_REQUIRE_CONTAINERD=1 but %v", err)
-		}
-		t.Skip(err)
-	}
-}
 
 // erofsImage is the tar entries as a native EROFS layer.
 func erofsImage(t *testing.T, entries []testimage.Entry) []byte {
@@ -81,7 +70,7 @@ func startErofsContainerd(t *testing.T, cache string) *testdaemon.Containerd {
 	t.Helper()
 	testdaemon.SkipShort(t)
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
-	needMkfsErofs(t)
+	testkit.RequireErofs(t, "KILN_REQUIRE_CONTAINERD")
 	script, err := testdaemon.RepoFile("scripts/containerd2.sh")
 	if err != nil {
 		t.Fatal(err)

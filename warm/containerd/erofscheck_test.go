@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -37,7 +38,7 @@ func nativeLayer(b []byte) rootfs.Layer {
 // all a registry vouches for: a blob built broken (or hostile) hashes
 // to its descriptor all the same.
 func TestWriteErofsLayerChecksNativeImages(t *testing.T) {
-	needMkfsErofs(t)
+	testkit.RequireErofs(t, "KILN_REQUIRE_CONTAINERD")
 	img := erofsImage(t, []testimage.Entry{testimage.File("etc/a", []byte("a\n"))})
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, erofsMarker), nil, 0o644); err != nil {
@@ -68,7 +69,7 @@ func TestWriteErofsLayerChecksNativeImages(t *testing.T) {
 // declares 1 TiB in a 10 kB blob is refused before mkfs.erofs sees it
 // (the bound is what the blob can decode to), not waited on.
 func TestWriteErofsLayerBoundsTheTar(t *testing.T) {
-	needMkfsErofs(t)
+	testkit.RequireErofs(t, "KILN_REQUIRE_CONTAINERD")
 	var huge bytes.Buffer
 	tw := tar.NewWriter(&huge)
 	if err := tw.WriteHeader(&tar.Header{Name: "huge", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 40}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/sign"
@@ -74,12 +75,7 @@ func TestConvertCommandEStargz(t *testing.T) {
 // second run gives the same digest; a docker archive and an unknown
 // compression are refused in words before any work.
 func TestConvertCommandErofs(t *testing.T) {
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t)
 	reg := testimage.Registry(t)
 	src := reg + "/conv/app:v2"
 	testimage.Push(t, src, testimage.Image(t, testimage.Config{},
@@ -161,12 +157,7 @@ func TestConvertCommandErofs(t *testing.T) {
 // /etc/visible that erofs-utils read past it) is refused by kiln convert
 // --format erofs in words, and no TAG-erofs is written, signed or not.
 func TestConvertErofsRefusesHiddenFiles(t *testing.T) {
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t)
 	reg := testimage.Registry(t)
 	src := reg + "/conv/hidden:v1"
 	testimage.Push(t, src, testimage.Image(t, testimage.Config{}, testimage.RawLayer(testimage.LoneZeroBlockTar(t), "application/vnd.oci.image.layer.v1.tar")))

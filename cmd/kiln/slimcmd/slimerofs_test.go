@@ -3,7 +3,6 @@ package slimcmd
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/slim"
@@ -26,12 +26,7 @@ import (
 // layers, with its SBOM and signature like the others; a second slim gives
 // the same EROFS digest; what it cannot do is refused before any work.
 func TestSlimCommandErofs(t *testing.T) {
-	if err := erofs.Check(context.Background()); err != nil {
-		if os.Getenv("KILN_REQUIRE_EROFS") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testkit.RequireErofs(t)
 	reg := testimage.Registry(t)
 	src := reg + "/slim-erofs/app:naive"
 	testimage.Push(t, src, testimage.Image(t, testimage.Config{},
