@@ -14,18 +14,6 @@ import (
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// Label keys kiln writes into every image it builds (layers/labels.go
-// holds every kiln label key).
-const (
-	LabelRecipeHash     = layers.LabelRecipeHash
-	LabelLockDigest     = layers.LabelLockDigest
-	LabelMinDriver      = layers.LabelMinDriver
-	LabelMinDriverMinor = layers.LabelMinDriverMinor
-	LabelCUDAArchs      = layers.LabelCUDAArchs
-	LabelCUDA           = layers.LabelCUDA
-	LabelComponents     = layers.LabelComponents
-)
-
 // RequireCUDA is the NVIDIA_REQUIRE_CUDA value matching the plan: the
 // nvidia/cuda image's own value when kiln's data has it, else cuda>=X.Y.
 func RequireCUDA(p *recipes.Plan) string {
@@ -102,19 +90,19 @@ func ImageConfig(p *recipes.Plan, in Inputs, platform ocispecs.Platform, base []
 	}
 	lb := img.Config.Labels
 	if in.RecipeHash != "" {
-		lb[LabelRecipeHash] = in.RecipeHash
+		lb[layers.LabelRecipeHash] = in.RecipeHash
 	}
 	if in.LockDigest != "" {
-		lb[LabelLockDigest] = in.LockDigest
+		lb[layers.LabelLockDigest] = in.LockDigest
 	}
 	if p.MinDriver.Toolkit != "" {
-		lb[LabelMinDriver] = p.MinDriver.Toolkit
+		lb[layers.LabelMinDriver] = p.MinDriver.Toolkit
 	}
 	if p.MinDriver.MinorVersionCompat != "" {
-		lb[LabelMinDriverMinor] = p.MinDriver.MinorVersionCompat
+		lb[layers.LabelMinDriverMinor] = p.MinDriver.MinorVersionCompat
 	}
-	lb[LabelCUDAArchs] = strings.Join(p.CUDAArchs, ",")
-	lb[LabelCUDA] = p.CUDA
+	lb[layers.LabelCUDAArchs] = strings.Join(p.CUDAArchs, ",")
+	lb[layers.LabelCUDA] = p.CUDA
 	rec, err := NewRecord(p, in)
 	if err != nil {
 		return img, err
@@ -123,7 +111,7 @@ func ImageConfig(p *recipes.Plan, in Inputs, platform ocispecs.Platform, base []
 	if err != nil {
 		return img, err
 	}
-	lb[LabelInputs] = string(rj)
+	lb[layers.LabelInputs] = string(rj)
 	if p.Name != "" {
 		lb["org.opencontainers.image.title"] = p.Name
 	}

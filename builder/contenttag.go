@@ -323,7 +323,7 @@ func (c *Content) Verify(ctx context.Context, in Inputs) error {
 			return fmt.Errorf("%s: %v", c.Tag, err)
 		}
 		for _, cf := range cfgs {
-			for _, l := range []struct{ key, want string }{{LabelRecipeHash, in.RecipeHash}, {LabelLockDigest, in.LockDigest}} {
+			for _, l := range []struct{ key, want string }{{layers.LabelRecipeHash, in.RecipeHash}, {layers.LabelLockDigest, in.LockDigest}} {
 				if got := cf.Config.Labels[l.key]; got != l.want {
 					return fmt.Errorf("%s (%s): label %s is %q, these inputs' is %q", c.Tag, m.Desc.Digest, l.key, got, l.want)
 				}

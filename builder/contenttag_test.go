@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // A no-op rebuild logs in once to the --push repository: the content
@@ -24,7 +25,7 @@ func TestContentTagOneTokenExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := Inputs{RecipeHash: "sha256:" + strings.Repeat("a", 64), LockDigest: "sha256:" + strings.Repeat("b", 64)}
-	img := testimage.Image(t, testimage.Config{Labels: map[string]string{LabelRecipeHash: in.RecipeHash, LabelLockDigest: in.LockDigest}},
+	img := testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelRecipeHash: in.RecipeHash, layers.LabelLockDigest: in.LockDigest}},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 100)}, "gzip"))
 	repo := ta.Host() + "/acme/app"
 	for _, tag := range []string{ContentTag(dg), ContentTag(dg) + "-zstd"} {

@@ -321,7 +321,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("config env lacks %s:\n%s", want, env)
 		}
 	}
-	if img1.Config.Config.Labels[LabelRecipeHash] != r.Hash() {
+	if img1.Config.Config.Labels[layers.LabelRecipeHash] != r.Hash() {
 		t.Errorf("labels %v", img1.Config.Config.Labels)
 	}
 	for _, l := range img1.Layers[len(base.Layers):] {

@@ -15,12 +15,6 @@ import (
 	"github.com/kiln-build/kiln/recipes"
 )
 
-// LabelInputs holds kiln's record of what an image was built from
-// (Record, as JSON): kiln build --explain reads it from the image it
-// compares with. It is computed from the plan and inputs alone, so the
-// same inputs give the same label (and digest).
-const LabelInputs = layers.LabelInputs
-
 // Record is what each step of a kiln image was built from: the inputs a
 // person changes (bases, apt list, pip pins by component, compiled
 // wheels' keys, GPU architectures, the app files' digest) and, per step,
@@ -141,14 +135,14 @@ func shortHash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// ParseRecord reads a LabelInputs value.
+// ParseRecord reads a layers.LabelInputs value.
 func ParseRecord(s string) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, fmt.Errorf("label %s: %v", LabelInputs, err)
+		return nil, fmt.Errorf("label %s: %v", layers.LabelInputs, err)
 	}
 	if r.V != 1 {
-		return nil, fmt.Errorf("label %s: record version %d (this kiln reads 1)", LabelInputs, r.V)
+		return nil, fmt.Errorf("label %s: record version %d (this kiln reads 1)", layers.LabelInputs, r.V)
 	}
 	return &r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -151,7 +152,7 @@ func TestExplainCost(t *testing.T) {
 	base := testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/lib/libbig.so", 4000)}, "gzip")
 	oldApp := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 300)}, "gzip")
 	newApp := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main2.py", 500)}, "gzip")
-	testimage.Push(t, reg+"/acme/app:1", testimage.Image(t, testimage.Config{Labels: map[string]string{LabelInputs: rec}}, base, oldApp))
+	testimage.Push(t, reg+"/acme/app:1", testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelInputs: rec}}, base, oldApp))
 	a, err := ReadAgainst(context.Background(), reg+"/acme/app:1")
 	if err != nil || a.Digest == "" || a.Record == nil || len(a.Layers) != 2 {
 		t.Fatalf("ReadAgainst: %+v, %v", a, err)

@@ -84,7 +84,7 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Ag
 		return a, err
 	}
 	a.Digest, a.Layers = dg, ls
-	if v, ok := cf.Config.Labels[LabelInputs]; ok {
+	if v, ok := cf.Config.Labels[layers.LabelInputs]; ok {
 		if a.Record, err = ParseRecord(v); err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func (a *Against) Explain(now *Record) *Explanation {
 	case a.Digest == "":
 		e.Note = "no image at " + a.Ref + " yet: a first build misses every step"
 	case was == nil:
-		e.Note = a.Ref + " has no kiln record (" + LabelInputs + "): built by another tool or an older kiln"
+		e.Note = a.Ref + " has no kiln record (" + layers.LabelInputs + "): built by another tool or an older kiln"
 	}
 	if was == nil {
 		// Nothing to compare with: every step misses, and the note says

@@ -29,7 +29,7 @@ type Inputs struct {
 	// and (through the exporter) layer timestamps.
 	SourceDateEpoch *int64
 	// AppDigest is the app files' content digest (AppDigest), recorded
-	// in the image's LabelInputs so that --explain can say an app change
+	// in the image's layers.LabelInputs so that --explain can say an app change
 	// is one; "" leaves it out.
 	AppDigest string `json:",omitempty"`
 	// CachedWheels are the compiled wheels a wheel cache answered, by

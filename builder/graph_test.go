@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	controlapi "github.com/moby/buildkit/api/services/control"
 	"github.com/moby/buildkit/solver/pb"
@@ -308,7 +309,7 @@ func TestImageConfig(t *testing.T) {
 		t.Errorf("NVIDIA_REQUIRE_CUDA=%q", env["NVIDIA_REQUIRE_CUDA"])
 	}
 	lb := img.Config.Labels
-	if lb[LabelRecipeHash] != "sha256:r" || lb[LabelLockDigest] != "sha256:l" || lb[LabelMinDriver] != p.MinDriver.Toolkit || lb[LabelCUDAArchs] != "8.0" || lb["base"] != "1" {
+	if lb[layers.LabelRecipeHash] != "sha256:r" || lb[layers.LabelLockDigest] != "sha256:l" || lb[layers.LabelMinDriver] != p.MinDriver.Toolkit || lb[layers.LabelCUDAArchs] != "8.0" || lb["base"] != "1" {
 		t.Errorf("labels %v", lb)
 	}
 	if !slices.Equal(img.Config.Entrypoint, []string{"python3", "main.py"}) || img.Config.WorkingDir != "/app" {
@@ -334,7 +335,7 @@ func TestDockerfile(t *testing.T) {
 		`COPY ["app","/app"]`,
 		`ENTRYPOINT ["python3","main.py"]`,
 		"NVIDIA_REQUIRE_CUDA=",
-		LabelRecipeHash,
+		layers.LabelRecipeHash,
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q:\n%s", want, df)

@@ -1,8 +1,11 @@
 package builder
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -181,5 +189,100 @@ test:
 	}
 	if len(*fetched) == before {
 		t.Error("the build with another sha256 did not download the archive from the mirror")
+	}
+}
+
+// A base without apt (a UBI-style image: RPM's world, no apt, no dpkg, no
+// Python) gets the recipe's Python all the same: resolve picks the
+// relocatable CPython for an OS kiln knows no python3 of, and no step of
+// the build calls apt (issue 38). The base is the CUDA 12.4 fixture with
+// apt and dpkg whited out and UBI 9's os-release.
+func TestStandalonePythonOnBaseWithoutApt(t *testing.T) {
+	c, reg := buildkitEnv(t, "12.4.1-base-debian13")
+	mirror, shas, _ := pythonMirror(t)
+	idx := catalogIndex(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stamp := time.Now().UnixNano()
+	base := fmt.Sprintf("%s/kiln-test/ubi9-standin:%d", reg, stamp)
+	withoutApt(t, reg+"/nvidia/cuda:12.4.1-base-debian13", base)
+
+	r, err := recipes.Parse("kiln.yaml", []byte(`name: py-no-apt
+cuda: "12.4"
+os: ubi9
+python: "3.13"
+pip: [packaging]
+test:
+  - python -c 'import sys, packaging; assert sys.version_info[:2] == (3, 13), sys.version; print(sys.version)'
+  - pip list | grep -i packaging
+  - test "$(readlink -f "$(command -v python3)")" = "$(readlink -f "$(command -v python)")"
+  - "! command -v apt-get && ! command -v dpkg && grep -q '^ID=\"rhel\"' /etc/os-release"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg), recipes.WithPythonMirror(mirror), recipes.WithWheelIndexes(idx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PythonSource != recipes.PythonStandalone {
+		t.Fatalf("python source %q on ubi9: want the relocatable CPython", p.PythonSource)
+	}
+	standInSHA(t, p, shas)
+	p.Platforms = []string{"linux/amd64"}
+	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
+	epoch := int64(1700000000)
+	in := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
+	ref := fmt.Sprintf("%s/kiln-test/py-no-apt:%d", reg, stamp)
+	if _, err := Build(ctx, p, in, Options{Client: c, ContextDir: t.TempDir(), Progress: progressMode(), Outputs: []Output{mustOutput(t, ref)}}); err != nil {
+		t.Fatalf("build on a base without apt: %v", err)
+	}
+}
+
+// withoutApt pushes to dst the image src with apt and dpkg whited out
+// (their programs, /etc/apt, dpkg's database) and UBI 9's os-release.
+func withoutApt(t *testing.T, src, dst string) {
+	t.Helper()
+	sref, err := name.ParseReference(src, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(sref, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	if err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	put := func(name string, body []byte) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg, ModTime: time.Unix(1700000000, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(body)
+	}
+	for _, p := range []string{"apt", "apt-cache", "apt-cdrom", "apt-config", "apt-get", "apt-key", "apt-mark", "dpkg", "dpkg-deb", "dpkg-divert", "dpkg-maintscript-helper", "dpkg-query", "dpkg-realpath", "dpkg-split", "dpkg-statoverride", "dpkg-trigger"} {
+		put("usr/bin/.wh."+p, nil)
+	}
+	put("etc/.wh.apt", nil)
+	put("var/lib/.wh.dpkg", nil)
+	put("var/lib/.wh.apt", nil)
+	put("usr/lib/os-release", []byte("NAME=\"Red Hat Enterprise Linux\"\nVERSION=\"9.5 (Plow)\"\nID=\"rhel\"\nID_LIKE=\"fedora\"\nVERSION_ID=\"9.5\"\nPLATFORM_ID=\"platform:el9\"\n"))
+	put("etc/redhat-release", []byte("Red Hat Enterprise Linux release 9.5 (Plow)\n"))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := mutate.Append(img, mutate.Addendum{Layer: l, History: v1.History{CreatedBy: "kiln test: apt and dpkg whited out, UBI 9's os-release"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dref, err := name.ParseReference(dst, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dref, out); err != nil {
+		t.Fatalf("push %s: %v", dst, err)
 	}
 }

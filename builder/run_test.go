@@ -39,7 +39,7 @@ func TestPushErofs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer got.Close()
-	if got.Digest.String() != p.Digest || len(got.Layers) != 1 || string(got.Layers[0].MediaType) != erofs.MediaType {
+	if got.Digest.String() != p.Digest || len(got.Layers) != 1 || string(got.Layers[0].MediaType) != layers.ErofsMediaType {
 		t.Errorf("%s: digest %s (pushed %s), layers %+v", p.Ref, got.Digest, p.Digest, got.Layers)
 	}
 }

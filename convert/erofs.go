@@ -11,7 +11,7 @@ import (
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
-// ToErofs converts src's layers to native EROFS layers (erofs.MediaType):
+// ToErofs converts src's layers to native EROFS layers (layers.ErofsMediaType):
 // each source blob streams, verified, through its decoder into
 // mkfs.erofs (layers/erofs: only what kiln's tar reader accepts, sizes
 // bounded by what the blob can decode to), compressed inside with comp;
@@ -33,7 +33,7 @@ func ToErofs(ctx context.Context, src v1.Image, o Options, comp erofs.Compressio
 	cfg = cfg.DeepCopy()
 	adds := make([]mutate.Addendum, len(out))
 	for i, l := range out {
-		adds[i] = mutate.Addendum{Layer: l, MediaType: erofs.MediaType}
+		adds[i] = mutate.Addendum{Layer: l, MediaType: layers.ErofsMediaType}
 		cfg.RootFS.DiffIDs[i], _ = l.DiffID()
 	}
 	return res.finish(adds, cfg)
@@ -56,5 +56,5 @@ func erofsLayer(ctx context.Context, l v1.Layer, diffID v1.Hash, dir string, o O
 	if err != nil {
 		return nil, rep, err
 	}
-	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, erofs.MediaType), rep, nil
+	return layers.NewFileLayer(file, edg, edg, rep.ToSize, rep.ToSize, layers.ErofsMediaType), rep, nil
 }

@@ -81,8 +81,8 @@ func TestToErofs(t *testing.T) {
 	}
 	rls, _ := img.Layers()
 	for i, d := range m.Layers {
-		if d.MediaType != erofs.MediaType {
-			t.Errorf("layer %d: media type %s, want %s", i, d.MediaType, erofs.MediaType)
+		if d.MediaType != layers.ErofsMediaType {
+			t.Errorf("layer %d: media type %s, want %s", i, d.MediaType, layers.ErofsMediaType)
 		}
 		if cfg.RootFS.DiffIDs[i] != d.Digest {
 			t.Errorf("layer %d: diff ID %s, blob %s: an EROFS blob is its own diff ID", i, cfg.RootFS.DiffIDs[i], d.Digest)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/cuda"
+	"github.com/kiln-build/kiln/sign"
 )
 
 // ReportSchemaVersion is bumped on any incompatible change to the --json
@@ -85,7 +86,7 @@ type Options struct {
 	WeightsBytes int64
 	// Signature, when set, adds the "signature" item (host check --image
 	// of a registry image).
-	Signature *Signature
+	Signature *sign.Inspection
 }
 
 // Item returns the item with id, or nil.

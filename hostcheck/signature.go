@@ -2,14 +2,7 @@ package hostcheck
 
 import (
 	"fmt"
-
-	"github.com/kiln-build/kiln/sign"
 )
-
-// Signature is what kiln host check --image learned about the image's
-// signatures and attestations: sign.Inspect's answer (cmd/kiln reads it
-// from the registry; this package does no network I/O of its own).
-type Signature = sign.Inspection
 
 // signature is the "signature" item: pass when the image verifies with
 // --verify-key, fail when it does not, warn when no key was given

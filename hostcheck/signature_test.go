@@ -16,17 +16,17 @@ func TestSignatureItem(t *testing.T) {
 	bad.Reason, bad.Detail = sign.ReasonTampered, "altered"
 	for _, tc := range []struct {
 		name    string
-		sig     *Signature
+		sig     *sign.Inspection
 		status  Status
 		summary string
 	}{
 		{"no registry image", nil, Skip, "no registry image"},
-		{"registry unreachable", &Signature{Err: "dial tcp: refused"}, Warn, "could not read"},
-		{"unsigned, no key", &Signature{Result: &sign.Result{Ref: "r", Digest: dg}}, Warn, "unsigned"},
-		{"signed, no key", &Signature{Result: &sign.Result{Ref: "r", Digest: dg, Signatures: []sign.Found{bundle}}}, Warn, "none checked"},
-		{"verified", &Signature{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Verified: true, KeyID: "sha256:k", Format: sign.FormatBundle, Signatures: []sign.Found{ok}}}, Pass, "trusted key sha256:k"},
-		{"tampered", &Signature{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonTampered, Detail: "altered", Signatures: []sign.Found{bad}}}, Fail, "signature tampered"},
-		{"missing with key", &Signature{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonMissing, Detail: "none"}}, Fail, "missing"},
+		{"registry unreachable", &sign.Inspection{Err: "dial tcp: refused"}, Warn, "could not read"},
+		{"unsigned, no key", &sign.Inspection{Result: &sign.Result{Ref: "r", Digest: dg}}, Warn, "unsigned"},
+		{"signed, no key", &sign.Inspection{Result: &sign.Result{Ref: "r", Digest: dg, Signatures: []sign.Found{bundle}}}, Warn, "none checked"},
+		{"verified", &sign.Inspection{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Verified: true, KeyID: "sha256:k", Format: sign.FormatBundle, Signatures: []sign.Found{ok}}}, Pass, "trusted key sha256:k"},
+		{"tampered", &sign.Inspection{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonTampered, Detail: "altered", Signatures: []sign.Found{bad}}}, Fail, "signature tampered"},
+		{"missing with key", &sign.Inspection{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonMissing, Detail: "none"}}, Fail, "missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &checker{im: &Image{Ref: "r"}, o: Options{Signature: tc.sig}}
@@ -41,7 +41,7 @@ func TestSignatureItem(t *testing.T) {
 	if r.Item("signature") != nil {
 		t.Fatal("signature item without Options.Signature")
 	}
-	r = Check(&Host{}, &Image{Ref: "r"}, Options{Signature: &Signature{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonMissing}}})
+	r = Check(&Host{}, &Image{Ref: "r"}, Options{Signature: &sign.Inspection{KeyGiven: true, Result: &sign.Result{Ref: "r", Digest: dg, Reason: sign.ReasonMissing}}})
 	if it := r.Item("signature"); it == nil || it.Status != Fail || r.OK {
 		t.Fatalf("signature item in the report: %+v ok=%v", it, r.OK)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -178,7 +179,7 @@ func TestCRIErofsPod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return testimage.RawLayer(b, types.MediaType(erofs.MediaType))
+		return testimage.RawLayer(b, types.MediaType(layers.ErofsMediaType))
 	}
 	app := reg + "/kiln-cri-erofs/app:1-erofs"
 	testimage.Push(t, app, testimage.Image(t, testimage.Config{},

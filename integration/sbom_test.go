@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/layers"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -164,16 +165,16 @@ func TestSBOMSlimAndWeightsStrip(t *testing.T) {
 	}
 	var att *v1.Descriptor
 	for i, m := range idx.Manifests {
-		if m.Annotations[sbom.AnnotationRefType] == sbom.RefTypeAttestation {
+		if m.Annotations[layers.AnnotationRefType] == layers.RefTypeAttestation {
 			att = &idx.Manifests[i]
 		}
 	}
-	if att == nil || att.Digest.String() != im.SBOM || att.Annotations[sbom.AnnotationRefDigest] != im.Digest {
+	if att == nil || att.Digest.String() != im.SBOM || att.Annotations[layers.AnnotationRefDigest] != im.Digest {
 		t.Fatalf("no attestation manifest for %s in %+v", im.Digest, idx.Manifests)
 	}
 	var am v1.Manifest
 	json.Unmarshal(crane(t, "manifest", repo+"@"+att.Digest.String()), &am)
-	if len(am.Layers) != 2 || am.Layers[0].Annotations[sbom.AnnotationPredicate] != sbom.PredicateType || am.Layers[1].Annotations[sbom.AnnotationPredicate] != sbom.SPDXPredicateType {
+	if len(am.Layers) != 2 || am.Layers[0].Annotations[layers.AnnotationPredicateType] != sbom.PredicateType || am.Layers[1].Annotations[layers.AnnotationPredicateType] != sbom.SPDXPredicateType {
 		t.Fatalf("attestation manifest: %+v", am)
 	}
 	// The SPDX statement (what buildx imagetools reads) parses with the

@@ -12,14 +12,9 @@ import (
 	"github.com/kiln-build/kiln/layers"
 )
 
-// BuildKit's attestation annotations.
-const (
-	AnnotationRefType   = layers.AnnotationRefType
-	AnnotationRefDigest = layers.AnnotationRefDigest
-	RefTypeAttestation  = layers.RefTypeAttestation
-	AnnotationPredicate = layers.AnnotationPredicateType
-	inTotoStatementV01  = "https://in-toto.io/Statement/v0.1"
-)
+// inTotoStatementV01 is the in-toto statement type BuildKit's SBOM
+// attestations carry.
+const inTotoStatementV01 = "https://in-toto.io/Statement/v0.1"
 
 type statement struct {
 	Type          string          `json:"_type"`
@@ -92,7 +87,7 @@ func WithAttestation(img v1.Image, subjectName string, preds ...Predicate) (v1.I
 	}
 	m = m.DeepCopy()
 	for i := range m.Layers {
-		m.Layers[i].Annotations = map[string]string{AnnotationPredicate: preds[i].Type}
+		m.Layers[i].Annotations = map[string]string{layers.AnnotationPredicateType: preds[i].Type}
 	}
 	att = &annotatedImage{Image: att, m: m}
 	attDg, err := att.Digest()
@@ -107,7 +102,7 @@ func WithAttestation(img v1.Image, subjectName string, preds ...Predicate) (v1.I
 	idx = mutate.AppendManifests(idx,
 		mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{MediaType: mt, Platform: &v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}}},
 		mutate.IndexAddendum{Add: att, Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "unknown", Architecture: "unknown"},
-			Annotations: map[string]string{AnnotationRefType: RefTypeAttestation, AnnotationRefDigest: dg.String()}}},
+			Annotations: map[string]string{layers.AnnotationRefType: layers.RefTypeAttestation, layers.AnnotationRefDigest: dg.String()}}},
 	)
 	idg, err := idx.Digest()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/kiln-build/kiln/internal/cdxschema"
 	"github.com/kiln-build/kiln/internal/spdxcheck"
+	"github.com/kiln-build/kiln/layers"
 )
 
 func layer(t *testing.T, files map[string]string) v1.Layer {
@@ -193,7 +194,7 @@ func TestWithAttestation(t *testing.T) {
 		t.Fatalf("manifests: %+v", im.Manifests)
 	}
 	a := im.Manifests[1]
-	if a.Digest != att || a.Platform.OS != "unknown" || a.Annotations[AnnotationRefType] != RefTypeAttestation || a.Annotations[AnnotationRefDigest] != dg.String() {
+	if a.Digest != att || a.Platform.OS != "unknown" || a.Annotations[layers.AnnotationRefType] != layers.RefTypeAttestation || a.Annotations[layers.AnnotationRefDigest] != dg.String() {
 		t.Fatalf("attestation descriptor: %+v", a)
 	}
 	ai, err := idx.Image(att)
@@ -201,7 +202,7 @@ func TestWithAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := ai.Manifest()
-	if len(m.Layers) != 2 || m.Layers[0].MediaType != inTotoMediaType || m.Layers[0].Annotations[AnnotationPredicate] != PredicateType || m.Layers[1].Annotations[AnnotationPredicate] != SPDXPredicateType {
+	if len(m.Layers) != 2 || m.Layers[0].MediaType != inTotoMediaType || m.Layers[0].Annotations[layers.AnnotationPredicateType] != PredicateType || m.Layers[1].Annotations[layers.AnnotationPredicateType] != SPDXPredicateType {
 		t.Fatalf("attestation manifest: %+v", m)
 	}
 	ls, _ := ai.Layers()

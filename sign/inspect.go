@@ -12,7 +12,7 @@ import (
 )
 
 // Inspection is what a registry says about an image's signatures and
-// attestations (kiln host check --image reports it; hostcheck.Signature).
+// attestations (kiln host check --image reports it; sign.Inspection).
 type Inspection struct {
 	// KeyGiven: a policy was given, so Result is a verification.
 	KeyGiven bool

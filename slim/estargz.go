@@ -12,12 +12,6 @@ import (
 	"github.com/kiln-build/kiln/layers"
 )
 
-// Annotations an eStargz layer's descriptor carries (see layers).
-const (
-	AnnotationTOCDigest        = layers.AnnotationTOCDigest
-	AnnotationUncompressedSize = layers.AnnotationUncompressedSize
-)
-
 // AddEStargz writes every layer once more as an eStargz blob
 // (layers.WriteEStargz, from the layer's first blob, decoded twice as a
 // stream) with the files of startup that are in the layer placed first

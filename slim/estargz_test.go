@@ -81,10 +81,10 @@ func TestEStargzStartupFirst(t *testing.T) {
 		if desc.MediaType != types.OCILayer {
 			t.Errorf("layer %d: media type %s", i, desc.MediaType)
 		}
-		names := esgzNames(t, l, desc.Annotations[AnnotationTOCDigest])
+		names := esgzNames(t, l, desc.Annotations[layers.AnnotationTOCDigest])
 		n, _ := l.(interface{ UncompressedSize() (int64, error) }).UncompressedSize()
-		if desc.Annotations[AnnotationUncompressedSize] == "" || desc.Annotations[AnnotationUncompressedSize] != itoa(n) {
-			t.Errorf("layer %d: uncompressed-size annotation %q, tar %d", i, desc.Annotations[AnnotationUncompressedSize], n)
+		if desc.Annotations[layers.AnnotationUncompressedSize] == "" || desc.Annotations[layers.AnnotationUncompressedSize] != itoa(n) {
+			t.Errorf("layer %d: uncompressed-size annotation %q, tar %d", i, desc.Annotations[layers.AnnotationUncompressedSize], n)
 		}
 		mark := slices.IndexFunc(names, func(n string) bool { return n == estargz.PrefetchLandmark || n == estargz.NoPrefetchLandmark })
 		if mark < 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/opencontainers/go-digest"
@@ -264,7 +265,7 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 	}
 	if len(failed) > 0 {
 		if gerr != nil && blob.IsNoSpace(gerr) {
-			return fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, ErrNoSpace, gerr)
+			return fmt.Errorf("target %s: %w (disk full): %v; partial blobs are kept for a resumed run, nothing was committed half-written", t, preflight.ErrNoSpace, gerr)
 		}
 		return r.variantErr(fmt.Errorf("target %s: %d blob(s) failed: %s", t, len(failed), failed[0]))
 	}
@@ -323,7 +324,7 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 	if !o.SkipSpaceCheck && rep.MissingBytes > 0 {
 		dir, avail, err := t.Free(ctx)
 		if err == nil && avail < rep.MissingBytes {
-			return r.fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, ErrNoSpace, bytesize.Format(rep.MissingBytes), bytesize.Format(avail), dir))
+			return r.fail(fmt.Errorf("target %s: %w: %s missing, %s free in %s", t, preflight.ErrNoSpace, bytesize.Format(rep.MissingBytes), bytesize.Format(avail), dir))
 		}
 	}
 	lt, leased := t.(Leaser)

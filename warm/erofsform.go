@@ -16,11 +16,6 @@ const (
 	FormErofs = "erofs"
 )
 
-// ErofsTagSuffix names an image's native EROFS form (layers.ErofsTagSuffix):
-// REPO:TAG-erofs is what warm looks for beside REPO:TAG when the target
-// unpacks into the EROFS snapshotter.
-const ErofsTagSuffix = layers.ErofsTagSuffix
-
 // ErofsChecker is a target that may unpack into containerd's EROFS
 // snapshotter, which mounts native EROFS layers with no untar: ErofsUnpack
 // says whether --unpack goes there (--snapshotter erofs, or auto with the
@@ -56,7 +51,7 @@ func (w walker) erofsForm(ctx context.Context, r layers.Ref, named Image, nblobs
 		// No EROFS form (or none readable): nothing to say.
 		return Image{}, nil, false, ""
 	}
-	src := r.Canonical() + ErofsTagSuffix
+	src := r.Canonical() + layers.ErofsTagSuffix
 	ignored := func(format string, a ...any) (Image, []*Blob, bool, string) {
 		return Image{}, nil, false, src + " ignored: " + fmt.Sprintf(format, a...)
 	}

@@ -44,7 +44,7 @@ func pushErofsFixture(t *testing.T, arch string, name func(v1.Hash) string) erof
 	if err != nil {
 		t.Fatal(err)
 	}
-	testimage.Push(t, ref+warm.ErofsTagSuffix, erofsImg)
+	testimage.Push(t, ref+layers.ErofsTagSuffix, erofsImg)
 	if name != nil {
 		h, err := v1.NewHash(name(dg))
 		if err != nil {
@@ -92,13 +92,13 @@ func TestResolveErofsForm(t *testing.T) {
 				if img.Variant() || img.Form != "" || img.Source != img.Name {
 					t.Fatalf("took %s (form %q), want %s as named", img.Source, img.Form, img.Name)
 				}
-				if tc.note == "" && img.Note != "" || !strings.Contains(img.Note, tc.note) || tc.note != "" && !strings.HasPrefix(img.Note, f.ref+warm.ErofsTagSuffix+" ignored: ") {
+				if tc.note == "" && img.Note != "" || !strings.Contains(img.Note, tc.note) || tc.note != "" && !strings.HasPrefix(img.Note, f.ref+layers.ErofsTagSuffix+" ignored: ") {
 					t.Fatalf("note %q, want one with %q", img.Note, tc.note)
 				}
 				return
 			}
-			if img.Form != warm.FormErofs || img.Source != f.ref+warm.ErofsTagSuffix || !img.Variant() || img.Note != "" {
-				t.Fatalf("image %+v: want the EROFS form, from %s", img, f.ref+warm.ErofsTagSuffix)
+			if img.Form != warm.FormErofs || img.Source != f.ref+layers.ErofsTagSuffix || !img.Variant() || img.Note != "" {
+				t.Fatalf("image %+v: want the EROFS form, from %s", img, f.ref+layers.ErofsTagSuffix)
 			}
 			if img.Manifest.Digest.String() != f.erofs.String() || len(img.Layers) != 1 || img.Layers[0].MediaType != layers.ErofsMediaType {
 				t.Fatalf("manifest %s layers %+v, want TAG-erofs's %s", img.Manifest.Digest, img.Layers, f.erofs)
@@ -157,7 +157,7 @@ func TestRunWarmsErofsFormNamed(t *testing.T) {
 				return
 			}
 			raw, _ := json.Marshal(im)
-			if im.Source != f.ref+warm.ErofsTagSuffix || !strings.Contains(string(raw), `"form":"erofs"`) {
+			if im.Source != f.ref+layers.ErofsTagSuffix || !strings.Contains(string(raw), `"form":"erofs"`) {
 				t.Fatalf("report image %s", raw)
 			}
 		})
@@ -179,7 +179,7 @@ func TestRunSetsAsideErofsFormOverOtherLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testimage.Push(t, ref+warm.ErofsTagSuffix, lie)
+	testimage.Push(t, ref+layers.ErofsTagSuffix, lie)
 	testimage.Push(t, ref, layers.NameErofsForm(tarImg, dg))
 	l, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
@@ -31,7 +30,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04", img)
 	lopts := []registry.Option{registry.WithTransport(toLocal(reg))}
-	s, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: blob.NewRegistry(lopts), Compression: warm.CompressionGzip})
+	s, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts), Compression: warm.CompressionGzip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	// Name reports "warm chose the zstd variant").
 	imgZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "zstd"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04-zstd", imgZ)
-	z, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: blob.NewRegistry(lopts)})
+	z, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,17 +141,13 @@ const (
 	CompressionZstd Compression = "zstd"
 )
 
-// ZstdTagSuffix names an image's zstd variant (layers.ZstdTagSuffix):
-// REPO:TAG-zstd is what warm looks for beside REPO:TAG.
-const ZstdTagSuffix = layers.ZstdTagSuffix
-
 // ResolveOptions configure Resolve.
 type ResolveOptions struct {
 	Platform v1.Platform
 	// Layers are the registry options (auth, insecure hosts).
 	Layers []registry.Option
 	// Blobs reads registry blobs; nil makes one from Layers.
-	Blobs       *blob.Registry
+	Blobs       *registry.Pool
 	Compression Compression
 	// NoZstd says the target cannot use zstd layers, and why (e.g. an old
 	// Docker engine); empty means it can.
@@ -170,7 +166,7 @@ type ResolveOptions struct {
 // manifest for the platform, its config and layers.
 func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error) {
 	if o.Blobs == nil {
-		o.Blobs = blob.NewRegistry(o.Layers)
+		o.Blobs = registry.NewPool(o.Layers)
 	}
 	if o.Compression == "" {
 		o.Compression = CompressionAuto
@@ -314,7 +310,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	var variantRef name.Tag
 	refused, noVariant := o.NoVariant[r.Canonical()]
 	if tag, ok := r.Name.(name.Tag); ok && o.Compression != CompressionGzip && o.NoZstd == "" && !noVariant {
-		variantRef = tag.Context().Tag(tag.TagStr() + ZstdTagSuffix)
+		variantRef = tag.Context().Tag(tag.TagStr() + layers.ZstdTagSuffix)
 		z, err := getManifest(ctx, variantRef, o)
 		if err != nil && o.Compression == CompressionZstd {
 			return Image{}, nil, nil, fmt.Errorf("image %q: --compression zstd: no zstd variant %s (make one with kiln convert %s --to %s --compression zstd): %v", ref, variantRef.Name(), ref, variantRef.Name(), registry.RedactError(err))
@@ -371,7 +367,7 @@ func resolveRegistry(ctx context.Context, ref string, r layers.Ref, o ResolveOpt
 	// content hashes to those diff IDs (the engine's VariantError).
 	zimg := img
 	// Named canonically, as the image is (docker.io/…, not index.docker.io).
-	zimg.Source = r.Canonical() + ZstdTagSuffix
+	zimg.Source = r.Canonical() + layers.ZstdTagSuffix
 	zo := o
 	zo.Compression = CompressionZstd
 	vimg, vblobs, verr := w.image(ctx, zimg, variant, zo)

@@ -7,19 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
-
-// ErrAlreadyExists is blob.ErrAlreadyExists: returned by Writer or Commit
-// when the blob is already committed (another writer won the race).
-var ErrAlreadyExists = blob.ErrAlreadyExists
-
-// ErrNoSpace is returned (wrapped) when the target's disk cannot hold what
-// is missing.
-var ErrNoSpace = preflight.ErrNoSpace
 
 // Target is a host's image store that kiln warm fills: a Store (it holds
 // blobs: containerd's content store, an OCI layout) or a Loader (its unit
@@ -39,8 +30,8 @@ type Store interface {
 	Has(ctx context.Context, d ocispec.Descriptor) (bool, error)
 	// Writer opens a resumable writer for d: its Offset is the number of
 	// bytes an earlier, interrupted writer left. It returns
-	// ErrAlreadyExists when d is already committed.
-	Writer(ctx context.Context, d ocispec.Descriptor) (Writer, error)
+	// blob.ErrAlreadyExists when d is already committed.
+	Writer(ctx context.Context, d ocispec.Descriptor) (blob.Writer, error)
 	// Record makes the set's images visible under their names and safe
 	// from garbage collection (image records, GC labels, index entries).
 	Record(ctx context.Context, s *Set) error
@@ -106,11 +97,6 @@ type StageError struct {
 
 func (e *StageError) Error() string { return e.Err.Error() }
 func (e *StageError) Unwrap() error { return e.Err }
-
-// Writer writes one blob: blob.Writer, the one resumable, verifying
-// writer shape of kiln (containerd's ingest, an OCI layout's partial, a
-// weights volume's partial).
-type Writer = blob.Writer
 
 // Unpacker is a target that can unpack images into a snapshotter, so the
 // first container start does no work.

@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/warm/ocilayout"
@@ -57,7 +58,7 @@ func TestWarmSetsAsideVariantOverOtherLayers(t *testing.T) {
 	if got, _ := evil.ConfigName(); got != want {
 		t.Fatalf("the attack needs TAG's config: got %s, want %s", got, want)
 	}
-	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, evil)
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, evil)
 
 	dir := filepath.Join(t.TempDir(), "oci")
 	tgt, err := ocilayout.New(dir)
@@ -125,7 +126,7 @@ func TestResolveRefusesVariantWithOtherConfig(t *testing.T) {
 	for range ls {
 		zl = append(zl, testimage.Layer(t, []testimage.Entry{testimage.File("etc/x", []byte("x"))}, "zstd"))
 	}
-	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, withConfig(t, cfg, zl...))
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, withConfig(t, cfg, zl...))
 	s := warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, f.Ref)
 	if img := s.Images[0]; img.Variant() || img.Zstd || !strings.Contains(img.Note, "config differs") {
 		t.Fatalf("variant with another entrypoint: %+v", img)

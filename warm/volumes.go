@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
-	"github.com/kiln-build/kiln/weights"
 )
 
 // NoVolumeDirError is returned when a weights artifact is named but no
@@ -70,7 +70,7 @@ func Volumes(ctx context.Context, set *Set, args []string, into string, lopts []
 		}
 	}
 	if len(vols) == 0 {
-		return nil, fmt.Errorf("--weights-into %s: no image carries a %s label and no WEIGHTS argument was given: nothing to pull", into, weights.LabelManifest)
+		return nil, fmt.Errorf("--weights-into %s: no image carries a %s label and no WEIGHTS argument was given: nothing to pull", into, layers.LabelWeightsManifest)
 	}
 	return vols, nil
 }

@@ -16,6 +16,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
@@ -235,7 +236,7 @@ func TestWarmFullDisk(t *testing.T) {
 	// The preflight refuses before a byte is fetched.
 	f.Reg.ResetCounts()
 	rep, err := warm.Warm(ctx, set, tgt, warm.Options{})
-	if !errors.Is(err, warm.ErrNoSpace) || !strings.Contains(err.Error(), "free in") {
+	if !errors.Is(err, preflight.ErrNoSpace) || !strings.Contains(err.Error(), "free in") {
 		t.Fatalf("preflight: %v", err)
 	}
 	if rep.FetchedBytes != 0 || f.Reg.TotalServed() != 0 {
@@ -244,7 +245,7 @@ func TestWarmFullDisk(t *testing.T) {
 	// Without it, the write hits ENOSPC: a clear error, and nothing
 	// half-written is committed.
 	rep, err = warm.Warm(ctx, set, tgt, warm.Options{SkipSpaceCheck: true, ChunkThreshold: 1 << 40})
-	if !errors.Is(err, warm.ErrNoSpace) || !strings.Contains(err.Error(), "disk full") {
+	if !errors.Is(err, preflight.ErrNoSpace) || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("write on a full disk: %v", err)
 	}
 	if ok, _ := tgt.Has(ctx, warmtest.Find(set, f.Big)); ok {

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/kiln-build/kiln/internal/localfile"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
 	"golang.org/x/time/rate"
@@ -92,7 +93,7 @@ func (s *Set) WeightsRefs() ([]string, error) {
 			if err := json.Unmarshal(b.Data, &cfg); err != nil {
 				return nil, fmt.Errorf("image %s: config %s: %v", img.Name, b.Digest, err)
 			}
-			out[i] = cfg.Config.Labels[weights.LabelManifest]
+			out[i] = cfg.Config.Labels[layers.LabelWeightsManifest]
 			break
 		}
 	}
@@ -106,7 +107,7 @@ func ResolveVolume(ctx context.Context, ref, image string, lopts []registry.Opti
 	res, err := weights.Resolve(ctx, ref, "", lopts...)
 	if err != nil {
 		if image != "" {
-			return nil, fmt.Errorf("image %s: its %s label: %v", image, weights.LabelManifest, err)
+			return nil, fmt.Errorf("image %s: its %s label: %v", image, layers.LabelWeightsManifest, err)
 		}
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Close()
-	if _, err := layers.Write(ctx, res.Image, f.Ref+warm.ZstdTagSuffix); err != nil {
+	if _, err := layers.Write(ctx, res.Image, f.Ref+layers.ZstdTagSuffix); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -61,7 +61,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 			if img.Zstd != tc.wantZstd || img.Name != f.Ref {
 				t.Fatalf("image %+v: zstd=%v want %v", img, img.Zstd, tc.wantZstd)
 			}
-			if tc.wantZstd && img.Source != f.Ref+warm.ZstdTagSuffix {
+			if tc.wantZstd && img.Source != f.Ref+layers.ZstdTagSuffix {
 				t.Errorf("source %s", img.Source)
 			}
 			for _, b := range s.Blobs {
@@ -78,7 +78,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	}
 	tgt := openTestTarget(t, "oci")
 	rep, err := warm.Warm(ctx, s, tgt, warm.Options{})
-	if err != nil || !rep.Ready || rep.Images[0].Source != f.Ref+warm.ZstdTagSuffix {
+	if err != nil || !rep.Ready || rep.Images[0].Source != f.Ref+layers.ZstdTagSuffix {
 		t.Fatalf("ready=%v err=%v images=%+v", rep.Ready, err, rep.Images)
 	}
 }
@@ -93,7 +93,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	src := warmtest.FastSource()
 	// Another image, zstd-compressed, at the -zstd tag.
 	other := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/evil", []byte("not your image"))}, "zstd"))
-	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, other)
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, other)
 
 	s, err := warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
@@ -138,7 +138,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	defer res.Close()
 	zl, _ := res.Image.Layers()
 	short := testimage.Image(t, testimage.Config{}, zl[0])
-	testimage.Push(t, f.Ref+warm.ZstdTagSuffix, short)
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, short)
 	s, err = warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestResolveFollowsLabelThroughIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := testimage.Image(t, testimage.Config{Labels: map[string]string{LabelManifest: aref}},
+	img := testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelWeightsManifest: aref}},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 10)}, "gzip"))
 	att := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("statement", 10)}, "gzip"))
 	dg, _ := img.Digest()

@@ -11,18 +11,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-
-	"github.com/kiln-build/kiln/layers"
-)
-
-// Image labels that tie a slimmed image to its weights.
-const (
-	// LabelManifest is the weights artifact reference, pinned by digest.
-	LabelManifest = layers.LabelWeightsManifest
-	// LabelMount is the absolute path where the volume must be mounted.
-	LabelMount = layers.LabelWeightsMount
-	// LabelSetDigest is the volume's set digest (what .kiln-ready holds).
-	LabelSetDigest = layers.LabelWeightsSetDigest
 )
 
 // Media types of the volume manifest and of the artifact's parts. The

@@ -76,7 +76,7 @@ func repositoryOf(to string, opts ...registry.Option) (string, error) {
 }
 
 // ArtifactRef names the artifact written to `to` by its digest, for the
-// image's LabelManifest: REGISTRY/REPO@sha256:... or oci:DIR@sha256:...
+// image's layers.LabelWeightsManifest: REGISTRY/REPO@sha256:... or oci:DIR@sha256:...
 func ArtifactRef(to string, d v1.Hash, opts ...registry.Option) (string, error) {
 	repo, err := repositoryOf(to, opts...)
 	if err != nil {

@@ -248,10 +248,10 @@ func imageLabel(ctx context.Context, src blob.Source, raw []byte) (string, bool,
 // labelOf is an image's dev.kiln.weights.manifest label; an image without
 // one is neither a weights artifact nor one kiln weights strip slimmed.
 func labelOf(labels map[string]string) (string, error) {
-	if l := labels[LabelManifest]; l != "" {
+	if l := labels[layers.LabelWeightsManifest]; l != "" {
 		return l, nil
 	}
-	return "", fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", LabelManifest)
+	return "", fmt.Errorf("an image without a %s label: not a weights artifact nor an image slimmed by kiln weights strip", layers.LabelWeightsManifest)
 }
 
 // followIndex resolves an image index — several platforms, or one image
@@ -281,7 +281,7 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...registry.
 // followLabel resolves the artifact an image's label names (one hop only).
 func followLabel(ctx context.Context, image, label string, opts ...registry.Option) (*Resolved, error) {
 	if !strings.HasPrefix(label, "oci:") && isManifestFile(label) {
-		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, LabelManifest, label)
+		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, layers.LabelWeightsManifest, label)
 	}
 	var res *Resolved
 	var err error
@@ -291,7 +291,7 @@ func followLabel(ctx context.Context, image, label string, opts ...registry.Opti
 		res, err = resolveRegistry(ctx, label, false, opts...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("image %q: following its %s label: %v", image, LabelManifest, err)
+		return nil, fmt.Errorf("image %q: following its %s label: %v", image, layers.LabelWeightsManifest, err)
 	}
 	res.Image = image
 	return res, nil

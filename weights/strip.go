@@ -19,8 +19,8 @@ type Stripped struct {
 	// Ref names the artifact by digest (REGISTRY/REPO@sha256:… or
 	// oci:DIR@sha256:…).
 	Ref string
-	// Labels go on the stripped image's config: LabelManifest (Ref),
-	// LabelMount and LabelSetDigest.
+	// Labels go on the stripped image's config: layers.LabelWeightsManifest (Ref),
+	// layers.LabelWeightsMount and layers.LabelWeightsSetDigest.
 	Labels map[string]string
 }
 
@@ -37,7 +37,7 @@ func (c *Collector) Finish(ctx context.Context, to, mount, sourceImageDigest str
 	if err != nil {
 		return nil, err
 	}
-	return &Stripped{Manifest: m, Ref: ref, Labels: map[string]string{LabelManifest: ref, LabelMount: m.Mount, LabelSetDigest: m.SetDigest}}, nil
+	return &Stripped{Manifest: m, Ref: ref, Labels: map[string]string{layers.LabelWeightsManifest: ref, layers.LabelWeightsMount: m.Mount, layers.LabelWeightsSetDigest: m.SetDigest}}, nil
 }
 
 // Rewritten is an image rewritten without its weights whose config

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // The image-shaped twin of a weights volume, for runtimes that mount only
@@ -74,7 +75,7 @@ func (c *Collector) Twin(m *Manifest, artifact string, platform v1.Platform) (v1
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Variant = platform.OS, platform.Architecture, platform.Variant
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cf.Config.Labels = map[string]string{LabelTwinOf: artifact, LabelSetDigest: m.SetDigest, LabelMount: m.Mount}
+	cf.Config.Labels = map[string]string{LabelTwinOf: artifact, layers.LabelWeightsSetDigest: m.SetDigest, layers.LabelWeightsMount: m.Mount}
 	cf.History = nil
 	return mutate.ConfigFile(img, cf)
 }

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -49,7 +50,7 @@ func TestTwinIsTheVolume(t *testing.T) {
 	img, m := twinOf(t, files)
 	mt, _ := img.MediaType()
 	cf, _ := img.ConfigFile()
-	if mt != types.OCIManifestSchema1 || cf.OS != "linux" || cf.Architecture != "amd64" || cf.Config.Labels[LabelTwinOf] == "" || cf.Config.Labels[LabelSetDigest] != m.SetDigest {
+	if mt != types.OCIManifestSchema1 || cf.OS != "linux" || cf.Architecture != "amd64" || cf.Config.Labels[LabelTwinOf] == "" || cf.Config.Labels[layers.LabelWeightsSetDigest] != m.SetDigest {
 		t.Fatalf("twin: media type %s, config %+v", mt, cf.Config.Labels)
 	}
 	ls, err := img.Layers()

@@ -111,16 +111,6 @@ func section(f io.ReadSeeker, c io.Closer, off, n int64) (io.ReadCloser, error) 
 	}{io.LimitReader(f, n), c}, nil
 }
 
-// Registry hands out one Source per repository: registry.Pool, whose
-// Client per repository reads the manifests and the blobs after one token
-// exchange.
-type Registry = registry.Pool
-
-// NewRegistry is registry.NewPool.
-func NewRegistry(opts []registry.Option, fopts ...registry.FetchOption) *Registry {
-	return registry.NewPool(opts, fopts...)
-}
-
 // ReadVerified reads a small blob (a manifest, config or volume manifest)
 // whole, and checks it against dg and size; limit bounds what is read.
 func ReadVerified(ctx context.Context, src Source, dg v1.Hash, size, limit int64) ([]byte, error) {

@@ -15,14 +15,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/procgroup"
-	"github.com/kiln-build/kiln/layers"
 )
-
-// MediaType is a native EROFS layer's, as containerd names it
-// (core/images.MediaTypeErofsLayer): the blob is the filesystem image
-// itself, and its digest is also its diff ID. It is layers.ErofsMediaType,
-// which the readers of layers refuse to read as a tar.
-const MediaType = layers.ErofsMediaType
 
 // Compression is the algorithm of the blocks inside an image, which the
 // kernel decompresses as they are read.

@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/platforms"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/unixsock"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
@@ -304,12 +305,12 @@ func (t *Containerd) Free(ctx context.Context) (string, int64, error) {
 }
 
 // Writer implements Target.
-func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (warm.Writer, error) {
+func (t *Containerd) Writer(ctx context.Context, d ocispec.Descriptor) (blob.Writer, error) {
 	ctx = t.nsCtx(ctx)
 	ref := IngestRef(d.Digest)
 	w, err := content.OpenWriter(ctx, t.cs, content.WithRef(ref), content.WithDescriptor(d))
 	if errdefs.IsAlreadyExists(err) {
-		return nil, warm.ErrAlreadyExists
+		return nil, blob.ErrAlreadyExists
 	}
 	if err != nil {
 		return nil, fmt.Errorf("target %s: ingest %s: %v", t, ref, err)
@@ -372,7 +373,7 @@ func (w *ctrWriter) Commit(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errdefs.IsAlreadyExists(err):
-		return warm.ErrAlreadyExists
+		return blob.ErrAlreadyExists
 	case errdefs.IsFailedPrecondition(err):
 		// containerd refused the bytes: wrong size or digest.
 		kind := registry.ErrDigestMismatch

@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
@@ -61,7 +62,7 @@ func layerTar(t *testing.T, l v1.Layer) []byte {
 	return b
 }
 
-const mediaTypeErofs = types.MediaType(erofs.MediaType)
+const mediaTypeErofs = types.MediaType(layers.ErofsMediaType)
 
 // startErofsContainerd starts containerd 2.x with the EROFS snapshotter
 // and differ as scripts/containerd2.sh erofs-config writes them (cache:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
-	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/layers"
 )
 
 // blobAt is a content.ReaderAt of b.
@@ -28,8 +28,8 @@ func (blobAt) Close() error { return nil }
 func nativeLayer(b []byte) rootfs.Layer {
 	d := digest.FromBytes(b)
 	return rootfs.Layer{
-		Blob: ocispec.Descriptor{MediaType: erofs.MediaType, Digest: d, Size: int64(len(b))},
-		Diff: ocispec.Descriptor{MediaType: erofs.MediaType, Digest: d},
+		Blob: ocispec.Descriptor{MediaType: layers.ErofsMediaType, Digest: d, Size: int64(len(b))},
+		Diff: ocispec.Descriptor{MediaType: layers.ErofsMediaType, Digest: d},
 	}
 }
 

@@ -52,7 +52,7 @@ func TestWarmErofsFormNamed(t *testing.T) {
 	}
 	gz := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip"))
 	ref := reg.Host + "/kiln-erofs/form:v1"
-	testimage.Push(t, ref+warm.ErofsTagSuffix, native)
+	testimage.Push(t, ref+layers.ErofsTagSuffix, native)
 	testimage.Push(t, ref, layers.NameErofsForm(gz, dg))
 
 	// overlayfs first, in a namespace of its own, as a dry run: the EROFS
@@ -80,8 +80,8 @@ func TestWarmErofsFormNamed(t *testing.T) {
 	if err != nil || !rep.Ready || !rep.Unpacked {
 		t.Fatalf("ready=%v unpacked=%v err=%v", rep != nil && rep.Ready, rep != nil && rep.Unpacked, err)
 	}
-	if im := rep.Images[0]; im.Form != warm.FormErofs || im.Source != ref+warm.ErofsTagSuffix || rep.Snapshotter != SnapshotterErofs {
-		t.Fatalf("report %+v into %s: want %s%s into erofs", im, rep.Snapshotter, ref, warm.ErofsTagSuffix)
+	if im := rep.Images[0]; im.Form != warm.FormErofs || im.Source != ref+layers.ErofsTagSuffix || rep.Snapshotter != SnapshotterErofs {
+		t.Fatalf("report %+v into %s: want %s%s into erofs", im, rep.Snapshotter, ref, layers.ErofsTagSuffix)
 	}
 	if tr, _, _ := tgt.UnpackTrace(); len(tr) != 3 {
 		t.Fatalf("trace %+v: want 3 layers", tr)

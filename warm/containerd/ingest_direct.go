@@ -12,8 +12,8 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/errdefs"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
-	"github.com/kiln-build/kiln/warm"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 )
@@ -181,7 +181,7 @@ func (w *directWriter) takeEarly() (content.Writer, bool, error) {
 	w.earlyDone = true
 	r := <-w.early
 	if errdefs.IsAlreadyExists(r.err) {
-		return nil, false, warm.ErrAlreadyExists
+		return nil, false, blob.ErrAlreadyExists
 	}
 	if r.err != nil {
 		return nil, false, nil
@@ -301,7 +301,7 @@ const writebackStep = 8 << 20
 func (w *directWriter) Commit(ctx context.Context) (err error) {
 	defer w.f.Close()
 	defer func() {
-		if err != nil && !errors.Is(err, warm.ErrAlreadyExists) {
+		if err != nil && !errors.Is(err, blob.ErrAlreadyExists) {
 			w.settle(err)
 		} else {
 			w.settle(nil)
@@ -322,7 +322,7 @@ func (w *directWriter) Commit(ctx context.Context) (err error) {
 	cctx := w.t.nsCtx(ctx)
 	cw, err := content.OpenWriter(cctx, w.t.cs, content.WithRef(w.ref), content.WithDescriptor(w.d))
 	if errdefs.IsAlreadyExists(err) {
-		return warm.ErrAlreadyExists
+		return blob.ErrAlreadyExists
 	}
 	if err != nil {
 		return fmt.Errorf("target %s: ingest %s: %v", w.t, w.ref, err)

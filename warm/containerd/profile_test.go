@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
-	"github.com/kiln-build/kiln/layers/blob"
+	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/warm/targets"
@@ -28,7 +28,7 @@ func TestWarmProfileImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	src := blob.NewRegistry(nil)
+	src := registry.NewPool(nil)
 	set := warmtest.Resolve(t, ctx, src, warm.ResolveOptions{Compression: warm.CompressionGzip}, ref)
 	rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: os.Getenv("KILN_WARM_PROFILE_UNPACK") == "1", Log: t.Logf})
 	if err != nil || !rep.Ready {

@@ -435,16 +435,16 @@ func (t *Docker) preflight(ctx context.Context, st warm.Stage, toStage []*warm.B
 	}
 	if root != "" && sameDevice(root, t.stage) {
 		if need := stageNeed + engineNeed; stageAvail < need {
-			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, warm.ErrNoSpace,
+			return fmt.Errorf("target %s: %w: %s to stage in %s plus about %s for docker load to unpack (twice the %s missing) = %s, %s free on that file system", t, preflight.ErrNoSpace,
 				bytesize.Format(stageNeed), t.stage, bytesize.Format(engineNeed), bytesize.Format(missing), bytesize.Format(need), bytesize.Format(stageAvail))
 		}
 		return nil
 	}
 	if stageAvail < stageNeed {
-		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, warm.ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), t.stage)
+		return fmt.Errorf("target %s: %w: %s to stage, %s free in %s (--docker-stage)", t, preflight.ErrNoSpace, bytesize.Format(stageNeed), bytesize.Format(stageAvail), t.stage)
 	}
 	if root != "" && engineAvail < engineNeed {
-		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, warm.ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
+		return fmt.Errorf("target %s: %w: %s missing (docker load needs about twice that while it unpacks), %s free in %s", t, preflight.ErrNoSpace, bytesize.Format(missing), bytesize.Format(engineAvail), root)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/warm"
@@ -164,7 +165,7 @@ func TestWarmDockerResumesFromStage(t *testing.T) {
 		f.Reg.ResetCounts()
 		rep, err := warm.Warm(context.Background(), set, tiny, warm.Options{})
 		tiny.Close()
-		if !errors.Is(err, warm.ErrNoSpace) || !strings.Contains(err.Error(), "to stage") || !strings.Contains(err.Error(), small) || rep.Ready {
+		if !errors.Is(err, preflight.ErrNoSpace) || !strings.Contains(err.Error(), "to stage") || !strings.Contains(err.Error(), small) || rep.Ready {
 			t.Fatalf("preflight on a 3 MiB stage: %v", err)
 		}
 		if f.Reg.TotalServed() != 0 {

@@ -61,11 +61,6 @@ type Host struct {
 	KilnPath     string `json:"kiln_path,omitempty"`
 }
 
-// FieldError is a hosts-file error at a place in the file:
-// "FILE:LINE:COL: hosts[1].address: message" — the same shape as a recipe
-// error, so it is the same type.
-type FieldError = recipes.FieldError
-
 // LoadHosts reads and validates a hosts file.
 func LoadHosts(path string) ([]Host, error) {
 	data, err := localfile.ReadFile(path, "hosts file", localfile.MaxConfig)
@@ -90,13 +85,13 @@ func ParseHosts(file string, data []byte) ([]Host, error) {
 		if d != nil && d.Body != nil {
 			if body != nil {
 				pos := d.Body.GetToken().Position
-				return nil, &FieldError{File: file, Line: pos.Line, Col: pos.Column, Msg: "a hosts file is one YAML document"}
+				return nil, &recipes.FieldError{File: file, Line: pos.Line, Col: pos.Column, Msg: "a hosts file is one YAML document"}
 			}
 			body = d.Body
 		}
 	}
 	if body == nil {
-		return nil, &FieldError{File: file, Msg: "empty hosts file: need a hosts: list"}
+		return nil, &recipes.FieldError{File: file, Msg: "empty hosts file: need a hosts: list"}
 	}
 	var hf HostsFile
 	if err := decode(body, &hf); err != nil {
@@ -104,7 +99,7 @@ func ParseHosts(file string, data []byte) ([]Host, error) {
 	}
 	var errs []error
 	fail := func(path, format string, a ...any) {
-		fe := &FieldError{File: file, Path: path, Msg: fmt.Sprintf(format, a...)}
+		fe := &recipes.FieldError{File: file, Path: path, Msg: fmt.Sprintf(format, a...)}
 		if p, err := yaml.PathString("$." + path); err == nil {
 			if n, err := p.FilterNode(body); err == nil && n != nil {
 				pos := n.GetToken().Position
@@ -232,10 +227,10 @@ func decode(body ast.Node, v any) (err error) {
 func yamlErr(file string, err error) error {
 	var ye yaml.Error
 	if !errors.As(err, &ye) || ye.GetToken() == nil {
-		return &FieldError{File: file, Msg: err.Error()}
+		return &recipes.FieldError{File: file, Msg: err.Error()}
 	}
 	tk := ye.GetToken()
-	fe := &FieldError{File: file, Line: tk.Position.Line, Col: tk.Position.Column, Msg: ye.GetMessage()}
+	fe := &recipes.FieldError{File: file, Line: tk.Position.Line, Col: tk.Position.Column, Msg: ye.GetMessage()}
 	var uf *yaml.UnknownFieldError
 	if errors.As(err, &uf) {
 		fe.Msg = fmt.Sprintf("unknown field %q (fields: name, address, user, identity_file, target, namespace, mode, kiln_path)", tk.Value)

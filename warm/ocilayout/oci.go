@@ -207,14 +207,14 @@ func (l *OCILayout) Free(ctx context.Context) (string, int64, error) {
 // Writer implements Target: blob.Dir's writer, which waits for another
 // writer of the blob (one per blob across processes), resumes what an
 // earlier run left and verifies before the rename.
-func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (warm.Writer, error) {
+func (l *OCILayout) Writer(ctx context.Context, d ocispec.Descriptor) (blob.Writer, error) {
 	h, err := hashOf(d.Digest)
 	if err != nil {
 		return nil, err
 	}
 	w, err := l.blobs().Writer(ctx, h, d.Size)
 	if err != nil {
-		if errors.Is(err, warm.ErrAlreadyExists) {
+		if errors.Is(err, blob.ErrAlreadyExists) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("target %s: %w", l, err)

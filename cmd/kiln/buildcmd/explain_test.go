@@ -14,6 +14,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -55,7 +56,7 @@ func TestBuildExplainSaysTheNoOpAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 		rj, _ := json.Marshal(rec)
-		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash, builder.LabelInputs: string(rj)}}
+		return testimage.Config{Labels: map[string]string{layers.LabelRecipeHash: in.RecipeHash, layers.LabelInputs: string(rj)}}
 	})
 	code, out, errOut := run(t, append(args, "--explain")...)
 	if code != cmdutil.ExitOK || !strings.Contains(out, "no image at") || !strings.Contains(out, "no-op: answered from the content tag") || !strings.Contains(out, "  miss  runtime: app files") {

@@ -8,6 +8,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestBuildOneTokenExchangePerRepository(t *testing.T) {
 	ta := testimage.TokenRegistry(t, true)
 	_, _, args := reuseSetupAt(t, ta.Host(), func(_ *recipes.Plan, in builder.Inputs) testimage.Config {
-		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
+		return testimage.Config{Labels: map[string]string{layers.LabelRecipeHash: in.RecipeHash}}
 	})
 	keys := cmdtest.NewKeys(t)
 	ta.Reset()

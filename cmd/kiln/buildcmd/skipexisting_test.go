@@ -48,7 +48,7 @@ func TestBuildSkipExisting(t *testing.T) {
 	}
 	// What kiln build pushed carries the recipe's hash as a label: the
 	// answer is checked by it.
-	labels := testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
+	labels := testimage.Config{Labels: map[string]string{layers.LabelRecipeHash: in.RecipeHash}}
 	built := testimage.Image(t, labels, testimage.Layer(t, []testimage.Entry{testimage.Sized("app", 10)}, "gzip"))
 	testimage.Push(t, c.Tag.String(), built)
 	want, _ := built.Digest()
@@ -127,7 +127,7 @@ func reuseSetupAt(t *testing.T, reg string, cfg func(plan *recipes.Plan, in buil
 // deprecated no-op alias, accepted without --push.
 func TestBuildReusesByDefault(t *testing.T) {
 	reg, f, args := reuseSetup(t, func(_ *recipes.Plan, in builder.Inputs) testimage.Config {
-		return testimage.Config{Labels: map[string]string{builder.LabelRecipeHash: in.RecipeHash}}
+		return testimage.Config{Labels: map[string]string{layers.LabelRecipeHash: in.RecipeHash}}
 	})
 	code, out, errOut := run(t, args...)
 	if code != cmdutil.ExitOK || !strings.Contains(out, "reused   "+reg+"/acme/app:kiln-") || !strings.Contains(errOut, "up to date") {
@@ -161,12 +161,12 @@ func TestBuildReusesByDefault(t *testing.T) {
 // kiln says why and builds.
 func TestBuildReuseIsChecked(t *testing.T) {
 	for what, labels := range map[string]map[string]string{
-		"another recipe": {builder.LabelRecipeHash: "sha256:0000"},
+		"another recipe": {layers.LabelRecipeHash: "sha256:0000"},
 		"no kiln labels": nil,
 	} {
 		_, _, args := reuseSetup(t, func(*recipes.Plan, builder.Inputs) testimage.Config { return testimage.Config{Labels: labels} })
 		code, _, errOut := run(t, args...)
-		if code != cmdutil.ExitFailure || !strings.Contains(errOut, "not reusing") || !strings.Contains(errOut, builder.LabelRecipeHash) || !strings.Contains(errOut, "buildkitd") {
+		if code != cmdutil.ExitFailure || !strings.Contains(errOut, "not reusing") || !strings.Contains(errOut, layers.LabelRecipeHash) || !strings.Contains(errOut, "buildkitd") {
 			t.Errorf("%s: exit %d (want a build attempt, saying why): %s", what, code, errOut)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -137,7 +136,7 @@ func TestConvertCommandErofs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := img.Manifest()
-	if m.Layers[0].MediaType != erofs.MediaType {
+	if m.Layers[0].MediaType != layers.ErofsMediaType {
 		t.Errorf("layer media type %s", m.Layers[0].MediaType)
 	}
 

@@ -268,7 +268,7 @@ func isRecipeFile(arg string) bool {
 // --verify-key's policy when it is given (nil for any other image). Only
 // a bad key file is an error: host check reports the registry, and does
 // not gate on it.
-func inspectSignature(ctx context.Context, ref, key string, lopts []registry.Option) (*hostcheck.Signature, error) {
+func inspectSignature(ctx context.Context, ref, key string, lopts []registry.Option) (*sign.Inspection, error) {
 	if r, err := layers.ParseRef(ref, lopts...); err != nil || r.Kind != layers.KindRegistry {
 		return nil, nil
 	}

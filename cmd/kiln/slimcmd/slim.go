@@ -437,7 +437,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if m := labels[weights.LabelManifest]; m != "" {
+	if m := labels[layers.LabelWeightsManifest]; m != "" {
 		if s, err := signer.SignRef(ctx, m); err != nil {
 			return err
 		} else if s != nil {

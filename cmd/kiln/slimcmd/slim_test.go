@@ -53,7 +53,7 @@ func TestSlimCommand(t *testing.T) {
 		t.Errorf("pushed %s, report says %s", got.Digest, rep.Digest)
 	}
 	lb := got.Config.Config.Labels
-	if !strings.HasPrefix(lb[weights.LabelManifest], "oci:") || lb[weights.LabelMount] != "/app/models" {
+	if !strings.HasPrefix(lb[layers.LabelWeightsManifest], "oci:") || lb[layers.LabelWeightsMount] != "/app/models" {
 		t.Errorf("labels %v", lb)
 	}
 	if got.Config.Config.Env[0] != "PATH=/usr/bin" {

@@ -16,7 +16,6 @@ import (
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/warm"
 )
@@ -72,7 +71,7 @@ func TestSlimCommandErofs(t *testing.T) {
 	m, _ := img.Manifest()
 	cfg, _ := img.ConfigFile()
 	for i, l := range m.Layers {
-		if l.MediaType != erofs.MediaType || cfg.RootFS.DiffIDs[i] != l.Digest {
+		if l.MediaType != layers.ErofsMediaType || cfg.RootFS.DiffIDs[i] != l.Digest {
 			t.Errorf("layer %d: %s, diff ID %s for blob %s", i, l.MediaType, cfg.RootFS.DiffIDs[i], l.Digest)
 		}
 	}

@@ -36,11 +36,11 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := img.Config.Config.Labels[weights.LabelManifest]; got != wref {
-		t.Errorf("label %s = %q, want %q", weights.LabelManifest, got, wref)
+	if got := img.Config.Config.Labels[layers.LabelWeightsManifest]; got != wref {
+		t.Errorf("label %s = %q, want %q", layers.LabelWeightsManifest, got, wref)
 	}
-	if got := img.Config.Config.Labels[weights.LabelMount]; got != "/app/models" {
-		t.Errorf("label %s = %q", weights.LabelMount, got)
+	if got := img.Config.Config.Labels[layers.LabelWeightsMount]; got != "/app/models" {
+		t.Errorf("label %s = %q", layers.LabelWeightsMount, got)
 	}
 	if img.CompressedSize() > 1<<20 {
 		t.Errorf("slim image is %d bytes: the 20 MiB weights are still in it", img.CompressedSize())

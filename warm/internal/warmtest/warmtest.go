@@ -317,7 +317,7 @@ func PushFixture(t testing.TB, runnable bool) *Fixture {
 	return &Fixture{Reg: reg, Ref: ref, Big: DigestOf(t, big), Size: sz, Small: DigestOf(t, small), Img: img}
 }
 
-func Resolve(t testing.TB, ctx context.Context, src *blob.Registry, o warm.ResolveOptions, refs ...string) *warm.Set {
+func Resolve(t testing.TB, ctx context.Context, src *kregistry.Pool, o warm.ResolveOptions, refs ...string) *warm.Set {
 	t.Helper()
 	o.Platform = AMD64
 	o.Blobs = src
@@ -330,8 +330,8 @@ func Resolve(t testing.TB, ctx context.Context, src *blob.Registry, o warm.Resol
 
 // FastSource is a blob source with short retries, over opts (e.g. a
 // registry's mirrors).
-func FastSource(opts ...kregistry.Option) *blob.Registry {
-	return blob.NewRegistry(opts, kregistry.WithRetries(5, 10*time.Millisecond), kregistry.WithMaxWait(2*time.Second))
+func FastSource(opts ...kregistry.Option) *kregistry.Pool {
+	return kregistry.NewPool(opts, kregistry.WithRetries(5, 10*time.Millisecond), kregistry.WithMaxWait(2*time.Second))
 }
 
 func TwoImages(t testing.TB) (*Fixture, []string) {
