@@ -133,6 +133,28 @@ func (f *Client) Remote(ctx context.Context) []remote.Option {
 	return []remote.Option{remote.WithContext(ctx), remote.WithTransport(f.rt)}
 }
 
+// Referrers lists d's referrers in the Client's repository (the
+// referrers API, else the referrers tag schema, as go-containerregistry
+// reads them), through its mirrors first when it has any, as its
+// manifests are read: a signature is looked for where the image was
+// found.
+func (f *Client) Referrers(ctx context.Context, d v1.Hash) (*v1.IndexManifest, error) {
+	if f.m != nil {
+		var im *v1.IndexManifest
+		err := f.m.read(ctx, f.m.repo.Digest(d.String()), func(c *Client, ref name.Reference) error {
+			var err error
+			im, err = c.Referrers(ctx, d)
+			return err
+		})
+		return im, err
+	}
+	idx, err := remote.Referrers(f.repo.Digest(d.String()), f.Remote(ctx)...)
+	if err != nil {
+		return nil, err
+	}
+	return idx.IndexManifest()
+}
+
 // ReferrersAPI says whether the registry keeps d's referrers list itself:
 // GET /v2/<repo>/referrers/<d> answers an OCI index, as
 // go-containerregistry asks before it falls back to the referrers tag

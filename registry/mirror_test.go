@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/registry"
@@ -284,3 +287,44 @@ func TestMirrorFallsBackToRegistry(t *testing.T) {
 }
 
 func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// An image's referrers (its signatures) are listed where the image is
+// read: through the mirror when the registry's name does not even resolve
+// (warm --verify-key behind a mirror listed them at the registry and
+// failed on its DNS name).
+func TestMirrorReferrers(t *testing.T) {
+	ctx := context.Background()
+	mirror := quietRegistry(t)
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 100)}, "gzip"))
+	mirrorHost := hostOf(mirror)
+	testimage.Push(t, mirrorHost+"/acme/app:v1", img)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A referrer of the image, pushed to the mirror (the referrers tag
+	// schema's sha256-HEX tag, which every registry can serve).
+	sig := mutate.Subject(testimage.Image(t, testimage.Config{}), v1.Descriptor{MediaType: types.OCIManifestSchema1, Digest: d, Size: 1}).(v1.Image)
+	sd, err := sig.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testimage.Push(t, mirrorHost+"/acme/app@"+sd.String(), sig)
+
+	opts := registry.Pooled([]registry.Option{registry.WithMirrors(registry.Mirror{Registry: "kiln-mirror.invalid", Endpoint: mirrorHost, Source: "--mirror"})})
+	ref, err := registry.ParseName("kiln-mirror.invalid/acme/app:v1", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := registry.ClientFor(ctx, ref.Context(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := c.Referrers(ctx, d)
+	if err != nil {
+		t.Fatalf("referrers through the mirror: %v", err)
+	}
+	if len(im.Manifests) != 1 || im.Manifests[0].Digest != sd {
+		t.Errorf("referrers of %s: %+v, want %s", d, im.Manifests, sd)
+	}
+}

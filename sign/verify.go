@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -115,7 +114,6 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, registry.RedactError(err))
 	}
-	ropts := c.Remote(ctx)
 	res := &Result{Ref: refName, Digest: d.String(), Signatures: []Found{}}
 	var best *Found // the most telling refusal (rank)
 	keep := func(f Found, v verdict) {
@@ -143,13 +141,9 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		res.AttestationsOmitted++
 	}
 
-	idx, err := remote.Referrers(repo.Digest(d.String()), ropts...)
+	im, err := c.Referrers(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing referrers of %s: %w", refName, d, registry.RedactError(err))
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("%s: referrers of %s: %v", refName, d, err)
 	}
 	var cands []v1.Descriptor
 	for _, m := range im.Manifests {
@@ -314,13 +308,9 @@ func Attestations(ctx context.Context, repo name.Repository, d v1.Hash, lopts ..
 	if err != nil {
 		return nil, registry.RedactError(err)
 	}
-	idx, err := remote.Referrers(repo.Digest(d.String()), c.Remote(ctx)...)
+	im, err := c.Referrers(ctx, d)
 	if err != nil {
 		return nil, registry.RedactError(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
 	}
 	var out []Found
 	for _, m := range im.Manifests {
