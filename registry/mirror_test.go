@@ -2,8 +2,10 @@ package registry_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -326,5 +329,32 @@ func TestMirrorReferrers(t *testing.T) {
 	}
 	if len(im.Manifests) != 1 || im.Manifests[0].Digest != sd {
 		t.Errorf("referrers of %s: %+v, want %s", d, im.Manifests, sd)
+	}
+}
+
+// When the registry gives no answer at all (its name does not resolve)
+// and a mirror said "not found", the read fails as not found: a caller
+// looking for something optional (a signature tag) finds it absent.
+func TestMirrorNotFoundWhenRegistryUnreachable(t *testing.T) {
+	ctx := context.Background()
+	mirror := quietRegistry(t)
+	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
+	testimage.Push(t, hostOf(mirror)+"/acme/app:v1", img)
+	opts := registry.Pooled([]registry.Option{registry.WithMirrors(registry.Mirror{Registry: "kiln-mirror.invalid", Endpoint: hostOf(mirror), Source: "--mirror"})})
+	ref, err := registry.ParseName("kiln-mirror.invalid/acme/app:absent", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := registry.ClientFor(ctx, ref.Context(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Manifest(ctx, ref)
+	var te *transport.Error
+	if !errors.As(err, &te) || te.StatusCode != http.StatusNotFound {
+		t.Fatalf("a tag the mirror lacks, the registry unreachable: %v (want the mirror's 404)", err)
+	}
+	if !strings.Contains(err.Error(), "kiln-mirror.invalid") {
+		t.Errorf("the error does not say the registry was tried: %v", err)
 	}
 }

@@ -2,8 +2,10 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // mirrored is what a read Client of a repository whose registry has
@@ -88,6 +91,7 @@ func on(c *Client, ref name.Reference) name.Reference {
 // answered and is the registry's (errors.As still finds its cause).
 func (m *mirrored) read(ctx context.Context, ref name.Reference, read func(c *Client, ref name.Reference) error) error {
 	var failed []string
+	var notFound error // the first mirror's "not found", if one said so
 	for i, s := range m.srcs {
 		c, err := m.client(ctx, s)
 		if err == nil {
@@ -100,7 +104,21 @@ func (m *mirrored) read(ctx context.Context, ref name.Reference, read func(c *Cl
 			return err
 		}
 		if s.mirror == nil {
+			var te *transport.Error
+			if notFound != nil && !errors.As(err, &te) {
+				// The registry gave no answer at all (its name does not
+				// resolve, nothing listens: a host that only reaches its
+				// mirror): a mirror's "not found" is the answer, so that
+				// a caller looking for something optional (a signature
+				// tag) finds it absent instead of failing.
+				msg := strings.Join(failed, "; ") + "; then " + displayHost(m.repo.RegistryStr()) + ": " + RedactError(err).Error()
+				return &redactedError{msg: Redact(msg), err: RedactError(notFound), described: true}
+			}
 			return m.failed(err, failed)
+		}
+		var te *transport.Error
+		if notFound == nil && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			notFound = err
 		}
 		failed = append(failed, fmt.Sprintf("mirror %s (%s): %v", s.mirror, s.mirror.Source, RedactError(err)))
 	}

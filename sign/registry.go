@@ -471,11 +471,9 @@ func readBlob(ctx context.Context, c *registry.Client, d v1.Descriptor) ([]byte,
 	if d.Size > maxArtifact || d.Size < 0 {
 		return nil, fmt.Errorf("blob %s: size %d is not a signature's", d.Digest, d.Size)
 	}
-	l, err := remote.Layer(c.Repository().Digest(d.Digest.String()), c.Remote(ctx)...)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := l.Compressed()
+	// Through the Client: from the mirror the image was read through, if
+	// any, as the signature manifest was.
+	rc, err := c.Open(ctx, d.Digest, 0, d.Size)
 	if err != nil {
 		return nil, err
 	}
