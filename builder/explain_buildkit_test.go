@@ -22,17 +22,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	stamp := time.Now().UnixNano()
-	base := fmt.Sprintf("%s/kiln-test/explain-base:%d", reg, stamp)
-	r, err := recipes.Parse("kiln.yaml", []byte("name: explain\ncuda: \"12.4\"\napp:\n  files:\n    - {src: app.py, dst: /app/main.py}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dfBase(t, base, p.Python)
-	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
+	r, p := offlineAppPlan(t, ctx, reg, "explain", stamp)
 	dir := t.TempDir()
 	epoch := int64(1700000000)
 	ref := fmt.Sprintf("%s/kiln-test/explain:%d", reg, stamp)
@@ -56,6 +46,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 
 	in2 := Inputs{RecipeHash: r.Hash(), SourceDateEpoch: &epoch}
 	os.WriteFile(filepath.Join(dir, "app.py"), []byte("print(2)  # changed\n"), 0o644)
+	var err error
 	if in2.AppDigest, err = AppDigest(p, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -91,4 +82,24 @@ func TestExplainOnBuildKit(t *testing.T) {
 			t.Errorf("against itself: step %s missed: %s", s.Name, s.Why)
 		}
 	}
+}
+
+// offlineAppPlan is a recipe NAME that ships one app file (app.py as
+// /app/main.py), resolved and set on a small Debian base with the
+// recipe's Python (dfBase) pushed to reg for it: a build that needs no
+// fixture image and no wheel index.
+func offlineAppPlan(t *testing.T, ctx context.Context, reg, name string, stamp int64) (*recipes.Recipe, *recipes.Plan) {
+	t.Helper()
+	r, err := recipes.Parse("kiln.yaml", []byte("name: "+name+"\ncuda: \"12.4\"\napp:\n  files:\n    - {src: app.py, dst: /app/main.py}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("%s/kiln-test/%s-base:%d", reg, name, stamp)
+	dfBase(t, base, p.Python)
+	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
+	return r, p
 }

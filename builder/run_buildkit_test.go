@@ -14,7 +14,6 @@ import (
 
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/layers/publish"
-	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -30,17 +29,7 @@ func TestRunOnBuildKit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	stamp := time.Now().UnixNano()
-	base := fmt.Sprintf("%s/kiln-test/run-base:%d", reg, stamp)
-	r, err := recipes.Parse("kiln.yaml", []byte("name: run\ncuda: \"12.4\"\napp:\n  files:\n    - {src: app.py, dst: /app/main.py}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := recipes.Resolve(ctx, r, recipes.WithMirror(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dfBase(t, base, p.Python)
-	p.BaseImages.Devel, p.BaseImages.Runtime = base, base
+	r, p := offlineAppPlan(t, ctx, reg, "run", stamp)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte("print(1)\n"), 0o644); err != nil {
 		t.Fatal(err)
