@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -203,7 +201,7 @@ func (m *Manifest) MediaType() (types.MediaType, error) { return m.Desc.MediaTyp
 // has no such manifest.
 func manifest(ctx context.Context, c *registry.Client, ref name.Reference) (*Manifest, error) {
 	raw, d, err := c.Manifest(ctx, ref)
-	if isNotFound(err) {
+	if registry.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -295,15 +293,6 @@ func (c *Content) TagPushed(ctx context.Context) error {
 		return tag(layers.ZstdTag(t), layers.ZstdTag(c.Tag))
 	}
 	return nil
-}
-
-// isNotFound reports a registry's "no such manifest" answer.
-func isNotFound(err error) bool {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return te.StatusCode == http.StatusNotFound
-	}
-	return false
 }
 
 // Verify checks that the images under the content tag were built from

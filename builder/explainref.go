@@ -103,7 +103,7 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Ag
 // size (layers.Walk); digest "" when the registry has no such manifest.
 func (a *Against) image(ctx context.Context, c *registry.Client, ref name.Reference) (string, []v1.Descriptor, *v1.ConfigFile, error) {
 	raw, desc, err := c.Manifest(ctx, ref)
-	if isNotFound(err) {
+	if registry.IsNotFound(err) {
 		return "", nil, nil, nil
 	}
 	if err != nil {

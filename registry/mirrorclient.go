@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -111,13 +110,11 @@ func (m *mirrored) read(ctx context.Context, ref name.Reference, read func(c *Cl
 				// mirror): a mirror's "not found" is the answer, so that
 				// a caller looking for something optional (a signature
 				// tag) finds it absent instead of failing.
-				msg := strings.Join(failed, "; ") + "; then " + displayHost(m.repo.RegistryStr()) + ": " + RedactError(err).Error()
-				return &redactedError{msg: Redact(msg), err: RedactError(notFound), described: true}
+				return m.failed(err, failed, notFound)
 			}
-			return m.failed(err, failed)
+			return m.failed(err, failed, nil)
 		}
-		var te *transport.Error
-		if notFound == nil && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+		if notFound == nil && IsNotFound(err) {
 			notFound = err
 		}
 		failed = append(failed, fmt.Sprintf("mirror %s (%s): %v", s.mirror, s.mirror.Source, RedactError(err)))
@@ -154,14 +151,19 @@ func (m *mirrored) served(i int, ref name.Reference, failed []string) {
 }
 
 // failed is the registry's error after the mirrors': in words, the
-// mirrors' first.
-func (m *mirrored) failed(err error, mirrors []string) error {
+// mirrors' first. What errors.As finds in it is the registry's error, or
+// cause when one is given (a mirror's "not found").
+func (m *mirrored) failed(err error, mirrors []string, cause error) error {
 	red := RedactError(err)
 	if len(mirrors) == 0 {
 		return red
 	}
 	msg := strings.Join(mirrors, "; ") + "; then " + displayHost(m.repo.RegistryStr()) + ": " + red.Error()
-	return &redactedError{msg: Redact(msg), err: red, described: true}
+	wrapped := red
+	if cause != nil {
+		wrapped = RedactError(cause)
+	}
+	return &redactedError{msg: Redact(msg), err: wrapped, described: true}
 }
 
 // blob runs f on the source the last manifest came from, then on the
@@ -195,7 +197,7 @@ func (m *mirrored) blob(ctx context.Context, f func(c *Client) error) error {
 		}
 		failed = append(failed, fmt.Sprintf("mirror %s (%s): %v", s.mirror, s.mirror.Source, RedactError(err)))
 	}
-	return m.failed(regErr, failed)
+	return m.failed(regErr, failed, nil)
 }
 
 // Via is the mirror the Client last read ref's manifest through ("" for

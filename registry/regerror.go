@@ -467,3 +467,10 @@ func NameOnce(name, msg string) string {
 	}
 	return name + ": " + msg
 }
+
+// IsNotFound says whether err is a registry's 404 answer (no such
+// manifest, tag or blob), through any wrapping.
+func IsNotFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}

@@ -5,18 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/kiln-build/kiln/layers"
@@ -363,7 +360,7 @@ func pushLegacy(ctx context.Context, c *registry.Client, d v1.Hash, s *Signer) (
 		raw, _, err := c.Manifest(ctx, tag)
 		if err == nil {
 			_ = json.Unmarshal(raw, &m)
-		} else if !isNotFound(err) {
+		} else if !registry.IsNotFound(err) {
 			return m, err
 		}
 		return m, nil
@@ -459,11 +456,6 @@ func sameLayers(a, b legacyManifest) bool {
 	return slices.EqualFunc(a.Layers, b.Layers, func(x, y v1.Descriptor) bool {
 		return x.Digest == y.Digest && x.Annotations[SignatureAnnotation] == y.Annotations[SignatureAnnotation]
 	})
-}
-
-func isNotFound(err error) bool {
-	var te *transport.Error
-	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
 }
 
 // readBlob reads a small blob and checks its size and digest.

@@ -247,7 +247,7 @@ func check(ctx context.Context, refName string, repo name.Repository, d v1.Hash,
 		if n == 0 {
 			keep(f, verdict{reason: ReasonInvalid, detail: tag.String() + " has no simple-signing layer"})
 		}
-	case isNotFound(err):
+	case registry.IsNotFound(err):
 	default:
 		return nil, fmt.Errorf("%s: reading %s: %w", refName, tag, registry.RedactError(err))
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -231,7 +229,7 @@ func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry
 	}
 	tags, err := rc.Tags(ctx)
 	if err != nil {
-		if isNotFound(err) {
+		if registry.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), registry.RedactError(err))
@@ -269,7 +267,7 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 	}
 	raw, desc, err := rc.Manifest(ctx, ref)
 	if err != nil {
-		if isNotFound(err) {
+		if registry.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("wheel cache %s: %w", repo.Name(), registry.RedactError(err))
@@ -447,8 +445,3 @@ type rawManifest []byte
 
 func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
-
-func isNotFound(err error) bool {
-	var te *transport.Error
-	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
-}
