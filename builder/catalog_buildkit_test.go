@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -72,14 +70,8 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 	pyMirror, pySHAs, _ := pythonMirror(t)
 	minors := standInMinors(pySHAs)
 	idx := catalogIndex(t)
-	// GPU-code pruning runs kiln in the image (gpu_code: prune): the kiln
-	// a user gets from go install, dynamically linked against this
-	// host's glibc, which the images' own C library must not matter to
-	// (issue 38: such a kiln used to be refused).
-	tools := testdaemon.KilnBinaryGoInstall(t)
-	if interp, _, err := dynamicDeps(tools); err != nil || interp == "" {
-		t.Fatalf("a kiln built with cgo on is not dynamically linked here (interpreter %q, %v): this test is to build with the kiln go install gives", interp, err)
-	}
+	// GPU-code pruning runs kiln in the image (gpu_code: prune).
+	tools := goInstalledKiln(t)
 	testdaemon.PruneAfter(t, true)
 
 	var names []string
@@ -89,7 +81,6 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = nil
 		for _, e := range entries {
 			if e.Name != recipes.OfflineRecipe {
 				names = append(names, e.Name)
@@ -140,12 +131,8 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 				`pip --version | grep -F "(python `+p.Python+`)"`,
 				`pip list`,
 			)
-			if os.Getenv("KILN_CATALOG") != "" {
-				// make catalog: each recipe from an empty BuildKit, as a
-				// new machine builds it (CI's e2e tier keeps the cache its
-				// other builds left: the same Debian layers).
-				pruneAll(t, c)
-			}
+			// Each recipe from an empty BuildKit, as a new machine builds it.
+			pruneAll(t, c)
 			// The app a recipe ships (app.files): a main.py in each source
 			// directory, and its entrypoint run as the image would run it.
 			appDir := t.TempDir()
@@ -197,31 +184,16 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 	}
 }
 
-// pushedSize is the compressed size of ref's linux/amd64 image's layers,
-// as pushed.
+// pushedSize is the compressed size of ref's image's layers, as pushed
+// (what a pull moves).
 func pushedSize(t *testing.T, ref string) int64 {
 	t.Helper()
-	pushed, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(pushed, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	img, err := layers.Open(context.Background(), ref)
 	if err != nil {
 		t.Fatalf("%s: %v", ref, err)
 	}
-	ls, err := img.Layers()
-	if err != nil {
-		t.Fatalf("%s: %v", ref, err)
-	}
-	var size int64
-	for _, l := range ls {
-		n, err := l.Size()
-		if err != nil {
-			t.Fatalf("%s: %v", ref, err)
-		}
-		size += n
-	}
-	return size
+	defer img.Close()
+	return img.CompressedSize()
 }
 
 // catalogIndex serves the stand-in of PyTorch's and PyPI's indexes with
@@ -257,4 +229,17 @@ func progressMode() ProgressMode {
 		return p
 	}
 	return ProgressQuiet
+}
+
+// goInstalledKiln is the kiln a user gets from go install: cgo on, so
+// dynamically linked against this host's glibc, which an image's own C
+// library must not matter to when that kiln prunes GPU code inside it
+// (issue 38: such a kiln used to be refused).
+func goInstalledKiln(t *testing.T) string {
+	t.Helper()
+	kiln := testdaemon.KilnBinaryGoInstall(t)
+	if interp, _, err := dynamicDeps(kiln); err != nil || interp == "" {
+		t.Fatalf("a kiln built with cgo on is not dynamically linked here (interpreter %q, %v): this test is to build with the kiln go install gives", interp, err)
+	}
+	return kiln
 }
