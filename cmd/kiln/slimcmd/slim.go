@@ -305,7 +305,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 		// Two encodings in an untagged oci:DIR: tagged latest and
 		// latest-zstd, never two untagged manifests (issue 27).
 		dests[0] = cmdutil.TagLayout(opts.To, lopts)
-		zd, err := cmdutil.ZstdDest(dests[0], lopts)
+		zd, err := layers.ZstdDest(dests[0], lopts)
 		if err != nil {
 			return nil, cmdutil.UsageErr("--compression both: %v", err)
 		}
@@ -315,7 +315,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if wantErofs {
 		// Beside the others: an untagged oci:DIR gets latest-erofs too.
 		dests[0] = cmdutil.TagLayout(opts.To, lopts)
-		if erofsTo, err = cmdutil.ErofsDest(dests[0], lopts); err != nil {
+		if erofsTo, err = layers.ErofsDest(dests[0], lopts); err != nil {
 			return nil, cmdutil.UsageErr("--format erofs: %v", err)
 		}
 	}

@@ -26,18 +26,6 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 	return nil, fmt.Errorf("%q is not one of both, gzip, zstd", s)
 }
 
-// ZstdDest is layers.ZstdDest, where the zstd variant of an image
-// published at dest goes.
-func ZstdDest(dest string, lopts []registry.Option) (string, error) {
-	return layers.ZstdDest(dest, lopts)
-}
-
-// ErofsDest is layers.ErofsDest, where the native EROFS variant of an
-// image published at dest goes.
-func ErofsDest(dest string, lopts []registry.Option) (string, error) {
-	return layers.ErofsDest(dest, lopts)
-}
-
 // DefaultLayoutTag tags the images written to an untagged oci:DIR when
 // there are two encodings (TAG and TAG-zstd): two untagged manifests in
 // one index could not be told apart when read back.
