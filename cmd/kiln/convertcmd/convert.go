@@ -214,15 +214,8 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	var total int64
-	if ls, err := src.Layers(); err == nil {
-		for _, l := range ls {
-			n, _ := l.Size()
-			total += n
-		}
-	}
 	var done atomic.Int64
-	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, total, &done)
+	bar := cmdutil.StartProgress(opts.IO.ErrOut, opts.Progress, "converting "+opts.Image, li.CompressedSize(), &done)
 	co := convert.Options{Level: opts.Level, Jobs: opts.Jobs, TempDir: opts.TempDir, Progress: &done}
 	conv := func(ctx context.Context, src v1.Image) (res *convert.Result, err error) {
 		switch opts.Format {
