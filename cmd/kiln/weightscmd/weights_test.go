@@ -74,15 +74,28 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	}
 }
 
-func TestWeightsRunArgsGolden(t *testing.T) {
-	dir := t.TempDir()
+// runArgsManifest writes a one-file volume manifest mounted at
+// /app/models (what run-args reads) and returns its path.
+func runArgsManifest(t *testing.T) string {
+	t.Helper()
 	m := &weights.Manifest{SchemaVersion: 1, MediaType: weights.MediaTypeManifest, Mount: "/app/models",
 		Files:  []weights.File{{Path: "m.safetensors", Size: 3, SHA256: strings.Repeat("a", 64), Mode: 0o644, Layer: "sha256:" + strings.Repeat("a", 64)}},
 		Layers: []weights.Layer{{Digest: "sha256:" + strings.Repeat("a", 64), MediaType: weights.MediaTypeWeightRaw, Size: 3}}, Size: 3}
 	m.SetDigest = weights.SetDigest(m.Files)
-	b, _ := m.Encode()
-	mf := filepath.Join(dir, "weights.json")
-	os.WriteFile(mf, b, 0o644)
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(t.TempDir(), "weights.json")
+	if err := os.WriteFile(mf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mf
+}
+
+func TestWeightsRunArgsGolden(t *testing.T) {
+	dir := t.TempDir()
+	mf := runArgsManifest(t)
 	for _, tc := range []struct{ name, volume string }{{"pvc", "serve-weights"}, {"hostdir", "/var/lib/models/serve"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := run(t, "weights", "run-args", mf, "--volume", tc.volume, "--image", "registry.local/acme/serve:1.2-slim", "--pull-ref", "registry.local/acme/serve-weights@sha256:"+strings.Repeat("b", 64))
@@ -399,15 +412,7 @@ func TestWeightsStripLinksAndMount(t *testing.T) {
 // k8s is kubernetes.
 func TestWeightsRunArgsCases(t *testing.T) {
 	dir := t.TempDir()
-	m := &weights.Manifest{SchemaVersion: 1, MediaType: weights.MediaTypeManifest, Mount: "/app/models",
-		Files:  []weights.File{{Path: "m.safetensors", Size: 3, SHA256: strings.Repeat("a", 64), Mode: 0o644, Layer: "sha256:" + strings.Repeat("a", 64)}},
-		Layers: []weights.Layer{{Digest: "sha256:" + strings.Repeat("a", 64), MediaType: weights.MediaTypeWeightRaw, Size: 3}}, Size: 3}
-	m.SetDigest = weights.SetDigest(m.Files)
-	b, _ := m.Encode()
-	mf := filepath.Join(dir, "weights.json")
-	if err := os.WriteFile(mf, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	mf := runArgsManifest(t)
 	pinned := "ghcr.io/kiln-build/kiln@sha256:" + strings.Repeat("c", 64)
 	base := []string{"weights", "run-args", mf, "--pull-ref", "registry.local/acme/w@sha256:" + strings.Repeat("b", 64)}
 	for _, tc := range []struct {
