@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -613,5 +615,41 @@ func TestToolsDirBundlesDynamicKiln(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(tools, ToolsBundle)); !os.IsNotExist(err) {
 			t.Errorf("a static kiln got a bundle: %v", err)
 		}
+	}
+}
+
+// Each kiln binary a user ran leaves a tools directory (~40 MB for a
+// dynamic kiln); sweepTools removes the ones unused for toolsIdle, the
+// most recently used toolsKeep aside and the current one always.
+func TestSweepToolsKeepsRecentlyUsed(t *testing.T) {
+	root := t.TempDir()
+	old := time.Now().Add(-2 * toolsIdle)
+	mk := func(name string, used time.Time, marker bool) {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, ToolsBinary), []byte("x"), 0o755)
+		if marker {
+			markToolsUsed(d)
+			os.Chtimes(d+".used", used, used)
+		} else {
+			os.Chtimes(d, used, used)
+		}
+	}
+	mk("current", old.Add(-time.Hour), true)
+	mk("recent", time.Now(), true)
+	for i := 0; i < 6; i++ {
+		mk(fmt.Sprintf("old%d", i), old.Add(-time.Duration(i)*time.Minute), i%2 == 0)
+	}
+	sweepTools(root, "current")
+	var left []string
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	want := []string{"current", "current.used", "old0", "old0.used", "old1", "recent", "recent.used"}
+	if !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
 	}
 }

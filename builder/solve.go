@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -485,6 +486,60 @@ func checkPlatforms(ctx context.Context, c *client.Client, graphs []*Graph) erro
 	return nil
 }
 
+// Tools directories of other kiln binaries (one per version a user ran,
+// ~40 MB each with a dynamic kiln's C library) are removed once unused
+// for toolsIdle, the newest toolsKeep aside. A use is the time of a
+// sibling file, DIR.used (the directory's own times are part of the
+// build context, which must not change between builds).
+const (
+	toolsIdle = time.Hour
+	toolsKeep = 4
+)
+
+// sweepTools removes the tools directories under root that are not keep,
+// not among the toolsKeep most recently used, and unused for toolsIdle.
+// Errors are ignored: the sweep only saves disk.
+func sweepTools(root, keep string) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type used struct {
+		name string
+		at   time.Time
+	}
+	var dirs []used
+	for _, e := range ents {
+		if !e.IsDir() || e.Name() == keep || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(root, e.Name()+".used"))
+		if err != nil {
+			fi, err = e.Info()
+		}
+		if err == nil {
+			dirs = append(dirs, used{e.Name(), fi.ModTime()})
+		}
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].at.After(dirs[j].at) })
+	for i, d := range dirs {
+		if i >= toolsKeep-1 && time.Since(d.at) > toolsIdle {
+			os.RemoveAll(filepath.Join(root, d.name))
+			os.Remove(filepath.Join(root, d.name+".used"))
+		}
+	}
+}
+
+// markToolsUsed notes a use of the tools directory dir (see sweepTools).
+func markToolsUsed(dir string) {
+	f, err := os.OpenFile(dir+".used", os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		f.Close()
+	}
+	now := time.Now()
+	_ = os.Chtimes(dir+".used", now, now)
+}
+
 // toolsDir makes the kiln-tools context: a directory holding exe as
 // ToolsBinary, which runs inside the image being built, whatever C library
 // that has. A static exe (make build, a release binary) is the file
@@ -521,8 +576,11 @@ func toolsDir(exe string) (string, func(), error) {
 	dir := filepath.Join(cache, "kiln", "tools", h.Hex)
 	nop := func() {}
 	if fi, err := os.Stat(filepath.Join(dir, ToolsBinary)); err == nil && fi.Mode().IsRegular() {
+		markToolsUsed(dir)
 		return dir, nop, nil
 	}
+	defer sweepTools(filepath.Dir(dir), h.Hex)
+	defer markToolsUsed(dir)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", nil, err
 	}
