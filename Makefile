@@ -91,8 +91,9 @@ fuzz:
 
 # The e2e tier: real containerd, dockerd, sshd and BuildKit, no race
 # detector (the fast tier ran these packages' other tests with it).
+# -v for each test's time (the tier's long pole is one package, builder).
 e2e:
-	$(GO) test -count=1 -timeout 60m $(E2E_PKGS)
+	$(GO) test -count=1 -timeout 60m -v $(E2E_PKGS) | grep --line-buffered -v -E '^=== (RUN|PAUSE|CONT)'; exit $${PIPESTATUS[0]}
 
 # Every catalog recipe built from an empty BuildKit through the stand-ins
 # alone (NVIDIA's images under their real names, one wheel index with every
