@@ -23,6 +23,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/kiln-build/kiln/internal/redact"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
@@ -122,7 +123,7 @@ func TestRedact(t *testing.T) {
 		{"denied: bearer ya29.a0AfH6SMBx-token", "a0AfH6SMBx"},
 		{"denied: bearer abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnopqrstuvwxyz"},
 	} {
-		if got := kregistry.Redact(tc.in); strings.Contains(got, tc.leak) {
+		if got := redact.String(tc.in); strings.Contains(got, tc.leak) {
 			t.Errorf("Redact(%q) = %q, still holds %q", tc.in, got, tc.leak)
 		}
 	}
@@ -131,7 +132,7 @@ func TestRedact(t *testing.T) {
 		"UNAUTHORIZED: basic authentication required",
 		`challenge Bearer realm="https://auth.example.com/token",service="registry"`,
 	} {
-		if got := kregistry.Redact(clean); got != clean {
+		if got := redact.String(clean); got != clean {
 			t.Errorf("a clean message changed: %q → %q", clean, got)
 		}
 	}

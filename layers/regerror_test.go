@@ -19,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	kregistry "github.com/kiln-build/kiln/registry"
 
+	"github.com/kiln-build/kiln/internal/redact"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -245,7 +246,7 @@ func TestPresignedStorageErrorRedacted(t *testing.T) {
 	if !strings.Contains(string(body), testimage.PresignedSignature) {
 		t.Fatalf("the storage's body lacks the signature: %s", body)
 	}
-	noSecret("redact", kregistry.Redact(string(body)+" "+resp.Request.URL.String()))
+	noSecret("redact", redact.String(string(body)+" "+resp.Request.URL.String()))
 }
 
 // Redaction of signed URLs keeps ordinary text: parameters that are not
@@ -256,7 +257,7 @@ func TestRedactSignedURLKeepsOrdinaryText(t *testing.T) {
 		"exit code=1; sort=asc; step=3",
 		"blob sha256:" + strings.Repeat("ab", 32) + ": registry answered 403 Forbidden",
 	} {
-		if got := kregistry.Redact(keep); got != keep {
+		if got := redact.String(keep); got != keep {
 			t.Errorf("Redact(%q) = %q", keep, got)
 		}
 	}
@@ -267,7 +268,7 @@ func TestRedactSignedURLKeepsOrdinaryText(t *testing.T) {
 		"<StringToSign>AWS4-HMAC-SHA256\n20261202T000000Z</StringToSign>":      "20261202T000000Z",
 		"X-Amz-Security-Token=FwoGZXIvYXdzEKILN&X-Amz-Signature=abc":           "FwoGZXIvYXdzEKILN",
 	} {
-		if got := kregistry.Redact(in); strings.Contains(got, secret) {
+		if got := redact.String(in); strings.Contains(got, secret) {
 			t.Errorf("Redact(%q) = %q keeps %q", in, got, secret)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/kiln-build/kiln/internal/procgroup"
+	"github.com/kiln-build/kiln/internal/redact"
 )
 
 // DefaultHelperTimeout bounds one credential lookup (a docker-credential-*
@@ -109,10 +110,10 @@ func rememberAuthenticator(a authn.Authenticator) bool {
 		return false
 	}
 	for _, s := range []string{c.Password, c.Auth, c.IdentityToken, c.RegistryToken} {
-		rememberSecret(s)
+		redact.Remember(s)
 	}
 	if c.Username != "" && c.Password != "" {
-		rememberSecret(c.Username + ":" + c.Password)
+		redact.Remember(c.Username + ":" + c.Password)
 	}
 	return true
 }
@@ -253,7 +254,7 @@ func runCredentialHelper(ctx context.Context, helper, serverURL string, timeout 
 	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
 		return nil, false, fmt.Errorf("credential helper %s answered something that is not credentials", prog)
 	}
-	rememberSecret(c.Secret)
+	redact.Remember(c.Secret)
 	if c.Username == "<token>" {
 		return authn.FromConfig(authn.AuthConfig{IdentityToken: c.Secret}), true, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/kiln-build/kiln/internal/redact"
 )
 
 // Client reads one registry repository: its manifests (Manifest) and its
@@ -343,7 +344,7 @@ func (f *Client) do(ctx context.Context, method string, dgst v1.Hash, rng string
 		// The answer in words (its body was bounded and redacted by the
 		// guarded transport).
 		if w, _ := describe(transport.CheckError(resp, http.StatusOK, http.StatusPartialContent), ""); w != "" {
-			se.words = Redact(w)
+			se.words = redact.String(w)
 		}
 		return se
 	})

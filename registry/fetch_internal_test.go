@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/kiln-build/kiln/internal/networds"
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -190,7 +191,7 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 	}
 }
 
-// F5: with no retries left, a stalled body fails with ErrIdleTimeout after
+// F5: with no retries left, a stalled body fails with networds.ErrIdleTimeout after
 // about the idle timeout, never hangs.
 func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	fr, host := testimage.FaultyRegistry(t)
@@ -210,8 +211,8 @@ func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	}
 	_, err = io.ReadAll(rc)
 	rc.Close()
-	if !errors.Is(err, ErrIdleTimeout) {
-		t.Fatalf("err = %v, want ErrIdleTimeout", err)
+	if !errors.Is(err, networds.ErrIdleTimeout) {
+		t.Fatalf("err = %v, want networds.ErrIdleTimeout", err)
 	}
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("took %v for a 100ms idle timeout", el)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/networds"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -60,7 +61,7 @@ func TestHTTPClientRetriesIdleTimeoutAndRedaction(t *testing.T) {
 	}
 
 	n.Store(0)
-	if _, err := get("/stall"); err == nil || !errors.Is(err, registry.ErrIdleTimeout) || !strings.Contains(err.Error(), "after 4 attempts") || n.Load() != 4 {
+	if _, err := get("/stall"); err == nil || !errors.Is(err, networds.ErrIdleTimeout) || !strings.Contains(err.Error(), "after 4 attempts") || n.Load() != 4 {
 		t.Errorf("stall: %v after %d requests", err, n.Load())
 	}
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/kiln-build/kiln/internal/redact"
 )
 
 // Mirror is one registry mirror: an endpoint that serves a registry's
@@ -141,7 +142,7 @@ func redactEndpoint(ep string) string {
 		u.User = nil
 		return strings.TrimPrefix(u.String(), "https://")
 	}
-	return Redact(ep)
+	return redact.String(ep)
 }
 
 // ParseMirrors reads a comma-separated list of mirror settings

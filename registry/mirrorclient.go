@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/kiln-build/kiln/internal/redact"
 )
 
 // mirrored is what a read Client of a repository whose registry has
@@ -163,7 +164,7 @@ func (m *mirrored) failed(err error, mirrors []string, cause error) error {
 	if cause != nil {
 		wrapped = RedactError(cause)
 	}
-	return &redactedError{msg: Redact(msg), err: wrapped, described: true}
+	return &redactedError{msg: redact.String(msg), err: wrapped, described: true}
 }
 
 // blob runs f on the source the last manifest came from, then on the

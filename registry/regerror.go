@@ -23,6 +23,7 @@ import (
 	"github.com/docker/cli/cli/config"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/kiln-build/kiln/internal/networds"
 )
 
 // Registry errors in words. go-containerregistry reports what the registry
@@ -350,41 +351,6 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
-// NetWords says in words what a failed connection did, for any HTTP
-// host (a wheel index, a download): no such host, nothing answering, no
-// answer in time, a certificate not trusted. "" when err is none of
-// these. Registry errors say more (RedactError).
-func NetWords(err error) string {
-	host := ""
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if u, perr := url.Parse(ue.URL); perr == nil {
-			host = u.Host
-		}
-	}
-	var dns *net.DNSError
-	var op *net.OpError
-	var ne net.Error
-	var x509Unknown x509.UnknownAuthorityError
-	var tlsVerify *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &dns) && dns.IsNotFound:
-		return fmt.Sprintf("no host named %s (DNS found none)", dns.Name)
-	case errors.As(err, &dns):
-		return fmt.Sprintf("cannot look up %s (DNS: %s)", dns.Name, dns.Err)
-	case errors.Is(err, syscall.ECONNREFUSED):
-		if errors.As(err, &op) && op.Addr != nil {
-			host = op.Addr.String()
-		}
-		return fmt.Sprintf("nothing answers at %s (connection refused)", host)
-	case errors.Is(err, ErrIdleTimeout), errors.As(err, &ne) && ne.Timeout():
-		return fmt.Sprintf("no answer from %s in time", host)
-	case errors.As(err, &x509Unknown), errors.As(err, &tlsVerify):
-		return fmt.Sprintf("%s's TLS certificate is not trusted (%s): add its CA to the system's trust store", hostOnly(host), certReason(err))
-	}
-	return ""
-}
-
 // describeNet says what a failed connection means.
 func describeNet(err error, host string) (words, inner string) {
 	var ue *url.Error
@@ -404,9 +370,9 @@ func describeNet(err error, host string) (words, inner string) {
 	switch {
 	case errors.As(err, &dns):
 		if dns.IsNotFound {
-			words = NetWords(err) + ": check the registry's name"
+			words = networds.Of(err) + ": check the registry's name"
 		} else {
-			words = NetWords(err) + ": check the network or the DNS server"
+			words = networds.Of(err) + ": check the network or the DNS server"
 		}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		addr := host
@@ -417,36 +383,19 @@ func describeNet(err error, host string) (words, inner string) {
 	case host == "":
 		// The TLS cases need the host to say what to do.
 	case errors.Is(err, http.ErrSchemeMismatch), errors.As(err, &tlsRecord) && string(tlsRecord.RecordHeader[:]) == "HTTP/":
-		h := hostOnly(host)
+		h := networds.HostOnly(host)
 		words = fmt.Sprintf("%s speaks plain HTTP, not HTTPS: if you trust the network to it, pass --insecure-registry %s", h, h)
 	case errors.As(err, &x509Unknown), errors.As(err, &x509Host), errors.As(err, &x509Invalid), errors.As(err, &tlsVerify):
-		h := hostOnly(host)
-		words = fmt.Sprintf("%s's TLS certificate is not trusted (%s): add its CA to the system's trust store; a registry that speaks plain HTTP needs --insecure-registry %s", h, certReason(err), h)
+		h := networds.HostOnly(host)
+		words = fmt.Sprintf("%s's TLS certificate is not trusted (%s): add its CA to the system's trust store; a registry that speaks plain HTTP needs --insecure-registry %s", h, networds.CertReason(err), h)
 	case errors.As(err, &tlsRecord):
-		h := hostOnly(host)
+		h := networds.HostOnly(host)
 		words = fmt.Sprintf("%s does not speak TLS (%v): a registry that speaks plain HTTP needs --insecure-registry %s", h, tlsRecord, h)
 	}
 	if words == "" {
 		return "", ""
 	}
 	return words, inner
-}
-
-// hostOnly drops a default port.
-func hostOnly(host string) string {
-	if h, p, err := net.SplitHostPort(host); err == nil && p == "443" {
-		return h
-	}
-	return host
-}
-
-// certReason is the x509 part of a certificate error.
-func certReason(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "x509: "); i >= 0 {
-		return msg[i:]
-	}
-	return msg
 }
 
 // BlobError prefixes err with "blob DIGEST: " unless its message names

@@ -14,19 +14,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/kiln-build/kiln/internal/networds"
+	"github.com/kiln-build/kiln/internal/redact"
 )
-
-// ErrIdleTimeout is returned (wrapped) when a registry sent nothing for the
-// idle timeout: a stalled server or a half-open connection. The Client
-// retries it like a reset connection.
-var ErrIdleTimeout = errors.New("registry sent nothing")
 
 // DefaultIdleTimeout is how long a registry may stay silent mid-request.
 const DefaultIdleTimeout = 30 * time.Second
 
 // WithIdleTimeout sets how long a registry may send nothing, while kiln
 // waits for an answer or reads a body, before the request fails with
-// ErrIdleTimeout (default DefaultIdleTimeout; tests use milliseconds).
+// networds.ErrIdleTimeout (default DefaultIdleTimeout; tests use milliseconds).
 func WithIdleTimeout(d time.Duration) Option { return func(o *Options) { o.idle = d } }
 
 // guardTransport is the base of every registry request kiln makes, under
@@ -102,8 +99,8 @@ func (o *Options) registryTransport(ctx context.Context, reg name.Registry, scop
 }
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rememberAuthorization(req.Header.Get("Authorization"))
-	rememberSignedURL(req.URL)
+	redact.RememberAuthorization(req.Header.Get("Authorization"))
+	redact.RememberSignedURL(req.URL)
 	if t.idle <= 0 {
 		resp, err := t.inner.RoundTrip(req)
 		if err != nil {
@@ -122,12 +119,12 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.inner.RoundTrip(r2)
 	if err != nil {
 		it.stop()
-		timedOut := errors.Is(context.Cause(ctx), ErrIdleTimeout)
+		timedOut := errors.Is(context.Cause(ctx), networds.ErrIdleTimeout)
 		cancel(nil)
 		if timedOut {
 			u := *req.URL
 			u.User, u.RawQuery = nil, ""
-			return nil, fmt.Errorf("%s %s: %w for %s waiting for the answer", req.Method, u.String(), ErrIdleTimeout, t.idle)
+			return nil, fmt.Errorf("%s %s: %w for %s waiting for the answer", req.Method, u.String(), networds.ErrIdleTimeout, t.idle)
 		}
 		return nil, redactErrorAt(err, req.URL.Host)
 	}
@@ -150,7 +147,7 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *guardTransport) inspect(req *http.Request, resp *http.Response) {
 	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		if u, err := req.URL.Parse(loc); err == nil {
-			rememberRedirect(u)
+			redact.RememberRedirect(u)
 		}
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
@@ -171,7 +168,7 @@ func (it *idleTimer) arm() {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	if it.t == nil {
-		it.t = time.AfterFunc(it.idle, func() { it.cancel(ErrIdleTimeout) })
+		it.t = time.AfterFunc(it.idle, func() { it.cancel(networds.ErrIdleTimeout) })
 		return
 	}
 	it.t.Reset(it.idle)
@@ -220,8 +217,8 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	start := time.Now()
 	n, err := b.rc.Read(p)
 	b.t.stop()
-	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrIdleTimeout) {
-		err = fmt.Errorf("%w for %s mid-body", ErrIdleTimeout, b.t.idle)
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), networds.ErrIdleTimeout) {
+		err = fmt.Errorf("%w for %s mid-body", networds.ErrIdleTimeout, b.t.idle)
 	}
 	// Each window of waiting must have brought its bytes: the idle timer
 	// alone resets on every byte, so a trickle would hold kiln for ever.
@@ -255,7 +252,7 @@ func redactErrorBody(resp *http.Response) *http.Response {
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
-	clean := []byte(Redact(string(b)))
+	clean := []byte(redact.String(string(b)))
 	resp.Body = io.NopCloser(bytes.NewReader(clean))
 	resp.ContentLength = int64(len(clean))
 	if resp.Header.Get("Content-Length") != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -222,8 +223,8 @@ func TestJSONContract(t *testing.T) {
 // newTestRoot is kiln's root with every verb, built as Main builds it.
 func newTestRoot() *cobra.Command {
 	var out, errOut bytes.Buffer
-	f := &cmdutil.Factory{IO: &cmdutil.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, Version: "dev"}
-	return cmdutil.NewRoot(f, verbs...)
+	f := verbkit.New(&cmdutil.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, cmdutil.BuildInfo{Version: "dev"}, nil)
+	return verbkit.NewRoot(f, verbs...)
 }
 
 func walk(c *cobra.Command, fn func(*cobra.Command)) {

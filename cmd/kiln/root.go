@@ -5,8 +5,6 @@ import (
 	"io"
 	"runtime/debug"
 
-	"github.com/spf13/cobra"
-
 	"github.com/kiln-build/kiln/cmd/kiln/analyzecmd"
 	"github.com/kiln-build/kiln/cmd/kiln/buildcmd"
 	"github.com/kiln-build/kiln/cmd/kiln/compatcmd"
@@ -14,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/fatbincmd"
 	"github.com/kiln-build/kiln/cmd/kiln/hostcmd"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/cmd/kiln/lockcmd"
 	"github.com/kiln-build/kiln/cmd/kiln/proberecordcmd"
 	"github.com/kiln-build/kiln/cmd/kiln/recipescmd"
@@ -38,12 +37,13 @@ func buildInfo() cmdutil.BuildInfo {
 // verbs are kiln's commands, wired here and nowhere else (no init hooks),
 // each from its own package; the order is cobra's help order. A verb that
 // runs (a leaf) is wired with its runF nil (cmdutil.Leaf); a verb with
-// subcommands wires its own.
-var verbs = []func(*cmdutil.Factory) *cobra.Command{
+// subcommands wires its own. A verb that needs only cmdutil's Factory
+// (no registry, builder or host) is wired with verbkit.Light.
+var verbs = []verbkit.Verb{
 	cmdutil.Leaf(analyzecmd.NewCmdAnalyze), cmdutil.Leaf(buildcmd.NewCmdBuild), compatcmd.NewCmdCompat,
-	cmdutil.Leaf(convertcmd.NewCmdConvert), fatbincmd.NewCmdFatbin, hostcmd.NewCmdHost,
-	cmdutil.Leaf(lockcmd.NewCmdLock), cmdutil.Leaf(proberecordcmd.NewCmdProbeRecord),
-	recipescmd.NewCmdRecipes, cmdutil.Leaf(resolvecmd.NewCmdResolve), cmdutil.Leaf(signcmd.NewCmdSign),
+	cmdutil.Leaf(convertcmd.NewCmdConvert), verbkit.Light(fatbincmd.NewCmdFatbin), hostcmd.NewCmdHost,
+	cmdutil.Leaf(lockcmd.NewCmdLock), verbkit.Light(cmdutil.Leaf(proberecordcmd.NewCmdProbeRecord)),
+	verbkit.Light(recipescmd.NewCmdRecipes), cmdutil.Leaf(resolvecmd.NewCmdResolve), cmdutil.Leaf(signcmd.NewCmdSign),
 	cmdutil.Leaf(slimcmd.NewCmdSlim), cmdutil.Leaf(signcmd.NewCmdVerify), cmdutil.Leaf(warmcmd.NewCmdWarm),
 	weightscmd.NewCmdWeights,
 }
@@ -56,6 +56,6 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 
 func run(ctx context.Context, args []string, ios *cmdutil.IO) int {
 	b := buildInfo()
-	f := cmdutil.NewFactory(ios, b, run)
-	return cmdutil.Execute(ctx, cmdutil.NewRoot(f, verbs...), args, ios)
+	f := verbkit.New(ios, b, run)
+	return cmdutil.Execute(ctx, verbkit.NewRoot(f, verbs...), args, ios)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/targets"
@@ -78,7 +79,7 @@ func TestProgressFlag(t *testing.T) {
 func TestFactoryDependenciesAreLazy(t *testing.T) {
 	var out, errOut bytes.Buffer
 	ios := &cmdutil.IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
-	f := cmdutil.NewFactory(ios, buildInfo(), nil)
+	f := verbkit.New(ios, buildInfo(), nil)
 	made := 0
 	f.Registry = sync.OnceValues(func() ([]registry.Option, error) { made++; return nil, nil })
 	f.BuildKit = func(context.Context, string, builder.TLS) (*client.Client, string, error) {
@@ -90,7 +91,7 @@ func TestFactoryDependenciesAreLazy(t *testing.T) {
 		return nil, errors.New("no")
 	}
 	for _, args := range [][]string{{"version"}, {"slim", "--help"}, {"warm", "--help"}, {"build", "--help"}, {"slim"}, {"analyze", "a", "b"}} {
-		cmdutil.Execute(context.Background(), cmdutil.NewRoot(f, verbs...), args, ios)
+		cmdutil.Execute(context.Background(), verbkit.NewRoot(f, verbs...), args, ios)
 	}
 	if made != 0 {
 		t.Fatalf("registry options made %d times by verbs that read no image", made)

@@ -19,7 +19,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kiln-build/kiln/registry"
+	"github.com/kiln-build/kiln/internal/networds"
+	"github.com/kiln-build/kiln/internal/redact"
 )
 
 // Accept asks for PEP 691 JSON first, HTML as a fallback.
@@ -126,15 +127,15 @@ func (c *Client) Files(ctx context.Context, indexURL, project string) ([]File, e
 // unreachable is an index that did not answer, in words: the URL, what
 // the network did, and the setting that names it.
 func (c *Client) unreachable(indexURL string, err error) error {
-	what := registry.NetWords(err)
+	what := networds.Of(err)
 	if what == "" {
-		what = registry.RedactError(err).Error()
+		what = redact.String(err.Error())
 	}
 	set := ""
 	if c != nil && c.Setting != "" {
 		set = " (set by " + c.Setting + ")"
 	}
-	return fmt.Errorf("wheel index %s%s: cannot reach it: %s: %w", registry.Redact(indexURL), set, what, errNoAnswer)
+	return fmt.Errorf("wheel index %s%s: cannot reach it: %s: %w", redact.String(indexURL), set, what, errNoAnswer)
 }
 
 // errNoAnswer marks an index that could not be reached.

@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/htmlreport"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -26,13 +27,13 @@ type AnalyzeOptions struct {
 	Kernels  bool
 	GPUs     []string
 	HTML     string
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // NewCmdAnalyze is kiln analyze IMAGE.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdAnalyze(f *cmdutil.Factory, runF func(*AnalyzeOptions) error) *cobra.Command {
+func NewCmdAnalyze(f *verbkit.Factory, runF func(*AnalyzeOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &AnalyzeOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -102,7 +103,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if _, err := analyze.ParseGPUTargets(opts.GPUs); err != nil {
 		return cmdutil.UsageErr("%v", err)
 	}
-	if _, err := cmdutil.CheckRef("", opts.Image, lopts...); err != nil {
+	if _, err := verbkit.CheckRef("", opts.Image, lopts...); err != nil {
 		return err
 	}
 	// The page's file is made first: a path that cannot be written is
@@ -119,7 +120,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 		return err
 	}
 	defer img.Close()
-	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Tree: opts.HTML != ""})
+	rep, violations, err := verbkit.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Tree: opts.HTML != ""})
 	if err != nil {
 		return err
 	}

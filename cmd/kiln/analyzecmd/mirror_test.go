@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/registry"
 )
 
 // noHostMirrors keeps the host's daemon.json and hosts.toml out of a test.
 func noHostMirrors(t *testing.T) {
-	old := cmdutil.MirrorFiles
-	cmdutil.MirrorFiles = registry.MirrorFiles{}
-	t.Cleanup(func() { cmdutil.MirrorFiles = old })
+	old := verbkit.MirrorFiles
+	verbkit.MirrorFiles = registry.MirrorFiles{}
+	t.Cleanup(func() { verbkit.MirrorFiles = old })
 }
 
 // A Docker Hub short name is read through $KILN_MIRROR's endpoint (a bare
@@ -58,7 +59,7 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 	if err := os.WriteFile(daemon, []byte(`{"registry-mirrors": ["http://`+mirror+`"]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmdutil.MirrorFiles = registry.MirrorFiles{DockerDaemon: daemon}
+	verbkit.MirrorFiles = registry.MirrorFiles{DockerDaemon: daemon}
 	code, _, errOut = run(t, "analyze", "acme/app:v1")
 	if code != cmdutil.ExitOK || !strings.Contains(errOut, "read through mirror http://"+mirror+" ("+daemon+")") {
 		t.Errorf("daemon.json registry-mirrors: exit %d\n%s", code, errOut)

@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -33,20 +34,20 @@ type BuildOptions struct {
 	// Flags are the build's own (--push, --to, --compression, ...):
 	// builder.Flags.Parse checks them.
 	builder.Flags
-	cmdutil.BuilderFlags
+	verbkit.BuilderFlags
 	// lopts is the run's registry options (registryOptions).
 	lopts []registry.Option
-	cmdutil.SignFlag
-	cmdutil.RecipeFlags
+	verbkit.SignFlag
+	verbkit.RecipeFlags
 	// BuildKit connects to the builder (Factory.Connect).
 	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
-	cmdutil.WheelCacheFlags
+	verbkit.WheelCacheFlags
 }
 
 // NewCmdBuild is kiln build [FILE].
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdBuild(f *cmdutil.Factory, runF func(*BuildOptions) error) *cobra.Command {
+func NewCmdBuild(f *verbkit.Factory, runF func(*BuildOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &BuildOptions{IO: ios, Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
@@ -111,7 +112,7 @@ github.com/moby/buildkit, or your distribution's package); it listens on
 	fl.StringVar(&opts.Push, "push", "", "push the image to this registry reference")
 	fl.StringArrayVar(&opts.Outputs, "to", nil, "write the image: oci:DIR (OCI layout) or docker-archive:FILE (docker load / ctr import); repeatable")
 	cmdutil.Alias(fl, "output", "to")
-	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp+", or none (uncompressed)")
+	fl.StringVar(&opts.Compression, "compression", "both", verbkit.CompressionHelp+", or none (uncompressed)")
 	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings) or erofs (with --push: also native EROFS layers under REF-erofs, for containerd's EROFS snapshotter)")
 	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
 	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a pip component's install into several layers when its wheels install more than this (0: one layer per component)")
@@ -143,11 +144,11 @@ github.com/moby/buildkit, or your distribution's package); it listens on
 // buildInputs loads the recipe (or lock) and returns the plan, the
 // inputs, the lock (with --locked) and the recipe's directory.
 func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builder.Inputs, *recipes.Lock, string, error) {
-	file := cmdutil.RecipeFile(opts.File)
+	file := verbkit.RecipeFile(opts.File)
 	var in builder.Inputs
 	r, err := recipes.Load(file)
 	if err != nil {
-		return nil, in, nil, "", cmdutil.RecipeLoadErr(err)
+		return nil, in, nil, "", verbkit.RecipeLoadErr(err)
 	}
 	in.RecipeHash = r.Hash()
 	var plan *recipes.Plan
@@ -168,7 +169,7 @@ func buildInputs(ctx context.Context, opts *BuildOptions) (*recipes.Plan, builde
 			return nil, in, nil, "", oerr
 		}
 		if plan, err = recipes.Resolve(ctx, r, ropts...); err != nil {
-			return nil, in, nil, "", cmdutil.Refusal(opts.IO, opts.JSON, err)
+			return nil, in, nil, "", verbkit.Refusal(opts.IO, opts.JSON, err)
 		}
 	}
 	epoch := cmp.Or(opts.Epoch, os.Getenv("SOURCE_DATE_EPOCH"), "0")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -27,7 +28,7 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, ref
 	if opts.Progress == "none" {
 		progress = "none"
 	}
-	rep, violations, err := cmdutil.CheckImage(ctx, opts.IO, progress, img, rules, nil, analyze.Options{})
+	rep, violations, err := verbkit.CheckImage(ctx, opts.IO, progress, img, rules, nil, analyze.Options{})
 	if err != nil {
 		return fmt.Errorf("--check: %w", err)
 	}

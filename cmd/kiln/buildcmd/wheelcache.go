@@ -2,7 +2,7 @@ package buildcmd
 
 import (
 	"github.com/kiln-build/kiln/builder"
-	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
 )
@@ -13,9 +13,9 @@ import (
 // --wheel-cache-verify-key only signed wheels. builder.Run signs the
 // wheels the build pushes with --sign-key.
 func wheelCache(opts *BuildOptions, lock *recipes.Lock) (*builder.WheelCache, error) {
-	r, err := recipes.Load(cmdutil.RecipeFile(opts.File))
+	r, err := recipes.Load(verbkit.RecipeFile(opts.File))
 	if err != nil {
-		return nil, cmdutil.RecipeLoadErr(err)
+		return nil, verbkit.RecipeLoadErr(err)
 	}
 	c, err := opts.WheelCacheFlags.Open(r, opts.registryOptions()...)
 	if err != nil || c == nil {

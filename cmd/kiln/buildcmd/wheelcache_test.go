@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/sign"
@@ -52,7 +53,7 @@ func TestWheelCacheVerifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := cmdtest.NewKeys(t)
-	f := cmdutil.WheelCacheFlags{VerifyKey: ks.Pub}
+	f := verbkit.WheelCacheFlags{VerifyKey: ks.Pub}
 	verify, err := f.Verifier(c)
 	if err != nil || verify == nil {
 		t.Fatalf("Verifier: %v", err)

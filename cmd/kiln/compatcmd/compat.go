@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/internal/termtable"
 )
@@ -28,7 +29,7 @@ type CompatGPUOptions struct {
 	JSON bool
 }
 
-func NewCmdCompat(f *cmdutil.Factory) *cobra.Command {
+func NewCmdCompat(f *verbkit.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compat",
 		Short: "Check CUDA/driver and GPU/toolkit compatibility; refresh the compatibility data",
@@ -47,7 +48,7 @@ func NewCmdCompat(f *cmdutil.Factory) *cobra.Command {
 // NewCmdCompatDriver is kiln compat driver.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdCompatDriver(f *cmdutil.Factory, runF func(*CompatDriverOptions) error) *cobra.Command {
+func NewCmdCompatDriver(f *verbkit.Factory, runF func(*CompatDriverOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatDriverOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -140,7 +141,7 @@ type gpuVerdict struct {
 // NewCmdCompatGPU is kiln compat gpu.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdCompatGPU(f *cmdutil.Factory, runF func(*CompatGPUOptions) error) *cobra.Command {
+func NewCmdCompatGPU(f *verbkit.Factory, runF func(*CompatGPUOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatGPUOptions{IO: ios}
 	cmd := &cobra.Command{

@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/atomicfile"
+	"github.com/kiln-build/kiln/internal/redact"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/refresh"
 	"github.com/kiln-build/kiln/registry"
@@ -46,7 +48,7 @@ type CompatRefreshOptions struct {
 // NewCmdCompatRefresh is kiln compat refresh.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdCompatRefresh(f *cmdutil.Factory, runF func(*CompatRefreshOptions) error) *cobra.Command {
+func NewCmdCompatRefresh(f *verbkit.Factory, runF func(*CompatRefreshOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &CompatRefreshOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -109,14 +111,14 @@ type refreshResult struct {
 func runCompatRefresh(ctx context.Context, opts *CompatRefreshOptions) error {
 	fail := func(err error) error {
 		if opts.JSON {
-			_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{"error": registry.Redact(err.Error())})
+			_ = cmdutil.WriteJSON(opts.IO.Out, map[string]any{"error": redact.String(err.Error())})
 		}
 		return err
 	}
 	if !opts.Check && opts.Output == "" {
 		return fail(cmdutil.UsageErr("-o: a file to write (or --check)"))
 	}
-	base, err := (&cmdutil.RecipeFlags{CompatData: opts.CompatData}).LoadCompatData()
+	base, err := (&verbkit.RecipeFlags{CompatData: opts.CompatData}).LoadCompatData()
 	if err != nil {
 		return fail(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
@@ -36,14 +37,14 @@ type ConvertOptions struct {
 	TempDir     string
 	JSON        bool
 	Progress    string
-	cmdutil.SignFlag
-	cmdutil.ImageFlags
+	verbkit.SignFlag
+	verbkit.ImageFlags
 }
 
 // NewCmdConvert is kiln convert IMAGE.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdConvert(f *cmdutil.Factory, runF func(*ConvertOptions) error) *cobra.Command {
+func NewCmdConvert(f *verbkit.Factory, runF func(*ConvertOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &ConvertOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -170,7 +171,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := cmdutil.CheckRef("", opts.Image, lopts...)
+	r, err := verbkit.CheckRef("", opts.Image, lopts...)
 	if err != nil {
 		return err
 	}

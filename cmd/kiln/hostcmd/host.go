@@ -9,6 +9,7 @@ import (
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/hostcheck"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/layers"
@@ -37,10 +38,10 @@ type HostCheckOptions struct {
 	DockerDaemonConfig string
 	Jobs               int
 	Progress           string
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
-func NewCmdHost(f *cmdutil.Factory) *cobra.Command {
+func NewCmdHost(f *verbkit.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "host",
 		Short: "Check a GPU host for an image",
@@ -56,7 +57,7 @@ func NewCmdHost(f *cmdutil.Factory) *cobra.Command {
 // NewCmdHostCheck is kiln host check.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdHostCheck(f *cmdutil.Factory, runF func(*HostCheckOptions) error) *cobra.Command {
+func NewCmdHostCheck(f *verbkit.Factory, runF func(*HostCheckOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &HostCheckOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -220,7 +221,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		var bars *cmdutil.Progress
 		if !opts.NoKernels {
 			bars = cmdutil.NewProgress(opts.IO.ErrOut, opts.Progress)
-			o.LayerProgress = cmdutil.LayerBars(bars, "reading fat binaries in "+img.Ref.Raw, img)
+			o.LayerProgress = verbkit.LayerBars(bars, "reading fat binaries in "+img.Ref.Raw, img)
 		}
 		im, err = hostcheck.FromLayers(ctx, img, !opts.NoKernels, o)
 		if bars != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
@@ -26,8 +27,8 @@ type LockOptions struct {
 	Output           string
 	Check            bool
 	InsecureRegistry []string
-	cmdutil.RecipeFlags
-	cmdutil.WheelCacheFlags
+	verbkit.RecipeFlags
+	verbkit.WheelCacheFlags
 	// Test seams: nil means the real registry and HTTP clients.
 	Digests recipes.DigestResolver
 	HTTP    *http.Client
@@ -36,7 +37,7 @@ type LockOptions struct {
 // NewCmdLock is kiln lock [FILE].
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdLock(f *cmdutil.Factory, runF func(*LockOptions) error) *cobra.Command {
+func NewCmdLock(f *verbkit.Factory, runF func(*LockOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &LockOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -73,10 +74,10 @@ alone.`,
 }
 
 func runLock(ctx context.Context, opts *LockOptions) error {
-	file := cmdutil.RecipeFile(opts.File)
+	file := verbkit.RecipeFile(opts.File)
 	r, err := recipes.Load(file)
 	if err != nil {
-		return cmdutil.RecipeLoadErr(err)
+		return verbkit.RecipeLoadErr(err)
 	}
 	out := opts.Output
 	if out == "" {
@@ -99,7 +100,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	}
 	plan, err := recipes.Resolve(ctx, r, ropts...)
 	if err != nil {
-		return cmdutil.Refusal(opts.IO, false, err)
+		return verbkit.Refusal(opts.IO, false, err)
 	}
 	if opts.Check {
 		if why := l.Stale(r, plan); len(why) > 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/cmd/kiln/resolvecmd"
 )
 
@@ -12,5 +13,5 @@ import (
 // (and resolve, which reads what this verb writes).
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	return cmdtest.Run(t, []cmdtest.Verb{NewCmdRecipes, cmdutil.Leaf(resolvecmd.NewCmdResolve)}, args...)
+	return cmdtest.Run(t, []cmdtest.Verb{verbkit.Light(NewCmdRecipes), cmdutil.Leaf(resolvecmd.NewCmdResolve)}, args...)
 }

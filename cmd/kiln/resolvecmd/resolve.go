@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/recipes"
 )
@@ -22,7 +23,7 @@ type ResolveOptions struct {
 	// MaxDataAge is how many days old the torch and nvidia/cuda facts may
 	// be before the plan warns (0: recipes.DefaultMaxDataAgeDays).
 	MaxDataAge int
-	cmdutil.RecipeFlags
+	verbkit.RecipeFlags
 	// Now is the clock the data's age is measured with (nil: time.Now).
 	Now func() time.Time
 }
@@ -30,7 +31,7 @@ type ResolveOptions struct {
 // NewCmdResolve is kiln resolve [FILE].
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdResolve(f *cmdutil.Factory, runF func(*ResolveOptions) error) *cobra.Command {
+func NewCmdResolve(f *verbkit.Factory, runF func(*ResolveOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &ResolveOptions{IO: ios}
 	cmd := &cobra.Command{
@@ -73,10 +74,10 @@ refresh writes newer data; --compat-data or $KILN_COMPAT_DATA uses it.`,
 }
 
 func runResolve(ctx context.Context, opts *ResolveOptions) error {
-	file := cmdutil.RecipeFile(opts.File)
+	file := verbkit.RecipeFile(opts.File)
 	r, err := recipes.Load(file)
 	if err != nil {
-		return cmdutil.RecipeLoadErr(err)
+		return verbkit.RecipeLoadErr(err)
 	}
 	var plan *recipes.Plan
 	if opts.Locked {
@@ -91,7 +92,7 @@ func runResolve(ctx context.Context, opts *ResolveOptions) error {
 	} else {
 		ropts, err := opts.ResolverOptions()
 		if err != nil {
-			return cmdutil.DataErr(opts.IO, opts.JSON, err)
+			return verbkit.DataErr(opts.IO, opts.JSON, err)
 		}
 		now := time.Now
 		if opts.Now != nil {
@@ -102,7 +103,7 @@ func runResolve(ctx context.Context, opts *ResolveOptions) error {
 		}
 		plan, err = recipes.Resolve(ctx, r, append(ropts, recipes.WithDataAge(now(), opts.MaxDataAge))...)
 		if err != nil {
-			return cmdutil.Refusal(opts.IO, opts.JSON, err)
+			return verbkit.Refusal(opts.IO, opts.JSON, err)
 		}
 	}
 	if opts.JSON {

@@ -7,8 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
+	"github.com/kiln-build/kiln/internal/redact"
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -19,7 +20,7 @@ type SignOptions struct {
 	Key    string
 	Format string
 	JSON   bool
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // signReport is kiln sign's --json object (schema kiln.sign/v1).
@@ -34,7 +35,7 @@ const signSchema = "kiln.sign/v1"
 // NewCmdSign is kiln sign IMAGE --key KEY.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdSign(f *cmdutil.Factory, runF func(*SignOptions) error) *cobra.Command {
+func NewCmdSign(f *verbkit.Factory, runF func(*SignOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &SignOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -79,7 +80,7 @@ func runSign(ctx context.Context, opts *SignOptions) error {
 	if opts.JSON {
 		rep := signReport{Schema: signSchema, Signed: s}
 		if err != nil {
-			rep.Error = registry.Redact(err.Error())
+			rep.Error = redact.String(err.Error())
 		}
 		if perr := cmdutil.WriteJSON(opts.IO.Out, rep); perr != nil {
 			return perr
@@ -101,7 +102,7 @@ func signOnce(ctx context.Context, opts *SignOptions) (*sign.Signed, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := cmdutil.CheckRef("", opts.Ref, lopts...)
+	r, err := verbkit.CheckRef("", opts.Ref, lopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ type VerifyOptions struct {
 	Refs []string
 	Key  string
 	JSON bool
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // verifyReport is kiln verify's --json object (schema kiln.verify/v1).
@@ -137,7 +138,7 @@ const verifySchema = "kiln.verify/v1"
 // NewCmdVerify is kiln verify IMAGE... --key KEY.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdVerify(f *cmdutil.Factory, runF func(*VerifyOptions) error) *cobra.Command {
+func NewCmdVerify(f *verbkit.Factory, runF func(*VerifyOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &VerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -184,7 +185,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 		var refused []string
 		for _, ref := range opts.Refs {
-			r, err := cmdutil.CheckRef("", ref, lopts...)
+			r, err := verbkit.CheckRef("", ref, lopts...)
 			if err != nil {
 				return err
 			}
@@ -207,7 +208,7 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		return nil
 	}()
 	if err != nil {
-		rep.Error = registry.Redact(err.Error())
+		rep.Error = redact.String(err.Error())
 	}
 	if opts.JSON {
 		if perr := cmdutil.WriteJSON(opts.IO.Out, rep); perr != nil {

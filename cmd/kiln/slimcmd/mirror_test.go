@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
@@ -15,9 +16,9 @@ import (
 // kiln slim reads a Docker Hub short name through $KILN_MIRROR and names
 // the result by the real reference, not the mirror's.
 func TestSlimShortNameThroughKilnMirror(t *testing.T) {
-	old := cmdutil.MirrorFiles
-	cmdutil.MirrorFiles = registry.MirrorFiles{}
-	t.Cleanup(func() { cmdutil.MirrorFiles = old })
+	old := verbkit.MirrorFiles
+	verbkit.MirrorFiles = registry.MirrorFiles{}
+	t.Cleanup(func() { verbkit.MirrorFiles = old })
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/a", []byte("a"))}, "gzip"))
 	mirror := testimage.Registry(t)
 	testimage.Push(t, mirror+"/hub-proxy/acme/app:v1", img)

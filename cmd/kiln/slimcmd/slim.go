@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
@@ -58,9 +59,9 @@ type SlimOptions struct {
 	// SBOM is --sbom: write each destination as an index holding the
 	// image and a CycloneDX attestation (BuildKit's layout).
 	SBOM bool
-	cmdutil.SignFlag
-	cmdutil.ImageFlags
-	cmdutil.BuilderFlags
+	verbkit.SignFlag
+	verbkit.ImageFlags
+	verbkit.BuilderFlags
 	// BuildKit connects to the builder --probe runs on (Factory.Connect).
 	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
 }
@@ -68,7 +69,7 @@ type SlimOptions struct {
 // NewCmdSlim is kiln slim IMAGE --to DEST.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdSlim(f *cmdutil.Factory, runF func(*SlimOptions) error) *cobra.Command {
+func NewCmdSlim(f *verbkit.Factory, runF func(*SlimOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &SlimOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version, BuildKit: f.Connect}
 	cmd := &cobra.Command{
@@ -164,7 +165,7 @@ layers.`,
 	fl.StringVar(&opts.To, "to", "", "destination: [REGISTRY/]REPO:TAG, oci:DIR[:TAG] or docker-archive:FILE[:TAG] (required)")
 	fl.StringVar(&opts.Policy, "policy", "runtime", "built-in policy (runtime, runtime-strict, weights) or a policy YAML file")
 	fl.IntVar(&opts.Level, "level", slim.DefaultLevel, "zstd level, 1 (fastest) to 22 (smallest)")
-	fl.StringVar(&opts.Compression, "compression", "both", cmdutil.CompressionHelp)
+	fl.StringVar(&opts.Compression, "compression", "both", verbkit.CompressionHelp)
 	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings), estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone) or erofs (the --compression encodings and native EROFS layers under TAG-erofs, for containerd's EROFS snapshotter)")
 	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
 	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz --probe: also write the files the probe opened to this file, one a line (kiln convert --format estargz --startup-list reads it)")
@@ -240,7 +241,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if opts.Level < 1 || opts.Level > 22 {
 		return nil, cmdutil.UsageErr("--level %d: zstd levels are 1..22", opts.Level)
 	}
-	comps, err := cmdutil.ParseCompression(opts.Compression)
+	comps, err := verbkit.ParseCompression(opts.Compression)
 	if err != nil {
 		return nil, cmdutil.UsageErr("--compression: %v", err)
 	}
@@ -304,7 +305,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	} else if len(comps) > 1 && !esgz {
 		// Two encodings in an untagged oci:DIR: tagged latest and
 		// latest-zstd, never two untagged manifests (issue 27).
-		dests[0] = cmdutil.TagLayout(opts.To, lopts)
+		dests[0] = verbkit.TagLayout(opts.To, lopts)
 		zd, err := layers.ZstdDest(dests[0], lopts)
 		if err != nil {
 			return nil, cmdutil.UsageErr("--compression both: %v", err)
@@ -314,7 +315,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	var erofsTo string
 	if wantErofs {
 		// Beside the others: an untagged oci:DIR gets latest-erofs too.
-		dests[0] = cmdutil.TagLayout(opts.To, lopts)
+		dests[0] = verbkit.TagLayout(opts.To, lopts)
 		if erofsTo, err = layers.ErofsDest(dests[0], lopts); err != nil {
 			return nil, cmdutil.UsageErr("--format erofs: %v", err)
 		}
@@ -350,7 +351,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		return err
 	}
 	comps, maxLayer, pol, fleet, lopts := fl.comps, fl.maxLayer, fl.pol, fl.fleet, fl.lopts
-	img, err := cmdutil.OpenImage(ctx, opts.Image, lopts...)
+	img, err := verbkit.OpenImage(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}

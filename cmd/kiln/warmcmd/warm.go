@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
@@ -68,7 +69,7 @@ type WarmOptions struct {
 	// Fleet are --hosts and --emit and their flags (warmfleet.go): set,
 	// they run the warm on other hosts or print Kubernetes objects.
 	Fleet fleetFlags
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 	// OpenTarget opens --target (Factory.Open).
 	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error)
 }
@@ -84,7 +85,7 @@ func hostPlatform() string {
 // NewCmdWarm is kiln warm IMAGE... (and, with --hosts, the fleet).
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdWarm(f *cmdutil.Factory, runF func(*WarmOptions) error) *cobra.Command {
+func NewCmdWarm(f *verbkit.Factory, runF func(*WarmOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &WarmOptions{IO: ios, ImageFlags: f.ImageFlags(), OpenTarget: f.Open}
 	cmd := &cobra.Command{
@@ -315,7 +316,7 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 			refs = append(refs, rs...)
 			continue
 		}
-		if _, err := cmdutil.CheckRef("", a, lopts...); err != nil {
+		if _, err := verbkit.CheckRef("", a, lopts...); err != nil {
 			return nil, err
 		}
 		refs = append(refs, a)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/registry"
@@ -92,7 +93,7 @@ func (f *fleetFlags) sshFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kilnBinary, "kiln-binary", "", "with --hosts: kiln binary to copy to hosts (default this one; give a linux/arm64 build for arm64 hosts)")
 }
 
-func withFleet(cmd *cobra.Command, opts *WarmOptions, fac *cmdutil.Factory) {
+func withFleet(cmd *cobra.Command, opts *WarmOptions, fac *verbkit.Factory) {
 	f := &opts.Fleet
 	fs := cmd.Flags()
 	f.sshFlags(fs)
@@ -228,7 +229,7 @@ var statusFlags = []string{"platform", "insecure-registry"}
 
 // NewCmdWarmStatus is kiln warm status. runF, when not nil, gets the
 // parsed options instead of the command running (tests stop there).
-func NewCmdWarmStatus(fac *cmdutil.Factory, runF func(*FleetOptions) error) *cobra.Command {
+func NewCmdWarmStatus(fac *verbkit.Factory, runF func(*FleetOptions) error) *cobra.Command {
 	f := &fleetFlags{}
 	opts := &FleetOptions{IO: fac.IO, Exec: fac.Exec, DryRun: true}
 	cmd := &cobra.Command{
@@ -349,14 +350,14 @@ func runStatusFromLogs(opts *FleetOptions, file string) error {
 			err = fmt.Errorf("%w; or pipe the logs in: ... | kiln warm status --from-logs -", err)
 		}
 		if err != nil {
-			return cmdutil.DataErrField(opts.IO, opts.JSON, "from-logs", err)
+			return verbkit.DataErrField(opts.IO, opts.JSON, "from-logs", err)
 		}
 		defer f.Close()
 		in, name = f, file
 	}
 	res, err := fleet.ReadStatusLogs(in, name)
 	if err != nil {
-		return cmdutil.DataErrField(opts.IO, opts.JSON, "from-logs", err)
+		return verbkit.DataErrField(opts.IO, opts.JSON, "from-logs", err)
 	}
 	return printFleet(opts, res)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/warm/fleet"
 )
@@ -133,7 +134,7 @@ func TestWarmFleetUsage(t *testing.T) {
 }
 
 func TestPassThrough(t *testing.T) {
-	cmd := cmdutil.NewRoot(&cmdutil.Factory{IO: &cmdutil.IO{}}, cmdutil.Leaf(NewCmdWarm))
+	cmd := verbkit.NewRoot(&verbkit.Factory{Factory: &cmdutil.Factory{IO: &cmdutil.IO{}}}, cmdutil.Leaf(NewCmdWarm))
 	w, _, err := cmd.Find([]string{"warm"})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
@@ -22,7 +23,7 @@ import (
 	"github.com/kiln-build/kiln/weights"
 )
 
-func NewCmdWeights(f *cmdutil.Factory) *cobra.Command {
+func NewCmdWeights(f *verbkit.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "weights",
 		Short: "Move model weights out of images into volumes pulled once and mounted",
@@ -57,14 +58,14 @@ type WeightsStripOptions struct {
 	// (one uncompressed single-file layer per weight file) that a runtime
 	// can mount as an image volume; the stripped image names it.
 	ImageTwin string
-	cmdutil.SignFlag
-	cmdutil.ImageFlags
+	verbkit.SignFlag
+	verbkit.ImageFlags
 }
 
 // NewCmdWeightsStrip is kiln weights strip IMAGE.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdWeightsStrip(f *cmdutil.Factory, runF func(*WeightsStripOptions) error) *cobra.Command {
+func NewCmdWeightsStrip(f *verbkit.Factory, runF func(*WeightsStripOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &WeightsStripOptions{IO: ios, ImageFlags: f.ImageFlags(), Version: f.Version}
 	cmd := &cobra.Command{
@@ -161,7 +162,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
-	img, err := cmdutil.OpenImage(ctx, opts.Image, lopts...)
+	img, err := verbkit.OpenImage(ctx, opts.Image, lopts...)
 	if err != nil {
 		return err
 	}
@@ -257,13 +258,13 @@ type WeightsPullOptions struct {
 	// Quick trusts the ready marker and the files' sizes and times
 	// without hashing them.
 	Quick bool
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // NewCmdWeightsPull is kiln weights pull REF.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdWeightsPull(f *cmdutil.Factory, runF func(*WeightsPullOptions) error) *cobra.Command {
+func NewCmdWeightsPull(f *verbkit.Factory, runF func(*WeightsPullOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &WeightsPullOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -395,13 +396,13 @@ type WeightsVerifyOptions struct {
 	Manifest string
 	Jobs     int
 	JSON     bool
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // NewCmdWeightsVerify is kiln weights verify.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdWeightsVerify(f *cmdutil.Factory, runF func(*WeightsVerifyOptions) error) *cobra.Command {
+func NewCmdWeightsVerify(f *verbkit.Factory, runF func(*WeightsVerifyOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &WeightsVerifyOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -481,13 +482,13 @@ type WeightsRunArgsOptions struct {
 	Twin   string
 	Format string
 	JSON   bool
-	cmdutil.ImageFlags
+	verbkit.ImageFlags
 }
 
 // NewCmdWeightsRunArgs is kiln weights run-args.
 // runF, when not nil, gets the parsed options instead of the
 // command running (tests stop there).
-func NewCmdWeightsRunArgs(f *cmdutil.Factory, runF func(*WeightsRunArgsOptions) error) *cobra.Command {
+func NewCmdWeightsRunArgs(f *verbkit.Factory, runF func(*WeightsRunArgsOptions) error) *cobra.Command {
 	ios := f.IO
 	opts := &WeightsRunArgsOptions{IO: ios, ImageFlags: f.ImageFlags()}
 	cmd := &cobra.Command{
@@ -596,6 +597,6 @@ func checkWeightsArg(arg string, lopts []registry.Option) error {
 	if _, err := os.Stat(arg); err == nil {
 		return nil
 	}
-	_, err := cmdutil.CheckRef("", arg, lopts...)
+	_, err := verbkit.CheckRef("", arg, lopts...)
 	return err
 }

@@ -10,8 +10,6 @@ import (
 
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/recipes"
-	"github.com/kiln-build/kiln/slim"
-	"github.com/kiln-build/kiln/warm"
 )
 
 // flagCompletions completes flags by name, the same way in every verb
@@ -21,16 +19,16 @@ var flagCompletions = map[string]cobra.CompletionFunc{
 	"compression": listedWords,
 	"gpu":         CompleteGPUs,
 	"gpus":        CompleteGPUs,
-	"policy":      completePolicies,
-	"target":      completeTargets,
 }
 
-// registerCompletions gives every flag of cmd and its subcommands that
-// flagCompletions names its completion (flags a verb completed itself
-// keep theirs).
-func registerCompletions(cmd *cobra.Command) {
+// CompleteFlags gives every flag of cmd and its subcommands that by names
+// its completion (flags completed already, by their verb or an earlier
+// call, keep theirs). NewRoot gives flagCompletions'; verbkit adds the
+// ones whose words come from the packages it wires (slim's policies,
+// warm's targets).
+func CompleteFlags(cmd *cobra.Command, by map[string]cobra.CompletionFunc) {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		fn, ok := flagCompletions[f.Name]
+		fn, ok := by[f.Name]
 		if !ok {
 			return
 		}
@@ -42,7 +40,7 @@ func registerCompletions(cmd *cobra.Command) {
 		})
 	})
 	for _, c := range cmd.Commands() {
-		registerCompletions(c)
+		CompleteFlags(c, by)
 	}
 }
 
@@ -102,21 +100,6 @@ func CompleteGPUs(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Comp
 		add(a.Arch, "architecture")
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// completePolicies offers slim's built-in policies; a policy file
-// completes as a file name.
-func completePolicies(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	return slim.BuiltinPolicies, cobra.ShellCompDirectiveDefault
-}
-
-// completeTargets offers warm's target kinds.
-func completeTargets(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	return []cobra.Completion{
-		cobra.CompletionWithDesc("containerd", "the host's containerd ("+warm.DefaultContainerdSocket+"; containerd:SOCKET for another)"),
-		cobra.CompletionWithDesc("docker", "the host's Docker ("+warm.DefaultDockerSocket+"; docker:SOCKET for another)"),
-		cobra.CompletionWithDesc("oci:", "an OCI image layout directory (oci:DIR)"),
-	}, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 }
 
 // CompleteRecipes completes the first argument with the catalog's recipe

@@ -1,11 +1,13 @@
-// Package cmdutil is what kiln's verb packages share, and nothing else:
-// the I/O streams and the Factory a verb is built from, the stable exit
-// codes and the errors that carry them, the root command that wires
-// verbs (one place, no init hooks), progress (mpb bars on a terminal,
+// Package cmdutil is the light toolbox every kiln verb shares, and
+// nothing else: the I/O streams and the Factory's core a verb is built
+// from, the stable exit codes and the errors that carry them, the root
+// command (one place, no init hooks), progress (mpb bars on a terminal,
 // lines elsewhere: Progress, ProgressMode), the terminal's width and
-// whether to colour (TableOptions for internal/termtable), and the flags more
-// than one verb takes (--platform/--insecure-registry, --progress,
-// --compression, recipe overrides, --sign-key).
+// whether to colour (TableOptions for internal/termtable), and the one
+// flag vocabulary. It imports no package that reaches a registry, a
+// builder or a host (TestToolboxIsLight): the flag groups and
+// dependencies of those live in cmd/kiln/internal/verbkit, so a verb
+// that needs none of them compiles none of them.
 //
 // Invariants:
 //   - A verb package (cmd/kiln/<verb>cmd) imports cmdutil and kiln's
@@ -26,5 +28,5 @@
 //   - Verbs have gh's shape: every command that runs is NewCmdX(f, runF);
 //     runF nil runs it (Leaf wires it so), a test's runF gets the parsed
 //     options. What a verb dials or opens (registry options, BuildKit,
-//     warm's target) it takes from the Factory, made on first use.
+//     warm's target) it takes from verbkit.Factory, made on first use.
 package cmdutil

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/internal/redact"
 	"github.com/kiln-build/kiln/internal/termtext"
-	"github.com/kiln-build/kiln/registry"
 )
 
 // Exit codes are part of kiln's stable interface: scripts and CI branch on
@@ -150,7 +150,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IO) i
 		var r *Reported
 		switch {
 		case errors.As(err, &r): // the verb reported; this is its one line
-			msg = termtext.Clean(registry.Redact(r.Summary))
+			msg = termtext.Clean(redact.String(r.Summary))
 		case errors.As(err, &s): // the verb reported in its own words
 			printed, msg = true, codeWords(code)
 		}
@@ -192,7 +192,7 @@ func classify(err error) (int, string) {
 	}
 	// No terminal escape either, from the error bodies and artifact text
 	// an error may quote.
-	return code, termtext.Clean(registry.Redact(err.Error()))
+	return code, termtext.Clean(redact.String(err.Error()))
 }
 
 // isCobraUsage recognises cobra's own argument and flag errors, which it

@@ -5,26 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
-	"github.com/moby/buildkit/client"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/internal/suggest"
-	"github.com/kiln-build/kiln/registry"
-	"github.com/kiln-build/kiln/warm"
-	"github.com/kiln-build/kiln/warm/targets"
 )
 
-// Factory is what a verb is built from: its streams and the few things a
-// verb cannot make for itself. Verbs take what they need from it when
-// they run, so tests hand in a Factory of buffers.
-//
-// Its dependencies (Registry, BuildKit, OpenTarget) are functions, made
-// when a verb first calls them and not when the verb is built: kiln
-// version connects to nothing, and a test replaces any one of them.
+// Factory is what every verb is built from: its streams, kiln's
+// version and kiln's own re-entry. It holds nothing that reaches a
+// registry, a builder or a host: the verbs that do take verbkit.Factory,
+// which adds those dependencies to this one, so a verb that needs none of
+// them (recipes, fatbin) compiles none of them. Tests hand in a Factory
+// of buffers.
 type Factory struct {
 	IO *IO
 	// Version is kiln's version (Build.Version), recorded in SBOMs,
@@ -35,58 +28,6 @@ type Factory struct {
 	// Exec runs kiln itself with args on these streams and returns the
 	// exit code: kiln warm status --node runs its own dry run through it.
 	Exec func(ctx context.Context, args []string, ios *IO) int
-	// Registry is the registry options (credentials, transport) every
-	// image a verb reads or writes starts from, made once on first use
-	// (ImageFlags.LayersOptions puts a verb's --platform and
-	// --insecure-registry after them). nil: layers' defaults.
-	Registry func() ([]registry.Option, error)
-	// BuildKit connects to the builder at addr (--builder; "" is
-	// $BUILDKIT_HOST, then the standard sockets) and returns the client
-	// and the address it reached; the caller closes the client.
-	BuildKit func(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error)
-	// OpenTarget opens where kiln warm puts images (containerd, docker,
-	// an OCI layout); the caller closes it.
-	OpenTarget func(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error)
-}
-
-// NewFactory is the Factory cmd/kiln runs verbs from: streams ios, build
-// b, exec for kiln's own re-entry, and the real dependencies, each made
-// on first use (the registry options once, then shared).
-func NewFactory(ios *IO, b BuildInfo, exec func(ctx context.Context, args []string, ios *IO) int) *Factory {
-	return &Factory{
-		IO: ios, Version: b.Version, Build: b, Exec: exec,
-		Registry:   sync.OnceValues(func() ([]registry.Option, error) { return nil, nil }),
-		BuildKit:   builder.Connect,
-		OpenTarget: targets.Open,
-	}
-}
-
-// ImageFlags are the image flags of a verb built from f: their options
-// start from f.Registry's, and mirror notes go to f's stderr.
-func (f *Factory) ImageFlags() ImageFlags {
-	fl := ImageFlags{Registry: f.Registry}
-	if f.IO != nil {
-		fl.Note = f.IO.ErrOut
-	}
-	return fl
-}
-
-// Connect is f.BuildKit, or builder.Connect for a Factory made without
-// one.
-func (f *Factory) Connect(ctx context.Context, addr string, tls builder.TLS) (*client.Client, string, error) {
-	if f.BuildKit != nil {
-		return f.BuildKit(ctx, addr, tls)
-	}
-	return builder.Connect(ctx, addr, tls)
-}
-
-// Open is f.OpenTarget, or targets.Open for a Factory made without
-// one.
-func (f *Factory) Open(ctx context.Context, spec warm.TargetSpec, o targets.Options) (warm.Target, error) {
-	if f.OpenTarget != nil {
-		return f.OpenTarget(ctx, spec, o)
-	}
-	return targets.Open(ctx, spec, o)
 }
 
 // Run ends a verb's RunE: runF(opts) when a test gave one (it stops at
@@ -102,8 +43,8 @@ func Run[O any](ctx context.Context, opts *O, runF func(*O) error, run func(cont
 // NewCmdX(f, runF)) into a root, with runF nil: the command runs its own
 // workflow. Tests that stop at the parsed options call NewCmdX with a
 // runF instead.
-func Leaf[O any](newCmd func(*Factory, func(*O) error) *cobra.Command) func(*Factory) *cobra.Command {
-	return func(f *Factory) *cobra.Command { return newCmd(f, nil) }
+func Leaf[F, O any](newCmd func(F, func(*O) error) *cobra.Command) func(F) *cobra.Command {
+	return func(f F) *cobra.Command { return newCmd(f, nil) }
 }
 
 // VersionTag is the image tag of this kiln build: its release version,
@@ -115,10 +56,13 @@ func (f *Factory) VersionTag() string {
 	return f.Version
 }
 
-// NewRoot makes kiln's root command with the verbs verbs build from f,
-// in that order (cobra's help order): the one place verbs are wired, for
-// cmd/kiln with all of them and for a verb's tests with its own.
-func NewRoot(f *Factory, verbs ...func(*Factory) *cobra.Command) *cobra.Command {
+// NewRoot makes kiln's root command with the verbs cmds, in that order
+// (cobra's help order), and the version verb; every flag of theirs that
+// flagCompletions names completes as it says (CompleteFlags adds more).
+// verbkit.NewRoot builds the verbs from their Factory: the one place
+// verbs are wired, for cmd/kiln with all of them and for a verb's tests
+// with its own.
+func NewRoot(f *Factory, cmds ...*cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "Build slim CUDA images and get them onto GPU hosts fast",
@@ -149,11 +93,9 @@ on failure: "schema", "ok", and on failure "error" and "exit_code"
 		return &ExitError{Code: ExitUsage, Err: flagSuggestion(c, err)}
 	})
 	root.AddCommand(newVersionCmd(f))
-	for _, add := range verbs {
-		root.AddCommand(add(f))
-	}
+	root.AddCommand(cmds...)
 	refuseUnknownSubcommands(root)
-	registerCompletions(root)
+	CompleteFlags(root, flagCompletions)
 	return root
 }
 

@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"github.com/spf13/cobra"

@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -49,7 +50,7 @@ func (f *ImageFlags) Register(cmd *cobra.Command) {
 func (f *ImageFlags) LayersOptions() ([]registry.Option, error) {
 	p, err := layers.ParsePlatform(f.Platform)
 	if err != nil {
-		return nil, UsageErr("--platform: %v", err)
+		return nil, cmdutil.UsageErr("--platform: %v", err)
 	}
 	sel := layers.WithPlatform(p)
 	if f.set != nil && f.set() {
@@ -76,9 +77,9 @@ func CheckRef(what, ref string, opts ...registry.Option) (layers.Ref, error) {
 	r, err := layers.ParseRef(ref, opts...)
 	if err != nil {
 		if what != "" {
-			return r, UsageErr("%s: %v", what, err)
+			return r, cmdutil.UsageErr("%s: %v", what, err)
 		}
-		return r, UsageErr("%v", err)
+		return r, cmdutil.UsageErr("%v", err)
 	}
 	return r, nil
 }

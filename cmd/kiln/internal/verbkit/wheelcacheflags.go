@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/builder/wheelcache"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
@@ -54,7 +55,7 @@ func (f *WheelCacheFlags) Open(r *recipes.Recipe, lopts ...registry.Option) (*wh
 		wheelcache.WithAllowWiderArchs(f.AllowWiderArchs || spec.AllowWiderArchs),
 		wheelcache.WithRegistryOptions(lopts...))
 	if err != nil {
-		return nil, UsageErr("--wheel-cache: %v", err)
+		return nil, cmdutil.UsageErr("--wheel-cache: %v", err)
 	}
 	return c, nil
 }
@@ -69,7 +70,7 @@ func (f *WheelCacheFlags) Verifier(c *wheelcache.Cache, lopts ...registry.Option
 	}
 	pol, err := sign.LoadPolicy(f.VerifyKey)
 	if err != nil {
-		return nil, UsageErr("--wheel-cache-verify-key %v", err)
+		return nil, cmdutil.UsageErr("--wheel-cache-verify-key %v", err)
 	}
 	origin, err := name.NewRepository(c.Repo(), name.Insecure)
 	if err != nil {

@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-build/kiln/analyze"
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -14,8 +15,8 @@ import (
 // CheckImage is analyze.CheckImage with progress on ios.ErrOut (mode: a
 // --progress value): a bar for the image and, on a terminal, one for
 // each layer while it is read. kiln analyze and kiln build --check.
-func CheckImage(ctx context.Context, ios *IO, mode string, img *layers.Image, rules *analyze.Rules, gpus []string, o analyze.Options) (*analyze.Report, []analyze.Violation, error) {
-	p := NewProgress(ios.ErrOut, mode)
+func CheckImage(ctx context.Context, ios *cmdutil.IO, mode string, img *layers.Image, rules *analyze.Rules, gpus []string, o analyze.Options) (*analyze.Report, []analyze.Violation, error) {
+	p := cmdutil.NewProgress(ios.ErrOut, mode)
 	defer p.Stop()
 	o.LayerProgress = LayerBars(p, "analyzing "+img.Ref.Raw, img)
 	return analyze.CheckImage(ctx, img, rules, gpus, o)
@@ -24,7 +25,7 @@ func CheckImage(ctx context.Context, ios *IO, mode string, img *layers.Image, ru
 // LayerBars draws a bar labelled label for img's stored size, and returns
 // the function that gives each layer, when its read starts, a counter
 // with a bar of its own on a terminal (gone once the layer is read).
-func LayerBars(p *Progress, label string, img *layers.Image) func(*layers.Layer) *atomic.Int64 {
+func LayerBars(p *cmdutil.Progress, label string, img *layers.Image) func(*layers.Layer) *atomic.Int64 {
 	part := p.Parts(label, img.CompressedSize(), new(atomic.Int64))
 	var mu sync.Mutex
 	counters := make([]*atomic.Int64, len(img.Layers))

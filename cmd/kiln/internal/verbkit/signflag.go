@@ -1,8 +1,9 @@
-package cmdutil
+package verbkit
 
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/registry"
@@ -30,11 +31,11 @@ func (f *SignFlag) LoadSigner() (*sign.Signer, error) {
 		return nil, nil
 	}
 	if f.SignFormat != sign.FormatBundle && f.SignFormat != sign.FormatLegacy {
-		return nil, UsageErr("--sign-format: %q is not one of bundle, legacy", f.SignFormat)
+		return nil, cmdutil.UsageErr("--sign-format: %q is not one of bundle, legacy", f.SignFormat)
 	}
 	k, err := sign.LoadSigner(f.SignKey, nil)
 	if err != nil {
-		return nil, UsageErr("--sign-key: %v", err)
+		return nil, cmdutil.UsageErr("--sign-key: %v", err)
 	}
 	return k, nil
 }
@@ -50,7 +51,7 @@ func (f *SignFlag) CheckDest(dest string, lopts []registry.Option) error {
 		return err
 	}
 	if r.Kind != layers.KindRegistry {
-		return UsageErr("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
+		return cmdutil.UsageErr("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -127,7 +128,7 @@ func planMirror(flags []string) (*string, error) {
 		}
 		ms, err := registry.ParseMirrors(s, "--mirror")
 		if err != nil {
-			return nil, UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("%v", err)
 		}
 		for _, m := range ms {
 			if m.Registry == name.DefaultRegistry {
@@ -140,7 +141,7 @@ func planMirror(flags []string) (*string, error) {
 
 // MirrorOptions are the registry options of --mirror, $KILN_MIRROR and
 // the host's files (MirrorOptions), notes on ios's stderr (nil: none).
-func (f *RecipeFlags) MirrorOptions(ios *IO) ([]registry.Option, error) {
+func (f *RecipeFlags) MirrorOptions(ios *cmdutil.IO) ([]registry.Option, error) {
 	var note io.Writer
 	if ios != nil {
 		note = ios.ErrOut
@@ -166,33 +167,33 @@ func RecipeLoadErr(err error) error {
 
 // Refusal reports a resolver refusal: as JSON on stdout with --json, and
 // as an error otherwise; both exit 1.
-func Refusal(ios *IO, asJSON bool, err error) error {
+func Refusal(ios *cmdutil.IO, asJSON bool, err error) error {
 	var re *recipes.ResolveError
 	if !errors.As(err, &re) {
 		return err
 	}
 	if asJSON {
-		_ = WriteJSON(ios.Out, map[string]any{"error": re.Error(), "field": re.Field, "reason": re.Reason, "alternatives": NonNil(re.Alternatives)})
+		_ = cmdutil.WriteJSON(ios.Out, map[string]any{"error": re.Error(), "field": re.Field, "reason": re.Reason, "alternatives": cmdutil.NonNil(re.Alternatives)})
 		fmt.Fprintf(ios.ErrOut, "kiln: refused: %s\n", re.Error())
-		return SilentExit(ExitFailure)
+		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
 	fmt.Fprintf(ios.ErrOut, "kiln: refused: %s: %s\n", re.Field, re.Reason)
 	for _, a := range re.Alternatives {
 		fmt.Fprintf(ios.ErrOut, "  try: %s\n", a)
 	}
-	return SilentExit(ExitFailure)
+	return cmdutil.SilentExit(cmdutil.ExitFailure)
 }
 
 // DataErr reports a compatibility data file that cannot be used: with
 // --json as one object on stdout too, like every failure a machine reads.
-func DataErr(ios *IO, asJSON bool, err error) error {
+func DataErr(ios *cmdutil.IO, asJSON bool, err error) error {
 	return DataErrField(ios, asJSON, "compat-data", err)
 }
 
 // DataErrField is DataErr for an input named by another flag.
-func DataErrField(ios *IO, asJSON bool, field string, err error) error {
+func DataErrField(ios *cmdutil.IO, asJSON bool, field string, err error) error {
 	if asJSON {
-		_ = WriteJSON(ios.Out, map[string]any{"error": err.Error(), "field": field})
+		_ = cmdutil.WriteJSON(ios.Out, map[string]any{"error": err.Error(), "field": field})
 	}
 	return err
 }

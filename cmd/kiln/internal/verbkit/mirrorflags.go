@@ -1,4 +1,4 @@
-package cmdutil
+package verbkit
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -35,7 +36,7 @@ func MirrorOptions(flags []string, note io.Writer) ([]registry.Option, error) {
 			continue
 		}
 		if _, err := registry.ParseMirrors(f, "--mirror"); err != nil {
-			return nil, UsageErr("%v", err)
+			return nil, cmdutil.UsageErr("%v", err)
 		}
 	}
 	ms, err := registry.LoadMirrors(flags, os.Getenv(registry.MirrorEnv), MirrorFiles)
