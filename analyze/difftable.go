@@ -53,7 +53,7 @@ func (d *DiffReport) WriteTable(w io.Writer, opts ...termtable.Option) error {
 	arrow := func(x, y int64) string {
 		return fmt.Sprintf("%s → %s (%s)", bytesize.Format(x), bytesize.Format(y), paint(y-x, SignedSize(y-x)))
 	}
-	field("Pull size", "%s compressed", arrow(b.CompressedSize, a.CompressedSize))
+	field("Size", "%s compressed", arrow(b.CompressedSize, a.CompressedSize))
 	field("Unpacked", "%s", arrow(b.UncompressedSize, a.UncompressedSize))
 	field("Visible", "%s in %d → %d files", arrow(b.VisibleSize, a.VisibleSize), b.FileCount, a.FileCount)
 	field("To pull", "%s in %d new layer(s), for a host that has the baseline",
