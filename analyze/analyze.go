@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -57,6 +58,9 @@ type Options struct {
 	// treemap, bounded to TreeNodes nodes (default DefaultTreeNodes).
 	Tree      bool
 	TreeNodes int
+	// Files, when set, fills Report.Files: every non-directory entry of
+	// the final filesystem, what Diff compares two reports by.
+	Files bool
 }
 
 // entry kinds kept per layer.
@@ -377,6 +381,9 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		}
 		r.VisibleSize += c.size
 		r.FileCount++
+		if opt.Files {
+			r.Files = append(r.Files, FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: c.format})
+		}
 		if c.class != classify.ClassOther {
 			classes[c.class].VisibleBytes += c.size
 		}
@@ -385,6 +392,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 			bySoname[so] = append(bySoname[so], c)
 		}
 	})
+	slices.SortFunc(r.Files, func(a, b FileRef) int { return strings.Compare(a.Path, b.Path) })
 	r.DuplicateCUDALibs = duplicateLibs(bySoname)
 	if opt.Kernels {
 		sort.Slice(withKernels, func(a, b int) bool { return withKernels[a].path < withKernels[b].path })

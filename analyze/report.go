@@ -41,6 +41,10 @@ type Report struct {
 	// Tree is the squashed filesystem for a treemap (Options.Tree); not
 	// part of the JSON report.
 	Tree *TreeNode `json:"-"`
+	// Files is every non-directory entry of the final filesystem (after
+	// whiteouts and opaque directories), in path order (Options.Files);
+	// not part of the JSON report. Symlinks and hard links have size 0.
+	Files []FileRef `json:"-"`
 }
 
 // LayerReport describes one layer.

@@ -7,6 +7,7 @@
 package htmlreport
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"html/template"
@@ -27,7 +28,10 @@ const (
 	header        = 14 // a directory's name strip
 )
 
-type options struct{ w, h float64 }
+type options struct {
+	w, h float64
+	diff *analyze.DiffReport
+}
 
 // Option tunes the page.
 type Option func(*options)
@@ -35,6 +39,23 @@ type Option func(*options)
 // WithSize sets the treemap's size in SVG units (default 1200×640).
 func WithSize(w, h int) Option {
 	return func(o *options) { o.w, o.h = float64(w), float64(h) }
+}
+
+// WithDiff adds what changed against a baseline (kiln analyze --against):
+// the before → after sizes, the bytes to pull, the layers, classes and
+// files that changed, and the treemap coloured by change (the default).
+func WithDiff(d *analyze.DiffReport) Option {
+	return func(o *options) { o.diff = d }
+}
+
+// changeColors colour the treemap by change; removed files are not in
+// the image, so not in its treemap (the tables list them).
+var changeColors = []legend{
+	{analyze.ChangeAdded, "#2ca02c"},
+	{analyze.ChangeGrown, "#ff7f0e"},
+	{analyze.ChangeShrunk, "#1f77b4"},
+	{analyze.ChangeRewritten, "#9467bd"},
+	{analyze.ChangeUnchanged, "#dcdcdc"},
 }
 
 // classColors are the treemap's class colours; "other" is grey.
@@ -67,12 +88,15 @@ func Write(w io.Writer, r *analyze.Report, opts ...Option) error {
 	for _, f := range opts {
 		f(&o)
 	}
-	p := page{R: r, Width: o.w, Height: o.h}
+	p := page{R: r, Width: o.w, Height: o.h, Diff: o.diff, Mode: "by-class"}
+	if o.diff != nil {
+		p.Mode, p.Changes = "by-change", changeColors
+	}
 	var svg strings.Builder
 	if r.Tree != nil && r.Tree.Size > 0 {
 		largest := largestFile(r.Tree)
-		d := drawer{b: &svg, largest: largest}
-		d.node(r.Tree, Rect{0, 0, o.w, o.h}, true)
+		d := drawer{b: &svg, largest: largest, diff: o.diff}
+		d.node(r.Tree, Rect{0, 0, o.w, o.h}, "", true)
 		p.Drawn, p.Boxes = d.drawn, d.boxes
 		if largest != nil {
 			p.Largest = largest
@@ -98,6 +122,19 @@ type page struct {
 	Layers        []legend
 	Largest       *analyze.TreeNode
 	Drawn, Boxes  int
+	// Diff is the comparison with a baseline (WithDiff); Changes its
+	// colours and Mode the colouring the page opens with.
+	Diff    *analyze.DiffReport
+	Changes []legend
+	Mode    string
+}
+
+// ChangeNames are the changes in the order the page lists them.
+func (page) ChangeNames() []string { return analyze.DiffChanges }
+
+// FileLists are the diff's file lists in the order the page lists them.
+func (p page) FileLists() [][]analyze.FileChange {
+	return [][]analyze.FileChange{p.Diff.Added, p.Diff.Removed, p.Diff.Grown, p.Diff.Shrunk}
 }
 
 // largestFile is the tree's largest file (not a summed box).
@@ -119,6 +156,7 @@ func largestFile(n *analyze.TreeNode) *analyze.TreeNode {
 type drawer struct {
 	b       *strings.Builder
 	largest *analyze.TreeNode
+	diff    *analyze.DiffReport
 	drawn   int // boxes with an area of at least one unit
 	boxes   int
 }
@@ -126,13 +164,14 @@ type drawer struct {
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
 // node draws n in r: a directory as a frame with its name and its entries
-// inside, anything else as a coloured box.
-func (d *drawer) node(n *analyze.TreeNode, r Rect, root bool) {
+// inside, anything else as a coloured box. parent is the path of the
+// directory n is listed in.
+func (d *drawer) node(n *analyze.TreeNode, r Rect, parent string, root bool) {
 	if r.W < 0.5 || r.H < 0.5 {
 		return
 	}
 	if len(n.Children) == 0 || r.W < 6 || r.H < header+4 {
-		d.box(n, r)
+		d.box(n, r, parent)
 		return
 	}
 	inner := r
@@ -151,11 +190,24 @@ func (d *drawer) node(n *analyze.TreeNode, r Rect, root bool) {
 		}
 	}
 	for i, cr := range squarify(areas, inner) {
-		d.node(kids[i], cr, false)
+		d.node(kids[i], cr, n.Path, false)
 	}
 }
 
-func (d *drawer) box(n *analyze.TreeNode, r Rect) {
+// change is the change a box stands for: its file's, or for a box of
+// many files the change holding most of their bytes (a group of small
+// entries takes its directory's).
+func (d *drawer) change(n *analyze.TreeNode, parent string) string {
+	switch {
+	case n.Path == "":
+		return d.diff.ChangeUnder(parent)
+	case n.Dir:
+		return d.diff.ChangeUnder(n.Path)
+	}
+	return d.diff.Change(n.Path)
+}
+
+func (d *drawer) box(n *analyze.TreeNode, r Rect, parent string) {
 	d.boxes++
 	if r.W*r.H >= 1 {
 		d.drawn++
@@ -173,8 +225,18 @@ func (d *drawer) box(n *analyze.TreeNode, r Rect) {
 		extra = ` id="largest"`
 	}
 	tip := fmt.Sprintf("%s — %s, %s, %s, layer %d", p, bytesize.Format(n.Size), what, className(n.Class), n.Layer)
-	fmt.Fprintf(d.b, `<rect class="f c-%s l-%d"%s x="%s" y="%s" width="%s" height="%s" data-path="%s" data-size="%d"><title>%s</title></rect>`,
-		className(n.Class), n.Layer, extra, f1(r.X), f1(r.Y), f1(r.W), f1(r.H), html.EscapeString(p), n.Size, html.EscapeString(tip))
+	chg := ""
+	if d.diff != nil {
+		c := d.change(n, parent)
+		if n.Summed() && c != "" {
+			tip += ", mostly " + c
+		} else if c != "" {
+			tip += ", " + c
+		}
+		chg = " d-" + cmp.Or(c, "none")
+	}
+	fmt.Fprintf(d.b, `<rect class="f c-%s l-%d%s"%s x="%s" y="%s" width="%s" height="%s" data-path="%s" data-size="%d"><title>%s</title></rect>`,
+		className(n.Class), n.Layer, chg, extra, f1(r.X), f1(r.Y), f1(r.W), f1(r.H), html.EscapeString(p), n.Size, html.EscapeString(tip))
 	if r.H >= 12 {
 		d.label(r.X+2, r.Y+11, r.W-4, n.Name, "fl")
 	}
@@ -208,7 +270,11 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	"css": func(s string) template.CSS { return template.CSS(s) },
+	"css":    func(s string) template.CSS { return template.CSS(s) },
+	"signed": analyze.SignedSize,
+	"delta":  func(a, b int64) string { return analyze.SignedSize(b - a) },
+	"neg":    func(n int64) int64 { return -n },
+	"change": func(d *analyze.DiffReport, c string) analyze.ChangeSum { return d.Changes[c] },
 }
 
 var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(pageHTML))
@@ -216,7 +282,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(funcs).Parse(pageHTML))
 const pageHTML = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
-<title>kiln analyze {{.R.Image}}</title>
+<title>kiln analyze {{.R.Image}}{{with .Diff}} --against {{.Before.Image}}{{end}}</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222;background:#fafafa}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
@@ -235,22 +301,61 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px
 #info{font:12px ui-monospace,monospace;min-height:18px;margin:4px 0;color:#333}
 {{range .Classes}}#tm.by-class .c-{{.Name}}{fill:{{css .Color}}}
 {{end}}{{range .Layers}}#tm.by-layer .l-{{.Name}}{fill:{{css .Color}}}
-{{end}}#tm.by-class text.fl,#tm.by-layer text.fl{fill:#fff}
-.lg-layer{display:none}body.by-layer .lg-layer{display:inline-block}body.by-layer .lg-class{display:none}
+{{end}}{{range .Changes}}#tm.by-change .d-{{.Name}}{fill:{{css .Color}}}
+.chg-{{.Name}}{border-left:6px solid {{css .Color}};padding-left:4px}
+{{end}}#tm.by-change .d-none{fill:#eee}.chg-removed{border-left:6px solid #d62728;padding-left:4px}
+#tm.by-class text.fl,#tm.by-layer text.fl{fill:#fff}#tm.by-change text.fl{fill:#222}
+.legend.lg{display:none}body.by-class .lg-class,body.by-layer .lg-layer,body.by-change .lg-change{display:inline-block}
+td.up{color:#b22}td.down{color:#171}
 </style></head>
-<body class="by-class">
+<body class="{{.Mode}}">
 <h1>kiln analyze {{.R.Image}}</h1>
 <p class="sum"><code>{{.R.Digest}}</code> · {{.R.Platform}} · {{len .R.Layers}} layers ·
 pull <b>{{size .R.CompressedSize}}</b> · unpacked {{size .R.UncompressedSize}} · visible <b>{{size .R.VisibleSize}}</b> in {{.R.FileCount}} files ·
 efficiency {{pct .R.Waste.Efficiency}} · wasted <b>{{size .R.Waste.WastedBytes}}</b>{{if not .R.Verified}} · not verified{{end}}</p>
+{{with .Diff}}{{$d := .}}
+<h2 id="changes">Changes against {{.Before.Image}}</h2>
+<p class="sum">baseline <code>{{.Before.Digest}}</code> ({{.Before.Platform}}, {{.Before.LayerCount}} layers) → this image ({{.After.LayerCount}} layers).
+A host that has the baseline pulls <b>{{size .PullBytes}}</b> in {{len .AddedLayers}} new layer(s); {{.SharedLayers}} layer(s) shared, {{len .RemovedLayers}} removed.</p>
+<table><tr><th></th><th class="n">before</th><th class="n">after</th><th class="n">change</th></tr>
+{{with .Before}}{{$b := .}}{{with $d.After}}
+<tr><th>pull (compressed)</th><td class="n">{{size $b.CompressedSize}}</td><td class="n">{{size .CompressedSize}}</td><td class="n">{{delta $b.CompressedSize .CompressedSize}}</td></tr>
+<tr><th>unpacked</th><td class="n">{{size $b.UncompressedSize}}</td><td class="n">{{size .UncompressedSize}}</td><td class="n">{{delta $b.UncompressedSize .UncompressedSize}}</td></tr>
+<tr><th>visible</th><td class="n">{{size $b.VisibleSize}}</td><td class="n">{{size .VisibleSize}}</td><td class="n">{{delta $b.VisibleSize .VisibleSize}}</td></tr>
+<tr><th>files</th><td class="n">{{$b.FileCount}}</td><td class="n">{{.FileCount}}</td><td class="n"></td></tr>
+{{end}}{{end}}</table>
+
+<h2>Files by change</h2>
+<table id="diff-changes"><tr><th>change</th><th class="n">files</th><th class="n">bytes</th></tr>
+{{range $.ChangeNames}}<tr><td class="chg-{{.}}">{{.}}</td><td class="n">{{(change $d .).Files}}</td><td class="n">{{size (change $d .).Bytes}}</td></tr>
+{{end}}</table>
+{{end}}
 
 <h2>Squashed filesystem</h2>
-<div class="tools"><button id="bc" class="on" type="button">colour by class</button><button id="bl" type="button">colour by layer</button>
-<span class="legend lg-class">{{range .Classes}}<span><i style="background:{{css .Color}}"></i>{{.Name}}</span>{{end}}</span>
-<span class="legend lg-layer">{{range .Layers}}<span><i style="background:{{css .Color}}"></i>layer {{.Name}}</span>{{end}}</span></div>
+<div class="tools">{{if .Diff}}<button id="bd" data-mode="by-change" type="button">colour by change</button>{{end}}<button id="bc" data-mode="by-class" type="button">colour by class</button><button id="bl" data-mode="by-layer" type="button">colour by layer</button>
+<span class="legend lg lg-class">{{range .Classes}}<span><i style="background:{{css .Color}}"></i>{{.Name}}</span>{{end}}</span>
+<span class="legend lg lg-layer">{{range .Layers}}<span><i style="background:{{css .Color}}"></i>layer {{.Name}}</span>{{end}}</span>
+{{if .Diff}}<span class="legend lg lg-change">{{range .Changes}}<span><i style="background:{{css .Color}}"></i>{{.Name}}</span>{{end}} (removed files: the tables below the map)</span>{{end}}</div>
 <div id="info">{{with .Largest}}largest file: {{.Path}} ({{size .Size}}, {{cls .Class}}, layer {{.Layer}}){{end}}</div>
-<svg id="tm" class="by-class" viewBox="0 0 {{.Width}} {{.Height}}" width="{{.Width}}" height="{{.Height}}" role="img" aria-label="treemap of the squashed filesystem">{{.SVG}}</svg>
+<svg id="tm" class="{{.Mode}}" viewBox="0 0 {{.Width}} {{.Height}}" width="{{.Width}}" height="{{.Height}}" role="img" aria-label="treemap of the squashed filesystem">{{.SVG}}</svg>
 <p class="sum">{{.Boxes}} boxes; directories with many small files are drawn as one box (hover for the path, size and count).</p>
+{{with .Diff}}
+{{if .Classes}}<h2>Classes that changed (visible bytes)</h2>
+<table id="diff-classes"><tr><th>class</th><th class="n">before</th><th class="n">after</th><th class="n">change</th><th class="n">added</th><th class="n">removed</th><th class="n">resized</th></tr>
+{{range .Classes}}<tr><td>{{.Class}}</td><td class="n">{{size .BeforeBytes}}</td><td class="n">{{size .AfterBytes}}</td><td class="n {{if gt .Delta 0}}up{{else if lt .Delta 0}}down{{end}}">{{signed .Delta}}</td><td class="n">{{signed .AddedBytes}} ({{.AddedFiles}})</td><td class="n">{{signed (neg .RemovedBytes)}} ({{.RemovedFiles}})</td><td class="n">{{signed .ChangedBytes}} ({{.ChangedFiles}})</td></tr>
+{{end}}</table>{{end}}
+
+{{if or .AddedLayers .RemovedLayers}}<h2>Layers added and removed</h2>
+<table id="diff-layers"><tr><th></th><th class="n">#</th><th>digest</th><th class="n">pull</th><th class="n">unpacked</th><th>created by</th></tr>
+{{range .AddedLayers}}<tr><td class="chg-added">added</td><td class="n">{{.Index}}</td><td><code>{{short (or .Digest .DiffID)}}</code></td><td class="n">{{size .CompressedSize}}</td><td class="n">{{size .UncompressedSize}}</td><td><code>{{cut .CreatedBy 120}}</code></td></tr>
+{{end}}{{range .RemovedLayers}}<tr><td class="chg-removed">removed</td><td class="n">{{.Index}}</td><td><code>{{short (or .Digest .DiffID)}}</code></td><td class="n">{{size .CompressedSize}}</td><td class="n">{{size .UncompressedSize}}</td><td><code>{{cut .CreatedBy 120}}</code></td></tr>
+{{end}}</table>{{end}}
+
+{{if or .Added .Removed .Grown .Shrunk}}<h2>Largest file changes</h2>
+<table id="diff-files"><tr><th>change</th><th>path</th><th class="n">before</th><th class="n">after</th><th class="n">change</th><th>class</th></tr>
+{{range $.FileLists}}{{range .}}<tr><td class="chg-{{.Change}}">{{.Change}}</td><td><code>{{.Path}}</code></td><td class="n">{{if .BeforeLayer}}{{size .BeforeSize}}{{else}}—{{end}}</td><td class="n">{{if .AfterLayer}}{{size .AfterSize}}{{else}}—{{end}}</td><td class="n {{if gt .Delta 0}}up{{else if lt .Delta 0}}down{{end}}">{{signed .Delta}}</td><td>{{cls .Class}}</td></tr>
+{{end}}{{end}}</table>{{end}}
+{{end}}
 
 <h2>CUDA</h2>
 <table>{{with .R.CUDA}}
@@ -285,10 +390,11 @@ efficiency {{pct .R.Waste.Efficiency}} · wasted <b>{{size .R.Waste.WastedBytes}
 <script>
 (function(){
 var tm=document.getElementById('tm'),info=document.getElementById('info'),first=info.textContent;
+var bs=document.querySelectorAll('.tools button');
 function mode(m){tm.setAttribute('class',m);document.body.className=m;
-document.getElementById('bc').className=m=='by-class'?'on':'';document.getElementById('bl').className=m=='by-layer'?'on':'';}
-document.getElementById('bc').onclick=function(){mode('by-class')};
-document.getElementById('bl').onclick=function(){mode('by-layer')};
+for(var i=0;i<bs.length;i++)bs[i].className=bs[i].getAttribute('data-mode')==m?'on':'';}
+for(var i=0;i<bs.length;i++)bs[i].onclick=function(){mode(this.getAttribute('data-mode'))};
+mode(document.body.className);
 tm.addEventListener('mouseover',function(e){var t=e.target.querySelector&&e.target.querySelector('title');info.textContent=t?t.textContent:first;});
 tm.addEventListener('mouseleave',function(){info.textContent=first});
 // The largest file's box is drawn when the browser finds it on top at

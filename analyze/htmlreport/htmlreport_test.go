@@ -233,3 +233,65 @@ func chromium(t *testing.T) string {
 	t.Skip("no chromium: apt-get install chromium (KILN_REQUIRE_CHROMIUM=1 makes this fail)")
 	return ""
 }
+
+// TestPageWithDiff: with a baseline the page opens coloured by change,
+// lists what was added, removed, grown and shrunk, and still refers to
+// nothing outside itself.
+func TestPageWithDiff(t *testing.T) {
+	dir := t.TempDir()
+	base := testimage.Layer(t, []testimage.Entry{testimage.Sized("usr/bin/python3", 50_000), testimage.Sized("usr/share/doc/python3/README", 9_000)}, "gzip")
+	app1 := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/server.py", 40_000), testimage.Sized("app/util.py", 30_000)}, "gzip")
+	app2 := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/server.py", 45_000), testimage.Sized("app/util.py", 10_000),
+		testimage.Safetensors("app/models/model.safetensors", 400_000), testimage.Whiteout("usr/share/doc")}, "gzip")
+	testimage.WriteLayout(t, dir, "old", testimage.Image(t, testimage.Config{}, base, app1))
+	testimage.WriteLayout(t, dir, "new", testimage.Image(t, testimage.Config{}, base, app2))
+	analyzeRef := func(tag string, tree bool) *analyze.Report {
+		img, err := layers.Open(context.Background(), "oci:"+dir+":"+tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer img.Close()
+		rep, err := analyze.Image(context.Background(), img, analyze.Options{Tree: tree, Files: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	old, cur := analyzeRef("old", false), analyzeRef("new", true)
+	d, err := analyze.Diff(old, cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := htmlreport.Write(&b, cur, htmlreport.WithDiff(d)); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, bad := range []string{"http://", "https://", "<link", " src=", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page refers outside itself: %q", bad)
+		}
+	}
+	for _, want := range []string{
+		`<body class="by-change">`, `<svg id="tm" class="by-change"`, "#tm.by-change .d-added{fill:",
+		"Changes against oci:" + dir + ":old",
+		`class="f c-weights l-1 d-added" id="largest"`, // the treemap's boxes carry their change
+		`l-1 d-grown"`, `l-1 d-shrunk"`, `l-0 d-unchanged"`,
+		`<td class="chg-added">added</td><td><code>/app/models/model.safetensors</code>`,
+		`<td class="chg-removed">removed</td><td><code>/usr/share/doc/python3/README</code>`,
+		`<td class="chg-grown">grown</td><td><code>/app/server.py</code>`,
+		`<td class="chg-shrunk">shrunk</td><td><code>/app/util.py</code>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Without a baseline the page is as before: by class, no change.
+	b.Reset()
+	if err := htmlreport.Write(&b, cur); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), " d-") || strings.Contains(b.String(), "Changes against") || !strings.Contains(b.String(), `<body class="by-class">`) {
+		t.Error("a page without a baseline shows changes")
+	}
+}

@@ -142,6 +142,8 @@ func TestJSONContract(t *testing.T) {
 	runs := []run{
 		// success (or a verdict) from each verb
 		{[]string{"analyze", src}, 0},
+		{[]string{"analyze", src, "--against", pushed}, 0},
+		{[]string{"analyze", src, "--against", "oci:" + p("nothing")}, cmdutil.ExitFailure},
 		{[]string{"slim", src, "--to", "oci:" + p("slim")}, 0},
 		{[]string{"convert", src, "--to", "oci:" + p("conv")}, 0},
 		{[]string{"weights", "strip", src, "--to", "oci:" + p("ws"), "--weights-to", "oci:" + p("w")}, 0},

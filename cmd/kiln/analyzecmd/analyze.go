@@ -27,6 +27,9 @@ type AnalyzeOptions struct {
 	Kernels  bool
 	GPUs     []string
 	HTML     string
+	// Against is the baseline image the report is compared with
+	// (--against OTHER): "" for none.
+	Against string
 	verbkit.ImageFlags
 }
 
@@ -58,14 +61,26 @@ driver can JIT), which is what "no kernel image is available" errors are about.
 
 --html FILE also writes one self-contained page (no network): a treemap of
 the final filesystem coloured by class or by layer, the waste list and the
-CUDA facts.`,
+CUDA facts.
+
+--against OTHER compares IMAGE with a baseline (OTHER is the before, IMAGE
+the after; any IMAGE form, read with the same flags) and prints what changed
+instead of the full report: sizes before → after, the compressed bytes a
+host that has OTHER pulls to get IMAGE (IMAGE's layers whose digests OTHER
+lacks), the layers shared, added and removed, the classes whose bytes
+changed, and the largest files added, removed, grown and shrunk (--top),
+matched by path in each final filesystem. --json keeps IMAGE's report and
+adds the comparison as "against"; --html colours the treemap by change. --ci
+rules apply to IMAGE.`,
 		Example: `  kiln analyze nvcr.io/nvidia/pytorch:24.05-py3
   kiln analyze 127.0.0.1:5000/app@sha256:4f1e...
   kiln analyze oci:./fixtures/oci:app --json > report.json
   kiln analyze docker-archive:app.tar --ci testdata/rules/runtime.yaml
   kiln analyze --platform linux/arm64 ghcr.io/acme/serve:1.2
   kiln analyze --gpu h100 --gpu l4 127.0.0.1:5000/acme/serve:1.2
-  kiln analyze --html report.html nvidia/cuda:12.8.1-runtime-ubuntu24.04`,
+  kiln analyze --html report.html nvidia/cuda:12.8.1-runtime-ubuntu24.04
+  kiln analyze 127.0.0.1:5000/acme/serve:1.3 --against 127.0.0.1:5000/acme/serve:1.2
+  kiln analyze oci:./out:app --against docker-daemon:app:prev --json --html diff.html`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Image = args[0]
@@ -82,6 +97,7 @@ CUDA facts.`,
 	cmdutil.ProgressFlag(cmd.Flags(), &opts.Progress)
 	cmd.Flags().BoolVar(&opts.Kernels, "kernels", false, "scan shared libraries for device code (cubins, PTX) and report the GPU architectures covered")
 	cmd.Flags().StringVar(&opts.HTML, "html", "", "also write the report as one self-contained HTML page (treemap, waste, CUDA) to FILE")
+	cmd.Flags().StringVar(&opts.Against, "against", "", "compare with the baseline image OTHER (any IMAGE form): what IMAGE added, removed and grew, and the bytes a host with OTHER pulls")
 	cmd.Flags().StringSliceVar(&opts.GPUs, "gpu", nil, "target GPU (h100, l4, sm_90, ...; repeatable): check every library has a kernel for it (implies --kernels)")
 	return cmd
 }
@@ -106,6 +122,11 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	if _, err := verbkit.CheckRef("", opts.Image, lopts...); err != nil {
 		return err
 	}
+	if opts.Against != "" {
+		if _, err := verbkit.CheckRef("--against", opts.Against, lopts...); err != nil {
+			return err
+		}
+	}
 	// The page's file is made first: a path that cannot be written is
 	// said before minutes of reading layers, not after.
 	var page *atomicfile.File
@@ -117,23 +138,46 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	}
 	img, err := layers.Open(ctx, opts.Image, lopts...)
 	if err != nil {
-		return err
+		return imageErr(opts, err)
 	}
 	defer img.Close()
-	rep, violations, err := verbkit.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Tree: opts.HTML != ""})
+	// The baseline is opened before either is read: a reference that
+	// does not resolve is said before minutes of reading the image.
+	var base *layers.Image
+	if opts.Against != "" {
+		if base, err = layers.Open(ctx, opts.Against, lopts...); err != nil {
+			return againstErr(opts, err)
+		}
+		defer base.Close()
+	}
+	aopts := analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Kernels: opts.Kernels, Tree: opts.HTML != "", Files: base != nil}
+	rep, violations, err := verbkit.CheckImage(ctx, opts.IO, opts.Progress, img, rules, opts.GPUs, aopts)
 	if err != nil {
-		return err
+		return imageErr(opts, err)
+	}
+	var diff *analyze.DiffReport
+	if base != nil {
+		// The baseline only needs its files, sizes and layers.
+		baseRep, _, err := verbkit.CheckImage(ctx, opts.IO, opts.Progress, base, nil, nil,
+			analyze.Options{Concurrency: opts.Jobs, SkipVerify: opts.NoVerify, TopN: opts.Top, Files: true})
+		if err != nil {
+			return againstErr(opts, err)
+		}
+		if diff, err = analyze.Diff(baseRep, rep, opts.Top); err != nil {
+			return err
+		}
 	}
 	if page != nil {
-		if err := writeHTML(page, opts.HTML, rep); err != nil {
+		if err := writeHTML(page, opts.HTML, rep, diff); err != nil {
 			return err
 		}
 	}
 	if opts.JSON {
 		out := struct {
 			*analyze.Report
-			CI *ciResult `json:"ci,omitempty"`
-		}{Report: rep}
+			Against *analyze.DiffReport `json:"against,omitempty"`
+			CI      *ciResult           `json:"ci,omitempty"`
+		}{Report: rep, Against: diff}
 		if rules != nil {
 			out.CI = &ciResult{Rules: opts.CIRules, Passed: len(violations) == 0, Violations: violations}
 			if out.CI.Violations == nil {
@@ -144,7 +188,11 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 			return err
 		}
 	} else {
-		if err := rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
+		write := rep.WriteTable
+		if diff != nil {
+			write = diff.WriteTable
+		}
+		if err := write(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...); err != nil {
 			return err
 		}
 		if rules != nil {
@@ -167,14 +215,31 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 
 // writeHTML writes the page and renames it into place: a reader never
 // sees half a page.
-func writeHTML(f *atomicfile.File, name string, rep *analyze.Report) error {
-	if err := htmlreport.Write(f, rep); err != nil {
+func writeHTML(f *atomicfile.File, name string, rep *analyze.Report, diff *analyze.DiffReport) error {
+	var o []htmlreport.Option
+	if diff != nil {
+		o = append(o, htmlreport.WithDiff(diff))
+	}
+	if err := htmlreport.Write(f, rep, o...); err != nil {
 		return fmt.Errorf("--html %s: %w", name, err)
 	}
 	if err := f.Commit(); err != nil {
 		return fmt.Errorf("--html %s: %w", name, err)
 	}
 	return nil
+}
+
+// imageErr and againstErr say which of the two images failed when
+// --against names a second one (an error alone names neither flag).
+func imageErr(opts *AnalyzeOptions, err error) error {
+	if opts.Against == "" {
+		return err
+	}
+	return fmt.Errorf("the image analyzed (IMAGE): %w", err)
+}
+
+func againstErr(opts *AnalyzeOptions, err error) error {
+	return fmt.Errorf("the baseline (--against): %w", err)
 }
 
 type ciResult struct {

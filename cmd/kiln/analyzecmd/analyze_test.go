@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -130,5 +131,127 @@ func TestAnalyzeTopN(t *testing.T) {
 	_, table, _ := run(t, "analyze", "oci:"+dir+":app", "--top", "3")
 	if n := strings.Count(table, "/data/f"); n > 3+3 { // the largest list, and at most one per class line
 		t.Errorf("--top 3: %d file lines in the table\n%s", n, table)
+	}
+}
+
+// againstImages writes a baseline and a change of it as OCI layouts in
+// dir (tags old and new) and returns their refs: the change keeps the
+// base layer, rebuilds the app layer (a file grown, one shrunk, one the
+// same) and adds a layer that deletes docs (whiteout) and adds weights.
+func againstImages(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	te := testimage.Sized
+	base := testimage.Layer(t, []testimage.Entry{te("usr/bin/python3", 3000), te("usr/share/doc/python3/README", 700),
+		te("usr/local/cuda-12.8/lib64/libcudart.so.12.8.57", 9000)}, "gzip")
+	app1 := testimage.Layer(t, []testimage.Entry{te("app/serve.py", 400), te("app/util.py", 300), te("app/same.py", 50),
+		te("usr/local/lib/python3.12/dist-packages/some-really-long-package-name/with/a/deep/tree/module_one.py", 900)}, "gzip")
+	app2 := testimage.Layer(t, []testimage.Entry{te("app/serve.py", 650), te("app/util.py", 100), te("app/same.py", 50),
+		te("usr/local/lib/python3.12/dist-packages/some-really-long-package-name/with/a/deep/tree/module_one.py", 900)}, "gzip")
+	extra := testimage.Layer(t, []testimage.Entry{testimage.Whiteout("usr/share/doc"), testimage.Safetensors("app/models/model.safetensors", 20000),
+		te("usr/local/cuda-12.8/bin/nvcc", 5000)}, "gzip")
+	cfg := testimage.Config{Env: []string{"CUDA_VERSION=12.8.1"}, CreatedBy: []string{"debootstrap", "COPY app /app", "RUN rm -rf /usr/share/doc && fetch model && apt-get install cuda-nvcc"}}
+	testimage.WriteLayout(t, dir, "old", testimage.Image(t, cfg, base, app1))
+	testimage.WriteLayout(t, dir, "new", testimage.Image(t, cfg, base, app2, extra))
+	return "oci:" + dir + ":new", "oci:" + dir + ":old"
+}
+
+// kiln analyze IMAGE --against OTHER: the table (80 columns) says what
+// was added, removed, grown and shrunk and the bytes to pull; --json has
+// the analyze object with its "against" object; --html shows the diff.
+func TestAnalyzeAgainst(t *testing.T) {
+	dir := t.TempDir()
+	cur, old := againstImages(t, dir)
+	code, out, errOut := run(t, "analyze", cur, "--against", old)
+	if code != cmdutil.ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if n := termtable.Len(l); n > 80 {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	for _, want := range []string{"Before    " + old, "After     " + cur, "1 shared, 2 added, 1 removed", "FILES ADDED", "/app/models/model.safetensors",
+		"FILES REMOVED", "/usr/share/doc/python3/README", "FILES GROWN", "400 B → 650 B", "FILES SHRUNK", "/app/util.py", "dev_tools", "weights"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if testing.Verbose() {
+		t.Log("\n" + out)
+	}
+
+	code, out, _ = run(t, "analyze", cur, "--against", old, "--json", "--top", "1")
+	var rep struct {
+		Schema  string `json:"schema"`
+		Image   string `json:"image"`
+		Against struct {
+			Before    struct{ Image string }
+			After     struct{ Image string }
+			PullBytes int64 `json:"pull_bytes"`
+			Shared    int   `json:"shared_layers"`
+			Added     []struct {
+				Path   string
+				Change string
+			} `json:"added"`
+			Changes map[string]struct{ Files int } `json:"changes"`
+			Classes []struct{ Class string }       `json:"classes"`
+			AddedL  []struct {
+				Index          int
+				CompressedSize int64 `json:"compressed_size"`
+			} `json:"added_layers"`
+		} `json:"against"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d, json: %v\n%s", code, err, out)
+	}
+	a := rep.Against
+	if rep.Schema != "kiln.analyze/v1" || rep.Image != cur || a.Before.Image != old || a.After.Image != cur || a.Shared != 1 || len(a.AddedL) != 2 ||
+		a.PullBytes != a.AddedL[0].CompressedSize+a.AddedL[1].CompressedSize || a.PullBytes == 0 {
+		t.Errorf("against: %+v", rep)
+	}
+	// --top 1: one file listed of the two added; full paths.
+	if len(a.Added) != 1 || a.Added[0].Path != "/app/models/model.safetensors" || a.Added[0].Change != "added" || a.Changes["added"].Files != 2 {
+		t.Errorf("added: %+v, changes %+v", a.Added, a.Changes)
+	}
+
+	// Against itself: nothing to pull.
+	_, out, _ = run(t, "analyze", cur, "--against", cur)
+	if !strings.Contains(out, "To pull   0 B in 0 new layer(s)") || !strings.Contains(out, "3 shared, 0 added, 0 removed") {
+		t.Errorf("against itself:\n%s", out)
+	}
+
+	page := filepath.Join(dir, "report.html")
+	if code, _, errOut := run(t, "analyze", cur, "--against", old, "--html", page); code != 0 {
+		t.Fatalf("--html: exit %d: %s", code, errOut)
+	}
+	b, _ := os.ReadFile(page)
+	for _, want := range []string{"Changes against " + old, `<td class="chg-added">added</td><td><code>/app/models/model.safetensors</code>`,
+		`<td class="chg-removed">removed</td><td><code>/usr/share/doc/python3/README</code>`, `d-grown" x=`, `data-path="/app/serve.py"`,
+		`<body class="by-change">`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// Which of the two images failed is said: the baseline by its flag.
+func TestAnalyzeAgainstErrors(t *testing.T) {
+	dir := t.TempDir()
+	cur, _ := againstImages(t, dir)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"analyze", cur, "--against", "oci:" + filepath.Join(dir, "nope")}, cmdutil.ExitFailure, `the baseline (--against): image "oci:` + filepath.Join(dir, "nope") + `": `},
+		{[]string{"analyze", cur, "--against", "BAD::ref"}, cmdutil.ExitUsage, "--against: "},
+		{[]string{"analyze", "oci:" + filepath.Join(dir, "nope"), "--against", cur}, cmdutil.ExitFailure, `the image analyzed (IMAGE): image "oci:` + filepath.Join(dir, "nope") + `": `},
+		{[]string{"analyze", cur, "--against", "oci:" + dir + ":missing-tag"}, cmdutil.ExitFailure, `the baseline (--against): image "oci:` + dir + `:missing-tag": no image tagged "missing-tag"`},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+		t.Logf("%v: %s", tc.args[1:], errOut)
 	}
 }
