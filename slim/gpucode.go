@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/cuda"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 // GPUCodeReport accounts for fat-binary pruning (Options.GPUs): per kept
@@ -205,20 +206,23 @@ func ParseFleet(names []string) ([]fatbin.GPU, error) {
 	return out, nil
 }
 
-// WriteTable prints the report for humans.
-func (g *GPUCodeReport) WriteTable(w io.Writer) {
+// WriteTable prints the report for humans, each line wrapped within
+// the width opts give (80 by default), continued under itself.
+func (g *GPUCodeReport) WriteTable(w io.Writer, opts ...termtable.Option) {
+	o := termtable.Resolve(opts...)
+	line := func(first, indent, s string) { termtable.Fprintw(w, o.Width, first, indent, s) }
 	ptx := "newest PTX kept"
 	if !g.KeepPTX {
 		ptx = "PTX dropped where a cubin serves the fleet"
 	}
-	fmt.Fprintf(w, "GPU code pruned for %s (%s): %s zeroed in %d libraries\n", strings.Join(g.Fleet, ", "), ptx, bytesize.Format(g.ZeroedBytes), len(g.Libraries))
+	line("", "  ", fmt.Sprintf("GPU code pruned for %s (%s): %s zeroed in %d libraries", strings.Join(g.Fleet, ", "), ptx, bytesize.Format(g.ZeroedBytes), len(g.Libraries)))
 	for _, l := range g.Libraries[:min(len(g.Libraries), 10)] {
-		fmt.Fprintf(w, "  %10s  %s: kept %s; dropped %s (%d/%d fat binaries edited)\n", bytesize.Format(l.ZeroedBytes), l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries)
+		line(fmt.Sprintf("  %10s  ", bytesize.Format(l.ZeroedBytes)), "              ", fmt.Sprintf("%s: kept %s; dropped %s (%d/%d fat binaries edited)", l.Path, strings.Join(l.Kept, " "), orNone(l.Dropped), l.Edited, l.FatBinaries))
 		if l.Whole != "" {
-			fmt.Fprintf(w, "              left whole: %s\n", l.Whole)
+			line("              ", "                ", "left whole: "+l.Whole)
 		}
 		for _, wn := range l.Warnings {
-			fmt.Fprintf(w, "              %s\n", wn)
+			line("              ", "                ", wn)
 		}
 	}
 	if len(g.NotPruned) > 0 {
@@ -226,7 +230,7 @@ func (g *GPUCodeReport) WriteTable(w io.Writer) {
 		for _, l := range g.NotPruned {
 			zero += l.ZeroedBytes
 		}
-		fmt.Fprintf(w, "  not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run\n", len(g.NotPruned), bytesize.Format(zero))
+		line("  ", "    ", fmt.Sprintf("not pruned: %d NVIDIA libraries, %s of GPU code the fleet does not run", len(g.NotPruned), bytesize.Format(zero)))
 	}
-	fmt.Fprintf(w, "  %s\n", g.License)
+	line("  ", "    ", g.License)
 }

@@ -440,7 +440,7 @@ func (r *Report) WriteTable(w io.Writer, opts ...termtable.Option) error {
 	}
 	if g := r.GPUCode; g != nil {
 		fmt.Fprintln(w)
-		g.WriteTable(w)
+		g.WriteTable(w, opts...)
 	}
 	for _, j := range r.JIT {
 		fmt.Fprintln(w)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 // RunArgsInput says what to mount and where.
@@ -52,7 +54,7 @@ func UnpinnedInitImage(image string) string {
 	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
 		repo = repo[:i]
 	}
-	return fmt.Sprintf("--init-image %s is not pinned by digest: the pod runs whatever that tag points to when the node pulls it; pin it: make image prints the digest, then pass --init-image %s@sha256:...", image, repo)
+	return fmt.Sprintf("--init-image %s is not pinned by digest: the pod runs whatever that tag points to when the node pulls it; pin it by digest: pass --init-image %s@sha256:... (crane digest %s, or docker buildx imagetools inspect %s, prints it)", image, repo, image, image)
 }
 
 var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
@@ -97,13 +99,13 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 	}
 
 	var d strings.Builder
-	fmt.Fprintf(&d, "# fill the volume once (set digest %s), then mount it read-only\n", in.SetDigest)
+	comment(&d, "", "fill the volume once (set digest "+in.SetDigest+"), then mount it read-only")
 	if host {
-		fmt.Fprintf(&d, "kiln weights pull %s --into %s\n", shq(in.PullRef), shq(src))
+		command(&d, "kiln", "weights", "pull", shq(in.PullRef), "--into", shq(src))
 	} else {
-		fmt.Fprintf(&d, "docker run --rm -v %s:/weights %s weights pull %s --into /weights\n", shq(src), shq(in.InitImage), shq(in.PullRef))
+		command(&d, "docker", "run", "--rm", "-v", shq(src)+":/weights", shq(in.InitImage), "weights", "pull", shq(in.PullRef), "--into", "/weights")
 	}
-	fmt.Fprintf(&d, "docker run -v %s %s\n", shq(src+":"+in.Mount+":ro"), shq(in.Image))
+	command(&d, "docker", "run", "-v", shq(src+":"+in.Mount+":ro"), shq(in.Image))
 	s.Docker = d.String()
 
 	var c strings.Builder
@@ -112,13 +114,19 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 		fmt.Fprintf(&c, "      - type: bind\n        source: %s\n        target: %s\n        read_only: true\n", yq(src), yq(in.Mount))
 	} else {
 		fmt.Fprintf(&c, "      - type: volume\n        source: %s\n        target: %s\n        read_only: true\n", yq(src), yq(in.Mount))
-		fmt.Fprintf(&c, "volumes:\n  %s:\n    external: true  # filled by: kiln weights pull %s --into <the volume>\n", yq(src), in.PullRef)
+		fmt.Fprintf(&c, "volumes:\n  %s:\n", yq(src))
+		comment(&c, "    ", "filled by: kiln weights pull "+in.PullRef+" --into <the volume>")
+		fmt.Fprintf(&c, "    external: true\n")
 	}
 	s.Compose = c.String()
 
 	var k strings.Builder
-	fmt.Fprintf(&k, "# Pod spec: an init container fills the volume (once filled, it hashes and heals it),\n# the app mounts it read-only where the image expects it.\nspec:\n")
-	fmt.Fprintf(&k, "  initContainers:\n    - name: kiln-weights\n      image: %s\n      args: [\"weights\", \"pull\", %s, \"--into\", \"/weights\"]\n", yq(in.InitImage), jq(in.PullRef))
+	comment(&k, "", "Pod spec: an init container fills the volume (once filled, it hashes and heals it), the app mounts it read-only where the image expects it.")
+	fmt.Fprintf(&k, "spec:\n")
+	fmt.Fprintf(&k, "  initContainers:\n    - name: kiln-weights\n      image: %s\n      args:\n", yq(in.InitImage))
+	for _, a := range []string{"weights", "pull", in.PullRef, "--into", "/weights"} {
+		fmt.Fprintf(&k, "        - %s\n", yq(a))
+	}
 	fmt.Fprintf(&k, "      volumeMounts:\n        - name: weights\n          mountPath: /weights\n")
 	fmt.Fprintf(&k, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))
 	fmt.Fprintf(&k, "  volumes:\n    - name: weights\n")
@@ -131,12 +139,45 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 
 	if in.Twin != "" {
 		var iv strings.Builder
-		fmt.Fprintf(&iv, "# Pod spec: the volume's image-shaped twin mounted as an image volume (Kubernetes\n# ImageVolume, containerd 2.1+ or CRI-O); the runtime pulls it like any image.\nspec:\n")
+		comment(&iv, "", "Pod spec: the volume's image-shaped twin mounted as an image volume (Kubernetes ImageVolume, containerd 2.1+ or CRI-O); the runtime pulls it like any image.")
+		fmt.Fprintf(&iv, "spec:\n")
 		fmt.Fprintf(&iv, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))
 		fmt.Fprintf(&iv, "  volumes:\n    - name: weights\n      image:\n        reference: %s\n        pullPolicy: IfNotPresent\n", yq(in.Twin))
 		s.KubernetesImageVolume = iv.String()
 	}
 	return s, nil
+}
+
+// snippetWidth is the width the snippets are written to: they are
+// printed to a terminal and pasted from it.
+const snippetWidth = 80
+
+// comment writes text as "# " comment lines at indent, wrapped within
+// snippetWidth (a digest stays whole).
+func comment(b *strings.Builder, indent, text string) {
+	for _, l := range termtable.Wrap(text, snippetWidth-len(indent)-2, "") {
+		fmt.Fprintf(b, "%s# %s\n", indent, l)
+	}
+}
+
+// command writes a shell command of the words given (quoted already),
+// continued with backslashes onto lines indented by four within
+// snippetWidth; a word longer than a line (a reference with its digest)
+// has a line of its own. Pasted, it is the one command.
+func command(b *strings.Builder, words ...string) {
+	line := ""
+	for _, w := range words {
+		switch {
+		case line == "":
+			line = w
+		case termtable.Len(line)+1+termtable.Len(w)+2 <= snippetWidth:
+			line += " " + w
+		default:
+			fmt.Fprintf(b, "%s \\\n", line)
+			line = "    " + w
+		}
+	}
+	fmt.Fprintf(b, "%s\n", line)
 }
 
 // yq quotes a YAML scalar when it needs it (JSON strings are valid YAML).
@@ -148,11 +189,6 @@ func yq(s string) string {
 	return string(b)
 }
 
-// jq always quotes (inside flow sequences).
-func jq(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
 
 // shq quotes a shell word when it needs it.
 func shq(s string) string {

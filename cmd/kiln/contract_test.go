@@ -16,7 +16,9 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 )
 
 // contractImage writes a small app image (a binary, an app file, two
@@ -117,14 +119,22 @@ func checkContract(t *testing.T, schema func(string) *jsonschema.Schema, args []
 	return obj
 }
 
-// TestJSONContract runs every verb with --json, on success and on
-// failure, and holds each output to the contract and its schema file in
-// docs/schema (a regression test: on the old main analyze, slim, convert,
-// weights and host check printed nothing on failure, weights printed
-// camelCase keys, and three schema marker styles were in use).
-func TestJSONContract(t *testing.T) {
-	schema := schemas(t)
-	dir := t.TempDir()
+// verbRun is a run of kiln with args and the exit code it must give.
+type verbRun struct {
+	args []string
+	code int
+}
+
+// verbRuns are runs of every verb, on success (or a verdict) and on
+// failure, on inputs made in t's directory and an in-process registry.
+func verbRuns(t *testing.T) []verbRun {
+	// A short directory, as a person's paths are (t.TempDir's names the
+	// test: 60 columns of every line that quotes a path).
+	dir, err := os.MkdirTemp("", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	src := contractImage(t, dir)
 	keys := cmdtest.NewKeys(t)
 	hosts := filepath.Join(dir, "hosts.yaml")
@@ -135,11 +145,7 @@ func TestJSONContract(t *testing.T) {
 	reg := testimage.Registry(t)
 	pushed := reg + "/acme/serve:1"
 	testimage.Push(t, pushed, testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 100)}, "gzip")))
-	type run struct {
-		args []string
-		code int
-	}
-	runs := []run{
+	return []verbRun{
 		// success (or a verdict) from each verb
 		{[]string{"analyze", src}, 0},
 		{[]string{"analyze", src, "--against", pushed}, 0},
@@ -185,6 +191,16 @@ func TestJSONContract(t *testing.T) {
 		{[]string{"fatbin", "prune", p("nothing")}, cmdutil.ExitUsage},
 		{[]string{"analyze", src, "--no-such-flag"}, cmdutil.ExitUsage},
 	}
+}
+
+// TestJSONContract runs every verb with --json, on success and on
+// failure, and holds each output to the contract and its schema file in
+// docs/schema (a regression test: on the old main analyze, slim, convert,
+// weights and host check printed nothing on failure, weights printed
+// camelCase keys, and three schema marker styles were in use).
+func TestJSONContract(t *testing.T) {
+	schema := schemas(t)
+	runs := verbRuns(t)
 	seen := map[string]bool{}
 	for _, r := range runs {
 		args := append(append([]string{}, r.args...), "--json")
@@ -233,5 +249,39 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 	fn(c)
 	for _, s := range c.Commands() {
 		walk(s, fn)
+	}
+}
+
+// TestDefaultOutputFitsEightyColumns runs every verb as TestJSONContract
+// does, without --json, as a person at an 80-column terminal reads it
+// (issue 36: resolve printed 236 columns, verify 264, convert's table 86):
+// no line of stdout or stderr is wider than 80 columns, prose wraps, and
+// full values are --json's. Two things may pass the width, by choice:
+//   - a value that cannot be broken (a reference with its digest, a
+//     digest, a path) on a line of its own or after its label, where a
+//     person copies it whole (termtest.Fits);
+//   - the error of a failed run, "kiln: ..." last on stderr: one line,
+//     printed once, as every CLI prints it, for grep and for logs.
+func TestDefaultOutputFitsEightyColumns(t *testing.T) {
+	for _, r := range verbRuns(t) {
+		args := append([]string{}, r.args...)
+		if c, _, err := newTestRoot().Find(r.args); err == nil && c.Flags().Lookup("progress") != nil {
+			args = append(args, "--progress", "plain")
+		}
+		code, out, errOut := kiln(t, args...)
+		errLines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+		if code != 0 && strings.HasPrefix(errLines[len(errLines)-1], "kiln: ") {
+			errLines = errLines[:len(errLines)-1]
+		}
+		for _, stream := range []struct {
+			name  string
+			lines []string
+		}{{"stdout", strings.Split(out, "\n")}, {"stderr", errLines}} {
+			for _, line := range stream.lines {
+				if n := termtable.Len(line); !testkit.Fits(line, 80) {
+					t.Errorf("kiln %s: a %d-column line on %s:\n%s", strings.Join(r.args, " "), n, stream.name, line)
+				}
+			}
+		}
 	}
 }

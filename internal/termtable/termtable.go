@@ -98,8 +98,10 @@ func Bar(frac float64, width int) string {
 }
 
 // Wrap breaks s into lines of at most width columns at spaces; lines
-// after the first start with indent. A word longer than a line (a long
-// comma list) is broken where the line ends.
+// after the first start with indent. A word longer than a line is broken
+// after its commas (a long comma list); one without a comma (a path, a
+// reference with its digest, a URL) stays whole on a line of its own,
+// wider than the line: a person copies it whole.
 func Wrap(s string, width int, indent string) []string {
 	var out []string
 	line := ""
@@ -120,8 +122,12 @@ func Wrap(s string, width int, indent string) []string {
 		line = w
 		for Len(line) > room() {
 			head := runewidth.Truncate(line, room(), "")
-			out = append(out, head)
-			line = line[len(head):]
+			cut := strings.LastIndex(head, ",")
+			if cut < 0 {
+				break // no comma to break after: whole
+			}
+			out = append(out, line[:cut+1])
+			line = line[cut+1:]
 		}
 	}
 	if line != "" || len(out) == 0 {

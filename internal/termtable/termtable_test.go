@@ -46,6 +46,16 @@ func TestWrapKeepsEveryWord(t *testing.T) {
 	}
 }
 
+// A word with no comma to break after (a path, a reference with its
+// digest) stays whole on a line of its own, past the width.
+func TestWrapKeepsAReferenceWhole(t *testing.T) {
+	ref := "registry.example.com/team/serve@sha256:" + strings.Repeat("ab", 32)
+	lines := Wrap("signed "+ref+" with key k", 40, "  ")
+	if len(lines) != 3 || lines[0] != "signed" || lines[1] != "  "+ref || lines[2] != "  with key k" {
+		t.Errorf("wrapped:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
 func TestTableShrinksToWidth(t *testing.T) {
 	var b strings.Builder
 	tb := New(Resolve(Width(40)), Column{Head: "SIZE", Right: true}, Column{Head: "PATH", Shrink: true}, Column{Head: "NOTE", Shrink: true, ShrinkEnd: true})

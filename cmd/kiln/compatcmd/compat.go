@@ -191,7 +191,8 @@ func runCompatGPU(_ context.Context, opts *CompatGPUOptions) error {
 		if !ok {
 			state = "NOT supported"
 		}
-		fmt.Fprintf(opts.IO.Out, "%s: compute capability %s (%s)\nCUDA %s: %s: %s\n", info.Name, info.ComputeCapability, v.Arch, opts.CUDA, state, why)
+		fmt.Fprintf(opts.IO.Out, "%s: compute capability %s (%s)\n", info.Name, info.ComputeCapability, v.Arch)
+		termtable.Fprintw(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), "", "  ", fmt.Sprintf("CUDA %s: %s: %s", opts.CUDA, state, why))
 	}
 	if !ok {
 		return cmdutil.ReportedExit(cmdutil.ExitFailure, "%s: CUDA %s: NOT supported: %s", info.Name, opts.CUDA, why)

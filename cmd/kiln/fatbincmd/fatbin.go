@@ -103,7 +103,7 @@ func runFatbinPrune(ctx context.Context, opts *FatbinOptions) error {
 		if opts.DryRun {
 			fmt.Fprintln(opts.IO.Out, "dry run: nothing written")
 		}
-		rep.WriteTable(opts.IO.Out)
+		rep.WriteTable(opts.IO.Out, cmdutil.TableOptions(opts.IO.Out)...)
 	}
 	return err
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
-	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
@@ -141,7 +140,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 		return err
 	}
 	for _, w := range append(plan.Warnings, l.Warnings...) {
-		termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "warning: ", "  ", w)
+		cmdutil.Warn(opts.IO, w)
 	}
 	fmt.Fprintf(opts.IO.Out, "wrote %s: %d base image digests, %d wheels (recipe %s)\n", out, countDigests(l), len(l.Wheels), strings.TrimPrefix(l.RecipeHash, "sha256:")[:12])
 	for _, w := range l.CompiledWheels {

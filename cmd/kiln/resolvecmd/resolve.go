@@ -113,7 +113,7 @@ func runResolve(ctx context.Context, opts *ResolveOptions) error {
 	plan.WriteTable(&b)
 	termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 14, b.String())
 	for _, w := range plan.Warnings {
-		termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "warning: ", "  ", w)
+		cmdutil.Warn(opts.IO, w)
 	}
 	return nil
 }

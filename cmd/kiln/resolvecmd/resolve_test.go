@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
+	"github.com/kiln-build/kiln/internal/testkit"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/recipes/*.golden")
@@ -131,8 +132,8 @@ func TestResolveFitsEightyColumns(t *testing.T) {
 	f := cmdtest.WriteFile(t, "kiln.yaml", "name: x\ncuda: '12.4'\nos: ubuntu22.04\npython: '3.11'\ntorch: {version: 2.5.1}\nflash_attn: {}\ntest: [\"python -c 'import torch; assert torch.version.cuda.startswith(\\\"12.4\\\"), torch.version.cuda'\"]\n")
 	_, out, errOut := run(t, "resolve", f)
 	for _, l := range strings.Split(out+errOut, "\n") {
-		if n := utf8.RuneCountInString(l); n > 80 {
-			t.Errorf("%d columns: %s", n, l)
+		if !testkit.Fits(l, 80) {
+			t.Errorf("%d columns: %s", utf8.RuneCountInString(l), l)
 		}
 	}
 }

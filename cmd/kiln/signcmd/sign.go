@@ -3,12 +3,14 @@ package signcmd
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/redact"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
 )
@@ -86,7 +88,9 @@ func runSign(ctx context.Context, opts *SignOptions) error {
 			return perr
 		}
 	} else if err == nil {
-		fmt.Fprintf(opts.IO.Out, "signed %s (%s) with key %s: %s\n", opts.Ref, s.Digest, s.KeyID, s.Artifact)
+		// A value a person copies whole on a line of its own, after its
+		// label: 80 columns but for the values themselves.
+		fmt.Fprintf(opts.IO.Out, "signed     %s@%s\nkey        %s\nsignature  %s\n", refName(opts.Ref), s.Digest, s.KeyID, s.Artifact)
 	}
 	return err
 }
@@ -216,12 +220,22 @@ func runVerify(ctx context.Context, opts *VerifyOptions) error {
 		}
 	} else {
 		for _, r := range rep.Results {
+			w := cmdutil.TermWidth(opts.IO.Out)
 			if r.Verified {
-				fmt.Fprintf(opts.IO.Out, "%s: verified (%s, key %s)\n", r.Ref, r.Format, r.KeyID)
+				termtable.Fprintw(opts.IO.Out, w, "", "  ", fmt.Sprintf("%s: verified (%s)", r.Ref, r.Format))
+				fmt.Fprintf(opts.IO.Out, "  key  %s\n", r.KeyID)
 			} else {
-				fmt.Fprintf(opts.IO.Out, "%s: NOT VERIFIED: %s: %s\n", r.Ref, r.Reason, r.Detail)
+				termtable.Fprintw(opts.IO.Out, w, "", "  ", fmt.Sprintf("%s: NOT VERIFIED: %s: %s", r.Ref, r.Reason, r.Detail))
 			}
 		}
 	}
 	return err
+}
+
+// refName is ref without a digest it names (the signed digest follows it).
+func refName(ref string) string {
+	if i := strings.Index(ref, "@sha256:"); i >= 0 {
+		return ref[:i]
+	}
+	return ref
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/termtable"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/warm"
 )
 
@@ -40,11 +41,12 @@ func TestWarmTableSaysForm(t *testing.T) {
 		Digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 	}}})
 	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		if n := termtable.Len(l); n > 80 {
-			t.Errorf("a line of %d columns: %q", n, l)
+		if !testkit.Fits(l, 80) {
+			t.Errorf("a line of %d columns: %q", termtable.Len(l), l)
 		}
 	}
-	// Wrapped, not cut (a reference longer than a line is split).
+	// Wrapped, not cut (a reference longer than a line has one of its
+	// own).
 	want := "form:" + ref + "-erofs(EROFSformnamedby" + ref + ")"
 	if words := strings.Join(strings.Fields(b.String()), ""); !strings.Contains(words, want) {
 		t.Errorf("no %q in:\n%s", want, b.String())

@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/scratch"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
@@ -384,8 +385,9 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 	case r.AlreadyReady:
 		state = "already ready (--quick: not verified)"
 	}
-	fmt.Fprintf(opts.IO.Out, "%s: %s, %d files, %s (fetched %s, resumed %s, %d already present)\nset digest %s; mount it at %s\n",
-		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount)
+	termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 12, fmt.Sprintf(
+		"volume      %s\nstate       %s\nfiles       %d files, %s (fetched %s, resumed %s, %d already present)\nset digest  %s\nmount it at %s\n",
+		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount))
 	return nil
 }
 
@@ -453,7 +455,8 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 			return err
 		}
 	} else if rep.OK {
-		fmt.Fprintf(opts.IO.Out, "%s: ok, %d files, %s, set digest %s\n", opts.Dir, rep.Files, bytesize.Format(rep.Bytes), rep.SetDigest)
+		termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 12, fmt.Sprintf(
+			"volume      %s\nstate       ok\nfiles       %d files, %s\nset digest  %s\n", opts.Dir, rep.Files, bytesize.Format(rep.Bytes), rep.SetDigest))
 	} else {
 		tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "PATH\tPROBLEM\n")
@@ -568,7 +571,7 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	// snippet's one-off fill of a named volume.
 	if opts.Format == "all" || opts.Format == "kubernetes" || (opts.Format == "docker" && !weights.IsHostDir(opts.Volume)) {
 		for _, w := range s.Warnings {
-			fmt.Fprintf(opts.IO.ErrOut, "kiln: warning: %s\n", w)
+			cmdutil.Warn(opts.IO, w)
 		}
 	}
 	if opts.JSON {

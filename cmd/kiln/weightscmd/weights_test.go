@@ -49,7 +49,7 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	// Pull through the image's label.
 	vol := filepath.Join(t.TempDir(), "vol")
 	code, out, errOut := run(t, "weights", "pull", slimRef, "--into", vol, "--progress", "none")
-	if code != cmdutil.ExitOK || !strings.Contains(out, "pulled, 2 files") {
+	if code != cmdutil.ExitOK || !strings.Contains(out, "state       pulled\nfiles       2 files") {
 		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = run(t, "weights", "pull", wref, "--into", vol, "--json")
@@ -59,7 +59,7 @@ func TestWeightsStripPullVerify(t *testing.T) {
 		t.Errorf("second pull: code %d %s", code, out)
 	}
 	code, out, _ = run(t, "weights", "verify", vol)
-	if code != cmdutil.ExitOK || !strings.Contains(out, ": ok, 2 files") {
+	if code != cmdutil.ExitOK || !strings.Contains(out, "state       ok\nfiles       2 files") {
 		t.Errorf("verify: code %d %s", code, out)
 	}
 	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
@@ -169,7 +169,7 @@ func TestWeightsPullChunkFlags(t *testing.T) {
 	// The 20 MiB file in 1 MiB Range chunks, three at a time.
 	vol := filepath.Join(t.TempDir(), "vol")
 	code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--chunk-size", "1MiB", "--concurrency", "3", "--limit-rate", "1G", "--progress", "none")
-	if code != cmdutil.ExitOK || !strings.Contains(out, "pulled, 2 files") {
+	if code != cmdutil.ExitOK || !strings.Contains(out, "state       pulled\nfiles       2 files") {
 		t.Fatalf("chunked pull: code %d\n%s\n%s", code, out, errOut)
 	}
 	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
@@ -424,7 +424,7 @@ func TestWeightsRunArgsCases(t *testing.T) {
 		out      string   // in stdout
 	}{
 		{name: "default init image warns", args: []string{"--volume", "w", "--image", "reg/a:1"},
-			errWords: []string{"warning: --init-image ghcr.io/kiln-build/kiln:", "not pinned by digest", "make image", "--init-image ghcr.io/kiln-build/kiln@sha256:..."}, out: "# kubernetes"},
+			errWords: []string{"warning: --init-image ghcr.io/kiln-build/kiln:", "not pinned by digest", "crane digest ghcr.io/kiln-build/kiln:latest", "--init-image ghcr.io/kiln-build/kiln@sha256:..."}, out: "# kubernetes"},
 		{name: "tagged init image warns", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", "127.0.0.1:5000/kiln:v1", "--format", "k8s"},
 			errWords: []string{"--init-image 127.0.0.1:5000/kiln:v1 is not pinned", "--init-image 127.0.0.1:5000/kiln@sha256:..."}, out: "image: 127.0.0.1:5000/kiln:v1"},
 		{name: "pinned init image is quiet", args: []string{"--volume", "w", "--image", "reg/a:1", "--init-image", pinned},
@@ -453,8 +453,9 @@ func TestWeightsRunArgsCases(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("code %d, want %d\n%s\n%s", code, tc.code, out, errOut)
 			}
+			flat := strings.Join(strings.Fields(errOut), " ") // wrapped at 80
 			for _, w := range tc.errWords {
-				if !strings.Contains(errOut, w) {
+				if !strings.Contains(flat, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, errOut)
 				}
 			}

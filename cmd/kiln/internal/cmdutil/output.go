@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/spf13/cobra"
 )
 
@@ -212,4 +213,11 @@ func unescapeHTML(b []byte) []byte {
 		i++
 	}
 	return out
+}
+
+// Warn writes a warning to ios.ErrOut, "warning: MSG", wrapped at the
+// terminal's width and continued under itself: every verb's warnings look
+// alike and fit the terminal.
+func Warn(ios *IO, msg string) {
+	termtable.Fprintw(ios.ErrOut, TermWidth(ios.ErrOut), "warning: ", "  ", msg)
 }
