@@ -143,6 +143,22 @@ func parseRegistry(s string, o *registry.Options) (Ref, error) {
 	return Ref{Kind: KindRegistry, Name: ref}, nil
 }
 
+// DockerName is the name the Docker daemon gives a docker-daemon:
+// reference's image, as docker images lists it and docker run takes it:
+// docker-daemon:docker.io/library/ubuntu is ubuntu:latest,
+// docker-daemon:acme/app:1 acme/app:1 (a name with a digest keeps it).
+// ok is false for other kinds of reference.
+func (r Ref) DockerName() (string, bool) {
+	if r.Kind != KindDaemon {
+		return "", false
+	}
+	n, err := reference.ParseNormalizedNamed(r.Tag)
+	if err != nil {
+		return "", false
+	}
+	return reference.FamiliarString(reference.TagNameOnly(n)), true
+}
+
 // Canonical is the reference written out in full, the name locks, plans
 // and reports record: docker.io/library/ubuntu:24.04 for "ubuntu:24.04";
 // local sources as typed.

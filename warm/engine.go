@@ -41,7 +41,9 @@ type Options struct {
 	// Attempts is how many times a blob is tried (default 4): a transient
 	// failure resumes from the bytes written, a digest mismatch starts over.
 	Attempts int
-	// Progress, when set, counts bytes fetched.
+	// Progress, when set, counts the layers' bytes as they are in: those
+	// the target already holds (counted once asked), what an earlier run
+	// left of a blob (counted as its fetch resumes) and those fetched.
 	Progress *atomic.Int64
 	// BlobProgress, when set, gives the counter of one layer's bytes as
 	// its fetch starts (a bar per layer); that layer's bytes are counted
@@ -159,6 +161,15 @@ func (r *run) checkPresent(ctx context.Context, t Store) error {
 	return nil
 }
 
+// count adds n bytes of b to the progress: bytes that were there before
+// this run (present, or left staged). The bars count the layers only: the
+// index, manifests and configs were read while the set was resolved.
+func (r *run) count(b *Blob, n int64) {
+	if r.o.Progress != nil && b.Data == nil {
+		r.o.Progress.Add(n)
+	}
+}
+
 // fail ends the run with err.
 func (r *run) fail(err error) (*Report, error) {
 	r.rep.Error = err.Error()
@@ -186,6 +197,7 @@ func (r *run) missing(ctx context.Context, t Store, idx []int) ([]int, error) {
 		if ok {
 			r.rep.Blobs[i].State = StatePresent
 			r.rep.PresentBytes += b.Size
+			r.count(b, b.Size)
 		} else {
 			r.rep.Blobs[i].State = StateMissing
 			r.rep.MissingBytes += b.Size
@@ -223,6 +235,7 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 			br.BytesFetched += n
 			if br.Resumed == 0 {
 				br.Resumed = resumed
+				r.rep.ResumedBytes += resumed
 			}
 			br.Seconds += time.Since(t0).Seconds()
 			r.rep.FetchedBytes += n
@@ -422,6 +435,7 @@ func warmLoader(ctx context.Context, s *Set, l Loader, o Options) (*Report, erro
 	for i, b := range rep.Blobs {
 		if b.State == StatePresent {
 			rep.PresentBytes += s.Blobs[i].Size
+			r.count(s.Blobs[i], s.Blobs[i].Size)
 		} else {
 			rep.MissingBytes += s.Blobs[i].Size
 		}
@@ -456,6 +470,13 @@ func warmLoader(ctx context.Context, s *Set, l Loader, o Options) (*Report, erro
 			}
 			if !ok {
 				lacking = append(lacking, i)
+				continue
+			}
+			// Staged whole by an earlier run: resumed at its size.
+			if br := &rep.Blobs[i]; br.Resumed == 0 && br.BytesFetched == 0 {
+				br.Resumed = s.Blobs[i].Size
+				rep.ResumedBytes += br.Resumed
+				r.count(s.Blobs[i], br.Resumed)
 			}
 		}
 		if err == nil {

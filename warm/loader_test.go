@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
@@ -120,5 +121,19 @@ func TestWarmLoaderStagedByEngine(t *testing.T) {
 	}
 	if rep.MissingBytes != 0 || rep.FetchedBytes != 2*f.Size+warmtest.BlobOf(rep, f.Small).Size {
 		t.Errorf("missing %d, fetched %d", rep.MissingBytes, rep.FetchedBytes)
+	}
+
+	// Issue 36: layers an earlier run staged whole are resumed at their
+	// size, not read, and counted in the bar, which ends full.
+	f.Reg.ResetCounts()
+	again := &fakeLoader{stage: l.stage, loads: 1}
+	var done atomic.Int64
+	rep, err = warm.Warm(ctx, set, again, warm.Options{Progress: &done})
+	layers := f.Size + warmtest.BlobOf(rep, f.Small).Size
+	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || f.Reg.TotalServed() != 0 {
+		t.Fatalf("warm from a full stage: ready=%v fetched %d, served %d: %v", rep.Ready, rep.FetchedBytes, f.Reg.TotalServed(), err)
+	}
+	if rep.ResumedBytes != layers || warmtest.BlobOf(rep, f.Big).Resumed != f.Size || done.Load() != layers {
+		t.Errorf("resumed %d (big %d), bar at %d; want %d", rep.ResumedBytes, warmtest.BlobOf(rep, f.Big).Resumed, done.Load(), layers)
 	}
 }

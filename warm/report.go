@@ -29,8 +29,12 @@ type Report struct {
 	MissingBytes int64         `json:"missing_bytes"`
 	FetchedBytes int64         `json:"fetched_bytes"`
 	PresentBytes int64         `json:"present_bytes"`
-	Seconds      float64       `json:"seconds"`
-	Unpacked     bool          `json:"unpacked,omitempty"`
+	// ResumedBytes are the bytes an earlier, interrupted run left that
+	// this one kept (partial blobs resumed, layers staged whole, weight
+	// blobs): neither present before nor fetched now.
+	ResumedBytes int64   `json:"resumed_bytes"`
+	Seconds      float64 `json:"seconds"`
+	Unpacked     bool    `json:"unpacked,omitempty"`
 	// Snapshotter is the containerd snapshotter --unpack unpacked into
 	// (erofs: containers must run with it, ctr run --snapshotter erofs).
 	Snapshotter string `json:"snapshotter,omitempty"`

@@ -46,6 +46,22 @@ func TestRunStartsWithLayerBytes(t *testing.T) {
 		t.Errorf("started %d times with %d bytes (layers %d), %d layer counters, %d bytes counted", starts, total, f.Size+small, counters.Load(), done.Load())
 	}
 
+	// Run again: every layer is present, and the bar starts full (it
+	// stayed at 0 %, never drawn done).
+	var again atomic.Int64
+	rep, err = warm.Run(ctx, warm.RunOptions{
+		Target: tgt, Refs: []string{f.Ref},
+		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
+		Options: warm.Options{Progress: &again},
+		Start: func(n int64) func(*warm.Blob) *atomic.Int64 {
+			total = n
+			return func(*warm.Blob) *atomic.Int64 { return &again }
+		},
+	})
+	if err != nil || !rep.Ready || rep.FetchedBytes != 0 || again.Load() != total {
+		t.Errorf("rerun: ready=%v fetched %d, bars counted %d of %d: %v", rep != nil && rep.Ready, rep.FetchedBytes, again.Load(), total, err)
+	}
+
 	rep, err = warm.Run(ctx, warm.RunOptions{
 		Target: tgt, Weights: []string{f.Ref},
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},

@@ -83,6 +83,7 @@ func (rep *Report) MergeWeights(wreps []*WeightsReport) {
 		rep.Weights = append(rep.Weights, w)
 		rep.MissingBytes += w.MissingBytes
 		rep.FetchedBytes += w.FetchedBytes
+		rep.ResumedBytes += w.ResumedBytes
 		for _, f := range w.Files {
 			if f.State == StatePresent {
 				rep.PresentBytes += f.Size

@@ -119,13 +119,45 @@ func TestWarmResumesMidBlob(t *testing.T) {
 				t.Fatal("interrupted blob is committed")
 			}
 			f.Reg.ResetCounts()
-			rep, err = warm.Warm(context.Background(), set, tgt, warm.Options{ChunkThreshold: 1 << 40})
+			// The bars of the resumed run (as warm.Run gives them): one
+			// counter for the warm, one per layer.
+			var done, layers atomic.Int64
+			var mu sync.Mutex
+			per := map[string]*atomic.Int64{}
+			rep, err = warm.Warm(context.Background(), set, tgt, warm.Options{ChunkThreshold: 1 << 40, Progress: &done,
+				BlobProgress: func(b *warm.Blob) *atomic.Int64 {
+					mu.Lock()
+					defer mu.Unlock()
+					per[b.Digest.String()] = new(atomic.Int64)
+					return per[b.Digest.String()]
+				}})
 			if err != nil || !rep.Ready {
 				t.Fatalf("resumed run: ready=%v err=%v", rep.Ready, err)
 			}
 			br := warmtest.BlobOf(rep, f.Big)
 			if br.Resumed <= 0 {
 				t.Fatalf("large blob did not resume: %+v", br)
+			}
+			// Issue 36: the bars end full, counting what the target held
+			// and what the interrupted run left, and the report says how
+			// much was resumed.
+			for _, b := range set.Blobs {
+				if b.Kind == warm.KindLayer {
+					layers.Add(b.Size)
+				}
+			}
+			counted := done.Load()
+			for _, c := range per {
+				counted += c.Load()
+			}
+			if counted != layers.Load() {
+				t.Errorf("the bars counted %d bytes of %d (resumed %d)", counted, layers.Load(), br.Resumed)
+			}
+			if c := per[f.Big]; c == nil || c.Load() != f.Size {
+				t.Errorf("the large layer's bar ends at %v of %d", c, f.Size)
+			}
+			if rep.ResumedBytes != br.Resumed {
+				t.Errorf("report resumed_bytes %d, want the large blob's %d", rep.ResumedBytes, br.Resumed)
 			}
 			if got := f.Reg.Served(f.Big); got != f.Size-br.Resumed || got >= f.Size {
 				t.Errorf("resumed run fetched %d bytes of the large blob; want size %d - resumed %d", got, f.Size, br.Resumed)

@@ -388,7 +388,6 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 			progress = c
 		}
 	}
-	first := true
 	open := func(ctx context.Context) (blob.Writer, error) {
 		w, err := dir.Writer(ctx, d, l.Size)
 		if err != nil {
@@ -398,22 +397,15 @@ func (p *puller) fetchBlob(ctx context.Context, l Layer) (string, error) {
 			p.track(w.PartialPath())
 			p.track(w.PartialPath() + blob.RangesSuffix)
 		}
-		if first {
-			first = false
-			if r := w.Resumed(); r > 0 {
-				p.resumed.Add(r)
-				if progress != nil {
-					progress.Add(r)
-				}
-			}
-		}
 		return w, nil
 	}
+	// Copy counts the bytes an earlier run left in progress, as it opens.
 	res, err := blob.Copy(ctx, open, p.src, d, l.Size, blob.CopyOptions{
 		Attempts: p.opts.Attempts,
 		Fill:     blob.FillOptions{Chunk: p.opts.ChunkSize, Acquire: p.acquire, Conns: p.opts.Concurrency, Fetched: &p.fetched},
 		Limit:    p.limit, Progress: progress,
 	})
+	p.resumed.Add(res.Resumed)
 	if err != nil {
 		switch {
 		case blob.IsNoSpace(err) || ctx.Err() != nil:

@@ -58,7 +58,9 @@ type CopyOptions struct {
 	Chunks                    int
 	// Fill configures FileWriter chunks (Chunk defaults to ChunkSize).
 	Fill FillOptions
-	// Limit paces the bytes read; Progress counts them.
+	// Limit paces the bytes read; Progress counts them, from what an
+	// earlier run left (the first writer's resumed bytes, counted as it
+	// opens, so that a bar starts there) to the blob's size.
 	Limit    *rate.Limiter
 	Progress *atomic.Int64
 	// Log reports a failed try that will be retried.
@@ -86,13 +88,16 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 	var last error
 	fresh := false
 	for attempt := 1; attempt <= o.Attempts; attempt++ {
-		n, resumed, err := copyOnce(ctx, open, src, dg, size, o)
+		n, resumed, err := copyOnce(ctx, open, src, dg, size, o, attempt == 1)
 		res.Fetched += n
 		if attempt == 1 {
 			res.Resumed = resumed
 		}
 		if errors.Is(err, ErrAlreadyExists) {
 			res.Exists = n == 0
+			if counted := res.Resumed + res.Fetched; o.Progress != nil && counted < size {
+				o.Progress.Add(size - counted) // committed by another writer: all there
+			}
 			return res, nil
 		}
 		if err == nil {
@@ -115,7 +120,9 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 	return res, last
 }
 
-func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions) (int64, int64, error) {
+// copyOnce is one try; the first counts the bytes its writer resumed
+// from in o.Progress (later tries resume from bytes already counted).
+func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions, first bool) (int64, int64, error) {
 	w, err := open(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -125,6 +132,9 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 	fw, isFile := w.(*FileWriter)
 	if isFile {
 		resumed = fw.Resumed()
+	}
+	if first && o.Progress != nil && resumed > 0 && resumed <= size {
+		o.Progress.Add(resumed)
 	}
 	if off > size {
 		w.Abort(ctx)

@@ -34,16 +34,24 @@ func writeWeightsTable(w io.Writer, wreps []*warm.WeightsReport) {
 		}
 		t.Row(r.Ref, r.Dir, strings.Join(parts, ", "), bytesize.Format(r.Bytes), r.State, bytesize.Format(r.FetchedBytes), bytesize.Format(r.MissingBytes))
 	}
+	t.Style(func(row, col int, s string) string {
+		if col == 4 && row >= 0 {
+			return termtable.Paint(true, stateColor[wreps[row].State], s)
+		}
+		return s
+	})
 	t.Write(w)
 }
 
 // writeSignatures prints the --verify-key outcome under warm's tables.
+// On a terminal verified is green and REFUSED red.
 func writeSignatures(w io.Writer, rs []*sign.Result) {
+	color := cmdutil.ColorEnabled(w)
 	for _, r := range rs {
 		if r.Verified {
-			fmt.Fprintf(w, "signature: %s (%s): verified, %s, key %s\n", r.Ref, cmdutil.Short(r.Digest), r.Format, r.KeyID)
+			fmt.Fprintf(w, "signature: %s (%s): %s, %s, key %s\n", r.Ref, cmdutil.Short(r.Digest), termtable.Paint(color, termtable.Green, "verified"), r.Format, r.KeyID)
 		} else {
-			fmt.Fprintf(w, "signature: %s (%s): REFUSED, %s: %s\n", r.Ref, cmdutil.Short(r.Digest), r.Reason, r.Detail)
+			fmt.Fprintf(w, "signature: %s (%s): %s, %s: %s\n", r.Ref, cmdutil.Short(r.Digest), termtable.Paint(color, termtable.Red, "REFUSED"), r.Reason, r.Detail)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/termtable"
+	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -434,10 +436,10 @@ func writeWarmTable(w io.Writer, rep *warm.Report) {
 	t.Write(w)
 	for _, im := range rep.Images {
 		if f := formLine(im); f != "" {
-			termtable.Fprintw(w, o.Width, "form: ", "      ", f)
+			termtable.Fprintw(w, o.Width-1, "form: ", "      ", f)
 		}
 		if im.Note != "" {
-			termtable.Fprintw(w, o.Width, "note: ", "      ", im.Note)
+			termtable.Fprintw(w, o.Width-1, "note: ", "      ", im.Note)
 		}
 	}
 	fmt.Fprintln(w)
@@ -446,25 +448,56 @@ func writeWarmTable(w io.Writer, rep *warm.Report) {
 	for _, b := range rep.Blobs {
 		t.Row(cmdutil.Short(b.Digest), b.Kind, bytesize.Format(b.Size), b.State, bytesize.Format(b.BytesFetched), fmt.Sprintf("%.2f", b.Seconds))
 	}
+	t.Style(func(row, col int, s string) string {
+		if col == 3 && row >= 0 {
+			return termtable.Paint(true, stateColor[rep.Blobs[row].State], s)
+		}
+		return s
+	})
 	t.Write(w)
-	verdict := "READY"
+	verdict, color := "READY", termtable.Green
 	switch {
 	case rep.DryRun && !rep.Ready:
-		verdict = "COLD"
+		verdict, color = "COLD", termtable.Yellow
 	case !rep.Ready:
-		verdict = "NOT READY"
+		verdict, color = "NOT READY", termtable.Red
 	}
 	rate := ""
 	if rep.FetchedBytes > 0 && rep.Seconds > 0 {
 		rate = fmt.Sprintf(" (%s/s)", bytesize.Format(int64(float64(rep.FetchedBytes)/rep.Seconds)))
 	}
+	// What an interrupted run left and this one kept, as weights pull
+	// says it: "fetched X, resumed Y".
+	resumed := ""
+	if rep.ResumedBytes > 0 {
+		resumed = ", resumed " + bytesize.Format(rep.ResumedBytes)
+	}
 	// rep.Error is not repeated here: the error comes back to
 	// cmdutil.Execute, which prints it once.
 	fmt.Fprintln(w)
 	if rep.Snapshotter == containerd.SnapshotterErofs {
-		termtable.Fprintw(w, o.Width, "", "    ", "unpacked into containerd's EROFS snapshotter: start containers with it (ctr run --snapshotter erofs; CRI: snapshotter = \"erofs\")")
+		termtable.Fprintw(w, o.Width-1, "", "    ", "unpacked into containerd's EROFS snapshotter: start containers with it (ctr run --snapshotter erofs; CRI: snapshotter = \"erofs\")")
 	}
-	termtable.Fprintw(w, o.Width, "", "    ", fmt.Sprintf("%s: present %s, fetched %s%s, missing %s, %.1fs: %s", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, bytesize.Format(rep.MissingBytes), rep.Seconds, verdict))
+	writeVerdict(w, o, fmt.Sprintf("%s: present %s, fetched %s%s%s, missing %s, %.1fs", rep.Target, bytesize.Format(rep.PresentBytes), bytesize.Format(rep.FetchedBytes), rate, resumed, bytesize.Format(rep.MissingBytes), rep.Seconds), verdict, color)
+}
+
+// stateColor paints a blob's or a volume's state on a terminal, as host
+// check paints PASS, WARN and FAIL: what is in place green, what is
+// missing yellow, what failed red.
+var stateColor = map[string]string{
+	warm.StatePresent: termtable.Green, warm.StateFetched: termtable.Green, warm.StateWritten: termtable.Green,
+	warm.StateMissing: termtable.Yellow, warm.StateFailed: termtable.Red,
+}
+
+// writeVerdict writes "TEXT: VERDICT", wrapped one column short of the
+// width (the last column stays free) with the verdict whole on the last
+// line, painted in color when o colours.
+func writeVerdict(w io.Writer, o termtable.Options, text, verdict, color string) {
+	word := strings.ReplaceAll(verdict, " ", "_") // wrapped as one word
+	lines := termtable.Wrap(termtext.Clean(text)+": "+word, o.Width-1, "    ")
+	last := len(lines) - 1
+	lines[last] = strings.TrimSuffix(lines[last], word) + termtable.Paint(o.Color, color, verdict)
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
 }
 
 func writeReadyFile(p string, rep *warm.Report) error {

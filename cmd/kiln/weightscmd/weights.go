@@ -550,7 +550,12 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 	}
 	// docker run, compose and a pod name images a registry serves: an OCI
 	// layout or an archive would paste into a command that cannot run it.
-	if r, err := layers.ParseRef(in.Image, lopts...); err == nil && (r.Kind == layers.KindOCILayout || r.Kind == layers.KindDockerArchive) {
+	// An image in the Docker daemon is named as docker names it.
+	r, rerr := layers.ParseRef(in.Image, lopts...)
+	if n, ok := r.DockerName(); rerr == nil && ok {
+		in.Image = n
+	}
+	if rerr == nil && (r.Kind == layers.KindOCILayout || r.Kind == layers.KindDockerArchive) {
 		how := "push it to a registry (kiln slim --to REGISTRY/REPO:TAG, or crane push) and pass --image REGISTRY/REPO:TAG"
 		if r.Kind == layers.KindDockerArchive {
 			how = fmt.Sprintf("docker load -i %s and pass --image NAME:TAG (the name it loads as), or %s", r.Path, how)

@@ -408,7 +408,8 @@ func TestWeightsStripLinksAndMount(t *testing.T) {
 
 // TestWeightsRunArgsCases: an init image named by tag is warned about (on
 // stderr, and in --json's warnings) where a snippet runs it; an application
-// image in an OCI layout or a docker archive is refused in words (exit 2);
+// image in an OCI layout or a docker archive is refused in words (exit 2),
+// one in the Docker daemon is named as docker names it (no docker-daemon:);
 // k8s is kubernetes.
 func TestWeightsRunArgsCases(t *testing.T) {
 	dir := t.TempDir()
@@ -447,6 +448,14 @@ func TestWeightsRunArgsCases(t *testing.T) {
 			errWords: []string{"push it to a registry"}},
 		{name: "docker archive refused", args: []string{"--volume", "w", "--image", "docker-archive:" + dir + "/app.tar", "--format", "compose"}, code: cmdutil.ExitUsage,
 			errWords: []string{"docker load -i " + dir + "/app.tar", "--image NAME:TAG"}},
+		// A docker-daemon: image is one docker runs: by its name, as docker
+		// images lists it, without the transport.
+		{name: "docker-daemon image named as docker names it", args: []string{"--volume", "w", "--image", "docker-daemon:acme/serve:1.2-slim", "--init-image", pinned, "--format", "docker"},
+			noErr: "warning", out: "docker run -v w:/app/models:ro acme/serve:1.2-slim\n"},
+		{name: "docker-daemon official image", args: []string{"--volume", "w", "--image", "docker-daemon:docker.io/library/ubuntu", "--init-image", pinned},
+			noErr: "warning", out: "image: ubuntu:latest\n"},
+		{name: "docker-daemon image on a registry host", args: []string{"--volume", "w", "--image", "docker-daemon:127.0.0.1:5000/acme/serve:1", "--init-image", pinned, "--format", "compose"},
+			noErr: "warning", out: "    image: 127.0.0.1:5000/acme/serve:1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := run(t, append(base, tc.args...)...)

@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,11 @@ func NewProgress(w io.Writer, mode string, opts ...ProgressOption) *Progress {
 		// One column short of the terminal: a line that fills the last
 		// column leaves tmux (and other terminals) a row lower after its
 		// line break, and every redraw then stacks a new line.
-		p.pool = mpb.New(mpb.WithOutput(w), mpb.WithConsoleWriter(narrowConsole{cupwriter.New(w, false)}), mpb.WithWidth(p.width-1), mpb.WithRefreshRate(p.every), mpb.WithAutoRefresh())
+		cw := cupwriter.New(frameStart{w}, false)
+		if f, ok := w.(*os.File); ok {
+			cw.SetTermFd(int(f.Fd()))
+		}
+		p.pool = mpb.New(mpb.WithOutput(w), mpb.WithConsoleWriter(narrowConsole{cw}), mpb.WithWidth(p.width-1), mpb.WithRefreshRate(p.every), mpb.WithAutoRefresh())
 	default:
 		p.every = 5 * time.Second
 	}
@@ -230,7 +235,9 @@ func (p *Progress) TrackFunc(label string, total int64, cur func() int64, opts .
 			decor.Any(func(s decor.Statistics) string {
 				return bytesize.Format(int64(float64(s.Current)/max(time.Since(tb.start).Seconds(), 0.001))) + "/s"
 			}, decor.WCSyncSpace),
-			decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO, decor.WCSyncSpace), "done"),
+			// A bar Stop ends short of its total (an interrupt, a
+			// failure) says so instead of an estimate.
+			decor.OnAbort(decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO, decor.WCSyncSpace), "done"), "stopped"),
 		),
 	}
 	if tb.transient {
@@ -250,6 +257,19 @@ type narrowConsole struct{ *cupwriter.Writer }
 func (c narrowConsole) GetTermSize() (int, int, error) {
 	w, h, err := c.Writer.GetTermSize()
 	return max(w-1, 20), h, err
+}
+
+// frameStart writes each frame from column 0: a redraw moves the cursor
+// up and clears from where it is, and the terminal's echo of Ctrl-C (^C,
+// under the bars) had moved it two columns in; the frame then began
+// there, wrapped, and left a torn copy of the bars above the next.
+type frameStart struct{ w io.Writer }
+
+func (f frameStart) Write(b []byte) (int, error) {
+	if _, err := f.w.Write(append([]byte{'\r'}, b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func (p *Progress) loop() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/termtest"
+	"github.com/kiln-build/kiln/internal/termtable"
 )
 
 func TestProgressRedrawsFitTheTerminal(t *testing.T) {
@@ -150,5 +151,44 @@ func TestProgressWriterPrintsAboveTheBars(t *testing.T) {
 	defer q.Stop()
 	if q.Writer() != io.Writer(&buf) {
 		t.Error("plain Writer is not the output")
+	}
+}
+
+// Issue 36: Ctrl-C in the middle of a warm. The terminal echoes ^C where
+// the cursor waits, under the bars, and the work goes on until it sees its
+// context end; then the display stops with the warm's bar where it
+// stopped, and the verb's last word goes under it. Before, the redraw
+// after the echo began two columns in, wrapped, and left a torn copy of
+// the bar above the last frame. The bar that stopped short says stopped,
+// not an estimate.
+func TestProgressInterruptEndsOnOneCleanLine(t *testing.T) {
+	const cols = 80
+	tty, out, seen := termtest.OpenTerm(t, cols)
+	p := NewProgress(tty, "tty")
+	var base atomic.Int64
+	part := p.Parts("warming oci:/var/cache/kiln/oci", 697<<20, &base)
+	a := part("  layer sha256:0123456789ab", 400<<20)
+	b := part("  layer sha256:ba9876543210", 297<<20)
+	a.Store(200 << 20)
+	b.Store(149 << 20)
+	termtest.WaitFor(t, "the bars", func() bool { return seen("349.0 MiB / 697.0 MiB") })
+	if _, err := tty.Write([]byte("^C")); err != nil { // the terminal's echo of Ctrl-C
+		t.Fatal(err)
+	}
+	a.Store(210 << 20)
+	termtest.WaitFor(t, "a redraw after the echo", func() bool { return seen("359.0 MiB / 697.0 MiB") })
+	p.Stop()
+	fmt.Fprintln(tty, "kiln: interrupted; the same command resumes")
+	o := out()
+	screen := termtest.Screen(o, cols)
+	t.Logf("the terminal after Ctrl-C:\n%s", strings.Join(screen, "\n"))
+	if len(screen) != 2 || !strings.HasPrefix(screen[0], "warming oci:/v") || !strings.Contains(screen[0], "359.0 MiB / 697.0 MiB") || !strings.HasSuffix(screen[0], " stopped") ||
+		screen[1] != "kiln: interrupted; the same command resumes" {
+		t.Errorf("want the warm's bar where it stopped, then the verb's word; the terminal shows:\n%s\n%q", strings.Join(screen, "\n"), o)
+	}
+	for _, l := range screen {
+		if n := termtable.Len(l); n >= cols {
+			t.Errorf("a line of %d columns on a %d-column terminal: %q", n, cols, l)
+		}
 	}
 }

@@ -99,3 +99,109 @@ func CheckFrames(t testing.TB, out string, cols int) {
 
 // Plain is out without its terminal escapes.
 func Plain(out string) string { return escapes.ReplaceAllString(out, "") }
+
+// Screen renders out as a terminal cols wide shows it once everything is
+// written: printable text (wrapping past the last column), carriage return,
+// line feed, backspace, cursor up/down/forward/back (ESC[nA, B, C, D),
+// clear to the end of the screen (ESC[J) and of the line (ESC[K); other
+// escapes (colours) are dropped. The rows are the whole history (no
+// scrolling off the top), each without trailing spaces, the empty rows at
+// the end left out. What CheckFrames reads from the byte stream, Screen
+// shows as a person sees it: a redraw that starts off column 0 (after a
+// ^C the terminal echoed) leaves a torn copy of the frame above the next.
+func Screen(out string, cols int) []string {
+	var rows [][]rune
+	r, c := 0, 0 // c == cols: a wrap is pending
+	row := func(i int) []rune {
+		for len(rows) <= i {
+			rows = append(rows, nil)
+		}
+		return rows[i]
+	}
+	put := func(ch rune) {
+		if c >= cols {
+			r, c = r+1, 0
+		}
+		l := row(r)
+		for len(l) <= c {
+			l = append(l, ' ')
+		}
+		l[c] = ch
+		rows[r] = l
+		c++
+	}
+	num := func(p string, def int) int {
+		n := 0
+		if p == "" {
+			return def
+		}
+		for _, d := range p {
+			if d < '0' || d > '9' {
+				return def
+			}
+			n = n*10 + int(d-'0')
+		}
+		return n
+	}
+	rs := []rune(out)
+	for i := 0; i < len(rs); i++ {
+		switch ch := rs[i]; {
+		case ch == '\r':
+			c = 0
+		case ch == '\n':
+			r++
+			row(r)
+		case ch == '\b':
+			c = max(0, min(c, cols-1)-1)
+		case ch == 0x1b && i+1 < len(rs) && rs[i+1] == '[':
+			j := i + 2
+			for j < len(rs) && (rs[j] < 0x40 || rs[j] > 0x7e) {
+				j++
+			}
+			if j == len(rs) {
+				return screenRows(rows)
+			}
+			p := string(rs[i+2 : j])
+			switch rs[j] {
+			case 'A':
+				r, c = max(0, r-num(p, 1)), min(c, cols-1)
+			case 'B':
+				r, c = r+num(p, 1), min(c, cols-1)
+				row(r)
+			case 'C':
+				c = min(cols-1, c+num(p, 1))
+			case 'D':
+				c = max(0, min(c, cols-1)-num(p, 1))
+			case 'J', 'K':
+				if num(p, 0) != 0 {
+					break // only "from the cursor on" is drawn by kiln
+				}
+				l := row(r)
+				if cc := min(c, cols); cc < len(l) {
+					rows[r] = l[:cc]
+				}
+				if rs[j] == 'J' {
+					rows = rows[:r+1]
+				}
+			}
+			i = j
+		case ch == 0x1b:
+			i++ // a two-character escape
+		case ch < 0x20 || ch == 0x7f:
+		default:
+			put(ch)
+		}
+	}
+	return screenRows(rows)
+}
+
+func screenRows(rows [][]rune) []string {
+	var s []string
+	for _, l := range rows {
+		s = append(s, strings.TrimRight(string(l), " "))
+	}
+	for len(s) > 0 && s[len(s)-1] == "" {
+		s = s[:len(s)-1]
+	}
+	return s
+}
