@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -257,16 +256,22 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, rep)
 	}
-	tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LAYER\tFROM\tGZIP\t%s\tRATIO\tGZIP DECODE\t%s\t\n", col, decode)
+	// The layer's ID as docker prints an image's (12 hex digits, no
+	// algorithm): the table fits 80 columns; --json has the digests.
+	right := func(h string) termtable.Column { return termtable.Column{Head: h, Right: true} }
+	tb := termtable.New(termtable.Resolve(cmdutil.TableOptions(opts.IO.Out)...), right("LAYER"), termtable.Column{Head: "FROM"},
+		right("GZIP"), right(col), right("RATIO"), right("GZIP DECODE"), right(decode))
 	for _, l := range v.Layers {
 		to := fmt.Sprintf("%.2fs", l.ToDecode)
 		if decode == "" {
 			to = ""
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%.2fs\t%s\t\n", l.Index, cmdutil.Short(l.From), bytesize.Format(l.FromSize), bytesize.Format(l.ToSize), l.Ratio, l.FromDecode, to)
+		id := strings.TrimPrefix(cmdutil.Short(l.From), "sha256:")
+		tb.Row(fmt.Sprint(l.Index), id, bytesize.Format(l.FromSize), bytesize.Format(l.ToSize), fmt.Sprintf("%.3f", l.Ratio), fmt.Sprintf("%.2fs", l.FromDecode), to)
 	}
-	tw.Flush()
+	if err := tb.Write(opts.IO.Out); err != nil {
+		return err
+	}
 	ratio := 0.0
 	if rep.Before > 0 {
 		ratio = float64(rep.After) / float64(rep.Before)

@@ -88,9 +88,8 @@ func runSign(ctx context.Context, opts *SignOptions) error {
 			return perr
 		}
 	} else if err == nil {
-		// A value a person copies whole on a line of its own, after its
-		// label: 80 columns but for the values themselves.
-		fmt.Fprintf(opts.IO.Out, "signed     %s@%s\nkey        %s\nsignature  %s\n", refName(opts.Ref), s.Digest, s.KeyID, s.Artifact)
+		// Each value whole after its label, a digest within 80 columns.
+		fmt.Fprintf(opts.IO.Out, "signed   %s\nimage    %s\nkey      %s\nartifact %s\n", refName(opts.Ref), s.Digest, s.KeyID, s.Artifact)
 	}
 	return err
 }
