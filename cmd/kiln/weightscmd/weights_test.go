@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/weights"
 )
@@ -62,7 +63,7 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	if code != cmdutil.ExitOK || !strings.Contains(out, "state       ok\nfiles       2 files") {
 		t.Errorf("verify: code %d %s", code, out)
 	}
-	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
+	os.WriteFile(filepath.Join(vol, weights.ModelDir, "m-00002.safetensors"), []byte("tampered"), 0o644)
 	code, out, errOut = run(t, "weights", "verify", vol)
 	if code != cmdutil.ExitFailure || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("tampered verify: code %d\n%s\n%s", code, out, errOut)
@@ -246,7 +247,7 @@ func TestWeightsPullHealsBitRot(t *testing.T) {
 	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
 		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
 	}
-	file := filepath.Join(vol, "m-00002.safetensors")
+	file := filepath.Join(vol, weights.ModelDir, "m-00002.safetensors")
 	fi, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +329,7 @@ func TestWeightsStripKeepsNeighbours(t *testing.T) {
 		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
 	}
 	for rel, sum := range under {
-		b, err := os.ReadFile(filepath.Join(vol, rel))
+		b, err := os.ReadFile(filepath.Join(vol, weights.ModelDir, rel))
 		if err != nil {
 			t.Errorf("volume: %v", err)
 			continue
@@ -502,5 +503,58 @@ func TestWeightsRunArgsCases(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cmdutil.ExitUsage || res.OK || res.ExitCode != cmdutil.ExitUsage || !strings.Contains(res.Error, "push it to a registry") {
 		t.Errorf("--json with an oci: image: code %d %v\n%s", code, err, out)
+	}
+}
+
+// A volume pulled by a kiln before DIR/model (files at the top level,
+// beside the bookkeeping) does not verify, and verify says in words that
+// kiln weights pull moves it; the pull does, by renames (nothing
+// fetched), and says so; then it verifies. Every line fits 80 columns.
+func TestWeightsOldLayoutVolume(t *testing.T) {
+	_, wref := strippedApp(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK ||
+		!strings.Contains(strings.Join(strings.Fields(out), " "), "mount "+filepath.Join(vol, weights.ModelDir)+" at /app/models, read-only") {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	// The old layout, as an earlier kiln left it.
+	model := filepath.Join(vol, weights.ModelDir)
+	ents, _ := os.ReadDir(model)
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(model, e.Name()), filepath.Join(vol, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(model)
+	os.Remove(filepath.Join(vol, weights.LayoutMarker))
+
+	fits := func(what, out string) {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if !testkit.Fits(l, 80) {
+				t.Errorf("%s: line wider than 80 columns: %q", what, l)
+			}
+		}
+	}
+	code, out, errOut := run(t, "weights", "verify", vol)
+	flat := strings.Join(strings.Fields(out), " ")
+	if code != cmdutil.ExitFailure || !strings.Contains(flat, weights.LayoutMarker+" missing: the model files lie at the volume's top level") ||
+		!strings.Contains(flat, "kiln weights pull into this directory moves them into model/") || !strings.Contains(errOut, "1 problems") {
+		t.Fatalf("verify of an old-layout volume: code %d\n%s\n%s", code, out, errOut)
+	}
+	fits("verify", out)
+	t.Logf("kiln weights verify (old layout):\n%s%s", out, errOut)
+	code, out, errOut = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	flat = strings.Join(strings.Fields(out), " ")
+	if code != cmdutil.ExitOK || !strings.Contains(flat, "moved from kiln's old layout") || !strings.Contains(flat, "fetched 0 B") || !strings.Contains(flat, "2 already present") {
+		t.Fatalf("pull over the old layout: code %d\n%s\n%s", code, out, errOut)
+	}
+	fits("pull", out)
+	t.Logf("kiln weights pull (old layout):\n%s", out)
+	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
+		t.Errorf("verify after the move: code %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(model, "m-00002.safetensors")); err != nil {
+		t.Errorf("after the move: %v", err)
 	}
 }
