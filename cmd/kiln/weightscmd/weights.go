@@ -509,10 +509,15 @@ func NewCmdWeightsRunArgs(f *verbkit.Factory, runF func(*WeightsRunArgsOptions) 
 	cmd := &cobra.Command{
 		Use:   "run-args REF|IMAGE|MANIFEST.json --volume NAME|DIR",
 		Short: "Print docker run, Compose and Kubernetes snippets that mount a weights volume",
-		Long: `Prints how to mount the volume read-only where the image expects it:
-'docker run -v', a Compose service, and a Kubernetes pod spec (a PVC, or a
-hostPath for a DIR, filled by an init container running 'kiln weights pull').
-NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
+		Long: `Prints how to mount the volume's model directory (DIR/model: the model files,
+without kiln's bookkeeping beside them) read-only where the image expects it:
+'docker run' (a bind of DIR/model, or --mount volume-subpath=model for a named
+volume, Docker 26+), a Compose service (a bind, or volume.subpath), and a
+Kubernetes pod spec (a PVC, or a hostPath for a DIR, filled by an init
+container running 'kiln weights pull' over the whole volume; the app mounts
+subPath: model). With --twin, the image-volume form mounts the twin's model
+directory (subPath on an image volume: Kubernetes 1.33+). NAME is a docker
+volume or PVC claim; a DIR is an absolute or ./ path.`,
 		Example: `  kiln weights run-args 127.0.0.1:5000/acme/serve:1.2-slim --volume serve-weights
   kiln weights run-args weights.json --volume /var/lib/models/serve --format docker`,
 		Args: cobra.ExactArgs(1),

@@ -114,7 +114,9 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 			if out != string(want) {
 				t.Errorf("run-args differs from %s:\n%s", golden, out)
 			}
-			// The YAML snippets parse, and mount the volume read-only.
+			// The YAML snippets parse, and mount the volume's model
+			// directory read-only (kiln's bookkeeping stays out of the
+			// app's mount); the init container fills the whole volume.
 			_, y, _ := run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "kubernetes")
 			var pod struct {
 				Spec struct {
@@ -124,6 +126,7 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 					Containers []struct {
 						VolumeMounts []struct {
 							MountPath string `yaml:"mountPath"`
+							SubPath   string `yaml:"subPath"`
 							ReadOnly  bool   `yaml:"readOnly"`
 						} `yaml:"volumeMounts"`
 					} `yaml:"containers"`
@@ -133,13 +136,31 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 				t.Fatalf("kubernetes snippet: %v\n%s", err, y)
 			}
 			vm := pod.Spec.Containers[0].VolumeMounts[0]
-			if vm.MountPath != "/app/models" || !vm.ReadOnly || pod.Spec.InitContainers[0].Args[1] != "pull" {
+			if vm.MountPath != "/app/models" || vm.SubPath != weights.ModelDir || !vm.ReadOnly || pod.Spec.InitContainers[0].Args[1] != "pull" {
 				t.Errorf("kubernetes snippet: %+v", pod)
 			}
 			_, y, _ = run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "compose")
-			var compose map[string]any
-			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# compose.yaml\n")), &compose); err != nil || compose["services"] == nil {
-				t.Errorf("compose snippet: %v\n%s", err, y)
+			var compose struct {
+				Services map[string]struct {
+					Volumes []struct {
+						Type     string `yaml:"type"`
+						Source   string `yaml:"source"`
+						Target   string `yaml:"target"`
+						ReadOnly bool   `yaml:"read_only"`
+						Volume   struct {
+							Subpath string `yaml:"subpath"`
+						} `yaml:"volume"`
+					} `yaml:"volumes"`
+				} `yaml:"services"`
+			}
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# compose.yaml\n")), &compose); err != nil || len(compose.Services["app"].Volumes) != 1 {
+				t.Fatalf("compose snippet: %v\n%s", err, y)
+			}
+			cv := compose.Services["app"].Volumes[0]
+			if cv.Target != "/app/models" || !cv.ReadOnly ||
+				tc.name == "pvc" && (cv.Type != "volume" || cv.Source != tc.volume || cv.Volume.Subpath != weights.ModelDir) ||
+				tc.name == "hostdir" && (cv.Type != "bind" || cv.Source != tc.volume+"/"+weights.ModelDir) {
+				t.Errorf("compose snippet mounts %+v, want the volume's %s directory", cv, weights.ModelDir)
 			}
 		})
 	}
@@ -344,7 +365,7 @@ func TestWeightsStripKeepsNeighbours(t *testing.T) {
 		if code != cmdutil.ExitOK {
 			t.Fatalf("run-args %s: code %d\n%s\n%s", format, code, out, errOut)
 		}
-		want := map[string]string{"docker": "models:/app/models:ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models"}[format]
+		want := map[string]string{"docker": "src=models,dst=/app/models,volume-subpath=model,ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models\n          subPath: model\n"}[format]
 		if !strings.Contains(out, want) {
 			t.Errorf("run-args %s does not mount the volume at %s:\n%s", format, cmdtest.HFModelMount, out)
 		}
@@ -452,7 +473,7 @@ func TestWeightsRunArgsCases(t *testing.T) {
 		// A docker-daemon: image is one docker runs: by its name, as docker
 		// images lists it, without the transport.
 		{name: "docker-daemon image named as docker names it", args: []string{"--volume", "w", "--image", "docker-daemon:acme/serve:1.2-slim", "--init-image", pinned, "--format", "docker"},
-			noErr: "warning", out: "docker run -v w:/app/models:ro acme/serve:1.2-slim\n"},
+			noErr: "warning", out: "docker run --mount type=volume,src=w,dst=/app/models,volume-subpath=model,ro \\\n    acme/serve:1.2-slim\n"},
 		{name: "docker-daemon official image", args: []string{"--volume", "w", "--image", "docker-daemon:docker.io/library/ubuntu", "--init-image", pinned},
 			noErr: "warning", out: "image: ubuntu:latest\n"},
 		{name: "docker-daemon image on a registry host", args: []string{"--volume", "w", "--image", "docker-daemon:127.0.0.1:5000/acme/serve:1", "--init-image", pinned, "--format", "compose"},
