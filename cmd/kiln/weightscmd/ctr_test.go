@@ -49,7 +49,8 @@ func TestWeightsHFVolumeInContainer(t *testing.T) {
 	code, out, errOut := run(t, "weights", "run-args", slimRef, "--volume", vol, "--format", "docker")
 	model := filepath.Join(vol, weights.ModelDir)
 	want := fmt.Sprintf("-v %s:%s:ro", model, cmdtest.HFModelMount)
-	if code != cmdutil.ExitOK || !strings.Contains(out, want) {
+	// The snippet continues a long command with backslashes.
+	if code != cmdutil.ExitOK || !strings.Contains(strings.ReplaceAll(out, " \\\n    ", " "), want) {
 		t.Fatalf("run-args: code %d, want %q\n%s\n%s", code, want, out, errOut)
 	}
 
@@ -127,5 +128,5 @@ func TestWeightsHFVolumeInContainer(t *testing.T) {
 			t.Errorf("find in the whole volume does not list %s: %v", name, whole)
 		}
 	}
-	t.Logf("the container's %s holds %d entries, none of kiln's; the whole volume's top level holds kiln's bookkeeping beside %s/", cmdtest.HFModelMount, len(listed), weights.ModelDir)
+	t.Logf("find in the container:\n%s", out)
 }
