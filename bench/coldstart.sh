@@ -170,12 +170,12 @@ c0=$(cpu_now)
 ctrd_start
 t0=$(now)
 bin/kiln warm "$SLIM" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
-CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln python3 -c "$PROBE"
+CTR run --rm --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln python3 -c "$PROBE"
 row warm "$(elapsed "$t0" "$(now)")" "$((ZB + WB))" "$c0" "$(ctrd_pid)"
 # The full read, warm: every file of the unpacked image, page cache dropped.
 drop_caches
 t0=$(now)
-CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln-read python3 -c "$FULLREAD"
+CTR run --rm --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$SLIM" cold-kiln-read python3 -c "$FULLREAD"
 FULL_WARM=$(elapsed "$t0" "$(now)")
 ctrd_stop
 fi
@@ -192,7 +192,7 @@ for _ in $(seq 300); do docker -H "unix://$W/d/d.sock" version >/dev/null 2>&1 &
 t0=$(now)
 docker -H "unix://$W/d/d.sock" pull -q "$SLIM" >/dev/null
 bin/kiln weights pull "$SLIM" --into "$W/weights" --progress none >/dev/null
-docker -H "unix://$W/d/d.sock" run --rm --network none -v "$W/weights:/app/models:ro" "$SLIM" python3 -c "$PROBE"
+docker -H "unix://$W/d/d.sock" run --rm --network none -v "$W/weights/model:/app/models:ro" "$SLIM" python3 -c "$PROBE"
 row docker "$(elapsed "$t0" "$(now)")" "$((GB + WB))" "$c0" "$DOCKER_PID"
 docker -H "unix://$W/d/d.sock" rmi -f "$SLIM" >/dev/null 2>&1 || true
 kill "$DOCKER_PID"
@@ -219,7 +219,7 @@ lazy_start
 t0=$(now)
 CTR2 images pull --plain-http --snapshotter stargz "$ESGZ" >/dev/null
 bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
-CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz python3 -c "$PROBE"
+CTR2 run --rm --snapshotter stargz --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz python3 -c "$PROBE"
 row estargz "$(elapsed "$t0" "$(now)")" "$(($(count) - base + WB))" "$c0" "$(ctrd_pid)" "$(cat "$W/stargz.pid")"
 LAZY_AT_PROBE=$(($(count) - base))
 ctrd_stop
@@ -245,7 +245,7 @@ ctrd_start_stargz
 t0=$(now)
 CTR2 images pull --plain-http --snapshotter overlayfs --skip-metadata "$ESGZ" >/dev/null
 bin/kiln weights pull "$ESGZ" --into "$W/weights" --progress none >/dev/null
-CTR2 run --rm --snapshotter overlayfs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz-full python3 -c "$PROBE"
+CTR2 run --rm --snapshotter overlayfs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$ESGZ" cold-esgz-full python3 -c "$PROBE"
 row esgz-full "$(elapsed "$t0" "$(now)")" "$((EB + WB))" "$c0" "$(ctrd_pid)" "$(cat "$W/stargz.pid")"
 ctrd_stop
 fi
@@ -258,13 +258,13 @@ c0=$(cpu_now)
 ctrd_start_erofs
 t0=$(now)
 bin/kiln warm "$EROFS" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
-CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
 row erofs "$(elapsed "$t0" "$(now)")" "$((RB + WB))" "$c0" "$(ctrd_pid)"
 # --- warm-start: the same container again, everything local, page cache dropped
 drop_caches
 c0=$(cpu_now "$(ctrd_pid)")
 t0=$(now)
-CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
 row warm-start "$(elapsed "$t0" "$(now)")" 0 "$c0" "$(ctrd_pid)"
 ctrd_stop
 fi
@@ -277,7 +277,7 @@ ctrd_start_erofs
 t0=$(now)
 CTR2 images pull --plain-http --snapshotter erofs --skip-metadata "$SLIM-zstd" >/dev/null
 bin/kiln weights pull "$SLIM" --into "$W/weights" --progress none >/dev/null
-CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$SLIM-zstd" cold-erofs-ctr python3 -c "$PROBE"
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$SLIM-zstd" cold-erofs-ctr python3 -c "$PROBE"
 row erofs-ctr "$(elapsed "$t0" "$(now)")" "$((ZB + WB))" "$c0" "$(ctrd_pid)"
 ctrd_stop
 fi

@@ -50,7 +50,7 @@ for v in "${variants[@]}"; do
 	t0=$(now)
 	bin/kiln warm "$ref" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
 	t1=$(now)
-	CTR run --rm --mount "type=bind,src=$W/weights,dst=/app/models,options=rbind:ro" "$ref" "gpucode-$i" python3 -c "$PROBE" >"$W/probe$i.txt"
+	CTR run --rm --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$ref" "gpucode-$i" python3 -c "$PROBE" >"$W/probe$i.txt"
 	t2=$(now)
 	ctrd_stop
 	echo "$name|$W/rep$i.json|$t0|$t1|$t2|$(tail -1 "$W/probe$i.txt")" >>"$W/rows"

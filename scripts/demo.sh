@@ -139,10 +139,12 @@ echo
 echo "ready marker: $(cat "$CW/ready")"
 # ctr run never pulls: it fails on an image that is not there. It finds
 # the warmed one complete and unpacked, and starts at once.
-# The weights volume is mounted read-only where the image expects it (its
-# dev.kiln.weights.mount label: /app/models for the fixture app).
+# The weights volume's model directory is mounted read-only where the image
+# expects it (its dev.kiln.weights.mount label: /app/models for the fixture
+# app); kiln's bookkeeping beside it stays out of the container: the listing
+# shows the model files alone.
 time ctr --address "$CW/c.sock" run --rm \
-	--mount "type=bind,src=$CW/weights,dst=/app/models,options=rbind:ro" "$IMG" kiln-demo \
+	--mount "type=bind,src=$CW/weights/model,dst=/app/models,options=rbind:ro" "$IMG" kiln-demo \
 	python3 -c 'import os, torch; print("container started from the warmed image, no pull: torch", torch.__version__, "| weights:", sorted(os.listdir("/app/models")))'
 
 hr "7. supply chain: what a verifier reads, and verify before ready"

@@ -117,7 +117,7 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 	ctx := context.Background()
 	v, dir := warmedVolume(t)
 	marker := filepath.Join(dir, weights.ReadyMarker)
-	flipByte(t, filepath.Join(dir, "m-0.safetensors"), false)
+	flipByte(t, filepath.Join(dir, weights.ModelDir, "m-0.safetensors"), false)
 
 	unlock, err := atomicfile.Lock(ctx, filepath.Join(dir, weights.LockFile), nil)
 	if err != nil {
@@ -157,12 +157,59 @@ func TestWarmWeightsKeepsMarkerOutsideLock(t *testing.T) {
 func TestWarmWeightsHealsRewriteKeepingTimes(t *testing.T) {
 	ctx := context.Background()
 	v, dir := warmedVolume(t)
-	flipByte(t, filepath.Join(dir, "m-0.safetensors"), true)
+	flipByte(t, filepath.Join(dir, weights.ModelDir, "m-0.safetensors"), true)
 	rep, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{})
 	if err != nil || rep.State != warm.StateFetched || rep.FetchedBytes != 64<<10 {
 		t.Fatalf("warm of a volume with a rewritten file: %+v %v", rep, err)
 	}
 	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {
 		t.Fatalf("volume does not verify after the warm: %+v %v", vr, err)
+	}
+}
+
+// kiln warm fills volumes too: one left in kiln's old layout (the model
+// files at the top level, beside the bookkeeping) is not ready, and the
+// warm's pull moves the files into DIR/model by renames: every file stays
+// present, nothing is fetched, and the volume verifies after.
+func TestWarmWeightsMigratesOldLayout(t *testing.T) {
+	ctx := context.Background()
+	v, dir := warmedVolume(t)
+	model := filepath.Join(dir, weights.ModelDir)
+	ents, err := os.ReadDir(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(model, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(model); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, weights.LayoutMarker)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{DryRun: true})
+	if err != nil || rep.State != warm.StateMissing || rep.MissingBytes != 0 {
+		t.Fatalf("dry run over the old layout: %+v %v, want not ready, no file missing", rep, err)
+	}
+	rep, err = warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{})
+	if err != nil || rep.State != warm.StateFetched || rep.FetchedBytes != 0 {
+		t.Fatalf("warm over the old layout: %+v %v", rep, err)
+	}
+	for _, f := range rep.Files {
+		if f.State != warm.StatePresent {
+			t.Errorf("%s: %s, want present (moved, not fetched)", f.Path, f.State)
+		}
+		if _, err := os.Stat(filepath.Join(model, f.Path)); err != nil {
+			t.Errorf("%s is not in %s: %v", f.Path, weights.ModelDir, err)
+		}
+	}
+	if vr, err := weights.Verify(ctx, dir, nil, 2); err != nil || !vr.OK {
+		t.Fatalf("volume does not verify after the warm: %+v %v", vr, err)
+	}
+	if rep, err := warm.WarmWeights(ctx, v, dir, warm.WeightsOptions{}); err != nil || rep.State != warm.StatePresent {
+		t.Fatalf("warm after the move: %+v %v, want present", rep, err)
 	}
 }

@@ -21,8 +21,10 @@ import (
 // carries a dev.kiln.weights.manifest label naming its weights artifact;
 // the host needs that volume as much as the image's layers. A volume is
 // warmed with weights.Pull (staged in .kiln-partial, resumed with Range
-// requests, verified, renamed into place, .kiln-ready last) and is ready
-// only when weights.Verify finds every file with its sha256 and the marker.
+// requests, verified, renamed into DIR/model, .kiln-ready last; a volume
+// of kiln's old layout, files at DIR's top level, is moved into DIR/model
+// first) and is ready only when weights.Verify finds every file with its
+// sha256 and the marker.
 
 // WeightsReport is one volume's outcome (the report's "weights" section).
 type WeightsReport struct {
@@ -232,7 +234,9 @@ func WarmWeights(ctx context.Context, v *Volume, dir string, o WeightsOptions) (
 }
 
 // verifyVolume runs weights.Verify and sorts its problems: per manifest
-// file (missing, size, sha256, mode), and whether the marker is right.
+// file (missing, size, sha256, mode), and whether the marker is right (a
+// volume of the old layout, or one whose move into DIR/model was
+// interrupted, is not ready either: the pull moves it).
 // Extra files and leftover partials do not make a volume unready: the
 // container reads only the manifest's files, and a partial is what a
 // resumed pull starts from.
@@ -255,7 +259,7 @@ func verifyVolume(ctx context.Context, dir string, m *weights.Manifest, jobs int
 	markerOK := true
 	for _, p := range vr.Problems {
 		switch {
-		case p.Path == weights.ReadyMarker:
+		case p.Path == weights.ReadyMarker, p.Path == weights.LayoutMarker, p.Path == weights.MigrateDir:
 			markerOK = false
 		case files[p.Path]:
 			if bad[p.Path] == "" {

@@ -162,7 +162,7 @@ func TestPullChunkedResumesOnlyMissingBytes(t *testing.T) {
 				t.Fatalf("cut transfer: err = %v", err)
 			}
 			for _, f := range []string{"big.safetensors", "config.json"} {
-				if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+				if _, err := os.Stat(filepath.Join(dir, ModelDir, f)); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("%s was put in place before the volume was verified", f)
 				}
 			}

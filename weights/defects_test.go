@@ -45,7 +45,7 @@ func TestPullTruncatesLongPartial(t *testing.T) {
 			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{ChunkSize: 1 << 20}); err != nil {
 				t.Fatal(err)
 			}
-			fi, err := os.Stat(filepath.Join(dir, "big.safetensors"))
+			fi, err := os.Stat(filepath.Join(dir, ModelDir, "big.safetensors"))
 			if err != nil || fi.Size() != size {
 				t.Fatalf("committed file: %v %v, want %d bytes", fi, err, size)
 			}
@@ -79,7 +79,7 @@ func TestPullHealsDamagedReadyVolume(t *testing.T) {
 			os.Chtimes(file, later, later)
 		}},
 		{"manifest gone", func(t *testing.T, file string) {
-			os.Remove(filepath.Join(filepath.Dir(file), "..", ManifestFile))
+			os.Remove(filepath.Join(filepath.Dir(file), "..", "..", ManifestFile))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +87,7 @@ func TestPullHealsDamagedReadyVolume(t *testing.T) {
 			if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			tc.damage(t, filepath.Join(dir, "llm/model-00002.safetensors"))
+			tc.damage(t, filepath.Join(dir, ModelDir, "llm/model-00002.safetensors"))
 			r, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -116,7 +116,7 @@ func TestPullHealsBitRotKeepingTimes(t *testing.T) {
 	if _, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "llm/model-00002.safetensors")
+	file := filepath.Join(dir, ModelDir, "llm/model-00002.safetensors")
 	rot := func() {
 		t.Helper()
 		fi, err := os.Stat(file)

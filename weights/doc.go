@@ -13,11 +13,14 @@
 // source image digest and a packing-independent set digest that equals
 // `sha256sum` output piped into sha256sum.
 //
-// Pull materialises a volume from an artifact or a manifest: blobs are
-// fetched in parallel through a blob.Source, resumed with HTTP Range after an
-// interruption (partial files live in DIR/.kiln-partial), verified before an
-// atomic rename into place, and a readiness marker (DIR/.kiln-ready holding
-// the set digest) is written last. Every path is checked component by
+// Pull materialises a volume from an artifact or a manifest: the model files
+// in DIR/model (the directory the application mounts), kiln's bookkeeping
+// beside it. Blobs are fetched in parallel through a blob.Source, resumed
+// with HTTP Range after an interruption (partial files live in
+// DIR/.kiln-partial), verified before an atomic rename into place, and a
+// readiness marker (DIR/.kiln-ready holding the set digest) is written
+// last. A volume of kiln's old layout (files at DIR's top level) is moved
+// into DIR/model first, by renames. Every path is checked component by
 // component so that a hostile manifest or tar cannot write outside DIR.
 // Verify checks a volume offline; RunArgs prints the docker, Compose and
 // Kubernetes snippets that mount it.

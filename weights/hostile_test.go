@@ -191,7 +191,7 @@ func TestHostileTars(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
-			if _, err := os.Stat(filepath.Join(dir, "a.json")); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(dir, ModelDir, "a.json")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("a.json was put in place from a hostile tar")
 			}
 			if _, err := os.Stat(filepath.Join(dir, ReadyMarker)); !errors.Is(err, os.ErrNotExist) {

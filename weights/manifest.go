@@ -37,25 +37,38 @@ const (
 // SchemaVersion is the volume manifest schema this package writes and reads.
 const SchemaVersion = 1
 
-// Names kiln owns inside a volume directory (its bookkeeping, beside the
-// model files); IsBookkeeping tells them apart. This is the one place that
-// names them.
+// A volume directory DIR holds the model files in DIR/model (ModelDir),
+// the directory the application mounts, and kiln's bookkeeping beside it
+// at DIR's top level, where the application does not see it. These are
+// the names kiln owns at that top level; IsBookkeeping tells them apart.
+// This is the one place that names them.
 const (
-	ReadyMarker = ".kiln-ready"
-	PartialDir  = ".kiln-partial"
+	// ModelDir is the directory of a volume that holds the model files:
+	// what the application mounts (run-args' snippets mount DIR/model).
+	ModelDir = "model"
+	// LayoutMarker (holding ModelDir) says the volume keeps its files in
+	// ModelDir. A volume without it but with kiln's bookkeeping is in the
+	// old layout (model files at DIR's top level, beside the bookkeeping),
+	// which the next pull migrates.
+	LayoutMarker = ".kiln-layout"
+	ReadyMarker  = ".kiln-ready"
+	PartialDir   = ".kiln-partial"
 	// LockFile is flocked by a pull for its whole run: a second pull into
 	// the same directory waits for the first, then finds the volume ready.
 	LockFile = ".kiln-lock"
 	// ManifestFile is where Pull keeps the volume manifest inside the
 	// volume, so that Verify can name a bad file offline.
 	ManifestFile = ".kiln-manifest.json"
+	// MigrateDir gathers an old-layout volume's files while a pull moves
+	// them into ModelDir (renamed to ModelDir once they are all in).
+	MigrateDir = ".kiln-migrate"
 )
 
 // IsBookkeeping reports whether name, a volume directory's top-level
-// entry, is one of kiln's own (not a model file).
+// entry, is one of kiln's own (not a model file, nor ModelDir).
 func IsBookkeeping(name string) bool {
 	switch name {
-	case ReadyMarker, PartialDir, LockFile, ManifestFile:
+	case ReadyMarker, PartialDir, LockFile, ManifestFile, LayoutMarker, MigrateDir:
 		return true
 	}
 	return false
@@ -104,10 +117,11 @@ type Layer struct {
 //
 //	sha256( for each file, sorted by path in byte order: "<sha256 hex>  <path>\n" )
 //
-// which is exactly what `cd DIR && find . -type f -printf '%P\n' | LC_ALL=C
-// sort | xargs -d '\n' sha256sum | sha256sum` prints (kiln's own
-// .kiln-ready and .kiln-partial excluded). Paths with a backslash or newline
-// are refused by Validate, so sha256sum never escapes a line.
+// which is exactly what `cd DIR/model && find . -type f -printf '%P\n' |
+// LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum` prints (the model
+// directory holds the files alone, kiln's bookkeeping is beside it).
+// Paths with a backslash or newline are refused by Validate, so sha256sum
+// never escapes a line.
 func SetDigest(files []File) string {
 	fs := append([]File(nil), files...)
 	sort.Slice(fs, func(i, j int) bool { return fs[i].Path < fs[j].Path })

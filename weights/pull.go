@@ -97,14 +97,20 @@ type PullResult struct {
 	// Verified is true when every file of a ready volume was hashed
 	// before it was called ready (false with TrustMarker).
 	Verified bool `json:"verified"`
+	// Migrated is true when the volume was in kiln's old layout (model
+	// files at its top level) and this pull moved them into ModelDir.
+	Migrated bool `json:"migrated,omitempty"`
 }
 
-// Pull materialises the volume m into dir from src. Blobs are staged in
+// Pull materialises the volume m into dir from src: the files in
+// dir/model (ModelDir), kiln's bookkeeping beside it. Blobs are staged in
 // dir/.kiln-partial (resumed with a Range request after an interruption),
 // verified, and only when every file is verified are they renamed into
 // place; the marker dir/.kiln-ready (the set digest) is written last. An
 // error before that point (a broken transfer, a corrupt blob, a full disk)
-// leaves every file of the volume as it was.
+// leaves every file of the volume as it was. A volume in kiln's old layout
+// (files at dir's top level) is migrated first, under the lock (see
+// migrate), then verified as any volume whose marker is gone.
 func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts PullOptions) (*PullResult, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("volume manifest: %v", err)
@@ -129,16 +135,26 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 		return nil, err
 	}
 	unlock, err := lockVolume(ctx, dir, opts.OnWait)
+	readOnly := false
 	if err != nil {
 		// A ready volume on a read-only mount without a lock file (an
 		// init check) is still ready; nothing can be changed there anyway.
 		if !errors.Is(err, ErrVolumeBusy) && !opts.Recheck && readyIntact(dir, m) {
-			unlock = func() {}
+			unlock, readOnly = func() {}, true
 		} else {
+			if l, lerr := volumeLayout(dir); lerr == nil && l == layoutOld {
+				return nil, fmt.Errorf("%w; the volume is in kiln's old layout (files at its top level): a pull that can lock and write it moves them into %s/", err, ModelDir)
+			}
 			return nil, err
 		}
 	}
 	defer unlock()
+	if !readOnly {
+		if res.Migrated, err = prepareLayout(dir); err != nil {
+			return nil, err
+		}
+	}
+	root := filepath.Join(dir, ModelDir)
 	var good map[string]bool // files hashed here and found right
 	if !opts.Recheck && readyIntact(dir, m) {
 		if opts.TrustMarker {
@@ -148,7 +164,7 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 			}
 			return res, nil
 		}
-		if good, err = hashPresent(ctx, dir, m, opts.Jobs, opts.Progress); err != nil {
+		if good, err = hashPresent(ctx, root, m, opts.Jobs, opts.Progress); err != nil {
 			return nil, err
 		}
 		if len(good) == len(m.Files) {
@@ -158,7 +174,7 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 		// A file the cheap check passed does not hash right (bit rot, a
 		// rewrite that kept its times): heal it as any damaged volume.
 	}
-	p := &puller{m: m, src: src, dir: dir, opts: opts, res: res, staged: map[string]string{},
+	p := &puller{m: m, src: src, dir: dir, root: root, opts: opts, res: res, staged: map[string]string{},
 		conns: make(chan struct{}, opts.Concurrency), limit: opts.Limiter, good: good}
 	if p.limit == nil {
 		p.limit = blob.NewLimiter(opts.LimitRate)
@@ -199,7 +215,8 @@ func lockVolume(ctx context.Context, dir string, onWait func()) (func(), error) 
 }
 
 // readyIntact is the cheap check that lets a ready volume be left alone:
-// the marker names m's set, the kept manifest is there, and every file is
+// the volume is in the current layout, the marker names m's set, the kept
+// manifest is there, and every file (in dir/model) is
 // a regular file of its size and mode, not modified since the marker was
 // written. Anything else sends the pull through plan, which hashes what is
 // present and fetches what is wrong. Bit rot, or a same-size rewrite that
@@ -218,8 +235,15 @@ func readyIntact(dir string, m *Manifest) bool {
 	if _, err := os.Lstat(filepath.Join(dir, ManifestFile)); err != nil {
 		return false
 	}
+	if l, err := volumeLayout(dir); err != nil || l != layoutModel {
+		return false
+	}
+	root := filepath.Join(dir, ModelDir)
+	if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
+		return false
+	}
 	for _, f := range m.Files {
-		target, err := safeTarget(dir, f.Path)
+		target, err := safeTarget(root, f.Path)
 		if err != nil {
 			return false
 		}
@@ -235,7 +259,8 @@ func readyIntact(dir string, m *Manifest) bool {
 type puller struct {
 	m    *Manifest
 	src  blob.Source
-	dir  string
+	dir  string // the volume: bookkeeping at its top level
+	root string // dir/model: the model files
 	opts PullOptions
 	res  *PullResult
 	good map[string]bool // files already hashed and found right
@@ -260,7 +285,7 @@ func (p *puller) partial(name string) string { return filepath.Join(p.dir, Parti
 func (p *puller) plan() error {
 	p.needBy = map[string][]File{}
 	for _, f := range p.m.Files {
-		target, err := safeTarget(p.dir, f.Path)
+		target, err := safeTarget(p.root, f.Path)
 		if err != nil {
 			return err
 		}
@@ -537,16 +562,16 @@ func (p *puller) commit() error {
 	for _, f := range p.m.Files {
 		modes[f.Path] = f.Mode
 	}
-	dirs := map[string]bool{p.dir: true}
+	dirs := map[string]bool{p.dir: true, p.root: true}
 	for _, rel := range paths {
 		if d := path.Dir(rel); d != "." {
-			if err := mkdirSafe(p.dir, d); err != nil {
+			if err := mkdirSafe(p.root, d); err != nil {
 				return err
 			}
 		}
 		// Check again right before the rename: nothing may have put a
 		// link in the way since plan().
-		target, err := safeTarget(p.dir, rel)
+		target, err := safeTarget(p.root, rel)
 		if err != nil {
 			return err
 		}
@@ -671,10 +696,10 @@ func present(target string, f File) (bool, error) {
 	return true, nil
 }
 
-// hashPresent hashes the files of m in dir, jobs at once, and returns
+// hashPresent hashes the files of m in root, jobs at once, and returns
 // those whose sha256 is right (the cheap check already passed their
 // size, mode and type). Progress counts the bytes of the good ones.
-func hashPresent(ctx context.Context, dir string, m *Manifest, jobs int, progress *atomic.Int64) (map[string]bool, error) {
+func hashPresent(ctx context.Context, root string, m *Manifest, jobs int, progress *atomic.Int64) (map[string]bool, error) {
 	var mu sync.Mutex
 	good := map[string]bool{}
 	g, gctx := errgroup.WithContext(ctx)
@@ -684,7 +709,7 @@ func hashPresent(ctx context.Context, dir string, m *Manifest, jobs int, progres
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			target, err := safeTarget(dir, f.Path)
+			target, err := safeTarget(root, f.Path)
 			if err != nil {
 				return err
 			}

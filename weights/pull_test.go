@@ -46,8 +46,10 @@ func tree(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if filepath.Base(rel) == LockFile {
-			return nil // bookkeeping, kept across pulls like the lock it is
+		if b := filepath.Base(rel); b == LockFile || b == LayoutMarker {
+			// Bookkeeping kept across pulls: the lock, and the layout
+			// marker a pull writes under it before anything else.
+			return nil
 		}
 		switch {
 		case fi.Mode()&os.ModeSymlink != 0:
@@ -74,14 +76,14 @@ func TestPullLayoutRoundTripAndSha256sum(t *testing.T) {
 	}
 	for _, f := range modelFiles {
 		rel := strings.TrimPrefix(f.path, "app/models/")
-		b, err := os.ReadFile(filepath.Join(dir, rel))
+		b, err := os.ReadFile(filepath.Join(dir, ModelDir, rel))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if hexOf(b) != hexOf(f.data) {
 			t.Errorf("%s: wrong bytes", rel)
 		}
-		fi, _ := os.Stat(filepath.Join(dir, rel))
+		fi, _ := os.Stat(filepath.Join(dir, ModelDir, rel))
 		if fi.Mode().Perm() != os.FileMode(f.mode) {
 			t.Errorf("%s: mode %v, want %#o", rel, fi.Mode().Perm(), f.mode)
 		}
@@ -93,10 +95,31 @@ func TestPullLayoutRoundTripAndSha256sum(t *testing.T) {
 	if strings.TrimSpace(string(marker)) != res.Manifest.SetDigest {
 		t.Errorf("marker %q, want %s", marker, res.Manifest.SetDigest)
 	}
-	// The set digest is what coreutils computes over the volume.
+	// The top level holds the model directory and kiln's bookkeeping; the
+	// model directory (what the application mounts) the model files alone.
+	top, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range top {
+		names = append(names, e.Name())
+	}
+	if want := []string{LayoutMarker, LockFile, ManifestFile, ReadyMarker, ModelDir}; fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("the volume's top level holds %v, want %v", names, want)
+	}
+	inModel := map[string]bool{}
+	for p := range tree(t, filepath.Join(dir, ModelDir)) {
+		inModel[filepath.ToSlash(p)] = true
+	}
+	for _, f := range modelFiles {
+		delete(inModel, strings.TrimPrefix(f.path, "app/models/"))
+	}
+	if len(inModel) != 0 {
+		t.Errorf("the model directory holds more than the model files: %v", inModel)
+	}
+	// The set digest is what coreutils computes over the model directory,
+	// every file in it.
 	if _, err := exec.LookPath("sha256sum"); err == nil {
-		cmd := exec.Command("sh", "-c", `find . -type f ! -path './.kiln-*' -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum`)
-		cmd.Dir = dir
+		cmd := exec.Command("sh", "-c", `find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum`)
+		cmd.Dir = filepath.Join(dir, ModelDir)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +152,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 		want   string
 	}{
 		{"flipped byte", func(d string) error {
-			f, err := os.OpenFile(filepath.Join(d, "llm/model-00001.safetensors"), os.O_WRONLY, 0)
+			f, err := os.OpenFile(filepath.Join(d, ModelDir, "llm/model-00001.safetensors"), os.O_WRONLY, 0)
 			if err != nil {
 				return err
 			}
@@ -137,12 +160,26 @@ func TestVerifyFindsTampering(t *testing.T) {
 			_, err = f.WriteAt([]byte{'X'}, 1000)
 			return err
 		}, "llm/model-00001.safetensors: sha256"},
-		{"missing", func(d string) error { return os.Remove(filepath.Join(d, "tok/tokenizer.json")) }, "tok/tokenizer.json: missing"},
-		{"extra", func(d string) error { return os.WriteFile(filepath.Join(d, "llm/evil.py"), []byte("x"), 0o644) }, "llm/evil.py: extra file"},
-		{"truncated", func(d string) error { return os.Truncate(filepath.Join(d, "llm/config.json"), 3) }, "llm/config.json: size 3"},
-		{"mode", func(d string) error { return os.Chmod(filepath.Join(d, "llm/config.json"), 0o666) }, "llm/config.json: mode"},
+		{"missing", func(d string) error { return os.Remove(filepath.Join(d, ModelDir, "tok/tokenizer.json")) }, "tok/tokenizer.json: missing"},
+		{"extra", func(d string) error {
+			return os.WriteFile(filepath.Join(d, ModelDir, "llm/evil.py"), []byte("x"), 0o644)
+		}, "llm/evil.py: extra file"},
+		{"truncated", func(d string) error { return os.Truncate(filepath.Join(d, ModelDir, "llm/config.json"), 3) }, "llm/config.json: size 3"},
+		{"mode", func(d string) error { return os.Chmod(filepath.Join(d, ModelDir, "llm/config.json"), 0o666) }, "llm/config.json: mode"},
 		{"marker", func(d string) error { return os.WriteFile(filepath.Join(d, ReadyMarker), []byte("sha256:00\n"), 0o644) }, ".kiln-ready: holds"},
-		{"symlink", func(d string) error { return os.Symlink("/etc/passwd", filepath.Join(d, "llm/link")) }, "llm/link: is a symlink"},
+		{"symlink", func(d string) error { return os.Symlink("/etc/passwd", filepath.Join(d, ModelDir, "llm/link")) }, "llm/link: is a symlink"},
+		// The model directory is what the application sees: kiln's names
+		// in it are extra files, not bookkeeping.
+		{"bookkeeping in the model directory", func(d string) error {
+			return os.WriteFile(filepath.Join(d, ModelDir, ManifestFile), []byte("{}"), 0o644)
+		}, ManifestFile + ": extra file"},
+		{"model directory a symlink", func(d string) error {
+			if err := os.Rename(filepath.Join(d, ModelDir), filepath.Join(d, "elsewhere")); err != nil {
+				return err
+			}
+			return os.Symlink("elsewhere", filepath.Join(d, ModelDir))
+		}, ModelDir + ": not a directory"},
+		{"model directory gone", func(d string) error { return os.RemoveAll(filepath.Join(d, ModelDir)) }, "llm/config.json: missing"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,10 +287,10 @@ func TestPullResumesWithRange(t *testing.T) {
 	if err != nil || fi.Size() != cs.cutBytes {
 		t.Fatalf("partial after the cut: %v, %v (want %d bytes)", fi, err, cs.cutBytes)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "big.safetensors")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, ModelDir, "big.safetensors")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an unverified file was put in place")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, ModelDir, "config.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file was committed before every blob was verified")
 	}
 	cs.mu.Lock()
@@ -316,16 +353,26 @@ func TestPullRejectsCorruptBlob(t *testing.T) {
 func TestPullRefusesSymlinkInVolume(t *testing.T) {
 	ctx := context.Background()
 	res, _ := publishLayout(t, modelFiles)
-	dir, outside := t.TempDir(), t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(dir, "llm")); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
-	if err == nil || !strings.Contains(err.Error(), "is a symlink") {
-		t.Fatalf("err = %v", err)
-	}
-	if got := tree(t, outside); len(got) != 0 {
-		t.Errorf("files written through the link: %v", got)
+	for _, tc := range []struct {
+		name, link, want string
+	}{
+		{"below the model directory", filepath.Join(ModelDir, "llm"), "is a symlink"},
+		{"the model directory", ModelDir, "symlinks are not followed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, outside := t.TempDir(), t.TempDir()
+			os.MkdirAll(filepath.Dir(filepath.Join(dir, tc.link)), 0o755)
+			if err := os.Symlink(outside, filepath.Join(dir, tc.link)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Pull(ctx, res.Manifest, res.Source, dir, PullOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v", err)
+			}
+			if got := tree(t, outside); len(got) != 0 {
+				t.Errorf("files written through the link: %v", got)
+			}
+		})
 	}
 }
 
@@ -340,7 +387,9 @@ func TestPullFullDisk(t *testing.T) {
 		t.Skipf("mount tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	os.WriteFile(filepath.Join(dir, "a.json"), []byte(`{"old": true}`), 0o644)
+	os.WriteFile(filepath.Join(dir, LayoutMarker), []byte(ModelDir+"\n"), 0o644)
+	os.Mkdir(filepath.Join(dir, ModelDir), 0o755)
+	os.WriteFile(filepath.Join(dir, ModelDir, "a.json"), []byte(`{"old": true}`), 0o644)
 	os.WriteFile(filepath.Join(dir, ReadyMarker), []byte("sha256:old\n"), 0o644)
 	before := tree(t, dir)
 	// Refused by the preflight before a byte is fetched (the volume's
@@ -358,7 +407,7 @@ func TestPullFullDisk(t *testing.T) {
 	if after := tree(t, dir); fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Errorf("volume changed on a full disk:\nbefore %v\nafter  %v", before, after)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "a.json")); string(b) != `{"old": true}` {
+	if b, _ := os.ReadFile(filepath.Join(dir, ModelDir, "a.json")); string(b) != `{"old": true}` {
 		t.Errorf("old file replaced: %q", b)
 	}
 }

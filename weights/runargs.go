@@ -66,9 +66,13 @@ func IsHostDir(v string) bool {
 }
 
 // RunArgs renders the docker run, Compose and Kubernetes snippets that
-// mount the volume read-only at in.Mount. The Kubernetes pod fills the
-// volume with an init container running `kiln weights pull`, which returns
-// at once when the volume's marker already matches.
+// mount the volume's model directory (DIR/model, ModelDir) read-only at
+// in.Mount: the application sees the model files and none of kiln's
+// bookkeeping, which lies beside that directory. The filling side (kiln
+// weights pull, the init container) gets the whole volume. The Kubernetes
+// pod fills the volume with an init container running `kiln weights pull`,
+// which returns once it has hashed the files when the marker already
+// matches.
 func RunArgs(in RunArgsInput) (*Snippets, error) {
 	if in.Mount == "" || !strings.HasPrefix(in.Mount, "/") {
 		return nil, fmt.Errorf("mount %q: want an absolute path", in.Mount)
@@ -99,21 +103,26 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 	}
 
 	var d strings.Builder
-	comment(&d, "", "fill the volume once (set digest "+in.SetDigest+"), then mount it read-only")
+	comment(&d, "", "fill the volume once (set digest "+in.SetDigest+"), then mount its "+ModelDir+" directory read-only: the app sees the model files, not kiln's bookkeeping beside them")
 	if host {
 		command(&d, "kiln", "weights", "pull", shq(in.PullRef), "--into", shq(src))
+		command(&d, "docker", "run", "-v", shq(filepath.Join(src, ModelDir)+":"+in.Mount+":ro"), shq(in.Image))
 	} else {
 		command(&d, "docker", "run", "--rm", "-v", shq(src)+":/weights", shq(in.InitImage), "weights", "pull", shq(in.PullRef), "--into", "/weights")
+		comment(&d, "", "volume-subpath needs Docker 26+")
+		command(&d, "docker", "run", "--mount", shq("type=volume,src="+src+",dst="+in.Mount+",volume-subpath="+ModelDir+",ro"), shq(in.Image))
 	}
-	command(&d, "docker", "run", "-v", shq(src+":"+in.Mount+":ro"), shq(in.Image))
 	s.Docker = d.String()
 
 	var c strings.Builder
 	fmt.Fprintf(&c, "services:\n  app:\n    image: %s\n    volumes:\n", yq(in.Image))
+	comment(&c, "      ", "the volume's "+ModelDir+" directory: the model files without kiln's bookkeeping")
 	if host {
-		fmt.Fprintf(&c, "      - type: bind\n        source: %s\n        target: %s\n        read_only: true\n", yq(src), yq(in.Mount))
+		fmt.Fprintf(&c, "      - type: bind\n        source: %s\n        target: %s\n        read_only: true\n", yq(filepath.Join(src, ModelDir)), yq(in.Mount))
 	} else {
 		fmt.Fprintf(&c, "      - type: volume\n        source: %s\n        target: %s\n        read_only: true\n", yq(src), yq(in.Mount))
+		comment(&c, "        ", "subpath needs Docker 26+")
+		fmt.Fprintf(&c, "        volume:\n          subpath: %s\n", ModelDir)
 		fmt.Fprintf(&c, "volumes:\n  %s:\n", yq(src))
 		comment(&c, "    ", "filled by: kiln weights pull "+in.PullRef+" --into <the volume>")
 		fmt.Fprintf(&c, "    external: true\n")
@@ -121,14 +130,14 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 	s.Compose = c.String()
 
 	var k strings.Builder
-	comment(&k, "", "Pod spec: an init container fills the volume (once filled, it hashes and heals it), the app mounts it read-only where the image expects it.")
+	comment(&k, "", "Pod spec: an init container fills the volume (once filled, it hashes and heals it); the app mounts its "+ModelDir+" directory (subPath) read-only where the image expects it, without kiln's bookkeeping.")
 	fmt.Fprintf(&k, "spec:\n")
 	fmt.Fprintf(&k, "  initContainers:\n    - name: kiln-weights\n      image: %s\n      args:\n", yq(in.InitImage))
 	for _, a := range []string{"weights", "pull", in.PullRef, "--into", "/weights"} {
 		fmt.Fprintf(&k, "        - %s\n", yq(a))
 	}
 	fmt.Fprintf(&k, "      volumeMounts:\n        - name: weights\n          mountPath: /weights\n")
-	fmt.Fprintf(&k, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))
+	fmt.Fprintf(&k, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          subPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount), ModelDir)
 	fmt.Fprintf(&k, "  volumes:\n    - name: weights\n")
 	if host {
 		fmt.Fprintf(&k, "      hostPath:\n        path: %s\n        type: DirectoryOrCreate\n", yq(src))
@@ -139,9 +148,9 @@ func RunArgs(in RunArgsInput) (*Snippets, error) {
 
 	if in.Twin != "" {
 		var iv strings.Builder
-		comment(&iv, "", "Pod spec: the volume's image-shaped twin mounted as an image volume (Kubernetes ImageVolume, containerd 2.1+ or CRI-O); the runtime pulls it like any image.")
+		comment(&iv, "", "Pod spec: the volume's image-shaped twin mounted as an image volume (Kubernetes ImageVolume, containerd 2.1+ or CRI-O); the runtime pulls it like any image. The app mounts its "+ModelDir+" directory: subPath on an image volume needs Kubernetes 1.33+.")
 		fmt.Fprintf(&iv, "spec:\n")
-		fmt.Fprintf(&iv, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount))
+		fmt.Fprintf(&iv, "  containers:\n    - name: app\n      image: %s\n      volumeMounts:\n        - name: weights\n          mountPath: %s\n          subPath: %s\n          readOnly: true\n", yq(in.Image), yq(in.Mount), ModelDir)
 		fmt.Fprintf(&iv, "  volumes:\n    - name: weights\n      image:\n        reference: %s\n        pullPolicy: IfNotPresent\n", yq(in.Twin))
 		s.KubernetesImageVolume = iv.String()
 	}
@@ -188,7 +197,6 @@ func yq(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
-
 
 // shq quotes a shell word when it needs it.
 func shq(s string) string {

@@ -21,14 +21,18 @@ import (
 // The image-shaped twin of a weights volume, for runtimes that mount only
 // images (Kubernetes image volumes on containerd 2.1+, `volumes[].image`,
 // cannot mount a ModelPack artifact):
+//   - laid out as a pulled volume is: the files in model/ (ModelDir), the
+//     bookkeeping at the top level, so that the application mounts model/
+//     (an image volume's subPath) and sees the model files alone;
 //   - one layer per file: an uncompressed tar holding exactly that file at
-//     its path below the mount, uid/gid 0, mtime 0, its own mode, no
-//     directories, no whiteouts; so a layer's digest is fixed by the path,
-//     mode and bytes of one file (the same weights in another model or
-//     version are the same layer, and layers apply in any order);
-//   - a last layer with the volume manifest (.kiln-manifest.json) and the
-//     ready marker (.kiln-ready: the set digest), so the mounted volume
-//     verifies with `kiln weights verify` like a pulled one;
+//     model/ and its path below the mount, uid/gid 0, mtime 0, its own
+//     mode, no directories, no whiteouts; so a layer's digest is fixed by
+//     the path, mode and bytes of one file (the same weights in another
+//     model or version are the same layer, and layers apply in any order);
+//   - a last layer with the layout marker (.kiln-layout), the volume
+//     manifest (.kiln-manifest.json) and the ready marker (.kiln-ready: the
+//     set digest), so the whole image, mounted, verifies with `kiln weights
+//     verify` like a pulled volume;
 //   - the config names the artifact it twins (LabelWeightsTwinOf) and the
 //     set digest; created at the epoch. Same volume, same digest.
 // Layers stream from the collector's blobs; nothing is copied to disk.
@@ -48,7 +52,7 @@ func (c *Collector) Twin(m *Manifest, artifact string, platform v1.Platform) (v1
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	var ls []v1.Layer
 	for _, f := range files {
-		l, err := newFileLayer(f, c.blobPath(f.SHA256))
+		l, err := newFileLayer(ModelDir+"/"+f.Path, f, c.blobPath(f.SHA256))
 		if err != nil {
 			return nil, fmt.Errorf("weights twin: %s: %v", f.Path, err)
 		}
@@ -58,7 +62,7 @@ func (c *Collector) Twin(m *Manifest, artifact string, platform v1.Platform) (v1
 	if err != nil {
 		return nil, err
 	}
-	ml, err := newMemLayer([]memFile{{ManifestFile, mb}, {ReadyMarker, []byte(m.SetDigest + "\n")}})
+	ml, err := newMemLayer([]memFile{{LayoutMarker, []byte(ModelDir + "\n")}, {ManifestFile, mb}, {ReadyMarker, []byte(m.SetDigest + "\n")}})
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +108,9 @@ func tarHeader(name string, size int64, mode uint32) ([]byte, error) {
 	return append([]byte(nil), buf.Bytes()...), nil
 }
 
-func newFileLayer(f File, blob string) (*fileLayer, error) {
-	hdr, err := tarHeader(f.Path, f.Size, f.Mode)
+// newFileLayer is the layer of f at name (its path in the twin).
+func newFileLayer(name string, f File, blob string) (*fileLayer, error) {
+	hdr, err := tarHeader(name, f.Size, f.Mode)
 	if err != nil {
 		return nil, err
 	}
@@ -166,8 +171,8 @@ type memFile struct {
 	data []byte
 }
 
-// newMemLayer is an uncompressed tar of small files (the manifest and
-// the marker), in the given order.
+// newMemLayer is an uncompressed tar of small files (the layout marker,
+// the manifest and the ready marker), in the given order.
 func newMemLayer(files []memFile) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,6 +111,18 @@ func TestTwinIsTheVolume(t *testing.T) {
 	rep, err := Verify(context.Background(), dir, nil, 2)
 	if err != nil || !rep.OK {
 		t.Fatalf("the applied twin does not verify as the volume: %+v %v", rep, err)
+	}
+	// Laid out as a pulled volume: the model files alone in model/ (what
+	// the image volume's subPath mounts), the bookkeeping beside it.
+	if got, want := topLevel(t, dir), []string{LayoutMarker, ManifestFile, ReadyMarker, ModelDir}; !slices.Equal(got, want) {
+		t.Errorf("the twin's top level: %v, want %v", got, want)
+	}
+	inModel := tree(t, filepath.Join(dir, ModelDir))
+	for _, f := range m.Files {
+		delete(inModel, filepath.FromSlash(f.Path))
+	}
+	if len(inModel) != 0 {
+		t.Errorf("the twin's model directory holds more than the model files: %v", inModel)
 	}
 }
 

@@ -32,9 +32,14 @@ type VerifyReport struct {
 }
 
 // Verify checks a volume offline against m (nil: the manifest Pull kept in
-// dir/.kiln-manifest.json): every file's size, sha256 and mode, no missing
-// and no extra files, no symlinks, and a readiness marker holding the set
-// digest. It hashes up to jobs files at once.
+// dir/.kiln-manifest.json): every file's size, sha256 and mode in
+// dir/model (ModelDir), no missing and no extra files there, no symlinks,
+// and a readiness marker holding the set digest. A volume in kiln's old
+// layout (files at dir's top level) has its files checked where they are
+// and a LayoutMarker problem that says a pull migrates it. A problem's
+// path is a manifest path (relative to dir/model), or the name of one of
+// kiln's own entries at dir's top level. It hashes up to jobs files at
+// once.
 func Verify(ctx context.Context, dir string, m *Manifest, jobs int) (*VerifyReport, error) {
 	if jobs <= 0 {
 		jobs = 4
@@ -57,6 +62,34 @@ func Verify(ctx context.Context, dir string, m *Manifest, jobs int) (*VerifyRepo
 		rep.Problems = append(rep.Problems, Problem{Path: p, Problem: fmt.Sprintf(format, a...)})
 		mu.Unlock()
 	}
+	l, err := volumeLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, old := filepath.Join(dir, ModelDir), l == layoutOld
+	if old {
+		root = dir
+		add(LayoutMarker, "%s", OldLayoutProblem)
+	} else {
+		for name, problem := range map[string]string{
+			PartialDir: "leftovers of an interrupted pull",
+			MigrateDir: "leftovers of an interrupted move into " + ModelDir + "/; kiln weights pull finishes it",
+		} {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				add(name, "%s", problem)
+			}
+		}
+	}
+	walk := true
+	switch fi, err := os.Lstat(root); {
+	case errors.Is(err, os.ErrNotExist):
+		walk = false // every file is missing
+	case err != nil:
+		return nil, err
+	case !fi.IsDir():
+		add(ModelDir, "not a directory (kiln does not follow a symlink there)")
+		walk = false
+	}
 	want := map[string]File{}
 	for _, f := range m.Files {
 		want[f.Path] = f
@@ -64,21 +97,27 @@ func Verify(ctx context.Context, dir string, m *Manifest, jobs int) (*VerifyRepo
 	found := map[string]bool{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(jobs)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if !walk {
+			return filepath.SkipAll
+		}
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
+		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if rel == "." {
 			return nil
 		}
-		switch rel {
-		case ReadyMarker, ManifestFile, LockFile:
+		// In the old layout, kiln's own entries lie beside the files.
+		if old && IsBookkeeping(rel) {
+			if rel == PartialDir {
+				add(rel, "leftovers of an interrupted pull")
+			}
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
 			return nil
-		case PartialDir:
-			add(rel, "leftovers of an interrupted pull")
-			return filepath.SkipDir
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			add(rel, "is a symlink")

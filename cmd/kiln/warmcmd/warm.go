@@ -115,7 +115,8 @@ runtime base image, pinned by its platform's manifest digest), or weights
 (a weights artifact reference or a volume MANIFEST.json, with
 --weights-into). With --weights-into DIR the volume an image's
 dev.kiln.weights.manifest label names is pulled into DIR too (resumable,
-verified, .kiln-ready last) and is part of the readiness gate.
+verified, the files in DIR/model, .kiln-ready last; a volume of kiln's old
+layout is moved into DIR/model) and is part of the readiness gate.
 
 --mirror REGISTRY=ENDPOINT reads REGISTRY's images from ENDPOINT but
 records them under their real names.

@@ -92,7 +92,7 @@ func TestWarmWeightsIntoFollowsLabel(t *testing.T) {
 	// Tamper with the large file (same size, one byte flipped): the
 	// marker still holds the set digest, but the dry run sees it, and the
 	// warm fetches exactly that file again.
-	big := filepath.Join(vol, "m-00001.safetensors")
+	big := filepath.Join(vol, weights.ModelDir, "m-00001.safetensors")
 	b, err := os.ReadFile(big)
 	if err != nil {
 		t.Fatal(err)

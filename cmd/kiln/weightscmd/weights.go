@@ -271,11 +271,15 @@ func NewCmdWeightsPull(f *verbkit.Factory, runF func(*WeightsPullOptions) error)
 	cmd := &cobra.Command{
 		Use:   "pull REF|IMAGE|MANIFEST.json --into DIR",
 		Short: "Fill a volume directory from a weights artifact, verified and resumable",
-		Long: `Downloads every file of the volume into DIR: blobs in parallel, a large blob
-as parallel HTTP Range chunks (--chunk-size, at most --requests requests in
-flight), staged in DIR/.kiln-partial and resumed after an interruption (only the
-missing bytes), each file verified (sha256) and flushed (fdatasync) before an
-atomic rename into place, and DIR/.kiln-ready (the set digest) written last.
+		Long: `Downloads every file of the volume into DIR/model, the directory the
+application mounts (read-only); kiln's bookkeeping stays beside it in DIR.
+Blobs in parallel, a large blob as parallel HTTP Range chunks (--chunk-size,
+at most --requests requests in flight), staged in DIR/.kiln-partial and
+resumed after an interruption (only the missing bytes), each file verified
+(sha256) and flushed (fdatasync) before an atomic rename into place, and
+DIR/.kiln-ready (the set digest) written last. A volume of kiln's old layout
+(files at DIR's top level) is moved into DIR/model first, by renames, then
+verified.
 A volume whose marker already matches is hashed (-j files at once) before it
 is called ready, so bit rot that kept a file's size and times is found; a
 damaged volume is healed. --quick trusts the marker and the files' sizes,
@@ -384,10 +388,12 @@ func runWeightsPull(ctx context.Context, opts *WeightsPullOptions) error {
 		state = "already ready (verified)"
 	case r.AlreadyReady:
 		state = "already ready (--quick: not verified)"
+	case r.Migrated:
+		state = "pulled; the files were moved from kiln's old layout (at the volume's top level) into " + weights.ModelDir + "/: mount that directory"
 	}
 	termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 12, fmt.Sprintf(
-		"volume      %s\nstate       %s\nfiles       %d files, %s (fetched %s, resumed %s, %d already present)\nset digest  %s\nmount it at %s\n",
-		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, res.Manifest.Mount))
+		"volume      %s\nstate       %s\nfiles       %d files, %s (fetched %s, resumed %s, %d already present)\nset digest  %s\nmount       %s at %s, read-only\n",
+		opts.Into, state, r.Files, bytesize.Format(r.Bytes), bytesize.Format(r.Fetched), bytesize.Format(r.Resumed), r.Present, r.SetDigest, filepath.Join(opts.Into, weights.ModelDir), res.Manifest.Mount))
 	return nil
 }
 
@@ -410,10 +416,12 @@ func NewCmdWeightsVerify(f *verbkit.Factory, runF func(*WeightsVerifyOptions) er
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check a weights volume offline (exit 1 when it does not verify)",
-		Long: `Hashes every file of the volume and checks it against the manifest pull kept in
-DIR/.kiln-manifest.json (or --manifest): sizes, sha256, modes, no missing and
-no extra files, no symlinks, and the .kiln-ready marker holding the set digest.
-Exit 1 when anything differs.`,
+		Long: `Hashes every file of the volume (in DIR/model) and checks it against the
+manifest pull kept in DIR/.kiln-manifest.json (or --manifest): sizes, sha256,
+modes, no missing and no extra files, no symlinks, and the .kiln-ready marker
+holding the set digest. A volume of kiln's old layout (files at DIR's top
+level) does not verify: 'kiln weights pull' into DIR moves its files into
+DIR/model. Exit 1 when anything differs.`,
 		Example: `  kiln weights verify /var/lib/models/serve
   kiln weights verify /data/w --manifest weights.json --json`,
 		Args: cobra.ExactArgs(1),
@@ -458,12 +466,16 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 		termtable.Labeled(opts.IO.Out, cmdutil.TermWidth(opts.IO.Out), 12, fmt.Sprintf(
 			"volume      %s\nstate       ok\nfiles       %d files, %s\nset digest  %s\n", opts.Dir, rep.Files, bytesize.Format(rep.Bytes), rep.SetDigest))
 	} else {
-		tw := tabwriter.NewWriter(opts.IO.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "PATH\tPROBLEM\n")
+		// The problems wrap within the terminal (an old layout's says what
+		// to run at length).
+		tb := termtable.New(termtable.Resolve(termtable.Width(cmdutil.TermWidth(opts.IO.Out))),
+			termtable.Column{Head: "PATH", Shrink: true, Min: 24}, termtable.Column{Head: "PROBLEM", Wrap: true, Min: 30})
 		for _, p := range rep.Problems {
-			fmt.Fprintf(tw, "%s\t%s\n", p.Path, p.Problem)
+			tb.Row(p.Path, p.Problem)
 		}
-		tw.Flush()
+		if err := tb.Write(opts.IO.Out); err != nil {
+			return err
+		}
 		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s does not verify: %d problems\n", opts.Dir, len(rep.Problems))
 	}
 	if !rep.OK {
@@ -497,10 +509,15 @@ func NewCmdWeightsRunArgs(f *verbkit.Factory, runF func(*WeightsRunArgsOptions) 
 	cmd := &cobra.Command{
 		Use:   "run-args REF|IMAGE|MANIFEST.json --volume NAME|DIR",
 		Short: "Print docker run, Compose and Kubernetes snippets that mount a weights volume",
-		Long: `Prints how to mount the volume read-only where the image expects it:
-'docker run -v', a Compose service, and a Kubernetes pod spec (a PVC, or a
-hostPath for a DIR, filled by an init container running 'kiln weights pull').
-NAME is a docker volume or PVC claim; a DIR is an absolute or ./ path.`,
+		Long: `Prints how to mount the volume's model directory (DIR/model: the model files,
+without kiln's bookkeeping beside them) read-only where the image expects it:
+'docker run' (a bind of DIR/model, or --mount volume-subpath=model for a named
+volume, Docker 26+), a Compose service (a bind, or volume.subpath), and a
+Kubernetes pod spec (a PVC, or a hostPath for a DIR, filled by an init
+container running 'kiln weights pull' over the whole volume; the app mounts
+subPath: model). With --twin, the image-volume form mounts the twin's model
+directory (subPath on an image volume: Kubernetes 1.33+). NAME is a docker
+volume or PVC claim; a DIR is an absolute or ./ path.`,
 		Example: `  kiln weights run-args 127.0.0.1:5000/acme/serve:1.2-slim --volume serve-weights
   kiln weights run-args weights.json --volume /var/lib/models/serve --format docker`,
 		Args: cobra.ExactArgs(1),

@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/weights"
 )
@@ -62,7 +63,7 @@ func TestWeightsStripPullVerify(t *testing.T) {
 	if code != cmdutil.ExitOK || !strings.Contains(out, "state       ok\nfiles       2 files") {
 		t.Errorf("verify: code %d %s", code, out)
 	}
-	os.WriteFile(filepath.Join(vol, "m-00002.safetensors"), []byte("tampered"), 0o644)
+	os.WriteFile(filepath.Join(vol, weights.ModelDir, "m-00002.safetensors"), []byte("tampered"), 0o644)
 	code, out, errOut = run(t, "weights", "verify", vol)
 	if code != cmdutil.ExitFailure || !strings.Contains(out, "m-00002.safetensors") || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("tampered verify: code %d\n%s\n%s", code, out, errOut)
@@ -113,7 +114,9 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 			if out != string(want) {
 				t.Errorf("run-args differs from %s:\n%s", golden, out)
 			}
-			// The YAML snippets parse, and mount the volume read-only.
+			// The YAML snippets parse, and mount the volume's model
+			// directory read-only (kiln's bookkeeping stays out of the
+			// app's mount); the init container fills the whole volume.
 			_, y, _ := run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "kubernetes")
 			var pod struct {
 				Spec struct {
@@ -123,6 +126,7 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 					Containers []struct {
 						VolumeMounts []struct {
 							MountPath string `yaml:"mountPath"`
+							SubPath   string `yaml:"subPath"`
 							ReadOnly  bool   `yaml:"readOnly"`
 						} `yaml:"volumeMounts"`
 					} `yaml:"containers"`
@@ -132,13 +136,31 @@ func TestWeightsRunArgsGolden(t *testing.T) {
 				t.Fatalf("kubernetes snippet: %v\n%s", err, y)
 			}
 			vm := pod.Spec.Containers[0].VolumeMounts[0]
-			if vm.MountPath != "/app/models" || !vm.ReadOnly || pod.Spec.InitContainers[0].Args[1] != "pull" {
+			if vm.MountPath != "/app/models" || vm.SubPath != weights.ModelDir || !vm.ReadOnly || pod.Spec.InitContainers[0].Args[1] != "pull" {
 				t.Errorf("kubernetes snippet: %+v", pod)
 			}
 			_, y, _ = run(t, "weights", "run-args", mf, "--volume", tc.volume, "--format", "compose")
-			var compose map[string]any
-			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# compose.yaml\n")), &compose); err != nil || compose["services"] == nil {
-				t.Errorf("compose snippet: %v\n%s", err, y)
+			var compose struct {
+				Services map[string]struct {
+					Volumes []struct {
+						Type     string `yaml:"type"`
+						Source   string `yaml:"source"`
+						Target   string `yaml:"target"`
+						ReadOnly bool   `yaml:"read_only"`
+						Volume   struct {
+							Subpath string `yaml:"subpath"`
+						} `yaml:"volume"`
+					} `yaml:"volumes"`
+				} `yaml:"services"`
+			}
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(y, "\n# compose.yaml\n")), &compose); err != nil || len(compose.Services["app"].Volumes) != 1 {
+				t.Fatalf("compose snippet: %v\n%s", err, y)
+			}
+			cv := compose.Services["app"].Volumes[0]
+			if cv.Target != "/app/models" || !cv.ReadOnly ||
+				tc.name == "pvc" && (cv.Type != "volume" || cv.Source != tc.volume || cv.Volume.Subpath != weights.ModelDir) ||
+				tc.name == "hostdir" && (cv.Type != "bind" || cv.Source != tc.volume+"/"+weights.ModelDir) {
+				t.Errorf("compose snippet mounts %+v, want the volume's %s directory", cv, weights.ModelDir)
 			}
 		})
 	}
@@ -246,7 +268,7 @@ func TestWeightsPullHealsBitRot(t *testing.T) {
 	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK {
 		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
 	}
-	file := filepath.Join(vol, "m-00002.safetensors")
+	file := filepath.Join(vol, weights.ModelDir, "m-00002.safetensors")
 	fi, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +350,7 @@ func TestWeightsStripKeepsNeighbours(t *testing.T) {
 		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
 	}
 	for rel, sum := range under {
-		b, err := os.ReadFile(filepath.Join(vol, rel))
+		b, err := os.ReadFile(filepath.Join(vol, weights.ModelDir, rel))
 		if err != nil {
 			t.Errorf("volume: %v", err)
 			continue
@@ -343,7 +365,7 @@ func TestWeightsStripKeepsNeighbours(t *testing.T) {
 		if code != cmdutil.ExitOK {
 			t.Fatalf("run-args %s: code %d\n%s\n%s", format, code, out, errOut)
 		}
-		want := map[string]string{"docker": "models:/app/models:ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models"}[format]
+		want := map[string]string{"docker": "src=models,dst=/app/models,volume-subpath=model,ro", "compose": "target: /app/models", "kubernetes": "mountPath: /app/models\n          subPath: model\n"}[format]
 		if !strings.Contains(out, want) {
 			t.Errorf("run-args %s does not mount the volume at %s:\n%s", format, cmdtest.HFModelMount, out)
 		}
@@ -451,7 +473,7 @@ func TestWeightsRunArgsCases(t *testing.T) {
 		// A docker-daemon: image is one docker runs: by its name, as docker
 		// images lists it, without the transport.
 		{name: "docker-daemon image named as docker names it", args: []string{"--volume", "w", "--image", "docker-daemon:acme/serve:1.2-slim", "--init-image", pinned, "--format", "docker"},
-			noErr: "warning", out: "docker run -v w:/app/models:ro acme/serve:1.2-slim\n"},
+			noErr: "warning", out: "docker run --mount type=volume,src=w,dst=/app/models,volume-subpath=model,ro \\\n    acme/serve:1.2-slim\n"},
 		{name: "docker-daemon official image", args: []string{"--volume", "w", "--image", "docker-daemon:docker.io/library/ubuntu", "--init-image", pinned},
 			noErr: "warning", out: "image: ubuntu:latest\n"},
 		{name: "docker-daemon image on a registry host", args: []string{"--volume", "w", "--image", "docker-daemon:127.0.0.1:5000/acme/serve:1", "--init-image", pinned, "--format", "compose"},
@@ -502,5 +524,58 @@ func TestWeightsRunArgsCases(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != cmdutil.ExitUsage || res.OK || res.ExitCode != cmdutil.ExitUsage || !strings.Contains(res.Error, "push it to a registry") {
 		t.Errorf("--json with an oci: image: code %d %v\n%s", code, err, out)
+	}
+}
+
+// A volume pulled by a kiln before DIR/model (files at the top level,
+// beside the bookkeeping) does not verify, and verify says in words that
+// kiln weights pull moves it; the pull does, by renames (nothing
+// fetched), and says so; then it verifies. Every line fits 80 columns.
+func TestWeightsOldLayoutVolume(t *testing.T) {
+	_, wref := strippedApp(t)
+	vol := filepath.Join(t.TempDir(), "vol")
+	if code, out, errOut := run(t, "weights", "pull", wref, "--into", vol, "--progress", "none"); code != cmdutil.ExitOK ||
+		!strings.Contains(strings.Join(strings.Fields(out), " "), "mount "+filepath.Join(vol, weights.ModelDir)+" at /app/models, read-only") {
+		t.Fatalf("pull: code %d\n%s\n%s", code, out, errOut)
+	}
+	// The old layout, as an earlier kiln left it.
+	model := filepath.Join(vol, weights.ModelDir)
+	ents, _ := os.ReadDir(model)
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(model, e.Name()), filepath.Join(vol, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(model)
+	os.Remove(filepath.Join(vol, weights.LayoutMarker))
+
+	fits := func(what, out string) {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if !testkit.Fits(l, 80) {
+				t.Errorf("%s: line wider than 80 columns: %q", what, l)
+			}
+		}
+	}
+	code, out, errOut := run(t, "weights", "verify", vol)
+	flat := strings.Join(strings.Fields(out), " ")
+	if code != cmdutil.ExitFailure || !strings.Contains(flat, weights.LayoutMarker+" missing: the model files lie at the volume's top level") ||
+		!strings.Contains(flat, "kiln weights pull into this directory moves them into model/") || !strings.Contains(errOut, "1 problems") {
+		t.Fatalf("verify of an old-layout volume: code %d\n%s\n%s", code, out, errOut)
+	}
+	fits("verify", out)
+	t.Logf("kiln weights verify (old layout):\n%s%s", out, errOut)
+	code, out, errOut = run(t, "weights", "pull", wref, "--into", vol, "--progress", "none")
+	flat = strings.Join(strings.Fields(out), " ")
+	if code != cmdutil.ExitOK || !strings.Contains(flat, "moved from kiln's old layout") || !strings.Contains(flat, "fetched 0 B") || !strings.Contains(flat, "2 already present") {
+		t.Fatalf("pull over the old layout: code %d\n%s\n%s", code, out, errOut)
+	}
+	fits("pull", out)
+	t.Logf("kiln weights pull (old layout):\n%s", out)
+	if code, out, _ := run(t, "weights", "verify", vol); code != cmdutil.ExitOK {
+		t.Errorf("verify after the move: code %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(model, "m-00002.safetensors")); err != nil {
+		t.Errorf("after the move: %v", err)
 	}
 }
