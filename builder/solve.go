@@ -706,7 +706,7 @@ func dynamicDeps(exe string) (string, map[string]string, error) {
 				}
 			}
 			if found == "" {
-				return fmt.Errorf("it is dynamically linked and needs %s, which is not in %s: build kiln with CGO_ENABLED=0 (make build does), or set gpu_code.prune: false in the recipe", n, strings.Join(dirs, ", "))
+				return fmt.Errorf("it is dynamically linked and needs %s, which is not in %s: use a statically linked kiln (a release binary, or CGO_ENABLED=0 go install github.com/kiln-build/kiln/cmd/kiln@latest), or set gpu_code.prune: false in the recipe", n, strings.Join(dirs, ", "))
 			}
 		}
 		return nil

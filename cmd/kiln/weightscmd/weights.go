@@ -529,7 +529,7 @@ volume or PVC claim; a DIR is an absolute or ./ path.`,
 	opts.ImageFlags.Register(cmd)
 	cmd.Flags().StringVar(&opts.Volume, "volume", "", "docker volume / PVC claim name, or a host directory")
 	cmd.Flags().StringVar(&opts.Image, "image", "", "application image (default: REF when it is an image, else IMAGE)")
-	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:"+f.VersionTag(), "kiln's own image, for the init container; pin it by digest (REPO@sha256:..., printed by make image)")
+	cmd.Flags().StringVar(&opts.InitImage, "init-image", "ghcr.io/kiln-build/kiln:"+f.VersionTag(), "kiln's own image, for the init container; pin it by digest (REPO@sha256:...; crane digest REPO:TAG prints it)")
 	cmd.Flags().StringVar(&opts.PullRef, "pull-ref", "", "what the init container pulls (default: the artifact by digest)")
 	cmd.Flags().StringVar(&opts.Twin, "twin", "", "the volume's image-shaped twin (kiln weights strip --image-twin): also print the Kubernetes image-volume form")
 	cmd.Flags().StringVar(&opts.Format, "format", "all", "which snippets: all, docker, compose, kubernetes (k8s)")
