@@ -2,6 +2,7 @@ package sign
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -203,7 +204,7 @@ func verifyBundle(raw []byte, digest v1.Hash, keys []*PublicKey) verdict {
 		return verdict{reason: ReasonTampered, key: named, detail: "signature by key " + named.ID() + " does not verify: the bundle was altered"}
 	}
 	if hint != "" {
-		return verdict{reason: ReasonWrongKey, detail: "signed by a key with hint " + hint + ", not one of the trusted keys"}
+		return verdict{reason: ReasonWrongKey, detail: "signed by key " + hintID(hint) + ", not one of the trusted keys"}
 	}
 	return verdict{reason: ReasonWrongKey, detail: "does not verify with any trusted key (another key, or altered)"}
 }
@@ -257,3 +258,14 @@ func verifySimpleSigning(payload []byte, sigB64 string, digest v1.Hash, keys []*
 }
 
 var errNoKeys = errors.New("no public keys to verify with")
+
+// hintID is a bundle's key hint (cosign's: base64 of the SHA-256 of the
+// key's PKIX DER) as kiln names keys everywhere else, PublicKey.ID's
+// sha256:HEX of the same hash; a hint of another shape is said as it is.
+func hintID(hint string) string {
+	b, err := base64.StdEncoding.DecodeString(hint)
+	if err != nil || len(b) != sha256.Size {
+		return "with hint " + hint
+	}
+	return fmt.Sprintf("sha256:%x", b)
+}

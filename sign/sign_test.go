@@ -94,6 +94,11 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 			if res.Verified || res.Reason != ReasonWrongKey {
 				t.Fatalf("other key: %+v", res)
 			}
+			// The signer's key is named as every other key is, sha256:HEX
+			// (issue 36: the bundle's hint was printed in base64).
+			if tc.format == "bundle" && !strings.Contains(res.Detail, "signed by key "+good.Public().ID()) {
+				t.Errorf("other key: %q does not name the signer's key %s", res.Detail, good.Public().ID())
+			}
 			// Either key of several verifies.
 			res, _ = Verify(ctx, ref, repo, d, []*PublicKey{other.Public(), good.Public()})
 			if !res.Verified {
