@@ -50,6 +50,12 @@ func volumeLayout(dir string) (volLayout, error) {
 	return layoutNone, nil
 }
 
+// writeLayoutMarker writes LayoutMarker, naming ModelDir (what
+// volumeLayout reads back).
+func writeLayoutMarker(dir string) error {
+	return atomicfile.WriteFile(filepath.Join(dir, LayoutMarker), []byte(ModelDir+"\n"), 0o644)
+}
+
 // OldLayoutProblem is what Verify says of a volume in the old layout.
 const OldLayoutProblem = "missing: the model files lie at the volume's top level, beside kiln's " +
 	"bookkeeping (kiln's old layout); kiln weights pull into this directory moves them into " +
@@ -72,7 +78,7 @@ func prepareLayout(dir string) (bool, error) {
 		}
 		migrated = true
 	case layoutNone:
-		if err := atomicfile.WriteFile(filepath.Join(dir, LayoutMarker), []byte(ModelDir+"\n"), 0o644); err != nil {
+		if err := writeLayoutMarker(dir); err != nil {
 			return false, err
 		}
 	}
@@ -141,7 +147,7 @@ func migrate(dir string) error {
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, LayoutMarker), []byte(ModelDir+"\n"), 0o644); err != nil {
+	if err := writeLayoutMarker(dir); err != nil {
 		return err
 	}
 	return finishMigration(dir)

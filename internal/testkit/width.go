@@ -26,3 +26,7 @@ func Fits(line string, width int) bool {
 	// Alone, or after its label ("image", "#", "-", "slim"), indented.
 	return termtable.Len(strings.TrimSpace(head)) <= 14
 }
+
+// Flat is s with each run of white space as one space: what a check for
+// words in kiln's output matches, when kiln wraps it at 80 columns.
+func Flat(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -34,7 +35,7 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 	if code != cmdutil.ExitOK || !strings.Contains(out, "/usr/local/cuda/bin/nvcc") {
 		t.Fatalf("analyze acme/app:v1: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if want := "kiln: docker.io/acme/app:v1: read through mirror " + mirror + " ($KILN_MIRROR)"; !strings.Contains(flat(errOut), want) {
+	if want := "kiln: docker.io/acme/app:v1: read through mirror " + mirror + " ($KILN_MIRROR)"; !strings.Contains(testkit.Flat(errOut), want) {
 		t.Errorf("stderr:\n%s\nwant %q", errOut, want)
 	}
 
@@ -46,11 +47,11 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 	// The flag's syntax is the variable's; the flag decides Docker Hub's
 	// mirrors over it.
 	code, _, errOut = run(t, "analyze", "acme/app:v1", "--mirror", "docker.io="+mirror)
-	if code != cmdutil.ExitOK || !strings.Contains(flat(errOut), "read through mirror "+mirror+" (--mirror)") {
+	if code != cmdutil.ExitOK || !strings.Contains(testkit.Flat(errOut), "read through mirror "+mirror+" (--mirror)") {
 		t.Errorf("--mirror docker.io=%s: exit %d\n%s", mirror, code, errOut)
 	}
 	code, _, errOut = run(t, "analyze", "acme/app:v1", "--mirror", "nohost")
-	if code != cmdutil.ExitUsage || !strings.Contains(flat(errOut), "--mirror") || !strings.Contains(flat(errOut), "not a registry host") {
+	if code != cmdutil.ExitUsage || !strings.Contains(testkit.Flat(errOut), "--mirror") || !strings.Contains(testkit.Flat(errOut), "not a registry host") {
 		t.Errorf("--mirror nohost: exit %d\n%s", code, errOut)
 	}
 	// Unset, Docker's daemon.json registry-mirrors serve Docker Hub.
@@ -61,16 +62,12 @@ func TestAnalyzeShortNameThroughKilnMirror(t *testing.T) {
 	}
 	verbkit.MirrorFiles = registry.MirrorFiles{DockerDaemon: daemon}
 	code, _, errOut = run(t, "analyze", "acme/app:v1")
-	if code != cmdutil.ExitOK || !strings.Contains(flat(errOut), "read through mirror http://"+mirror+" ("+daemon+")") {
+	if code != cmdutil.ExitOK || !strings.Contains(testkit.Flat(errOut), "read through mirror http://"+mirror+" ("+daemon+")") {
 		t.Errorf("daemon.json registry-mirrors: exit %d\n%s", code, errOut)
 	}
 	t.Setenv(registry.MirrorEnv, "ghcr.io=")
 	code, _, errOut = run(t, "analyze", "acme/app:v1")
-	if code == cmdutil.ExitOK || !strings.Contains(flat(errOut), "$KILN_MIRROR") {
+	if code == cmdutil.ExitOK || !strings.Contains(testkit.Flat(errOut), "$KILN_MIRROR") {
 		t.Errorf("a bad $KILN_MIRROR: exit %d\n%s", code, errOut)
 	}
 }
-
-// flat is s with its whitespace runs as one space: kiln wraps its notes
-// at 80 columns.
-func flat(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -9,6 +9,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -29,7 +30,7 @@ func TestSlimShortNameThroughKilnMirror(t *testing.T) {
 	if code != cmdutil.ExitOK {
 		t.Fatalf("slim acme/app:v1: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(flat(errOut), "read through mirror "+mirror+"/hub-proxy ($KILN_MIRROR)") {
+	if !strings.Contains(testkit.Flat(errOut), "read through mirror "+mirror+"/hub-proxy ($KILN_MIRROR)") {
 		t.Errorf("stderr does not name the mirror:\n%s", errOut)
 	}
 	back, err := layers.Open(context.Background(), "docker-archive:"+arch)
@@ -41,7 +42,3 @@ func TestSlimShortNameThroughKilnMirror(t *testing.T) {
 		t.Errorf("the archive names %q, want the real reference", back.Names)
 	}
 }
-
-// flat is s with its whitespace runs as one space: kiln wraps its notes
-// at 80 columns.
-func flat(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -484,7 +484,7 @@ func TestWeightsRunArgsCases(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("code %d, want %d\n%s\n%s", code, tc.code, out, errOut)
 			}
-			flat := strings.Join(strings.Fields(errOut), " ") // wrapped at 80
+			flat := testkit.Flat(errOut) // wrapped at 80
 			for _, w := range tc.errWords {
 				if !strings.Contains(flat, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, errOut)
