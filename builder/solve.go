@@ -580,7 +580,6 @@ func toolsDir(exe string) (string, func(), error) {
 		return dir, nop, nil
 	}
 	defer sweepTools(filepath.Dir(dir), h.Hex)
-	defer markToolsUsed(dir)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", nil, err
 	}
@@ -633,6 +632,7 @@ func toolsDir(exe string) (string, func(), error) {
 		}
 		// Another build put the same binary there first.
 	}
+	markToolsUsed(dir)
 	return dir, nop, nil
 }
 
