@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/scratch"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/registry"
@@ -423,7 +424,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 			return fmt.Errorf("--weights-to: %w", err)
 		}
 		maps.Copy(labels, st.Labels)
-		fmt.Fprintf(opts.IO.ErrOut, "weights: %d files → %s (mount %s)\n", rep.DivertedFiles, st.Ref, st.Manifest.Mount)
+		termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "weights: ", "  ", fmt.Sprintf("%d files → %s (mount %s)", rep.DivertedFiles, st.Ref, st.Manifest.Mount))
 	}
 	signer := opts.SignFlag.Signer(fl.key, fl.lopts)
 	_, err = slim.Publish(ctx, res, slim.PublishOptions{Compressions: comps, Dests: fl.dests, Archive: fl.to.Kind == layers.KindDockerArchive,
@@ -442,7 +443,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 		if s, err := signer.SignRef(ctx, m); err != nil {
 			return err
 		} else if s != nil {
-			fmt.Fprintf(opts.IO.ErrOut, "weights: signed %s with key %s\n", s.Ref, s.KeyID)
+			termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "weights: ", "  ", fmt.Sprintf("signed %s with key %s", s.Ref, s.KeyID))
 		}
 	}
 	return writeSlimReport(opts, rep)
