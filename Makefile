@@ -61,8 +61,11 @@ image: dist
 # fails instead of skipping.
 test: lint tiers
 
-# The packages with daemon or BuildKit tests (testdaemon, e2eEnv, sshd).
-E2E_PKGS = $(shell grep -rl --include='*_test.go' -e 'testdaemon\.' -e 'e2eEnv' -e 'requireSSH' . | grep -v '^./integration/' | xargs -n1 dirname | sort -u) ./internal/testdaemon
+# The e2e tier, by one naming rule: a test that starts a daemon (containerd,
+# dockerd, sshd) or uses BuildKit lives in a file named *e2e_test.go, and
+# its package runs in the e2e tier (internal/testkit's
+# TestDaemonTestsNamedE2E holds the rule).
+E2E_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell git ls-files '*e2e_test.go' | grep -v '^integration/'))))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/') 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

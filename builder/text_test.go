@@ -6,13 +6,13 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/kiln-build/kiln/builder/wheelcache"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // What the cache did, a line per wheel within 80 columns; a wheel that
 // did not reach the cache is a warning with the reason.
 func TestWriteWheels(t *testing.T) {
-	k := wheelcache.Key{Package: "flash-attn", Archs: []string{"80", "90"}}
+	k := wheelkey.Key{Package: "flash-attn", Archs: []string{"80", "90"}}
 	ref := "registry.example.com:5000/acme/ml-platform/wheels:" + k.Tag()
 	uses := []WheelUse{
 		{Package: "flash-attn", Platform: "linux/amd64", Key: k, Cached: true, Ref: ref, Size: 41 << 20},

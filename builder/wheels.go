@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	gateway "github.com/moby/buildkit/frontend/gateway/client"
+
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
-	gateway "github.com/moby/buildkit/frontend/gateway/client"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // WheelCache is a build's wheel cache (kiln build --wheel-cache): the
@@ -27,7 +29,7 @@ type WheelCache struct {
 	Index *wheelindex.Client
 	// Keys are keys computed already (the lock's): a wheel of the same
 	// project and platform uses its key as is, without asking the index.
-	Keys []wheelcache.Key
+	Keys []wheelkey.Key
 	// Locked (kiln build --locked) pins the cache to the lock: a cached
 	// wheel is used only when Pinned names its key digest with the wheel's
 	// sha256 (what kiln lock found in the cache); any other hit — a wheel
@@ -48,10 +50,10 @@ type WheelCache struct {
 
 // WheelUse is what the wheel cache did for one wheel the recipe compiles.
 type WheelUse struct {
-	Package   string         `json:"package"`
-	Platform  string         `json:"platform"`
-	Key       wheelcache.Key `json:"key"`
-	KeyDigest string         `json:"key_digest"`
+	Package   string       `json:"package"`
+	Platform  string       `json:"platform"`
+	Key       wheelkey.Key `json:"key"`
+	KeyDigest string       `json:"key_digest"`
 	// Cached: fetched and verified from the cache; its compile step did
 	// not run. Otherwise it compiled (Pushed when it went to the cache).
 	Cached   bool   `json:"cached"`
@@ -68,8 +70,8 @@ type WheelUse struct {
 // one per platform (os/arch) and project: FlashAttention's build: source
 // and the recipe's pip_from_source requirements. The source archive's
 // sha256 comes from the index pip fetches it from.
-func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wheelindex.Client) ([]wheelcache.Key, error) {
-	var keys []wheelcache.Key
+func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wheelindex.Client) ([]wheelkey.Key, error) {
+	var keys []wheelkey.Key
 	for _, pp := range p.Compiled() {
 		k, err := compiledKey(ctx, p, pp, idx)
 		if err != nil {
@@ -85,19 +87,19 @@ func WheelKeys(ctx context.Context, p *recipes.Plan, platforms []string, idx *wh
 }
 
 // compiledKey is pp's key but the platform.
-func compiledKey(ctx context.Context, p *recipes.Plan, pp recipes.PipPackage, idx *wheelindex.Client) (wheelcache.Key, error) {
+func compiledKey(ctx context.Context, p *recipes.Plan, pp recipes.PipPackage, idx *wheelindex.Client) (wheelkey.Key, error) {
 	version, ok := pp.Version()
 	if pp.Name == "flash-attn" && p.FlashAttn != nil {
 		version, ok = *p.FlashAttn, true
 	}
 	if !ok {
-		return wheelcache.Key{}, fmt.Errorf("%s is not pinned with ==: a compiled wheel is keyed by its version", pp.Requirement)
+		return wheelkey.Key{}, fmt.Errorf("%s is not pinned with ==: a compiled wheel is keyed by its version", pp.Requirement)
 	}
 	src, err := sourceDigest(ctx, idx, &pp, version)
 	if err != nil {
-		return wheelcache.Key{}, err
+		return wheelkey.Key{}, err
 	}
-	k := wheelcache.Key{
+	k := wheelkey.Key{
 		Package: pp.Name, Version: version, Source: src,
 		CUDA: p.CUDA, Python: p.Python, PythonABI: "cp" + strings.ReplaceAll(p.Python, ".", ""),
 		Builder: p.OS,
@@ -189,13 +191,13 @@ func buildPlatforms(p *recipes.Plan, platforms []string) []string {
 type wheelRun struct {
 	wc   *WheelCache
 	dir  string // fetched and exported wheels
-	keys map[WheelSlot]wheelcache.Key
+	keys map[WheelSlot]wheelkey.Key
 	uses []*WheelUse
 }
 
 // keyed says whether k is the key of u's wheel.
-func (u *WheelUse) keyed(k wheelcache.Key) bool {
-	return k.Platform == u.Platform && wheelcache.NormalizeName(k.Package) == wheelcache.NormalizeName(u.Package)
+func (u *WheelUse) keyed(k wheelkey.Key) bool {
+	return k.Platform == u.Platform && wheelkey.NormalizeName(k.Package) == wheelkey.NormalizeName(u.Package)
 }
 
 func (r *wheelRun) use(s WheelSlot) *WheelUse {
@@ -228,7 +230,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 		return nil, nop, err
 	}
 	cleanup := func() { os.RemoveAll(dir) }
-	r := &wheelRun{wc: wc, dir: dir, keys: map[WheelSlot]wheelcache.Key{}}
+	r := &wheelRun{wc: wc, dir: dir, keys: map[WheelSlot]wheelkey.Key{}}
 	for _, pl := range buildPlatforms(p, platforms) {
 		for _, pp := range compiled {
 			r.uses = append(r.uses, &WheelUse{Package: pp.Name, Platform: pl})
@@ -314,7 +316,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 
 // pinRefuses says why --locked does not take cached wheel e for key k
 // ("" when it does, or without --locked).
-func (wc *WheelCache) pinRefuses(k wheelcache.Key, e *wheelcache.Entry) string {
+func (wc *WheelCache) pinRefuses(k wheelkey.Key, e *wheelcache.Entry) string {
 	if !wc.Locked {
 		return ""
 	}
@@ -328,7 +330,7 @@ func (wc *WheelCache) pinRefuses(k wheelcache.Key, e *wheelcache.Entry) string {
 	return ""
 }
 
-func shortKey(k wheelcache.Key) string { return strings.TrimPrefix(k.Digest(), "sha256:")[:12] }
+func shortKey(k wheelkey.Key) string { return strings.TrimPrefix(k.Digest(), "sha256:")[:12] }
 
 // hasCached says whether a wheel was fetched (the WheelsName context is
 // needed).

@@ -18,6 +18,7 @@ import (
 	"github.com/kiln-build/kiln/builder/wheelcache"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/recipes"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -146,7 +147,7 @@ func TestWheelKeysFromPlan(t *testing.T) {
 	}
 	a100, _ := indexedSourcePlan(t, func(r *recipes.Recipe) { r.GPUs = []string{"a100"} })
 	ka, err := WheelKeys(ctx, a100, nil, nil)
-	if err != nil || ka[0].Digest() == k.Digest() || !slices.Equal(wheelcache.Diff(k, ka[0]), []string{"archs"}) {
+	if err != nil || ka[0].Digest() == k.Digest() || !slices.Equal(wheelkey.Diff(k, ka[0]), []string{"archs"}) {
 		t.Errorf("a100 only: %v, %v", ka, err)
 	}
 }

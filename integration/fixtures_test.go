@@ -191,6 +191,9 @@ func needAppArchive(t *testing.T, dir string, e *expected) {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testdaemon.RemoveKilnBinary()
+	if strict.dir != "" {
+		os.RemoveAll(strict.dir)
+	}
 	if appArchive.made && os.Getenv("KILN_PRUNE_AFTER_TESTS") == "1" {
 		os.Remove(appArchive.path)
 	}

@@ -264,14 +264,13 @@ func fileSize(t *testing.T, p string) int64 {
 // (HIP, comgr, LLVM), pulled in only by UCX's ROCm modules, is gone while
 // UCX's other modules stay; kiln analyze finds the H100 covered as before;
 // the probe loads libtorch_cuda and NCCL; and the image is at least 8×
-// smaller than the naive one. The same slim checks what runtime-strict
+// smaller than the naive one. The same slim (strictSlim, which
+// TestEStargzLazyPull lays out as eStargz) checks what runtime-strict
 // prunes (checkPruneLibs) and libtorch_cuda's cubins (checkTorchH100): one
 // runtime-strict slim of 5 GB in the suite, not three.
 func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 	testdaemon.PruneAfter(t, true)
 	r := newSlimRun(t, "kiln-slim-gpu-nv-it-")
-	dest := registry() + "/kiln-slim-it/app:h100-all"
-	probe := "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); ctypes.CDLL(\"libnccl.so.2\"); assert torch.ones(2).sum().item() == 2'"
 	type lib struct {
 		Path     string   `json:"path"`
 		Kept     []string `json:"kept"`
@@ -293,13 +292,15 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 			} `json:"top"`
 		} `json:"prune"`
 	}
-	out := r.slim(t, dest, probe, &rep, "--policy", "runtime-strict", "--gpus", "h100", "--prune-nvidia-libs", "--keep-ptx=false",
-		"--compression", "zstd", "--level", "19")
+	dest, _, out, _ := r.strictSlim(t)
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
 	if rep.GPUCode == nil || rep.Prune == nil {
 		t.Fatalf("no GPU code or prune report: %s", out)
 	}
-	// The one runtime-strict slim of the app fixture in the suite: its
-	// library pruning (checkPruneLibs) and libtorch_cuda's GPU code
+	// The suite's one runtime-strict slim of the app fixture (strictSlim):
+	// its library pruning (checkPruneLibs) and libtorch_cuda's GPU code
 	// (checkTorchH100) are checked here too; a slim of 5 GB per check
 	// cost CI minutes for nothing new.
 	var pl pruneLibsReport

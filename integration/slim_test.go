@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
 )
@@ -36,6 +38,53 @@ func newSlimRun(t *testing.T, prefix string) slimRun {
 	}
 	t.Cleanup(func() { os.RemoveAll(scratch) })
 	return slimRun{bin: testdaemon.KilnBinary(t), scratch: scratch, src: appRefs(dir, e)["oci"]}
+}
+
+// strict is the suite's one runtime-strict slim of the app fixture (5 GB
+// in, a few minutes of CI each time): TestSlimAppFixtureGPUsNVIDIALibs
+// checks its pruning, TestEStargzLazyPull lays it out as eStargz with the
+// startup set its probe recorded. The first test that needs it makes it,
+// into an OCI layout under KILN_WORK_DIR (each test's registry prune would
+// take a pushed one), which TestMain removes.
+var strict struct {
+	once   sync.Once
+	dir    string // the layout (image/) and the startup list
+	digest string
+	out    []byte // kiln slim's JSON report
+}
+
+// strictProbe loads what runtime-strict and --gpus h100 must keep working:
+// libtorch_cuda (Debian's CUDA 12.4 build, linked BIND_NOW against cuBLAS,
+// cuFFT, NCCL, cuDNN...) and NCCL, and runs an op.
+const strictProbe = "python3 -c 'import torch, ctypes; assert torch.version.cuda == \"12.4\"; ctypes.CDLL(\"libtorch_cuda.so.2.6\"); ctypes.CDLL(\"libnccl.so.2\"); assert torch.ones(2).sum().item() == 2'"
+
+// strictSlim returns the suite's runtime-strict slim (`--policy
+// runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false
+// --compression zstd --level 19 --probe strictProbe --startup-list`): its
+// layout (oci:DIR, read as oci:DIR@DIGEST), digest, report and startup
+// list.
+func (r slimRun) strictSlim(t *testing.T) (layout, digest string, report []byte, startupList string) {
+	t.Helper()
+	strict.once.Do(func() {
+		dir, err := os.MkdirTemp(os.Getenv("KILN_WORK_DIR"), "kiln-strict-slim-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		strict.dir = dir
+		var rep struct {
+			Digest string `json:"digest"`
+		}
+		start := time.Now()
+		out := r.slim(t, "oci:"+filepath.Join(dir, "image")+":strict", strictProbe, &rep,
+			"--policy", "runtime-strict", "--gpus", "h100", "--prune-nvidia-libs", "--keep-ptx=false",
+			"--compression", "zstd", "--level", "19", "--startup-list", filepath.Join(dir, "startup.txt"))
+		strict.digest, strict.out = rep.Digest, out
+		t.Logf("the suite's runtime-strict slim: %s in %s", rep.Digest, time.Since(start).Round(time.Second))
+	})
+	if strict.digest == "" {
+		t.Fatal("the suite's runtime-strict slim failed (in the first test that made it)")
+	}
+	return "oci:" + filepath.Join(strict.dir, "image"), strict.digest, strict.out, filepath.Join(strict.dir, "startup.txt")
 }
 
 // slim runs `kiln slim SRC --to dest --weights-to oci:SCRATCH/weights:app

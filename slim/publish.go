@@ -36,8 +36,10 @@ type PublishOptions struct {
 	// EStargz writes the image alone, re-laid as eStargz, to Dests[0];
 	// with a Probe its startup set is what the probe opened.
 	EStargz bool
-	// StartupList, with EStargz and a Probe, is a file the files the
-	// probe opened are written to, one a line.
+	// StartupList, with a Probe, is a file the files the probe opened
+	// are written to, one a line (whatever the format: an image slimmed
+	// for kiln warm today can be re-laid as eStargz later by kiln convert
+	// --startup-list, without a second slim).
 	StartupList string
 	// Probe, when its Cmd is set, runs in the image through BuildKit
 	// before anything is written.
@@ -122,13 +124,15 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		if err != nil {
 			return nil, err
 		}
-		if o.EStargz {
+		if o.EStargz || o.StartupList != "" {
 			rep.StartupFiles = len(startup)
-			if o.StartupList != "" {
-				if err := atomicfile.WriteFile(o.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
-					return nil, fmt.Errorf("--startup-list: %w", err)
-				}
+		}
+		if o.StartupList != "" {
+			if err := atomicfile.WriteFile(o.StartupList, []byte(strings.Join(startup, "\n")+"\n"), 0o644); err != nil {
+				return nil, fmt.Errorf("--startup-list: %w", err)
 			}
+		}
+		if o.EStargz {
 			if err := res.AddEStargz(ctx, startup); err != nil {
 				return nil, err
 			}
@@ -259,7 +263,7 @@ func probeImage(ctx context.Context, out v1.Image, o PublishOptions) ([]string, 
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "probe: running %q in %s\n", p.Cmd, termtable.Digest(dig.String()))
-	if !o.EStargz {
+	if !o.EStargz && o.StartupList == "" {
 		if err := Probe(ctx, p.Client, src, cfg, p.Cmd); err != nil {
 			return nil, &ProbeError{fmt.Errorf("%w; nothing written to %s", err, o.Dests[0])}
 		}
@@ -274,6 +278,10 @@ func probeImage(ctx context.Context, out v1.Image, o PublishOptions) ([]string, 
 	if err != nil {
 		return nil, &ProbeError{fmt.Errorf("%w; nothing written to %s", err, o.Dests[0])}
 	}
-	fmt.Fprintf(o.Log, "probe: recorded %d files opened (the eStargz startup set)\n", len(files))
+	what := "the eStargz startup set"
+	if !o.EStargz {
+		what = "the startup set, for --startup-list"
+	}
+	fmt.Fprintf(o.Log, "probe: recorded %d files opened (%s)\n", len(files), what)
 	return files, nil
 }

@@ -128,14 +128,14 @@ func (c *Cache) AllowsWider() bool { return c.wider }
 
 // Entry is a cached wheel.
 type Entry struct {
-	Key      Key     `json:"key"`      // the wheel's own key (Archs wider than asked when Wider)
-	Ref      string  `json:"ref"`      // REPO:TAG it was found under (or pushed to)
-	Manifest string  `json:"manifest"` // the artifact manifest's digest
-	Filename string  `json:"filename"` // the wheel's file name
-	Digest   v1.Hash `json:"digest"`   // the wheel's sha256
-	Size     int64   `json:"size"`     // the wheel's bytes
-	Wider    bool    `json:"wider"`    // compiled for more architectures than asked
-	Via      string  `json:"via"`      // the endpoint read: the repository's registry or the mirror
+	Key      wheelkey.Key `json:"key"`      // the wheel's own key (Archs wider than asked when Wider)
+	Ref      string       `json:"ref"`      // REPO:TAG it was found under (or pushed to)
+	Manifest string       `json:"manifest"` // the artifact manifest's digest
+	Filename string       `json:"filename"` // the wheel's file name
+	Digest   v1.Hash      `json:"digest"`   // the wheel's sha256
+	Size     int64        `json:"size"`     // the wheel's bytes
+	Wider    bool         `json:"wider"`    // compiled for more architectures than asked
+	Via      string       `json:"via"`      // the endpoint read: the repository's registry or the mirror
 	repo     name.Repository
 }
 
@@ -174,7 +174,7 @@ func (c *Cache) readRepos() []name.Repository {
 
 // Lookup finds the wheel for k: nil, nil on a miss. A tag whose manifest
 // holds another key, or is not a kiln wheel, is a miss.
-func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
+func (c *Cache) Lookup(ctx context.Context, k wheelkey.Key) (*Entry, error) {
 	if err := k.Check(); err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (c *Cache) Lookup(ctx context.Context, k Key) (*Entry, error) {
 
 // wider1 lists repo's tags of k's package and returns the wheel with the
 // fewest architectures that covers k's and differs in nothing else.
-func (c *Cache) wider1(ctx context.Context, repo name.Repository, k Key) (*Entry, error) {
+func (c *Cache) wider1(ctx context.Context, repo name.Repository, k wheelkey.Key) (*Entry, error) {
 	rc, err := c.client(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("wheel cache %s: listing tags: %w", repo.Name(), registry.RedactError(err))
@@ -282,7 +282,7 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 	if m.ArtifactType != ArtifactType || len(m.Layers) != 1 || m.Layers[0].MediaType != MediaTypeWheel {
 		return nil, nil
 	}
-	var k Key
+	var k wheelkey.Key
 	if err := json.Unmarshal([]byte(m.Annotations[KeyAnnotation]), &k); err != nil {
 		return nil, nil
 	}
@@ -301,7 +301,7 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 
 // wheelNameMatches says whether wheel file name fn (PROJECT-VERSION-...)
 // names k's project (PEP 503 normalized) and version.
-func wheelNameMatches(fn string, k Key) bool {
+func wheelNameMatches(fn string, k wheelkey.Key) bool {
 	parts := strings.Split(strings.TrimSuffix(fn, ".whl"), "-")
 	if len(parts) < 5 {
 		return false
@@ -372,7 +372,7 @@ func (c *Cache) Fetch(ctx context.Context, e *Entry, dir string) (string, error)
 
 // Push stores the wheel file at path under k's tag, streamed from the
 // file, and returns its entry.
-func (c *Cache) Push(ctx context.Context, k Key, path string) (*Entry, error) {
+func (c *Cache) Push(ctx context.Context, k wheelkey.Key, path string) (*Entry, error) {
 	if c.readOnly {
 		return nil, fmt.Errorf("wheel cache %s: opened to read only", c.repo.Name())
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 	kilnregistry "github.com/kiln-build/kiln/registry"
 )
 
@@ -184,7 +185,7 @@ func TestLookupWiderArchs(t *testing.T) {
 	mid := testKey()
 	mid.Archs = []string{"80", "90", "100"}
 	c := open(t, repo)
-	for _, k := range []Key{wide, mid} {
+	for _, k := range []wheelkey.Key{wide, mid} {
 		if _, err := c.Push(ctx, k, writeWheel(t, "wheel for "+strings.Join(k.Archs, ";"))); err != nil {
 			t.Fatal(err)
 		}
@@ -324,8 +325,8 @@ func TestLookupMirrorDown(t *testing.T) {
 	}
 }
 
-func testKey() Key {
-	return Key{
+func testKey() wheelkey.Key {
+	return wheelkey.Key{
 		Package: "flash-attn", Version: "2.7.4.post1",
 		Source: "sha256:" + strings.Repeat("ab", 32),
 		Torch:  "2.6.0", TorchCUDA: "cu124", CUDA: "12.4.1",

@@ -3,8 +3,8 @@
 // repository, as OCI artifacts, so that a build on an empty BuildKit (an
 // ephemeral CI runner) fetches a wheel instead of compiling it for hours.
 //
-// A wheel is keyed by exactly what determines its bytes (Key): the package
-// and version, the source archive's digest, torch's version and CUDA
+// A wheel is keyed by exactly what determines its bytes (wheelkey.Key):
+// the package and version, the source archive's digest, torch's version and CUDA
 // variant, the CUDA toolkit, Python's version and ABI tag, the C++ ABI, the
 // platform, the GPU architecture list, the image it is compiled in and the
 // build flags. The key's sha256 names the artifact's tag; the full key is

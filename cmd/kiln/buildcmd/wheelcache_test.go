@@ -15,6 +15,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -43,7 +44,7 @@ func TestWheelCacheVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := wheelcache.Key{Package: "flash-attn", Version: "2.7.4.post1", Source: "sha256:" + strings.Repeat("ab", 32),
+	k := wheelkey.Key{Package: "flash-attn", Version: "2.7.4.post1", Source: "sha256:" + strings.Repeat("ab", 32),
 		Torch: "2.6.0", TorchCUDA: "cu124", CUDA: "12.4.1", Python: "3.12", PythonABI: "cp312", CXX11ABI: "1",
 		Platform: "linux/amd64", Archs: []string{"90"}, Builder: "b"}
 	whl := filepath.Join(t.TempDir(), "flash_attn-2.7.4.post1-cp312-cp312-linux_x86_64.whl")

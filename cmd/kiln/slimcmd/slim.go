@@ -169,7 +169,7 @@ layers.`,
 	fl.StringVar(&opts.Compression, "compression", "both", verbkit.CompressionHelp)
 	fl.StringVar(&opts.Format, "format", "oci", "layer format: oci (the --compression encodings), estargz (gzip laid out for lazy pulls by the stargz snapshotter, the files --probe opened first; written to --to alone) or erofs (the --compression encodings and native EROFS layers under TAG-erofs, for containerd's EROFS snapshotter)")
 	fl.StringVar(&opts.Erofs, "erofs-compression", string(erofs.DefaultCompression), "with --format erofs: the compression inside each EROFS image (none, lz4, lz4hc, zstd, lzma)")
-	fl.StringVar(&opts.StartupList, "startup-list", "", "with --format estargz --probe: also write the files the probe opened to this file, one a line (kiln convert --format estargz --startup-list reads it)")
+	fl.StringVar(&opts.StartupList, "startup-list", "", "with --probe: also write the files the probe opened to this file, one a line (what --format estargz lays out first; kiln convert --format estargz --startup-list reads it)")
 	fl.StringVar(&opts.MaxLayerSize, "max-layer-size", slim.DefaultMaxLayerSize, "split a layer group whose tar is larger than this into several layers by files (0: one layer per group)")
 	fl.BoolVar(&opts.Force, "force", false, "drop what run-time kernel compilers need even when the policy says jit: refuse")
 	fl.BoolVar(&opts.PruneLibs, "prune-libs", false, "also drop shared libraries nothing in the image links (prune_libs: unreferenced); use with a --probe that exercises the app")
@@ -247,8 +247,8 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 		return nil, cmdutil.UsageErr("--compression: %v", err)
 	}
 	esgz, wantErofs := false, false
-	if opts.StartupList != "" && opts.Format != "estargz" {
-		return nil, cmdutil.UsageErr("--startup-list needs --format estargz")
+	if opts.StartupList != "" && opts.Probe == "" {
+		return nil, cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
 	}
 	erofsComp, err := erofs.ParseCompression(opts.Erofs)
 	if err != nil {
@@ -262,9 +262,6 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 		// The zstd blobs are the source the eStargz layers are re-laid
 		// from, and the image the probe pulls (the faster to pull).
 		esgz, comps = true, []layers.Compression{layers.Zstd}
-		if opts.StartupList != "" && opts.Probe == "" {
-			return nil, cmdutil.UsageErr("--startup-list needs --probe: the list is what the probe opened")
-		}
 	default:
 		return nil, cmdutil.UsageErr("--format: %q is not one of oci, estargz, erofs", opts.Format)
 	}

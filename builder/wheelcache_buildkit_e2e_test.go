@@ -17,6 +17,7 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/recipes/wheelindex"
+	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
 // stepRuns reads BuildKit's rawjson progress: how many times a vertex
@@ -170,7 +171,7 @@ func TestWheelCacheOnBuildKit(t *testing.T) {
 	if w := r3.Wheels[0]; w.Cached || !w.Pushed || w.KeyDigest == r1.Wheels[0].KeyDigest {
 		t.Errorf("arch list %s: wheel %+v, want a new key compiled", a100.FlashAttnBuild.CUDAArchs, w)
 	}
-	if d := wheelcache.Diff(r1.Wheels[0].Key, r3.Wheels[0].Key); strings.Join(d, ",") != "archs" {
+	if d := wheelkey.Diff(r1.Wheels[0].Key, r3.Wheels[0].Key); strings.Join(d, ",") != "archs" {
 		t.Errorf("the keys differ in %v, want archs alone", d)
 	}
 	if n := stepRuns(t, p3, compile); n != 1 {
