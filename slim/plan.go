@@ -92,11 +92,72 @@ func bucketFor(p string, r *rec, appLayer []bool, workdir string) int {
 // systemDirs are working directories that are not an application's own.
 var systemDirs = map[string]bool{"": true, "usr": true, "usr/local": true, "opt": true, "root": true, "home": true, "tmp": true, "var": true, "etc": true, "srv": true, "workspace": false}
 
-// makePlan squashes the scans and applies the policy.
+// makePlan squashes the scans and applies the policy, in the phases below:
+// the layers added up (what each hides is removed), the run-time kernel
+// compilers found, each visible entry kept, dropped or diverted, the
+// weights' neighbours diverted with them, libraries nothing links pruned,
+// CUDA libraries installed twice deduplicated, symlinks left dangling
+// dropped, the output layers grouped and split, and each record's action.
 func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error) {
 	pol := opt.Policy
 	rep := newReport(img, opt)
 	pl := &plan{report: rep, stashIDs: map[*rec]int{}}
+	v, err := pl.squash(scans)
+	if err != nil {
+		return nil, err
+	}
+	workdir := ""
+	if img.Config != nil {
+		workdir, _ = layers.CleanPath(img.Config.Config.WorkingDir)
+		if systemDirs[workdir] {
+			workdir = ""
+		}
+	}
+	hits, keepForJIT, err := pl.jit(v, opt)
+	if err != nil {
+		return nil, err
+	}
+	state := pl.decide(v, opt, hits, keepForJIT)
+	if md, ok := opt.Divert.(MountDiverter); ok && pol.Weights == WeightsDivert {
+		if err := pl.divertBeside(v, md, state); err != nil {
+			return nil, err
+		}
+	}
+	// Libraries nothing links: after the policy's drops (a program it
+	// removed needs nothing), before the dedupe (whose keeper must stay).
+	if pol.Prunes() {
+		rep.Prune = pl.prune(img, v, pol, state, hits, workdir)
+		if n := len(rep.Prune.Unreadable); n > 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("prune_libs: %d ELF files could not be read (kept; what they need is unknown): %s", n, strings.Join(rep.Prune.Unreadable[:min(n, 3)], "; ")))
+		}
+	}
+	symlinkTo := map[*rec]string{}
+	if pol.DedupeCUDALibs {
+		if symlinkTo, err = pl.dedupeCUDALibs(v, state); err != nil {
+			return nil, err
+		}
+	}
+	pl.dropDangling(v, state)
+	appLayer := make([]bool, len(img.Layers))
+	for i, l := range img.Layers {
+		appLayer[i] = isCopyLayer(l.CreatedBy)
+	}
+	out, names, err := groupLayers(v, state, appLayer, workdir, opt.MaxLayerSize)
+	if err != nil {
+		return nil, err
+	}
+	pl.layerNames = names
+	pl.act(v, state, out, symlinkTo)
+	pl.gpuCode(scans, opt)
+	rep.finishPlan(pl.removed)
+	return pl, nil
+}
+
+// squash adds the scanned layers up into the final filesystem, sizing
+// pl.actions for each layer's records and removing (whySuperseded) each
+// file a later layer hides.
+func (pl *plan) squash(scans []*layerScan) (*view, error) {
+	rep := pl.report
 	pl.actions = make([][]*action, len(scans))
 	v := overlay.New[*rec]()
 	for i, s := range scans {
@@ -120,21 +181,15 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			return nil, err
 		}
 	}
+	return v, nil
+}
 
-	workdir := ""
-	if img.Config != nil {
-		workdir, _ = layers.CleanPath(img.Config.Config.WorkingDir)
-		if systemDirs[workdir] {
-			workdir = ""
-		}
-	}
-	appLayer := make([]bool, len(img.Layers))
-	for i, l := range img.Layers {
-		appLayer[i] = isCopyLayer(l.CreatedBy)
-	}
-
-	// Run-time kernel compilers present in the final filesystem.
-	var hits []*jitHit
+// jit finds the run-time kernel compilers in the final filesystem and,
+// when the policy drops the compiler or headers they need, applies its
+// jit rule: refuse (a JITError, or a warning with --force), or keep what
+// they need (keepForJIT).
+func (pl *plan) jit(v *view, opt *Options) (hits []*jitHit, keepForJIT bool, err error) {
+	pol, rep := opt.Policy, pl.report
 	seen := map[string]bool{}
 	v.Root().Walk(func(n *vnode) {
 		if r := n.Value(); r != nil && r.jit != nil && !seen[r.jit.pkg] {
@@ -142,26 +197,30 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			hits = append(hits, r.jit)
 		}
 	})
-	keepForJIT := false
-	if len(hits) > 0 && (pol.drops(classify.ClassDevTools) || pol.drops(classify.ClassHeaders)) {
-		for _, h := range hits {
-			rep.JIT = append(rep.JIT, JITPackage{Package: h.pkg, What: h.what, Needs: h.needs})
-		}
-		switch {
-		case pol.JIT == JITRefuse && !opt.Force:
-			var names []string
-			for _, h := range hits {
-				names = append(names, fmt.Sprintf("%s (%s; needs %s)", h.pkg, h.what, h.needs))
-			}
-			return nil, &JITError{Packages: rep.JIT, msg: fmt.Sprintf("policy %s drops the CUDA compiler and headers, but the image has packages that compile kernels at run time: %s; set jit: keep in the policy to keep them, or pass --force to drop them anyway", pol.Name, strings.Join(names, "; "))}
-		case pol.JIT == JITRefuse:
-			rep.Warnings = append(rep.Warnings, "--force: dropping nvcc and headers although "+jitNames(hits)+" compile kernels at run time; they will fail when they do")
-		default:
-			keepForJIT = true
-		}
+	if len(hits) == 0 || !(pol.drops(classify.ClassDevTools) || pol.drops(classify.ClassHeaders)) {
+		return hits, false, nil
 	}
+	for _, h := range hits {
+		rep.JIT = append(rep.JIT, JITPackage{Package: h.pkg, What: h.what, Needs: h.needs})
+	}
+	switch {
+	case pol.JIT == JITRefuse && !opt.Force:
+		var names []string
+		for _, h := range hits {
+			names = append(names, fmt.Sprintf("%s (%s; needs %s)", h.pkg, h.what, h.needs))
+		}
+		return nil, false, &JITError{Packages: rep.JIT, msg: fmt.Sprintf("policy %s drops the CUDA compiler and headers, but the image has packages that compile kernels at run time: %s; set jit: keep in the policy to keep them, or pass --force to drop them anyway", pol.Name, strings.Join(names, "; "))}
+	case pol.JIT == JITRefuse:
+		rep.Warnings = append(rep.Warnings, "--force: dropping nvcc and headers although "+jitNames(hits)+" compile kernels at run time; they will fail when they do")
+		return hits, false, nil
+	}
+	return hits, true, nil
+}
 
-	// Per visible entry: keep, drop or divert.
+// decide gives each visible entry its operation (the returned state):
+// kept, dropped by class or glob, or diverted into the weights volume.
+func (pl *plan) decide(v *view, opt *Options, hits []*jitHit, keepForJIT bool) map[*rec]uint8 {
+	pol, rep := opt.Policy, pl.report
 	state := map[*rec]uint8{} // final op for visible records
 	v.Root().Walk(func(n *vnode) {
 		r := n.Value()
@@ -205,81 +264,70 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			pl.remove(r, why)
 		}
 	})
+	return state
+}
 
-	if md, ok := opt.Divert.(MountDiverter); ok && pol.Weights == WeightsDivert {
-		if err := pl.divertBeside(v, md, state); err != nil {
-			return nil, err
-		}
-	}
-
-	// Libraries nothing links: after the policy's drops (a program it
-	// removed needs nothing), before the dedupe (whose keeper must stay).
-	if pol.Prunes() {
-		rep.Prune = pl.prune(img, v, pol, state, hits, workdir)
-		if n := len(rep.Prune.Unreadable); n > 0 {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("prune_libs: %d ELF files could not be read (kept; what they need is unknown): %s", n, strings.Join(rep.Prune.Unreadable[:min(n, 3)], "; ")))
-		}
-	}
-
-	// One copy of each CUDA library installed both by the system and by a
-	// wheel: the system copy stays, the wheel's becomes a symlink to it
-	// (relative, so it works wherever the root is mounted).
+// dedupeCUDALibs keeps one copy of each CUDA library installed both by
+// the system and by a wheel: the system copy stays, the wheel's becomes a
+// symlink to it (relative, so it works wherever the root is mounted). It
+// returns each such record's link target.
+func (pl *plan) dedupeCUDALibs(v *view, state map[*rec]uint8) (map[*rec]string, error) {
 	symlinkTo := map[*rec]string{}
-	if pol.DedupeCUDALibs {
-		groups := map[string][]*rec{}
-		v.Root().Walk(func(n *vnode) {
-			if r := n.Value(); r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
-				so := classify.Soname(path.Base(r.path))
-				groups[so] = append(groups[so], r)
-			}
-		})
-		sonames := make([]string, 0, len(groups))
-		for so := range groups {
-			sonames = append(sonames, so)
+	groups := map[string][]*rec{}
+	v.Root().Walk(func(n *vnode) {
+		if r := n.Value(); r != nil && r.kind == kFile && r.hasSum && state[r] == opEmit {
+			so := classify.Soname(path.Base(r.path))
+			groups[so] = append(groups[so], r)
 		}
-		sort.Strings(sonames)
-		for _, so := range sonames {
-			cs := groups[so]
-			var sys, py []*rec
-			for _, c := range cs {
-				if pythonPackage(c.path) != "" {
-					py = append(py, c)
-				} else {
-					sys = append(sys, c)
-				}
+	})
+	sonames := make([]string, 0, len(groups))
+	for so := range groups {
+		sonames = append(sonames, so)
+	}
+	sort.Strings(sonames)
+	for _, so := range sonames {
+		var sys, py []*rec
+		for _, c := range groups[so] {
+			if pythonPackage(c.path) != "" {
+				py = append(py, c)
+			} else {
+				sys = append(sys, c)
 			}
-			if len(sys) == 0 || len(py) == 0 {
-				continue
-			}
-			keeper := sys[0]
-			for _, c := range py {
-				if c.sum != keeper.sum {
-					// Different builds: swapping one for the other could
-					// break whoever was linked against it.
-					for _, s := range sys[1:] {
-						if s.sum == c.sum {
-							keeper = s
-						}
+		}
+		if len(sys) == 0 || len(py) == 0 {
+			continue
+		}
+		keeper := sys[0]
+		for _, c := range py {
+			if c.sum != keeper.sum {
+				// Different builds: swapping one for the other could
+				// break whoever was linked against it.
+				for _, s := range sys[1:] {
+					if s.sum == c.sum {
+						keeper = s
 					}
 				}
-				if c.sum != keeper.sum {
-					rep.Kept = append(rep.Kept, KeptReason{Path: "/" + c.path, Bytes: c.size, Reason: fmt.Sprintf("%s is installed twice but /%s has different content: both copies kept", so, keeper.path)})
-					continue
-				}
-				rel, err := relLink(c.path, keeper.path)
-				if err != nil {
-					return nil, err
-				}
-				symlinkTo[c] = rel
-				state[c] = opSymlink
-				pl.remove(c, whyDedupe+" (→ /"+keeper.path+")")
 			}
+			if c.sum != keeper.sum {
+				pl.report.Kept = append(pl.report.Kept, KeptReason{Path: "/" + c.path, Bytes: c.size, Reason: fmt.Sprintf("%s is installed twice but /%s has different content: both copies kept", so, keeper.path)})
+				continue
+			}
+			rel, err := relLink(c.path, keeper.path)
+			if err != nil {
+				return nil, err
+			}
+			symlinkTo[c] = rel
+			state[c] = opSymlink
+			pl.remove(c, whyDedupe+" (→ /"+keeper.path+")")
 		}
 	}
+	return symlinkTo, nil
+}
 
-	// Symlinks whose target this policy removed would dangle: remove them
-	// too (nvcc's /usr/bin link, libcudart_static.so pointers, ...).
-	// Repeat until nothing changes: links can point at links.
+// dropDangling removes the symlinks whose target this policy removed,
+// which would dangle (nvcc's /usr/bin link, libcudart_static.so pointers,
+// ...), repeating until nothing changes: links can point at links.
+func (pl *plan) dropDangling(v *view, state map[*rec]uint8) {
 	for changed := true; changed; {
 		changed = false
 		v.Root().Walk(func(n *vnode) {
@@ -299,9 +347,13 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			}
 		})
 	}
+}
 
-	// Buckets: files by path, directories at the lowest bucket of what they
-	// hold (so they exist before anything is written into them).
+// groupLayers puts files in buckets by path and directories at the lowest
+// bucket of what they hold (so they exist before anything is written into
+// them), then splits each bucket under maxLayer: each node's output layer,
+// and the layers' names.
+func groupLayers(v *view, state map[*rec]uint8, appLayer []bool, workdir string, maxLayer int64) (map[*vnode]int, []string, error) {
 	bucket := map[*vnode]int{}
 	var assign func(n *vnode) int
 	assign = func(n *vnode) int {
@@ -317,14 +369,14 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 		return b
 	}
 	assign(v.Root())
-	out, names, err := splitGroups(v, bucket, state, opt.MaxLayerSize)
-	if err != nil {
-		return nil, err
-	}
-	pl.layerNames = names
+	return splitGroups(v, bucket, state, maxLayer)
+}
 
-	// Hardlinks: keep the link when its target is emitted unchanged in the
-	// same output layer; otherwise write the content itself.
+// act records each visible record's action in its output layer out[n].
+// Hardlinks keep the link when the target is emitted unchanged in the same
+// output layer; otherwise the content itself is written (materialized).
+func (pl *plan) act(v *view, state map[*rec]uint8, out map[*vnode]int, symlinkTo map[*rec]string) {
+	rep := pl.report
 	v.Root().Walk(func(n *vnode) {
 		r := n.Value()
 		if r == nil || n == v.Root() {
@@ -361,9 +413,6 @@ func makePlan(img *layers.Image, scans []*layerScan, opt *Options) (*plan, error
 			rep.after(r, a)
 		}
 	})
-	pl.gpuCode(scans, opt)
-	rep.finishPlan(pl.removed)
-	return pl, nil
 }
 
 func matchKeep(pol *Policy, p string) bool {

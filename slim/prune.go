@@ -383,7 +383,13 @@ func (p *pruner) candidateOf(n *vnode) (bool, int) {
 
 var pythonLibRe = regexp.MustCompile(`^(usr/|usr/local/|opt/conda/)?lib/python[23][^/]*/`)
 
-// prune drops unreferenced libraries from state. It returns the report.
+// prune drops unreferenced libraries from state, in phases: the search
+// directories (LD_LIBRARY_PATH, ld.so.conf, the defaults), every kept ELF
+// file sorted into candidates (libraries in those directories) and roots,
+// the roots' needs followed (with libraries loaded by name and plugin
+// directories of kept owners) until nothing changes, and the candidates
+// nothing reached dropped, each with who needed it. It returns the
+// report.
 func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]uint8, hits []*jitHit, workdir string) *PruneReport {
 	rep := &PruneReport{Mode: string(pol.PruneLibs), Top: []RemovedFile{}, TopKept: []KeptReason{}, KeptByList: []KeptReason{}, Unresolved: []Unresolved{}, Unreadable: []string{}}
 	p := &pruner{v: v, state: state, arch: img.Platform.Architecture, byName: map[string][]*vnode{}, reached: map[*rec]bool{},
@@ -392,6 +398,36 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 	if img.Config != nil {
 		env = img.Config.Config.Env
 	}
+	p.searchDirs(env, rep)
+	ix := p.index(pol, hits, workdir, rep)
+	cudaImage := false
+	for name := range p.byName {
+		cudaImage = cudaImage || cudartRe.MatchString(name)
+	}
+	// rocmModule: a plugin its owner does not keep (rocmModuleRe).
+	rocmModule := func(cd pruneCand) bool {
+		return cudaImage && cd.plugin >= 0 && rocmModuleRe.MatchString(cd.n.Name())
+	}
+	// The image's own program.
+	if img.Config != nil {
+		if prog := entryProgram(img.Config.Config.Entrypoint, img.Config.Config.Cmd); prog != "" {
+			if n := p.findProgram(prog, env); n != nil {
+				ix.roots = append(ix.roots, n)
+			}
+		}
+	}
+	rep.Roots += len(ix.roots)
+	for _, n := range ix.roots {
+		p.reach(n, "", nil, "root")
+	}
+	p.follow(ix.cands, rocmModule, rep)
+	pl.dropUnreached(p, ix, rocmModule, rep)
+	return rep
+}
+
+// searchDirs sets the linker's search directories: LD_LIBRARY_PATH from
+// the image's env, ld.so.conf, then the defaults.
+func (p *pruner) searchDirs(env []string, rep *PruneReport) {
 	for _, e := range env {
 		if k, val, ok := strings.Cut(e, "="); ok && k == "LD_LIBRARY_PATH" {
 			p.env = p.canonAll(splitPath(val))
@@ -406,16 +442,29 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			rep.SearchDirs = append(rep.SearchDirs, "/"+d)
 		}
 	}
+}
 
-	// Every kept file: ELF objects indexed by name, libraries sorted into
-	// candidates and roots.
-	type cand struct {
-		n      *vnode
-		plugin int
-	}
-	var cands []cand
-	isCand := map[*rec]bool{} // content records of candidates
-	var roots []*vnode
+// pruneCand is a library prune may drop; plugin is its pluginDirs index
+// (-1 when it lies directly in a search directory).
+type pruneCand struct {
+	n      *vnode
+	plugin int
+}
+
+// pruneIndex is every kept ELF file sorted: the candidates (isCand their
+// content records) and the roots, already reached for links into the
+// search directories from outside them.
+type pruneIndex struct {
+	cands  []pruneCand
+	isCand map[*rec]bool
+	roots  []*vnode
+}
+
+// index walks every kept file: ELF objects indexed by name, libraries
+// sorted into candidates and roots.
+func (p *pruner) index(pol *Policy, hits []*jitHit, workdir string, rep *PruneReport) *pruneIndex {
+	v := p.v
+	ix := &pruneIndex{isCand: map[*rec]bool{}}
 	type linkRoot struct{ link, target *vnode }
 	var linkRoots []linkRoot
 	v.Root().Walk(func(n *vnode) {
@@ -480,48 +529,32 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 			}
 		}
 		if ok {
-			cands = append(cands, cand{n, plugin})
-			isCand[c] = true
+			ix.cands = append(ix.cands, pruneCand{n, plugin})
+			ix.isCand[c] = true
 			rep.Candidates++
 			rep.CandidateBytes += c.size
 			return
 		}
-		roots = append(roots, n)
+		ix.roots = append(ix.roots, n)
 	})
 	// A file reached both as a candidate name and a root name is a root.
-	for _, n := range roots {
-		delete(isCand, content(n.Value()))
+	for _, n := range ix.roots {
+		delete(ix.isCand, content(n.Value()))
 	}
 	for _, lr := range linkRoots {
 		c := content(lr.target.Value())
-		delete(isCand, c)
+		delete(ix.isCand, c)
 		if !p.reached[c] {
 			p.reach(lr.target, path.Dir(lr.link.Path()), nil, "linked from /"+lr.link.Path())
 			rep.Roots++
 		}
 	}
-	cudaImage := false
-	for name := range p.byName {
-		cudaImage = cudaImage || cudartRe.MatchString(name)
-	}
-	// rocmModule: a plugin its owner does not keep (rocmModuleRe).
-	rocmModule := func(cd cand) bool {
-		return cudaImage && cd.plugin >= 0 && rocmModuleRe.MatchString(cd.n.Name())
-	}
-	// The image's own program.
-	if img.Config != nil {
-		if prog := entryProgram(img.Config.Config.Entrypoint, img.Config.Config.Cmd); prog != "" {
-			if n := p.findProgram(prog, env); n != nil {
-				roots = append(roots, n)
-			}
-		}
-	}
-	rep.Roots += len(roots)
-	for _, n := range roots {
-		p.reach(n, "", nil, "root")
-	}
-	// Follow links; then libraries loaded by name or plugin directories of
-	// kept owners join, until nothing changes.
+	return ix
+}
+
+// follow reaches what the roots need, then the libraries loaded by name
+// or plugin directories of kept owners join, until nothing changes.
+func (p *pruner) follow(cands []pruneCand, rocmModule func(pruneCand) bool, rep *PruneReport) {
 	for {
 		p.run()
 		added := false
@@ -565,6 +598,13 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 		}
 	}
 
+}
+
+// dropUnreached drops the candidates nothing reached, each with why (who
+// among the dropped needed it), and fills the report's tops and what was
+// left unresolved.
+func (pl *plan) dropUnreached(p *pruner, ix *pruneIndex, rocmModule func(pruneCand) bool, rep *PruneReport) {
+	cands, isCand, state := ix.cands, ix.isCand, p.state
 	// Who, among the dropped, needs each dropped library (the report's why).
 	for _, cd := range cands {
 		c := content(cd.n.Value())
@@ -636,7 +676,6 @@ func (pl *plan) prune(img *layers.Image, v *view, pol *Policy, state map[*rec]ui
 		by = slices.Compact(by)
 		rep.Unresolved = append(rep.Unresolved, Unresolved{Name: n, NeededBy: by[:min(len(by), 5)]})
 	}
-	return rep
 }
 
 func matchBase(globs []string, base string) bool {
