@@ -133,17 +133,56 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 			info, err = &elfInfo{err: err.Error()}, nil
 		}
 	}()
+	is64, phoff, phentsize, phnum, err := s.header()
+	if err != nil || phnum == 0 {
+		return info, err // phnum 0: relocatable objects, cores: nothing to load
+	}
+	sg, err := s.segments(is64, phoff, phentsize, phnum)
+	if err != nil {
+		return nil, err
+	}
+	var want [][2]int64
+	if sg.interp != nil {
+		want = append(want, [2]int64{sg.interp.off, sg.interp.filesz})
+	}
+	if sg.dyn != nil {
+		want = append(want, [2]int64{sg.dyn.off, sg.dyn.filesz})
+	}
+	got, err := s.readMany(want)
+	if err != nil {
+		return nil, fmt.Errorf("PT_INTERP or PT_DYNAMIC: %w", err)
+	}
+	if sg.interp != nil {
+		info.interp = cstring(got[0])
+		got = got[1:]
+	}
+	if sg.dyn == nil {
+		return info, nil
+	}
+	info.dynamic = true
+	strtab, strsz, refs := s.dynamicRefs(got[0], is64)
+	if len(refs) == 0 {
+		return info, nil
+	}
+	if strtab < 0 || strsz < 0 {
+		return nil, errors.New("dynamic section has no string table")
+	}
+	return info, s.dynamicStrings(info, sg.loads, strtab, strsz, refs)
+}
+
+// header reads the ELF header: the class and the program header table's
+// place (setting s.order).
+func (s *elfStream) header() (is64 bool, phoff int64, phentsize, phnum int, err error) {
 	h := s.head
 	if len(h) < elf.EI_NIDENT || !isELF(h) {
-		return nil, errors.New("not an ELF file")
+		return false, 0, 0, 0, errors.New("not an ELF file")
 	}
-	var is64 bool
 	switch elf.Class(h[elf.EI_CLASS]) {
 	case elf.ELFCLASS64:
 		is64 = true
 	case elf.ELFCLASS32:
 	default:
-		return nil, fmt.Errorf("unknown ELF class %d", h[elf.EI_CLASS])
+		return false, 0, 0, 0, fmt.Errorf("unknown ELF class %d", h[elf.EI_CLASS])
 	}
 	switch elf.Data(h[elf.EI_DATA]) {
 	case elf.ELFDATA2LSB:
@@ -151,75 +190,86 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 	case elf.ELFDATA2MSB:
 		s.order = binary.BigEndian
 	default:
-		return nil, fmt.Errorf("unknown ELF byte order %d", h[elf.EI_DATA])
+		return false, 0, 0, 0, fmt.Errorf("unknown ELF byte order %d", h[elf.EI_DATA])
 	}
-	var phoff int64
-	var phentsize, phnum int
 	rd := bytes.NewReader(h)
 	if is64 {
 		var eh elf.Header64
 		if err := binary.Read(rd, s.order, &eh); err != nil {
-			return nil, fmt.Errorf("ELF header: %v", err)
+			return false, 0, 0, 0, fmt.Errorf("ELF header: %v", err)
 		}
 		phoff, phentsize, phnum = int64(eh.Phoff), int(eh.Phentsize), int(eh.Phnum)
 		if phnum > 0 && phentsize < binary.Size(elf.Prog64{}) {
-			return nil, fmt.Errorf("program header entry size %d", phentsize)
+			return false, 0, 0, 0, fmt.Errorf("program header entry size %d", phentsize)
 		}
 	} else {
 		var eh elf.Header32
 		if err := binary.Read(rd, s.order, &eh); err != nil {
-			return nil, fmt.Errorf("ELF header: %v", err)
+			return false, 0, 0, 0, fmt.Errorf("ELF header: %v", err)
 		}
 		phoff, phentsize, phnum = int64(eh.Phoff), int(eh.Phentsize), int(eh.Phnum)
 		if phnum > 0 && phentsize < binary.Size(elf.Prog32{}) {
-			return nil, fmt.Errorf("program header entry size %d", phentsize)
+			return false, 0, 0, 0, fmt.Errorf("program header entry size %d", phentsize)
 		}
 	}
-	if phnum == 0 {
-		return info, nil // relocatable objects, cores: nothing to load
-	}
 	if phnum*phentsize > maxELFTable {
-		return nil, fmt.Errorf("%d program headers", phnum)
+		return false, 0, 0, 0, fmt.Errorf("%d program headers", phnum)
 	}
+	return is64, phoff, phentsize, phnum, nil
+}
+
+// elfSeg is a program header's place in the file and in memory.
+type elfSeg struct{ off, vaddr, filesz int64 }
+
+// elfSegs are the segments parse reads: the loaded ones, PT_DYNAMIC and
+// PT_INTERP.
+type elfSegs struct {
+	loads       []elfSeg
+	dyn, interp *elfSeg
+}
+
+// segments reads the program headers and, when .dynamic lies ahead of the
+// stream, keeps what may hold .dynstr on disk until .dynamic says where
+// it is.
+func (s *elfStream) segments(is64 bool, phoff int64, phentsize, phnum int) (*elfSegs, error) {
 	ph, err := s.readAt(phoff, int64(phnum*phentsize))
 	if err != nil {
 		return nil, fmt.Errorf("program headers: %w", err)
 	}
-	type seg struct{ off, vaddr, filesz int64 }
-	var loads []seg
-	var dyn, interp *seg
+	var sgs elfSegs
 	firstLoadExec := true
 	for i := 0; i < phnum; i++ {
 		b := ph[i*phentsize:]
 		var typ elf.ProgType
 		var flags elf.ProgFlag
-		var sg seg
+		var sg elfSeg
 		if is64 {
 			var p elf.Prog64
 			binary.Read(bytes.NewReader(b), s.order, &p)
-			typ, flags, sg = elf.ProgType(p.Type), elf.ProgFlag(p.Flags), seg{int64(p.Off), int64(p.Vaddr), int64(p.Filesz)}
+			typ, flags, sg = elf.ProgType(p.Type), elf.ProgFlag(p.Flags), elfSeg{int64(p.Off), int64(p.Vaddr), int64(p.Filesz)}
 		} else {
 			var p elf.Prog32
 			binary.Read(bytes.NewReader(b), s.order, &p)
-			typ, flags, sg = elf.ProgType(p.Type), elf.ProgFlag(p.Flags), seg{int64(p.Off), int64(p.Vaddr), int64(p.Filesz)}
+			typ, flags, sg = elf.ProgType(p.Type), elf.ProgFlag(p.Flags), elfSeg{int64(p.Off), int64(p.Vaddr), int64(p.Filesz)}
 		}
 		if sg.off < 0 || sg.filesz < 0 {
 			return nil, fmt.Errorf("program header %d: bad offset", i)
 		}
 		switch typ {
 		case elf.PT_LOAD:
-			if len(loads) == 0 {
+			if len(sgs.loads) == 0 {
 				firstLoadExec = flags&elf.PF_X != 0
 			}
-			loads = append(loads, sg)
+			sgs.loads = append(sgs.loads, sg)
 		case elf.PT_DYNAMIC:
 			d := sg
-			dyn = &d
+			sgs.dyn = &d
 		case elf.PT_INTERP:
 			in := sg
-			interp = &in
+			sgs.interp = &in
 		}
 	}
+	dyn, loads := sgs.dyn, sgs.loads
 	if dyn != nil && dyn.off+dyn.filesz > s.pos && !s.eof {
 		// .dynamic is ahead: keep what may hold .dynstr on disk until
 		// .dynamic tells where .dynstr is.
@@ -231,38 +281,26 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 			s.spillFrom, s.spillTo = s.pos, end
 		}
 	}
-	if interp != nil && interp.filesz > maxELFString {
-		return nil, fmt.Errorf("PT_INTERP of %d bytes", interp.filesz)
+	if sgs.interp != nil && sgs.interp.filesz > maxELFString {
+		return nil, fmt.Errorf("PT_INTERP of %d bytes", sgs.interp.filesz)
 	}
 	if dyn != nil && dyn.filesz > maxELFTable {
 		return nil, fmt.Errorf("dynamic section of %d bytes", dyn.filesz)
 	}
-	var want [][2]int64
-	if interp != nil {
-		want = append(want, [2]int64{interp.off, interp.filesz})
-	}
-	if dyn != nil {
-		want = append(want, [2]int64{dyn.off, dyn.filesz})
-	}
-	got, err := s.readMany(want)
-	if err != nil {
-		return nil, fmt.Errorf("PT_INTERP or PT_DYNAMIC: %w", err)
-	}
-	if interp != nil {
-		info.interp = cstring(got[0])
-		got = got[1:]
-	}
-	if dyn == nil {
-		return info, nil
-	}
-	info.dynamic = true
-	db := got[0]
-	var strtab, strsz int64 = -1, -1
-	type ref struct {
-		tag elf.DynTag
-		off int64
-	}
-	var refs []ref
+	return &sgs, nil
+}
+
+// dynRef is a dynamic entry naming a string: its tag and offset in the
+// string table.
+type dynRef struct {
+	tag elf.DynTag
+	off int64
+}
+
+// dynamicRefs reads the dynamic section db: the string table's address
+// and size (-1 when absent) and the entries that name strings.
+func (s *elfStream) dynamicRefs(db []byte, is64 bool) (strtab, strsz int64, refs []dynRef) {
+	strtab, strsz = -1, -1
 	entsz := 16
 	if !is64 {
 		entsz = 8
@@ -284,17 +322,15 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 		case elf.DT_STRSZ:
 			strsz = val
 		case elf.DT_NEEDED, elf.DT_SONAME, elf.DT_RUNPATH, elf.DT_RPATH:
-			refs = append(refs, ref{tag, val})
+			refs = append(refs, dynRef{tag, val})
 		}
 	}
-	if len(refs) == 0 {
-		return info, nil
-	}
-	if strtab < 0 || strsz < 0 {
-		return nil, errors.New("dynamic section has no string table")
-	}
-	// DT_STRTAB is an address: map it to a file offset through the
-	// PT_LOAD segment that holds it.
+	return strtab, strsz, refs
+}
+
+// dynamicStrings reads refs' strings into info: DT_STRTAB is an address,
+// mapped to a file offset through the PT_LOAD segment that holds it.
+func (s *elfStream) dynamicStrings(info *elfInfo, loads []elfSeg, strtab, strsz int64, refs []dynRef) error {
 	stroff := int64(-1)
 	for _, l := range loads {
 		if strtab >= l.vaddr && strtab < l.vaddr+l.filesz {
@@ -303,14 +339,14 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 		}
 	}
 	if stroff < 0 {
-		return nil, fmt.Errorf("string table address %#x is in no loaded segment", strtab)
+		return fmt.Errorf("string table address %#x is in no loaded segment", strtab)
 	}
 	// All strings at once: a window each, clamped to the table and to
 	// what can still be had, so no read passes another's bytes.
 	var ranges [][2]int64
 	for _, rf := range refs {
 		if rf.off < 0 || rf.off >= strsz {
-			return nil, fmt.Errorf("%s string offset %d outside the %d-byte string table", rf.tag, rf.off, strsz)
+			return fmt.Errorf("%s string offset %d outside the %d-byte string table", rf.tag, rf.off, strsz)
 		}
 		off := stroff + rf.off
 		n := min(strsz-rf.off, maxELFString)
@@ -321,12 +357,12 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 	}
 	strs, err := s.readMany(ranges)
 	if err != nil {
-		return nil, fmt.Errorf("dynamic strings: %w", err)
+		return fmt.Errorf("dynamic strings: %w", err)
 	}
 	for i, rf := range refs {
 		j := bytes.IndexByte(strs[i], 0)
 		if j < 0 {
-			return nil, fmt.Errorf("%s string at %d is not terminated", rf.tag, rf.off)
+			return fmt.Errorf("%s string at %d is not terminated", rf.tag, rf.off)
 		}
 		b := string(strs[i][:j])
 		switch rf.tag {
@@ -340,7 +376,7 @@ func (s *elfStream) parse() (info *elfInfo, err error) {
 			info.rpath = append(info.rpath, splitPath(b)...)
 		}
 	}
-	return info, nil
+	return nil
 }
 
 func splitPath(s string) []string {
