@@ -224,128 +224,170 @@ func effAdd(eff map[string]*effAcc, p string, size int64) {
 	acc.min = min(acc.min, size)
 }
 
-func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
-	r := &Report{
-		SchemaVersion:  SchemaVersion,
-		Image:          img.Ref.Raw,
-		Source:         string(img.Ref.Kind),
-		Mirror:         img.Mirror,
-		Digest:         img.Digest.String(),
-		Platform:       layers.PlatformString(img.Platform),
-		CompressedSize: img.CompressedSize(),
-		Verified:       true,
-		Warnings:       []string{},
-	}
-	t := overlay.New[*copyRec]()
-	eff := map[string]*effAcc{}
-	classes := map[classify.Class]*ClassReport{}
-	for _, c := range classify.AllClasses {
-		classes[c] = &ClassReport{Class: c, DevOnly: c.DevOnly(), Fix: c.Fix(), Top: []FileRef{}}
-	}
-	var wasted []WastedFile
-	var all []*copyRec
-	layerWaste := make([]int64, len(scans))
-	// hide is the tree's gone callback for layer by's entries: what they
-	// hide is wasted (how), and its size adds up in *sum.
-	hide := func(by int, how string, sum *int64) func(*copyRec) {
-		return func(g *copyRec) {
-			if g == nil {
-				return // a directory: the files below it come one by one
-			}
-			*sum += g.size
-			g.deleted = true
-			if g.size == 0 {
-				return
-			}
-			layerWaste[g.layer] += g.size
-			r.Waste.WastedBytes += g.size
-			h := how
-			if how == "overwritten" && g.layer == by {
-				h = "duplicate"
-			}
-			wasted = append(wasted, WastedFile{Path: g.path, Size: g.size, Layer: g.layer, By: by, How: h})
-		}
-	}
-	var cudnnFile, cudart string
-	for i, s := range scans {
-		l := img.Layers[i]
-		lr := LayerReport{
-			Index: i, Digest: l.Digest.String(), DiffID: l.DiffID.String(), MediaType: string(l.MediaType),
-			Compression: string(s.stats.Compression), CompressedSize: l.Size, UncompressedSize: s.stats.UncompressedSize,
-			CreatedBy: l.CreatedBy, BytesByClass: map[string]int64{},
-		}
-		if l.Digest.Hex == "" {
-			lr.Digest = ""
-		}
-		r.UncompressedSize += s.stats.UncompressedSize
-		r.Verified = r.Verified && s.stats.Verified
-		r.Warnings = append(r.Warnings, s.warnings...)
-		if s.cudnn != "" {
-			cudnnFile = s.cudnn
-		}
-		if s.cudart != "" {
-			cudart = s.cudart
-		}
-		// Whiteouts and opaque markers apply to lower layers only, so
-		// apply them before this layer's own files.
-		for _, e := range s.entries {
-			var n int64
-			switch e.kind {
-			case kWhiteout:
-				// dive's accounting: a deleted directory counts the
-				// size of its subtree, a deleted file counts 0, and
-				// either way the path's smallest copy becomes that.
-				if !t.Whiteout(e.path, hide(i, "deleted", &n)) {
-					n = 0
-				}
-				effAdd(eff, e.path, n)
-			case kOpaque:
-				// dive does not understand opaque markers; kiln scores
-				// them like a whiteout of the directory's old contents.
-				t.Opaque(e.path, hide(i, "hidden", &n))
-				effAdd(eff, e.path, n)
-			}
-		}
-		var overwritten int64
-		over := hide(i, "overwritten", &overwritten)
-		links := linkedWrites{layer: i}
-		place := func(e *scanEntry, k overlay.Kind, c *copyRec) { links.add(t, e, k, c, over) }
-		for j := range s.entries {
-			e := &s.entries[j]
-			switch e.kind {
-			case kDir:
-				place(e, overlay.Dir, nil)
-			case kFile, kLink, kSymlink:
-				lr.FileCount++
-				c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, format: e.format, kernels: e.kernels}
-				k := overlay.File
-				if e.kind == kSymlink {
-					k = overlay.Symlink
-				}
-				place(e, k, c)
-				if e.kind != kFile {
-					continue
-				}
-				all = append(all, c)
-				if e.class != classify.ClassOther {
-					lr.BytesByClass[string(e.class)] += e.size
-					cr := classes[e.class]
-					cr.Bytes += e.size
-					cr.Files++
-				}
-				effAdd(eff, e.path, e.size)
-			}
-		}
-		r.Warnings = append(r.Warnings, links.warnings()...)
-		r.Layers = append(r.Layers, lr)
-	}
-	for i := range r.Layers {
-		r.Layers[i].WastedBytes = layerWaste[i]
-	}
+// merger adds the scanned layers up into one Report.
+type merger struct {
+	r       *Report
+	opt     Options
+	t       *overlay.Tree[*copyRec]
+	eff     map[string]*effAcc
+	classes map[classify.Class]*ClassReport
+	wasted  []WastedFile
+	all     []*copyRec // every file any layer wrote
+	// layerWaste is each layer's bytes a later one hid.
+	layerWaste        []int64
+	cudnnFile, cudart string
+}
 
-	// Efficiency, as dive computes it.
+// merge adds the layers' scans up, in phases: the layers stacked (what
+// each hides is waste), dive's efficiency, the final filesystem (visible
+// sizes, duplicate CUDA libraries, GPU code), then the largest files and
+// the classes.
+func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
+	m := &merger{
+		r: &Report{
+			SchemaVersion:  SchemaVersion,
+			Image:          img.Ref.Raw,
+			Source:         string(img.Ref.Kind),
+			Mirror:         img.Mirror,
+			Digest:         img.Digest.String(),
+			Platform:       layers.PlatformString(img.Platform),
+			CompressedSize: img.CompressedSize(),
+			Verified:       true,
+			Warnings:       []string{},
+		},
+		opt: opt, t: overlay.New[*copyRec](), eff: map[string]*effAcc{}, classes: map[classify.Class]*ClassReport{},
+		layerWaste: make([]int64, len(scans)),
+	}
+	for _, c := range classify.AllClasses {
+		m.classes[c] = &ClassReport{Class: c, DevOnly: c.DevOnly(), Fix: c.Fix(), Top: []FileRef{}}
+	}
+	for i, s := range scans {
+		m.layer(img, i, s)
+	}
+	r := m.r
+	for i := range r.Layers {
+		r.Layers[i].WastedBytes = m.layerWaste[i]
+	}
+	m.efficiency()
+	compat := m.final()
+	m.largest()
+	var cw []string
+	r.CUDA, cw = cudaFacts(img, m.cudnnFile, m.cudart)
+	sort.Strings(compat)
+	r.CUDA.CompatLibs = compat
+	if opt.Tree {
+		r.Tree = squashedTree(m.t, opt.TreeNodes)
+	}
+	r.Warnings = append(r.Warnings, cw...)
+	for i := range r.Waste.Top {
+		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path
+	}
+	return r
+}
+
+// hide is the tree's gone callback for layer by's entries: what they
+// hide is wasted (how), and its size adds up in *sum.
+func (m *merger) hide(by int, how string, sum *int64) func(*copyRec) {
+	return func(g *copyRec) {
+		if g == nil {
+			return // a directory: the files below it come one by one
+		}
+		*sum += g.size
+		g.deleted = true
+		if g.size == 0 {
+			return
+		}
+		m.layerWaste[g.layer] += g.size
+		m.r.Waste.WastedBytes += g.size
+		h := how
+		if how == "overwritten" && g.layer == by {
+			h = "duplicate"
+		}
+		m.wasted = append(m.wasted, WastedFile{Path: g.path, Size: g.size, Layer: g.layer, By: by, How: h})
+	}
+}
+
+// layer stacks layer i (scan s) on the tree: its report, its whiteouts
+// and opaque markers, then its own entries.
+func (m *merger) layer(img *layers.Image, i int, s *layerScan) {
+	r, t, eff, classes, hide := m.r, m.t, m.eff, m.classes, m.hide
+	l := img.Layers[i]
+	lr := LayerReport{
+		Index: i, Digest: l.Digest.String(), DiffID: l.DiffID.String(), MediaType: string(l.MediaType),
+		Compression: string(s.stats.Compression), CompressedSize: l.Size, UncompressedSize: s.stats.UncompressedSize,
+		CreatedBy: l.CreatedBy, BytesByClass: map[string]int64{},
+	}
+	if l.Digest.Hex == "" {
+		lr.Digest = ""
+	}
+	r.UncompressedSize += s.stats.UncompressedSize
+	r.Verified = r.Verified && s.stats.Verified
+	r.Warnings = append(r.Warnings, s.warnings...)
+	if s.cudnn != "" {
+		m.cudnnFile = s.cudnn
+	}
+	if s.cudart != "" {
+		m.cudart = s.cudart
+	}
+	// Whiteouts and opaque markers apply to lower layers only, so
+	// apply them before this layer's own files.
+	for _, e := range s.entries {
+		var n int64
+		switch e.kind {
+		case kWhiteout:
+			// dive's accounting: a deleted directory counts the
+			// size of its subtree, a deleted file counts 0, and
+			// either way the path's smallest copy becomes that.
+			if !t.Whiteout(e.path, hide(i, "deleted", &n)) {
+				n = 0
+			}
+			effAdd(eff, e.path, n)
+		case kOpaque:
+			// dive does not understand opaque markers; kiln scores
+			// them like a whiteout of the directory's old contents.
+			t.Opaque(e.path, hide(i, "hidden", &n))
+			effAdd(eff, e.path, n)
+		}
+	}
+	var overwritten int64
+	over := hide(i, "overwritten", &overwritten)
+	links := linkedWrites{layer: i}
+	place := func(e *scanEntry, k overlay.Kind, c *copyRec) { links.add(t, e, k, c, over) }
+	for j := range s.entries {
+		e := &s.entries[j]
+		switch e.kind {
+		case kDir:
+			place(e, overlay.Dir, nil)
+		case kFile, kLink, kSymlink:
+			lr.FileCount++
+			c := &copyRec{path: e.path, layer: i, size: e.size, class: e.class, format: e.format, kernels: e.kernels}
+			k := overlay.File
+			if e.kind == kSymlink {
+				k = overlay.Symlink
+			}
+			place(e, k, c)
+			if e.kind != kFile {
+				continue
+			}
+			m.all = append(m.all, c)
+			if e.class != classify.ClassOther {
+				lr.BytesByClass[string(e.class)] += e.size
+				cr := classes[e.class]
+				cr.Bytes += e.size
+				cr.Files++
+			}
+			effAdd(eff, e.path, e.size)
+		}
+	}
+	r.Warnings = append(r.Warnings, links.warnings()...)
+	r.Layers = append(r.Layers, lr)
+}
+
+// efficiency scores the layers as dive does, and ranks the waste.
+func (m *merger) efficiency() {
+	r := m.r
 	var sumMin, sumCum int64
-	for _, a := range eff {
+	for _, a := range m.eff {
 		sumMin += a.min
 		sumCum += a.cum
 		if a.seen > 1 {
@@ -356,19 +398,22 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	if sumCum > 0 {
 		r.Waste.Efficiency = float64(sumMin) / float64(sumCum)
 	}
-	sort.SliceStable(wasted, func(a, b int) bool {
-		if wasted[a].Size != wasted[b].Size {
-			return wasted[a].Size > wasted[b].Size
+	sort.SliceStable(m.wasted, func(a, b int) bool {
+		if m.wasted[a].Size != m.wasted[b].Size {
+			return m.wasted[a].Size > m.wasted[b].Size
 		}
-		return wasted[a].Path < wasted[b].Path
+		return m.wasted[a].Path < m.wasted[b].Path
 	})
-	r.Waste.Top = headN(wasted, opt.TopN)
+	r.Waste.Top = headN(m.wasted, m.opt.TopN)
+}
 
-	// Final filesystem: visible sizes, duplicates.
+// final reads the final filesystem: visible sizes, duplicate CUDA
+// libraries, GPU code; it returns the CUDA compat libraries found.
+func (m *merger) final() (compat []string) {
+	r := m.r
 	bySoname := map[string][]*copyRec{}
 	var withKernels []*copyRec
-	var compat []string
-	t.Root().Range(func(n *overlay.Node[*copyRec]) {
+	m.t.Root().Range(func(n *overlay.Node[*copyRec]) {
 		c := n.Value()
 		if c == nil {
 			return // a directory
@@ -381,11 +426,11 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 		}
 		r.VisibleSize += c.size
 		r.FileCount++
-		if opt.Files {
+		if m.opt.Files {
 			r.Files = append(r.Files, FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: c.format})
 		}
 		if c.class != classify.ClassOther {
-			classes[c.class].VisibleBytes += c.size
+			m.classes[c.class].VisibleBytes += c.size
 		}
 		if c.class == classify.ClassCUDALibs && c.size > 0 {
 			so := classify.Soname(path.Base(c.path))
@@ -394,7 +439,7 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 	})
 	slices.SortFunc(r.Files, func(a, b FileRef) int { return strings.Compare(a.Path, b.Path) })
 	r.DuplicateCUDALibs = duplicateLibs(bySoname)
-	if opt.Kernels {
+	if m.opt.Kernels {
 		sort.Slice(withKernels, func(a, b int) bool { return withKernels[a].path < withKernels[b].path })
 		libs := []KernelLib{}
 		var archs []*kernelArchs
@@ -402,41 +447,35 @@ func merge(img *layers.Image, scans []*layerScan, opt Options) *Report {
 			libs = append(libs, KernelLib{Path: "/" + c.path, Layer: c.layer, SM: archNames(c.kernels.sm, "sm_"), PTX: archNames(c.kernels.ptx, "compute_")})
 			archs = append(archs, c.kernels)
 		}
-		r.Kernels = kernelReport(libs, archs, opt.GPUs)
+		r.Kernels = kernelReport(libs, archs, m.opt.GPUs)
 	}
+	return compat
+}
 
+// largest ranks the files any layer wrote: overall and per class.
+func (m *merger) largest() {
+	r := m.r
 	ref := func(c *copyRec) FileRef {
 		return FileRef{Path: "/" + c.path, Size: c.size, Layer: c.layer, Class: c.class, Format: c.format, Deleted: c.deleted}
 	}
+	all := m.all
 	sort.SliceStable(all, func(a, b int) bool { return all[a].size > all[b].size })
 	for _, c := range all {
 		if c.class != classify.ClassOther {
-			if cr := classes[c.class]; len(cr.Top) < opt.TopN {
+			if cr := m.classes[c.class]; len(cr.Top) < m.opt.TopN {
 				cr.Top = append(cr.Top, ref(c))
 			}
 		}
 	}
-	for _, c := range all[:min(len(all), opt.TopN)] {
+	for _, c := range all[:min(len(all), m.opt.TopN)] {
 		r.LargestFiles = append(r.LargestFiles, ref(c))
 	}
 	if r.LargestFiles == nil {
 		r.LargestFiles = []FileRef{}
 	}
 	for _, c := range classify.AllClasses {
-		r.Classes = append(r.Classes, *classes[c])
+		r.Classes = append(r.Classes, *m.classes[c])
 	}
-	var cw []string
-	r.CUDA, cw = cudaFacts(img, cudnnFile, cudart)
-	sort.Strings(compat)
-	r.CUDA.CompatLibs = compat
-	if opt.Tree {
-		r.Tree = squashedTree(t, opt.TreeNodes)
-	}
-	r.Warnings = append(r.Warnings, cw...)
-	for i := range r.Waste.Top {
-		r.Waste.Top[i].Path = "/" + r.Waste.Top[i].Path
-	}
-	return r
 }
 
 // IsCompatLib says whether p (relative to the image root) is one of the
