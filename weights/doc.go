@@ -25,7 +25,9 @@
 // Verify checks a volume offline; RunArgs prints the docker, Compose and
 // Kubernetes snippets that mount it.
 //
-// Strip is kiln weights strip's ending after the rewrite: the artifact
-// (Finish), its image twin, the stripped image labelled and written, the
-// artifact's SBOM and the signatures (through layers/publish).
+// The producer's ending after the rewrite — the artifact named by digest,
+// its image twin, the stripped image labelled and written, the artifact's
+// SBOM and the signatures (through layers/publish) — is package
+// weights/strip, so the consumer (kiln warm) depends on none of publish,
+// sbom or sign.
 package weights

@@ -27,6 +27,7 @@ import (
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
+	"github.com/kiln-build/kiln/weights/strip"
 )
 
 // SlimOptions are kiln slim's inputs.
@@ -416,7 +417,7 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 
 	labels := map[string]string{}
 	if col != nil && rep.DivertedFiles > 0 {
-		st, err := col.Finish(ctx, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
+		st, err := strip.Finish(ctx, col, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
 		if err != nil {
 			return fmt.Errorf("--weights-to: %w", err)
 		}

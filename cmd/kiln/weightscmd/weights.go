@@ -22,6 +22,7 @@ import (
 	"github.com/kiln-build/kiln/sign"
 	"github.com/kiln-build/kiln/slim"
 	"github.com/kiln-build/kiln/weights"
+	"github.com/kiln-build/kiln/weights/strip"
 )
 
 func NewCmdWeights(f *verbkit.Factory) *cobra.Command {
@@ -205,7 +206,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if len(col.Files()) == 0 {
 		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
 	}
-	st, err := weights.Strip(ctx, col, res, weights.StripOptions{To: opts.To, WeightsTo: opts.WeightsTo, Mount: opts.Mount, ImageTwin: opts.ImageTwin,
+	st, err := strip.Run(ctx, col, res, strip.Options{To: opts.To, WeightsTo: opts.WeightsTo, Mount: opts.Mount, ImageTwin: opts.ImageTwin,
 		Source: img, SBOM: opts.SBOM, Version: opts.Version, Signer: opts.SignFlag.Signer(key, lopts), Layers: lopts})
 	if err != nil {
 		return err

@@ -1,4 +1,9 @@
-package weights
+// Package strip is the producer side of weights volumes: the ending of
+// `kiln weights strip` and `kiln slim --weights-to` (the artifact
+// published, its image twin, the stripped image labelled, the SBOM, the
+// signatures). The consumer side (pull, verify, the volume layout) is
+// package weights, which kiln warm reads without publish, sbom or sign.
+package strip
 
 import (
 	"context"
@@ -10,12 +15,13 @@ import (
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sign"
+	"github.com/kiln-build/kiln/weights"
 )
 
 // Stripped is a published weights volume and the labels that tie the
 // stripped image to it.
 type Stripped struct {
-	Manifest *Manifest
+	Manifest *weights.Manifest
 	// Ref names the artifact by digest (REGISTRY/REPO@sha256:… or
 	// oci:DIR@sha256:…).
 	Ref string
@@ -24,16 +30,17 @@ type Stripped struct {
 	Labels map[string]string
 }
 
-// Finish publishes what the collector diverted out of an image (Publish),
-// names the artifact by digest and returns the labels the stripped image
-// carries: the one ending of `kiln weights strip` and `kiln slim
-// --weights-to`, so both verbs write the same artifact and labels.
-func (c *Collector) Finish(ctx context.Context, to, mount, sourceImageDigest string, opts ...registry.Option) (*Stripped, error) {
+// Finish publishes what the collector c diverted out of an image
+// (Collector.Publish), names the artifact by digest and returns the labels
+// the stripped image carries: the one ending of `kiln weights strip` and
+// `kiln slim --weights-to`, so both verbs write the same artifact and
+// labels.
+func Finish(ctx context.Context, c *weights.Collector, to, mount, sourceImageDigest string, opts ...registry.Option) (*Stripped, error) {
 	m, dg, err := c.Publish(ctx, to, mount, sourceImageDigest, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := ArtifactRef(to, dg, opts...)
+	ref, err := weights.ArtifactRef(to, dg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -46,15 +53,16 @@ type Rewritten interface {
 	Image(labels map[string]string) (v1.Image, error)
 }
 
-// StripOptions say where Strip publishes a stripped image and its
+// Options say where Run publishes a stripped image and its
 // weights, and what it attaches.
-type StripOptions struct {
+type Options struct {
 	// To is where the image without weights goes; WeightsTo the weights
 	// artifact (REF or oci:DIR[:TAG]); Mount the volume's mount path ("":
 	// the deepest directory holding every weight file).
 	To, WeightsTo, Mount string
 	// ImageTwin, when set, is where the volume is also published as an
-	// image (Twin) that the stripped image names (LabelTwin).
+	// image (Collector.Twin) that the stripped image names
+	// (weights.LabelTwin).
 	ImageTwin string
 	// Source is the stripped image: its digest is recorded in the volume
 	// manifest, its platform is the twin's.
@@ -69,8 +77,8 @@ type StripOptions struct {
 	Layers []registry.Option
 }
 
-// StripResult is what Strip published.
-type StripResult struct {
+// Result is what Run published.
+type Result struct {
 	*Stripped
 	// Image is the stripped image as written to To (and signed).
 	Image *publish.Published
@@ -82,16 +90,16 @@ type StripResult struct {
 	Signed []*sign.Signed
 }
 
-// Strip is kiln weights strip's ending, after the rewrite diverted the
+// Run is kiln weights strip's ending, after the rewrite diverted the
 // weights into c: the artifact published (Finish), its image twin, the
 // stripped image labelled to name them and written, the artifact's SBOM,
 // and the signatures.
-func Strip(ctx context.Context, c *Collector, rw Rewritten, o StripOptions) (*StripResult, error) {
-	st, err := c.Finish(ctx, o.WeightsTo, o.Mount, o.Source.Digest.String(), o.Layers...)
+func Run(ctx context.Context, c *weights.Collector, rw Rewritten, o Options) (*Result, error) {
+	st, err := Finish(ctx, c, o.WeightsTo, o.Mount, o.Source.Digest.String(), o.Layers...)
 	if err != nil {
 		return nil, err
 	}
-	r := &StripResult{Stripped: st}
+	r := &Result{Stripped: st}
 	if o.ImageTwin != "" {
 		twin, err := c.Twin(st.Manifest, st.Ref, o.Source.Platform)
 		if err != nil {
@@ -101,10 +109,10 @@ func Strip(ctx context.Context, c *Collector, rw Rewritten, o StripOptions) (*St
 		if err != nil {
 			return nil, fmt.Errorf("--image-twin: %w", err)
 		}
-		if r.Twin, err = ArtifactRef(o.ImageTwin, tp.Digest, o.Layers...); err != nil {
+		if r.Twin, err = weights.ArtifactRef(o.ImageTwin, tp.Digest, o.Layers...); err != nil {
 			return nil, fmt.Errorf("--image-twin: %w", err)
 		}
-		st.Labels[LabelTwin] = r.Twin
+		st.Labels[weights.LabelTwin] = r.Twin
 	}
 	out, err := rw.Image(st.Labels)
 	if err != nil {

@@ -1,4 +1,4 @@
-package weights
+package strip
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
+	"github.com/kiln-build/kiln/weights"
 )
 
 // AttachSBOM attaches the weights artifact's BOM (every file with its
 // SHA-256; tool: kiln's version) as an OCI referrer of the artifact at
 // aref, when it is in a registry, and returns the referrer's digest (""
 // for an artifact in an OCI layout).
-func AttachSBOM(ctx context.Context, aref string, m *Manifest, tool string, lopts ...registry.Option) (string, error) {
+func AttachSBOM(ctx context.Context, aref string, m *weights.Manifest, tool string, lopts ...registry.Option) (string, error) {
 	var comps []sbom.Component
 	for _, f := range m.Files {
 		comps = append(comps, sbom.Component{Type: sbom.TypeFile, Name: f.Path, Hashes: []sbom.Hash{{Alg: "SHA-256", Content: f.SHA256}},
