@@ -256,15 +256,17 @@ func fileSize(t *testing.T, p string) int64 {
 
 // TestSlimAppFixtureGPUsNVIDIALibs is the most slim cuts for one GPU
 // family: runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false
-// at zstd level 19 (README: "GPU code for the fleet"). NCCL is an -rdc
+// (README: "GPU code for the fleet"). NCCL is an -rdc
 // build: its 112 relocatable objects in __nv_relfatbin (which cuobjdump
 // lists only with -all) keep exactly their sm_90 cubins, byte for byte the
 // original's, beside the device-linked one; cuFFT's own fat binaries in
 // .data stay whole and the report says where they are; the ROCm stack
 // (HIP, comgr, LLVM), pulled in only by UCX's ROCm modules, is gone while
 // UCX's other modules stay; kiln analyze finds the H100 covered as before;
-// the probe loads libtorch_cuda and NCCL; and the image is at least 8×
-// smaller than the naive one. The same slim (strictSlim, which
+// the probe loads libtorch_cuda and NCCL; and the image is at least 6.5×
+// smaller than the naive one at zstd's default level (bench/gpucode.sh
+// measures 6.88× there and the README's 8.16× at level 19, which took the
+// suite's slim 12 minutes of CI under load). The same slim (strictSlim, which
 // TestEStargzLazyPull lays out as eStargz) checks what runtime-strict
 // prunes (checkPruneLibs) and libtorch_cuda's cubins (checkTorchH100): one
 // runtime-strict slim of 5 GB in the suite, not three.
@@ -366,7 +368,7 @@ func TestSlimAppFixtureGPUsNVIDIALibs(t *testing.T) {
 
 	ratio := float64(rep.Before.CompressedSize) / float64(rep.After.CompressedSize)
 	t.Logf("compressed %d → %d bytes (%.2fx), %s; ROCm's LLVM dropped: %s", rep.Before.CompressedSize, rep.After.CompressedSize, ratio, rep.Digest, whyROCm)
-	if ratio < 8 {
-		t.Errorf("%.2fx smaller than the naive image, want at least 8x", ratio)
+	if ratio < 6.5 {
+		t.Errorf("%.2fx smaller than the naive image, want at least 6.5x at zstd's default level (bench/gpucode.sh: 6.88x)", ratio)
 	}
 }
