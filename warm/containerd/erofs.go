@@ -237,13 +237,11 @@ func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain [
 	cctx := context.WithoutCancel(ctx)
 	// The unpacker's labels: with them the snapshotter serves the layer
 	// from its layer content cache when the diff ID is there.
-	mounts, err := sn.Prepare(ctx, key, parent, snapshots.WithLabels(map[string]string{
+	mounts, err := prepareSnapshot(ctx, sn, key, parent, snapshots.WithLabels(map[string]string{
 		snapshots.LabelSnapshotRef:    chainID,
 		snapshots.LabelSnapshotDiffID: layer.Diff.Digest.String(),
 	}))
 	if err != nil {
-		// A cancelled call may still have been carried out.
-		sn.Remove(cctx, key)
 		if src != nil {
 			src.Close()
 		}

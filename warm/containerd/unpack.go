@@ -251,10 +251,8 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 	key := unpackKey(chainID)
 	// Cleanup must run even when the warm was cancelled.
 	cctx := context.WithoutCancel(ctx)
-	mounts, err := sn.Prepare(ctx, key, parent)
+	mounts, err := prepareSnapshot(ctx, sn, key, parent)
 	if err != nil {
-		// A cancelled call may still have been carried out.
-		sn.Remove(cctx, key)
 		src.Close()
 		return false, fmt.Errorf("prepare snapshot %s: %v", key, err)
 	}
@@ -305,4 +303,25 @@ func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts [
 		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
 	}
 	return err
+}
+
+// prepareSnapshot prepares the active snapshot key on parent, waiting for
+// the daemon's answer whatever ctx's state: a Prepare cancelled mid-call
+// may still be carried out after the client gave up, and a Remove sent at
+// once can reach the daemon first and find nothing, leaving the snapshot
+// behind (CI saw an "extract-… sha256:…" snapshot outlive an interrupted
+// warm under load). Once the answer is in, a warm cancelled meanwhile
+// removes what was prepared; on an error nothing is left either.
+func prepareSnapshot(ctx context.Context, sn snapshots.Snapshotter, key, parent string, opts ...snapshots.Opt) ([]mount.Mount, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	mounts, err := sn.Prepare(cctx, key, parent, opts...)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		sn.Remove(context.WithoutCancel(ctx), key)
+		return nil, err
+	}
+	return mounts, nil
 }

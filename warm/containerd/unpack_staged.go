@@ -256,10 +256,8 @@ func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshot
 	t.traceMark(&j.trace.Start)
 	cctx := context.WithoutCancel(ctx)
 	key := unpackKey(j.chainID)
-	mounts, err := sn.Prepare(ctx, key, "")
+	mounts, err := prepareSnapshot(ctx, sn, key, "")
 	if err != nil {
-		// A cancelled call may still have been carried out.
-		sn.Remove(cctx, key)
 		src.Close()
 		j.err = fmt.Errorf("prepare snapshot %s: %v", key, err)
 		return
@@ -328,9 +326,8 @@ func (t *Containerd) commitStaged(ctx context.Context, j *stagedLayer, chain []d
 		err = sn.Commit(ctx, chainID, staged, snapshots.WithParent(parent))
 	default:
 		key := unpackKey(chainID)
-		mounts, perr := sn.Prepare(ctx, key, parent)
+		mounts, perr := prepareSnapshot(ctx, sn, key, parent)
 		if perr != nil {
-			sn.Remove(cctx, key)
 			return fmt.Errorf("prepare snapshot %s: %v", key, perr)
 		}
 		defer sn.Remove(cctx, key)
