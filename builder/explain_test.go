@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -226,4 +227,33 @@ type rawManifest string
 func (m rawManifest) RawManifest() ([]byte, error) { return []byte(m), nil }
 func (m rawManifest) MediaType() (types.MediaType, error) {
 	return types.OCIManifestSchema1, nil
+}
+
+// TestExplainAgainstThePlatformBuilt: --explain-against an index compares
+// with the image of the platform being built (its record), not the
+// index's first.
+func TestExplainAgainstThePlatformBuilt(t *testing.T) {
+	reg := testimage.Registry(t)
+	l := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 300)}, "gzip")
+	amd := testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelInputs: `{"v":1,"bases":{"devel":"amd64's"},"steps":[]}`}}, l)
+	cf, err := amd.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture = "arm64"
+	cf.Config.Labels[layers.LabelInputs] = `{"v":1,"bases":{"devel":"arm64's"},"steps":[]}`
+	arm, err := mutate.ConfigFile(amd, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testimage.PushIndex(t, reg+"/acme/app:1", testimage.Index(t, amd, arm))
+	for _, p := range []string{"linux/arm64", "linux/amd64"} {
+		want := strings.TrimPrefix(p, "linux/") + "'s"
+		o := &RunOptions{Options: Options{Platforms: []string{p}}, Plan: testPlan(t, nil), Explain: true, ExplainAgainst: reg + "/acme/app:1"}
+		e, err := o.startExplain(context.Background())
+		if err != nil || e.against.Record == nil || e.against.Record.Bases["devel"] != want {
+			t.Fatalf("building %s: %v; compared with the record %+v, want %s", p, err, e.against.Record, want)
+		}
+	}
 }

@@ -61,7 +61,8 @@ type Against struct {
 	platform   v1.Platform
 }
 
-// ReadAgainst reads the image ref names (the first image of an index):
+// ReadAgainst reads the image ref names (of an index, the image for the
+// platform lopts select: kiln build passes the platform it builds first):
 // its kiln record and layers. An image that is not there is not an error:
 // Digest is then "".
 func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Against, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/buildkit/client"
@@ -350,7 +351,13 @@ func (o *RunOptions) startExplain(ctx context.Context) (*explainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := ReadAgainst(ctx, ref, o.lopts()...)
+	// The earlier image of the platform built first (the one the record
+	// and the cost are of), not an index's first image.
+	lopts := o.lopts()
+	if p, err := layers.ParsePlatform(buildPlatforms(o.Plan, o.Platforms)[0]); err == nil {
+		lopts = append(slices.Clip(lopts), layers.WithPlatform(p))
+	}
+	a, err := ReadAgainst(ctx, ref, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("--explain: %w", err)
 	}
