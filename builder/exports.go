@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/moby/buildkit/client"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
-	"github.com/moby/buildkit/client"
 )
 
 // Output is one export destination: a registry reference (pushed), an
@@ -122,15 +122,7 @@ func def(m map[string]string, k, v string) {
 
 func isLoopbackRef(ref string) bool {
 	host, _, _ := strings.Cut(ref, "/")
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	return registry.IsLoopback(host)
 }
 
 // cacheEntries are the cache specs as BuildKit's solve takes them.

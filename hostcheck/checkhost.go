@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // 4. NVIDIA Container Toolkit.
@@ -228,13 +229,7 @@ func (c *checker) registry() Item {
 	return it
 }
 
-func isLoopback(host string) bool {
-	h := host
-	if i := strings.LastIndex(h, ":"); i > 0 && !strings.HasSuffix(h, "]") {
-		h = h[:i]
-	}
-	return h == "localhost" || strings.HasPrefix(h, "127.") || h == "[::1]"
-}
+func isLoopback(host string) bool { return registry.IsLoopback(host) }
 
 // imageNeed is the disk an image takes once pulled and unpacked.
 func (c *checker) imageNeed() (int64, string) {

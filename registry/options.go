@@ -92,14 +92,19 @@ func (o *Options) Insecure(host string) bool {
 			return true
 		}
 	}
-	return isLoopback(host)
+	return IsLoopback(host)
 }
 
-func isLoopback(host string) bool {
+// IsLoopback says whether host (host, host:port, [v6]:port) is this
+// machine: localhost or a loopback address. The one rule kiln has for it:
+// such a registry may speak plain HTTP, a push to it is BuildKit's
+// registry.insecure, a mirror there is a host's own.
+func IsLoopback(host string) bool {
 	h := host
 	if hh, _, err := net.SplitHostPort(host); err == nil {
 		h = hh
 	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 	if h == "localhost" {
 		return true
 	}
