@@ -7,9 +7,9 @@
 // variables that require it is 1 (.ci/run sets the KILN_REQUIRE_*
 // variables), in which case the test fails: CI cannot pass as a skip.
 //
-// It imports no other test kit, so a test package may import it without
-// joining the e2e tier (the Makefile's E2E_PKGS greps the test sources
-// for testdaemon's callers). It imports layers/erofs (RequireErofs), so
+// It imports no other test kit and starts no daemon, so a test package
+// may import it without joining the e2e tier (a test file that starts a
+// daemon or uses BuildKit is named *e2e_test.go: TestDaemonTestsNamedE2E). It imports layers/erofs (RequireErofs), so
 // the packages that one builds on (layers, registry, layers/blob, ...)
 // may use it only from their external (package x_test) tests.
 package testkit
@@ -17,6 +17,7 @@ package testkit
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,4 +91,19 @@ func FixturesDir() string {
 		cache = "/var/cache/kiln-fixtures"
 	}
 	return filepath.Join(cache, "out")
+}
+
+// Deps is `go list -deps PKG`: every package PKG compiles, itself
+// included, for tests that hold an import boundary. It skips t where
+// there is no go command.
+func Deps(t testing.TB, pkg string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
 }
