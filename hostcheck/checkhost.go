@@ -210,7 +210,7 @@ func (c *checker) registry() Item {
 		it.Status, it.Summary = Pass, fmt.Sprintf("credentials for %s present (not shown)", host)
 		return it
 	}
-	if isLoopback(host) {
+	if registry.IsLoopback(host) {
 		it.Status, it.Summary = Pass, fmt.Sprintf("%s is a loopback registry; no credentials configured (usually none needed)", host)
 		return it
 	}
@@ -228,8 +228,6 @@ func (c *checker) registry() Item {
 	it.Fix = []string{fmt.Sprintf("docker login %s (or a credential helper in ~/.docker/config.json)", host)}
 	return it
 }
-
-func isLoopback(host string) bool { return registry.IsLoopback(host) }
 
 // imageNeed is the disk an image takes once pulled and unpacked.
 func (c *checker) imageNeed() (int64, string) {

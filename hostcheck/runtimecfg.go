@@ -443,7 +443,7 @@ func recognize(m *Mirror, header []string) {
 	switch {
 	case spegelPorts[port]:
 		m.Kind, m.Why = "spegel", "port "+port+" (Spegel's registry port)"
-	case dragonflyPorts[port] && isLoopback(u.Host):
+	case dragonflyPorts[port] && registry.IsLoopback(u.Host):
 		m.Kind, m.Why = "dragonfly", "loopback port "+port+" (dfdaemon's proxy)"
 	}
 }

@@ -69,8 +69,9 @@ type ProbeOptions struct {
 	// OCI layout in WorkDir/probe and nothing is pushed.
 	Registry string
 	WorkDir  string
-	// Tools makes the kiln-tools directory the recorder runs from (with
-	// EStargz: the probe records the files it opens) and its cleanup.
+	// Tools makes the kiln-tools directory the recorder runs from (when
+	// the probe records the files it opens: PublishOptions.records) and
+	// its cleanup.
 	Tools func() (string, func(), error)
 }
 
@@ -124,7 +125,7 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		if err != nil {
 			return nil, err
 		}
-		if o.EStargz || o.StartupList != "" {
+		if o.records() {
 			rep.StartupFiles = len(startup)
 		}
 		if o.StartupList != "" {
@@ -234,10 +235,14 @@ func names(img v1.Image) (v1.Hash, v1.Hash, error) {
 	return dig, cn, err
 }
 
+// records says the probe runs under the recorder: its startup set is laid
+// out first (EStargz) or written to a file (StartupList).
+func (o PublishOptions) records() bool { return o.EStargz || o.StartupList != "" }
+
 // probeImage hands out to BuildKit, from an OCI layout in the work directory
 // (or pushed to the probe registry when one is named), and runs the
-// probe there; with EStargz under the recorder (kiln itself mounted into
-// the probe container), returning the files it opened.
+// probe there; when it records, under the recorder (kiln itself mounted
+// into the probe container), returning the files it opened.
 func probeImage(ctx context.Context, out v1.Image, o PublishOptions) ([]string, error) {
 	p := o.Probe
 	dig, err := out.Digest()
@@ -263,7 +268,7 @@ func probeImage(ctx context.Context, out v1.Image, o PublishOptions) ([]string, 
 		return nil, err
 	}
 	fmt.Fprintf(o.Log, "probe: running %q in %s\n", p.Cmd, termtable.Digest(dig.String()))
-	if !o.EStargz && o.StartupList == "" {
+	if !o.records() {
 		if err := Probe(ctx, p.Client, src, cfg, p.Cmd); err != nil {
 			return nil, &ProbeError{fmt.Errorf("%w; nothing written to %s", err, o.Dests[0])}
 		}
