@@ -11,7 +11,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -50,13 +49,19 @@ func TestEStargzLazyPull(t *testing.T) {
 	// The stargz snapshotter is served to the 2.x transfer service.
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t, testdaemon.RequireEnv("KILN_REQUIRE_STARGZ")))
 	r := newSlimRun(t, "kiln-esgz-it-")
-	layout, digest, _, list := r.strictSlim(t)
+	layout, digest, slimOut, list := r.strictSlim(t)
 	dest := registry() + "/kiln-esgz-it/app:esgz"
 	b, err := os.ReadFile(list)
 	if err != nil {
 		t.Fatal(err)
 	}
 	startup := strings.Fields(string(b))
+	var slimRep struct {
+		StartupFiles int `json:"startup_files"`
+	}
+	if err := json.Unmarshal(slimOut, &slimRep); err != nil || len(startup) != slimRep.StartupFiles {
+		t.Fatalf("startup set: %d files listed, the slim's report says %d recorded (%v)", len(startup), slimRep.StartupFiles, err)
+	}
 	// What the probe must have opened: the interpreter, torch's package
 	// and the CUDA library it loaded by name.
 	for _, want := range []string{"/torch/__init__.py", "/libtorch_cuda.so"} {
@@ -68,14 +73,10 @@ func TestEStargzLazyPull(t *testing.T) {
 		t.Error("no python3 in the startup set")
 	}
 
-	cmd := exec.Command(r.bin, "convert", layout+"@"+digest, "--format", "estargz", "--startup-list", list,
-		"--to", dest, "--json", "--progress", "none")
-	cmd.Env = append(os.Environ(), "TMPDIR="+r.scratch)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kiln convert --format estargz: %v\n%s", err, stderr.String())
+	cv := run(t, nil, r.bin, "convert", layout+"@"+digest, "--format", "estargz", "--startup-list", list,
+		"--to", dest, "--work-dir", r.scratch, "--json", "--progress", "none")
+	if cv.code != 0 {
+		t.Fatalf("kiln convert --format estargz: exit %d\n%s", cv.code, cv.err)
 	}
 	var rep struct {
 		Digest string `json:"digest"`
@@ -84,8 +85,8 @@ func TestEStargzLazyPull(t *testing.T) {
 			StartupFiles int `json:"startup_files"`
 		} `json:"layers"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(cv.out), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, cv.out)
 	}
 	inImage := 0
 	for _, l := range rep.Layers {

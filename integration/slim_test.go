@@ -60,11 +60,10 @@ const strictProbe = "python3 -c 'import torch, ctypes; assert torch.version.cuda
 
 // strictSlim returns the suite's runtime-strict slim (`--policy
 // runtime-strict --gpus h100 --prune-nvidia-libs --keep-ptx=false
-// --compression zstd --probe strictProbe --startup-list`, zstd at its
-// default level: level 19 cost 12 minutes of CI for a size bench/gpucode.sh
-// measures), its
-// layout (oci:DIR, read as oci:DIR@DIGEST), digest, report and startup
-// list.
+// --compression zstd --probe strictProbe --startup-list`; zstd at its
+// default level: level 19 cost 12 minutes of CI for a size
+// bench/gpucode.sh measures): its layout (oci:DIR, read as
+// oci:DIR@DIGEST), digest, report and startup list.
 func (r slimRun) strictSlim(t *testing.T) (layout, digest string, report []byte, startupList string) {
 	t.Helper()
 	strict.once.Do(func() {
