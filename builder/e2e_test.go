@@ -366,23 +366,24 @@ func TestEndToEnd(t *testing.T) {
 	if r3.Digest == r1.Digest {
 		t.Fatal("app change did not change the image")
 	}
-	for i, img1 := range []*layers.Image{img1, img1z} {
-		img3 := open(r3.Pushed[i].Digest)
-		if len(img3.Layers) != len(img1.Layers) {
-			t.Fatalf("layers %d vs %d", len(img3.Layers), len(img1.Layers))
+	for k, before := range []*layers.Image{img1, img1z} {
+		comp := r3.Pushed[k].Compression
+		after := open(r3.Pushed[k].Digest)
+		if len(after.Layers) != len(before.Layers) {
+			t.Fatalf("%s: layers %d vs %d", comp, len(after.Layers), len(before.Layers))
 		}
 		var changed []int
 		var pushed int64
-		for i := range img1.Layers {
-			if img1.Layers[i].Digest != img3.Layers[i].Digest {
+		for i := range before.Layers {
+			if before.Layers[i].Digest != after.Layers[i].Digest {
 				changed = append(changed, i)
-				pushed += img3.Layers[i].Size
+				pushed += after.Layers[i].Size
 			}
 		}
-		if len(changed) != 1 || changed[0] != len(img1.Layers)-1 {
-			t.Errorf("%s: app change changed layers %v of %d, want only the last", r3.Pushed[i].Compression, changed, len(img1.Layers))
+		if len(changed) != 1 || changed[0] != len(before.Layers)-1 {
+			t.Errorf("%s: app change changed layers %v of %d, want only the last", comp, changed, len(before.Layers))
 		}
-		t.Logf("%s: app-only change: %d new layer bytes of %d", r3.Pushed[i].Compression, pushed, img3.CompressedSize())
+		t.Logf("%s: app-only change: %d new layer bytes of %d", comp, pushed, after.CompressedSize())
 	}
 
 	// A failing probe fails the build.
