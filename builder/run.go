@@ -17,7 +17,6 @@ import (
 	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
-	"github.com/kiln-build/kiln/sign"
 )
 
 // RunOptions are a whole build once its flags are read: the solve's
@@ -106,28 +105,27 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 			rep.To = append(rep.To, out.Ref.Raw)
 		}
 	}
-	var erofsPushed []Pushed
+	// Every image the build wrote goes through one publish chain: its
+	// SBOM (as a referrer unless attested inside its index), its
+	// signature; the EROFS variant is converted and written by it too.
+	for _, p := range res.Pushed {
+		h, err := v1.NewHash(p.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("pushed %s: %v", p.Ref, err)
+		}
+		pp, err := o.publisher(p.Compression, !attested).Publish(ctx, publish.Pushed(h), p.Ref)
+		if err != nil {
+			return nil, err
+		}
+		rep.record(pp)
+	}
 	if o.ErofsTo != "" {
-		p, err := o.pushErofs(ctx, res.Pushed)
+		p, pp, err := o.pushErofs(ctx, res.Pushed)
 		if err != nil {
 			return nil, err
 		}
 		res.Pushed = append(res.Pushed, p)
-		erofsPushed = res.Pushed[len(res.Pushed)-1:]
-	}
-	if o.SBOM {
-		// With --provenance the SBOM is attested inside each pushed index;
-		// the EROFS image, pushed by kiln, gets it as a referrer.
-		bomFor := res.Pushed
-		if rep.Attested {
-			bomFor = erofsPushed
-		}
-		if rep.SBOMs, err = AttachSBOMs(ctx, bomFor, o.Plan, o.Lock, o.Inputs, o.Version, o.lopts()); err != nil {
-			return nil, err
-		}
-	}
-	if rep.Signed, err = o.signAll(ctx, res.Pushed); err != nil {
-		return nil, err
+		rep.record(pp)
 	}
 	if o.Check != nil {
 		if err := o.Check(ctx, writtenRef(o.Outputs[0], res.Digest)); err != nil {
@@ -269,15 +267,16 @@ func (o *RunOptions) solve(ctx context.Context) (*Result, error) {
 
 // pushErofs converts the image the build pushed (the zstd one when there
 // are two: the same tars) into native EROFS layers and pushes it to
-// ErofsTo, returning it as one more pushed image for the SBOM and the
-// signature.
-func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, error) {
+// ErofsTo through the build's publish chain (its SBOM referrer and
+// signature), returning it as one more pushed image and what was
+// published.
+func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, *publish.Published, error) {
 	if len(pushed) == 0 {
-		return Pushed{}, fmt.Errorf("--format erofs: the build pushed nothing to convert")
+		return Pushed{}, nil, fmt.Errorf("--format erofs: the build pushed nothing to convert")
 	}
 	src := pushed[len(pushed)-1]
 	if len(src.Images) > 1 {
-		return Pushed{}, &UsageError{fmt.Errorf("--format erofs: the build pushed %d platforms; build one --platform at a time", len(src.Images))}
+		return Pushed{}, nil, &UsageError{fmt.Errorf("--format erofs: the build pushed %d platforms; build one --platform at a time", len(src.Images))}
 	}
 	digest := src.Digest
 	for _, d := range src.Images {
@@ -287,47 +286,47 @@ func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, er
 	lopts := o.lopts()
 	r, err := layers.ParseRef(src.Ref, lopts...)
 	if err != nil {
-		return Pushed{}, err
+		return Pushed{}, nil, err
 	}
 	ref := r.Name.Context().String() + "@" + digest
 	li, err := layers.Open(ctx, ref, lopts...)
 	if err != nil {
-		return Pushed{}, err
+		return Pushed{}, nil, err
 	}
 	defer li.Close()
 	img, err := li.V1(ctx)
 	if err != nil {
-		return Pushed{}, err
+		return Pushed{}, nil, err
 	}
 	fmt.Fprintf(o.log(), "kiln: converting %s to EROFS (%s inside)\n", ref, o.ErofsCompression)
-	v, err := publish.PublishVariant(ctx, publish.Writer(lopts...), publish.Erofs(convert.Options{}, o.ErofsCompression), img, o.ErofsTo)
+	v, err := publish.PublishVariant(ctx, o.publisher("erofs", true), publish.Erofs(convert.Options{}, o.ErofsCompression), img, o.ErofsTo)
 	if err != nil {
-		return Pushed{}, err
+		return Pushed{}, nil, err
 	}
-	return Pushed{Ref: o.ErofsTo, Compression: "erofs", Digest: v.Digest.String()}, nil
+	return Pushed{Ref: o.ErofsTo, Compression: "erofs", Digest: v.Digest.String()}, v.Published, nil
 }
 
-// signAll signs every manifest the build pushed (Signer nil: none):
-// BuildKit wrote them, publish signs them as it signs what slim, convert
-// and weights strip write.
-func (o *RunOptions) signAll(ctx context.Context, pushed []Pushed) ([]*sign.Signed, error) {
-	if o.Signer == nil || o.Signer.Key == nil {
-		return nil, nil
+// publisher is the chain an image the build wrote goes through
+// (BuildKit's as publish.Pushed: already written): with --sbom, its BOM as
+// an OCI referrer when sbom (not attested inside the pushed index),
+// naming its compression; with --sign-key, its signature.
+func (o *RunOptions) publisher(compression string, sbom bool) publish.Interface {
+	pub := publish.Writer(o.lopts()...)
+	if o.SBOM && sbom {
+		pub = publish.WithSBOMReferrer(pub, bomReferrer(o.Plan, o.Lock, o.Inputs, compression), o.Version, o.lopts()...)
 	}
-	pub := publish.WithSign(publish.Writer(), o.Signer)
-	var signed []*sign.Signed
-	for _, p := range pushed {
-		h, err := v1.NewHash(p.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("--sign-key: pushed %s: %v", p.Ref, err)
-		}
-		res, err := pub.Publish(ctx, publish.Pushed(h), p.Ref)
-		if err != nil {
-			return nil, err
-		}
-		signed = append(signed, res.Signed)
+	return publish.WithSign(pub, o.Signer)
+}
+
+// record adds what publishing one image attached to the report: its SBOM
+// referrer, its signature.
+func (rep *Report) record(p *publish.Published) {
+	if p.SBOM != "" {
+		rep.SBOMs = append(rep.SBOMs, p.SBOM)
 	}
-	return signed, nil
+	if p.Signed != nil {
+		rep.Signed = append(rep.Signed, p.Signed)
+	}
 }
 
 // explainer is Explain: the earlier image, read before the build moves

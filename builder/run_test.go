@@ -24,15 +24,15 @@ func TestPushErofs(t *testing.T) {
 	d, _ := img.Digest()
 	var errOut bytes.Buffer
 	o := &RunOptions{Options: Options{ProgressOut: &errOut}, ErofsTo: reg + "/acme/app:1-erofs", ErofsCompression: erofs.LZ4HC}
-	p, err := o.pushErofs(context.Background(), []Pushed{
+	p, pub, err := o.pushErofs(context.Background(), []Pushed{
 		{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: "sha256:" + strings.Repeat("0", 64)},
 		{Ref: reg + "/acme/app:1-zstd", Compression: "zstd", Digest: d.String()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Ref != reg+"/acme/app:1-erofs" || p.Compression != "erofs" {
-		t.Fatalf("pushed %+v", p)
+	if p.Ref != reg+"/acme/app:1-erofs" || p.Compression != "erofs" || pub.Digest.String() != p.Digest {
+		t.Fatalf("pushed %+v, published %+v", p, pub)
 	}
 	got, err := layers.Open(context.Background(), p.Ref)
 	if err != nil {

@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-build/kiln/layers"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
-	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/sbom"
 )
 
@@ -59,25 +58,15 @@ func SBOMAttestations(repo string, plan *recipes.Plan, lock *recipes.Lock, in In
 	}
 }
 
-// AttachSBOMs attaches, to each image a build pushed, a CycloneDX BOM of
-// its pinned inputs (bomParts). Without provenance it is an OCI
-// referrer of the pushed manifest rather than an attestation manifest in
-// an index: the image's digest stays the reproducible one (same inputs,
-// same digest), which an index carrying a timestamped BOM would break.
-func AttachSBOMs(ctx context.Context, pushed []Pushed, plan *recipes.Plan, lock *recipes.Lock, in Inputs, tool string, lopts []registry.Option) ([]string, error) {
-	var out []string
-	for _, p := range pushed {
-		r, err := layers.ParseRef(p.Ref, lopts...)
-		if err != nil {
-			return out, err
-		}
+// bomReferrer is the BOM a build attaches as a referrer of each image it
+// pushed without provenance (publish.WithSBOMReferrer): its pinned inputs
+// (bomParts) and the image's compression. As a referrer, not an
+// attestation manifest in an index, the image's digest stays the
+// reproducible one (same inputs, same digest), which an index carrying a
+// timestamped BOM would break.
+func bomReferrer(plan *recipes.Plan, lock *recipes.Lock, in Inputs, compression string) publish.BOM {
+	return func(context.Context, *publish.Published) (string, []sbom.Component, []sbom.Property, error) {
 		comps, props := bomParts(plan, lock, in)
-		props = append(props, sbom.Property{Name: "kiln:build:compression", Value: p.Compression})
-		dg, err := sbom.AttachReferrer(ctx, r.Name.Context().Digest(p.Digest).String(), "", comps, props, tool, lopts...)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, dg)
+		return "", comps, append(props, sbom.Property{Name: "kiln:build:compression", Value: compression}), nil
 	}
-	return out, nil
 }

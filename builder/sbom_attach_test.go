@@ -11,12 +11,14 @@ import (
 
 	"github.com/kiln-build/kiln/internal/cdxschema"
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/layers/publish"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
 )
 
-// kiln build --sbom's attachment, on a pushed image: the lock's pinned
-// inputs as a CycloneDX referrer that validates against the schema.
+// kiln build --sbom's attachment, on a pushed image, through the build's
+// publish chain: the lock's pinned inputs as a CycloneDX referrer that
+// validates against the schema.
 func TestBuildSBOMReferrer(t *testing.T) {
 	ref, d := testimage.ReferrersRegistry(t)
 	torch, cudnn := "2.5.1", "9.1.0"
@@ -28,12 +30,13 @@ func TestBuildSBOMReferrer(t *testing.T) {
 		},
 		Wheels: []recipes.LockedWheel{{Name: "torch", Version: "2.5.1+cu124", Platform: "linux/amd64", Filename: "torch-2.5.1+cu124-cp311-cp311-linux_x86_64.whl", URL: "https://download.pytorch.org/whl/torch.whl", SHA256: strings.Repeat("c", 64)}},
 	}
-	pushed := []Pushed{{Ref: ref, Compression: "gzip", Digest: d.String()}}
-	in := Inputs{RecipeHash: lock.RecipeHash, LockDigest: "sha256:" + strings.Repeat("d", 64)}
-	got, err := AttachSBOMs(context.Background(), pushed, lock.Plan, lock, in, "dev", nil)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("AttachSBOMs: %v %v", got, err)
+	o := RunOptions{Plan: lock.Plan, SBOM: true, Lock: lock, Version: "dev"}
+	o.Inputs = Inputs{RecipeHash: lock.RecipeHash, LockDigest: "sha256:" + strings.Repeat("d", 64)}
+	p, err := o.publisher("gzip", true).Publish(context.Background(), publish.Pushed(d), ref)
+	if err != nil || p.SBOM == "" || p.Digest != d {
+		t.Fatalf("publish: %+v %v", p, err)
 	}
+	got := []string{p.SBOM}
 	tag, _ := name.NewTag(ref, name.Insecure)
 	idx, err := remote.Referrers(tag.Context().Digest(d.String()))
 	if err != nil {

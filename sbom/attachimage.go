@@ -53,8 +53,8 @@ func AttachToImage(img v1.Image, dest string, comps []Component, props []Propert
 // PushReferrer stores bom as an OCI referrer of subj in repo (the
 // referrers API, else the referrers tag schema: sign.PushReferrer),
 // stamped with when it was attached, and returns the referrer's digest:
-// how kiln build --sbom (without provenance) and kiln weights strip --sbom
-// attach a BOM while the subject's own digest stays as it is.
+// a BOM attached while the subject's own digest stays as it is
+// (AttachReferrer).
 func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor, bom *BOM, lopts ...registry.Option) (string, error) {
 	b, err := bom.Marshal()
 	if err != nil {
@@ -71,9 +71,10 @@ func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor,
 // REPO:TAG, read back by HEAD: the subject is what the registry holds)
 // from comps and props, typ the subject's type ("" an image, TypeData a
 // weights artifact), and stores it as the manifest's referrer
-// (PushReferrer), returning the referrer's digest: the one way kiln
-// build --sbom (without provenance) and kiln weights strip --sbom attach
-// a BOM. An OCI layout has nowhere to keep a referrer: "", nil.
+// (PushReferrer), returning the referrer's digest. kiln attaches a
+// referrer BOM only through publish.WithSBOMReferrer (kiln build --sbom
+// without provenance, kiln weights strip --sbom). An OCI layout has
+// nowhere to keep a referrer: "", nil.
 func AttachReferrer(ctx context.Context, ref, typ string, comps []Component, props []Property, tool string, lopts ...registry.Option) (string, error) {
 	r, err := layers.ParseRef(ref, lopts...)
 	if err != nil || r.Kind != layers.KindRegistry {

@@ -2,7 +2,7 @@
 // "write the image, attach the SBOM, sign it", once, for build, slim,
 // convert and weights strip. It has ko's shape: one small Interface,
 // Publish(ctx, artifact, ref), a Writer at the bottom, and decorators
-// (WithSBOM, WithSign) that wrap an Interface and add their part to what
+// (WithSBOM, WithSBOMReferrer, WithSign) that wrap an Interface and add their part to what
 // it Published.
 //
 // Invariants:
@@ -24,6 +24,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -39,7 +40,8 @@ type Published struct {
 	Ref string
 	// Digest is the manifest (or, with an SBOM, the index) written.
 	Digest v1.Hash
-	// SBOM is the SBOM attestation's digest (WithSBOM); "" without.
+	// SBOM is the SBOM attestation's digest (WithSBOM) or the SBOM
+	// referrer's (WithSBOMReferrer); "" without.
 	SBOM string
 	// Signed is the signature (WithSign); nil when nothing was signed.
 	Signed *sign.Signed
@@ -113,6 +115,42 @@ func WithSBOM(inner Interface, attach Attach) Interface {
 			return nil, err
 		}
 		p.SBOM = att.String()
+		return p, nil
+	})
+}
+
+// BOM is what WithSBOMReferrer attaches for what was published at p: the
+// subject's type ("" an image, sbom.TypeData a weights artifact), its
+// components and properties.
+type BOM func(ctx context.Context, p *Published) (typ string, comps []sbom.Component, props []sbom.Property, err error)
+
+// WithSBOMReferrer attaches to what inner published a CycloneDX BOM (bom's
+// parts; tool: kiln's version) as an OCI referrer of its manifest, read
+// back by digest: the published digest stays the reproducible one, which
+// WithSBOM's index (a timestamped BOM inside) would change. kiln build
+// --sbom without provenance and kiln weights strip --sbom attach theirs
+// this way; an OCI layout has nowhere to keep a referrer (nothing is
+// attached). bom nil: inner unchanged.
+func WithSBOMReferrer(inner Interface, bom BOM, tool string, lopts ...registry.Option) Interface {
+	if bom == nil {
+		return inner
+	}
+	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
+		p, err := inner.Publish(ctx, a, ref)
+		if err != nil {
+			return nil, err
+		}
+		r, err := layers.ParseRef(ref, lopts...)
+		if err != nil || r.Kind != layers.KindRegistry {
+			return p, err
+		}
+		typ, comps, props, err := bom(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("--sbom: %w", err)
+		}
+		if p.SBOM, err = sbom.AttachReferrer(ctx, r.Name.Context().Digest(p.Digest.String()).String(), typ, comps, props, tool, lopts...); err != nil {
+			return nil, err
+		}
 		return p, nil
 	})
 }

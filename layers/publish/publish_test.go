@@ -6,13 +6,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/publish"
+	"github.com/kiln-build/kiln/sbom"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -108,5 +111,44 @@ func TestPushedIsNotWrittenAndAFailedWriteSignsNothing(t *testing.T) {
 	s := publish.WithSign(failing, &publish.Signer{Key: k})
 	if _, err := s.Publish(context.Background(), image(t), "127.0.0.1:1/kiln/app:1"); err == nil || err.Error() != "the registry is full" {
 		t.Fatalf("a failed write: %v, want its own error and no signing", err)
+	}
+}
+
+// The referrer SBOM decorator: the image's digest stays what the inner
+// Publish wrote, the BOM is its referrer in the registry (subject: that
+// digest), and an OCI layout, with nowhere to keep one, gets none.
+func TestWithSBOMReferrer(t *testing.T) {
+	ctx := context.Background()
+	ref, d := testimage.ReferrersRegistry(t)
+	var asked int
+	bom := func(_ context.Context, p *publish.Published) (string, []sbom.Component, []sbom.Property, error) {
+		asked++
+		if p.Digest != d {
+			t.Errorf("BOM asked for %s, want the published %s", p.Digest, d)
+		}
+		return sbom.TypeData, nil, []sbom.Property{{Name: "kiln:test", Value: "1"}}, nil
+	}
+	pub := publish.WithSBOMReferrer(publish.Writer(), bom, "dev")
+	p, err := pub.Publish(ctx, publish.Pushed(d), ref)
+	if err != nil || p.Digest != d || p.SBOM == "" {
+		t.Fatalf("published %+v, %v", p, err)
+	}
+	tag, _ := name.NewTag(ref)
+	idx, err := remote.Referrers(tag.Context().Digest(d.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := idx.IndexManifest()
+	if len(im.Manifests) != 1 || im.Manifests[0].Digest.String() != p.SBOM {
+		t.Fatalf("referrers of %s: %+v, want the SBOM %s", d, im.Manifests, p.SBOM)
+	}
+
+	dir := filepath.Join(t.TempDir(), "layout")
+	lp, err := pub.Publish(ctx, image(t), "oci:"+dir)
+	if err != nil || lp.SBOM != "" || asked != 1 {
+		t.Fatalf("layout: published %+v, %v, BOM asked %d times (want once, for the registry)", lp, err, asked)
+	}
+	if publish.WithSBOMReferrer(pub, nil, "dev") == nil {
+		t.Fatal("nil BOM: want the inner Interface")
 	}
 }

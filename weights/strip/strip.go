@@ -23,8 +23,9 @@ import (
 type Stripped struct {
 	Manifest *weights.Manifest
 	// Ref names the artifact by digest (REGISTRY/REPO@sha256:… or
-	// oci:DIR@sha256:…).
-	Ref string
+	// oci:DIR@sha256:…), Digest its manifest's digest.
+	Ref    string
+	Digest v1.Hash
 	// Labels go on the stripped image's config: layers.LabelWeightsManifest (Ref),
 	// layers.LabelWeightsMount and layers.LabelWeightsSetDigest.
 	Labels map[string]string
@@ -44,7 +45,7 @@ func Finish(ctx context.Context, c *weights.Collector, to, mount, sourceImageDig
 	if err != nil {
 		return nil, err
 	}
-	return &Stripped{Manifest: m, Ref: ref, Labels: map[string]string{layers.LabelWeightsManifest: ref, layers.LabelWeightsMount: m.Mount, layers.LabelWeightsSetDigest: m.SetDigest}}, nil
+	return &Stripped{Manifest: m, Ref: ref, Digest: dg, Labels: map[string]string{layers.LabelWeightsManifest: ref, layers.LabelWeightsMount: m.Mount, layers.LabelWeightsSetDigest: m.SetDigest}}, nil
 }
 
 // Rewritten is an image rewritten without its weights whose config
@@ -68,7 +69,8 @@ type Options struct {
 	// manifest, its platform is the twin's.
 	Source *layers.Image
 	// SBOM attaches a bill of the weight files to the artifact
-	// (AttachSBOM, registry only), naming Version as its tool.
+	// as its OCI referrer (registry only: publish.WithSBOMReferrer), naming
+	// Version as its tool.
 	SBOM    bool
 	Version string
 	// Signer signs the image and the artifact (a registry one); nil signs
@@ -122,9 +124,13 @@ func Run(ctx context.Context, c *weights.Collector, rw Rewritten, o Options) (*R
 		return nil, err
 	}
 	if o.SBOM {
-		if r.SBOM, err = AttachSBOM(ctx, st.Ref, st.Manifest, o.Version, o.Layers...); err != nil {
+		// The artifact Finish wrote, through the publish chain's SBOM.
+		pub := publish.WithSBOMReferrer(publish.Writer(o.Layers...), weightsBOM(st.Manifest), o.Version, o.Layers...)
+		p, err := pub.Publish(ctx, publish.Pushed(st.Digest), st.Ref)
+		if err != nil {
 			return nil, err
 		}
+		r.SBOM = p.SBOM
 	}
 	if r.Image.Signed != nil {
 		r.Signed = append(r.Signed, r.Image.Signed)
