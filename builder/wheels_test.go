@@ -334,7 +334,7 @@ func TestSourceRequirementCompiled(t *testing.T) {
 			pinned = s
 		}
 	}
-	if !strings.Contains(pinned, pin) || !strings.HasSuffix(pinned, " --require-hashes -r "+pinFile) || strings.Contains(pinned, "'flash-attn=="+wheelserve.FlashAttnVersion+"' ") {
+	if !strings.Contains(pinned, pin) || !strings.HasSuffix(pinned, " --require-hashes -r "+pinFile+"; "+dropBuildDeps) || strings.Contains(pinned, "'flash-attn=="+wheelserve.FlashAttnVersion+"' ") {
 		t.Errorf("flash-attn's compile is not pinned to %s:\n%s", fa.Source, pinned)
 	}
 	if df, err := Dockerfile(p, in); err != nil || !strings.Contains(df, "--require-hashes -r "+pinFile) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	ctdcontent "github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/plugins/content/local"
@@ -72,6 +73,23 @@ func ProbeRecord(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1
 		return nil, fmt.Errorf("probe: recording the startup set needs the kiln tools directory")
 	}
 	return probe(ctx, c, src, cfg, cmd, tools)
+}
+
+// forgetProbed drops the probed image from BuildKit's cache once the probe
+// ran: its layers, which the daemon took from the layout (or pulled) and
+// unpacked, are the size of the image twice over (a CUDA app: 7 GB) and
+// of no use after the probe (another probe of the same image takes them
+// again). Only the records named after the image's digest go ("pulled
+// from NAME@DIGEST"); a failure to drop them leaves them to BuildKit's
+// garbage collector, as before.
+func forgetProbed(c *client.Client, src ProbeSource) {
+	_, dg, ok := strings.Cut(src.Ref, "@sha256:")
+	if !ok || dg == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_ = c.Prune(ctx, nil, client.WithFilter([]string{"description~=" + dg}))
 }
 
 func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {
@@ -146,6 +164,7 @@ func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.Confi
 	}()
 	_, err = c.Solve(ctx, def, opt, ch)
 	<-done
+	forgetProbed(c, src)
 	if err != nil {
 		out := strings.TrimSpace(logs.String())
 		if len(out) > 2000 {

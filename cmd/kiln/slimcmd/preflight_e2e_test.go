@@ -87,6 +87,22 @@ func TestSlimProbePushesNothing(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.Digest == "" {
 		t.Fatalf("report %q: %v", stdout, err)
 	}
+	// The probed image left BuildKit's cache with the probe: no record
+	// is named after its digest.
+	c, _, err = builder.Connect(ctx, "", builder.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	du, err := c.DiskUsage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range du {
+		if strings.Contains(r.Description, strings.TrimPrefix(rep.Digest, "sha256:")) {
+			t.Errorf("the probed image stayed in BuildKit's cache: %s (%d bytes)", r.Description, r.Size)
+		}
+	}
 	for _, reg := range []string{"127.0.0.1:5000", "localhost:5000"} {
 		req, _ := http.NewRequest(http.MethodHead, "http://"+reg+"/v2/kiln-slim-probe/image/manifests/"+rep.Digest, nil)
 		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
