@@ -620,9 +620,17 @@ const buildDepsBefore = "/tmp/kiln-build-deps-before.txt"
 // second torch: files made and removed within one step leave nothing in
 // its layer, and BuildKit keeps ~3.6 GB less per compiled extension of
 // the CUDA stack. The wheel is what the runtime stage installs; no later
-// devel step imports torch without installing it first.
-const dropBuildDeps = "python3 -m pip list --format=freeze | grep -vxF -f " + buildDepsBefore +
-	" | sed 's/==.*//' | xargs -r python3 -m pip uninstall -y -q; rm -f " + buildDepsBefore
+// devel step imports torch without installing it first. Python itself
+// computes the difference (a base without apt may lack grep, sed or
+// xargs); nothing new installed (torch in the base already) uninstalls
+// nothing.
+const dropBuildDeps = "python3 -m pip list --format=freeze | python3 -c " +
+	`'import sys; old = set(open(sys.argv[1]).read().split()); new = [l.split("==")[0] for l in sys.stdin.read().split() if l not in old]; new and print("\n".join(new))' ` +
+	buildDepsBefore + " > " + buildDepsDrop + "; if [ -s " + buildDepsDrop + " ]; then python3 -m pip uninstall -y -q -r " + buildDepsDrop +
+	"; fi; rm -f " + buildDepsBefore + " " + buildDepsDrop
+
+// buildDepsDrop is the list dropBuildDeps uninstalls.
+const buildDepsDrop = "/tmp/kiln-build-deps-drop.txt"
 
 // sourceWheelDir is where a pip_from_source requirement's wheel is
 // compiled to: a directory of its own, so the step's one *.whl is the
