@@ -18,7 +18,8 @@
 //     the resolver checks against are package cuda's (embedded, never
 //     refreshed), which is what analyze, hostcheck and slim import instead
 //     of this package.
-//   - A lock file is read only through ReadLock (its version and unknown
-//     fields checked); IsLockFile is the one rule that tells a lock from an
-//     image reference, and RuntimeRefs the images a GPU host runs.
+//   - A lock file is read only through ReadLock or DecodeLock (its version
+//     and unknown fields checked); localfile.ReadArg is the one rule that
+//     tells a lock from an image reference, and RuntimeRefs the images a GPU
+//     host runs.
 package recipes

@@ -284,6 +284,12 @@ func ReadLock(path string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return DecodeLock(path, b)
+}
+
+// DecodeLock is ReadLock of a lock already read (b, from path): a
+// command argument localfile.ReadArg found to be a lock.
+func DecodeLock(path string, b []byte) (*Lock, error) {
 	var l Lock
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -298,24 +304,6 @@ func ReadLock(path string) (*Lock, error) {
 	}
 	l.FileDigest = fmt.Sprintf("sha256:%x", sha256.Sum256(b))
 	return &l, nil
-}
-
-// IsLockFile says whether arg names a kiln lock file rather than an image
-// reference or a volume manifest: a regular file holding a JSON object
-// with a lock_version. The one rule every command that takes either uses.
-func IsLockFile(arg string) bool {
-	if arg == "" || strings.HasPrefix(arg, "oci:") || strings.HasPrefix(arg, "docker-archive:") {
-		return false
-	}
-	// A regular file of at most 64 MiB, never a FIFO or device.
-	b, err := localfile.ReadFile(arg, "lock", 64<<20)
-	if err != nil {
-		return false
-	}
-	var probe struct {
-		LockVersion int `json:"lock_version"`
-	}
-	return json.Unmarshal(b, &probe) == nil && probe.LockVersion > 0
 }
 
 // RuntimeRefs returns the images the lock pins for platform (OS/ARCH as

@@ -10,34 +10,6 @@ import (
 	"testing"
 )
 
-func TestIsLockFile(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	for _, tc := range []struct {
-		arg  string
-		want bool
-	}{
-		{write("kiln.lock", `{"lock_version": 1, "plan": {}}`), true},
-		{write("volume.json", `{"schemaVersion": 1, "files": []}`), false},
-		{write("notjson", "hello"), false},
-		{write("zero.lock", `{"lock_version": 0}`), false},
-		{dir, false},
-		{filepath.Join(dir, "missing"), false},
-		{"oci:" + write("oci.lock", `{"lock_version": 1}`), false},
-		{"127.0.0.1:5000/kiln/app:v1", false},
-	} {
-		if got := IsLockFile(tc.arg); got != tc.want {
-			t.Errorf("IsLockFile(%s) = %v, want %v", tc.arg, got, tc.want)
-		}
-	}
-}
-
 func TestRuntimeRefs(t *testing.T) {
 	const amd, arm = "sha256:" + "aa" + "00000000000000000000000000000000000000000000000000000000000000", "sha256:bb00000000000000000000000000000000000000000000000000000000000000"
 	l := &Lock{BaseImages: map[string]LockedImage{

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/opencontainers/go-digest"
 
@@ -24,7 +26,7 @@ func TestArchiveManifestIsOne(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "app.tar")
 	testimage.WriteArchive(t, archive, "example.com/app:v1", img)
 	ref := "docker-archive:" + archive
-	set, err := Resolve(ctx, []string{ref}, ResolveOptions{Platform: v1.Platform{OS: "linux", Architecture: "amd64"}})
+	set, err := Resolve(ctx, testkit.Refs(t, ref), ResolveOptions{Platform: v1.Platform{OS: "linux", Architecture: "amd64"}})
 	if err != nil {
 		t.Fatal(err)
 	}

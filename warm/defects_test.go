@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/registry"
@@ -40,7 +42,7 @@ func TestResolveRefusesDuplicateDigestFalseSize(t *testing.T) {
 		other := reg.Host + "/hostile/dup:other"
 		testimage.Push(t, other, testimage.Image(t, testimage.Config{}, testimage.SizeLie(good, lie)))
 		for name, refs := range map[string][]string{"one image": {one}, "two images": {honest, other}} {
-			_, err := warm.Resolve(ctx, refs, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
+			_, err := warm.Resolve(ctx, testkit.Refs(t, refs...), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
 			if !errors.Is(err, registry.ErrSizeMismatch) {
 				t.Errorf("%s (false size %d of %d): err = %v, want a size mismatch", name, lie, n, err)
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -142,7 +144,7 @@ func TestRunWarmsErofsFormNamed(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep, err := warm.Run(ctx, warm.RunOptions{
-				Target: erofsTarget{l, tc.erofs}, Refs: []string{f.ref},
+				Target: erofsTarget{l, tc.erofs}, Refs: testkit.Refs(t, f.ref),
 				Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 				Options: warm.Options{Unpack: tc.unpack},
 			})
@@ -186,7 +188,7 @@ func TestRunSetsAsideErofsFormOverOtherLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := warm.Run(ctx, warm.RunOptions{
-		Target: erofsTarget{l, true}, Refs: []string{ref},
+		Target: erofsTarget{l, true}, Refs: testkit.Refs(t, ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Unpack: true},
 	})
@@ -238,7 +240,7 @@ func TestRunVerifiesTagForErofsForm(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep, err := warm.Run(ctx, warm.RunOptions{
-				Target: erofsTarget{l, true}, Refs: []string{f.ref}, Policy: pol,
+				Target: erofsTarget{l, true}, Refs: testkit.Refs(t, f.ref), Policy: pol,
 				Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 				Options: warm.Options{Unpack: true},
 			})

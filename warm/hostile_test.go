@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -35,7 +37,7 @@ func TestWarmRefusesHostileEntries(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			src := t.TempDir()
 			testimage.WriteLayout(t, src, "x", testimage.Image(t, testimage.Config{}, testimage.RawLayer(tc.tar, types.OCIUncompressedLayer)))
-			set, err := warm.Resolve(ctx, []string{"oci:" + src + ":x"}, warm.ResolveOptions{Platform: warmtest.AMD64})
+			set, err := warm.Resolve(ctx, testkit.Refs(t, "oci:"+src+":x"), warm.ResolveOptions{Platform: warmtest.AMD64})
 			if err != nil {
 				t.Fatal(err)
 			}

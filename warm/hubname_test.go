@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
@@ -30,7 +32,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	img := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "gzip"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04", img)
 	lopts := []registry.Option{registry.WithTransport(toLocal(reg))}
-	s, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts), Compression: warm.CompressionGzip})
+	s, err := warm.Resolve(context.Background(), testkit.Refs(t, "ubuntu:24.04"), warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts), Compression: warm.CompressionGzip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestWarmShortNameRecordedAsCRIName(t *testing.T) {
 	// Name reports "warm chose the zstd variant").
 	imgZ := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 10)}, "zstd"))
 	testimage.Push(t, reg+"/library/ubuntu:24.04-zstd", imgZ)
-	z, err := warm.Resolve(context.Background(), []string{"ubuntu:24.04"}, warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts)})
+	z, err := warm.Resolve(context.Background(), testkit.Refs(t, "ubuntu:24.04"), warm.ResolveOptions{Platform: warmtest.AMD64, Layers: lopts, Blobs: registry.NewPool(lopts)})
 	if err != nil {
 		t.Fatal(err)
 	}

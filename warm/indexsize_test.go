@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -29,7 +31,7 @@ func TestResolveRefusesIndexDescriptorSizeLie(t *testing.T) {
 	for _, lie := range []int64{100, -100} {
 		ref := reg.Host + "/hostile/idx:lie"
 		testimage.PushIndexSizeLie(t, ref, img, warmtest.AMD64, lie)
-		_, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
+		_, err := warm.Resolve(ctx, testkit.Refs(t, ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
 		if !errors.Is(err, registry.ErrSizeMismatch) {
 			t.Errorf("index lists the manifest %+d bytes off: err = %v, want a size mismatch", lie, err)
 		}
@@ -52,7 +54,7 @@ func TestResolveRefusesNestedIndex(t *testing.T) {
 	if err := remote.WriteIndex(r, outer); err != nil {
 		t.Fatal(err)
 	}
-	_, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: amd, Blobs: warmtest.FastSource()})
+	_, err := warm.Resolve(ctx, testkit.Refs(t, ref), warm.ResolveOptions{Platform: amd, Blobs: warmtest.FastSource()})
 	if err == nil || !strings.Contains(err.Error(), "nests another index") {
 		t.Fatalf("a nested index: err = %v, want a refusal in words", err)
 	}

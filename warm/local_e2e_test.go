@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
@@ -46,7 +48,7 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 		{arg: "oci:" + cache + ":v2", wantErr: `no image tagged "v2"`},
 		{arg: "oci:" + t.TempDir(), wantErr: "not an OCI image layout"},
 	} {
-		s, err := warm.Resolve(ctx, []string{tc.arg}, warm.ResolveOptions{Platform: warmtest.AMD64})
+		s, err := warm.Resolve(ctx, testkit.Refs(t, tc.arg), warm.ResolveOptions{Platform: warmtest.AMD64})
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: err = %v, want %q", tc.arg, err, tc.wantErr)
@@ -60,12 +62,12 @@ func TestWarmFromOCILayoutCache(t *testing.T) {
 			t.Fatalf("%s: images %+v, want %s read from the layout", tc.arg, s.Images, f.Ref)
 		}
 	}
-	set, err := warm.Resolve(ctx, []string{"oci:" + cache}, warm.ResolveOptions{Platform: warmtest.AMD64})
+	set, err := warm.Resolve(ctx, testkit.Refs(t, "oci:"+cache), warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// By digest, as the report names the source.
-	if _, err := warm.Resolve(ctx, []string{"oci:" + cache + "@" + set.Images[0].Manifest.Digest.String()}, warm.ResolveOptions{Platform: warmtest.AMD64}); err != nil {
+	if _, err := warm.Resolve(ctx, testkit.Refs(t, "oci:"+cache+"@"+set.Images[0].Manifest.Digest.String()), warm.ResolveOptions{Platform: warmtest.AMD64}); err != nil {
 		t.Fatalf("by digest: %v", err)
 	}
 
@@ -118,7 +120,7 @@ func TestWarmFromOCILayoutCorruptBlob(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	set, err := warm.Resolve(ctx, []string{"oci:" + cache}, warm.ResolveOptions{Platform: warmtest.AMD64})
+	set, err := warm.Resolve(ctx, testkit.Refs(t, "oci:"+cache), warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestWarmFromDockerArchive(t *testing.T) {
 	if _, err := layers.Write(ctx, f.Img, "docker-archive:"+archive+":kiln/app:v1"); err != nil {
 		t.Fatal(err)
 	}
-	set, err := warm.Resolve(ctx, []string{"docker-archive:" + archive}, warm.ResolveOptions{Platform: warmtest.AMD64})
+	set, err := warm.Resolve(ctx, testkit.Refs(t, "docker-archive:"+archive), warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func TestWeightsArtifactReadOnce(t *testing.T) {
 	if _, _, err := c.Publish(ctx, ref, "", "sha256:"+strings.Repeat("4", 64)); err != nil {
 		t.Fatal(err)
 	}
-	set, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
+	set, err := warm.Resolve(ctx, testkit.Refs(t, ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})
 	if err != nil {
 		t.Fatal(err)
 	}

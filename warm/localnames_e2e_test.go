@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/warm"
@@ -57,7 +59,7 @@ func TestLocalImageNames(t *testing.T) {
 		{ref: "docker-archive:" + archive + ":1", name: "docker.io/kiln/app:1"},
 		{ref: "docker-archive:" + hostile, err: "not an image name"},
 	} {
-		s, err := warm.Resolve(ctx, []string{tc.ref}, warm.ResolveOptions{Platform: warmtest.AMD64})
+		s, err := warm.Resolve(ctx, testkit.Refs(t, tc.ref), warm.ResolveOptions{Platform: warmtest.AMD64})
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err = %v, want %q", tc.ref, err, tc.err)
@@ -132,7 +134,7 @@ func TestWarmFromDockerDaemon(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+dk.Socket)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	s, err := warm.Resolve(context.Background(), []string{"docker-daemon:kiln/daemon:1"}, warm.ResolveOptions{Platform: warmtest.AMD64})
+	s, err := warm.Resolve(context.Background(), testkit.Refs(t, "docker-daemon:kiln/daemon:1"), warm.ResolveOptions{Platform: warmtest.AMD64})
 	if err != nil {
 		t.Fatal(err)
 	}

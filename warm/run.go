@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sync/atomic"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/sign"
 )
 
@@ -18,10 +19,12 @@ type RunOptions struct {
 	// Namespace is the containerd namespace the report names ("" for
 	// other targets).
 	Namespace string
-	// Refs are the images; Weights the weights manifests (files or
-	// references) pulled into the volume directory WeightsInto.
-	Refs, Weights []string
-	WeightsInto   string
+	// Refs are the images and weights artifacts, parsed where they were
+	// read; Manifests the weights volume manifest files, read once
+	// (localfile.ReadArg). Their volumes go into WeightsInto.
+	Refs        []layers.Ref
+	Manifests   []ManifestArg
+	WeightsInto string
 	// Resolve says how references resolve (platform, registry options,
 	// blob source, compression, mirrors); Run fills NoZstd, and Erofs
 	// with --unpack, from the target.
@@ -62,7 +65,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		return nil, err
 	}
 	defer set.Close()
-	vols, err := Volumes(ctx, set, o.Weights, o.WeightsInto, ro.Layers)
+	vols, err := Volumes(ctx, set, o.Manifests, o.WeightsInto, ro.Layers)
 	if err != nil {
 		return nil, err
 	}

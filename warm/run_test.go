@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+	"github.com/kiln-build/kiln/weights"
+
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
 	"github.com/kiln-build/kiln/warm/ocilayout"
@@ -29,7 +32,7 @@ func TestRunStartsWithLayerBytes(t *testing.T) {
 	var counters atomic.Int32
 	starts := 0
 	rep, err := warm.Run(ctx, warm.RunOptions{
-		Target: tgt, Namespace: "ns", Refs: []string{f.Ref},
+		Target: tgt, Namespace: "ns", Refs: testkit.Refs(t, f.Ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Progress: &done},
 		Start: func(n int64) func(*warm.Blob) *atomic.Int64 {
@@ -50,7 +53,7 @@ func TestRunStartsWithLayerBytes(t *testing.T) {
 	// stayed at 0 %, never drawn done).
 	var again atomic.Int64
 	rep, err = warm.Run(ctx, warm.RunOptions{
-		Target: tgt, Refs: []string{f.Ref},
+		Target: tgt, Refs: testkit.Refs(t, f.Ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Progress: &again},
 		Start: func(n int64) func(*warm.Blob) *atomic.Int64 {
@@ -63,7 +66,7 @@ func TestRunStartsWithLayerBytes(t *testing.T) {
 	}
 
 	rep, err = warm.Run(ctx, warm.RunOptions{
-		Target: tgt, Weights: []string{f.Ref},
+		Target: tgt, Manifests: []warm.ManifestArg{{Path: "weights.json", Manifest: &weights.Manifest{}}},
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 	})
 	if nv := (*warm.NoVolumeDirError)(nil); rep != nil || !errors.As(err, &nv) {

@@ -162,9 +162,10 @@ type ResolveOptions struct {
 	NoVariant map[string]string
 }
 
-// Resolve computes the warm set of refs: for each, the index (if any), the
-// manifest for the platform, its config and layers.
-func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error) {
+// Resolve computes the warm set of refs, parsed once where the command
+// read them: for each, the index (if any), the manifest for the platform,
+// its config and layers.
+func Resolve(ctx context.Context, refs []layers.Ref, o ResolveOptions) (*Set, error) {
 	if o.Blobs == nil {
 		o.Blobs = registry.NewPool(o.Layers)
 	}
@@ -189,8 +190,8 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 		}
 		return nil
 	}
-	for _, ref := range refs {
-		res, err := resolveOne(ctx, ref, o)
+	for _, r := range refs {
+		res, err := resolveOne(ctx, r, o)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -209,7 +210,7 @@ func Resolve(ctx context.Context, refs []string, o ResolveOptions) (*Set, error)
 		for _, b := range res.blobs {
 			if err := add(b); err != nil {
 				s.Close()
-				return nil, fmt.Errorf("image %q: %w", ref, err)
+				return nil, fmt.Errorf("image %q: %w", r.Raw, err)
 			}
 		}
 	}
@@ -266,11 +267,8 @@ type resolved struct {
 	closer io.Closer
 }
 
-func resolveOne(ctx context.Context, ref string, o ResolveOptions) (*resolved, error) {
-	r, err := layers.ParseRef(ref, o.Layers...)
-	if err != nil {
-		return nil, err
-	}
+func resolveOne(ctx context.Context, r layers.Ref, o ResolveOptions) (*resolved, error) {
+	ref := r.Raw
 	switch r.Kind {
 	case layers.KindOCILayout:
 		return resolveLayout(ctx, ref, r, o)

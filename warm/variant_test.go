@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -67,7 +69,7 @@ func TestWarmSetsAsideVariantOverOtherLayers(t *testing.T) {
 	}
 	var logged []string
 	rep, err := warm.Run(ctx, warm.RunOptions{
-		Target: tgt, Refs: []string{f.Ref},
+		Target: tgt, Refs: testkit.Refs(t, f.Ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Log: func(format string, a ...any) { logged = append(logged, format) }},
 	})
@@ -99,7 +101,7 @@ func TestWarmSetsAsideVariantOverOtherLayers(t *testing.T) {
 	dir2 := filepath.Join(t.TempDir(), "oci")
 	tgt2, _ := ocilayout.New(dir2)
 	_, err = warm.Run(ctx, warm.RunOptions{
-		Target: tgt2, Refs: []string{f.Ref},
+		Target: tgt2, Refs: testkit.Refs(t, f.Ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource(), Compression: warm.CompressionZstd},
 	})
 	if err == nil || !strings.Contains(err.Error(), "not the zstd form") {

@@ -6,7 +6,15 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
+	"github.com/kiln-build/kiln/weights"
 )
+
+// ManifestArg is a weights volume manifest file kiln warm was named, read
+// once (localfile.ReadArg, weights.DecodeManifestFile).
+type ManifestArg struct {
+	Path     string
+	Manifest *weights.Manifest
+}
 
 // NoVolumeDirError is returned when a weights artifact is named but no
 // directory was given to hold its volume (a usage error).
@@ -20,11 +28,13 @@ func (e *NoVolumeDirError) Error() string {
 // dev.kiln.weights.manifest label and the WEIGHTS arguments (and those the
 // set found among its arguments). One volume goes into the directory into;
 // several distinct volumes are refused (one directory is one mount).
-func Volumes(ctx context.Context, set *Set, args []string, into string, lopts []registry.Option) ([]*Volume, error) {
-	args = append(append([]string(nil), args...), set.WeightsArgs...)
+func Volumes(ctx context.Context, set *Set, files []ManifestArg, into string, lopts []registry.Option) ([]*Volume, error) {
 	if into == "" {
-		if len(args) > 0 {
-			return nil, &NoVolumeDirError{Arg: args[0]}
+		switch {
+		case len(files) > 0:
+			return nil, &NoVolumeDirError{Arg: files[0].Path}
+		case len(set.WeightsArgs) > 0:
+			return nil, &NoVolumeDirError{Arg: set.WeightsArgs[0]}
 		}
 		return nil, nil
 	}
@@ -57,15 +67,22 @@ func Volumes(ctx context.Context, set *Set, args []string, into string, lopts []
 			return nil, err
 		}
 	}
-	for _, a := range args {
-		v, ok := set.volumes[a]
-		if !ok {
-			var err error
-			if v, err = ResolveVolume(ctx, a, "", lopts); err != nil {
-				return nil, err
-			}
+	for _, f := range files {
+		res, err := weights.ResolveManifest(ctx, f.Manifest, "", lopts...)
+		if err != nil {
+			return nil, fmt.Errorf("weights %s: %w", f.Path, err)
 		}
-		if err := add(v); err != nil {
+		if res.Source == nil {
+			return nil, fmt.Errorf("weights %s: the manifest names no repository to fetch its blobs from", f.Path)
+		}
+		if err := add(&Volume{Ref: f.Path, Resolved: res}); err != nil {
+			return nil, err
+		}
+	}
+	// The weights artifacts among the references: resolved from the
+	// manifest the set read.
+	for _, a := range set.WeightsArgs {
+		if err := add(set.volumes[a]); err != nil {
 			return nil, err
 		}
 	}

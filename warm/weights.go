@@ -10,11 +10,11 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/kiln-build/kiln/internal/localfile"
+	"golang.org/x/time/rate"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
-	"golang.org/x/time/rate"
 )
 
 // Weights volumes in the warm set. An image slimmed by `kiln weights strip`
@@ -120,20 +120,6 @@ func ResolveVolume(ctx context.Context, ref, image string, lopts []registry.Opti
 		image = res.Image
 	}
 	return &Volume{Ref: ref, Image: image, Resolved: res}, nil
-}
-
-// IsManifestFile says whether arg is a weights volume manifest file (a
-// JSON file with the volume manifest's media type).
-func IsManifestFile(arg string) bool {
-	// A regular file of at most 64 MiB, never a FIFO or device.
-	b, err := localfile.ReadFile(arg, "weights manifest", 64<<20)
-	if err != nil {
-		return false
-	}
-	var probe struct {
-		MediaType string `json:"mediaType"`
-	}
-	return json.Unmarshal(b, &probe) == nil && probe.MediaType == weights.MediaTypeManifest
 }
 
 // WeightsOptions tune WarmWeights.

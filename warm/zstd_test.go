@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/convert"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -47,7 +49,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Platform, tc.o.Blobs = warmtest.AMD64, src
-			s, err := warm.Resolve(ctx, []string{f.Ref}, tc.o)
+			s, err := warm.Resolve(ctx, testkit.Refs(t, f.Ref), tc.o)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -72,7 +74,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 		})
 	}
 	// The warm of the zstd variant lands under the original name.
-	s, err := warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
+	s, err := warm.Resolve(ctx, testkit.Refs(t, f.Ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	other := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/evil", []byte("not your image"))}, "zstd"))
 	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, other)
 
-	s, err := warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
+	s, err := warm.Resolve(ctx, testkit.Refs(t, f.Ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 		t.Fatalf("report: %+v", rep.Images[0])
 	}
 	// Asked for zstd: refused, saying why.
-	_, err = warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src, Compression: warm.CompressionZstd})
+	_, err = warm.Resolve(ctx, testkit.Refs(t, f.Ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src, Compression: warm.CompressionZstd})
 	if err == nil || !strings.Contains(err.Error(), "not the zstd form") {
 		t.Fatalf("--compression zstd with a substituted variant: %v", err)
 	}
@@ -139,7 +141,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	zl, _ := res.Image.Layers()
 	short := testimage.Image(t, testimage.Config{}, zl[0])
 	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, short)
-	s, err = warm.Resolve(ctx, []string{f.Ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
+	s, err = warm.Resolve(ctx, testkit.Refs(t, f.Ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func TestResolveIndexPicksZstdOnlyWhenSameImage(t *testing.T) {
 	evil := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("etc/app", []byte("app v1, vulnerable"))}, "zstd"))
 	ref := reg.Host + "/kiln-warm/idx:v2"
 	testimage.PushIndex(t, ref, testimage.Index(t, gz, evil))
-	s, err := warm.Resolve(ctx, []string{ref}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
+	s, err := warm.Resolve(ctx, testkit.Refs(t, ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src})
 	if err != nil {
 		t.Fatal(err)
 	}

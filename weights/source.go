@@ -1,15 +1,17 @@
 package weights
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
@@ -38,18 +40,18 @@ type Resolved struct {
 func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*Resolved, error) {
 	var res *Resolved
 	var err error
+	af, err := localfile.ReadArg(ref, maxManifestBytes)
 	switch {
-	case strings.HasPrefix(ref, "oci:"):
-		res, err = resolveLayout(ctx, ref, true)
-	case isManifestFile(ref):
-		var m *Manifest
-		if m, err = ReadManifest(ref); err != nil {
+	case err != nil:
+		return nil, err
+	case af != nil:
+		m, err := DecodeManifestFile(af)
+		if err != nil {
 			return nil, err
 		}
-		res = &Resolved{Manifest: m}
-		if from == "" {
-			from = m.Repository
-		}
+		return ResolveManifest(ctx, m, from, opts...)
+	case strings.HasPrefix(ref, "oci:"):
+		res, err = resolveLayout(ctx, ref, true)
 	default:
 		res, err = resolveRegistry(ctx, ref, true, opts...)
 	}
@@ -64,12 +66,33 @@ func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*R
 	return res, nil
 }
 
-func isManifestFile(ref string) bool {
-	if strings.HasSuffix(ref, ".json") {
-		return true
+// DecodeManifestFile decodes a volume manifest file a command was named, as
+// localfile.ReadArg read it (the one rule that told it from a reference).
+func DecodeManifestFile(af *localfile.ArgFile) (*Manifest, error) {
+	if af.MediaType != MediaTypeManifest {
+		return nil, fmt.Errorf("%s: not a weights volume manifest (mediaType %q, lock_version %d)", af.Path, af.MediaType, af.LockVersion)
 	}
-	fi, err := os.Stat(ref)
-	return err == nil && fi.Mode().IsRegular()
+	m, err := DecodeManifest(bytes.NewReader(af.Bytes))
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", af.Path, err)
+	}
+	return m, nil
+}
+
+// ResolveManifest is Resolve of a volume manifest already read: its
+// blobs come from from, else the repository the manifest names.
+func ResolveManifest(ctx context.Context, m *Manifest, from string, opts ...registry.Option) (*Resolved, error) {
+	res := &Resolved{Manifest: m}
+	if from == "" {
+		from = m.Repository
+	}
+	if from != "" {
+		var err error
+		if res.Source, err = SourceFor(ctx, from, opts...); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // SourceFor is the blob source of a repository: oci:DIR or REGISTRY/REPO.
@@ -280,7 +303,8 @@ func followIndex(ctx context.Context, ref string, follow bool, opts ...registry.
 
 // followLabel resolves the artifact an image's label names (one hop only).
 func followLabel(ctx context.Context, image, label string, opts ...registry.Option) (*Resolved, error) {
-	if !strings.HasPrefix(label, "oci:") && isManifestFile(label) {
+	// A label names an artifact reference, never a file on this host.
+	if !strings.HasPrefix(label, "oci:") && (strings.HasSuffix(label, ".json") || strings.HasPrefix(label, "/") || strings.HasPrefix(label, ".")) {
 		return nil, fmt.Errorf("image %q: label %s=%q: not an artifact reference", image, layers.LabelWeightsManifest, label)
 	}
 	var res *Resolved

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -106,4 +107,19 @@ func Deps(t testing.TB, pkg string) []string {
 		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
 	}
 	return strings.Fields(string(out))
+}
+
+// Refs parses references as a command does, once, at the edge
+// (layers.ParseRef): what the library APIs that take layers.Ref are given.
+func Refs(t testing.TB, refs ...string) []layers.Ref {
+	t.Helper()
+	out := make([]layers.Ref, len(refs))
+	for i, ref := range refs {
+		r, err := layers.ParseRef(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = r
+	}
+	return out
 }

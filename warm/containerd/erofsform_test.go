@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
@@ -62,7 +64,7 @@ func TestWarmErofsFormNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ov.Close()
-	rep, err := warm.Run(ctx, warm.RunOptions{Target: ov, Refs: []string{ref},
+	rep, err := warm.Run(ctx, warm.RunOptions{Target: ov, Refs: testkit.Refs(t, ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Unpack: true, DryRun: true}})
 	if err != nil || rep.Images[0].Form != "" || rep.Images[0].Note != "" {
@@ -74,7 +76,7 @@ func TestWarmErofsFormNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	rep, err = warm.Run(ctx, warm.RunOptions{Target: tgt, Refs: []string{ref},
+	rep, err = warm.Run(ctx, warm.RunOptions{Target: tgt, Refs: testkit.Refs(t, ref),
 		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
 		Options: warm.Options{Unpack: true}})
 	if err != nil || !rep.Ready || !rep.Unpacked {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/preflight"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -126,7 +128,7 @@ func TestWarmDockerEngine(t *testing.T) {
 	// zstd only: refused, naming Docker 23.0.
 	refZ := f.Reg.Host + "/kiln-warm/zonly:v1"
 	testimage.Push(t, refZ, testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.File("z", []byte("zstd"))}, "zstd")))
-	_, err = warm.Resolve(ctx, []string{refZ}, warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src, NoZstd: noZstd})
+	_, err = warm.Resolve(ctx, testkit.Refs(t, refZ), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: src, NoZstd: noZstd})
 	if err == nil || !strings.Contains(err.Error(), "23.0") || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("zstd-only image: err = %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/hostcheck"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -151,7 +152,15 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	// The image's registry, for the credentials probe.
 	var registries []string
-	lock := recipes.IsLockFile(opts.Image)
+	// --image read once: a lock's bytes are decoded below.
+	af, err := localfile.ReadArg(opts.Image, localfile.MaxConfig)
+	if err != nil {
+		return cmdutil.UsageErr("--image: %v", err)
+	}
+	lock := af != nil && af.LockVersion > 0
+	if af != nil && !lock {
+		return cmdutil.UsageErr("--image %s: a weights volume manifest, not an image, a kiln.lock or a kiln.yaml", opts.Image)
+	}
 	recipe := !lock && isRecipeFile(opts.Image)
 	if opts.Image != "" && !lock && !recipe {
 		ref, err := layers.ParseRef(opts.Image, lopts...)
@@ -188,7 +197,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	var imageErr string
 	switch {
 	case lock:
-		l, err := recipes.ReadLock(opts.Image)
+		l, err := recipes.DecodeLock(af.Path, af.Bytes)
 		if err != nil {
 			return cmdutil.UsageErr("--image: %v", err)
 		}

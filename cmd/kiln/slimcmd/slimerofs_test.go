@@ -89,7 +89,7 @@ func TestSlimCommandErofs(t *testing.T) {
 	if tm, _ := timg.Manifest(); tm.Annotations[layers.AnnotationErofsManifest] != erofsDigests[0] {
 		t.Errorf("TAG's manifest annotations %v, want %s naming %s", tm.Annotations, layers.AnnotationErofsManifest, erofsDigests[0])
 	}
-	set, err := warm.Resolve(context.Background(), []string{to}, warm.ResolveOptions{Erofs: true, Platform: v1.Platform{OS: "linux", Architecture: "amd64"}})
+	set, err := warm.Resolve(context.Background(), testkit.Refs(t, to), warm.ResolveOptions{Erofs: true, Platform: v1.Platform{OS: "linux", Architecture: "amd64"}})
 	if err != nil {
 		t.Fatal(err)
 	}

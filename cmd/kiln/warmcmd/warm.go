@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/internal/bytesize"
+	"github.com/kiln-build/kiln/internal/localfile"
 	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/internal/termtext"
 	"github.com/kiln-build/kiln/layers"
@@ -30,6 +31,7 @@ import (
 	"github.com/kiln-build/kiln/warm/containerd"
 	"github.com/kiln-build/kiln/warm/docker"
 	"github.com/kiln-build/kiln/warm/targets"
+	"github.com/kiln-build/kiln/weights"
 )
 
 // WarmOptions are kiln warm's inputs.
@@ -238,12 +240,14 @@ func runWarm(ctx context.Context, opts *WarmOptions) error {
 // anything is read or written: the target, the images (lock files
 // expanded) and weights manifests, and the transfer settings.
 type warmFlags struct {
-	spec              warm.TargetSpec
-	comp              warm.Compression
-	limit, chunk      int64
-	lopts             []registry.Option
-	plat              v1.Platform
-	refs, weightsArgs []string
+	spec         warm.TargetSpec
+	comp         warm.Compression
+	limit, chunk int64
+	lopts        []registry.Option
+	plat         v1.Platform
+	// The arguments, classified and parsed once (addArg).
+	refs      []layers.Ref
+	manifests []warm.ManifestArg
 }
 
 // parseWarmFlags checks kiln warm's flags and reads its arguments; a
@@ -301,30 +305,52 @@ func parseWarmFlags(opts *WarmOptions) (*warmFlags, error) {
 		return nil, err
 	}
 	plat, _ := layers.ParsePlatform(opts.Platform)
-	var refs, weightsArgs []string
+	fl := &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, plat: plat}
 	for _, a := range opts.Args {
-		if warm.IsManifestFile(a) {
-			weightsArgs = append(weightsArgs, a)
-			continue
-		}
-		if recipes.IsLockFile(a) {
-			l, err := recipes.ReadLock(a)
-			if err != nil {
-				return nil, fmt.Errorf("lock file %v", err)
-			}
-			rs, err := l.RuntimeRefs(a, layers.PlatformString(plat))
-			if err != nil {
-				return nil, err
-			}
-			refs = append(refs, rs...)
-			continue
-		}
-		if _, err := verbkit.CheckRef("", a, lopts...); err != nil {
+		if err := fl.addArg(a); err != nil {
 			return nil, err
 		}
-		refs = append(refs, a)
 	}
-	return &warmFlags{spec: spec, comp: comp, limit: limit, chunk: chunk, lopts: lopts, plat: plat, refs: refs, weightsArgs: weightsArgs}, nil
+	return fl, nil
+}
+
+// addArg classifies one argument, once (localfile.ReadArg: the one rule
+// for a file or a reference, the file read once): a weights volume
+// manifest file, decoded from those bytes; a kiln.lock, decoded from them,
+// whose runtime images for the platform are parsed as references; else a
+// reference, parsed here and nowhere after.
+func (fl *warmFlags) addArg(a string) error {
+	af, err := localfile.ReadArg(a, localfile.MaxManifest)
+	if err != nil {
+		return cmdutil.UsageErr("%v", err)
+	}
+	var refs []string
+	switch {
+	case af == nil:
+		refs = []string{a}
+	case af.LockVersion > 0:
+		l, err := recipes.DecodeLock(af.Path, af.Bytes)
+		if err != nil {
+			return fmt.Errorf("lock file %v", err)
+		}
+		if refs, err = l.RuntimeRefs(a, layers.PlatformString(fl.plat)); err != nil {
+			return err
+		}
+	default:
+		m, err := weights.DecodeManifestFile(af)
+		if err != nil {
+			return cmdutil.UsageErr("%v", err)
+		}
+		fl.manifests = append(fl.manifests, warm.ManifestArg{Path: a, Manifest: m})
+	}
+	for _, ref := range refs {
+		r, err := verbkit.CheckRef("", ref, fl.lopts...)
+		if err != nil {
+			return err
+		}
+		fl.refs = append(fl.refs, r)
+	}
+	return nil
 }
 
 // warmOnce does the warm (warm.Run) on the target --target names, with
@@ -363,7 +389,7 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 	pool := registry.NewPool(fl.lopts)
 	lopts := append(fl.lopts[:len(fl.lopts):len(fl.lopts)], registry.WithPool(pool))
 	ro := warm.RunOptions{
-		Target: tgt, Refs: fl.refs, Weights: fl.weightsArgs, WeightsInto: opts.WeightsInto, Policy: pol,
+		Target: tgt, Refs: fl.refs, Manifests: fl.manifests, WeightsInto: opts.WeightsInto, Policy: pol,
 		Resolve: warm.ResolveOptions{Platform: fl.plat, Layers: lopts, Blobs: pool, Compression: fl.comp},
 		// One --limit-rate for the image blobs and the weights pull together.
 		Options: warm.Options{

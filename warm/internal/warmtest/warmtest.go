@@ -24,7 +24,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers/blob"
 	kregistry "github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
@@ -321,7 +323,7 @@ func Resolve(t testing.TB, ctx context.Context, src *kregistry.Pool, o warm.Reso
 	t.Helper()
 	o.Platform = AMD64
 	o.Blobs = src
-	s, err := warm.Resolve(ctx, refs, o)
+	s, err := warm.Resolve(ctx, testkit.Refs(t, refs...), o)
 	if err != nil {
 		t.Fatal(err)
 	}
