@@ -365,7 +365,7 @@ func (c *Content) configs(ctx context.Context, m *Manifest) ([]*v1.ConfigFile, e
 func (c *Content) Reused(comp string) *Result {
 	res := &Result{Reused: true, ContentTag: c.Tag.String(), InputsDigest: c.Digest}
 	add := func(ref name.Reference, comp string, d *Manifest) {
-		pu := Pushed{Ref: ref.String(), Compression: comp, Digest: d.Desc.Digest.String()}
+		pu := Pushed{Ref: layers.RegistryRef(ref), Compression: comp, Digest: d.Desc.Digest.String()}
 		if d.Desc.MediaType.IsIndex() {
 			if im, err := v1.ParseIndexManifest(bytes.NewReader(d.Raw)); err == nil {
 				pu.Images = map[string]string{}

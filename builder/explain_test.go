@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -162,7 +164,7 @@ func TestExplainCost(t *testing.T) {
 	testimage.Push(t, reg+"/acme/app:1", built)
 	d, _ := built.Digest()
 	e := &Explanation{}
-	if err := a.Measure(context.Background(), e, []Pushed{{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: d.String()}}); err != nil {
+	if err := a.Measure(context.Background(), e, []Pushed{{Ref: testkit.Ref(t, reg+"/acme/app:1"), Compression: "gzip", Digest: d.String()}}); err != nil {
 		t.Fatal(err)
 	}
 	newSize, _ := newApp.Size()

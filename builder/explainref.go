@@ -153,10 +153,7 @@ func nonNil[T any](s []T) []T {
 // tag first) against the earlier image's layers.
 func (a *Against) Measure(ctx context.Context, e *Explanation, pushed []Pushed, lopts ...registry.Option) error {
 	for i, p := range pushed {
-		r, err := layers.ParseRef(p.Ref, lopts...)
-		if err != nil {
-			return err
-		}
+		r := p.Ref
 		dg, err := v1.NewHash(p.Digest)
 		if err != nil {
 			return err

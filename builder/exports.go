@@ -254,7 +254,7 @@ func pushedDigests(ctx context.Context, o Options, images bool) ([]Pushed, error
 		if err != nil {
 			return pushed, fmt.Errorf("output %s: pushed, but resolving its digest: %w", out, err)
 		}
-		pu := Pushed{Ref: out.Ref.String(), Compression: oc, Digest: dg}
+		pu := Pushed{Ref: out.Ref, Compression: oc, Digest: dg}
 		if len(imgs) > 1 || images {
 			pu.Images = imgs
 		}

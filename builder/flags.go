@@ -128,7 +128,8 @@ func (f *Flags) Parse(lopts []registry.Option) (*RunOptions, *analyze.Rules, err
 		if len(f.Platforms) > 1 {
 			return nil, nil, usage("--format erofs: one --platform at a time (an EROFS image is one platform's filesystem)")
 		}
-		if o.ErofsTo, err = layers.ErofsDest(f.Push, nil); err != nil {
+		// Beside the --push tag, parsed once (outputs: the first).
+		if o.ErofsTo, err = layers.ErofsDest(o.Outputs[0].Ref); err != nil {
 			return nil, nil, usage("--format erofs: %v", err)
 		}
 	default:
@@ -170,11 +171,7 @@ func (f *Flags) outputs(lopts []registry.Option) ([]Output, error) {
 		}
 		outputs = append(outputs, Output{Ref: ref})
 		if f.Compression == "both" {
-			zd, err := layers.ZstdDest(f.Push, nil)
-			if err != nil {
-				return nil, usage("--compression both: %v", err)
-			}
-			zref, err := layers.ParseRef(zd, lopts...)
+			zref, err := layers.ZstdDest(ref)
 			if err != nil {
 				return nil, usage("--compression both: %v", err)
 			}

@@ -41,7 +41,7 @@ type RunOptions struct {
 	ExplainAgainst string
 	// ErofsTo (--format erofs) is where the pushed image converted to
 	// native EROFS layers goes ("" none), ErofsCompression inside them.
-	ErofsTo          string
+	ErofsTo          layers.Ref
 	ErofsCompression erofs.Compression
 	// SBOM attaches each pushed image's BOM (pinned inputs: Lock, or the
 	// plan), attested in the index with Provenance, else a referrer;
@@ -69,7 +69,7 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // same inputs) or the solve, then the content tag, the EROFS variant,
 // the SBOMs, the signatures, the Check and the explanation.
 func Run(ctx context.Context, o RunOptions) (*Report, error) {
-	if o.ErofsTo != "" {
+	if o.ErofsTo.Kind != "" {
 		if err := erofs.Check(ctx); err != nil {
 			return nil, err
 		}
@@ -119,7 +119,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		}
 		rep.record(pp)
 	}
-	if o.ErofsTo != "" {
+	if o.ErofsTo.Kind != "" {
 		p, pp, err := o.pushErofs(ctx, res.Pushed)
 		if err != nil {
 			return nil, err
@@ -251,7 +251,11 @@ func (o *RunOptions) solve(ctx context.Context) (*Result, error) {
 			if err != nil {
 				return err
 			}
-			_, err = pub.Publish(ctx, publish.Pushed(d), e.Ref)
+			r, err := layers.ParseRef(e.Ref, o.lopts()...)
+			if err != nil {
+				return err
+			}
+			_, err = pub.Publish(ctx, publish.Pushed(d), r)
 			return err
 		}
 	}
@@ -284,11 +288,7 @@ func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, *p
 		digest = d
 	}
 	lopts := o.lopts()
-	r, err := layers.ParseRef(src.Ref, lopts...)
-	if err != nil {
-		return Pushed{}, nil, err
-	}
-	ref := r.Name.Context().String() + "@" + digest
+	ref := src.Ref.Name.Context().String() + "@" + digest
 	li, err := layers.Open(ctx, ref, lopts...)
 	if err != nil {
 		return Pushed{}, nil, err

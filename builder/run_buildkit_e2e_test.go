@@ -81,7 +81,7 @@ func TestRunOnBuildKit(t *testing.T) {
 	if connects != 1 || first.Reused || len(first.Pushed) != want || len(first.SBOMs) != want || len(first.Signed) != want || !strings.Contains(log, "kiln: content tag ") {
 		t.Fatalf("first build: %d connects, reused %v, pushed %+v, %d SBOMs, %d signed\n%s", connects, first.Reused, first.Pushed, len(first.SBOMs), len(first.Signed), log)
 	}
-	if withErofs && (first.Pushed[2].Ref != ref+"-erofs" || first.Pushed[2].Compression != "erofs") {
+	if withErofs && (first.Pushed[2].Ref.String() != ref+"-erofs" || first.Pushed[2].Compression != "erofs") {
 		t.Errorf("EROFS variant %+v", first.Pushed[2])
 	}
 	if !strings.HasPrefix(first.ContentTag, strings.SplitN(ref, ":", 3)[0]+":"+strings.SplitN(ref, ":", 3)[1]) || first.InputsDigest == "" {

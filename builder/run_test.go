@@ -23,18 +23,18 @@ func TestPushErofs(t *testing.T) {
 	testimage.Push(t, reg+"/acme/app:1-zstd", img)
 	d, _ := img.Digest()
 	var errOut bytes.Buffer
-	o := &RunOptions{Options: Options{ProgressOut: &errOut}, ErofsTo: reg + "/acme/app:1-erofs", ErofsCompression: erofs.LZ4HC}
+	o := &RunOptions{Options: Options{ProgressOut: &errOut}, ErofsTo: testkit.Ref(t, reg+"/acme/app:1-erofs"), ErofsCompression: erofs.LZ4HC}
 	p, pub, err := o.pushErofs(context.Background(), []Pushed{
-		{Ref: reg + "/acme/app:1", Compression: "gzip", Digest: "sha256:" + strings.Repeat("0", 64)},
-		{Ref: reg + "/acme/app:1-zstd", Compression: "zstd", Digest: d.String()},
+		{Ref: testkit.Ref(t, reg+"/acme/app:1"), Compression: "gzip", Digest: "sha256:" + strings.Repeat("0", 64)},
+		{Ref: testkit.Ref(t, reg+"/acme/app:1-zstd"), Compression: "zstd", Digest: d.String()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Ref != reg+"/acme/app:1-erofs" || p.Compression != "erofs" || pub.Digest.String() != p.Digest {
+	if p.Ref.String() != reg+"/acme/app:1-erofs" || p.Compression != "erofs" || pub.Digest.String() != p.Digest {
 		t.Fatalf("pushed %+v, published %+v", p, pub)
 	}
-	got, err := layers.Open(context.Background(), p.Ref)
+	got, err := layers.Open(context.Background(), p.Ref.String())
 	if err != nil {
 		t.Fatal(err)
 	}

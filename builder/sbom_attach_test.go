@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -32,7 +34,7 @@ func TestBuildSBOMReferrer(t *testing.T) {
 	}
 	o := RunOptions{Plan: lock.Plan, SBOM: true, Lock: lock, Version: "dev"}
 	o.Inputs = Inputs{RecipeHash: lock.RecipeHash, LockDigest: "sha256:" + strings.Repeat("d", 64)}
-	p, err := o.publisher("gzip", true).Publish(context.Background(), publish.Pushed(d), ref)
+	p, err := o.publisher("gzip", true).Publish(context.Background(), publish.Pushed(d), testkit.Ref(t, ref))
 	if err != nil || p.SBOM == "" || p.Digest != d {
 		t.Fatalf("publish: %+v %v", p, err)
 	}

@@ -262,9 +262,9 @@ type Result struct {
 
 // Pushed is an image output and the digest the registry has for it.
 type Pushed struct {
-	Ref         string `json:"ref"`
-	Compression string `json:"compression"`
-	Digest      string `json:"digest"`
+	Ref         layers.Ref `json:"ref"`
+	Compression string     `json:"compression"`
+	Digest      string     `json:"digest"`
 	// Images are the image manifests' digests by platform, when Digest is
 	// an index (several platforms, or attestations beside the image): the
 	// reproducible digests of the images themselves.

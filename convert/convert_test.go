@@ -6,8 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -31,7 +34,7 @@ func TestToZstdRoundTrip(t *testing.T) {
 	}
 	defer res.Close()
 	dst := host + "/kiln-convert/app:v1-zstd"
-	if _, err := layers.Write(ctx, res.Image, dst); err != nil {
+	if _, err := layers.Write(ctx, res.Image, testkit.Ref(t, dst)); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Layers) != 3 {

@@ -52,7 +52,7 @@ func TestToErofs(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst := host + "/kiln-convert/erofs:v1" + layers.ErofsTagSuffix
-		dg, err := layers.Write(ctx, res.Image, dst)
+		dg, err := layers.Write(ctx, res.Image, testkit.Ref(t, dst))
 		res.Close()
 		if err != nil {
 			t.Fatal(err)

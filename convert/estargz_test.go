@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/containerd/stargz-snapshotter/estargz"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -38,7 +40,7 @@ func TestToEStargz(t *testing.T) {
 	}
 	defer res.Close()
 	dst := host + "/kiln-convert/esgz:v1-estargz"
-	if _, err := layers.Write(ctx, res.Image, dst); err != nil {
+	if _, err := layers.Write(ctx, res.Image, testkit.Ref(t, dst)); err != nil {
 		t.Fatal(err)
 	}
 	if res.Layers[0].StartupFiles != 0 || res.Layers[1].StartupFiles != 1 {

@@ -13,8 +13,10 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testdaemon"
+	"github.com/kiln-build/kiln/internal/testkit"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/weights"
@@ -52,7 +54,7 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 	if len(files) != 1 || files[0].Size != e.App.Weights.Bytes {
 		t.Fatalf("diverted %+v, want %s of %d bytes", files, e.App.Weights.Path, e.App.Weights.Bytes)
 	}
-	to := registry() + "/kiln-weights/it:app"
+	to := testkit.Ref(t, registry()+"/kiln-weights/it:app")
 	m, dg, err := c.Publish(ctx, to, "", img.Digest.String())
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 		t.Errorf("manifest: mount %s, layer %s for file %s", m.Mount, m.Layers[0].Digest, m.Files[0].SHA256)
 	}
 	ref, _ := weights.ArtifactRef(to, dg)
-	res, err := weights.Resolve(ctx, ref, "")
+	res, err := weights.Resolve(ctx, ref.String(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -38,7 +40,7 @@ func TestWriteLayoutLinksFileLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "layout")
-	if _, err := layers.Write(ctx, img, "oci:"+out+":probe"); err != nil {
+	if _, err := layers.Write(ctx, img, testkit.Ref(t, "oci:"+out+":probe")); err != nil {
 		t.Fatal(err)
 	}
 	a, err := os.Stat(src)

@@ -64,6 +64,41 @@ type Ref struct {
 
 func (r Ref) String() string { return r.Raw }
 
+// MarshalText writes r as it was named (Raw): a report's "ref".
+func (r Ref) MarshalText() ([]byte, error) { return []byte(r.Raw), nil }
+
+// UnmarshalText reads a report's "ref" back (ParseRef without options:
+// what a registry's options change, such as plain HTTP, is given again
+// by whoever uses r).
+func (r *Ref) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*r = Ref{}
+		return nil
+	}
+	p, err := ParseRef(string(b))
+	if err != nil {
+		return err
+	}
+	*r = p
+	return nil
+}
+
+// LayoutRef is oci:DIR[:TAG], an OCI layout kiln names itself (a work
+// directory): no string is parsed.
+func LayoutRef(dir, tag string) Ref {
+	raw := "oci:" + dir
+	if tag != "" {
+		raw += ":" + tag
+	}
+	return Ref{Kind: KindOCILayout, Raw: raw, Path: dir, Tag: tag}
+}
+
+// RegistryRef is the reference of n, an image in a registry named by
+// kiln itself (a tag it pushed, a digest it read): no string is parsed.
+func RegistryRef(n name.Reference) Ref {
+	return Ref{Kind: KindRegistry, Raw: n.String(), Name: n}
+}
+
 // ParseRef parses the reference syntax every kiln command shares:
 //
 //	[REGISTRY/]REPO[:TAG|@DIGEST]  a registry; Docker Hub short names as

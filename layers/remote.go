@@ -111,23 +111,16 @@ func DigestRef(r Ref, digest string) (name.Digest, error) {
 	return name.NewDigest(r.Name.Context().String()+"@"+digest, name.WeakValidation)
 }
 
-// HeadDigest HEADs ref (REPO@DIGEST or REPO:TAG) and, for a digest
-// reference, checks that the registry answers that digest. It asks
-// through the client of ref's repository (the caller's pool,
-// registry.WithPool, else its own).
-func HeadDigest(ctx context.Context, ref string, opts ...registry.Option) (*v1.Descriptor, error) {
-	r, err := ParseRef(ref, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if r.Kind != KindRegistry {
-		return nil, fmt.Errorf("%s: not a registry reference", ref)
-	}
-	c, err := registry.ClientFor(ctx, r.Name.Context(), opts...)
+// HeadDigest HEADs ref (REPO@DIGEST or REPO:TAG, as kiln named it: no
+// string is parsed) and, for a digest reference, checks that the
+// registry answers that digest. It asks through the client of ref's
+// repository (the caller's pool, registry.WithPool, else its own).
+func HeadDigest(ctx context.Context, ref name.Reference, opts ...registry.Option) (*v1.Descriptor, error) {
+	c, err := registry.ClientFor(ctx, ref.Context(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, registry.RedactError(err))
 	}
-	desc, err := c.Head(ctx, r.Name)
+	desc, err := c.Head(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, registry.RedactError(err))
 	}

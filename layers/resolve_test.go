@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -77,15 +79,15 @@ func TestWriteThroughPoolOneTokenExchange(t *testing.T) {
 	opts := []registry.Option{registry.WithPool(registry.NewPool(nil))}
 	img := smallImage(t)
 	for _, tag := range []string{"v1", "v2"} {
-		if _, err := layers.Write(ctx, img, ta.Host()+"/team/app:"+tag, opts...); err != nil {
+		if _, err := layers.Write(ctx, img, testkit.Ref(t, ta.Host()+"/team/app:"+tag), opts...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := layers.WriteIndex(ctx, testimage.Index(t, img), ta.Host()+"/team/app:idx", opts...); err != nil {
+	if _, err := layers.WriteIndex(ctx, testimage.Index(t, img), testkit.Ref(t, ta.Host()+"/team/app:idx"), opts...); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
-	if desc, err := layers.HeadDigest(ctx, ta.Host()+"/team/app@"+d.String(), opts...); err != nil || desc.Digest != d {
+	if desc, err := layers.HeadDigest(ctx, testkit.Ref(t, ta.Host()+"/team/app@"+d.String()).Name, opts...); err != nil || desc.Digest != d {
 		t.Fatalf("head: %v, %v", desc, err)
 	}
 	if ex := ta.Exchanges(); len(ex) != 1 || ex["team/app"] != 1 {

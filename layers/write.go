@@ -34,11 +34,8 @@ import (
 // goes through the caller's pool's client of the repository
 // (registry.WithPool; made WithPush), else logs in on its own. It returns
 // the digest of the image's manifest.
-func Write(ctx context.Context, img v1.Image, dest string, opts ...registry.Option) (v1.Hash, error) {
-	r, err := ParseRef(dest, opts...)
-	if err != nil {
-		return v1.Hash{}, err
-	}
+func Write(ctx context.Context, img v1.Image, r Ref, opts ...registry.Option) (v1.Hash, error) {
+	dest := r.String()
 	dig, err := img.Digest()
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)
@@ -240,11 +237,8 @@ func writeArchive(r Ref, img v1.Image, from string) error {
 // and blob it holds are pushed) or an OCI layout (its TAG names the index,
 // replacing an earlier entry of that name). Docker archives hold images,
 // not indexes. It returns the index's digest.
-func WriteIndex(ctx context.Context, idx v1.ImageIndex, dest string, opts ...registry.Option) (v1.Hash, error) {
-	r, err := ParseRef(dest, opts...)
-	if err != nil {
-		return v1.Hash{}, err
-	}
+func WriteIndex(ctx context.Context, idx v1.ImageIndex, r Ref, opts ...registry.Option) (v1.Hash, error) {
+	dest := r.String()
 	dig, err := idx.Digest()
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("output %q: %v", dest, err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -40,7 +42,7 @@ func TestWriteRoundTrip(t *testing.T) {
 		"docker-archive:" + filepath.Join(dir, "img.tar") + ":kiln/write:v1",
 	} {
 		t.Run(dest[:3], func(t *testing.T) {
-			got, err := layers.Write(ctx, img, dest)
+			got, err := layers.Write(ctx, img, testkit.Ref(t, dest))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +72,7 @@ func TestWriteRoundTrip(t *testing.T) {
 	other := testimage.Image(t, testimage.Config{},
 		testimage.Layer(t, []testimage.Entry{testimage.File("etc/c", []byte("gamma"))}, "gzip"))
 	lay := "oci:" + filepath.Join(dir, "layout") + ":v1"
-	if _, err := layers.Write(ctx, other, lay); err != nil {
+	if _, err := layers.Write(ctx, other, testkit.Ref(t, lay)); err != nil {
 		t.Fatal(err)
 	}
 	idx, err := os.ReadFile(filepath.Join(dir, "layout", "index.json"))
@@ -104,7 +106,7 @@ func TestWriteDockerArchivePlainLayers(t *testing.T) {
 	var sums [2][]byte
 	for i := range sums {
 		file := filepath.Join(dir, fmt.Sprintf("img%d.tar", i))
-		if _, err := layers.Write(ctx, img, "docker-archive:"+file+":kiln/plain:v1"); err != nil {
+		if _, err := layers.Write(ctx, img, testkit.Ref(t, "docker-archive:"+file+":kiln/plain:v1")); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(file)
@@ -185,7 +187,7 @@ func TestWriteIndex(t *testing.T) {
 	for _, dest := range []string{testimage.Registry(t) + "/kiln/index:v1", "oci:" + filepath.Join(dir, "layout") + ":v1"} {
 		t.Run(dest[:3], func(t *testing.T) {
 			for range 2 {
-				got, err := layers.WriteIndex(ctx, idx, dest)
+				got, err := layers.WriteIndex(ctx, idx, testkit.Ref(t, dest))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -206,7 +208,7 @@ func TestWriteIndex(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "layout", "index.json")); err != nil || strings.Count(string(b), `"v1"`) != 1 {
 		t.Fatalf("layout index.json: one entry named v1 after two writes: %v\n%s", err, b)
 	}
-	if _, err := layers.WriteIndex(ctx, idx, "docker-archive:"+filepath.Join(dir, "x.tar")); err == nil || !strings.Contains(err.Error(), "registry or an OCI layout") {
+	if _, err := layers.WriteIndex(ctx, idx, testkit.Ref(t, "docker-archive:"+filepath.Join(dir, "x.tar"))); err == nil || !strings.Contains(err.Error(), "registry or an OCI layout") {
 		t.Fatalf("docker archive: %v", err)
 	}
 }

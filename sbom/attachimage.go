@@ -67,20 +67,16 @@ func PushReferrer(ctx context.Context, repo name.Repository, subj v1.Descriptor,
 	return dg, nil
 }
 
-// AttachReferrer makes the BOM of the manifest at ref (REPO@DIGEST or
-// REPO:TAG, read back by HEAD: the subject is what the registry holds)
+// AttachReferrer makes the BOM of the manifest at ref (REPO@DIGEST, read
+// back by HEAD: the subject is what the registry holds)
 // from comps and props, typ the subject's type ("" an image, TypeData a
 // weights artifact), and stores it as the manifest's referrer
 // (PushReferrer), returning the referrer's digest. kiln attaches a
 // referrer BOM only through publish.WithSBOMReferrer (kiln build --sbom
-// without provenance, kiln weights strip --sbom). An OCI layout has
-// nowhere to keep a referrer: "", nil.
-func AttachReferrer(ctx context.Context, ref, typ string, comps []Component, props []Property, tool string, lopts ...registry.Option) (string, error) {
-	r, err := layers.ParseRef(ref, lopts...)
-	if err != nil || r.Kind != layers.KindRegistry {
-		return "", err
-	}
-	repo := r.Name.Context()
+// without provenance, kiln weights strip --sbom), which attaches nothing
+// to an OCI layout (it has nowhere to keep a referrer).
+func AttachReferrer(ctx context.Context, ref name.Digest, typ string, comps []Component, props []Property, tool string, lopts ...registry.Option) (string, error) {
+	repo := ref.Context()
 	desc, err := layers.HeadDigest(ctx, ref, lopts...)
 	if err != nil {
 		return "", fmt.Errorf("--sbom: %w", err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -38,7 +40,7 @@ func TestInspect(t *testing.T) {
 		Annotations: map[string]string{layers.AnnotationRefType: layers.RefTypeAttestation, layers.AnnotationRefDigest: imgDigest.String()},
 	}})
 	ref := reg + "/kiln/app:1"
-	if _, err := layers.WriteIndex(ctx, idx, ref); err != nil {
+	if _, err := layers.WriteIndex(ctx, idx, testkit.Ref(t, ref)); err != nil {
 		t.Fatal(err)
 	}
 	k, _ := sign.GenerateSigner()

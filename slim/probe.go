@@ -79,8 +79,10 @@ func ProbeRecord(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1
 // ran: its layers, which the daemon took from the layout (or pulled) and
 // unpacked, are the size of the image twice over (a CUDA app: 7 GB) and
 // of no use after the probe (another probe of the same image takes them
-// again). Only the records named after the image's digest go ("pulled
-// from NAME@DIGEST"); a failure to drop them leaves them to BuildKit's
+// again). What goes is the records named after the image's digest
+// ("pulled from NAME@DIGEST") and every record built on them (the probe
+// container's own layer, never reused: the probe ignores the cache),
+// which holds them while it exists. A failure leaves them to BuildKit's
 // garbage collector, as before.
 func forgetProbed(c *client.Client, src ProbeSource) {
 	_, dg, ok := strings.Cut(src.Ref, "@sha256:")
@@ -89,7 +91,56 @@ func forgetProbed(c *client.Client, src ProbeSource) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_ = c.Prune(ctx, nil, client.WithFilter([]string{"description~=" + dg}))
+	// The solve's records are released as its job ends, which may be a
+	// moment after Solve returned (a failed solve's, later still): what
+	// is still in use goes on a later try, backing off (~6 s in all).
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		du, err := c.DiskUsage(ctx)
+		if err != nil {
+			return
+		}
+		gone := probedRecords(du, dg)
+		if len(gone) == 0 || wait > 3*time.Second {
+			return
+		}
+		var ids []string
+		for id := range gone {
+			ids = append(ids, "id=="+id)
+		}
+		// One prune: BuildKit drops the children, then their parents.
+		_ = c.Prune(ctx, nil, client.WithFilter(ids))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// probedRecords are the IDs of the records named after digest hex dg and
+// of every record descending from one of them.
+func probedRecords(du []*client.UsageInfo, dg string) map[string]bool {
+	gone := map[string]bool{}
+	for _, r := range du {
+		if strings.Contains(r.Description, dg) {
+			gone[r.ID] = true
+		}
+	}
+	for grew := len(gone) > 0; grew; {
+		grew = false
+		for _, r := range du {
+			if gone[r.ID] {
+				continue
+			}
+			for _, p := range r.Parents {
+				if gone[p] {
+					gone[r.ID], grew = true, true
+					break
+				}
+			}
+		}
+	}
+	return gone
 }
 
 func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.ConfigFile, cmd, tools string) ([]string, error) {

@@ -27,7 +27,7 @@ type PublishOptions struct {
 	// Compressions are the encodings written, Dests where each goes (the
 	// first is the destination as named, --to).
 	Compressions []layers.Compression
-	Dests        []string
+	Dests        []layers.Ref
 	// Archive says the destination is a docker archive: its layers are
 	// plain tars, reported as uncompressed.
 	Archive bool
@@ -77,8 +77,8 @@ type ProbeOptions struct {
 
 // ErofsOptions are the EROFS variant Publish writes beside the others.
 type ErofsOptions struct {
-	// Dest is where it goes (REPO:TAG-erofs); "" writes none.
-	Dest        string
+	// Dest is where it goes (REPO:TAG-erofs); the zero Ref writes none.
+	Dest        layers.Ref
 	Compression erofs.Compression
 	// Jobs layers are converted at once; WorkDir holds the conversions.
 	Jobs    int
@@ -159,7 +159,7 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		rep.Images = []Published{{Ref: o.Dests[0], Compression: string(layers.EStargz), Digest: dig.String()}}
 	}
 	dests := o.Dests
-	if o.Erofs.Dest != "" {
+	if o.Erofs.Dest.Kind != "" {
 		// From the last encoding's blobs (zstd when there is one): the
 		// same tars, read from the work directory, diff IDs checked.
 		// Converted before anything is written (a failed conversion
@@ -187,14 +187,14 @@ func Publish(ctx context.Context, res *Result, o PublishOptions) ([]v1.Image, er
 		if err != nil {
 			return nil, fmt.Errorf("--sbom: %w", err)
 		}
-		attach = func(_ context.Context, img v1.Image, ref string) (v1.ImageIndex, v1.Hash, error) {
-			return sbom.AttachToImage(img, ref, comps, rep.SBOMProperties(), o.Version)
+		attach = func(_ context.Context, img v1.Image, ref layers.Ref) (v1.ImageIndex, v1.Hash, error) {
+			return sbom.AttachToImage(img, ref.String(), comps, rep.SBOMProperties(), o.Version)
 		}
 	}
 	pub := publish.WithSign(publish.WithSBOM(publish.Writer(o.Layers...), attach), o.Signer)
 	for n := range imgs {
 		i := n
-		if o.Erofs.Dest != "" {
+		if o.Erofs.Dest.Kind != "" {
 			// The EROFS form first, then the tag that names it.
 			i = (n + len(imgs) - 1) % len(imgs)
 		}
@@ -251,14 +251,17 @@ func probeImage(ctx context.Context, out v1.Image, o PublishOptions) ([]string, 
 	}
 	var src ProbeSource
 	if p.Registry != "" {
-		ref := ProbeRef(p.Registry, dig.Hex[:16])
+		ref, err := layers.ParseRef(ProbeRef(p.Registry, dig.Hex[:16]), o.Layers...)
+		if err != nil {
+			return nil, fmt.Errorf("--probe-registry: %w", err)
+		}
 		if _, err := layers.Write(ctx, out, ref, o.Layers...); err != nil {
 			return nil, fmt.Errorf("--probe: pushing to %s: %w", ref, err)
 		}
 		src = ProbeSource{Ref: fmt.Sprintf("%s/kiln-slim-probe/image@%s", p.Registry, dig)}
 	} else {
 		dir := filepath.Join(p.WorkDir, "probe")
-		if _, err := layers.Write(ctx, out, "oci:"+dir+":probe", o.Layers...); err != nil {
+		if _, err := layers.Write(ctx, out, layers.LayoutRef(dir, "probe"), o.Layers...); err != nil {
 			return nil, fmt.Errorf("--probe: writing the image for BuildKit to %s: %w", dir, err)
 		}
 		src = ProbeSource{Layout: dir, Ref: "kiln.local/slim-probe@" + dig.String()}

@@ -132,9 +132,9 @@ type OutLayer struct {
 
 // Published is one encoding of the slim image, where it was written.
 type Published struct {
-	Ref         string `json:"ref"`
-	Compression string `json:"compression"` // gzip, zstd, estargz or erofs (native EROFS layers); none in a docker archive
-	Digest      string `json:"digest"`
+	Ref         layers.Ref `json:"ref"`
+	Compression string     `json:"compression"` // gzip, zstd, estargz or erofs (native EROFS layers); none in a docker archive
+	Digest      string     `json:"digest"`
 	// Signed is the --sign-key signature stored for Digest.
 	Signed *sign.Signed `json:"signed,omitempty"`
 	// Index is what Ref names with --sbom: an index of the image (Digest)

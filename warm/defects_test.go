@@ -67,7 +67,7 @@ func testVolume(t *testing.T) *warm.Volume {
 		}
 	}
 	lay := filepath.Join(t.TempDir(), "layout")
-	if _, _, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
+	if _, _, err := c.Publish(context.Background(), testkit.Ref(t, "oci:"+lay+":w"), "", "sha256:"+strings.Repeat("3", 64)); err != nil {
 		t.Fatal(err)
 	}
 	v, err := warm.ResolveVolume(context.Background(), "oci:"+lay+":w", "", nil)

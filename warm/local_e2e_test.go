@@ -149,7 +149,7 @@ func TestWarmFromDockerArchive(t *testing.T) {
 	f := warmtest.PushFixture(t, true)
 	f.Reg.Stop()
 	archive := filepath.Join(t.TempDir(), "app.tar")
-	if _, err := layers.Write(ctx, f.Img, "docker-archive:"+archive+":kiln/app:v1"); err != nil {
+	if _, err := layers.Write(ctx, f.Img, testkit.Ref(t, "docker-archive:"+archive+":kiln/app:v1")); err != nil {
 		t.Fatal(err)
 	}
 	set, err := warm.Resolve(ctx, testkit.Refs(t, "docker-archive:"+archive), warm.ResolveOptions{Platform: warmtest.AMD64})
@@ -201,7 +201,7 @@ func TestWeightsArtifactReadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := reg.Host + "/kiln-warm/weights:v1"
-	if _, _, err := c.Publish(ctx, ref, "", "sha256:"+strings.Repeat("4", 64)); err != nil {
+	if _, _, err := c.Publish(ctx, testkit.Ref(t, ref), "", "sha256:"+strings.Repeat("4", 64)); err != nil {
 		t.Fatal(err)
 	}
 	set, err := warm.Resolve(ctx, testkit.Refs(t, ref), warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()})

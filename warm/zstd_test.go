@@ -32,7 +32,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Close()
-	if _, err := layers.Write(ctx, res.Image, f.Ref+layers.ZstdTagSuffix); err != nil {
+	if _, err := layers.Write(ctx, res.Image, testkit.Ref(t, f.Ref+layers.ZstdTagSuffix)); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/registry"
+
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/layers/blob"
@@ -118,7 +121,7 @@ func publishBehind(t *testing.T, s *rangeServer, files []testFile) *Resolved {
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	ref := u.Host + "/kiln-weights/chunks:v1"
-	if _, _, err := collect(t, files, WithLargeFileThreshold(1<<20)).Publish(ctx, ref, "", ""); err != nil {
+	if _, _, err := collect(t, files, WithLargeFileThreshold(1<<20)).Publish(ctx, testkit.Ref(t, ref), "", ""); err != nil {
 		t.Fatal(err)
 	}
 	// No retries inside the Fetcher: these tests cut a transfer to see

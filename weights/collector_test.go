@@ -13,7 +13,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 )
 
@@ -181,7 +184,7 @@ func TestPublishLayoutAndRegistry(t *testing.T) {
 	ctx := context.Background()
 	c := collect(t, modelFiles, WithLargeFileThreshold(1<<20))
 	dir := filepath.Join(t.TempDir(), "layout")
-	m, dg, err := c.Publish(ctx, "oci:"+dir+":weights", "", "sha256:"+strings.Repeat("2", 64))
+	m, dg, err := c.Publish(ctx, testkit.Ref(t, "oci:"+dir+":weights"), "", "sha256:"+strings.Repeat("2", 64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,17 +228,17 @@ func TestPublishLayoutAndRegistry(t *testing.T) {
 	}
 	// The same files pushed to a registry give the same artifact digest.
 	reg := testimage.Registry(t)
-	_, dg2, err := c.Publish(ctx, reg+"/w/model:v1", "", "sha256:"+strings.Repeat("2", 64))
+	_, dg2, err := c.Publish(ctx, testkit.Ref(t, reg+"/w/model:v1"), "", "sha256:"+strings.Repeat("2", 64))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The manifest blob names its repository, which differs; so compare
 	// the layers instead of the digests.
-	ref, err := ArtifactRef(reg+"/w/model:v1", dg2)
+	ref, err := ArtifactRef(testkit.Ref(t, reg+"/w/model:v1"), dg2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("%s/w/model@%s", reg, dg2); ref != want {
+	if want := fmt.Sprintf("%s/w/model@%s", reg, dg2); ref.String() != want {
 		t.Errorf("ArtifactRef = %q, want %q", ref, want)
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -22,15 +25,15 @@ func TestResolveFollowsLabelThroughIndex(t *testing.T) {
 	ctx := context.Background()
 	reg := testimage.Registry(t)
 	c := collect(t, modelFiles, WithLargeFileThreshold(1<<20))
-	_, adg, err := c.Publish(ctx, reg+"/w/model:v1", "", "sha256:"+strings.Repeat("2", 64))
+	_, adg, err := c.Publish(ctx, testkit.Ref(t, reg+"/w/model:v1"), "", "sha256:"+strings.Repeat("2", 64))
 	if err != nil {
 		t.Fatal(err)
 	}
-	aref, err := ArtifactRef(reg+"/w/model:v1", adg)
+	aref, err := ArtifactRef(testkit.Ref(t, reg+"/w/model:v1"), adg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelWeightsManifest: aref}},
+	img := testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelWeightsManifest: aref.String()}},
 		testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 10)}, "gzip"))
 	att := testimage.Image(t, testimage.Config{}, testimage.Layer(t, []testimage.Entry{testimage.Sized("statement", 10)}, "gzip"))
 	dg, _ := img.Digest()
@@ -48,7 +51,7 @@ func TestResolveFollowsLabelThroughIndex(t *testing.T) {
 	if err != nil {
 		t.Fatalf("weights of an index'd image: %v", err)
 	}
-	if res.Ref != aref || res.Image == "" || len(res.Manifest.Files) == 0 {
+	if res.Ref != aref.String() || res.Image == "" || len(res.Manifest.Files) == 0 {
 		t.Errorf("resolved %s (image %q, %d files), want the artifact %s", res.Ref, res.Image, len(res.Manifest.Files), aref)
 	}
 	// An index is never a weights artifact itself.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kiln-build/kiln/internal/testkit"
 )
 
 // One tag rule for every layout reader (layers.MatchesTag): an artifact
@@ -16,7 +18,7 @@ func TestLayoutTagRuleIsLayers(t *testing.T) {
 	c := collect(t, modelFiles, WithLargeFileThreshold(1<<20))
 	lay := filepath.Join(t.TempDir(), "layout")
 	ctx := context.Background()
-	if _, _, err := c.Publish(ctx, "oci:"+lay+":example.com/models/w:v1", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
+	if _, _, err := c.Publish(ctx, testkit.Ref(t, "oci:"+lay+":example.com/models/w:v1"), "", "sha256:"+strings.Repeat("3", 64)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"oci:" + lay + ":v1", "oci:" + lay + ":example.com/models/w:v1", "oci:" + lay} {

@@ -28,12 +28,12 @@ import (
 // packed, in path order with constant metadata, into tar layers. mount ""
 // means the deepest directory containing every file. It returns the volume
 // manifest (also stored in the artifact) and the artifact's digest.
-func (c *Collector) Publish(ctx context.Context, to, mount, sourceImageDigest string, opts ...registry.Option) (*Manifest, v1.Hash, error) {
+func (c *Collector) Publish(ctx context.Context, to layers.Ref, mount, sourceImageDigest string, opts ...registry.Option) (*Manifest, v1.Hash, error) {
 	files := c.Files()
 	if len(files) == 0 {
 		return nil, v1.Hash{}, fmt.Errorf("weights: nothing to publish: no weight files were diverted")
 	}
-	repo, err := repositoryOf(to, opts...)
+	repo, err := repositoryOf(to)
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
@@ -57,32 +57,33 @@ func (c *Collector) Publish(ctx context.Context, to, mount, sourceImageDigest st
 }
 
 // repositoryOf is where pullers find the blobs of an artifact written to `to`.
-func repositoryOf(to string, opts ...registry.Option) (string, error) {
-	r, err := layers.ParseRef(to, opts...)
-	if err != nil {
-		return "", fmt.Errorf("weights: --weights-to: %v", err)
-	}
-	switch r.Kind {
+func repositoryOf(to layers.Ref) (string, error) {
+	switch to.Kind {
 	case layers.KindRegistry:
-		return r.Name.Context().String(), nil
+		return to.Name.Context().String(), nil
 	case layers.KindOCILayout:
-		abs, err := filepath.Abs(r.Path)
+		abs, err := filepath.Abs(to.Path)
 		if err != nil {
 			return "", err
 		}
 		return "oci:" + abs, nil
 	}
-	return "", fmt.Errorf("weights: %q: weights go to a registry or an OCI layout (oci:DIR), not a %s", to, r.Kind)
+	return "", fmt.Errorf("weights: %q: weights go to a registry or an OCI layout (oci:DIR), not a %s", to, to.Kind)
 }
 
 // ArtifactRef names the artifact written to `to` by its digest, for the
-// image's layers.LabelWeightsManifest: REGISTRY/REPO@sha256:... or oci:DIR@sha256:...
-func ArtifactRef(to string, d v1.Hash, opts ...registry.Option) (string, error) {
-	repo, err := repositoryOf(to, opts...)
+// image's layers.LabelWeightsManifest: REGISTRY/REPO@sha256:... or
+// oci:DIR@sha256:... (the directory made absolute).
+func ArtifactRef(to layers.Ref, d v1.Hash) (layers.Ref, error) {
+	repo, err := repositoryOf(to)
 	if err != nil {
-		return "", err
+		return layers.Ref{}, err
 	}
-	return repo + "@" + d.String(), nil
+	switch to.Kind {
+	case layers.KindRegistry:
+		return layers.Ref{Kind: layers.KindRegistry, Raw: repo + "@" + d.String(), Name: to.Name.Context().Digest(d.String())}, nil
+	}
+	return layers.Ref{Kind: layers.KindOCILayout, Raw: repo + "@" + d.String(), Path: strings.TrimPrefix(repo, "oci:"), Digest: d}, nil
 }
 
 // artifact is a packed, not yet written, weights artifact.

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/kiln-build/kiln/internal/preflight"
@@ -27,7 +29,7 @@ func publishLayout(t *testing.T, files []testFile) (*Resolved, string) {
 	t.Helper()
 	c := collect(t, files, WithLargeFileThreshold(1<<20))
 	lay := filepath.Join(t.TempDir(), "layout")
-	if _, _, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64)); err != nil {
+	if _, _, err := c.Publish(context.Background(), testkit.Ref(t, "oci:"+lay+":w"), "", "sha256:"+strings.Repeat("3", 64)); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Resolve(context.Background(), "oci:"+lay+":w", "")
@@ -269,7 +271,7 @@ func TestPullResumesWithRange(t *testing.T) {
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
 	ref := u.Host + "/kiln-weights/resume:v1"
-	if _, _, err := c.Publish(ctx, ref, "", ""); err != nil {
+	if _, _, err := c.Publish(ctx, testkit.Ref(t, ref), "", ""); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Resolve(ctx, ref, "", noFetchRetries)

@@ -10,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -26,7 +29,7 @@ func twinOf(t *testing.T, files []testFile) (v1.Image, *Manifest) {
 func twinIn(t *testing.T, lay string, files []testFile) (v1.Image, *Manifest) {
 	t.Helper()
 	c := collect(t, files, WithLargeFileThreshold(1<<20))
-	m, dg, err := c.Publish(context.Background(), "oci:"+lay+":w", "", "sha256:"+strings.Repeat("3", 64))
+	m, dg, err := c.Publish(context.Background(), testkit.Ref(t, "oci:"+lay+":w"), "", "sha256:"+strings.Repeat("3", 64))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,11 +61,15 @@ func run(ctx context.Context, image, to string, only int, glob string) error {
 			return err
 		}
 	}
-	m, d, err := c.Publish(ctx, to, "", img.Digest.String())
+	dest, err := layers.ParseRef(to)
 	if err != nil {
 		return err
 	}
-	ref, err := weights.ArtifactRef(to, d)
+	m, d, err := c.Publish(ctx, dest, "", img.Digest.String())
+	if err != nil {
+		return err
+	}
+	ref, err := weights.ArtifactRef(dest, d)
 	if err != nil {
 		return err
 	}

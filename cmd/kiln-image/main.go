@@ -72,13 +72,14 @@ func run(ctx context.Context, args []string) error {
 		opts = append(opts, selfimage.WithCreated(time.Unix(sec, 0)))
 	}
 	var lopts []registry.Option
-	if *insecure {
-		r, err := layers.ParseRef(*to)
-		if err != nil {
+	dest, err := layers.ParseRef(*to)
+	if err != nil {
+		return err
+	}
+	if *insecure && dest.Name != nil {
+		lopts = append(lopts, registry.WithInsecureRegistries(dest.Name.Context().RegistryStr()))
+		if dest, err = layers.ParseRef(*to, lopts...); err != nil {
 			return err
-		}
-		if r.Name != nil {
-			lopts = append(lopts, registry.WithInsecureRegistries(r.Name.Context().RegistryStr()))
 		}
 	}
 	var dg v1.Hash
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if dg, err = layers.Write(ctx, img, *to, lopts...); err != nil {
+		if dg, err = layers.Write(ctx, img, dest, lopts...); err != nil {
 			return err
 		}
 	} else {
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if dg, err = layers.WriteIndex(ctx, idx, *to, lopts...); err != nil {
+		if dg, err = layers.WriteIndex(ctx, idx, dest, lopts...); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/layers"
@@ -50,7 +52,7 @@ func TestReproducible(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dg, err := layers.WriteIndex(ctx, idx, dest)
+			dg, err := layers.WriteIndex(ctx, idx, testkit.Ref(t, dest))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +62,7 @@ func TestReproducible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dg, err := layers.Write(ctx, img, dest)
+		dg, err := layers.Write(ctx, img, testkit.Ref(t, dest))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -123,3 +123,9 @@ func Refs(t testing.TB, refs ...string) []layers.Ref {
 	}
 	return out
 }
+
+// Ref is Refs of one reference.
+func Ref(t testing.TB, ref string) layers.Ref {
+	t.Helper()
+	return Refs(t, ref)[0]
+}

@@ -37,7 +37,7 @@ type Artifact interface {
 // Published is what a Publish wrote; each decorator adds its part.
 type Published struct {
 	// Ref is where, as named: REF, oci:DIR[:TAG], docker-archive:FILE.
-	Ref string
+	Ref layers.Ref
 	// Digest is the manifest (or, with an SBOM, the index) written.
 	Digest v1.Hash
 	// SBOM is the SBOM attestation's digest (WithSBOM) or the SBOM
@@ -47,16 +47,17 @@ type Published struct {
 	Signed *sign.Signed
 }
 
-// Interface publishes an artifact at ref.
+// Interface publishes an artifact at ref, parsed once where it was read
+// (a flag, a build's output).
 type Interface interface {
-	Publish(ctx context.Context, a Artifact, ref string) (*Published, error)
+	Publish(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error)
 }
 
 // Func is an Interface of a function.
-type Func func(ctx context.Context, a Artifact, ref string) (*Published, error)
+type Func func(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error)
 
 // Publish calls f.
-func (f Func) Publish(ctx context.Context, a Artifact, ref string) (*Published, error) {
+func (f Func) Publish(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error) {
 	return f(ctx, a, ref)
 }
 
@@ -70,7 +71,7 @@ func (p Pushed) Digest() (v1.Hash, error) { return v1.Hash(p), nil }
 // Writer writes an image (layers.Write) or an index (layers.WriteIndex)
 // to ref with lopts; a Pushed artifact is already there.
 func Writer(lopts ...registry.Option) Interface {
-	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
+	return Func(func(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error) {
 		var dg v1.Hash
 		var err error
 		switch a := a.(type) {
@@ -93,7 +94,7 @@ func Writer(lopts ...registry.Option) Interface {
 // Attach makes img's SBOM attestation for ref: the index to write in the
 // image's place (the image and the attestation manifest, BuildKit's
 // layout) and the attestation manifest's digest.
-type Attach func(ctx context.Context, img v1.Image, ref string) (v1.ImageIndex, v1.Hash, error)
+type Attach func(ctx context.Context, img v1.Image, ref layers.Ref) (v1.ImageIndex, v1.Hash, error)
 
 // WithSBOM publishes an image as the index attach makes of it, with its
 // SBOM attestation; attach nil: inner unchanged.
@@ -101,7 +102,7 @@ func WithSBOM(inner Interface, attach Attach) Interface {
 	if attach == nil {
 		return inner
 	}
-	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
+	return Func(func(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error) {
 		img, ok := a.(v1.Image)
 		if !ok {
 			return inner.Publish(ctx, a, ref)
@@ -135,20 +136,16 @@ func WithSBOMReferrer(inner Interface, bom BOM, tool string, lopts ...registry.O
 	if bom == nil {
 		return inner
 	}
-	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
+	return Func(func(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error) {
 		p, err := inner.Publish(ctx, a, ref)
-		if err != nil {
-			return nil, err
-		}
-		r, err := layers.ParseRef(ref, lopts...)
-		if err != nil || r.Kind != layers.KindRegistry {
+		if err != nil || ref.Kind != layers.KindRegistry {
 			return p, err
 		}
 		typ, comps, props, err := bom(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("--sbom: %w", err)
 		}
-		if p.SBOM, err = sbom.AttachReferrer(ctx, r.Name.Context().Digest(p.Digest.String()).String(), typ, comps, props, tool, lopts...); err != nil {
+		if p.SBOM, err = sbom.AttachReferrer(ctx, ref.Name.Context().Digest(p.Digest.String()), typ, comps, props, tool, lopts...); err != nil {
 			return nil, err
 		}
 		return p, nil
@@ -170,7 +167,7 @@ func WithSign(inner Interface, s *Signer) Interface {
 	if s == nil || s.Key == nil {
 		return inner
 	}
-	return Func(func(ctx context.Context, a Artifact, ref string) (*Published, error) {
+	return Func(func(ctx context.Context, a Artifact, ref layers.Ref) (*Published, error) {
 		p, err := inner.Publish(ctx, a, ref)
 		if err != nil {
 			return nil, err
@@ -186,17 +183,16 @@ func WithSign(inner Interface, s *Signer) Interface {
 // read back by digest (HEAD), so what is signed is what the registry
 // holds, with no tag lookup in between.
 // A nil or keyless Signer signs nothing.
-func (s *Signer) SignDigest(ctx context.Context, dest string, dg v1.Hash) (*sign.Signed, error) {
+func (s *Signer) SignDigest(ctx context.Context, dest layers.Ref, dg v1.Hash) (*sign.Signed, error) {
 	if s == nil || s.Key == nil {
 		return nil, nil
 	}
-	lopts := registry.Pooled(s.Layers) // the read-back and the signature: one login
-	r, err := layers.ParseRef(dest, lopts...)
-	if err != nil {
-		return nil, err
+	if dest.Kind != layers.KindRegistry {
+		return nil, fmt.Errorf("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
 	}
-	repo := r.Name.Context()
-	desc, err := layers.HeadDigest(ctx, repo.Digest(dg.String()).String(), lopts...)
+	lopts := registry.Pooled(s.Layers) // the read-back and the signature: one login
+	repo := dest.Name.Context()
+	desc, err := layers.HeadDigest(ctx, repo.Digest(dg.String()), lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("--sign-key: %w", err)
 	}
@@ -210,15 +206,11 @@ func (s *Signer) SignDigest(ctx context.Context, dest string, dg v1.Hash) (*sign
 // SignRef signs ref (REPO@DIGEST, e.g. a weights artifact just
 // published) when it is in a registry; an OCI layout has nowhere to store
 // a signature, so nothing is signed (nil, nil).
-func (s *Signer) SignRef(ctx context.Context, ref string) (*sign.Signed, error) {
-	if s == nil || s.Key == nil {
+func (s *Signer) SignRef(ctx context.Context, ref layers.Ref) (*sign.Signed, error) {
+	if s == nil || s.Key == nil || ref.Kind != layers.KindRegistry {
 		return nil, nil
 	}
-	r, err := layers.ParseRef(ref, s.Layers...)
-	if err != nil || r.Kind != layers.KindRegistry {
-		return nil, err
-	}
-	d, ok := r.Name.(name.Digest)
+	d, ok := ref.Name.(name.Digest)
 	if !ok {
 		return nil, fmt.Errorf("--sign-key: %s is not pinned by digest", ref)
 	}

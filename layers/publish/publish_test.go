@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -37,7 +39,7 @@ func TestWriteAttachSign(t *testing.T) {
 		t.Fatal(err)
 	}
 	var att v1.Hash
-	attach := func(_ context.Context, img v1.Image, ref string) (v1.ImageIndex, v1.Hash, error) {
+	attach := func(_ context.Context, img v1.Image, ref layers.Ref) (v1.ImageIndex, v1.Hash, error) {
 		a := mutate.ConfigMediaType(empty.Image, "application/vnd.test.sbom")
 		var err error
 		if att, err = a.Digest(); err != nil {
@@ -47,15 +49,15 @@ func TestWriteAttachSign(t *testing.T) {
 	}
 	dest := reg + "/kiln/app:1"
 	pub := publish.WithSign(publish.WithSBOM(publish.Writer(), attach), &publish.Signer{Key: k})
-	p, err := pub.Publish(ctx, img, dest)
+	p, err := pub.Publish(ctx, img, testkit.Ref(t, dest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, err := layers.HeadDigest(ctx, dest)
+	desc, err := layers.HeadDigest(ctx, testkit.Ref(t, dest).Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Ref != dest || p.Digest != desc.Digest || !desc.MediaType.IsIndex() || p.SBOM != att.String() {
+	if p.Ref.String() != dest || p.Digest != desc.Digest || !desc.MediaType.IsIndex() || p.SBOM != att.String() {
 		t.Fatalf("published %+v; the registry holds %s (%s), attestation %s", p, desc.Digest, desc.MediaType, att)
 	}
 	if p.Signed == nil || p.Signed.Digest != p.Digest.String() {
@@ -77,7 +79,7 @@ func TestDecoratorsWithNothingToDo(t *testing.T) {
 	img := image(t)
 	w := publish.Writer()
 	dir := filepath.Join(t.TempDir(), "out")
-	p, err := publish.WithSign(publish.WithSBOM(w, nil), nil).Publish(context.Background(), img, "oci:"+dir+":app")
+	p, err := publish.WithSign(publish.WithSBOM(w, nil), nil).Publish(context.Background(), img, testkit.Ref(t, "oci:"+dir+":app"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,16 +102,16 @@ func TestDecoratorsWithNothingToDo(t *testing.T) {
 // answer), and a failed write signs nothing.
 func TestPushedIsNotWrittenAndAFailedWriteSignsNothing(t *testing.T) {
 	h := v1.Hash{Algorithm: "sha256", Hex: "0123456789012345678901234567890123456789012345678901234567890123"}
-	p, err := publish.Writer().Publish(context.Background(), publish.Pushed(h), "127.0.0.1:1/kiln/app:1")
+	p, err := publish.Writer().Publish(context.Background(), publish.Pushed(h), testkit.Ref(t, "127.0.0.1:1/kiln/app:1"))
 	if err != nil || p.Digest != h {
 		t.Fatalf("pushed: %+v, %v", p, err)
 	}
 	k, _ := sign.GenerateSigner()
-	failing := publish.Func(func(context.Context, publish.Artifact, string) (*publish.Published, error) {
+	failing := publish.Func(func(context.Context, publish.Artifact, layers.Ref) (*publish.Published, error) {
 		return nil, errors.New("the registry is full")
 	})
 	s := publish.WithSign(failing, &publish.Signer{Key: k})
-	if _, err := s.Publish(context.Background(), image(t), "127.0.0.1:1/kiln/app:1"); err == nil || err.Error() != "the registry is full" {
+	if _, err := s.Publish(context.Background(), image(t), testkit.Ref(t, "127.0.0.1:1/kiln/app:1")); err == nil || err.Error() != "the registry is full" {
 		t.Fatalf("a failed write: %v, want its own error and no signing", err)
 	}
 }
@@ -129,7 +131,7 @@ func TestWithSBOMReferrer(t *testing.T) {
 		return sbom.TypeData, nil, []sbom.Property{{Name: "kiln:test", Value: "1"}}, nil
 	}
 	pub := publish.WithSBOMReferrer(publish.Writer(), bom, "dev")
-	p, err := pub.Publish(ctx, publish.Pushed(d), ref)
+	p, err := pub.Publish(ctx, publish.Pushed(d), testkit.Ref(t, ref))
 	if err != nil || p.Digest != d || p.SBOM == "" {
 		t.Fatalf("published %+v, %v", p, err)
 	}
@@ -144,7 +146,7 @@ func TestWithSBOMReferrer(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "layout")
-	lp, err := pub.Publish(ctx, image(t), "oci:"+dir)
+	lp, err := pub.Publish(ctx, image(t), testkit.Ref(t, "oci:"+dir))
 	if err != nil || lp.SBOM != "" || asked != 1 {
 		t.Fatalf("layout: published %+v, %v, BOM asked %d times (want once, for the registry)", lp, err, asked)
 	}

@@ -7,6 +7,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/convert"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 )
 
@@ -29,7 +30,7 @@ type Variant struct {
 // conversion's scratch files are removed once it is written. This is the
 // one "make a variant and write it" of build --format erofs, convert and
 // slim --format erofs.
-func PublishVariant(ctx context.Context, pub Interface, conv Convert, src v1.Image, ref string) (*Variant, error) {
+func PublishVariant(ctx context.Context, pub Interface, conv Convert, src v1.Image, ref layers.Ref) (*Variant, error) {
 	res, err := conv(ctx, src)
 	if err != nil {
 		return nil, err

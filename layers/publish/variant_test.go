@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+	"github.com/kiln-build/kiln/layers"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -30,13 +33,13 @@ func TestPublishVariant(t *testing.T) {
 		}
 		return res, err
 	}
-	attach := func(_ context.Context, img v1.Image, ref string) (v1.ImageIndex, v1.Hash, error) {
+	attach := func(_ context.Context, img v1.Image, ref layers.Ref) (v1.ImageIndex, v1.Hash, error) {
 		a := mutate.ConfigMediaType(empty.Image, "application/vnd.test.sbom")
 		d, err := a.Digest()
 		return mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img}, mutate.IndexAddendum{Add: a}), d, err
 	}
 	dir := t.TempDir()
-	v, err := publish.PublishVariant(ctx, publish.WithSBOM(publish.Writer(), attach), conv, src, "oci:"+dir+":v")
+	v, err := publish.PublishVariant(ctx, publish.WithSBOM(publish.Writer(), attach), conv, src, testkit.Ref(t, "oci:"+dir+":v"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +53,7 @@ func TestPublishVariant(t *testing.T) {
 
 	empty := t.TempDir()
 	boom := errors.New("boom")
-	if _, err := publish.PublishVariant(ctx, publish.Writer(), func(context.Context, v1.Image) (*convert.Result, error) { return nil, boom }, src, "oci:"+empty+":v"); !errors.Is(err, boom) {
+	if _, err := publish.PublishVariant(ctx, publish.Writer(), func(context.Context, v1.Image) (*convert.Result, error) { return nil, boom }, src, testkit.Ref(t, "oci:"+empty+":v")); !errors.Is(err, boom) {
 		t.Fatalf("a failed conversion: %v", err)
 	}
 	if ents, _ := os.ReadDir(empty); len(ents) != 0 {

@@ -24,7 +24,7 @@ type Stripped struct {
 	Manifest *weights.Manifest
 	// Ref names the artifact by digest (REGISTRY/REPO@sha256:… or
 	// oci:DIR@sha256:…), Digest its manifest's digest.
-	Ref    string
+	Ref    layers.Ref
 	Digest v1.Hash
 	// Labels go on the stripped image's config: layers.LabelWeightsManifest (Ref),
 	// layers.LabelWeightsMount and layers.LabelWeightsSetDigest.
@@ -36,16 +36,16 @@ type Stripped struct {
 // the stripped image carries: the one ending of `kiln weights strip` and
 // `kiln slim --weights-to`, so both verbs write the same artifact and
 // labels.
-func Finish(ctx context.Context, c *weights.Collector, to, mount, sourceImageDigest string, opts ...registry.Option) (*Stripped, error) {
+func Finish(ctx context.Context, c *weights.Collector, to layers.Ref, mount, sourceImageDigest string, opts ...registry.Option) (*Stripped, error) {
 	m, dg, err := c.Publish(ctx, to, mount, sourceImageDigest, opts...)
 	if err != nil {
 		return nil, err
 	}
-	ref, err := weights.ArtifactRef(to, dg, opts...)
+	ref, err := weights.ArtifactRef(to, dg)
 	if err != nil {
 		return nil, err
 	}
-	return &Stripped{Manifest: m, Ref: ref, Digest: dg, Labels: map[string]string{layers.LabelWeightsManifest: ref, layers.LabelWeightsMount: m.Mount, layers.LabelWeightsSetDigest: m.SetDigest}}, nil
+	return &Stripped{Manifest: m, Ref: ref, Digest: dg, Labels: map[string]string{layers.LabelWeightsManifest: ref.String(), layers.LabelWeightsMount: m.Mount, layers.LabelWeightsSetDigest: m.SetDigest}}, nil
 }
 
 // Rewritten is an image rewritten without its weights whose config
@@ -60,11 +60,12 @@ type Options struct {
 	// To is where the image without weights goes; WeightsTo the weights
 	// artifact (REF or oci:DIR[:TAG]); Mount the volume's mount path ("":
 	// the deepest directory holding every weight file).
-	To, WeightsTo, Mount string
+	To, WeightsTo layers.Ref
+	Mount         string
 	// ImageTwin, when set, is where the volume is also published as an
 	// image (Collector.Twin) that the stripped image names
 	// (weights.LabelTwin).
-	ImageTwin string
+	ImageTwin layers.Ref
 	// Source is the stripped image: its digest is recorded in the volume
 	// manifest, its platform is the twin's.
 	Source *layers.Image
@@ -102,8 +103,8 @@ func Run(ctx context.Context, c *weights.Collector, rw Rewritten, o Options) (*R
 		return nil, err
 	}
 	r := &Result{Stripped: st}
-	if o.ImageTwin != "" {
-		twin, err := c.Twin(st.Manifest, st.Ref, o.Source.Platform)
+	if o.ImageTwin.Kind != "" {
+		twin, err := c.Twin(st.Manifest, st.Ref.String(), o.Source.Platform)
 		if err != nil {
 			return nil, err
 		}
@@ -111,9 +112,11 @@ func Run(ctx context.Context, c *weights.Collector, rw Rewritten, o Options) (*R
 		if err != nil {
 			return nil, fmt.Errorf("--image-twin: %w", err)
 		}
-		if r.Twin, err = weights.ArtifactRef(o.ImageTwin, tp.Digest, o.Layers...); err != nil {
+		twinRef, err := weights.ArtifactRef(o.ImageTwin, tp.Digest)
+		if err != nil {
 			return nil, fmt.Errorf("--image-twin: %w", err)
 		}
+		r.Twin = twinRef.String()
 		st.Labels[weights.LabelTwin] = r.Twin
 	}
 	out, err := rw.Image(st.Labels)

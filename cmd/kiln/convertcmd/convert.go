@@ -174,18 +174,21 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	to := opts.To
-	if to == "" {
-		t, ok := r.Name.(name.Tag)
-		if r.Kind != layers.KindRegistry || !ok {
+	// IMAGE and --to parsed here, once: what reads and writes them takes
+	// the parsed references.
+	var toRef layers.Ref
+	if opts.To == "" {
+		_, tagged := r.Name.(name.Tag)
+		if r.Kind != layers.KindRegistry || !tagged {
 			return cmdutil.UsageErr("--to is required unless IMAGE is a registry REPO:TAG (then REPO:TAG%s)", suffix)
 		}
-		to = layers.VariantTag(t, suffix).String()
-	}
-	toRef, err := layers.ParseRef(to, lopts...)
-	if err != nil {
+		if toRef, err = r.Variant(suffix); err != nil {
+			return cmdutil.UsageErr("--to: %v", err)
+		}
+	} else if toRef, err = layers.ParseRef(opts.To, lopts...); err != nil {
 		return cmdutil.UsageErr("--to: %v", err)
 	}
+	to := toRef.String()
 	if opts.Format == "erofs" {
 		if toRef.Kind == layers.KindDockerArchive {
 			return cmdutil.UsageErr("--to %s: a docker archive holds tar layers for docker load; write --format erofs to a registry or oci:DIR", to)
@@ -194,14 +197,14 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 			return err
 		}
 	}
-	if err := opts.SignFlag.CheckDest(to, lopts); err != nil {
+	if err := opts.SignFlag.CheckDest(toRef); err != nil {
 		return err
 	}
 	key, err := opts.SignFlag.LoadSigner()
 	if err != nil {
 		return err
 	}
-	li, err := layers.Open(ctx, opts.Image, lopts...)
+	li, err := layers.OpenRef(ctx, r, lopts...)
 	if err != nil {
 		return err
 	}
@@ -233,7 +236,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		return res, nil
 	}
 	pub := publish.WithSign(publish.Writer(lopts...), opts.SignFlag.Signer(key, lopts))
-	v, err := publish.PublishVariant(ctx, pub, conv, src, to)
+	v, err := publish.PublishVariant(ctx, pub, conv, src, toRef)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func TestSlimUntaggedLayoutTagsBothEncodings(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Images) != 2 || rep.Images[0].Ref != "oci:"+out+":latest" || rep.Images[1].Ref != "oci:"+out+":latest-zstd" {
+	if len(rep.Images) != 2 || rep.Images[0].Ref.String() != "oci:"+out+":latest" || rep.Images[1].Ref.String() != "oci:"+out+":latest-zstd" {
 		t.Fatalf("images %+v", rep.Images)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "index.json"))

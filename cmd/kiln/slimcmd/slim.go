@@ -217,12 +217,16 @@ func loadSlimPolicy(s string) (*slim.Policy, error) {
 // opened: the encodings and where each goes, the policy and the fleet.
 type slimFlags struct {
 	comps []layers.Compression
-	dests []string // one per encoding: the first --to, zstd beside it
-	to    layers.Ref
-	esgz  bool
+	// to is --to, parsed here once; dests one per encoding (the first
+	// --to, zstd beside it), and weightsTo --weights-to, derived from it
+	// or parsed here: nothing after reads a reference string again.
+	dests     []layers.Ref
+	to        layers.Ref
+	weightsTo layers.Ref
+	esgz      bool
 	// erofsTo is where --format erofs writes the EROFS variant (empty:
 	// none), erofsComp the compression inside its layers.
-	erofsTo   string
+	erofsTo   layers.Ref
 	erofsComp erofs.Compression
 	maxLayer  int64
 	pol       *slim.Policy
@@ -281,7 +285,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if opts.SBOM && to.Kind == layers.KindDockerArchive {
 		return nil, cmdutil.UsageErr("--sbom: a docker archive holds no attestation; write to a registry or oci:DIR")
 	}
-	if err := opts.SignFlag.CheckDest(opts.To, lopts); err != nil {
+	if err := opts.SignFlag.CheckDest(to); err != nil {
 		return nil, err
 	}
 	key, err := opts.SignFlag.LoadSigner()
@@ -291,7 +295,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	// Where each encoding goes: the first under --to, zstd (with both)
 	// beside it. A docker archive stores plain tars whatever the blobs
 	// are: one encoding is enough to write it.
-	dests := []string{opts.To}
+	dests := []layers.Ref{to}
 	if esgz && to.Kind == layers.KindDockerArchive {
 		return nil, cmdutil.UsageErr("--format estargz: a docker archive stores plain tars; write to a registry or an OCI layout")
 	}
@@ -304,18 +308,18 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	} else if len(comps) > 1 && !esgz {
 		// Two encodings in an untagged oci:DIR: tagged latest and
 		// latest-zstd, never two untagged manifests (issue 27).
-		dests[0] = verbkit.TagLayout(opts.To, lopts)
-		zd, err := layers.ZstdDest(dests[0], lopts)
+		dests[0] = to.WithLayoutTag(verbkit.DefaultLayoutTag)
+		zd, err := layers.ZstdDest(dests[0])
 		if err != nil {
 			return nil, cmdutil.UsageErr("--compression both: %v", err)
 		}
 		dests = append(dests, zd)
 	}
-	var erofsTo string
+	var erofsTo layers.Ref
 	if wantErofs {
 		// Beside the others: an untagged oci:DIR gets latest-erofs too.
-		dests[0] = verbkit.TagLayout(opts.To, lopts)
-		if erofsTo, err = layers.ErofsDest(dests[0], lopts); err != nil {
+		dests[0] = to.WithLayoutTag(verbkit.DefaultLayoutTag)
+		if erofsTo, err = layers.ErofsDest(dests[0]); err != nil {
 			return nil, cmdutil.UsageErr("--format erofs: %v", err)
 		}
 	}
@@ -326,8 +330,9 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if opts.PruneLibs {
 		pol.PruneLibs = slim.PruneUnreferenced
 	}
+	var weightsTo layers.Ref
 	if opts.WeightsTo != "" {
-		if _, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
+		if weightsTo, err = layers.ParseRef(opts.WeightsTo, lopts...); err != nil {
 			return nil, cmdutil.UsageErr("--weights-to: %v", err)
 		}
 		if pol.Weights != slim.WeightsDivert {
@@ -341,7 +346,7 @@ func parseSlimFlags(opts *SlimOptions) (*slimFlags, error) {
 	if len(fleet) == 0 && opts.PruneNVIDIA {
 		return nil, cmdutil.UsageErr("--prune-nvidia-libs needs --gpus")
 	}
-	return &slimFlags{comps: comps, dests: dests, to: to, esgz: esgz, erofsTo: erofsTo, erofsComp: erofsComp, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
+	return &slimFlags{comps: comps, dests: dests, to: to, weightsTo: weightsTo, esgz: esgz, erofsTo: erofsTo, erofsComp: erofsComp, maxLayer: maxLayer, pol: pol, fleet: fleet, key: key, lopts: lopts}, nil
 }
 
 func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
@@ -416,12 +421,14 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 	}
 
 	labels := map[string]string{}
+	var weights layers.Ref // the weights artifact, by digest, when one was written
 	if col != nil && rep.DivertedFiles > 0 {
-		st, err := strip.Finish(ctx, col, opts.WeightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
+		st, err := strip.Finish(ctx, col, fl.weightsTo, opts.WeightsMount, img.Digest.String(), lopts...)
 		if err != nil {
 			return fmt.Errorf("--weights-to: %w", err)
 		}
 		maps.Copy(labels, st.Labels)
+		weights = st.Ref
 		termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "weights: ", "  ", fmt.Sprintf("%d files → %s (mount %s)", rep.DivertedFiles, st.Ref, st.Manifest.Mount))
 	}
 	signer := opts.SignFlag.Signer(fl.key, fl.lopts)
@@ -437,8 +444,8 @@ func runSlim(ctx context.Context, opts *SlimOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if m := labels[layers.LabelWeightsManifest]; m != "" {
-		if s, err := signer.SignRef(ctx, m); err != nil {
+	if weights.Kind != "" {
+		if s, err := signer.SignRef(ctx, weights); err != nil {
 			return err
 		} else if s != nil {
 			termtable.Fprintw(opts.IO.ErrOut, cmdutil.TermWidth(opts.IO.ErrOut), "weights: ", "  ", fmt.Sprintf("signed %s with key %s", s.Ref, s.KeyID))
@@ -456,17 +463,13 @@ func slimPreflight(ctx context.Context, opts *SlimOptions, fl *slimFlags, img *l
 	if err := layers.CheckTarget(ctx, "--to", fl.to, fl.lopts...); err != nil {
 		return nil, err
 	}
-	if opts.WeightsTo != "" {
-		wt, err := layers.ParseRef(opts.WeightsTo, fl.lopts...)
-		if err != nil {
-			return nil, cmdutil.UsageErr("--weights-to: %v", err)
-		}
-		if err := layers.CheckTarget(ctx, "--weights-to", wt, fl.lopts...); err != nil {
+	if fl.weightsTo.Kind != "" {
+		if err := layers.CheckTarget(ctx, "--weights-to", fl.weightsTo, fl.lopts...); err != nil {
 			return nil, err
 		}
 	}
 	copies := int64(len(fl.comps))
-	if fl.erofsTo != "" {
+	if fl.erofsTo.Kind != "" {
 		if err := erofs.Check(ctx); err != nil {
 			return nil, err
 		}

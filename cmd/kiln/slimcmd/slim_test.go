@@ -62,12 +62,12 @@ func TestSlimCommand(t *testing.T) {
 
 	// --compression both (the default): gzip under the tag, zstd under
 	// TAG-zstd, one config.
-	if len(rep.Images) != 2 || rep.Images[0].Ref != reg+"/slim/app:v1" || rep.Images[0].Compression != "gzip" ||
-		rep.Images[1].Ref != reg+"/slim/app:v1-zstd" || rep.Images[1].Compression != "zstd" || rep.ImageID == "" {
+	if len(rep.Images) != 2 || rep.Images[0].Ref.String() != reg+"/slim/app:v1" || rep.Images[0].Compression != "gzip" ||
+		rep.Images[1].Ref.String() != reg+"/slim/app:v1-zstd" || rep.Images[1].Compression != "zstd" || rep.ImageID == "" {
 		t.Fatalf("images %+v, image ID %q", rep.Images, rep.ImageID)
 	}
 	for _, p := range rep.Images {
-		im, err := layers.Open(context.Background(), p.Ref)
+		im, err := layers.Open(context.Background(), p.Ref.String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestSlimCommandCompressionAndCap(t *testing.T) {
 	if strings.Join(names, " ") != "cuda-1 cuda-2 app" || rep.MaxLayerSize != 4096 {
 		t.Errorf("layers %v, max %d", names, rep.MaxLayerSize)
 	}
-	if len(rep.Images) != 1 || rep.Images[0].Ref != out || rep.Images[0].Compression != "gzip" {
+	if len(rep.Images) != 1 || rep.Images[0].Ref.String() != out || rep.Images[0].Compression != "gzip" {
 		t.Fatalf("images %+v", rep.Images)
 	}
 	got, err := layers.Open(context.Background(), out)

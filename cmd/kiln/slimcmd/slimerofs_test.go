@@ -48,10 +48,10 @@ func TestSlimCommandErofs(t *testing.T) {
 			t.Fatalf("images %+v, want gzip, zstd and erofs", rep.Images)
 		}
 		e := rep.Images[2]
-		if e.Ref != to+"-erofs" || e.Compression != "erofs" || e.SBOM == "" || e.Index == "" || e.Signed == nil || e.Signed.Digest != e.Index {
+		if e.Ref.String() != to+"-erofs" || e.Compression != "erofs" || e.SBOM == "" || e.Index == "" || e.Signed == nil || e.Signed.Digest != e.Index {
 			t.Fatalf("the EROFS image: %+v", e)
 		}
-		if rep.Images[0].Ref != to || rep.Images[1].Ref != to+"-zstd" {
+		if rep.Images[0].Ref.String() != to || rep.Images[1].Ref.String() != to+"-zstd" {
 			t.Errorf("images %+v", rep.Images)
 		}
 		erofsDigests = append(erofsDigests, e.Digest)
@@ -107,7 +107,7 @@ func TestSlimCommandErofs(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Images) != 3 || !strings.HasSuffix(rep.Images[2].Ref, ":latest-erofs") || !strings.HasSuffix(rep.Images[0].Ref, ":latest") {
+	if len(rep.Images) != 3 || !strings.HasSuffix(rep.Images[2].Ref.String(), ":latest-erofs") || !strings.HasSuffix(rep.Images[0].Ref.String(), ":latest") {
 		t.Errorf("untagged layout: images %+v", rep.Images)
 	}
 	for _, args := range [][]string{

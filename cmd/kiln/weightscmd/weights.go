@@ -142,18 +142,22 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := layers.ParseRef(opts.To, lopts...); err != nil {
+	// The three destinations, parsed here once.
+	to, err := layers.ParseRef(opts.To, lopts...)
+	if err != nil {
 		return cmdutil.UsageErr("--to: %v", err)
 	}
-	if r, err := layers.ParseRef(opts.WeightsTo, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
+	weightsTo, err := layers.ParseRef(opts.WeightsTo, lopts...)
+	if err != nil || weightsTo.Kind == layers.KindDockerArchive {
 		return cmdutil.UsageErr("--weights-to %q: want a registry reference or oci:DIR[:TAG]", opts.WeightsTo)
 	}
+	var twin layers.Ref
 	if opts.ImageTwin != "" {
-		if r, err := layers.ParseRef(opts.ImageTwin, lopts...); err != nil || r.Kind == layers.KindDockerArchive {
+		if twin, err = layers.ParseRef(opts.ImageTwin, lopts...); err != nil || twin.Kind == layers.KindDockerArchive {
 			return cmdutil.UsageErr("--image-twin %q: want a registry reference or oci:DIR[:TAG]", opts.ImageTwin)
 		}
 	}
-	if err := opts.SignFlag.CheckDest(opts.To, lopts); err != nil {
+	if err := opts.SignFlag.CheckDest(to); err != nil {
 		return err
 	}
 	key, err := opts.SignFlag.LoadSigner()
@@ -177,15 +181,14 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	// What the end needs, checked before the rewrite: the destinations
 	// can be written, and the work directory holds the weights and the
 	// new layers (together about the image's compressed size).
-	for _, d := range []struct{ flag, ref string }{{"--to", opts.To}, {"--weights-to", opts.WeightsTo}, {"--image-twin", opts.ImageTwin}} {
-		if d.ref == "" {
+	for _, d := range []struct {
+		flag string
+		ref  layers.Ref
+	}{{"--to", to}, {"--weights-to", weightsTo}, {"--image-twin", twin}} {
+		if d.ref.Kind == "" {
 			continue
 		}
-		r, err := layers.ParseRef(d.ref, lopts...)
-		if err == nil {
-			err = layers.CheckTarget(ctx, d.flag, r, lopts...)
-		}
-		if err != nil {
+		if err := layers.CheckTarget(ctx, d.flag, d.ref, lopts...); err != nil {
 			return err
 		}
 	}
@@ -206,7 +209,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 	if len(col.Files()) == 0 {
 		return fmt.Errorf("%s: no model weights found (nothing to strip)", opts.Image)
 	}
-	st, err := strip.Run(ctx, col, res, strip.Options{To: opts.To, WeightsTo: opts.WeightsTo, Mount: opts.Mount, ImageTwin: opts.ImageTwin,
+	st, err := strip.Run(ctx, col, res, strip.Options{To: to, WeightsTo: weightsTo, Mount: opts.Mount, ImageTwin: twin,
 		Source: img, SBOM: opts.SBOM, Version: opts.Version, Signer: opts.SignFlag.Signer(key, lopts), Layers: lopts})
 	if err != nil {
 		return err
@@ -218,7 +221,7 @@ func runWeightsStrip(ctx context.Context, opts *WeightsStripOptions) error {
 			return fmt.Errorf("--manifest-out: %v", err)
 		}
 	}
-	r := stripResult{Image: opts.To, ImageDigest: st.Image.Digest.String(), Weights: st.Ref, Mount: m.Mount, SetDigest: m.SetDigest,
+	r := stripResult{Image: opts.To, ImageDigest: st.Image.Digest.String(), Weights: st.Ref.String(), Mount: m.Mount, SetDigest: m.SetDigest,
 		Files: len(m.Files), Bytes: m.Size, Beside: res.Report.DivertedBeside, Layers: len(m.Layers), BeforeSize: img.CompressedSize(), AfterSize: res.Report.After.CompressedSize,
 		Labels: st.Labels, VolumeManifest: m, Signed: st.Signed, SBOM: st.SBOM, Twin: st.Twin}
 	if opts.JSON {

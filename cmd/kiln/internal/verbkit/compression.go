@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/kiln-build/kiln/layers"
-	"github.com/kiln-build/kiln/registry"
 )
 
 // CompressionHelp is the --compression text kiln slim and kiln build share.
@@ -27,15 +26,6 @@ func ParseCompression(s string) ([]layers.Compression, error) {
 }
 
 // DefaultLayoutTag tags the images written to an untagged oci:DIR when
-// there are two encodings (TAG and TAG-zstd): two untagged manifests in
-// one index could not be told apart when read back.
+// there are two encodings (TAG and TAG-zstd; Ref.WithLayoutTag): two
+// untagged manifests in one index could not be told apart when read back.
 const DefaultLayoutTag = "latest"
-
-// TagLayout is dest with DefaultLayoutTag when it is an untagged OCI
-// layout (oci:DIR → oci:DIR:latest), and dest otherwise.
-func TagLayout(dest string, lopts []registry.Option) string {
-	if r, err := layers.ParseRef(dest, lopts...); err == nil && r.Kind == layers.KindOCILayout && r.Tag == "" && r.Digest.Hex == "" {
-		return "oci:" + r.Path + ":" + DefaultLayoutTag
-	}
-	return dest
-}

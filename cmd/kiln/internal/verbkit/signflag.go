@@ -42,15 +42,11 @@ func (f *SignFlag) LoadSigner() (*sign.Signer, error) {
 
 // CheckDest refuses --sign-key for a destination that is not a registry
 // (a signature is stored next to the manifest, in its repository).
-func (f *SignFlag) CheckDest(dest string, lopts []registry.Option) error {
+func (f *SignFlag) CheckDest(dest layers.Ref) error {
 	if f.SignKey == "" {
 		return nil
 	}
-	r, err := CheckRef("", dest, lopts...)
-	if err != nil {
-		return err
-	}
-	if r.Kind != layers.KindRegistry {
+	if dest.Kind != layers.KindRegistry {
 		return cmdutil.UsageErr("--sign-key: %s is not a registry reference; a signature is stored in the registry", dest)
 	}
 	return nil
