@@ -225,7 +225,8 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 		case "estargz":
 			res, err = convert.ToEStargz(ctx, src, co, startup)
 		case "erofs":
-			res, err = convert.ToErofs(ctx, src, co, ecomp)
+			// The one EROFS conversion, as build and slim make it.
+			res, err = publish.Erofs(co, ecomp)(ctx, src)
 		default:
 			res, err = convert.ToZstd(ctx, src, co)
 		}
