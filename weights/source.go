@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -39,7 +40,6 @@ type Resolved struct {
 // from overrides where blobs are fetched (a mirror holding the same blobs).
 func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*Resolved, error) {
 	var res *Resolved
-	var err error
 	af, err := localfile.ReadArg(ref, maxManifestBytes)
 	switch {
 	case err != nil:
@@ -50,6 +50,16 @@ func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*R
 			return nil, err
 		}
 		return ResolveManifest(ctx, m, from, opts...)
+	case isRegularFile(ref):
+		// A file ReadArg did not take for a manifest (not JSON, no
+		// mediaType, too large) is a manifest that does not decode: its
+		// error names the file. A weights reference never names a file
+		// here, and a registry is never asked for one.
+		_, err := ReadManifest(ref)
+		if err == nil {
+			err = fmt.Errorf("manifest %s: not a weights volume manifest", ref)
+		}
+		return nil, err
 	case strings.HasPrefix(ref, "oci:"):
 		res, err = resolveLayout(ctx, ref, true)
 	default:
@@ -64,6 +74,12 @@ func Resolve(ctx context.Context, ref, from string, opts ...registry.Option) (*R
 		}
 	}
 	return res, nil
+}
+
+// isRegularFile says whether path names a regular file on this host.
+func isRegularFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // DecodeManifestFile decodes a volume manifest file a command was named, as

@@ -9,9 +9,10 @@
 //
 // It imports no other test kit and starts no daemon, so a test package
 // may import it without joining the e2e tier (a test file that starts a
-// daemon or uses BuildKit is named *e2e_test.go: TestDaemonTestsNamedE2E). It imports layers/erofs (RequireErofs), so
-// the packages that one builds on (layers, registry, layers/blob, ...)
-// may use it only from their external (package x_test) tests.
+// daemon or uses BuildKit is named *e2e_test.go: TestDaemonTestsNamedE2E).
+// It imports layers (Refs) and layers/erofs (RequireErofs), so the
+// packages those build on (layers, registry, layers/blob, ...) may use it
+// only from their external (package x_test) tests.
 package testkit
 
 import (

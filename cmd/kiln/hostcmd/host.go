@@ -159,7 +159,7 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 	}
 	lock := af != nil && af.LockVersion > 0
 	if af != nil && !lock {
-		return cmdutil.UsageErr("--image %s: a weights volume manifest, not an image, a kiln.lock or a kiln.yaml", opts.Image)
+		return cmdutil.UsageErr("--image %s: a JSON file of mediaType %q, not an image reference, a kiln.lock or a kiln.yaml", opts.Image, af.MediaType)
 	}
 	recipe := !lock && isRecipeFile(opts.Image)
 	if opts.Image != "" && !lock && !recipe {
