@@ -83,13 +83,15 @@ func ProbeRecord(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1
 // ("pulled from NAME@DIGEST") and every record built on them (the probe
 // container's own layer, never reused: the probe ignores the cache),
 // which holds them while it exists. A failure leaves them to BuildKit's
-// garbage collector, as before.
-func forgetProbed(c *client.Client, src ProbeSource) {
+// garbage collector, as before. It runs whatever the state of the probe's
+// ctx, but an interrupted slim (Ctrl-C) makes one try, not waiting on
+// records still in use.
+func forgetProbed(probeCtx context.Context, c *client.Client, src ProbeSource) {
 	_, dg, ok := strings.Cut(src.Ref, "@sha256:")
 	if !ok || dg == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(probeCtx), 2*time.Minute)
 	defer cancel()
 	// The solve's records are released as its job ends, which may be a
 	// moment after Solve returned (a failed solve's, later still): what
@@ -111,6 +113,8 @@ func forgetProbed(c *client.Client, src ProbeSource) {
 		_ = c.Prune(ctx, nil, client.WithFilter(ids))
 		select {
 		case <-ctx.Done():
+			return
+		case <-probeCtx.Done():
 			return
 		case <-time.After(wait):
 		}
@@ -215,7 +219,7 @@ func probe(ctx context.Context, c *client.Client, src ProbeSource, cfg *v1.Confi
 	}()
 	_, err = c.Solve(ctx, def, opt, ch)
 	<-done
-	forgetProbed(c, src)
+	forgetProbed(ctx, c, src)
 	if err != nil {
 		out := strings.TrimSpace(logs.String())
 		if len(out) > 2000 {
