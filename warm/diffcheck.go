@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/kiln-build/kiln/internal/bufpipe"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/opencontainers/go-digest"
@@ -77,6 +79,13 @@ func checkLayer(ctx context.Context, t Opener, b *Blob, cs []claim) (map[string]
 		return nil, nil
 	}
 	got, err := contentDigest(ctx, t, b)
+	return judge(b, cs, got, err)
+}
+
+// judge compares b's content digest (got, or why it could not be had)
+// with every claim: the variants whose claim failed (image name → why)
+// and an error naming the first failed claim.
+func judge(b *Blob, cs []claim, got digest.Digest, err error) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer %s: %w", b.Digest, err)
 	}
@@ -105,39 +114,145 @@ func checkLayer(ctx context.Context, t Opener, b *Blob, cs []claim) (map[string]
 }
 
 // contentDigest is the sha256 of b's uncompressed content as committed
-// in t. The encoding must be the one the media type names: a zstd layer
-// whose bytes are gzip (or a tar) is not what its manifest says; the
-// content must be a tar whose every entry passes layers.CheckEntry.
+// in t.
 func contentDigest(ctx context.Context, t Opener, b *Blob) (digest.Digest, error) {
 	rc, err := t.Open(b.Descriptor)
 	if err != nil {
 		return "", fmt.Errorf("reading it back: %v", err)
 	}
 	defer rc.Close()
-	dr, comp, closeDec, err := layers.Decompress(layers.ContextReader(ctx, rc, nil))
+	return digestContent(ctx, rc, b)
+}
+
+// digestContent is the sha256 of the uncompressed content of r, b's
+// bytes. The encoding must be the one the media type names: a zstd layer
+// whose bytes are gzip (or a tar) is not what its manifest says; the
+// content must be a tar whose every entry passes layers.CheckEntry.
+func digestContent(ctx context.Context, r io.Reader, b *Blob) (digest.Digest, error) {
+	dr, comp, closeDec, err := layers.Decompress(layers.ContextReader(ctx, r, nil))
 	if err != nil {
 		return "", err
 	}
 	defer closeDec()
-	if err := layers.CheckCompression(types.MediaType(b.MediaType), comp); err != nil {
+	mt := types.MediaType(b.MediaType)
+	if err := layers.CheckCompression(mt, comp); err != nil {
 		return "", err
 	}
+	isTar := layers.CheckTar(mt) == nil
+	if comp == layers.Uncompressed {
+		if !isTar {
+			// A native EROFS layer, not compressed: its content is the
+			// blob, whose digest the writer verified over every byte (it
+			// is checked by fsck.erofs where it is used).
+			return b.Digest, nil
+		}
+		return hashContent(ctx, dr, isTar)
+	}
+	// Decoding is the check's cost (gzip: one core's worth at about 250
+	// MB/s of content): it gets this goroutine, and the hash and the
+	// entry rule another, so that they do not add to it.
+	p := bufpipe.New(1<<20, 4)
+	type result struct {
+		d   digest.Digest
+		err error
+	}
+	hashed := make(chan result, 1)
+	go func() {
+		d, err := hashContent(ctx, p, isTar)
+		p.CloseRead(err)
+		hashed <- result{d, err}
+	}()
+	// A decoding error reaches the hash as its read error; an entry the
+	// rule refuses stops the decoding (the pipe's write fails).
+	if _, err := io.CopyBuffer(p, dr, make([]byte, 1<<20)); err != nil {
+		p.CloseWrite(fmt.Errorf("decompressing: %w", err))
+	} else {
+		p.CloseWrite(nil)
+	}
+	h := <-hashed
+	return h.d, h.err
+}
+
+// hashContent is the sha256 of the content r yields, a tar's headers
+// each passing kiln's one entry rule (layers.CheckEntry) as it is hashed,
+// so that what an unpack (kiln's or containerd's) writes is what slim and
+// the EROFS conversion accept.
+func hashContent(ctx context.Context, r io.Reader, isTar bool) (digest.Digest, error) {
 	h := sha256.New()
-	// A tar layer: kiln's one entry rule (layers.CheckEntry) on every
-	// header, as the content is hashed, so that what an unpack (kiln's or
-	// containerd's) writes is what slim and the EROFS conversion accept.
-	// A native EROFS layer is checked by fsck.erofs where it is used.
-	if layers.CheckTar(types.MediaType(b.MediaType)) == nil {
-		tr := io.TeeReader(dr, h)
+	if isTar {
+		tr := io.TeeReader(r, h)
 		if err := layers.WalkTar(ctx, tr, func(e *layers.Entry, _ io.Reader) error { return layers.CheckEntry(e) }); err != nil {
 			return "", err
 		}
 	}
 	// What follows the end marker is part of the content too.
-	if _, err := io.CopyBuffer(h, dr, make([]byte, 1<<20)); err != nil {
-		return "", fmt.Errorf("decompressing: %v", err)
+	if _, err := io.CopyBuffer(h, r, make([]byte, 1<<20)); err != nil {
+		return "", err
 	}
 	return digest.Digest("sha256:" + hex.EncodeToString(h.Sum(nil))), nil
+}
+
+// streamCheck computes digestContent as the blob is written
+// (blob.CopyOptions.Follow) instead of reading the committed blob back:
+// the bytes go through a bounded pipe to a goroutine that decodes,
+// entry-checks and hashes them, so the check overlaps the transfer and
+// the disk is read once. A writer never waits on the check for more than
+// the pipe's few MiB; once the check has its verdict, the rest of the
+// bytes are dropped (the follower's errors are ignored).
+type streamCheck struct {
+	*bufpipe.Pipe
+	done chan struct{}
+	got  digest.Digest
+	err  error
+}
+
+// errTriedAgain ends the check of a try that failed.
+var errTriedAgain = errors.New("the transfer was tried again")
+
+func newStreamCheck(ctx context.Context, b *Blob) *streamCheck {
+	c := &streamCheck{Pipe: bufpipe.New(1<<20, 8), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.got, c.err = digestContent(ctx, c.Pipe, b)
+		c.CloseRead(c.err)
+	}()
+	return c
+}
+
+// result ends the input and waits for the check's verdict.
+func (c *streamCheck) result() (digest.Digest, error) {
+	c.CloseWrite(nil)
+	<-c.done
+	return c.got, c.err
+}
+
+// abandon stops the check without a verdict (its try failed).
+func (c *streamCheck) abandon() {
+	c.CloseWrite(errTriedAgain)
+	<-c.done
+}
+
+// follower hands each try of one blob's copy a fresh streamCheck; last is
+// the latest try's.
+type follower struct {
+	ctx  context.Context
+	b    *Blob
+	last *streamCheck
+}
+
+func (f *follower) next() io.Writer {
+	if f.last != nil {
+		f.last.abandon()
+	}
+	f.last = newStreamCheck(f.ctx, f.b)
+	return f.last
+}
+
+// end stops what a failed copy left running.
+func (f *follower) end() {
+	if f != nil && f.last != nil {
+		f.last.abandon()
+	}
 }
 
 // VariantError says the variant warm chose for an image (REPO:TAG-zstd,

@@ -120,7 +120,12 @@ func (r *run) check(ctx context.Context, t Store, b *Blob) error {
 	if !ok || b.Kind != KindLayer {
 		return nil
 	}
-	bad, err := checkLayer(ctx, op, b, r.claims[b.Digest])
+	return r.record(checkLayer(ctx, op, b, r.claims[b.Digest]))
+}
+
+// record keeps a check's failed variant claims for the VariantError and
+// returns its error.
+func (r *run) record(bad map[string]string, err error) error {
 	if len(bad) > 0 {
 		r.mu.Lock()
 		if r.badVariants == nil {
@@ -132,6 +137,26 @@ func (r *run) check(ctx context.Context, t Store, b *Blob) error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// follower checks layer b's content as it is fetched, when its images'
+// configs make claims about it (nil otherwise).
+func (r *run) follower(ctx context.Context, b *Blob) *follower {
+	if b.Kind != KindLayer || b.Data != nil || len(r.claims[b.Digest]) == 0 {
+		return nil
+	}
+	return &follower{ctx: ctx, b: b}
+}
+
+// checkFetched is check for a blob just fetched: the verdict of the
+// check that followed its bytes in when the committing try was followed
+// from the first byte, else the committed blob read back.
+func (r *run) checkFetched(ctx context.Context, t Store, b *Blob, f *follower, followed bool) error {
+	if f == nil || !followed || f.last == nil {
+		return r.check(ctx, t, b)
+	}
+	got, err := f.last.result()
+	return r.record(judge(b, r.claims[b.Digest], got, err))
 }
 
 // variantErr wraps err in a VariantError when a variant's layers proved
@@ -220,12 +245,14 @@ func (r *run) fetch(ctx context.Context, t Store, idx []int, limit *rate.Limiter
 		b := r.s.Blobs[i]
 		g.Go(func() error {
 			t0 := time.Now()
-			n, resumed, err := fetchBlob(gctx, t, b, r.o, limit)
+			f := r.follower(gctx, b)
+			n, resumed, followed, err := fetchBlob(gctx, t, b, r.o, limit, f)
 			if err == nil {
 				// Before the blob counts as in: its content is what the
 				// configs say (the unpack waits on rd for it).
-				err = r.check(gctx, t, b)
+				err = r.checkFetched(gctx, t, b, f, followed)
 			}
+			f.end()
 			if rd != nil {
 				rd.done(b.Digest, err)
 			}
@@ -548,7 +575,7 @@ func NewLimiter(bps int64) *rate.Limiter { return blob.NewLimiter(bps) }
 // (blob.Copy: the one copy loop, with its retries and verify-before-
 // commit rules). It returns the bytes read from the source and the offset
 // it resumed from.
-func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Limiter) (int64, int64, error) {
+func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Limiter, f *follower) (int64, int64, bool, error) {
 	src, progress := b.Src, o.Progress
 	if o.BlobProgress != nil && b.Kind == KindLayer {
 		if c := o.BlobProgress(b); c != nil {
@@ -561,18 +588,22 @@ func fetchBlob(ctx context.Context, t Store, b *Blob, o Options, limit *rate.Lim
 		src, progress = blob.Bytes(b.Data), nil
 	}
 	if src == nil {
-		return 0, 0, fmt.Errorf("blob %s: no source to read it from", b.Digest)
+		return 0, 0, false, fmt.Errorf("blob %s: no source to read it from", b.Digest)
 	}
 	open := func(ctx context.Context) (blob.Writer, error) { return t.Writer(ctx, b.Descriptor) }
-	res, err := blob.Copy(ctx, open, src, b.Hash(), b.Size, blob.CopyOptions{
+	co := blob.CopyOptions{
 		Attempts: o.Attempts, ChunkSize: o.ChunkSize, ChunkThreshold: o.ChunkThreshold, Chunks: o.ChunksPerBlob,
 		Limit: limit, Progress: progress, Log: o.Log,
-	})
+	}
+	if f != nil {
+		co.Follow = f.next
+	}
+	res, err := blob.Copy(ctx, open, src, b.Hash(), b.Size, co)
 	fetched := res.Fetched
 	if b.Data != nil {
 		fetched = 0
 	}
-	return fetched, res.Resumed, err
+	return fetched, res.Resumed, res.Followed, err
 }
 
 // logUnpack logs how --unpack applied the layers and, per layer, how and

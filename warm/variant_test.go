@@ -3,9 +3,11 @@ package warm_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testkit"
@@ -132,5 +134,62 @@ func TestResolveRefusesVariantWithOtherConfig(t *testing.T) {
 	s := warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, f.Ref)
 	if img := s.Images[0]; img.Variant() || img.Zstd || !strings.Contains(img.Note, "config differs") {
 		t.Fatalf("variant with another entrypoint: %+v", img)
+	}
+}
+
+// noReadBack is a target that cannot read a committed blob back.
+type noReadBack struct{ warm.Store }
+
+// countOpens counts the layers read back from an OCI layout.
+type countOpens struct {
+	*ocilayout.OCILayout
+	layers atomic.Int64
+}
+
+func (c *countOpens) Open(d ocispec.Descriptor) (io.ReadCloser, error) {
+	if strings.Contains(d.MediaType, "layer") {
+		c.layers.Add(1)
+	}
+	return c.OCILayout.Open(d)
+}
+
+// The check of a layer's content follows its bytes as they are fetched:
+// no layer is read back from the target after its commit, and a target
+// that could not read it back at all (which was trusted before) proves a
+// variant all the same.
+func TestWarmChecksLayersAsTheyArrive(t *testing.T) {
+	ctx := context.Background()
+	f := warmtest.PushFixture(t, false)
+	cfg, err := f.Img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := withConfig(t, cfg,
+		testimage.Layer(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("#!/bin/sh\necho owned\n"))}, "zstd"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/visible", []byte("changed"))}, "zstd"))
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, evil)
+
+	layout := func() *ocilayout.OCILayout {
+		l, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	counted := &countOpens{OCILayout: layout()}
+	for _, tgt := range []warm.Store{counted, noReadBack{layout()}} {
+		rep, err := warm.Run(ctx, warm.RunOptions{
+			Target: tgt, Refs: testkit.Refs(t, f.Ref),
+			Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource(), Compression: warm.CompressionZstd},
+		})
+		if err == nil || !strings.Contains(err.Error(), "not the zstd form") {
+			t.Fatalf("%T: --compression zstd over a false variant: err = %v", tgt, err)
+		}
+		if rep.FetchedBytes == 0 {
+			t.Fatalf("%T: nothing fetched", tgt)
+		}
+	}
+	if n := counted.layers.Load(); n != 0 {
+		t.Errorf("%d layer(s) read back after their commit; the check follows the fetch", n)
 	}
 }

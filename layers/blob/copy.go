@@ -65,6 +65,12 @@ type CopyOptions struct {
 	Progress *atomic.Int64
 	// Log reports a failed try that will be retried.
 	Log func(format string, a ...any)
+	// Follow, when set, is called as a try starts that will hand the
+	// writer it returns every byte of the blob, from the first, in order,
+	// as the digest is computed over them (a check of the content that
+	// overlaps the transfer). A try that resumes a stream it cannot read
+	// back does not call it; its writer's errors are ignored.
+	Follow func() io.Writer
 }
 
 // CopyResult says what a Copy moved.
@@ -75,6 +81,9 @@ type CopyResult struct {
 	Resumed int64
 	// Exists says the blob was already committed.
 	Exists bool
+	// Followed says the try that committed the blob handed every byte of
+	// it to the writer Follow returned last.
+	Followed bool
 }
 
 // Copy writes blob dg of size bytes from src into the writers open hands
@@ -88,7 +97,7 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 	var last error
 	fresh := false
 	for attempt := 1; attempt <= o.Attempts; attempt++ {
-		n, resumed, err := copyOnce(ctx, open, src, dg, size, o, attempt == 1)
+		n, resumed, followed, err := copyOnce(ctx, open, src, dg, size, o, attempt == 1)
 		res.Fetched += n
 		if attempt == 1 {
 			res.Resumed = resumed
@@ -101,6 +110,7 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 			return res, nil
 		}
 		if err == nil {
+			res.Followed = followed
 			return res, nil
 		}
 		last = err
@@ -122,10 +132,11 @@ func Copy(ctx context.Context, open func(context.Context) (Writer, error), src S
 
 // copyOnce is one try; the first counts the bytes its writer resumed
 // from in o.Progress (later tries resume from bytes already counted).
-func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions, first bool) (int64, int64, error) {
+// followed says a Follow writer saw every byte of the committed blob.
+func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), src Source, dg v1.Hash, size int64, o CopyOptions, first bool) (int64, int64, bool, error) {
 	w, err := open(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	off := w.Offset()
 	resumed := off
@@ -138,7 +149,19 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 	}
 	if off > size {
 		w.Abort(ctx)
-		return 0, resumed, fmt.Errorf("blob %s: the partial holds %d bytes, more than its %d", dg, off, size)
+		return 0, resumed, false, fmt.Errorf("blob %s: the partial holds %d bytes, more than its %d", dg, off, size)
+	}
+	// A file writer hashes from its first byte whatever it resumes (the
+	// follower sees the kept bytes read back); another writer's kept bytes
+	// cannot be read back, so only a try from zero is followed.
+	var follow io.Writer
+	if o.Follow != nil && (isFile || off == 0) {
+		follow = quiet(o.Follow())
+		if isFile {
+			fw.Follow(follow)
+		} else {
+			w = teeWriter{w, follow}
+		}
 	}
 	var fetched int64
 	chunk := o.Fill.Chunk
@@ -185,14 +208,14 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 				release, aerr := o.Fill.Acquire(ctx)
 				if aerr != nil {
 					w.Close()
-					return 0, resumed, aerr
+					return 0, resumed, false, aerr
 				}
 				defer release()
 			}
 			rc, oerr := src.Open(ctx, dg, off, n)
 			if oerr != nil {
 				w.Close()
-				return 0, resumed, oerr
+				return 0, resumed, false, oerr
 			}
 			// One byte more than needed tells a blob that is longer than
 			// its descriptor from one that is exactly right.
@@ -216,19 +239,47 @@ func copyOnce(ctx context.Context, open func(context.Context) (Writer, error), s
 			// Keep the bytes: the next try (or run) resumes from them.
 			w.Close()
 		}
-		return fetched, resumed, registry.BlobError(dg, err)
+		return fetched, resumed, false, registry.BlobError(dg, err)
 	}
 	if err := w.Commit(ctx); err != nil {
 		if errors.Is(err, ErrAlreadyExists) {
-			return fetched, resumed, nil
+			return fetched, resumed, false, nil
 		}
 		if IsNoSpace(err) {
-			return fetched, resumed, err
+			return fetched, resumed, false, err
 		}
 		// A blob that does not verify is never committed; its bytes are
 		// worthless, so the next try starts from zero.
 		w.Abort(ctx)
-		return fetched, resumed, err
+		return fetched, resumed, false, err
 	}
-	return fetched, resumed, nil
+	return fetched, resumed, follow != nil, nil
+}
+
+// teeWriter hands what its Writer took on to a follower.
+type teeWriter struct {
+	Writer
+	follow io.Writer
+}
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	n, err := t.Writer.Write(p)
+	t.follow.Write(p[:n])
+	return n, err
+}
+
+// quietWriter keeps a follower's error to itself: a follower never fails
+// the copy it follows.
+type quietWriter struct {
+	w   io.Writer
+	err error
+}
+
+func quiet(w io.Writer) io.Writer { return &quietWriter{w: w} }
+
+func (q *quietWriter) Write(p []byte) (int, error) {
+	if q.err == nil {
+		_, q.err = q.w.Write(p)
+	}
+	return len(p), nil
 }

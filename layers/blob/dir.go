@@ -280,9 +280,24 @@ type FileWriter struct {
 	sum     string // chunked: the digest once every byte was hashed
 	resumed int64
 	closed  bool
+	follow  io.Writer // receives the bytes hashed, in order (nil: none)
 }
 
 var _ Writer = (*FileWriter)(nil)
+
+// Follow makes f receive every byte of the blob in order, from the first
+// (those an earlier writer left, read back, included), as the digest is
+// computed over them; a chunked Fill hands them on as its prefix grows.
+// Set it before the first Write or Fill.
+func (w *FileWriter) Follow(f io.Writer) { w.follow = quiet(f) }
+
+// hashing is where the bytes being hashed go: the hash and the follower.
+func (w *FileWriter) hashing(h hash.Hash) io.Writer {
+	if w.follow == nil {
+		return h
+	}
+	return io.MultiWriter(h, w.follow)
+}
 
 // Offset is how many leading bytes are already written.
 func (w *FileWriter) Offset() int64 { return w.n }
@@ -313,7 +328,7 @@ func (w *FileWriter) startStream() error {
 		return err
 	}
 	w.h = sha256.New()
-	if _, err := io.Copy(w.h, io.NewSectionReader(w.f, 0, w.n)); err != nil {
+	if _, err := io.Copy(w.hashing(w.h), io.NewSectionReader(w.f, 0, w.n)); err != nil {
 		return fmt.Errorf("blob %s: reading partial: %v", w.dg, err)
 	}
 	return nil
@@ -330,6 +345,9 @@ func (w *FileWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.f.WriteAt(p, w.n)
 	w.h.Write(p[:n])
+	if w.follow != nil {
+		w.follow.Write(p[:n])
+	}
 	w.n += int64(n)
 	if err != nil {
 		return n, fmt.Errorf("writing blob %s: %w", w.dg, err)
@@ -635,6 +653,7 @@ func (b *fill) fetchRange(ctx context.Context, a, e int64, buf []byte) (n int64,
 // prefix with an empty sum.
 func (b *fill) hash() (string, error) {
 	h := sha256.New()
+	out := b.w.hashing(h)
 	buf := make([]byte, 1<<20)
 	var at int64
 	for at < b.w.size {
@@ -648,7 +667,7 @@ func (b *fill) hash() (string, error) {
 		if end == at { // closed with a hole: the transfer failed
 			return "", nil
 		}
-		if _, err := io.CopyBuffer(h, io.NewSectionReader(b.w.f, at, end-at), buf); err != nil {
+		if _, err := io.CopyBuffer(out, io.NewSectionReader(b.w.f, at, end-at), buf); err != nil {
 			return "", err
 		}
 		at = end

@@ -1,6 +1,7 @@
 package blob_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -310,3 +311,95 @@ func TestDirHeldRemoveEmpty(t *testing.T) {
 		t.Error("a file the caller does not own counts as nothing")
 	}
 }
+
+// memWriter is a Writer that is not a file: what an earlier writer left
+// (kept) cannot be read back, as with containerd's ingest.
+type memWriter struct {
+	kept, buf []byte
+	dg        v1.Hash
+}
+
+func (w *memWriter) Write(p []byte) (int, error) { w.buf = append(w.buf, p...); return len(p), nil }
+func (w *memWriter) Offset() int64               { return int64(len(w.kept)) }
+func (w *memWriter) Close() error                { return nil }
+func (w *memWriter) Abort(context.Context) error { return nil }
+func (w *memWriter) Commit(context.Context) error {
+	if got := hashOf(append(append([]byte(nil), w.kept...), w.buf...)); got != w.dg {
+		return registry.ErrDigestMismatch
+	}
+	return nil
+}
+
+// Follow sees every byte of the blob in order, from the first, whenever
+// the committing try can hand them all on (a file writer reads back what
+// it resumes), and says so; a try that resumes bytes it cannot read back
+// is not followed.
+func TestCopyFollow(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(3<<20+17, 4)
+	dg, size := hashOf(data), int64(len(data))
+	stream := blob.CopyOptions{Attempts: 2}
+	chunks := blob.CopyOptions{Attempts: 2, Fill: blob.FillOptions{Chunk: 256 << 10, Conns: 3}}
+	ordered := blob.CopyOptions{Attempts: 2, ChunkSize: 256 << 10, ChunkThreshold: 1 << 20, Chunks: 3}
+	for _, tc := range []struct {
+		name     string
+		o        blob.CopyOptions
+		mem      bool
+		partial  []byte
+		followed bool
+	}{
+		{name: "file, one stream", o: stream, followed: true},
+		{name: "file, chunks", o: chunks, followed: true},
+		{name: "file, stream resumes", o: stream, partial: data[:1<<20], followed: true},
+		{name: "file, chunks resume", o: chunks, partial: data[:1<<20], followed: true},
+		{name: "writer, one stream", o: stream, mem: true, followed: true},
+		{name: "writer, ordered chunks", o: ordered, mem: true, followed: true},
+		{name: "writer resumes", o: stream, mem: true, partial: data[:1<<20], followed: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var open func(context.Context) (blob.Writer, error)
+			if tc.mem {
+				open = func(context.Context) (blob.Writer, error) { return &memWriter{kept: tc.partial, dg: dg}, nil }
+			} else {
+				d := newDir(t)
+				if tc.partial != nil {
+					os.MkdirAll(d.Partial, 0o755)
+					if err := os.WriteFile(d.PartialPath(dg), tc.partial, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				open = func(ctx context.Context) (blob.Writer, error) { return d.Writer(ctx, dg, size) }
+			}
+			var seen *bytes.Buffer
+			calls := 0
+			tc.o.Follow = func() io.Writer { calls++; seen = &bytes.Buffer{}; return seen }
+			res, err := blob.Copy(ctx, open, newCounting(data), dg, size, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Followed != tc.followed {
+				t.Fatalf("Followed = %v, want %v (Follow called %d times)", res.Followed, tc.followed, calls)
+			}
+			if tc.followed && !bytes.Equal(seen.Bytes(), data) {
+				t.Fatalf("the follower saw %d bytes, not the blob's %d in order", seen.Len(), size)
+			}
+		})
+	}
+}
+
+// A follower that fails never fails the copy it follows.
+func TestCopyFollowerErrorIgnored(t *testing.T) {
+	ctx := context.Background()
+	data := randomBytes(1<<20, 5)
+	dg, size := hashOf(data), int64(len(data))
+	for _, o := range []blob.CopyOptions{{}, {Fill: blob.FillOptions{Chunk: 64 << 10, Conns: 2}}} {
+		o.Follow = func() io.Writer { return failWriter{} }
+		if _, err := copyInto(ctx, newDir(t), newCounting(data), dg, size, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("follower failed") }

@@ -21,6 +21,11 @@
 //     never opens anything outside blobs/<algorithm>/.
 //   - OrderedReader bounds memory by (parallel+2) chunk buffers reused for
 //     the whole blob, whatever the blob's size.
+//   - A copy's follower (CopyOptions.Follow: warm's check of a layer's
+//     content) sees the blob's bytes in order from the first, as the
+//     digest is computed over them, and cannot fail the copy; a file
+//     writer reads back what it resumes, so only a stream that resumes
+//     bytes it cannot read back goes unfollowed (CopyResult.Followed).
 //   - One Limiter paces every byte a run moves (image blobs and weights
 //     volumes alike), in pieces no larger than its burst.
 package blob
