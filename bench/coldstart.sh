@@ -2,10 +2,15 @@
 # bench/coldstart.sh: cold start of the naive CUDA 12.4 app image against
 # kiln's ways, one run, same machine, same image content, each engine with
 # an empty store, the page cache dropped before each row, from the local
-# registry:
+# registry. Every row names its runtime and version, and is compared with
+# the naive pull on that same runtime (a ratio across runtimes measures
+# the runtime, not kiln: containerd 2.x pulls the naive image ~2.5x faster
+# than 1.6 here):
 #
 #   naive     containerd 1.6 `ctr images pull` of the naive gzip image (9
 #             layers, weights baked in) + `ctr run`
+#   naive2    the same on containerd 2.x as it comes (overlayfs): the naive
+#             row of every containerd 2.x row below
 #   warm      kiln warm --unpack --weights-into DIR of the kiln slim zstd
 #             image and its weights volume, containerd 1.6 + `ctr run` with
 #             the volume mounted
@@ -19,10 +24,12 @@
 #             (overlayfs: every layer fetched and unpacked) + `ctr run`: the
 #             lazy pull's control
 #   erofs     containerd 2.x with the EROFS snapshotter (scripts/containerd2.sh
-#             erofs-config): kiln warm --unpack --weights-into of the kiln
-#             slim image's native EROFS form (TAG-erofs: each layer an EROFS
-#             image kiln writes into its snapshot while it downloads, no
-#             untar) + `ctr run --snapshotter erofs` with the volume
+#             erofs-config): `kiln warm TAG --unpack --weights-into DIR`,
+#             no format or snapshotter flag: kiln finds the EROFS
+#             snapshotter and takes TAG's native EROFS form (TAG-erofs, which
+#             TAG names; each layer an EROFS image kiln writes into its
+#             snapshot while it downloads, no untar); the row fails if
+#             warm took anything else. + `ctr run --snapshotter erofs`
 #   erofs-ctr the same containerd, its own way: `ctr images pull
 #             --snapshotter erofs` of the slim zstd image (its EROFS differ
 #             converts every layer with mkfs.erofs) + kiln weights pull +
@@ -55,16 +62,19 @@
 # writes with fsync (1 GiB, dd conv=fsync).
 #
 # The slim images are made once beforehand (not timed) when missing:
-# kiln slim --policy runtime-strict --weights-to (gzip + zstd, balanced
-# layers: the default --max-layer-size) and kiln slim --format estargz
+# kiln slim --policy runtime-strict --weights-to --format erofs (gzip under
+# TAG, zstd under TAG-zstd, the native EROFS form under TAG-erofs, which
+# TAG's manifest names; balanced layers: the default --max-layer-size;
+# mkfs.erofs: scripts/erofs-utils.sh) and kiln slim --format estargz
 # --probe (the same content as eStargz, the probe's files first).
 #
-# The EROFS form is made once the same way when missing: kiln convert
-# --format erofs of the slim image (mkfs.erofs: scripts/erofs-utils.sh).
+# kiln warm's fetch throughput (the erofs row's, from its --json report)
+# is printed against the machine's limit, min(loopback HTTP, sha256, disk
+# write with fsync), measured in the same run.
 #
 #   bash bench/coldstart.sh [NAIVE_IMAGE]   (root; /dev/fuse; ~30 GB scratch)
 #   SLIM=... ESGZ=... EROFS=... WREF=...     (reuse images made earlier)
-#   ROWS="erofs erofs-ctr warm-start"        (only these rows; default all)
+#   ROWS="naive2 erofs warm-start"           (only these rows; default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$(go env GOPATH)/bin:$PATH"
@@ -73,7 +83,7 @@ REG=${NAIVE%%/*}
 SLIM=${SLIM:-$REG/kiln-cold/app:slim}
 ESGZ=${ESGZ:-$REG/kiln-cold/app:esgz}
 EROFS=${EROFS:-$SLIM-erofs}
-ROWS=${ROWS:-naive warm docker estargz esgz-full erofs erofs-ctr warm-start}
+ROWS=${ROWS:-naive naive2 warm docker estargz esgz-full erofs erofs-ctr warm-start}
 want() { [[ " $ROWS " == *" $1 "* ]]; }
 WREF=${WREF:-$REG/kiln-cold/app-weights:v1}
 W=${KILN_BENCH_DIR:-/var/tmp/kiln-coldstart}
@@ -114,18 +124,15 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$W"
 
-if ! crane digest --insecure "$SLIM" >/dev/null 2>&1; then
-	echo "making the slim image once (not timed): kiln slim --policy runtime-strict --weights-to" >&2
-	bin/kiln slim "$NAIVE" --to "$SLIM" --policy runtime-strict --weights-to "$WREF" --progress none >/dev/null
+names_erofs() { crane manifest --insecure "$1" 2>/dev/null | grep -q '"dev.kiln.erofs.manifest"'; }
+if ! names_erofs "$SLIM" || ! crane digest --insecure "$EROFS" >/dev/null 2>&1; then
+	echo "making the slim image once (not timed): kiln slim --policy runtime-strict --weights-to --format erofs" >&2
+	bin/kiln slim "$NAIVE" --to "$SLIM" --policy runtime-strict --weights-to "$WREF" --format erofs --progress none >/dev/null
 fi
 if { want estargz || want esgz-full; } && ! crane digest --insecure "$ESGZ" >/dev/null 2>&1; then
 	echo "making the eStargz slim image once (not timed): kiln slim --format estargz --probe" >&2
 	bin/kiln slim "$NAIVE" --to "$ESGZ" --format estargz --policy runtime-strict --weights-to "$WREF" \
 		--probe "$SLIMPROBE" --progress none >/dev/null
-fi
-if { want erofs || want warm-start; } && ! crane digest --insecure "$EROFS" >/dev/null 2>&1; then
-	echo "making the EROFS form once (not timed): kiln convert --format erofs" >&2
-	bin/kiln convert "$SLIM" --to "$EROFS" --format erofs --progress none >/dev/null
 fi
 layer_bytes() { crane manifest --insecure "$1" | python3 -c 'import json,sys; print(sum(l["size"] for l in json.load(sys.stdin)["layers"]))'; }
 weights_bytes() {
@@ -140,6 +147,10 @@ EB=$(layer_bytes "$ESGZ" 2>/dev/null || echo 0)
 RB=$(layer_bytes "$EROFS" 2>/dev/null || echo 0)
 WB=$(weights_bytes "$SLIM")
 declare -A T B C
+# The runtimes, as each names itself.
+V1=$(containerd --version | awk '{print "containerd " $3}')
+V2=$("$CTRD2/containerd" --version | awk '{print "containerd " $3}')
+VD=$(dockerd --version | sed 's/,.*//')
 # row NAME SECONDS BYTES CPU_START [DAEMON_PID...]: the CPU is what was
 # spent since cpu_now printed CPU_START (cpu_now, bench/lib/containerd.sh).
 row() {
@@ -159,6 +170,18 @@ t0=$(now)
 CTR images pull --plain-http "$NAIVE" >/dev/null
 CTR run --rm "$NAIVE" cold-naive python3 -c "$PROBE"
 row naive "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
+ctrd_stop
+fi
+
+# --- naive2: the same on containerd 2.x as it comes
+if want naive2; then
+drop_caches
+c0=$(cpu_now)
+ctrd_start2
+t0=$(now)
+CTR2 images pull --plain-http "$NAIVE" >/dev/null
+CTR2 run --rm "$NAIVE" cold-naive2 python3 -c "$PROBE"
+row naive2 "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
 ctrd_stop
 fi
 
@@ -250,21 +273,31 @@ row esgz-full "$(elapsed "$t0" "$(now)")" "$((EB + WB))" "$c0" "$(ctrd_pid)" "$(
 ctrd_stop
 fi
 
-# --- erofs: kiln warm of the native EROFS form into containerd 2.x's EROFS
-# snapshotter (auto picks it for EROFS layers) + weights volume + ctr run
+# --- erofs: kiln warm TAG, no flag: kiln finds containerd 2.x's EROFS
+# snapshotter and takes TAG-erofs (TAG names it) + weights volume + ctr run
+WARM_MBPS=0
 if want erofs || want warm-start; then
 drop_caches
 c0=$(cpu_now)
 ctrd_start_erofs
 t0=$(now)
-bin/kiln warm "$EROFS" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null
-CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+bin/kiln warm "$SLIM" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --json >"$W/warm.json"
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$SLIM" cold-erofs python3 -c "$PROBE"
 row erofs "$(elapsed "$t0" "$(now)")" "$((RB + WB))" "$c0" "$(ctrd_pid)"
+read -r form snap WARM_MBPS < <(python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+im = r["images"][0]
+mbps = r["fetched_bytes"] / r["seconds"] / 1e6
+print(im.get("form") or "-", r.get("snapshotter") or "-", round(mbps))' "$W/warm.json")
+if [ "$form" != erofs ] || [ "$snap" != erofs ]; then
+	echo "coldstart: kiln warm $SLIM took form $form into snapshotter $snap, not TAG-erofs into erofs" >&2
+	exit 1
+fi
 # --- warm-start: the same container again, everything local, page cache dropped
 drop_caches
 c0=$(cpu_now "$(ctrd_pid)")
 t0=$(now)
-CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$EROFS" cold-erofs python3 -c "$PROBE"
+CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$SLIM" cold-erofs python3 -c "$PROBE"
 row warm-start "$(elapsed "$t0" "$(now)")" 0 "$c0" "$(ctrd_pid)"
 ctrd_stop
 fi
@@ -297,35 +330,43 @@ SHA=$(bin/hashrate "$W/big.gz")
 t0=$(now); dd if=/dev/zero of="$W/dd" bs=1M count=1024 conv=fsync status=none; DDT=$(elapsed "$t0" "$(now)")
 rm -f "$W/big.gz" "$W/big.zst" "$W/dd"
 
-for k in naive warm docker estargz esgz-full erofs erofs-ctr warm-start; do
+for k in naive naive2 warm docker estargz esgz-full erofs erofs-ctr warm-start; do
 	echo "$k ${T[$k]:-} ${B[$k]:-} ${C[$k]:-}"
 done >"$W/rows"
 python3 - "$W/rows" "$FULL_WARM" "$FULL_LAZY" "$LAZY_AT_PROBE" "$LAZY_FULL_BYTES" "$EB" "$WB" \
-	"$(cat "$W/loop")" "$(cat "$W/gzn")" "$GZT" "$(cat "$W/zsn")" "$ZST" "$SHA" "$DDT" <<'EOF'
+	"$(cat "$W/loop")" "$(cat "$W/gzn")" "$GZT" "$(cat "$W/zsn")" "$ZST" "$SHA" "$DDT" "$WARM_MBPS" "$V1" "$V2" "$VD" <<'EOF'
 import sys
 a = sys.argv[1:]
-labels = {"naive": "naive gzip image, ctr 1.6 pull + run", "warm": "kiln slim zstd, kiln warm + volume, ctr 1.6",
-          "docker": "kiln slim balanced gzip, docker pull + volume", "estargz": "kiln slim eStargz, lazy (stargz) + volume",
-          "esgz-full": "kiln slim eStargz, full ctr 2.x pull + volume",
-          "erofs": "kiln slim EROFS, kiln warm + volume, ctr 2.x erofs",
-          "erofs-ctr": "kiln slim zstd, ctr 2.x pull --snapshotter erofs",
-          "warm-start": "warm start: erofs row's container again"}
+v1, v2, vd = a[15], a[16], a[17]
+# Each row: its label, its runtime, and the naive row on that runtime.
+rows = {"naive": ("naive gzip image, ctr pull + run", v1, "naive"),
+        "naive2": ("naive gzip image, ctr pull + run", v2, "naive2"),
+        "warm": ("kiln slim zstd, kiln warm + volume", v1, "naive"),
+        "docker": ("kiln slim balanced gzip, docker pull + volume", vd, None),
+        "estargz": ("kiln slim eStargz, lazy (stargz) + volume", v2, "naive2"),
+        "esgz-full": ("kiln slim eStargz, full ctr pull + volume", v2, "naive2"),
+        "erofs": ("kiln warm TAG (takes TAG-erofs) + volume", v2, "naive2"),
+        "erofs-ctr": ("kiln slim zstd, ctr pull --snapshotter erofs", v2, "naive2"),
+        "warm-start": ("warm start: erofs row's container again", v2, "naive2")}
 vals = {}
 for line in open(a[0]):
     f = line.split()
     if len(f) == 4:
         vals[f[0]] = (float(f[1]), int(f[2]), float(f[3]))
 ref = lambda k: vals[k][0] if k in vals else None
-naive, ws = ref("naive"), ref("warm-start")
-print(f"\n| {'row':50} | first probe | bytes moved | CPU s | vs naive | vs warm start |")
-print(f"|{'-'*52}|---|---|---|---|---|")
-for k, label in labels.items():
+ws = ref("warm-start")
+print(f"\n| {'row':46} | {'runtime':18} | first probe | bytes moved | CPU s | vs naive (same runtime) | vs warm start |")
+print(f"|{'-'*48}|{'-'*20}|---|---|---|---|---|")
+for k, (label, rt, nk) in rows.items():
     if k not in vals:
         continue
     t, b, c = vals[k]
+    naive = ref(nk) if nk else None
     vn = f"{naive/t:.2f}x" if naive else "-"
     vw = f"{t/ws:.2f}x" if ws else "-"
-    print(f"| {label:50} | {t:.1f} s | {b/1e6:,.0f} MB | {c:.1f} | {vn} | {vw} |")
+    print(f"| {label:46} | {rt:18} | {t:.1f} s | {b/1e6:,.0f} MB | {c:.1f} | {vn} | {vw} |")
+if "naive" in vals and "naive2" in vals:
+    print(f"\nthe runtime alone: the naive pull on {v2} is {vals['naive'][0]/vals['naive2'][0]:.2f}x the one on {v1} (not kiln's)")
 fw, fl, lp, lf, eb, wb = float(a[1]), float(a[2]), int(a[3]), int(a[4]), int(a[5]), int(a[6])
 if "estargz" in vals:
     print(f"\nlazy pull at the first successful probe: {lp/1e6:,.0f} MB of the eStargz image's {eb/1e6:,.0f} MB layers ({100*lp/eb:.0f}%), + {wb/1e6:,.0f} MB weights")
@@ -333,6 +374,10 @@ if "estargz" in vals and "warm" in vals:
     print(f"full read (every file): after kiln warm (unpacked, page cache dropped) {fw:.1f} s; lazy, pull + read from an empty store {fl:.1f} s"
           f" ({fl/fw:.2f}x; warm's own fetch + unpack is in the warm row), {lf/1e6:,.0f} MB fetched lazily")
 ln, lt = a[7].split()
-print(f"limits: loopback HTTP {int(ln)/float(lt)/1e6:,.0f} MB/s; gzip -d {int(a[8])/float(a[9])/1e6:,.0f} MB/s, zstd -d {int(a[10])/float(a[11])/1e6:,.0f} MB/s (tar out, one slim layer);"
-      f" sha256 {int(a[12].split()[1])/float(a[12].split()[0])/1e6:,.0f} MB/s; disk write + fsync {1024*1048576/float(a[13])/1e6:,.0f} MB/s")
+loop, sha, disk = int(ln)/float(lt)/1e6, int(a[12].split()[1])/float(a[12].split()[0])/1e6, 1024*1048576/float(a[13])/1e6
+print(f"limits: loopback HTTP {loop:,.0f} MB/s; gzip -d {int(a[8])/float(a[9])/1e6:,.0f} MB/s, zstd -d {int(a[10])/float(a[11])/1e6:,.0f} MB/s (tar out, one slim layer);"
+      f" sha256 {sha:,.0f} MB/s; disk write + fsync {disk:,.0f} MB/s")
+if float(a[14]) > 0:
+    lim = min(loop, sha, disk)
+    print(f"kiln warm (erofs row): {float(a[14]):,.0f} MB/s fetched over its whole run, {100*float(a[14])/lim:.0f}% of min(loopback, sha256, disk) = {lim:,.0f} MB/s")
 EOF
