@@ -161,6 +161,25 @@ func TestPullHealsBitRotKeepingTimes(t *testing.T) {
 	if rep, err := Verify(ctx, dir, nil, 1); err != nil || !rep.OK {
 		t.Errorf("after the rechecking pull: %+v %v", rep, err)
 	}
+	if !r.Verified {
+		t.Errorf("a pull that fetched and committed says its files were not all hashed: %+v", r)
+	}
+	// Recheck with the files its caller hashed a moment ago (Good): those
+	// are not hashed again (a volume is hashed once per warm), the rest are.
+	// The proof: a file rotted after the caller hashed it stays as it is.
+	rot()
+	other := filepath.Join(dir, ModelDir, "llm/model-00001.safetensors")
+	if err := os.WriteFile(other, []byte("tampered"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Pull(ctx, res.Manifest, res.Source, dir, PullOptions{Recheck: true, Good: map[string]bool{"llm/model-00002.safetensors": true}})
+	if err != nil || !r.Verified || r.Fetched == 0 {
+		t.Fatalf("Recheck with Good: %+v %v", r, err)
+	}
+	rep, err := Verify(ctx, dir, nil, 1)
+	if err != nil || len(rep.Problems) != 1 || rep.Problems[0].Path != "llm/model-00002.safetensors" {
+		t.Fatalf("after Recheck with Good: want the Good file alone left as it was (not hashed), the other healed: %+v %v", rep, err)
+	}
 }
 
 // barrierSource holds the first opens until two are in flight (or a short

@@ -77,6 +77,11 @@ type PullOptions struct {
 	// By default a volume whose cheap check passes is hashed too (Jobs
 	// files at once) before it is called ready, and healed if it is not.
 	TrustMarker bool
+	// Good names files the caller hashed just before and found right
+	// (kiln warm's readiness check, which found others wrong): with
+	// Recheck they are not hashed again, so that a volume is hashed once
+	// per warm.
+	Good map[string]bool
 
 	sync blob.SyncMode // benchmarks compare durability strategies
 }
@@ -94,8 +99,10 @@ type PullResult struct {
 	Present int `json:"present"`
 	// AlreadyReady is true when the marker already matched: nothing done.
 	AlreadyReady bool `json:"already_ready"`
-	// Verified is true when every file of a ready volume was hashed
-	// before it was called ready (false with TrustMarker).
+	// Verified is true when every file of the volume was hashed before
+	// it was called ready: by this pull (present files hashed, fetched
+	// ones verified as they were written) or, for Good files, by its
+	// caller (false with TrustMarker).
 	Verified bool `json:"verified"`
 	// Migrated is true when the volume was in kiln's old layout (model
 	// files at its top level) and this pull moved them into ModelDir.
@@ -155,7 +162,17 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 		}
 	}
 	root := filepath.Join(dir, ModelDir)
-	var good map[string]bool // files hashed here and found right
+	good := map[string]bool{} // files hashed here (or by the caller) and found right
+	if opts.Recheck {
+		for _, f := range m.Files {
+			if opts.Good[f.Path] {
+				good[f.Path] = true
+				if opts.Progress != nil {
+					opts.Progress.Add(f.Size)
+				}
+			}
+		}
+	}
 	if !opts.Recheck && readyIntact(dir, m) {
 		if opts.TrustMarker {
 			res.AlreadyReady = true
@@ -195,6 +212,7 @@ func Pull(ctx context.Context, m *Manifest, src blob.Source, dir string, opts Pu
 	if err := p.commit(); err != nil {
 		return nil, err
 	}
+	res.Verified = true
 	return res, nil
 }
 
@@ -213,6 +231,10 @@ func lockVolume(ctx context.Context, dir string, onWait func()) (func(), error) 
 	}
 	return unlock, nil
 }
+
+// Intact is the cheap check that a volume is ready (readyIntact): for a
+// caller that has just had every file hashed (PullResult.Verified).
+func Intact(dir string, m *Manifest) bool { return readyIntact(dir, m) }
 
 // readyIntact is the cheap check that lets a ready volume be left alone:
 // the volume is in the current layout, the marker names m's set, the kept
