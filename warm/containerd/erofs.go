@@ -342,6 +342,9 @@ func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mou
 // writes the layer's EROFS image to path (a native layer's own bytes, a
 // tar layer converted by mkfs.erofs) through a temporary file beside it.
 func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, error) {
+	if sum, ok, err := linkErofs(ctx, layer, src, path); ok || err != nil {
+		return sum, err
+	}
 	ra, err := decodedProvider{src: src}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
 		return "", err
@@ -398,6 +401,36 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		return "", err
 	}
 	return sum, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// linkErofs makes path a hard link to the committed blob file src when
+// the layer is a native EROFS image stored as it is (its diff ID is its
+// blob digest): containerd verified that digest over every byte when it
+// committed the blob, so the file is the image the config names, and
+// linking it costs neither a copy nor a hash of the bytes (on this host a
+// 886 MiB layer took 3 s to copy, hash and sync). fsck.erofs checks it as
+// it does a copy. ok is false (nothing done) when src is not a committed
+// blob file or the link cannot be made (another filesystem): the caller
+// copies. src is closed when ok.
+func linkErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, bool, error) {
+	f, isFile := src.(sizedFile)
+	if !isFile || !isErofsLayer(layer.Blob.MediaType) || layer.Diff.Digest != layer.Blob.Digest {
+		return "", false, nil
+	}
+	tmp := filepath.Join(filepath.Dir(path), ".kiln-link-"+layer.Blob.Digest.Encoded()[:16]+".erofs")
+	os.Remove(tmp)
+	if err := os.Link(f.Name(), tmp); err != nil {
+		return "", false, nil
+	}
+	src.Close()
+	defer os.Remove(tmp)
+	if err := erofs.Fsck(ctx, tmp); err != nil {
+		return "", true, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", true, err
+	}
+	return layer.Diff.Digest, true, atomicfile.SyncDir(filepath.Dir(path))
 }
 
 // maxTar is the most the tar decoded by ra can be: layers.MaxDecoded of

@@ -180,10 +180,23 @@ func TestWarmErofsSnapshotter(t *testing.T) {
 				}
 				infos = append(infos, info)
 			}
-			// A native layer's image is the blob itself.
+			// A native layer's image is the blob itself: one read from the
+			// committed blob is that file, hard-linked (no copy, no hash).
 			if tc.snapshotter == "auto" {
 				if got := infos[2].Labels[labelErofsDigest]; got != cf.RootFS.DiffIDs[2].String() {
 					t.Fatalf("native layer's image is %s, the blob %s", got, cf.RootFS.DiffIDs[2])
+				}
+				tr, _, _ := c.UnpackTrace()
+				root, _ := c.Direct()
+				for i, l := range tr {
+					if l.How != warm.HowLocal {
+						continue
+					}
+					bi, err1 := os.Stat(filepath.Join(root, "blobs", "sha256", l.Digest.Encoded()))
+					li, err2 := os.Stat(infos[i].Labels[labelErofsPath])
+					if err1 != nil || err2 != nil || !os.SameFile(bi, li) {
+						t.Errorf("layer %d (%s, from the committed blob): its layer.erofs is not the blob file hard-linked (%v %v)", i, l.Digest, err1, err2)
+					}
 				}
 			}
 			reg.ResetCounts()
