@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -74,7 +75,7 @@ func class(r *analyze.Report, c classify.Class) analyze.ClassReport {
 
 func openAndAnalyze(t *testing.T, ref string, opts ...analyze.Options) *analyze.Report {
 	t.Helper()
-	img, err := layers.Open(context.Background(), ref)
+	img, err := testkit.OpenImage(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // erofsBlob is the start of a native EROFS layer: 1 KiB of zeros (which a
@@ -22,7 +23,7 @@ func erofsBlob() []byte {
 func TestAnalyzeRefusesErofsLayers(t *testing.T) {
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, testimage.RawLayer(erofsBlob(), "application/vnd.erofs.layer.v1")))
-	img, err := layers.Open(context.Background(), "oci:"+dir+":x")
+	img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":x")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // TestHostileImage: entries that climb out of the root, absolute paths,
@@ -98,7 +99,7 @@ func TestAnalyzeRefusesSparseAndOddEntries(t *testing.T) {
 			dir := t.TempDir()
 			l := testimage.RawLayer(gzipped(t, tb), types.OCILayer)
 			testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, l))
-			img, err := layers.Open(context.Background(), "oci:"+dir+":x")
+			img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":x")
 			if err != nil {
 				t.Fatal(err)
 			}

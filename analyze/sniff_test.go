@@ -6,12 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -60,7 +61,7 @@ func TestAnalyzeRefusesDuplicateDigestFalseSize(t *testing.T) {
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good))
 	n, _ := good.Size()
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good, testimage.SizeLie(good, n+512)))
-	img, err := layers.Open(context.Background(), ref)
+	img, err := testkit.OpenImage(context.Background(), ref)
 	if err == nil {
 		defer img.Close()
 		var rep *analyze.Report

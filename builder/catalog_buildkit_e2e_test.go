@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/internal/testdaemon"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -188,7 +189,7 @@ func TestCatalogRecipesOnStandIns(t *testing.T) {
 // (what a pull moves).
 func pushedSize(t *testing.T, ref string) int64 {
 	t.Helper()
-	img, err := layers.Open(context.Background(), ref)
+	img, err := testkit.OpenImage(context.Background(), ref)
 	if err != nil {
 		t.Fatalf("%s: %v", ref, err)
 	}

@@ -20,12 +20,13 @@ import (
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testkit"
 
+	"github.com/moby/buildkit/client"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder/internal/wheelserve"
 	"github.com/kiln-build/kiln/fatbin"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
-	"github.com/moby/buildkit/client"
 )
 
 // e2eEnv returns a BuildKit client and the fixture registry, or skips (fails
@@ -181,7 +182,7 @@ func checkRuntimeRules(t *testing.T, ctx context.Context, img *layers.Image, run
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := layers.Open(ctx, runtimeBase)
+	base, err := testkit.OpenImage(ctx, runtimeBase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestEndToEnd(t *testing.T) {
 	// CUDA library twice; its two encodings hold the same tars.
 	open := func(digest string) *layers.Image {
 		t.Helper()
-		img, err := layers.Open(ctx, repo+"@"+digest)
+		img, err := testkit.OpenImage(ctx, repo+"@"+digest)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -418,12 +419,12 @@ func TestEndToEnd(t *testing.T) {
 // to fix.
 func diffLayers(t *testing.T, ctx context.Context, a, b string) {
 	t.Helper()
-	ia, err := layers.Open(ctx, a)
+	ia, err := testkit.OpenImage(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ia.Close()
-	ib, err := layers.Open(ctx, b)
+	ib, err := testkit.OpenImage(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/sbom"
@@ -227,7 +230,7 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 		}
 	}
 	// kiln's own readers take the image out of the index.
-	img, err := layers.Open(ctx, repo+":v2-provenance")
+	img, err := testkit.OpenImage(ctx, repo+":v2-provenance")
 	if err != nil {
 		t.Fatal(err)
 	}

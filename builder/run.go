@@ -54,7 +54,7 @@ type RunOptions struct {
 	Signer *publish.Signer
 	// Check, when set, runs on what the build wrote first (Outputs[0], a
 	// registry image by digest) after the SBOMs and signatures.
-	Check func(ctx context.Context, ref string) error
+	Check func(ctx context.Context, ref layers.Ref) error
 }
 
 // UsageError is a build the command line asked for that cannot be done
@@ -140,14 +140,14 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 
 // writtenRef is the image out holds: REPO@digest, oci:DIR or
 // docker-archive:FILE.
-func writtenRef(out Output, digest string) string {
+func writtenRef(out Output, digest string) layers.Ref {
 	switch out.Ref.Kind {
 	case layers.KindRegistry:
-		return out.Ref.Name.Context().String() + "@" + digest
+		return layers.RegistryRef(out.Ref.Name.Context().Digest(digest))
 	case layers.KindDockerArchive:
-		return "docker-archive:" + out.Ref.Path
+		return layers.Ref{Kind: layers.KindDockerArchive, Raw: "docker-archive:" + out.Ref.Path, Path: out.Ref.Path}
 	}
-	return "oci:" + out.Ref.Path
+	return layers.LayoutRef(out.Ref.Path, "")
 }
 
 // log is where Run says what it does: ProgressOut.
@@ -288,7 +288,7 @@ func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, *p
 		digest = d
 	}
 	lopts := o.lopts()
-	ref := src.Ref.Name.Context().String() + "@" + digest
+	ref := layers.RegistryRef(src.Ref.Name.Context().Digest(digest))
 	li, err := layers.Open(ctx, ref, lopts...)
 	if err != nil {
 		return Pushed{}, nil, err
@@ -298,7 +298,7 @@ func (o *RunOptions) pushErofs(ctx context.Context, pushed []Pushed) (Pushed, *p
 	if err != nil {
 		return Pushed{}, nil, err
 	}
-	fmt.Fprintf(o.log(), "kiln: converting %s to EROFS (%s inside)\n", ref, o.ErofsCompression)
+	fmt.Fprintf(o.log(), "kiln: converting %s to EROFS (%s inside)\n", ref.Raw, o.ErofsCompression)
 	v, err := publish.PublishVariant(ctx, o.publisher("erofs", true), publish.Erofs(convert.Options{}, o.ErofsCompression), img, o.ErofsTo)
 	if err != nil {
 		return Pushed{}, nil, err

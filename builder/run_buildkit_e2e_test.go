@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/layers"
+
 	"github.com/moby/buildkit/client"
 
 	"github.com/kiln-build/kiln/layers/erofs"
@@ -63,7 +65,7 @@ func TestRunOnBuildKit(t *testing.T) {
 		o.Signer = &publish.Signer{Key: key}
 		o.Connect = func(context.Context) (*client.Client, string, error) { connects++; return c, "test", nil }
 		var checked string
-		o.Check = func(_ context.Context, ref string) error { checked = ref; return nil }
+		o.Check = func(_ context.Context, ref layers.Ref) error { checked = ref.Raw; return nil }
 		rep, err := Run(ctx, *o)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, log.String())

@@ -34,7 +34,7 @@ func TestPushErofs(t *testing.T) {
 	if p.Ref.String() != reg+"/acme/app:1-erofs" || p.Compression != "erofs" || pub.Digest.String() != p.Digest {
 		t.Fatalf("pushed %+v, published %+v", p, pub)
 	}
-	got, err := layers.Open(context.Background(), p.Ref.String())
+	got, err := testkit.OpenImage(context.Background(), p.Ref.String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestToZstdRoundTrip(t *testing.T) {
 	}
 	// Read it back through kiln's own verified reader: every blob digest
 	// and every diff ID checks, and the files are the same.
-	out, err := layers.Open(ctx, dst)
+	out, err := testkit.OpenImage(ctx, dst)
 	if err != nil {
 		t.Fatal(err)
 	}

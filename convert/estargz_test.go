@@ -46,7 +46,7 @@ func TestToEStargz(t *testing.T) {
 	if res.Layers[0].StartupFiles != 0 || res.Layers[1].StartupFiles != 1 {
 		t.Errorf("startup files per layer: %d, %d", res.Layers[0].StartupFiles, res.Layers[1].StartupFiles)
 	}
-	out, err := layers.Open(ctx, dst)
+	out, err := testkit.OpenImage(ctx, dst)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // openV1 opens ref as kiln convert does: layers.Open, then its ggcr view.
 func openV1(t *testing.T, ctx context.Context, ref string) (v1.Image, error) {
-	img, err := layers.Open(ctx, ref)
+	img, err := testkit.OpenImage(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

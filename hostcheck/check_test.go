@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/hostcheck"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -70,7 +72,7 @@ func scannedImage(t *testing.T, env string, libs ...string) *hostcheck.Image {
 	entries = append(entries, testimage.Sized("usr/bin/app", 4096))
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "app", testimage.Image(t, testimage.Config{Env: imageEnv(t, env)}, testimage.Layer(t, entries, "gzip")))
-	img, err := layers.Open(context.Background(), "oci:"+dir+":app")
+	img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":app")
 	if err != nil {
 		t.Fatal(err)
 	}

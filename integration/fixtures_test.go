@@ -20,7 +20,6 @@ import (
 	"github.com/kiln-build/kiln/analyze/classify"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testkit"
-	"github.com/kiln-build/kiln/layers"
 )
 
 type pathBytes struct {
@@ -216,7 +215,7 @@ func TestAnalyzeAppFixture(t *testing.T) {
 	t.Cleanup(dropAppArchive)
 	for src, ref := range appRefs(dir, e) {
 		t.Run(src, func(t *testing.T) {
-			img, err := layers.Open(context.Background(), ref)
+			img, err := testkit.OpenImage(context.Background(), ref)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -340,7 +339,7 @@ func TestKernelCoverageOfCUDALibraries(t *testing.T) {
 	dir, e := fixtures(t)
 	// The OCI layout: the same image as the docker-archive
 	// TestAnalyzeAppFixture reads (and removes when it ends).
-	img, err := layers.Open(context.Background(), appRefs(dir, e)["oci"])
+	img, err := testkit.OpenImage(context.Background(), appRefs(dir, e)["oci"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testdaemon"
 
 	"github.com/kiln-build/kiln/layers"
@@ -29,7 +31,7 @@ import (
 func extract(t *testing.T, ref string, files map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	img, err := layers.Open(ctx, ref)
+	img, err := testkit.OpenImage(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestWeightsVolumeFromAppFixture(t *testing.T) {
 	testdaemon.PruneAfter(t, true)
 	dir, e := fixtures(t)
 	ctx := context.Background()
-	img, err := layers.Open(ctx, appRefs(dir, e)["oci"])
+	img, err := testkit.OpenImage(ctx, appRefs(dir, e)["oci"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // staticKeychain hands out one credential for every registry.
@@ -46,14 +48,14 @@ func TestRegistryAuthAndSecrecy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got, err := layers.Open(context.Background(), host+"/private/app:1", kregistry.WithKeychain(staticKeychain{user, secret}))
+	got, err := testkit.OpenImage(context.Background(), host+"/private/app:1", kregistry.WithKeychain(staticKeychain{user, secret}))
 	if err != nil {
 		t.Fatalf("with credentials: %v", err)
 	}
 	got.Close()
 
 	wrong := "wrong-" + secret
-	_, err = layers.Open(context.Background(), host+"/private/app:1", kregistry.WithKeychain(staticKeychain{user, wrong}))
+	_, err = testkit.OpenImage(context.Background(), host+"/private/app:1", kregistry.WithKeychain(staticKeychain{user, wrong}))
 	if err == nil {
 		t.Fatal("wrong credentials accepted")
 	}

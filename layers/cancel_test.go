@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -26,7 +28,7 @@ func TestWalkBodyStopsWhenCancelled(t *testing.T) {
 			l := testimage.RawLayer(raw, types.MediaType("application/vnd.oci.image.layer.v1.tar"+map[string]string{"gzip": "+gzip", "none": ""}[comp]))
 			dir := t.TempDir()
 			testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, l))
-			im, err := layers.Open(context.Background(), "oci:"+dir+":x")
+			im, err := testkit.OpenImage(context.Background(), "oci:"+dir+":x")
 			if err != nil {
 				t.Fatal(err)
 			}

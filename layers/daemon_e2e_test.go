@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
@@ -80,7 +82,7 @@ func TestOpenDockerDaemon(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 
-	li, err := layers.Open(context.Background(), "docker-daemon:kiln/app:1")
+	li, err := testkit.OpenImage(context.Background(), "docker-daemon:kiln/app:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestOpenDockerDaemon(t *testing.T) {
 		t.Errorf("the daemon was asked for %q", *asked)
 	}
 
-	_, err = layers.Open(context.Background(), "docker-daemon:kiln/nope:1")
+	_, err = testkit.OpenImage(context.Background(), "docker-daemon:kiln/nope:1")
 	if err == nil || !strings.Contains(err.Error(), "has no image docker.io/kiln/nope:1") || !strings.Contains(err.Error(), "docker images") {
 		t.Errorf("missing image: %v", err)
 	}
@@ -110,7 +112,7 @@ func TestOpenDockerDaemon(t *testing.T) {
 	}
 
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no.sock"))
-	_, err = layers.Open(context.Background(), "docker-daemon:kiln/app:1")
+	_, err = testkit.OpenImage(context.Background(), "docker-daemon:kiln/app:1")
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the Docker daemon") {
 		t.Errorf("no daemon: %v", err)
 	}
@@ -129,7 +131,7 @@ func TestOpenDockerDaemonReal(t *testing.T) {
 		t.Fatalf("docker load: %v\n%s", err, out)
 	}
 	t.Setenv("DOCKER_HOST", "unix://"+dk.Socket)
-	li, err := layers.Open(context.Background(), "docker-daemon:kiln/daemon:1")
+	li, err := testkit.OpenImage(context.Background(), "docker-daemon:kiln/daemon:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,14 +157,14 @@ func TestOpenDockerDaemonBounded(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	fakeDaemonSized(t, map[string]string{"docker.io/kiln/app:1": archive}, 1<<60)
-	if _, err := layers.Open(context.Background(), "docker-daemon:kiln/app:1"); err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "needs about") {
+	if _, err := testkit.OpenImage(context.Background(), "docker-daemon:kiln/app:1"); err == nil || !strings.Contains(err.Error(), "TMPDIR") || !strings.Contains(err.Error(), "needs about") {
 		t.Errorf("an image larger than the disk: %v", err)
 	}
 	// The daemon says 1 KiB (plus the margin, 64 MiB) and sends 1 MiB: fine;
 	// it says 1 KiB and sends more than 64 MiB: refused (a test of the cap
 	// itself would write 64 MiB; the margin is in the message).
 	fakeDaemonSized(t, map[string]string{"docker.io/kiln/app:1": archive}, 1024)
-	li, err := layers.Open(context.Background(), "docker-daemon:kiln/app:1")
+	li, err := testkit.OpenImage(context.Background(), "docker-daemon:kiln/app:1")
 	if err != nil {
 		t.Fatalf("an image within its size: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -41,7 +42,7 @@ func TestDuplicateDigestFalseSize(t *testing.T) {
 		testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, good)) // the blob, uploaded honestly
 		testimage.Push(t, ref, img)
 		for _, r := range []string{ref} {
-			lim, err := layers.Open(context.Background(), r)
+			lim, err := testkit.OpenImage(context.Background(), r)
 			if err == nil {
 				for _, l := range lim.Layers {
 					st, werr := l.Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return nil })
@@ -100,7 +101,7 @@ func TestRegistryErrorBodyRedacted(t *testing.T) {
 			t.Errorf("%s: error lost the registry's answer: %v", what, err)
 		}
 	}
-	_, err := layers.Open(context.Background(), host+"/private/app:1", kc)
+	_, err := testkit.OpenImage(context.Background(), host+"/private/app:1", kc)
 	check("open", err)
 	_, _, err = layers.PlatformDigests(context.Background(), host+"/private/app:1", kc)
 	check("platform digests", err)
@@ -160,7 +161,7 @@ func TestCredentialHelperTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := layers.Open(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(200*time.Millisecond))
+		_, err := testkit.OpenImage(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(200*time.Millisecond))
 		done <- err
 	}()
 	select {
@@ -183,7 +184,7 @@ func TestCredentialHelperTimeoutKillsChildren(t *testing.T) {
 	host := testimage.Registry(t)
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	fakeHelper(t, host, "forks", "sleep 300 &\necho $! > "+pidFile+"\nwait")
-	_, err := layers.Open(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(500*time.Millisecond))
+	_, err := testkit.OpenImage(context.Background(), host+"/kiln/app:1", kregistry.WithHelperTimeout(500*time.Millisecond))
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("err = %v, want the timeout", err)
 	}
@@ -205,7 +206,7 @@ func TestCredentialHelperTimeoutKillsChildren(t *testing.T) {
 func TestCredentialHelperFailureNotQuoted(t *testing.T) {
 	host := testimage.Registry(t)
 	fakeHelper(t, host, "broken", `echo '{"Username":"u","Secret":"SEKRIT-from-helper-stdout"} partial dump'; exit 3`)
-	_, err := layers.Open(context.Background(), host+"/kiln/app:1")
+	_, err := testkit.OpenImage(context.Background(), host+"/kiln/app:1")
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -248,7 +249,7 @@ func TestLayoutRefusesDevicesAndFIFOs(t *testing.T) {
 			if err := tc.attack(dir); err != nil {
 				t.Fatal(err)
 			}
-			li, err := layers.Open(ctx, "oci:"+dir+":x")
+			li, err := testkit.OpenImage(ctx, "oci:"+dir+":x")
 			if err == nil {
 				li.Close()
 				t.Fatal("opened")
@@ -278,7 +279,7 @@ func TestWalkRefusesDiffIDLie(t *testing.T) {
 			dir := t.TempDir()
 			testimage.WriteLayout(t, dir, "x", img)
 			for _, r := range []string{ref, "oci:" + dir + ":x"} {
-				im, err := layers.Open(context.Background(), r)
+				im, err := testkit.OpenImage(context.Background(), r)
 				if err != nil {
 					t.Fatalf("%s: %v", r, err)
 				}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
@@ -61,7 +63,7 @@ func TestShortNamesReachDockerHub(t *testing.T) {
 	if !h.saw("index.docker.io/v2/nvidia/cuda/manifests/12.4.1-base-ubuntu22.04") {
 		t.Errorf("Docker Hub was not asked for nvidia/cuda: %q", h.asked)
 	}
-	li, err := layers.Open(context.Background(), "ubuntu:24.04", opt)
+	li, err := testkit.OpenImage(context.Background(), "ubuntu:24.04", opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -29,7 +31,7 @@ func TestStalledAndBrokenLayerWalkResumes(t *testing.T) {
 			defer cancel()
 			opts := []kregistry.Option{kregistry.WithIdleTimeout(time.Second), kregistry.WithFetchOptions(kregistry.WithRetries(3, time.Millisecond))}
 
-			img, err := layers.Open(ctx, ref, opts...)
+			img, err := testkit.OpenImage(ctx, ref, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,7 @@ func TestWriteLayoutLinksFileLayers(t *testing.T) {
 	if !os.SameFile(a, b) {
 		t.Error("the layout's blob is a copy of the scratch file, not a link to it")
 	}
-	back, err := layers.Open(ctx, "oci:"+out+":probe")
+	back, err := testkit.OpenImage(ctx, "oci:"+out+":probe")
 	if err != nil {
 		t.Fatal(err)
 	}

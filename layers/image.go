@@ -142,17 +142,9 @@ func (s BlobSizes) Check(dg string, size int64) error {
 	return nil
 }
 
-// Open locates ref and opens the image for the selected platform.
-func Open(ctx context.Context, ref string, opts ...registry.Option) (*Image, error) {
-	r, err := ParseRef(ref, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return OpenRef(ctx, r, opts...)
-}
-
-// OpenRef opens an already parsed reference.
-func OpenRef(ctx context.Context, r Ref, opts ...registry.Option) (*Image, error) {
+// Open opens the image r names for the selected platform (the reference
+// is parsed once, at the edge: ParseRef).
+func Open(ctx context.Context, r Ref, opts ...registry.Option) (*Image, error) {
 	o := registry.MakeOptions(opts)
 	var img *Image
 	var err error

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/registry"
 )
@@ -19,7 +20,11 @@ func TestOpenRefusesIndexDescriptorSizeLie(t *testing.T) {
 	p := v1.Platform{OS: cf.OS, Architecture: cf.Architecture}
 	ref := host + "/hostile/idx:lie"
 	testimage.PushIndexSizeLie(t, ref, img, p, 100)
-	_, err := Open(context.Background(), ref, WithPlatform(p))
+	r, err := ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), r, WithPlatform(p))
 	if !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Errorf("err = %v, want a size mismatch", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -50,7 +52,7 @@ func TestCleanPath(t *testing.T) {
 
 func walkAll(t *testing.T, ref string) ([]*layers.Entry, error) {
 	t.Helper()
-	img, err := layers.Open(context.Background(), ref)
+	img, err := testkit.OpenImage(context.Background(), ref)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +210,7 @@ func TestOpenErrors(t *testing.T) {
 		{"docker-archive:" + filepath.Join(dir, "junk.tar"), "not"},
 		{"docker-archive:" + filepath.Join(dir, "a.tar") + ":2", `no image tagged "2"`},
 	} {
-		_, err := layers.Open(context.Background(), tc.ref)
+		_, err := testkit.OpenImage(context.Background(), tc.ref)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Open(%q) = %v, want error containing %q", tc.ref, err, tc.want)
 			continue
@@ -220,7 +222,7 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q): error does not name the ref: %v", tc.ref, err)
 		}
 	}
-	if _, err := layers.Open(context.Background(), "docker-archive:"+filepath.Join(dir, "a.tar")+":1"); err != nil {
+	if _, err := testkit.OpenImage(context.Background(), "docker-archive:"+filepath.Join(dir, "a.tar")+":1"); err != nil {
 		t.Errorf("tag selection in archive: %v", err)
 	}
 }
@@ -236,7 +238,7 @@ func TestPlatformSelection(t *testing.T) {
 	for _, ref := range []string{reg + "/multi:1", "oci:" + dir + ":multi"} {
 		for _, tc := range []struct{ plat, file string }{{"linux/amd64", "amd"}, {"linux/arm64", "arm"}} {
 			p, _ := layers.ParsePlatform(tc.plat)
-			img, err := layers.Open(context.Background(), ref, layers.WithPlatform(p))
+			img, err := testkit.OpenImage(context.Background(), ref, layers.WithPlatform(p))
 			if err != nil {
 				t.Fatalf("%s %s: %v", ref, tc.plat, err)
 			}
@@ -251,7 +253,7 @@ func TestPlatformSelection(t *testing.T) {
 			}
 		}
 		p, _ := layers.ParsePlatform("linux/ppc64le")
-		_, err := layers.Open(context.Background(), ref, layers.WithPlatform(p))
+		_, err := testkit.OpenImage(context.Background(), ref, layers.WithPlatform(p))
 		if err == nil || !strings.Contains(err.Error(), "linux/amd64, linux/arm64") {
 			t.Errorf("%s: missing platform error = %v", ref, err)
 		}

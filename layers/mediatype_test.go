@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 
@@ -28,7 +30,7 @@ func walkRaw(t *testing.T, b []byte, mt types.MediaType) (int, error) {
 		closeDec()
 	}
 	testimage.WriteLayout(t, dir, "x", testimage.Image(t, testimage.Config{}, testimage.Lying(b, sha(b), diffID, mt)))
-	img, err := layers.Open(context.Background(), "oci:"+dir+":x")
+	img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":x")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestLayoutManyLayersFewFiles(t *testing.T) {
 	testimage.WriteTarLayout(t, dir, "many", testimage.OneFileTars(t, n, "f/%d"))
 	testimage.LimitOpenFiles(t, 256)
 
-	img, err := Open(context.Background(), "oci:"+dir+":many")
+	img, err := Open(context.Background(), LayoutRef(dir, "many"))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

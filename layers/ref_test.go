@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/layers"
 )
@@ -88,7 +90,7 @@ func TestLayoutFullNameReadBack(t *testing.T) {
 			t.Errorf("ParseRef(%q) = path %q tag %q, %v; want %q %q", ref, r.Path, r.Tag, err, dir, tag)
 			continue
 		}
-		im, err := layers.Open(context.Background(), ref)
+		im, err := testkit.OpenImage(context.Background(), ref)
 		if err != nil {
 			t.Errorf("Open(%q): %v", ref, err)
 			continue

@@ -14,9 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	kregistry "github.com/kiln-build/kiln/registry"
 
 	"github.com/kiln-build/kiln/internal/redact"
@@ -67,14 +70,14 @@ func TestRegistryNotFoundInWords(t *testing.T) {
 		testimage.Push(t, host+"/team/app:"+tag, img)
 	}
 	ctx := context.Background()
-	_, err := layers.Open(ctx, host+"/team/app:nope")
+	_, err := testkit.OpenImage(ctx, host+"/team/app:nope")
 	wantWords(t, "tag", err, `tag "nope" not found in `+host+"/team/app (tags: v1, v2)")
 	if err != nil && strings.Contains(err.Error(), `image "`) {
 		t.Errorf("tag: the image is named twice: %v", err)
 	}
 
 	missing := "sha256:" + strings.Repeat("0", 64)
-	_, err = layers.Open(ctx, host+"/team/app@"+missing)
+	_, err = testkit.OpenImage(ctx, host+"/team/app@"+missing)
 	wantWords(t, "digest", err, "manifest "+missing+" not found in "+host+"/team/app")
 
 	_, _, err = layers.PlatformDigests(ctx, host+"/team/nothing:v1")
@@ -84,10 +87,10 @@ func TestRegistryNotFoundInWords(t *testing.T) {
 	for i := 0; i < 9; i++ {
 		testimage.Push(t, fmt.Sprintf("%s/team/many:t%d", host, i), img)
 	}
-	_, err = layers.Open(ctx, host+"/team/many:nope")
+	_, err = testkit.OpenImage(ctx, host+"/team/many:nope")
 	wantWords(t, "many tags", err, `tag "nope" not found in `+host+"/team/many (tags: t0, t1, t2, t3, t4, t5, … 9 in all)")
 	// Those nearest the tag asked for come first.
-	_, err = layers.Open(ctx, host+"/team/many:t8-cuda")
+	_, err = testkit.OpenImage(ctx, host+"/team/many:t8-cuda")
 	wantWords(t, "near tags", err, `tag "t8-cuda" not found in `+host+"/team/many (tags: t8, t0, t1, t2, t3, t4, … 9 in all)")
 }
 
@@ -139,10 +142,10 @@ func tokenRegistry(t *testing.T, user, pass string, deny bool) string {
 func TestRegistryCredentialsInWords(t *testing.T) {
 	ctx := context.Background()
 	host := tokenRegistry(t, "ci", "right-password", false)
-	_, err := layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(anonKeychain{}))
+	_, err := testkit.OpenImage(ctx, host+"/priv/app:1", kregistry.WithKeychain(anonKeychain{}))
 	wantWords(t, "no credentials", err, host+" needs credentials for priv/app", "run docker login "+host)
 
-	_, err = layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "wrong-password"}))
+	_, err = testkit.OpenImage(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "wrong-password"}))
 	wantWords(t, "wrong credentials", err, host+" refused the credentials from kiln's keychain", "run docker login "+host)
 
 	// From the Docker config: the file is named.
@@ -154,7 +157,7 @@ func TestRegistryCredentialsInWords(t *testing.T) {
 	}
 	t.Setenv("DOCKER_CONFIG", dir)
 	t.Setenv("HOME", t.TempDir())
-	_, err = layers.Open(ctx, host+"/priv/app:1")
+	_, err = testkit.OpenImage(ctx, host+"/priv/app:1")
 	wantWords(t, "docker config", err, host+" refused the credentials from "+filepath.Join(dir, "config.json"), "run docker login "+host)
 	if err != nil && strings.Contains(err.Error(), "wrong-password") {
 		t.Errorf("error leaks the password: %v", err)
@@ -162,7 +165,7 @@ func TestRegistryCredentialsInWords(t *testing.T) {
 
 	// Right credentials, no access.
 	host = tokenRegistry(t, "ci", "right-password", true)
-	_, err = layers.Open(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "right-password"}))
+	_, err = testkit.OpenImage(ctx, host+"/priv/app:1", kregistry.WithKeychain(staticKeychain{"ci", "right-password"}))
 	wantWords(t, "denied", err, host+" denied", "403 Forbidden", "docker login "+host)
 }
 
@@ -188,10 +191,10 @@ func TestNetworkErrorsInWords(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	l.Close()
-	_, err = layers.Open(context.Background(), closed+"/a/b:1")
+	_, err = testkit.OpenImage(context.Background(), closed+"/a/b:1")
 	wantWords(t, "refused", err, "nothing answers at "+closed, "connection refused")
 
-	_, err = layers.Open(context.Background(), "kiln-no-such-host.invalid/a/b:1")
+	_, err = testkit.OpenImage(context.Background(), "kiln-no-such-host.invalid/a/b:1")
 	wantWords(t, "dns", err, "no host named kiln-no-such-host.invalid")
 }
 
@@ -212,7 +215,7 @@ func TestPresignedStorageErrorRedacted(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	_, err := layers.Open(ctx, host+"/team/app:1")
+	_, err := testkit.OpenImage(ctx, host+"/team/app:1")
 	if err == nil {
 		t.Fatal("open: no error")
 	}

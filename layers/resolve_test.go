@@ -40,7 +40,7 @@ func TestOpenLayoutDescriptorSizeLie(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = layers.Open(context.Background(), "oci:"+dir+":v1")
+	_, err = testkit.OpenImage(context.Background(), "oci:"+dir+":v1")
 	if !errors.Is(err, registry.ErrSizeMismatch) {
 		t.Fatalf("Open of a layout whose index.json lies about a size: %v, want ErrSizeMismatch", err)
 	}
@@ -55,7 +55,7 @@ func TestOpenOneTokenExchange(t *testing.T) {
 	testimage.Push(t, ref, smallImage(t))
 	ta.Reset()
 	ctx := context.Background()
-	img, err := layers.Open(ctx, ref)
+	img, err := testkit.OpenImage(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // The ggcr view of an opened image has the source's layers blob for blob
@@ -33,7 +34,7 @@ func TestImageV1(t *testing.T) {
 	testimage.Push(t, host+"/kiln-v1/app:v1", img)
 	for _, ref := range []string{"oci:" + filepath.Join(dir, "oci") + ":v1", "docker-archive:" + filepath.Join(dir, "app.tar"), host + "/kiln-v1/app:v1"} {
 		t.Run(ref[:3], func(t *testing.T) {
-			li, err := layers.Open(ctx, ref)
+			li, err := testkit.OpenImage(ctx, ref)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func TestWriteRoundTrip(t *testing.T) {
 			if got != want {
 				t.Fatalf("Write returned %s, want %s", got, want)
 			}
-			back, err := layers.Open(ctx, dest)
+			back, err := testkit.OpenImage(ctx, dest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +195,7 @@ func TestWriteIndex(t *testing.T) {
 					t.Fatalf("digest %s, want %s", got, want)
 				}
 			}
-			r, err := layers.Open(ctx, dest, layers.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+			r, err := testkit.OpenImage(ctx, dest, layers.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -32,7 +34,7 @@ func openLayout(t *testing.T, img v1.Image) *layers.Image {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "src")
 	testimage.WriteLayout(t, dir, "src", img)
-	li, err := layers.Open(context.Background(), "oci:"+dir+":src")
+	li, err := testkit.OpenImage(context.Background(), "oci:"+dir+":src")
 	if err != nil {
 		t.Fatal(err)
 	}

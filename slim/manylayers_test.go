@@ -5,8 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // TestRewriteManyLayersFewFiles: slimming an image of many layers (600;
@@ -18,7 +19,7 @@ func TestRewriteManyLayersFewFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "src")
 	testimage.WriteTarLayout(t, dir, "src", testimage.OneFileTars(t, n, "app/f%d"))
 	testimage.LimitOpenFiles(t, 128)
-	src, err := layers.Open(context.Background(), "oci:"+dir+":src")
+	src, err := testkit.OpenImage(context.Background(), "oci:"+dir+":src")
 	if err != nil {
 		t.Fatal(err)
 	}

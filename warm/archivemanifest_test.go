@@ -11,7 +11,6 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // A docker archive has no manifest, and kiln writes one manifest for it,
@@ -31,7 +30,7 @@ func TestArchiveManifestIsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	li, err := layers.Open(ctx, ref)
+	li, err := testkit.OpenImage(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/weights"
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // A warm set read from local sources: an OCI layout (kiln warm's own oci:
@@ -135,7 +136,7 @@ func readLayoutManifest(ctx context.Context, src blob.Layout, d v1.Descriptor) (
 // every kiln reader makes for it (layers.ArchiveManifest). The archive
 // stays open until the set is closed.
 func resolveArchive(ctx context.Context, ref string, r layers.Ref, o ResolveOptions) (*resolved, error) {
-	li, err := layers.OpenRef(ctx, r, o.Layers...)
+	li, err := layers.Open(ctx, r, o.Layers...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func TestResolveTakesZstdVariant(t *testing.T) {
 	ctx := context.Background()
 	f := warmtest.PushFixture(t, false)
 	src := warmtest.FastSource()
-	li, err := layers.Open(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
+	li, err := testkit.OpenImage(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestResolveRefusesSubstitutedZstdVariant(t *testing.T) {
 	}
 
 	// The same layers' content, zstd, but one layer dropped: refused too.
-	li, err := layers.Open(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
+	li, err := testkit.OpenImage(ctx, f.Ref, layers.WithPlatform(warmtest.AMD64))
 	if err != nil {
 		t.Fatal(err)
 	}

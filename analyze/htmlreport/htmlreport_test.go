@@ -13,10 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/analyze/htmlreport"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // report analyzes a small CUDA-shaped image: a weights file (the largest
@@ -39,7 +40,7 @@ func report(t *testing.T) *analyze.Report {
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "app", testimage.Image(t, testimage.Config{Env: []string{"CUDA_VERSION=12.8.1", "NVIDIA_REQUIRE_CUDA=cuda>=12.8"}},
 		testimage.Layer(t, l0, "gzip"), testimage.Layer(t, l1, "zstd")))
-	img, err := layers.Open(context.Background(), "oci:"+dir+":app")
+	img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestTreeBounded(t *testing.T) {
 	es = append(es, testimage.Sized("opt/big/one.bin", 3_000_000), testimage.Sized("opt/big/two.bin", 2_000_000))
 	dir := t.TempDir()
 	testimage.WriteLayout(t, dir, "app", testimage.Image(t, testimage.Config{}, testimage.Layer(t, es, "gzip")))
-	img, err := layers.Open(context.Background(), "oci:"+dir+":app")
+	img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestPageWithDiff(t *testing.T) {
 	testimage.WriteLayout(t, dir, "old", testimage.Image(t, testimage.Config{}, base, app1))
 	testimage.WriteLayout(t, dir, "new", testimage.Image(t, testimage.Config{}, base, app2))
 	analyzeRef := func(tag string, tree bool) *analyze.Report {
-		img, err := layers.Open(context.Background(), "oci:"+dir+":"+tag)
+		img, err := testkit.OpenImage(context.Background(), "oci:"+dir+":"+tag)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,12 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := context.Background()
-	img, err := layers.Open(ctx, os.Args[1])
+	r, err := layers.ParseRef(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	img, err := layers.Open(ctx, r)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -33,7 +33,11 @@ func main() {
 }
 
 func run(ctx context.Context, image, to string, only int, glob string) error {
-	img, err := layers.Open(ctx, image)
+	r, err := layers.ParseRef(image)
+	if err != nil {
+		return err
+	}
+	img, err := layers.Open(ctx, r)
 	if err != nil {
 		return err
 	}

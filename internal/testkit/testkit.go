@@ -28,6 +28,7 @@ import (
 
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
+	"github.com/kiln-build/kiln/registry"
 )
 
 // Need skips t for why, or fails it ("NAME=1 but why") when one of the
@@ -129,4 +130,15 @@ func Refs(t testing.TB, refs ...string) []layers.Ref {
 func Ref(t testing.TB, ref string) layers.Ref {
 	t.Helper()
 	return Refs(t, ref)[0]
+}
+
+// OpenImage parses ref as a command does (layers.ParseRef, with opts)
+// and opens it (layers.Open): a test names the images it reads as a user
+// does. A reference that does not parse is the error returned.
+func OpenImage(ctx context.Context, ref string, opts ...registry.Option) (*layers.Image, error) {
+	r, err := layers.ParseRef(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return layers.Open(ctx, r, opts...)
 }

@@ -87,7 +87,7 @@ func TestDecoratorsWithNothingToDo(t *testing.T) {
 	if p.Digest != want || p.SBOM != "" || p.Signed != nil {
 		t.Fatalf("published %+v, want the image %s alone", p, want)
 	}
-	got, err := layers.Open(context.Background(), "oci:"+dir+":app")
+	got, err := testkit.OpenImage(context.Background(), "oci:"+dir+":app")
 	if err != nil {
 		t.Fatal(err)
 	}

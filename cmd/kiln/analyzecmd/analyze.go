@@ -136,7 +136,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 		}
 		defer page.Abort()
 	}
-	img, err := layers.Open(ctx, opts.Image, lopts...)
+	img, err := verbkit.OpenImage(ctx, opts.Image, lopts...)
 	if err != nil {
 		return imageErr(opts, err)
 	}
@@ -145,7 +145,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 	// does not resolve is said before minutes of reading the image.
 	var base *layers.Image
 	if opts.Against != "" {
-		if base, err = layers.Open(ctx, opts.Against, lopts...); err != nil {
+		if base, err = verbkit.OpenImage(ctx, opts.Against, lopts...); err != nil {
 			return againstErr(opts, err)
 		}
 		defer base.Close()

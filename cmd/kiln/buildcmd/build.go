@@ -16,6 +16,7 @@ import (
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
+	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/layers/erofs"
 	"github.com/kiln-build/kiln/recipes"
 	"github.com/kiln-build/kiln/registry"
@@ -260,7 +261,7 @@ func runBuild(ctx context.Context, opts *BuildOptions) error {
 		ro.Lock = lock
 	}
 	if rules != nil {
-		ro.Check = func(ctx context.Context, ref string) error { return checkBuilt(ctx, opts, plan, ref, rules) }
+		ro.Check = func(ctx context.Context, ref layers.Ref) error { return checkBuilt(ctx, opts, plan, ref, rules) }
 	}
 	rep, err := builder.Run(ctx, *ro)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 // checkBuilt analyzes what the build wrote (ref) against the --check
 // rules, requiring kernels for the recipe's GPUs.
-func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, ref string, rules *analyze.Rules) error {
+func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, ref layers.Ref, rules *analyze.Rules) error {
 	for _, g := range plan.GPUs {
 		rules.RequireGPUs = append(rules.RequireGPUs, g.Name)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/analyze"
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -27,7 +29,7 @@ func TestCheckBuilt(t *testing.T) {
 	plan := &recipes.Plan{GPUs: []recipes.PlanGPU{{Name: "H100", ComputeCapability: "9.0"}}}
 	var errOut bytes.Buffer
 	opts := &BuildOptions{IO: &cmdutil.IO{Out: &bytes.Buffer{}, ErrOut: &errOut}, Flags: builder.Flags{Check: "rules.yaml", Progress: "quiet"}}
-	ref := reg + "/acme/app@" + d.String()
+	ref := testkit.Ref(t, reg+"/acme/app@"+d.String())
 
 	pass, _ := analyze.ParseRules("rules.yaml", []byte("forbid: [dev_tools]\n"))
 	if err := checkBuilt(context.Background(), opts, plan, ref, pass); err != nil {

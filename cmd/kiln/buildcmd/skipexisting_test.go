@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -64,7 +66,7 @@ func TestBuildSkipExisting(t *testing.T) {
 	if code != cmdutil.ExitOK || !strings.Contains(out, "up to date") {
 		t.Fatalf("skip: exit %d\n%s\n%s", code, out, errOut)
 	}
-	img, err := layers.Open(context.Background(), reg+"/acme/app:1")
+	img, err := testkit.OpenImage(context.Background(), reg+"/acme/app:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestBuildSkipExisting(t *testing.T) {
 	if img.Digest != want {
 		t.Errorf("--push tag points at %s, want the existing %s", img.Digest, want)
 	}
-	if img, err := layers.Open(context.Background(), reg+"/acme/app:1-zstd"); err != nil || img.Digest != wantZ {
+	if img, err := testkit.OpenImage(context.Background(), reg+"/acme/app:1-zstd"); err != nil || img.Digest != wantZ {
 		t.Errorf("--push's zstd variant: %v, want the existing %s", err, wantZ)
 	} else {
 		img.Close()

@@ -204,7 +204,7 @@ func runConvert(ctx context.Context, opts *ConvertOptions) error {
 	if err != nil {
 		return err
 	}
-	li, err := layers.OpenRef(ctx, r, lopts...)
+	li, err := layers.Open(ctx, r, lopts...)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func TestConvertCommandEStargz(t *testing.T) {
 	if rep.To != src+"-estargz" || rep.Format != "estargz" || len(rep.Layers) != 1 || rep.Layers[0].StartupFiles != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	got, err := layers.Open(context.Background(), rep.To)
+	got, err := testkit.OpenImage(context.Background(), rep.To)
 	if err != nil {
 		t.Fatal(err)
 	}

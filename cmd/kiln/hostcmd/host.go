@@ -214,7 +214,11 @@ func runHostCheck(ctx context.Context, opts *HostCheckOptions) error {
 		im = hostcheck.ImageFromLock(opts.Image, &recipes.Lock{Plan: plan})
 		im.Source = "recipe"
 	case opts.Image != "":
-		img, err := layers.Open(ctx, opts.Image, lopts...)
+		ref, err := verbkit.CheckRef("--image", opts.Image, lopts...)
+		if err != nil {
+			return err
+		}
+		img, err := layers.Open(ctx, ref, lopts...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err

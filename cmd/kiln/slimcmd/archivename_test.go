@@ -5,9 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // slim --to docker-archive:FILE tagged every image kiln/image:latest; the
@@ -30,7 +31,7 @@ func TestSlimArchiveTakesSourceName(t *testing.T) {
 		if code != cmdutil.ExitOK {
 			t.Fatalf("%s → %s: exit %d\n%s\n%s", tc.src, tc.to, code, out, errOut)
 		}
-		back, err := layers.Open(context.Background(), "docker-archive:"+arch)
+		back, err := testkit.OpenImage(context.Background(), "docker-archive:"+arch)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
@@ -53,7 +55,7 @@ func TestSlimUntaggedLayoutTagsBothEncodings(t *testing.T) {
 		t.Fatalf("index.json tags %q, want latest and latest-zstd", tags)
 	}
 	for tag, mt := range map[string]string{"latest": "application/vnd.oci.image.layer.v1.tar+gzip", "latest-zstd": "application/vnd.oci.image.layer.v1.tar+zstd"} {
-		img, err := layers.Open(context.Background(), "oci:"+out+":"+tag)
+		img, err := testkit.OpenImage(context.Background(), "oci:"+out+":"+tag)
 		if err != nil {
 			t.Fatal(err)
 		}

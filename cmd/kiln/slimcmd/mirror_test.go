@@ -10,7 +10,6 @@ import (
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
 	"github.com/kiln-build/kiln/internal/testimage"
 	"github.com/kiln-build/kiln/internal/testkit"
-	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -33,7 +32,7 @@ func TestSlimShortNameThroughKilnMirror(t *testing.T) {
 	if !strings.Contains(testkit.Flat(errOut), "read through mirror "+mirror+"/hub-proxy ($KILN_MIRROR)") {
 		t.Errorf("stderr does not name the mirror:\n%s", errOut)
 	}
-	back, err := layers.Open(context.Background(), "docker-archive:"+arch)
+	back, err := testkit.OpenImage(context.Background(), "docker-archive:"+arch)
 	if err != nil {
 		t.Fatal(err)
 	}

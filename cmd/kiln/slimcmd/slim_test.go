@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdtest"
@@ -44,7 +46,7 @@ func TestSlimCommand(t *testing.T) {
 	if rep.DivertedFiles != 1 || rep.After.Files != 2 || rep.Digest == "" {
 		t.Errorf("report: diverted %d, after %d files, digest %q", rep.DivertedFiles, rep.After.Files, rep.Digest)
 	}
-	got, err := layers.Open(context.Background(), reg+"/slim/app:v1")
+	got, err := testkit.OpenImage(context.Background(), reg+"/slim/app:v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestSlimCommand(t *testing.T) {
 		t.Fatalf("images %+v, image ID %q", rep.Images, rep.ImageID)
 	}
 	for _, p := range rep.Images {
-		im, err := layers.Open(context.Background(), p.Ref.String())
+		im, err := testkit.OpenImage(context.Background(), p.Ref.String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +203,7 @@ func TestSlimCommandCompressionAndCap(t *testing.T) {
 	if len(rep.Images) != 1 || rep.Images[0].Ref.String() != out || rep.Images[0].Compression != "gzip" {
 		t.Fatalf("images %+v", rep.Images)
 	}
-	got, err := layers.Open(context.Background(), out)
+	got, err := testkit.OpenImage(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestSlimCommandCompressionAndCap(t *testing.T) {
 			t.Errorf("layer %s", l.MediaType)
 		}
 	}
-	if _, err := layers.Open(context.Background(), "oci:"+filepath.Join(dir, "out")+":v1-zstd"); err == nil {
+	if _, err := testkit.OpenImage(context.Background(), "oci:"+filepath.Join(dir, "out")+":v1-zstd"); err == nil {
 		t.Error("a zstd variant was written with --compression gzip")
 	}
 }
@@ -276,7 +278,7 @@ func TestSlimProgressCountsEachPassOnce(t *testing.T) {
 		testimage.Layer(t, []testimage.Entry{testimage.File("app/main.py", []byte("m"))}, "gzip"))
 	testimage.WriteLayout(t, dir, "app", img)
 	src := "oci:" + dir + ":app"
-	li, err := layers.Open(context.Background(), src)
+	li, err := testkit.OpenImage(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}

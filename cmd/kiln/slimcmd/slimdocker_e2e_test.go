@@ -11,10 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/internal/testdaemon"
 	"github.com/kiln-build/kiln/internal/testimage"
-	"github.com/kiln-build/kiln/layers"
 )
 
 // kiln slim --to docker-archive: is loaded by a real Docker 20.10 (the
@@ -68,7 +69,7 @@ func TestSlimDockerArchiveLoads(t *testing.T) {
 	if !ok {
 		t.Fatalf("docker load answered %s but the engine has no kiln/slim:v1", body)
 	}
-	back, err := layers.Open(context.Background(), "docker-archive:"+arch)
+	back, err := testkit.OpenImage(context.Background(), "docker-archive:"+arch)
 	if err != nil {
 		t.Fatal(err)
 	}

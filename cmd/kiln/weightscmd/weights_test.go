@@ -33,7 +33,7 @@ func strippedApp(t *testing.T) (string, string) {
 func TestWeightsStripPullVerify(t *testing.T) {
 	slimRef, wref := strippedApp(t)
 	// The slim image has no weights left and points at the artifact.
-	img, err := layers.Open(t.Context(), slimRef)
+	img, err := testkit.OpenImage(t.Context(), slimRef)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestWeightsStripImageTwin(t *testing.T) {
 	if !strings.HasPrefix(r.Twin, reg+"/acme/serve-weights@sha256:") {
 		t.Fatalf("twin %q", r.Twin)
 	}
-	slim, err := layers.Open(t.Context(), slimRef)
+	slim, err := testkit.OpenImage(t.Context(), slimRef)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestWeightsStripImageTwin(t *testing.T) {
 	if got := slim.Config.Config.Labels[weights.LabelTwin]; got != r.Twin {
 		t.Errorf("stripped image label %s = %q, want %q", weights.LabelTwin, got, r.Twin)
 	}
-	twin, err := layers.Open(t.Context(), r.Twin)
+	twin, err := testkit.OpenImage(t.Context(), r.Twin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestWeightsStripLinksAndMount(t *testing.T) {
 	if code, out, errOut := run(t, "weights", "strip", "oci:"+filepath.Join(dir, "ok")+":app", "--to", reg+"/links/ok:slim", "--weights-to", reg+"/links/okw:v1", "--progress", "none"); code != cmdutil.ExitOK {
 		t.Fatalf("strip: code %d\n%s\n%s", code, out, errOut)
 	}
-	slim, err := layers.Open(t.Context(), reg+"/links/ok:slim")
+	slim, err := testkit.OpenImage(t.Context(), reg+"/links/ok:slim")
 	if err != nil {
 		t.Fatal(err)
 	}

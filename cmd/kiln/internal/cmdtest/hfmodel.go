@@ -82,7 +82,11 @@ func ImageFiles(t *testing.T, img v1.Image) map[string]string {
 // RefFiles is ImageFiles for an image by reference (layers.Open's forms).
 func RefFiles(t *testing.T, ref string) map[string]string {
 	t.Helper()
-	img, err := layers.Open(context.Background(), ref)
+	r, err := layers.ParseRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := layers.Open(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,5 +92,5 @@ func OpenImage(ctx context.Context, ref string, opts ...registry.Option) (*layer
 	if err != nil {
 		return nil, err
 	}
-	return layers.OpenRef(ctx, r, opts...)
+	return layers.Open(ctx, r, opts...)
 }
