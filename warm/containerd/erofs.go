@@ -172,11 +172,25 @@ func (t *Containerd) erofsLayer(ctx context.Context, layer rootfs.Layer, chain [
 	if info, err := sn.Stat(ctx, chainID); err == nil {
 		return warm.HowPresent, checkErofsSnapshot(ctx, sn, info)
 	}
-	src, how, err := t.layerSource(ctx, layer.Blob, ready)
-	if err != nil {
-		return "", err
+	var src content.ReaderAt
+	var how string
+	if linkable(layer) {
+		// Its image is its blob: linked once containerd has committed it
+		// (linkErofs), which is sooner than a copy written while it
+		// downloads could be done.
+		if err := ready.Wait(ctx, layer.Blob.Digest); err != nil {
+			return "", err
+		}
+		src, how = t.blobFile(layer.Blob)
+	}
+	if src == nil {
+		var err error
+		if src, how, err = t.layerSource(ctx, layer.Blob, ready); err != nil {
+			return "", err
+		}
 	}
 	t.traceMark(&tr.Start)
+	var err error
 	if src != nil {
 		err = t.erofsApply(ctx, layer, chain, sn, src, ready, tr)
 		if err != nil && how == warm.HowStreamed && ctx.Err() == nil {
@@ -414,7 +428,7 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 // copies. src is closed when ok.
 func linkErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, bool, error) {
 	f, isFile := src.(sizedFile)
-	if !isFile || !isErofsLayer(layer.Blob.MediaType) || layer.Diff.Digest != layer.Blob.Digest {
+	if !isFile || !linkable(layer) {
 		return "", false, nil
 	}
 	tmp := filepath.Join(filepath.Dir(path), ".kiln-link-"+layer.Blob.Digest.Encoded()[:16]+".erofs")
@@ -431,6 +445,12 @@ func linkErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, pa
 		return "", true, err
 	}
 	return layer.Diff.Digest, true, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// linkable says whether layer's EROFS image is its blob as stored: a
+// native EROFS layer whose diff ID is its blob digest.
+func linkable(layer rootfs.Layer) bool {
+	return isErofsLayer(layer.Blob.MediaType) && layer.Diff.Digest == layer.Blob.Digest
 }
 
 // maxTar is the most the tar decoded by ra can be: layers.MaxDecoded of
