@@ -60,7 +60,10 @@ type Containerd struct {
 	streamed       atomic.Int64
 	local          atomic.Int64
 	inprocFailures atomic.Int64
-	streamErr      error // the last fallback's reason
+	// noLink: the EROFS snapshotter marks layer images immutable, so
+	// native EROFS layers are copied into their snapshots, not linked.
+	noLink    atomic.Bool
+	streamErr error // the last fallback's reason
 	// earlyHits and earlyMisses count direct ingests whose early open
 	// (startEarly) hashed the whole blob, or caught up too soon.
 	earlyHits, earlyMisses atomic.Int64

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
+	"golang.org/x/sys/unix"
 
 	"github.com/kiln-build/kiln/internal/atomicfile"
 	"github.com/kiln-build/kiln/layers"
@@ -278,7 +279,7 @@ func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain [
 	case src == nil:
 		err = fmt.Errorf("layer %s is in --erofs-cache %s, but the EROFS snapshotter did not use it: is the directory in its layer_content_caches?", layer.Diff.Digest, t.erofsCache)
 	default:
-		path, sum, err = writeErofsLayer(ctx, layer, mounts, src)
+		path, sum, err = writeErofsLayer(ctx, layer, mounts, src, !t.noLink.Load())
 	}
 	if err == nil {
 		t.traceMark(&tr.Applied)
@@ -291,6 +292,13 @@ func (t *Containerd) erofsApply(ctx context.Context, layer rootfs.Layer, chain [
 			labelErofsDigest: sum.String(),
 		}))
 		if err == nil {
+			// A snapshotter with set_immutable marks the image immutable
+			// at commit: a linked image is the content store's blob file,
+			// which containerd's GC could then not remove while the
+			// snapshot lives. The rest of the layers are copied.
+			if immutable(path) {
+				t.noLink.Store(true)
+			}
 			// Stamped after the commit, which may enable fs-verity on
 			// the file (a change of its ctime).
 			return stampErofs(ctx, sn, chainID, path)
@@ -341,23 +349,25 @@ func erofsLayerDir(mounts []mount.Mount) (string, error) {
 // layer.erofs (atomically: a temporary file, synced, renamed) and checks
 // the decoded stream's diff ID. src is closed. It returns the path and
 // the image's sha256.
-func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt) (string, digest.Digest, error) {
+func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mount, src content.ReaderAt, link bool) (string, digest.Digest, error) {
 	dir, err := erofsLayerDir(mounts)
 	if err != nil {
 		src.Close()
 		return "", "", err
 	}
 	path := filepath.Join(dir, "layer.erofs")
-	sum, err := buildErofs(ctx, layer, src, path)
+	sum, err := buildErofs(ctx, layer, src, path, link)
 	return path, sum, err
 }
 
 // buildErofs decodes src, checks it hashes to the layer's diff ID, and
 // writes the layer's EROFS image to path (a native layer's own bytes, a
 // tar layer converted by mkfs.erofs) through a temporary file beside it.
-func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, error) {
-	if sum, ok, err := linkErofs(ctx, layer, src, path); ok || err != nil {
-		return sum, err
+func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string, link bool) (digest.Digest, error) {
+	if link {
+		if sum, ok, err := linkErofs(ctx, layer, src, path); ok || err != nil {
+			return sum, err
+		}
 	}
 	ra, err := decodedProvider{src: src}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
@@ -447,6 +457,19 @@ func linkErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, pa
 	return layer.Diff.Digest, true, atomicfile.SyncDir(filepath.Dir(path))
 }
 
+// immutable says whether the file at path has the immutable attribute
+// (chattr +i).
+func immutable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	const fsImmutableFL = 0x00000010 // FS_IMMUTABLE_FL, linux/fs.h
+	return err == nil && flags&fsImmutableFL != 0
+}
+
 // linkable says whether layer's EROFS image is its blob as stored: a
 // native EROFS layer whose diff ID is its blob digest.
 func linkable(layer rootfs.Layer) bool {
@@ -514,7 +537,7 @@ func fillErofsCache(ctx context.Context, layer rootfs.Layer, src content.ReaderA
 		src.Close()
 		return err
 	}
-	_, err := buildErofs(ctx, layer, src, path)
+	_, err := buildErofs(ctx, layer, src, path, false)
 	return err
 }
 

@@ -46,7 +46,7 @@ func TestWriteErofsLayerChecksNativeImages(t *testing.T) {
 	}
 	mounts := []mount.Mount{{Type: "bind", Source: filepath.Join(dir, "fs")}}
 	ctx := context.Background()
-	path, _, err := writeErofsLayer(ctx, nativeLayer(img), mounts, blobAt{bytes.NewReader(img)})
+	path, _, err := writeErofsLayer(ctx, nativeLayer(img), mounts, blobAt{bytes.NewReader(img)}, true)
 	if err != nil {
 		t.Fatalf("a good image: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestWriteErofsLayerChecksNativeImages(t *testing.T) {
 	for i := 1024; i < 1024+128; i++ { // the superblock
 		broken[i] ^= 0x5a
 	}
-	_, _, err = writeErofsLayer(ctx, nativeLayer(broken), mounts, blobAt{bytes.NewReader(broken)})
+	_, _, err = writeErofsLayer(ctx, nativeLayer(broken), mounts, blobAt{bytes.NewReader(broken)}, true)
 	if err == nil || !strings.Contains(err.Error(), "fsck.erofs finds") {
 		t.Fatalf("a broken image: err = %v", err)
 	}
@@ -84,7 +84,7 @@ func TestWriteErofsLayerBoundsTheTar(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, erofsMarker), nil, 0o644)
-	_, _, err := writeErofsLayer(context.Background(), layer, []mount.Mount{{Type: "bind", Source: filepath.Join(dir, "fs")}}, blobAt{bytes.NewReader(b)})
+	_, _, err := writeErofsLayer(context.Background(), layer, []mount.Mount{{Type: "bind", Source: filepath.Join(dir, "fs")}}, blobAt{bytes.NewReader(b)}, true)
 	if err == nil || !strings.Contains(err.Error(), `"huge" declares 1099511627776 bytes, more than the layer can hold`) {
 		t.Fatalf("err = %v", err)
 	}
