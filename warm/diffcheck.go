@@ -19,8 +19,14 @@ import (
 
 // What the engine checks of a layer before an image is recorded (D12,
 // N1): its blob's digest and size are checked as it is written
-// (blob.Copy); its uncompressed content, read back from the target, must
-// hash to the diff ID its image's config names for it. A manifest whose
+// (blob.Copy); its uncompressed content must hash to the diff ID its
+// image's config names for it, every tar header passing kiln's entry
+// rule. The content is checked as the blob is written (streamCheck), read
+// back from the target when the write could not be followed from its first
+// byte, and left to the unpack when the target's unpack proves every
+// layer it applies (ProvingUnpacker: decoding a layer twice on a host
+// with two cores doubled the cost of a gzip warm --unpack); then the
+// images are recorded only after the unpack. A manifest whose
 // layers are not the image its config describes is never recorded under
 // a name, and a variant beside a tag (REPO:TAG-zstd) that reuses TAG's
 // config over other layers is set aside (VariantError) so that TAG is

@@ -100,6 +100,10 @@ type run struct {
 	claims      map[digest.Digest][]claim
 	mu          sync.Mutex
 	badVariants map[string]string
+	// proving: the target's unpack proves the layers it applies
+	// (ProvingUnpacker); unproven are the fetched layers left to it, under mu.
+	proving  bool
+	unproven map[digest.Digest]*Blob
 }
 
 func newRun(s *Set, t Target, o Options) (*run, error) {
@@ -142,16 +146,59 @@ func (r *run) record(bad map[string]string, err error) error {
 // follower checks layer b's content as it is fetched, when its images'
 // configs make claims about it (nil otherwise).
 func (r *run) follower(ctx context.Context, b *Blob) *follower {
-	if b.Kind != KindLayer || b.Data != nil || len(r.claims[b.Digest]) == 0 {
+	if b.Kind != KindLayer || b.Data != nil || len(r.claims[b.Digest]) == 0 || r.leftToUnpack(b) {
 		return nil
 	}
 	return &follower{ctx: ctx, b: b}
+}
+
+// leftToUnpack says whether layer b's check is the unpack's: the target's
+// unpack proves what it applies, and no variant claims b (a variant that
+// fails is set aside before anything is unpacked, so it is checked here).
+func (r *run) leftToUnpack(b *Blob) bool {
+	return r.proving && b.Kind == KindLayer && !hasVariant(r.claims[b.Digest])
+}
+
+// checkUnproven checks, by reading them back, the layers left to the
+// unpack that it did not apply itself (a snapshot was there, or the
+// daemon applied it).
+func (r *run) checkUnproven(ctx context.Context, t Store, u UnpackReporter) error {
+	trace, _, _ := u.UnpackTrace()
+	applied := map[digest.Digest]bool{}
+	for _, l := range trace {
+		if l.How == HowStreamed || l.How == HowLocal {
+			applied[l.Digest] = true
+		}
+	}
+	r.mu.Lock()
+	var left []*Blob
+	for d, b := range r.unproven {
+		if !applied[d] {
+			left = append(left, b)
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range left {
+		if err := r.check(ctx, t, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkFetched is check for a blob just fetched: the verdict of the
 // check that followed its bytes in when the committing try was followed
 // from the first byte, else the committed blob read back.
 func (r *run) checkFetched(ctx context.Context, t Store, b *Blob, f *follower, followed bool) error {
+	if r.leftToUnpack(b) {
+		r.mu.Lock()
+		if r.unproven == nil {
+			r.unproven = map[digest.Digest]*Blob{}
+		}
+		r.unproven[b.Digest] = b
+		r.mu.Unlock()
+		return nil
+	}
 	if f == nil || !followed || f.last == nil {
 		return r.check(ctx, t, b)
 	}
@@ -378,6 +425,9 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 	// download.
 	var unpackDone chan error
 	rd := newReadiness()
+	if pu, ok := t.(ProvingUnpacker); ok && o.Unpack {
+		r.proving = pu.ProvesLayers()
+	}
 	if pu, ok := t.(PipelinedUnpacker); ok && o.Unpack {
 		for _, i := range missing {
 			rd.pending(s.Blobs[i].Digest)
@@ -396,21 +446,30 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 	if err := r.fetch(ctx, t, missing, o.Limiter, rd, false); err != nil {
 		return r.fail(err)
 	}
-	if err := t.Record(ctx, s); err != nil {
-		return r.fail(fmt.Errorf("target %s: recording images: %v", t, err))
-	}
-	if o.Unpack && unpackDone != nil {
+	// The pipelined unpack ends before the images are recorded: it may be
+	// what proves their layers (ProvingUnpacker).
+	pipelined := o.Unpack && unpackDone != nil
+	if pipelined {
 		err := <-unpackDone
 		unpackDone = nil
 		if err != nil {
 			return r.fail(fmt.Errorf("target %s: unpack: %v", t, err))
+		}
+		if ur, ok := t.(UnpackReporter); ok && r.proving {
+			if err := r.checkUnproven(ctx, t, ur); err != nil {
+				return r.fail(fmt.Errorf("target %s: %v", t, err))
+			}
 		}
 		rep.Unpacked = true
 		rep.Snapshotter = unpackedInto(t)
 		if ur, ok := t.(UnpackReporter); ok && o.Log != nil {
 			logUnpack(o.Log, ur)
 		}
-	} else if o.Unpack {
+	}
+	if err := t.Record(ctx, s); err != nil {
+		return r.fail(fmt.Errorf("target %s: recording images: %v", t, err))
+	}
+	if o.Unpack && !pipelined {
 		u, ok := t.(Unpacker)
 		if !ok {
 			return r.fail(fmt.Errorf("target %s: --unpack needs a containerd target", t))

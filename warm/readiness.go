@@ -16,6 +16,19 @@ type PipelinedUnpacker interface {
 	UnpackAsReady(ctx context.Context, s *Set, ready Readiness) error
 }
 
+// ProvingUnpacker is a PipelinedUnpacker whose unpack checks every layer
+// it applies itself (UnpackTrace: HowStreamed, HowLocal) against its image
+// config's diff ID and kiln's entry rule as it decodes it, when
+// ProvesLayers says so. The engine then leaves those layers to it rather
+// than decoding them a second time (diffcheck.go), checks any it did not
+// apply (present, or applied by the daemon) by reading them back, and
+// records the images only once the unpack has proven them.
+type ProvingUnpacker interface {
+	PipelinedUnpacker
+	UnpackReporter
+	ProvesLayers() bool
+}
+
 // Readiness says when the blobs of a running warm are committed.
 type Readiness interface {
 	// Wait blocks until d is committed (nil) or failed to be.

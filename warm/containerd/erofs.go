@@ -405,7 +405,7 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		return "", err
 	}
 	if got := diff.Digest(); got != layer.Diff.Digest {
-		return "", fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+		return "", wrongDiffID(layer, got)
 	}
 	if native {
 		// A converted image was checked by ConvertFile; a native one's

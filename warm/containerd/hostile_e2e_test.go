@@ -79,3 +79,36 @@ func warmSparse(t *testing.T, ctx context.Context, ci *testdaemon.Containerd, re
 		t.Errorf("%s, concurrency %d: a snapshot of %d bytes is left", ref, conc, big)
 	}
 }
+
+// D12 with --unpack: the unpack is what proves a layer against its
+// config's diff ID (warm leaves it the check rather than decoding the
+// layer twice), so an image whose config lies about a layer fails the
+// warm and is never recorded under its name, whether layers are applied
+// one at a time or ahead of their parents.
+func TestWarmUnpackRefusesDiffIDLie(t *testing.T) {
+	ctx := context.Background()
+	ci := testdaemon.StartContainerd(t)
+	reg := testimage.Registry(t)
+	good := testimage.Image(t, testimage.Config{},
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/os-release", []byte("ID=lie\n"))}, "gzip"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("app/run", []byte("#!/bin/sh\n"))}, "gzip"))
+	other, _ := v1.NewHash("sha256:" + strings.Repeat("ab", 32))
+	ref := reg + "/hostile/diffid:lie"
+	testimage.Push(t, ref, testimage.DiffIDLie(t, good, 1, other))
+	for _, conc := range []int{1, 3} {
+		tgt, err := targets.Open(ctx, warm.TargetSpec{Kind: "containerd", Addr: ci.Socket}, targets.Options{UnpackConcurrency: conc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := warmtest.Resolve(t, ctx, warmtest.FastSource(), warm.ResolveOptions{}, ref)
+		rep, err := warm.Warm(ctx, set, tgt, warm.Options{Unpack: true})
+		if err == nil || rep.Ready || !strings.Contains(err.Error(), other.String()) {
+			t.Fatalf("concurrency %d: ready=%v err=%v, want the lying diff ID named", conc, rep.Ready, err)
+		}
+		c := tgt.(*containerd.Containerd)
+		if _, err := c.Client().ImageService().Get(namespaces.WithNamespace(ctx, "default"), ref); err == nil {
+			t.Fatalf("concurrency %d: the image whose config lies was recorded as %s", conc, ref)
+		}
+		tgt.Close()
+	}
+}

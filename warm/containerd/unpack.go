@@ -18,10 +18,12 @@ import (
 	"github.com/containerd/containerd/v2/pkg/labels"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
-	"github.com/kiln-build/kiln/warm"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/kiln-build/kiln/registry"
+	"github.com/kiln-build/kiln/warm"
 )
 
 // UnpackAsReady implements PipelinedUnpacker with containerd's own unpack
@@ -280,8 +282,9 @@ func (t *Containerd) applyWith(ctx context.Context, layer rootfs.Layer, chain []
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if errors.Is(err, errRefusedEntry) {
-		// No other apply may write what kiln's rule refused.
+	if errors.Is(err, errRefusedEntry) || errors.Is(err, errWrongDiffID) {
+		// No other apply may write what kiln's rule refused, or a layer
+		// that is not what its config says.
 		return false, err
 	}
 	t.inprocFailures.Add(1)
@@ -300,9 +303,17 @@ func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts [
 	dir, _ := upperDir(mounts)
 	diff, err := apply.NewFileSystemApplier(decodedProvider{src: src, tar: true, dir: dir}).Apply(ctx, desc, mounts)
 	if err == nil && diff.Digest != layer.Diff.Digest {
-		err = fmt.Errorf("wrong diff id %s, the config says %s", diff.Digest, layer.Diff.Digest)
+		err = wrongDiffID(layer, diff.Digest)
 	}
 	return err
+}
+
+// errWrongDiffID marks a layer whose content does not hash to its
+// config's diff ID (D12): no other apply may make a snapshot of it either.
+var errWrongDiffID = fmt.Errorf("the manifest's layers are not the image its config describes: %w", registry.ErrDigestMismatch)
+
+func wrongDiffID(layer rootfs.Layer, got digest.Digest) error {
+	return fmt.Errorf("layer %s's content hashes to %s, but the config says %s: %w", layer.Blob.Digest, got, layer.Diff.Digest, errWrongDiffID)
 }
 
 // prepareSnapshot prepares the active snapshot key on parent, waiting for
@@ -325,3 +336,13 @@ func prepareSnapshot(ctx context.Context, sn snapshots.Snapshotter, key, parent 
 	}
 	return mounts, nil
 }
+
+// ProvesLayers implements warm.ProvingUnpacker: every layer the unpack
+// applies in-process (streamed or from the committed blob) is decoded
+// through kiln's entry rule and hashed against its config's diff ID
+// (applyInto, applyDir, buildErofs), or is a native EROFS image whose diff
+// ID is its blob digest, verified by containerd's commit (linkErofs). Not
+// with --erofs-cache: a layer found in the cache is not read at all.
+func (t *Containerd) ProvesLayers() bool { return t.erofsCache == "" }
+
+var _ warm.ProvingUnpacker = (*Containerd)(nil)

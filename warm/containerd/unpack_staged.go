@@ -280,7 +280,7 @@ func (t *Containerd) stageLayer(ctx context.Context, j *stagedLayer, sn snapshot
 			j.err = ctx.Err()
 			return
 		}
-		if errors.Is(err, errRefusedEntry) {
+		if errors.Is(err, errRefusedEntry) || errors.Is(err, errWrongDiffID) {
 			j.err = err // no other apply may write it
 			return
 		}
@@ -379,7 +379,7 @@ func applyDir(ctx context.Context, layer rootfs.Layer, dir string, src content.R
 		return nil, err
 	}
 	if got := dg.Digest(); got != layer.Diff.Digest {
-		return nil, fmt.Errorf("wrong diff id %s, the config says %s", got, layer.Diff.Digest)
+		return nil, wrongDiffID(layer, got)
 	}
 	return rec.implicit(), nil
 }
