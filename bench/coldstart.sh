@@ -36,6 +36,12 @@
 #             `ctr run`
 #   warm-start  the limit: the erofs row's container started again, the
 #             image and weights already on the host, page cache dropped
+#   erofs-none, erofs-lz4, erofs-lz4hc, erofs-zstd
+#             the erofs row with the EROFS form converted with that
+#             compression inside (kiln convert --format erofs
+#             --erofs-compression C, made once, not timed; lz4hc is TAG-erofs,
+#             kiln slim's default), warmed by its own tag: the compression
+#             chosen for the cold start, not only for its size
 #
 # Every row reports wall time, bytes moved and CPU seconds: kiln's, ctr's
 # (or docker's CLI) and the daemons' (containerd with the unpack or the
@@ -302,6 +308,30 @@ row warm-start "$(elapsed "$t0" "$(now)")" 0 "$c0" "$(ctrd_pid)"
 ctrd_stop
 fi
 
+# --- erofs-C: the EROFS form with compression C inside, by its own tag
+for comp in none lz4 lz4hc zstd; do
+	want "erofs-$comp" || continue
+	ref="$SLIM-erofs-$comp"
+	[ "$comp" = lz4hc ] && ref=$EROFS # kiln slim's default
+	if ! crane digest --insecure "$ref" >/dev/null 2>&1; then
+		echo "making the EROFS form with $comp inside once (not timed): kiln convert --format erofs --erofs-compression $comp" >&2
+		bin/kiln convert "$SLIM" --to "$ref" --format erofs --erofs-compression "$comp" --progress none >/dev/null
+	fi
+	cb=$(layer_bytes "$ref")
+	drop_caches
+	c0=$(cpu_now)
+	ctrd_start_erofs
+	t0=$(now)
+	if ! bin/kiln warm "$ref" --target "containerd:$W/c/c.sock" --unpack --weights-into "$W/weights" --progress none >/dev/null ||
+		! CTR2 run --rm --snapshotter erofs --mount "type=bind,src=$W/weights/model,dst=/app/models,options=rbind:ro" "$ref" "cold-erofs-$comp" python3 -c "$PROBE"; then
+		echo "coldstart: erofs-$comp failed (does this kernel's EROFS read $comp?)" >&2
+		ctrd_stop
+		continue
+	fi
+	row "erofs-$comp" "$(elapsed "$t0" "$(now)")" "$((cb + WB))" "$c0" "$(ctrd_pid)"
+	ctrd_stop
+done
+
 # --- erofs-ctr: containerd's own EROFS conversion of the zstd image
 if want erofs-ctr; then
 drop_caches
@@ -330,7 +360,7 @@ SHA=$(bin/hashrate "$W/big.gz")
 t0=$(now); dd if=/dev/zero of="$W/dd" bs=1M count=1024 conv=fsync status=none; DDT=$(elapsed "$t0" "$(now)")
 rm -f "$W/big.gz" "$W/big.zst" "$W/dd"
 
-for k in naive naive2 warm docker estargz esgz-full erofs erofs-ctr warm-start; do
+for k in naive naive2 warm docker estargz esgz-full erofs erofs-ctr warm-start erofs-none erofs-lz4 erofs-lz4hc erofs-zstd; do
 	echo "$k ${T[$k]:-} ${B[$k]:-} ${C[$k]:-}"
 done >"$W/rows"
 python3 - "$W/rows" "$FULL_WARM" "$FULL_LAZY" "$LAZY_AT_PROBE" "$LAZY_FULL_BYTES" "$EB" "$WB" \
@@ -347,7 +377,11 @@ rows = {"naive": ("naive gzip image, ctr pull + run", v1, "naive"),
         "esgz-full": ("kiln slim eStargz, full ctr pull + volume", v2, "naive2"),
         "erofs": ("kiln warm TAG (takes TAG-erofs) + volume", v2, "naive2"),
         "erofs-ctr": ("kiln slim zstd, ctr pull --snapshotter erofs", v2, "naive2"),
-        "warm-start": ("warm start: erofs row's container again", v2, "naive2")}
+        "warm-start": ("warm start: erofs row's container again", v2, "naive2"),
+        "erofs-none": ("kiln warm TAG-erofs, none inside + volume", v2, "naive2"),
+        "erofs-lz4": ("kiln warm TAG-erofs, lz4 inside + volume", v2, "naive2"),
+        "erofs-lz4hc": ("kiln warm TAG-erofs, lz4hc inside + volume", v2, "naive2"),
+        "erofs-zstd": ("kiln warm TAG-erofs, zstd inside + volume", v2, "naive2")}
 vals = {}
 for line in open(a[0]):
     f = line.split()
