@@ -196,14 +196,16 @@ func TestStalledAndBrokenBodiesResume(t *testing.T) {
 }
 
 // F5: with no retries left, a stalled body fails with networds.ErrIdleTimeout after
-// about the idle timeout, never hangs.
+// about the idle timeout, never hangs. The idle timeout is long enough
+// that a loaded machine (CI's tiers side by side) still answers the
+// request itself in time: what stalls is the body.
 func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	fr, host := testimage.FaultyRegistry(t)
 	data := bytes.Repeat([]byte("stall-"), 50000)
 	dgst := pushBlob(t, host, "kiln/blobs", data)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f, err := NewClient(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(100 * time.Millisecond)}, WithRetries(0, time.Millisecond))
+	f, err := NewClient(ctx, host+"/kiln/blobs", []Option{WithIdleTimeout(time.Second)}, WithRetries(0, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestStalledBodyFailsAfterIdleTimeout(t *testing.T) {
 	if !errors.Is(err, networds.ErrIdleTimeout) {
 		t.Fatalf("err = %v, want networds.ErrIdleTimeout", err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Errorf("took %v for a 100ms idle timeout", el)
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("took %v for a 1s idle timeout", el)
 	}
 }
