@@ -43,6 +43,19 @@ func withConfig(t *testing.T, cfg *v1.ConfigFile, ls ...v1.Layer) v1.Image {
 	return img
 }
 
+// falseVariant is TAG's config over other zstd layers (a hidden file, a
+// changed one): what an attacker who can push a tag puts at REPO:TAG-zstd.
+func falseVariant(t *testing.T, img v1.Image) v1.Image {
+	t.Helper()
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withConfig(t, cfg,
+		testimage.Layer(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("#!/bin/sh\necho owned\n"))}, "zstd"),
+		testimage.Layer(t, []testimage.Entry{testimage.File("etc/visible", []byte("changed"))}, "zstd"))
+}
+
 // N1: a REPO:TAG-zstd that reuses TAG's config (byte for byte) over other
 // zstd layers passes every check that reads configs only. Its layers are
 // proven as they are warmed: the first whose content is not the config's
@@ -51,13 +64,7 @@ func withConfig(t *testing.T, cfg *v1.ConfigFile, ls ...v1.Layer) v1.Image {
 func TestWarmSetsAsideVariantOverOtherLayers(t *testing.T) {
 	ctx := context.Background()
 	f := warmtest.PushFixture(t, false)
-	cfg, err := f.Img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := withConfig(t, cfg,
-		testimage.Layer(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("#!/bin/sh\necho owned\n"))}, "zstd"),
-		testimage.Layer(t, []testimage.Entry{testimage.File("etc/visible", []byte("changed"))}, "zstd"))
+	evil := falseVariant(t, f.Img)
 	want, _ := f.Img.ConfigName()
 	if got, _ := evil.ConfigName(); got != want {
 		t.Fatalf("the attack needs TAG's config: got %s, want %s", got, want)
@@ -160,14 +167,7 @@ func (c *countOpens) Open(d ocispec.Descriptor) (io.ReadCloser, error) {
 func TestWarmChecksLayersAsTheyArrive(t *testing.T) {
 	ctx := context.Background()
 	f := warmtest.PushFixture(t, false)
-	cfg, err := f.Img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	evil := withConfig(t, cfg,
-		testimage.Layer(t, []testimage.Entry{testimage.File("usr/bin/hidden-backdoor", []byte("#!/bin/sh\necho owned\n"))}, "zstd"),
-		testimage.Layer(t, []testimage.Entry{testimage.File("etc/visible", []byte("changed"))}, "zstd"))
-	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, evil)
+	testimage.Push(t, f.Ref+layers.ZstdTagSuffix, falseVariant(t, f.Img))
 
 	layout := func() *ocilayout.OCILayout {
 		l, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))

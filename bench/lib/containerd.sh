@@ -6,6 +6,9 @@
 #   now          wall clock in seconds
 #   drop_caches  sync and drop the page cache (best effort), so each run reads cold
 ctrd_start() {
+	# ctrd_start [CONTAINERD_DIR]: the containerd on PATH, or the one in DIR
+	local bin=containerd
+	[ -n "${1:-}" ] && bin=$1/containerd
 	rm -rf "$W/c"
 	mkdir -p "$W/c"
 	cat >"$W/c/config.toml" <<TOML
@@ -18,7 +21,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [ttrpc]
   address = "$W/c/c.sock.ttrpc"
 TOML
-	containerd --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
+	PATH="${1:-}${1:+:}$PATH" "$bin" --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
 	echo $! >"$W/pid"
 	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
 }
@@ -100,23 +103,7 @@ CTR2() { "$CTRD2/ctr" --address "$W/c/c.sock" "$@"; }
 #   ctrd_start_erofs    start it (socket $W/c/c.sock); ctrd_stop stops it
 #   ctrd_start2         the same containerd 2.x as it comes (overlayfs, no
 #                       EROFS config): the naive pull on that runtime
-ctrd_start2() {
-	rm -rf "$W/c"
-	mkdir -p "$W/c"
-	cat >"$W/c/config.toml" <<TOML
-version = 2
-root = "$W/c/root"
-state = "$W/c/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "$W/c/c.sock"
-[ttrpc]
-  address = "$W/c/c.sock.ttrpc"
-TOML
-	PATH="$CTRD2:$PATH" "$CTRD2/containerd" --config "$W/c/config.toml" >"$W/c.log" 2>&1 &
-	echo $! >"$W/pid"
-	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
-}
+ctrd_start2() { ctrd_start "$CTRD2"; }
 ctrd_start_erofs() {
 	rm -rf "$W/c"
 	mkdir -p "$W/c"

@@ -2,7 +2,9 @@
 // writer hands on copies of what it writes and goes on while the reader
 // (another goroutine: a decoder, a hash, a check) catches up, waiting
 // only when the queue's n buffers are full. Memory is bounded by n+2
-// buffers of size bytes, reused for the whole stream.
+// buffers of size bytes, reused for the whole stream. Buffers is that set
+// of reusable buffers, on its own for other bounded streams (blob's
+// OrderedReader, the live ingest's decoder).
 package bufpipe
 
 import (
@@ -15,19 +17,16 @@ import (
 // goroutines (one each).
 type Pipe struct {
 	q    chan []byte
-	free chan []byte
-	size int
+	bufs *Buffers
 
 	cur, rest []byte // the buffer being read and its unread bytes
 
-	mu       sync.Mutex
-	wclosed  bool
-	werr     error         // why the writer closed (nil: io.EOF)
-	rerr     error         // why the reader closed
-	rdone    chan struct{} // closed when the reader closes
-	wdone    chan struct{} // closed when the writer closes
-	made     int
-	maxAlloc int
+	mu      sync.Mutex
+	wclosed bool
+	werr    error         // why the writer closed (nil: io.EOF)
+	rerr    error         // why the reader closed
+	rdone   chan struct{} // closed when the reader closes
+	wdone   chan struct{} // closed when the writer closes
 }
 
 // ErrClosedPipe is what a Write returns after the reader closed with a
@@ -38,30 +37,17 @@ var ErrClosedPipe = io.ErrClosedPipe
 func New(size, n int) *Pipe {
 	n = max(n, 1)
 	return &Pipe{
-		q: make(chan []byte, n), free: make(chan []byte, n+2), size: size, maxAlloc: n + 2,
+		q: make(chan []byte, n), bufs: NewBuffers(size, n+2),
 		rdone: make(chan struct{}), wdone: make(chan struct{}),
 	}
 }
 
 func (p *Pipe) get() ([]byte, error) {
-	select {
-	case b := <-p.free:
-		return b, nil
-	default:
-	}
-	p.mu.Lock()
-	if p.made < p.maxAlloc {
-		p.made++
-		p.mu.Unlock()
-		return make([]byte, p.size), nil
-	}
-	p.mu.Unlock()
-	select {
-	case b := <-p.free:
-		return b, nil
-	case <-p.rdone:
+	b, ok := p.bufs.Get(p.rdone)
+	if !ok {
 		return nil, p.readErr()
 	}
+	return b, nil
 }
 
 func (p *Pipe) readErr() error {
@@ -115,10 +101,7 @@ func (p *Pipe) CloseWrite(err error) {
 func (p *Pipe) Read(b []byte) (int, error) {
 	for len(p.rest) == 0 {
 		if p.cur != nil {
-			select {
-			case p.free <- p.cur[:cap(p.cur)]:
-			default:
-			}
+			p.bufs.Put(p.cur)
 			p.cur = nil
 		}
 		select {
@@ -166,4 +149,57 @@ func (p *Pipe) CloseRead(err error) {
 	}
 	p.rerr = err
 	close(p.rdone)
+}
+
+// Buffers is a set of at most max buffers of size bytes, made on demand
+// and reused: a stream that cycles through them allocates at most max,
+// however long it is, and gives the garbage collector nothing to chase.
+type Buffers struct {
+	size int
+	free chan []byte
+	mu   sync.Mutex
+	made int
+}
+
+// NewBuffers returns an empty set of at most max buffers of size bytes.
+func NewBuffers(size, max int) *Buffers {
+	return &Buffers{size: size, free: make(chan []byte, max)}
+}
+
+// Get returns a free buffer, a new one while fewer than max exist, or
+// waits for one to be put back; false when done closes first.
+func (b *Buffers) Get(done <-chan struct{}) ([]byte, bool) {
+	select {
+	case buf := <-b.free:
+		return buf, true
+	default:
+	}
+	b.mu.Lock()
+	if b.made < cap(b.free) {
+		b.made++
+		b.mu.Unlock()
+		return make([]byte, b.size), true
+	}
+	b.mu.Unlock()
+	select {
+	case buf := <-b.free:
+		return buf, true
+	case <-done:
+		return nil, false
+	}
+}
+
+// Put hands back a buffer Get returned (or a slice of one).
+func (b *Buffers) Put(buf []byte) {
+	select {
+	case b.free <- buf[:cap(buf)]:
+	default: // not one of ours: drop it
+	}
+}
+
+// Made is how many buffers were allocated so far.
+func (b *Buffers) Made() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.made
 }

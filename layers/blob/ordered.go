@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/kiln-build/kiln/internal/bufpipe"
 )
 
 // OrderedReader reads [off, size) of a blob as parallel Range requests of
@@ -22,7 +24,7 @@ type OrderedReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	queue  chan chan chunkResult
-	bufs   *Buffers
+	bufs   *bufpipe.Buffers
 	cur    *bytes.Reader
 	buf    []byte
 	err    error
@@ -40,7 +42,7 @@ func NewOrderedReader(ctx context.Context, src Source, dg v1.Hash, off, size, ch
 	par = max(par, 1)
 	// In use at once: par queued (fetching or fetched), the one being
 	// read, and the one the dispatcher holds while the queue is full.
-	c := &OrderedReader{ctx: ctx, cancel: cancel, queue: make(chan chan chunkResult, par), bufs: NewBuffers(int(chunk), par+2)}
+	c := &OrderedReader{ctx: ctx, cancel: cancel, queue: make(chan chan chunkResult, par), bufs: bufpipe.NewBuffers(int(chunk), par+2)}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -116,57 +118,4 @@ func (c *OrderedReader) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	return nil
-}
-
-// Buffers is a set of at most max buffers of size bytes, made on demand
-// and reused: a stream that cycles through them allocates at most max,
-// however long it is, and gives the garbage collector nothing to chase.
-type Buffers struct {
-	size int
-	free chan []byte
-	mu   sync.Mutex
-	made int
-}
-
-// NewBuffers returns an empty set of at most max buffers of size bytes.
-func NewBuffers(size, max int) *Buffers {
-	return &Buffers{size: size, free: make(chan []byte, max)}
-}
-
-// Get returns a free buffer, a new one while fewer than max exist, or
-// waits for one to be put back; false when done closes first.
-func (b *Buffers) Get(done <-chan struct{}) ([]byte, bool) {
-	select {
-	case buf := <-b.free:
-		return buf, true
-	default:
-	}
-	b.mu.Lock()
-	if b.made < cap(b.free) {
-		b.made++
-		b.mu.Unlock()
-		return make([]byte, b.size), true
-	}
-	b.mu.Unlock()
-	select {
-	case buf := <-b.free:
-		return buf, true
-	case <-done:
-		return nil, false
-	}
-}
-
-// Put hands back a buffer Get returned (or a slice of one).
-func (b *Buffers) Put(buf []byte) {
-	select {
-	case b.free <- buf[:cap(buf)]:
-	default: // not one of ours: drop it
-	}
-}
-
-// Made is how many buffers were allocated so far.
-func (b *Buffers) Made() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.made
 }

@@ -11,9 +11,10 @@ import (
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
-	"github.com/kiln-build/kiln/layers/blob"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/kiln-build/kiln/internal/bufpipe"
 )
 
 // liveIngest is a direct ingest being written, as a reader sees it: the
@@ -208,7 +209,7 @@ func (p decodedProvider) ReaderAt(ctx context.Context, desc ocispec.Descriptor) 
 	}
 	// Buffers in use at once: 8 queued, the one being read, the one
 	// being filled; reused for the whole layer.
-	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: blob.NewBuffers(1<<20, 10), done: make(chan struct{})}
+	d := &decodedReaderAt{src: p.src, rc: rc, chunks: make(chan decodedChunk, 8), bufs: bufpipe.NewBuffers(1<<20, 10), done: make(chan struct{})}
 	if p.tar {
 		d.check = newEntryCheck(ctx, p.dir)
 	}
@@ -225,7 +226,7 @@ type decodedReaderAt struct {
 	src    content.ReaderAt
 	rc     compression.DecompressReadCloser
 	chunks chan decodedChunk
-	bufs   *blob.Buffers
+	bufs   *bufpipe.Buffers
 	done   chan struct{}
 	once   sync.Once
 	check  *entryCheck // nil: not read as a tar
