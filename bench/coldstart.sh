@@ -167,29 +167,22 @@ row() {
 }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2])-float(sys.argv[1]):.2f}')" "$1" "$2"; }
 
-# --- naive: ctr 1.6 pull + run
-if want naive; then
-drop_caches
-c0=$(cpu_now)
-ctrd_start
-t0=$(now)
-CTR images pull --plain-http "$NAIVE" >/dev/null
-CTR run --rm "$NAIVE" cold-naive python3 -c "$PROBE"
-row naive "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
-ctrd_stop
-fi
-
-# --- naive2: the same on containerd 2.x as it comes
-if want naive2; then
-drop_caches
-c0=$(cpu_now)
-ctrd_start2
-t0=$(now)
-CTR2 images pull --plain-http "$NAIVE" >/dev/null
-CTR2 run --rm "$NAIVE" cold-naive2 python3 -c "$PROBE"
-row naive2 "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
-ctrd_stop
-fi
+# --- naive (ctr 1.6) and naive2 (containerd 2.x as it comes): pull + run
+# naive_row NAME START CTR: the naive image pulled and run by the
+# containerd START starts, through CTR
+naive_row() {
+	drop_caches
+	local c0 t0
+	c0=$(cpu_now)
+	$2
+	t0=$(now)
+	$3 images pull --plain-http "$NAIVE" >/dev/null
+	$3 run --rm "$NAIVE" "cold-$1" python3 -c "$PROBE"
+	row "$1" "$(elapsed "$t0" "$(now)")" "$NB" "$c0" "$(ctrd_pid)"
+	ctrd_stop
+}
+want naive && naive_row naive ctrd_start CTR
+want naive2 && naive_row naive2 ctrd_start2 CTR2
 
 # --- warm: kiln warm zstd + weights volume, ctr 1.6 run
 FULL_WARM=0

@@ -29,10 +29,6 @@ type Pipe struct {
 	wdone   chan struct{} // closed when the writer closes
 }
 
-// ErrClosedPipe is what a Write returns after the reader closed with a
-// nil error.
-var ErrClosedPipe = io.ErrClosedPipe
-
 // New is a pipe of at most n queued buffers of size bytes.
 func New(size, n int) *Pipe {
 	n = max(n, 1)
@@ -56,7 +52,7 @@ func (p *Pipe) readErr() error {
 	if p.rerr != nil {
 		return p.rerr
 	}
-	return ErrClosedPipe
+	return io.ErrClosedPipe
 }
 
 // Write queues a copy of b; it waits only while the queue is full, and
@@ -138,7 +134,7 @@ func (p *Pipe) Read(b []byte) (int, error) {
 }
 
 // CloseRead stops the reader: the writer's next Write fails with err
-// (ErrClosedPipe when nil). Only the first close counts.
+// (io.ErrClosedPipe when nil). Only the first close counts.
 func (p *Pipe) CloseRead(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

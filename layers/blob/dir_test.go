@@ -72,6 +72,19 @@ func copyInto(ctx context.Context, d blob.Dir, src blob.Source, dg v1.Hash, size
 	return blob.Copy(ctx, open, src, dg, size, o)
 }
 
+// leavePartial writes b as blob dg's partial, what an earlier run left
+// (nothing when b is nil).
+func leavePartial(t *testing.T, d blob.Dir, dg v1.Hash, b []byte) {
+	t.Helper()
+	if b == nil {
+		return
+	}
+	os.MkdirAll(d.Partial, 0o755)
+	if err := os.WriteFile(d.PartialPath(dg), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func randomBytes(n int, seed int64) []byte {
 	b := make([]byte, n)
 	rand.New(rand.NewSource(seed)).Read(b)
@@ -100,12 +113,7 @@ func TestDirCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDir(t)
-			if tc.partial != nil {
-				os.MkdirAll(d.Partial, 0o755)
-				if err := os.WriteFile(d.PartialPath(dg), tc.partial, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			leavePartial(t, d, dg, tc.partial)
 			src := newCounting(data)
 			res, err := copyInto(ctx, d, src, dg, size, tc.o)
 			if err != nil {
@@ -362,12 +370,7 @@ func TestCopyFollow(t *testing.T) {
 				open = func(context.Context) (blob.Writer, error) { return &memWriter{kept: tc.partial, dg: dg}, nil }
 			} else {
 				d := newDir(t)
-				if tc.partial != nil {
-					os.MkdirAll(d.Partial, 0o755)
-					if err := os.WriteFile(d.PartialPath(dg), tc.partial, 0o600); err != nil {
-						t.Fatal(err)
-					}
-				}
+				leavePartial(t, d, dg, tc.partial)
 				open = func(ctx context.Context) (blob.Writer, error) { return d.Writer(ctx, dg, size) }
 			}
 			var seen *bytes.Buffer

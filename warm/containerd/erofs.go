@@ -360,15 +360,49 @@ func writeErofsLayer(ctx context.Context, layer rootfs.Layer, mounts []mount.Mou
 	return path, sum, err
 }
 
-// buildErofs decodes src, checks it hashes to the layer's diff ID, and
-// writes the layer's EROFS image to path (a native layer's own bytes, a
-// tar layer converted by mkfs.erofs) through a temporary file beside it.
+// buildErofs puts the layer's EROFS image at path through a temporary
+// file beside it: the committed blob linked (linkErofs, when link), else
+// written from src (writeErofs); a native image is checked by fsck.erofs
+// either way. It returns the image's sha256. src is closed.
 func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string, link bool) (digest.Digest, error) {
+	tmp := ""
 	if link {
-		if sum, ok, err := linkErofs(ctx, layer, src, path); ok || err != nil {
-			return sum, err
+		tmp = linkErofs(layer, src, filepath.Dir(path))
+	}
+	if tmp == "" {
+		var err error
+		if tmp, err = writeErofs(ctx, layer, src, path); err != nil {
+			return "", err
 		}
 	}
+	defer os.Remove(tmp)
+	native := isErofsLayer(layer.Blob.MediaType)
+	if native {
+		// A converted image was checked by ConvertFile; a native one's
+		// digest says only that it is the blob the image names.
+		if err := erofs.Fsck(ctx, tmp); err != nil {
+			return "", err
+		}
+	}
+	// A native layer's image is its decoded stream: hashed already.
+	sum := layer.Diff.Digest
+	if !native {
+		var err error
+		if sum, err = hashFile(tmp); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return sum, atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// writeErofs decodes src, checks it hashes to the layer's diff ID, and
+// writes the layer's EROFS image (a native layer's own bytes, a tar layer
+// converted by mkfs.erofs) to a temporary file beside path, which it
+// returns (removed on an error). src is closed.
+func writeErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (string, error) {
 	ra, err := decodedProvider{src: src}.ReaderAt(ctx, layer.Blob)
 	if err != nil {
 		return "", err
@@ -382,79 +416,54 @@ func buildErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, p
 		return "", err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp)
 	err = f.Chmod(0o644)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return "", err
-	}
-	native := isErofsLayer(layer.Blob.MediaType)
-	if native {
-		err = copyToFile(tmp, in)
-	} else {
-		// Uncompressed inside, as containerd's differ converts: the
-		// conversion spends no CPU on compression, and reads none on
-		// decompression.
-		h, _ := v1.NewHash(layer.Diff.Digest.String())
-		err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)),
-			erofs.WithMaxSize(maxTar(ra, layer.Blob.Size)))
-	}
-	if err != nil {
-		return "", err
-	}
-	if got := diff.Digest(); got != layer.Diff.Digest {
-		return "", wrongDiffID(layer, got)
-	}
-	if native {
-		// A converted image was checked by ConvertFile; a native one's
-		// digest says only that it is the blob the image names.
-		if err := erofs.Fsck(ctx, tmp); err != nil {
-			return "", err
+	if err == nil {
+		if isErofsLayer(layer.Blob.MediaType) {
+			err = copyToFile(tmp, in)
+		} else {
+			// Uncompressed inside, as containerd's differ converts: the
+			// conversion spends no CPU on compression, and reads none on
+			// decompression.
+			h, _ := v1.NewHash(layer.Diff.Digest.String())
+			err = erofs.ConvertFile(ctx, in, tmp, erofs.WithCompression(erofs.None), erofs.WithDiffID(h), erofs.WithTempDir(filepath.Dir(path)),
+				erofs.WithMaxSize(maxTar(ra, layer.Blob.Size)))
 		}
 	}
-	// A native layer's image is its decoded stream: hashed already.
-	sum := layer.Diff.Digest
-	if !native {
-		if sum, err = hashFile(tmp); err != nil {
-			return "", err
-		}
+	if got := diff.Digest(); err == nil && got != layer.Diff.Digest {
+		err = wrongDiffID(layer, got)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err != nil {
+		os.Remove(tmp)
 		return "", err
 	}
-	return sum, atomicfile.SyncDir(filepath.Dir(path))
+	return tmp, nil
 }
 
-// linkErofs makes path a hard link to the committed blob file src when
-// the layer is a native EROFS image stored as it is (its diff ID is its
-// blob digest): containerd verified that digest over every byte when it
-// committed the blob, so the file is the image the config names, and
-// linking it costs neither a copy nor a hash of the bytes (on this host a
-// 886 MiB layer took 3 s to copy, hash and sync). fsck.erofs checks it as
-// it does a copy. ok is false (nothing done) when src is not a committed
-// blob file or the link cannot be made (another filesystem): the caller
-// copies. src is closed when ok.
-func linkErofs(ctx context.Context, layer rootfs.Layer, src content.ReaderAt, path string) (digest.Digest, bool, error) {
+// linkErofs hard-links the committed blob file src into dir as a
+// temporary file and returns its path, when the layer is a native EROFS
+// image stored as it is (its diff ID is its blob digest): containerd
+// verified that digest over every byte when it committed the blob, so the
+// file is the image the config names, and linking it costs neither a copy
+// nor a hash of the bytes (on this host a 886 MiB layer took 3 s to copy,
+// hash and sync). buildErofs checks it with fsck.erofs as it does a copy.
+// "" (nothing done) when src is not a committed blob file or the link
+// cannot be made (another filesystem): the caller copies. src is closed
+// when linked.
+func linkErofs(layer rootfs.Layer, src content.ReaderAt, dir string) string {
 	f, isFile := src.(sizedFile)
 	if !isFile || !linkable(layer) {
-		return "", false, nil
+		return ""
 	}
-	tmp := filepath.Join(filepath.Dir(path), ".kiln-link-"+layer.Blob.Digest.Encoded()[:16]+".erofs")
+	tmp := filepath.Join(dir, ".kiln-link-"+layer.Blob.Digest.Encoded()[:16]+".erofs")
 	os.Remove(tmp)
 	if err := os.Link(f.Name(), tmp); err != nil {
-		return "", false, nil
+		return ""
 	}
 	src.Close()
-	defer os.Remove(tmp)
-	if err := erofs.Fsck(ctx, tmp); err != nil {
-		return "", true, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", true, err
-	}
-	return layer.Diff.Digest, true, atomicfile.SyncDir(filepath.Dir(path))
+	return tmp
 }
 
 // immutable says whether the file at path has the immutable attribute

@@ -8,6 +8,8 @@ import (
 	"io"
 	"testing"
 
+	"github.com/kiln-build/kiln/internal/testkit"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
@@ -82,11 +84,7 @@ func ImageFiles(t *testing.T, img v1.Image) map[string]string {
 // RefFiles is ImageFiles for an image by reference (layers.Open's forms).
 func RefFiles(t *testing.T, ref string) map[string]string {
 	t.Helper()
-	r, err := layers.ParseRef(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := layers.Open(context.Background(), r)
+	img, err := testkit.OpenImage(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
