@@ -313,7 +313,7 @@ func (t *Containerd) applyInto(ctx context.Context, layer rootfs.Layer, mounts [
 var errWrongDiffID = fmt.Errorf("the manifest's layers are not the image its config describes: %w", registry.ErrDigestMismatch)
 
 func wrongDiffID(layer rootfs.Layer, got digest.Digest) error {
-	return fmt.Errorf("layer %s's content hashes to %s, but the config says %s: %w", layer.Blob.Digest, got, layer.Diff.Digest, errWrongDiffID)
+	return fmt.Errorf("its content hashes to %s, but the config says %s: %w", got, layer.Diff.Digest, errWrongDiffID)
 }
 
 // prepareSnapshot prepares the active snapshot key on parent, waiting for
