@@ -210,16 +210,13 @@ func manifest(ctx context.Context, c *registry.Client, ref name.Reference) (*Man
 	return &Manifest{Raw: raw, Desc: d}, nil
 }
 
-// FindContent computes the inputs digest of a build of plan pushed to push
-// and looks its content tag up; zstd says the build pushes a zstd variant
-// too (both must exist for the build to be skipped).
-func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, push string, zstd bool, lopts ...registry.Option) (*Content, error) {
-	pr, err := layers.ParseRef(push, lopts...)
-	if err != nil {
-		return nil, err
-	}
-	if pr.Kind != layers.KindRegistry {
-		return nil, fmt.Errorf("%s: content tags live in a registry", push)
+// FindContent computes the inputs digest of a build of plan pushed to pr
+// (a registry reference, parsed once by the caller with lopts) and looks
+// its content tag up; zstd says the build pushes a zstd variant too (both
+// must exist for the build to be skipped).
+func FindContent(ctx context.Context, plan *recipes.Plan, d DigestInputs, pr layers.Ref, zstd bool, lopts ...registry.Option) (*Content, error) {
+	if pr.Kind != layers.KindRegistry || pr.Name == nil {
+		return nil, fmt.Errorf("%s: content tags live in a registry", pr)
 	}
 	if d.Resolve == nil {
 		d.Resolve = func(ctx context.Context, ref string) (string, error) {

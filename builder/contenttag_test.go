@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 )
 
@@ -32,7 +33,7 @@ func TestContentTagOneTokenExchange(t *testing.T) {
 		testimage.Push(t, repo+":"+tag, img)
 	}
 	ta.Reset()
-	c, err := FindContent(ctx, plan, d, repo+":v1", true)
+	c, err := FindContent(ctx, plan, d, testkit.Ref(t, repo+":v1"), true)
 	if err != nil {
 		t.Fatal(err)
 	}

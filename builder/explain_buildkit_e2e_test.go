@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/recipes"
 )
 
@@ -50,7 +51,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 	if in2.AppDigest, err = AppDigest(p, dir); err != nil {
 		t.Fatal(err)
 	}
-	a, err := ReadAgainst(ctx, ref)
+	a, err := ReadAgainst(ctx, testkit.Ref(t, ref))
 	if err != nil || a.Record == nil {
 		t.Fatalf("the first push, read back: %+v %v", a, err)
 	}
@@ -72,7 +73,7 @@ func TestExplainOnBuildKit(t *testing.T) {
 	}
 	t.Logf("app change: %d of %d layers new, %d B to push, %d B unchanged", e.Cost.NewLayers, e.Cost.Layers, e.Cost.PushBytes, e.Cost.SameBytes)
 
-	self, err := ReadAgainst(ctx, ref)
+	self, err := ReadAgainst(ctx, testkit.Ref(t, ref))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func TestExplainCost(t *testing.T) {
 	oldApp := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main.py", 300)}, "gzip")
 	newApp := testimage.Layer(t, []testimage.Entry{testimage.Sized("app/main2.py", 500)}, "gzip")
 	testimage.Push(t, reg+"/acme/app:1", testimage.Image(t, testimage.Config{Labels: map[string]string{layers.LabelInputs: rec}}, base, oldApp))
-	a, err := ReadAgainst(context.Background(), reg+"/acme/app:1")
+	a, err := ReadAgainst(context.Background(), testkit.Ref(t, reg+"/acme/app:1"))
 	if err != nil || a.Digest == "" || a.Record == nil || len(a.Layers) != 2 {
 		t.Fatalf("ReadAgainst: %+v, %v", a, err)
 	}
@@ -172,7 +172,7 @@ func TestExplainCost(t *testing.T) {
 	if c := e.Cost; c == nil || c.Layers != 2 || c.NewLayers != 1 || c.PushBytes != newSize || c.PullBytes != newSize || c.SameBytes != baseSize {
 		t.Errorf("cost %+v, want 1 of 2 layers new, %d bytes, %d same", e.Cost, newSize, baseSize)
 	}
-	if a, err := ReadAgainst(context.Background(), reg+"/acme/none:1"); err != nil || a.Digest != "" {
+	if a, err := ReadAgainst(context.Background(), testkit.Ref(t, reg+"/acme/none:1")); err != nil || a.Digest != "" {
 		t.Errorf("no image: %+v, %v", a, err)
 	}
 }
@@ -219,7 +219,7 @@ func TestReadAgainstBoundsConfig(t *testing.T) {
 	if err := remote.Put(r, rawManifest(m)); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := ReadAgainst(context.Background(), reg+"/acme/huge:1"); err == nil || !strings.Contains(err.Error(), "more than") {
+	if a, err := ReadAgainst(context.Background(), testkit.Ref(t, reg+"/acme/huge:1")); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("a 300 MiB config: %+v, %v; want it refused", a, err)
 	}
 }
@@ -252,7 +252,7 @@ func TestExplainAgainstThePlatformBuilt(t *testing.T) {
 	testimage.PushIndex(t, reg+"/acme/app:1", testimage.Index(t, amd, arm))
 	for _, p := range []string{"linux/arm64", "linux/amd64"} {
 		want := strings.TrimPrefix(p, "linux/") + "'s"
-		o := &RunOptions{Options: Options{Platforms: []string{p}}, Plan: testPlan(t, nil), Explain: true, ExplainAgainst: reg + "/acme/app:1"}
+		o := &RunOptions{Options: Options{Platforms: []string{p}}, Plan: testPlan(t, nil), Explain: true, ExplainAgainst: testkit.Ref(t, reg+"/acme/app:1")}
 		e, err := o.startExplain(context.Background())
 		if err != nil || e.against.Record == nil || e.against.Record.Bases["devel"] != want {
 			t.Fatalf("building %s: %v; compared with the record %+v, want %s", p, err, e.against.Record, want)

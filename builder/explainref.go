@@ -61,17 +61,14 @@ type Against struct {
 	platform   v1.Platform
 }
 
-// ReadAgainst reads the image ref names (of an index, the image for the
-// platform lopts select: kiln build passes the platform it builds first):
-// its kiln record and layers. An image that is not there is not an error:
+// ReadAgainst reads the image r names (a registry reference, parsed once
+// by the caller; of an index, the image for the platform lopts select:
+// kiln build passes the platform it builds first): its kiln record and
+// layers. An image that is not there is not an error:
 // Digest is then "".
-func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Against, error) {
-	r, err := layers.ParseRef(ref, lopts...)
-	if err != nil {
-		return nil, err
-	}
-	if r.Kind != layers.KindRegistry {
-		return nil, fmt.Errorf("--explain-against %s: want a registry reference", ref)
+func ReadAgainst(ctx context.Context, r layers.Ref, lopts ...registry.Option) (*Against, error) {
+	if r.Kind != layers.KindRegistry || r.Name == nil {
+		return nil, fmt.Errorf("--explain-against %s: want a registry reference", r)
 	}
 	// One client reads the image, its zstd variant and, after the build,
 	// what it pushed (Measure): one login.
@@ -79,7 +76,7 @@ func ReadAgainst(ctx context.Context, ref string, lopts ...registry.Option) (*Ag
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %v", r.Name, registry.RedactError(err))
 	}
-	a := &Against{Ref: ref, repo: r.Name.Context(), client: c, platform: registry.MakeOptions(lopts).Platform}
+	a := &Against{Ref: r.String(), repo: r.Name.Context(), client: c, platform: registry.MakeOptions(lopts).Platform}
 	dg, ls, cf, err := a.image(ctx, c, r.Name)
 	if err != nil || dg == "" {
 		return a, err

@@ -93,9 +93,13 @@ func (f *Flags) Parse(lopts []registry.Option) (*RunOptions, *analyze.Rules, err
 	}
 	o := &RunOptions{Options: Options{Platforms: f.Platforms, Compression: comp, MaxLayerSize: maxLayer, Progress: progress,
 		NoProbes: f.NoTest, Insecure: f.Insecure, Registry: lopts, Provenance: f.Provenance, BuilderID: f.BuilderID},
-		Push: f.Push, Encodings: f.Compression, Rebuild: f.Rebuild, SBOM: f.SBOM}
+		Encodings: f.Compression, Rebuild: f.Rebuild, SBOM: f.SBOM}
 	if o.Outputs, err = f.outputs(lopts); err != nil {
 		return nil, nil, err
+	}
+	if f.Push != "" {
+		// Parsed once (outputs: the first).
+		o.Push = o.Outputs[0].Ref
 	}
 	for _, s := range f.CacheFrom {
 		c, err := ParseCacheSpec(s, false)
@@ -128,8 +132,8 @@ func (f *Flags) Parse(lopts []registry.Option) (*RunOptions, *analyze.Rules, err
 		if len(f.Platforms) > 1 {
 			return nil, nil, usage("--format erofs: one --platform at a time (an EROFS image is one platform's filesystem)")
 		}
-		// Beside the --push tag, parsed once (outputs: the first).
-		if o.ErofsTo, err = layers.ErofsDest(o.Outputs[0].Ref); err != nil {
+		// Beside the --push tag.
+		if o.ErofsTo, err = layers.ErofsDest(o.Push); err != nil {
 			return nil, nil, usage("--format erofs: %v", err)
 		}
 	default:
@@ -150,7 +154,12 @@ func (f *Flags) Parse(lopts []registry.Option) (*RunOptions, *analyze.Rules, err
 	if f.Explain && f.Push == "" && f.ExplainAgainst == "" {
 		return nil, nil, usage("--explain needs --push (it compares with the tag's last push) or --explain-against REF")
 	}
-	o.Explain, o.ExplainAgainst = f.Explain, f.ExplainAgainst
+	o.Explain = f.Explain
+	if f.ExplainAgainst != "" {
+		if o.ExplainAgainst, err = layers.ParseRef(f.ExplainAgainst, lopts...); err != nil {
+			return nil, nil, usage("--explain-against: %v", err)
+		}
+	}
 	if f.Rebuild && f.SkipExisting {
 		return nil, nil, usage("--rebuild and --skip-existing say opposite things; pick one (reusing is the default)")
 	}

@@ -29,16 +29,16 @@ type RunOptions struct {
 	// Connect dials the BuildKit daemon and names its address; it is
 	// called only when there is something to solve.
 	Connect func(ctx context.Context) (*client.Client, string, error)
-	// Push is --push as named: without Rebuild the repository's content
-	// tag answers a build from the same inputs, and a build adds it.
-	// Encodings is --compression as named (both: gzip, and zstd beside
-	// it), part of the content digest.
-	Push      string
+	// Push is --push, parsed once (Flags.Parse; Kind "" none): without
+	// Rebuild the repository's content tag answers a build from the same
+	// inputs, and a build adds it. Encodings is --compression as named
+	// (both: gzip, and zstd beside it), part of the content digest.
+	Push      layers.Ref
 	Encodings string
 	Rebuild   bool
-	// Explain compares with ExplainAgainst (default: Push's last push).
+	// Explain compares with ExplainAgainst (Kind "": Push's last push).
 	Explain        bool
-	ExplainAgainst string
+	ExplainAgainst layers.Ref
 	// ErofsTo (--format erofs) is where the pushed image converted to
 	// native EROFS layers goes ("" none), ErofsCompression inside them.
 	ErofsTo          layers.Ref
@@ -85,7 +85,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 	}
 	attested := o.SBOM && o.Provenance != ""
 	if attested {
-		o.Attest = SBOMAttestations(o.Push, o.Plan, o.Lock, o.Inputs, o.Version)
+		o.Attest = SBOMAttestations(o.Push.String(), o.Plan, o.Lock, o.Inputs, o.Version)
 	}
 	if res != nil {
 		fmt.Fprintf(o.log(), "kiln: up to date: %s was built from these inputs (%s); --rebuild builds again\n", res.Digest, res.ContentTag)
@@ -99,7 +99,7 @@ func Run(ctx context.Context, o RunOptions) (*Report, error) {
 		res.ContentTag, res.InputsDigest = content.Tag.String(), content.Digest
 		fmt.Fprintf(o.log(), "kiln: content tag %s\n", content.Tag)
 	}
-	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push, Provenance: o.Provenance, Attested: attested}
+	rep := &Report{Result: res, Name: o.Plan.Name, Push: o.Push.String(), Provenance: o.Provenance, Attested: attested}
 	for _, out := range o.Outputs {
 		if !out.Pushes() {
 			rep.To = append(rep.To, out.Ref.Raw)
@@ -170,9 +170,6 @@ func (o *RunOptions) lopts() []registry.Option {
 // FindContent looks up the Push repository's content tag of this build
 // (FindContent).
 func (o *RunOptions) FindContent(ctx context.Context) (*Content, error) {
-	if _, err := layers.ParseRef(o.Push, o.lopts()...); err != nil {
-		return nil, fmt.Errorf("--push: %v", err)
-	}
 	c, err := FindContent(ctx, o.Plan, DigestInputs{
 		Inputs: o.Inputs, ContextDir: o.ContextDir, Platforms: o.Platforms, Compression: o.Encodings, MaxLayerSize: o.MaxLayerSize, NoProbes: o.NoProbes,
 	}, o.Push, o.Encodings == "both", o.lopts()...)
@@ -192,7 +189,7 @@ func (o *RunOptions) FindContent(ctx context.Context) (*Content, error) {
 // Push or with Rebuild; else the build adds the content tag to what it
 // pushes.
 func (o *RunOptions) answerExisting(ctx context.Context) (content *Content, reused *Result, err error) {
-	if o.Push == "" || o.Rebuild {
+	if o.Push.Kind == "" || o.Rebuild {
 		return nil, nil, nil
 	}
 	content, err = o.FindContent(ctx)
@@ -251,11 +248,7 @@ func (o *RunOptions) solve(ctx context.Context) (*Result, error) {
 			if err != nil {
 				return err
 			}
-			r, err := layers.ParseRef(e.Ref, o.lopts()...)
-			if err != nil {
-				return err
-			}
-			_, err = pub.Publish(ctx, publish.Pushed(d), r)
+			_, err = pub.Publish(ctx, publish.Pushed(d), e.Ref)
 			return err
 		}
 	}
@@ -343,7 +336,7 @@ func (o *RunOptions) startExplain(ctx context.Context) (*explainer, error) {
 		return nil, nil
 	}
 	ref := o.ExplainAgainst
-	if ref == "" {
+	if ref.Kind == "" {
 		ref = o.Push
 	}
 	now, err := NewRecord(o.Plan, o.Inputs)

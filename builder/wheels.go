@@ -304,7 +304,7 @@ func prepareWheels(ctx context.Context, p *recipes.Plan, in *Inputs, wc *WheelCa
 			in.CachedWheelDigests = map[WheelSlot]string{}
 		}
 		in.CachedWheelDigests[slot] = e.Filename + "@" + e.Digest.String()
-		u.Cached, u.Wider, u.Ref, u.Filename, u.Digest, u.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.String(), e.Size
+		u.Cached, u.Wider, u.Ref, u.Filename, u.Digest, u.Size = true, e.Wider, e.Ref.String(), e.Filename, e.Digest.String(), e.Size
 		r.logf("hit: %s (%s), %s verified: not compiled", u.Package, u.Platform, bytesize.Format(e.Size))
 		if e.Wider {
 			u.Note = fmt.Sprintf("a wheel for GPU architectures %s, wider than the %s asked for (allow_wider_archs): correct, and larger", strings.Join(e.Key.Archs, ";"), strings.Join(k.Archs, ";"))
@@ -357,7 +357,7 @@ func (r *wheelRun) pushCompiled(ctx context.Context, c gateway.Client, g *Graph)
 		if err == nil {
 			var e *wheelcache.Entry
 			if e, err = r.wc.Cache.Push(ctx, k, path); err == nil {
-				u.Pushed, u.Ref, u.Filename, u.Digest, u.Size, u.Note = true, e.Ref, e.Filename, e.Digest.String(), e.Size, ""
+				u.Pushed, u.Ref, u.Filename, u.Digest, u.Size, u.Note = true, e.Ref.String(), e.Filename, e.Digest.String(), e.Size, ""
 				if r.wc.Sign != nil {
 					if serr := r.wc.Sign(ctx, e); serr != nil {
 						u.Note = "pushed, but not signed: " + serr.Error()

@@ -129,7 +129,7 @@ func (c *Cache) AllowsWider() bool { return c.wider }
 // Entry is a cached wheel.
 type Entry struct {
 	Key      wheelkey.Key `json:"key"`      // the wheel's own key (Archs wider than asked when Wider)
-	Ref      string       `json:"ref"`      // REPO:TAG it was found under (or pushed to)
+	Ref      layers.Ref   `json:"ref"`      // REPO:TAG it was found under (or pushed to), parsed once: a signer takes it as is
 	Manifest string       `json:"manifest"` // the artifact manifest's digest
 	Filename string       `json:"filename"` // the wheel's file name
 	Digest   v1.Hash      `json:"digest"`   // the wheel's sha256
@@ -294,7 +294,7 @@ func (c *Cache) get(ctx context.Context, repo name.Repository, tag string) (*Ent
 		return nil, nil
 	}
 	return &Entry{
-		Key: k.Normalize(), Ref: ref.String(), Manifest: desc.Digest.String(), Filename: fn,
+		Key: k.Normalize(), Ref: layers.RegistryRef(ref), Manifest: desc.Digest.String(), Filename: fn,
 		Digest: l.Digest, Size: l.Size, Via: repo.RegistryStr(), repo: repo,
 	}, nil
 }
@@ -428,7 +428,7 @@ func (c *Cache) Push(ctx context.Context, k wheelkey.Key, path string) (*Entry, 
 		return nil, fmt.Errorf("wheel cache %s: %w", tag, registry.RedactError(err))
 	}
 	md, _, _ := v1.SHA256(strings.NewReader(string(raw)))
-	return &Entry{Key: k, Ref: tag.String(), Manifest: md.String(), Filename: fn, Digest: dg, Size: fi.Size(), Via: c.repo.RegistryStr(), repo: c.repo}, nil
+	return &Entry{Key: k, Ref: layers.RegistryRef(tag), Manifest: md.String(), Filename: fn, Digest: dg, Size: fi.Size(), Via: c.repo.RegistryStr(), repo: c.repo}, nil
 }
 
 // manifest is the artifact's OCI image manifest (artifactType set).

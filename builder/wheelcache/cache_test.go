@@ -77,8 +77,12 @@ func TestLookupMissPushHit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(pushed.Ref, ":"+k.Tag()) {
+	if !strings.HasSuffix(pushed.Ref.String(), ":"+k.Tag()) {
 		t.Errorf("pushed under %s, want tag %s", pushed.Ref, k.Tag())
+	}
+	// The typed ref is written as it was named: "ref": "REPO:TAG".
+	if j, err := json.Marshal(pushed); err != nil || !bytes.Contains(j, []byte(`"ref":"`+c.Repo()+":"+k.Tag()+`"`)) {
+		t.Errorf("entry JSON %s, %v; want \"ref\": \"%s:%s\"", j, err, c.Repo(), k.Tag())
 	}
 	e, err := c.Lookup(ctx, k)
 	if err != nil || e == nil {

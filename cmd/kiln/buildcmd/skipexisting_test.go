@@ -184,7 +184,7 @@ func contentTag(t *testing.T, opts *BuildOptions) (*recipes.Plan, builder.Inputs
 		t.Fatal(err)
 	}
 	maxLayer, _ := bytesize.Parse(slim.DefaultMaxLayerSize)
-	ro := builder.RunOptions{Options: builder.Options{ContextDir: dir, MaxLayerSize: maxLayer}, Plan: plan, Inputs: in, Push: opts.Push, Encodings: opts.Compression}
+	ro := builder.RunOptions{Options: builder.Options{ContextDir: dir, MaxLayerSize: maxLayer}, Plan: plan, Inputs: in, Push: testkit.Ref(t, opts.Push), Encodings: opts.Compression}
 	c, err := ro.FindContent(context.Background())
 	if err != nil {
 		t.Fatal(err)

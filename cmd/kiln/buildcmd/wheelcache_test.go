@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/internal/testkit"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/builder/wheelcache"
@@ -77,7 +75,7 @@ func TestWheelCacheVerifier(t *testing.T) {
 	}{{"another key", other.Signer, false}, {"the key", ks.Signer, true}} {
 		pub := publish.WithSign(publish.Writer(), opts.SignFlag.Signer(tc.key, nil))
 		d, _ := v1.NewHash(e.Manifest)
-		if _, err := pub.Publish(ctx, publish.Pushed(d), testkit.Ref(t, e.Ref)); err != nil {
+		if _, err := pub.Publish(ctx, publish.Pushed(d), e.Ref); err != nil {
 			t.Fatal(err)
 		}
 		if err := verify(ctx, hit); (err == nil) != tc.ok {

@@ -200,7 +200,7 @@ func lockCompiledWheels(ctx context.Context, opts *LockOptions, r *recipes.Recip
 				}
 			}
 			if e != nil {
-				w.Cached, w.Wider, w.Ref, w.Filename, w.SHA256, w.Size = true, e.Wider, e.Ref, e.Filename, e.Digest.Hex, e.Size
+				w.Cached, w.Wider, w.Ref, w.Filename, w.SHA256, w.Size = true, e.Wider, e.Ref.String(), e.Filename, e.Digest.Hex, e.Size
 			}
 		}
 		l.CompiledWheels = append(l.CompiledWheels, w)

@@ -81,7 +81,7 @@ func (f *WheelCacheFlags) Verifier(c *wheelcache.Cache, lopts ...registry.Option
 		if err != nil {
 			return err
 		}
-		res, err := pol.VerifyDigest(ctx, e.Ref, origin, e.ReadRepo(), d, lopts...)
+		res, err := pol.VerifyDigest(ctx, e.Ref.String(), origin, e.ReadRepo(), d, lopts...)
 		if err != nil {
 			return fmt.Errorf("--wheel-cache-verify-key: %v", err)
 		}
