@@ -148,8 +148,9 @@ func TestWarmErofsCUDARuntime(t *testing.T) {
 
 // The CRI path: a containerd 2.x whose CRI runs pods on the EROFS
 // snapshotter (snapshotter = "erofs"), warmed by kiln for the kubelet
-// (namespace k8s.io): the app image in native EROFS form and the sandbox
-// image (gzip, converted at warm). With the registry gone, crictl starts
+// (namespace k8s.io) with no format or snapshotter flag: kiln asks the
+// CRI, takes the app's native EROFS form (TAG names TAG-erofs) and
+// converts the sandbox image (gzip) at warm. With the registry gone, crictl starts
 // the pod and the container, which reads its file from the EROFS layers.
 func TestCRIErofsPod(t *testing.T) {
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
@@ -181,10 +182,17 @@ func TestCRIErofsPod(t *testing.T) {
 		}
 		return testimage.RawLayer(b, types.MediaType(layers.ErofsMediaType))
 	}
-	app := reg + "/kiln-cri-erofs/app:1-erofs"
-	testimage.Push(t, app, testimage.Image(t, testimage.Config{},
-		native(testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")),
-		native(testimage.Layer(t, []testimage.Entry{testimage.File("etc/hello", []byte("hello from an EROFS pod"))}, "gzip"))))
+	// TAG names TAG-erofs (kiln slim --format erofs publishes them so).
+	cat := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
+	hello := testimage.Layer(t, []testimage.Entry{testimage.File("etc/hello", []byte("hello from an EROFS pod"))}, "gzip")
+	app := reg + "/kiln-cri-erofs/app:1"
+	erofsForm := testimage.Image(t, testimage.Config{}, native(cat), native(hello))
+	dg, err := erofsForm.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testimage.Push(t, app+layers.ErofsTagSuffix, erofsForm)
+	testimage.Push(t, app, layers.NameErofsForm(testimage.Image(t, testimage.Config{}, cat, hello), dg))
 	pause := reg + "/kiln-cri-erofs/pause:1"
 	testimage.Push(t, pause, testimage.Image(t, testimage.Config{Entrypoint: []string{"/bin/sleep", "infinity"}},
 		testimage.HostLayer(t, "/bin/sleep", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")))
@@ -212,13 +220,18 @@ func TestCRIErofsPod(t *testing.T) {
       runtime_type = "io.containerd.runc.v2"
 `, pause, filepath.Join(dir, "no-cni"))))
 
+	// No format or snapshotter flag (what kiln warm --emit k8s pods run):
+	// kiln asks the CRI, which starts pods on erofs, so it takes TAG-erofs.
 	out, err := exec.Command(kiln, "warm", app, pause, "--target", "containerd:"+cd.Socket, "--namespace", "k8s.io",
-		"--unpack", "--snapshotter", "erofs", "--json", "--progress", "none").Output()
+		"--unpack", "--json", "--progress", "none").Output()
 	var rep struct {
 		Ready       bool   `json:"ready"`
 		Snapshotter string `json:"snapshotter"`
+		Images      []struct {
+			Form string `json:"form"`
+		} `json:"images"`
 	}
-	if jerr := json.Unmarshal(out, &rep); err != nil || jerr != nil || !rep.Ready || rep.Snapshotter != "erofs" {
+	if jerr := json.Unmarshal(out, &rep); err != nil || jerr != nil || !rep.Ready || rep.Snapshotter != "erofs" || len(rep.Images) != 2 || rep.Images[0].Form != "erofs" {
 		t.Fatalf("kiln warm: %v %v\n%s", err, jerr, out)
 	}
 

@@ -60,6 +60,11 @@ type Containerd struct {
 	streamed       atomic.Int64
 	local          atomic.Int64
 	inprocFailures atomic.Int64
+	// criSn is the snapshotter the kubelet's CRI runs pods on, asked
+	// once (criSnapshotter, cri.go).
+	criOnce sync.Once
+	criSn   string
+	criErr  error
 	// noLink: the EROFS snapshotter marks layer images immutable, so
 	// native EROFS layers are copied into their snapshots, not linked.
 	noLink    atomic.Bool
@@ -434,6 +439,10 @@ func (t *Containerd) Record(ctx context.Context, s *warm.Set) error {
 	return nil
 }
 
+// pickSnapshotter is --snapshotter, or for auto: in the kubelet's
+// namespace the snapshotter its CRI runs pods on (an image unpacked
+// anywhere else is unpacked again when the pod starts), where that one is
+// loaded; else overlayfs, else native.
 func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
 	if t.snapshotter != "" && t.snapshotter != "auto" {
 		return t.snapshotter, nil
@@ -445,6 +454,11 @@ func (t *Containerd) pickSnapshotter(ctx context.Context) (string, error) {
 	ok := map[string]bool{}
 	for _, p := range resp.Plugins {
 		ok[p.ID] = p.InitErr == nil
+	}
+	if t.ns == criNamespace {
+		if sn, err := t.criSnapshotter(ctx); err == nil && ok[sn] {
+			return sn, nil
+		}
 	}
 	for _, name := range []string{"overlayfs", "native"} {
 		if ok[name] {

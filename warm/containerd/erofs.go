@@ -93,8 +93,20 @@ func setHasErofsLayers(s *warm.Set) bool {
 // said the snapshotter works), else what pickSnapshotter picks
 // (overlayfs, else native).
 func (t *Containerd) snapshotterFor(ctx context.Context, s *warm.Set) (string, error) {
-	if (t.snapshotter != "" && t.snapshotter != "auto") || !setHasErofsLayers(s) {
+	if !setHasErofsLayers(s) {
 		return t.pickSnapshotter(ctx)
+	}
+	switch t.snapshotter {
+	case SnapshotterErofs:
+		return SnapshotterErofs, nil
+	case "", "auto":
+	default:
+		return "", fmt.Errorf("the image has EROFS layers, which only the EROFS snapshotter mounts: --snapshotter %s cannot unpack them (leave --snapshotter auto, or warm the image's tar form, REPO:TAG rather than REPO:TAG-erofs)", t.snapshotter)
+	}
+	if t.ns == criNamespace {
+		if sn, err := t.criSnapshotter(ctx); err == nil && sn != SnapshotterErofs {
+			return "", fmt.Errorf("the image has EROFS layers, and this containerd's CRI starts pods on the %s snapshotter, which cannot mount them: warm the image's tar form (REPO:TAG rather than REPO:TAG-erofs), or set the CRI's snapshotter to erofs", sn)
+		}
 	}
 	ok, err := t.erofsWorks(ctx)
 	if err != nil {
@@ -121,25 +133,23 @@ func (t *Containerd) erofsWorks(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// criNamespace is the namespace of the kubelet's CRI.
-const criNamespace = "k8s.io"
-
 // ErofsUnpack implements warm.ErofsChecker: --unpack goes into the EROFS
 // snapshotter when --snapshotter erofs names it, or with auto when the
 // daemon's EROFS snapshotter works; then an image's native EROFS form
 // (REPO:TAG-erofs, when REPO:TAG names it) is worth taking, and auto
 // picks erofs for it (snapshotterFor). Any other --snapshotter never
-// takes it, and neither does auto in the CRI's namespace: there the
-// kubelet's CRI starts the pods with the snapshotter its config names
-// (which containerd's API does not tell), and an image record of EROFS
-// layers under an overlayfs CRI would not start.
+// takes it. In the kubelet's namespace auto takes it only when the CRI
+// runs pods on the EROFS snapshotter (criSnapshotter): an image record
+// of EROFS layers under an overlayfs CRI would not start.
 func (t *Containerd) ErofsUnpack(ctx context.Context) bool {
 	switch t.snapshotter {
 	case SnapshotterErofs:
 		return true
 	case "", "auto":
 		if t.ns == criNamespace {
-			return false
+			if sn, err := t.criSnapshotter(ctx); err != nil || sn != SnapshotterErofs {
+				return false
+			}
 		}
 		ok, err := t.erofsWorks(ctx)
 		return ok && err == nil

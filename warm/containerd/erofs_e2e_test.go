@@ -67,7 +67,7 @@ const mediaTypeErofs = types.MediaType(layers.ErofsMediaType)
 // startErofsContainerd starts containerd 2.x with the EROFS snapshotter
 // and differ as scripts/containerd2.sh erofs-config writes them (cache:
 // its layer_content_caches directory, or "" for none).
-func startErofsContainerd(t *testing.T, cache string) *testdaemon.Containerd {
+func startErofsContainerd(t *testing.T, cache string, opts ...testdaemon.Option) *testdaemon.Containerd {
 	t.Helper()
 	testdaemon.SkipShort(t)
 	t.Setenv("KILN_CONTAINERD_BIN", testdaemon.Containerd2Bin(t))
@@ -84,7 +84,7 @@ func startErofsContainerd(t *testing.T, cache string) *testdaemon.Containerd {
 	if err != nil {
 		t.Fatalf("containerd2.sh erofs-config: %v", err)
 	}
-	cd := testdaemon.StartContainerd(t, testdaemon.ExtraConfig("\n"+string(conf)))
+	cd := testdaemon.StartContainerd(t, append([]testdaemon.Option{testdaemon.ExtraConfig("\n" + string(conf))}, opts...)...)
 	if out, _ := cd.Ctr(t, "plugins", "ls"); !erofsLoaded(out) {
 		t.Fatalf("the EROFS snapshotter did not load:\n%s", out)
 	}

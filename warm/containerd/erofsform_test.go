@@ -2,6 +2,7 @@ package containerd
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -25,10 +26,14 @@ func TestErofsUnpackBySnapshotter(t *testing.T) {
 			}
 		}
 	}
-	// auto in k8s.io: the CRI's snapshotter is not known (no daemon
-	// asked: a nil client would panic).
-	if (&Containerd{snapshotter: "auto", ns: criNamespace}).ErofsUnpack(ctx) {
-		t.Error("auto in k8s.io takes the EROFS form")
+	// auto in k8s.io: the CRI cannot say, or says overlayfs (no daemon
+	// asked: the answer is set as criSnapshotter keeps it).
+	for sn, err := range map[string]error{"": errors.New("no CRI plugin"), "overlayfs": nil} {
+		c := &Containerd{snapshotter: "auto", ns: criNamespace}
+		c.criOnce.Do(func() { c.criSn, c.criErr = sn, err })
+		if c.ErofsUnpack(ctx) {
+			t.Errorf("auto in k8s.io, CRI %q (%v): takes the EROFS form", sn, err)
+		}
 	}
 }
 

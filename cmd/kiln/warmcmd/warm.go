@@ -173,7 +173,7 @@ the ready marker's "verified" record the digest, key and format checked.`,
 	cmdutil.Resumes(cmdutil.SetSchema(cmd, "kiln.warm/v1"))
 	cmdutil.ProgressFlag(fl, &opts.Progress)
 	fl.StringVar(&opts.Compression, "compression", "auto", "auto (zstd variant when there is one and the target runs it), gzip, zstd")
-	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, or when it works and the tag names its EROFS form TAG-erofs; else overlayfs, else native)")
+	fl.StringVar(&opts.Snapshotter, "snapshotter", "auto", "containerd snapshotter for --unpack (auto: erofs for EROFS images, or when it works and the tag names its EROFS form TAG-erofs; in namespace k8s.io the one the CRI starts pods on; else overlayfs, else native)")
 	fl.StringVar(&opts.ErofsCache, "erofs-cache", "", "erofs: convert tar layers into this layer cache dir, by diff ID")
 	fl.IntVar(&opts.UnpackConcurrency, "unpack-concurrency", containerd.DefaultUnpackConcurrency, "--unpack: layers applied at once on overlayfs (1: one at a time, each on its committed parent)")
 	fl.StringVar(&opts.ChunkSize, "chunk-size", "16MiB", "Range chunk size for large blobs")
