@@ -26,18 +26,8 @@ import (
 func TestWarmCRISnapshotter(t *testing.T) {
 	reg := warmtest.NewRegistry(t)
 	host := testimage.HostLayer(t, "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
-	base, app := erofsAppLayers(t)
-	native := testimage.Image(t, testimage.Config{},
-		testimage.RawLayer(erofsImageFromTar(t, layerTar(t, host)), mediaTypeErofs),
-		testimage.RawLayer(erofsImage(t, base), mediaTypeErofs),
-		testimage.RawLayer(erofsImage(t, app), mediaTypeErofs))
-	dg, err := native.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ref := reg.Host + "/kiln-cri/app:v1"
-	testimage.Push(t, ref+layers.ErofsTagSuffix, native)
-	testimage.Push(t, ref, layers.NameErofsForm(testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip")), dg))
+	pushErofsForm(t, ref, host)
 	tarOnly := reg.Host + "/kiln-cri/tools:v1"
 	testimage.Push(t, tarOnly, testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, []testimage.Entry{testimage.File("etc/tools", []byte("tools"))}, "gzip")))
 

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kiln-build/kiln/internal/testkit"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kiln-build/kiln/internal/testimage"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/layers"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/internal/warmtest"
@@ -48,19 +49,8 @@ func TestWarmErofsFormNamed(t *testing.T) {
 	cd := startErofsContainerd(t, "")
 	reg := warmtest.NewRegistry(t)
 	host := testimage.HostLayer(t, "/bin/sh", "/bin/cat", "/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6")
-	base, app := erofsAppLayers(t)
-	native := testimage.Image(t, testimage.Config{},
-		testimage.RawLayer(erofsImageFromTar(t, layerTar(t, host)), mediaTypeErofs),
-		testimage.RawLayer(erofsImage(t, base), mediaTypeErofs),
-		testimage.RawLayer(erofsImage(t, app), mediaTypeErofs))
-	dg, err := native.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gz := testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip"))
 	ref := reg.Host + "/kiln-erofs/form:v1"
-	testimage.Push(t, ref+layers.ErofsTagSuffix, native)
-	testimage.Push(t, ref, layers.NameErofsForm(gz, dg))
+	pushErofsForm(t, ref, host)
 
 	// overlayfs first, in a namespace of its own, as a dry run: the EROFS
 	// form is not even looked at.
@@ -97,4 +87,22 @@ func TestWarmErofsFormNamed(t *testing.T) {
 	if err != nil || !strings.Contains(out, "hello from erofs") {
 		t.Fatalf("ctr run: %v\n%q", err, out)
 	}
+}
+
+// pushErofsForm pushes the app (host, then erofsAppLayers' two layers)
+// as kiln slim --format erofs publishes it: its native EROFS form at
+// REF-erofs, then REF (gzip), whose manifest names that form.
+func pushErofsForm(t *testing.T, ref string, host v1.Layer) {
+	t.Helper()
+	base, app := erofsAppLayers(t)
+	native := testimage.Image(t, testimage.Config{},
+		testimage.RawLayer(erofsImageFromTar(t, layerTar(t, host)), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, base), mediaTypeErofs),
+		testimage.RawLayer(erofsImage(t, app), mediaTypeErofs))
+	dg, err := native.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testimage.Push(t, ref+layers.ErofsTagSuffix, native)
+	testimage.Push(t, ref, layers.NameErofsForm(testimage.Image(t, testimage.Config{}, host, testimage.Layer(t, base, "gzip"), testimage.Layer(t, app, "gzip")), dg))
 }
