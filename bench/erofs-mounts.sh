@@ -14,6 +14,17 @@ export PATH="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin:$PATH"
 REF=${1:-127.0.0.1:5000/kiln-cold/app:slim-erofs}
 E=${KILN_BENCH_DIR:-/var/tmp/kiln-erofs-mounts}
 mkdir -p $E/blobs
+# Whatever happens, nothing is left mounted or attached, and the blobs go
+# (KEEP=1 keeps them for a rerun).
+cleanup() {
+	umount $E/root 2>/dev/null || true
+	umount $E/m* 2>/dev/null || true
+	for f in $E/blobs/*; do
+		losetup -j "$f" 2>/dev/null | cut -d: -f1 | xargs -r -n1 losetup -d 2>/dev/null || true
+	done
+	[ "${KEEP:-}" ] || rm -rf $E
+}
+trap cleanup EXIT
 man=$(crane manifest --insecure $REF)
 mapfile -t L < <(echo "$man" | python3 -c 'import json,sys; [print(l["digest"]) for l in json.load(sys.stdin)["layers"]]')
 echo "layers: ${#L[@]}"
@@ -49,4 +60,6 @@ run() { # run MODE: mount every layer MODE-wise, overlay them, run the probe, te
 	for dev in "${devs[@]}"; do losetup -d $dev 2>/dev/null || true; done
 }
 for mode in ${MODES:-loop file loopdio}; do run $mode; done
-[ "${RW:-}" ] && echo "upper after the run: $(du -sh $E/upper | cut -f1), $(find $E/upper -name '*.pyc' | wc -l) pyc files"
+if [ "${RW:-}" ]; then
+	echo "upper after the run: $(du -sh $E/upper | cut -f1), $(find $E/upper -name '*.pyc' | wc -l) pyc files"
+fi
