@@ -58,6 +58,11 @@ type Options struct {
 // Loader's missing blobs are fetched the same way, into the stage it
 // opens, then loaded from there. The report is always returned; err says
 // why the host is not ready.
+
+// errUnpackFailed is the fetch's cancel cause when the pipelined unpack
+// failed: the run then ends with the unpack's error.
+var errUnpackFailed = errors.New("the unpack failed")
+
 func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 	o = o.withDefaults()
 	if l, ok := tgt.(Loader); ok {
@@ -428,13 +433,22 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 	if pu, ok := t.(ProvingUnpacker); ok && o.Unpack {
 		r.proving = pu.ProvesLayers()
 	}
+	// A failed unpack stops the fetch: nothing fetched after it is used.
+	fctx, stopFetch := context.WithCancelCause(ctx)
+	defer stopFetch(nil)
 	if pu, ok := t.(PipelinedUnpacker); ok && o.Unpack {
 		for _, i := range missing {
 			rd.pending(s.Blobs[i].Digest)
 		}
 		uctx, ucancel := context.WithCancel(ctx)
 		unpackDone = make(chan error, 1)
-		go func() { unpackDone <- pu.UnpackAsReady(uctx, s, rd) }()
+		go func() {
+			err := pu.UnpackAsReady(uctx, s, rd)
+			if err != nil {
+				stopFetch(errUnpackFailed)
+			}
+			unpackDone <- err
+		}()
 		defer func() {
 			// Failure paths: stop the unpack before the target closes.
 			ucancel()
@@ -443,8 +457,11 @@ func warmStore(ctx context.Context, s *Set, t Store, o Options) (*Report, error)
 			}
 		}()
 	}
-	if err := r.fetch(ctx, t, missing, o.Limiter, rd, false); err != nil {
-		return r.fail(err)
+	if err := r.fetch(fctx, t, missing, o.Limiter, rd, false); err != nil {
+		if context.Cause(fctx) != errUnpackFailed {
+			return r.fail(err)
+		}
+		// The unpack's own error says why (below).
 	}
 	// The pipelined unpack ends before the images are recorded: it may be
 	// what proves their layers (ProvingUnpacker).

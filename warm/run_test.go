@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/weights"
@@ -71,5 +73,44 @@ func TestRunStartsWithLayerBytes(t *testing.T) {
 	})
 	if nv := (*warm.NoVolumeDirError)(nil); rep != nil || !errors.As(err, &nv) {
 		t.Errorf("weights without --weights-into: report %v, err %v", rep, err)
+	}
+}
+
+// refusingUnpacker is an OCI layout whose pipelined unpack refuses the set
+// at once, as containerd's does an image of EROFS layers for overlayfs.
+type refusingUnpacker struct{ *ocilayout.OCILayout }
+
+var errRefused = errors.New("the unpack refuses this set")
+
+func (refusingUnpacker) UnpackAsReady(context.Context, *warm.Set, warm.Readiness) error {
+	return errRefused
+}
+func (refusingUnpacker) Unpack(context.Context, *warm.Set) error { return errRefused }
+
+// A pipelined unpack that fails stops the fetch: the warm ends with the
+// unpack's error while a blob is still arriving (here a slow one),
+// rather than after every byte was fetched for nothing. It waited for the
+// whole fetch before.
+func TestRunUnpackFailureStopsTheFetch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := warmtest.PushFixture(t, false)
+	// Its ~6 MiB arrive over half a minute.
+	f.Reg.Slow(f.Big, 200*time.Millisecond)
+	l, err := ocilayout.New(filepath.Join(t.TempDir(), "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	_, err = warm.Run(ctx, warm.RunOptions{
+		Target: refusingUnpacker{l}, Refs: testkit.Refs(t, f.Ref),
+		Resolve: warm.ResolveOptions{Platform: warmtest.AMD64, Blobs: warmtest.FastSource()},
+		Options: warm.Options{Unpack: true},
+	})
+	if err == nil || !strings.Contains(err.Error(), errRefused.Error()) {
+		t.Fatalf("warm: %v, want the unpack's error", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("the warm ended %v after the unpack failed", d)
 	}
 }
