@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -63,5 +64,38 @@ func TestWalkTarStopsBetweenEntries(t *testing.T) {
 	})
 	if seen != 1 || !errors.Is(err, context.Canceled) {
 		t.Errorf("saw %d entries, err = %v; want 1 and the context's", seen, err)
+	}
+}
+
+// TestWalkStoppedEarlyLeavesNoGoroutine: the walk's digest and diff ID
+// hash in goroutines of their own (bufpipe.Hash); a walk that stops at
+// its first entry, verified or not, ends them.
+func TestWalkStoppedEarlyLeavesNoGoroutine(t *testing.T) {
+	l := testimage.Layer(t, []testimage.Entry{testimage.Sized("a", 3<<20), testimage.Sized("b", 3<<20)}, "gzip")
+	ref := testimage.Registry(t) + "/walk/early:1"
+	testimage.Push(t, ref, testimage.Image(t, testimage.Config{}, l))
+	stop := errors.New("stop")
+	im, err := testkit.OpenImage(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	walk := func() {
+		_, err := im.Layers[0].Walk(context.Background(), layers.WalkOptions{}, func(*layers.Entry, io.Reader) error { return stop })
+		if !errors.Is(err, stop) {
+			t.Fatalf("err = %v, want the WalkFunc's", err)
+		}
+	}
+	walk() // the registry client's own goroutines start here
+	before := runtime.NumGoroutine()
+	for range 20 {
+		walk()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after 20 walks stopped early, %d before", n, before)
 	}
 }

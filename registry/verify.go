@@ -4,10 +4,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/kiln-build/kiln/internal/bufpipe"
 )
 
 // ErrDigestMismatch is returned (wrapped) when a blob's bytes do not hash to
@@ -23,7 +23,8 @@ var ErrSizeMismatch = errors.New("size mismatch")
 // abandoned before EOF verifies nothing; callers that skip must Drain.
 type VerifyReader struct {
 	r    io.Reader
-	h    hash.Hash
+	h    summer
+	bg   *bufpipe.Hash
 	want v1.Hash
 	size int64
 	n    int64
@@ -31,13 +32,45 @@ type VerifyReader struct {
 	err  error
 }
 
+// summer is the write side of a hash: hash.Hash, or bufpipe.Hash.
+type summer interface {
+	Write([]byte) (int, error)
+	Sum([]byte) []byte
+}
+
+// VerifyOption tunes a VerifyReader.
+type VerifyOption func(*VerifyReader)
+
+// HashInBackground hashes in a goroutine of its own (bufpipe.Hash), for
+// a reader whose consumer holds a core (a decoder): the digest then costs
+// the reader a copy, not the hash. The caller must Close the reader.
+func HashInBackground() VerifyOption {
+	return func(v *VerifyReader) {
+		v.bg = bufpipe.NewHash(sha256.New(), 256<<10, 8)
+		v.h = v.bg
+	}
+}
+
 // NewVerifyReader returns a reader that checks r against want and size.
 // Size < 0 means unknown.
-func NewVerifyReader(r io.Reader, want v1.Hash, size int64) (*VerifyReader, error) {
+func NewVerifyReader(r io.Reader, want v1.Hash, size int64, opts ...VerifyOption) (*VerifyReader, error) {
 	if want.Algorithm != "sha256" {
 		return nil, fmt.Errorf("verifying %s: unsupported digest algorithm %q", want, want.Algorithm)
 	}
-	return &VerifyReader{r: r, h: sha256.New(), want: want, size: size}, nil
+	v := &VerifyReader{r: r, h: sha256.New(), want: want, size: size}
+	for _, o := range opts {
+		o(v)
+	}
+	return v, nil
+}
+
+// Close releases a background hash's goroutine (HashInBackground); it
+// does not close r.
+func (v *VerifyReader) Close() error {
+	if v.bg != nil {
+		v.bg.Close()
+	}
+	return nil
 }
 
 // Read implements io.Reader.
