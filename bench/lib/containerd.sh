@@ -2,6 +2,7 @@
 # cold-start benchmarks (sourced; needs $W, a scratch directory, and root).
 #   ctrd_start   start it (socket $W/c/c.sock), CRI off
 #   ctrd_stop    stop it, unmount what it mounted, remove its root and $W/weights
+#   ctrd_restart stop and start the running one again, its root kept
 #   CTR ARGS     ctr against it
 #   now          wall clock in seconds
 #   drop_caches  sync and drop the page cache (best effort), so each run reads cold
@@ -42,6 +43,21 @@ ctrd_stop() {
 	rm -rf "$W/c" "$W/weights"
 }
 CTR() { ctr --address "$W/c/c.sock" "$@"; }
+# ctrd_restart: the running containerd stopped and started again with its
+# config, root and content kept: a row that must not carry what earlier
+# rows left in the daemon (its memory and caches, its goroutines) still
+# finds what they fetched and unpacked.
+ctrd_restart() {
+	local pid bin i
+	pid=$(cat "$W/pid")
+	bin=$(readlink "/proc/$pid/exe")
+	kill "$pid"
+	for i in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	rm -f "$W/c/c.sock"
+	PATH="$(dirname "$bin"):$PATH" "$bin" --config "$W/c/config.toml" >>"$W/c.log" 2>&1 &
+	echo $! >"$W/pid"
+	for _ in $(seq 100); do [ -S "$W/c/c.sock" ] && break; sleep 0.1; done
+}
 now() { date +%s.%N; }
 drop_caches() {
 	sync
