@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the fast tier (make unit), the e2e tier (make e2e) and the
-# integration tier (make integration) side by side, the last two each with
+# Runs the fast tier (make unit, then make lint), the e2e tier (make e2e)
+# and the integration tier (make integration) side by side, the last two each with
 # its own registry and buildkitd, and exits 1 if any failed. Each tier's output is printed as it comes, every line
 # prefixed with the tier's name; a failed tier's log is printed again at
 # the end.
@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 log() { echo "tiers: $*" >&2; }
 sequential() {
 	log "$*: the tiers run one after the other"
-	exec make --no-print-directory unit e2e integration
+	exec make --no-print-directory lint unit e2e integration
 }
 
 main_reg=${KILN_REGISTRY:-127.0.0.1:5000}
@@ -87,19 +87,23 @@ log "integration: registry $int_reg, buildkitd $int_host"
 
 # tier NAME ENV... runs make NAME with ENV in a session of its own (so
 # that cleanup can stop all of it), its output prefixed with [NAME] and
-# kept in $work/NAME.log.
+# kept in $work/NAME.log; $TARGETS, when set, are the make targets
+# instead of NAME.
 tier() {
 	local name=$1
 	shift
-	setsid bash -c 'set -o pipefail; name=$1 log=$2; shift 2
-		env "$@" make --no-print-directory "$name" 2>&1 | sed -u "s/^/[$name] /" | tee "$log"' \
-		_ "$name" "$work/$name.log" "$@" &
+	setsid bash -c 'set -o pipefail; name=$1 log=$2 targets=$3; shift 3
+		env "$@" make --no-print-directory $targets 2>&1 | sed -u "s/^/[$name] /" | tee "$log"' \
+		_ "$name" "$work/$name.log" "${TARGETS:-$name}" "$@" &
 	names[$!]=$name
 }
 start=$SECONDS
 # The fast tier needs no daemon: it only shares the cores, early, while
 # the other two mostly wait on registries, BuildKit and containerd.
-tier unit
+# The lint (gofmt, vet, staticcheck: a minute or two of both cores) once
+# the fast tier's tests are done, while the e2e tier's builds go on: before
+# the tiers, it held back the e2e tier, the run's long pole.
+TARGETS="unit lint" tier unit
 tier e2e
 tier integration "${int_env[@]}" BUILDKIT_HOST="$int_host"
 failed=()
