@@ -321,19 +321,18 @@ func TestEndToEnd(t *testing.T) {
 		diffLayers(t, ctx, repo+"@"+r1.Pushed[1].Digest, repo+"@"+r1b.Pushed[1].Digest)
 	}
 
-	// A rebuild executes nothing and gives the same digests.
+	// A rebuild executes nothing and gives the same two images. It is done
+	// once, with SLSA provenance and an SBOM attested beside each image (an
+	// index around the same image): every export rewrites each layer's
+	// timestamps (BuildKit's rewrite-timestamp re-encodes every kiln layer,
+	// 73 s of a no-op rebuild on two quiet cores), so a bare no-op rebuild
+	// beside this one cost CI two minutes and showed nothing more.
 	start := time.Now()
-	r2 := build("v2")
-	if !same(r1, r2) {
-		t.Errorf("same inputs, different digests: %+v vs %+v", r1.Pushed, r2.Pushed)
-	}
+	r2 := checkProvenance(t, ctx, buildWith, repo, r1.Pushed, in)
 	if r2.Status.Executed != 0 {
 		t.Errorf("no-op rebuild executed %d steps", r2.Status.Executed)
 	}
-	t.Logf("no-op rebuild: %s", time.Since(start).Round(time.Millisecond))
-	// The same build with SLSA provenance and an SBOM attested beside the
-	// image (all cached): the image inside the index is the same one.
-	checkProvenance(t, ctx, buildWith, repo, r1.Digest, in)
+	t.Logf("no-op rebuild (with provenance): %s", time.Since(start).Round(time.Millisecond))
 
 	// The runtime image carries no nvcc, headers, static libs, caches, or
 	// CUDA library twice; its two encodings hold the same tars.

@@ -87,16 +87,18 @@ func TestProvenanceSafe(t *testing.T) {
 	}
 }
 
-// checkProvenance builds the plan again (cached) with a max-mode
-// provenance and an SBOM attestation, and checks what BuildKit pushed: an
-// index whose image is byte for byte the reproducible one (imageDigest)
-// and an attestation manifest beside it holding the SLSA v1 provenance,
+// checkProvenance builds the plan again (cached) into gzip and zstd
+// outputs with a max-mode provenance and an SBOM attestation, and checks
+// what BuildKit pushed: for each output an index whose image is byte for
+// byte the reproducible one (want, the first build's), and, for the gzip
+// one, an attestation manifest beside it holding the SLSA v1 provenance,
 // with the build's steps in buildConfig, kiln's parameters as a statement
 // beside it, and the SBOM as a statement about the image.
-func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o Options) *Result, repo, imageDigest string, in Inputs) {
+func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o Options) *Result, repo string, want []Pushed, in Inputs) *Result {
 	t.Helper()
 	bom := []byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","components":[{"type":"library","name":"torch","version":"2.6.0+cu124"}]}`)
-	res := build("v2-provenance", Options{Provenance: "max", BuilderID: "https://ci.example/kiln/e2e",
+	outs := []Output{mustOutput(t, repo+":v2-provenance"), {Ref: mustOutput(t, repo+":v2-provenance-zstd").Ref, Compression: "zstd"}}
+	res := build("v2-provenance", Options{Outputs: outs, Provenance: "max", BuilderID: "https://ci.example/kiln/e2e",
 		Params:       map[string]string{"version": "e2e"},
 		Attestations: []Attestation{{PredicateType: "https://cyclonedx.org/bom", Path: "sbom.cdx.json", Body: bom, SBOM: true}},
 		// The image's own files, read through BuildKit's file API before
@@ -109,16 +111,20 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 			b, err := json.Marshal(comps)
 			return []Attestation{{PredicateType: "https://kiln.dev/test/components", Path: "components.json", Body: b}}, err
 		}})
-	if len(res.Pushed) != 1 {
-		t.Fatalf("pushed %+v", res.Pushed)
+	if len(res.Pushed) != len(want) {
+		t.Fatalf("pushed %+v, want %d outputs", res.Pushed, len(want))
 	}
-	pu := res.Pushed[0]
-	if pu.Images["linux/amd64"] != imageDigest || len(pu.Images) != 1 {
-		t.Errorf("provenance build's images %v, want linux/amd64 %s (the reproducible image, unchanged)", pu.Images, imageDigest)
+	// Each output is an index around the image the first build pushed
+	// (gzip, then zstd): the cached rebuild's images are the same.
+	for k, pu := range res.Pushed {
+		if pu.Compression != want[k].Compression || pu.Images["linux/amd64"] != want[k].Digest || len(pu.Images) != 1 {
+			t.Errorf("provenance build's %s images %v, want linux/amd64 %s %s (the reproducible image, unchanged)", pu.Compression, pu.Images, want[k].Compression, want[k].Digest)
+		}
+		if pu.Digest == want[k].Digest {
+			t.Fatalf("provenance build pushed %s, the bare image: no index", pu.Digest)
+		}
 	}
-	if pu.Digest == imageDigest {
-		t.Fatalf("provenance build pushed %s, the bare image: no index", pu.Digest)
-	}
+	pu, imageDigest := res.Pushed[0], want[0].Digest
 	ref, err := name.ParseReference(repo+"@"+pu.Digest, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +244,7 @@ func checkProvenance(t *testing.T, ctx context.Context, build func(tag string, o
 	if img.Digest.String() != imageDigest {
 		t.Errorf("layers.Open of the provenance tag: %s, want the image %s", img.Digest, imageDigest)
 	}
+	return res
 }
 
 func keys[V any](m map[string]V) []string {
