@@ -53,16 +53,15 @@ type Options struct {
 	Log func(format string, a ...any)
 }
 
+// errUnpackFailed is the fetch's cancel cause when the pipelined unpack
+// failed: the run then ends with the unpack's error.
+var errUnpackFailed = errors.New("the unpack failed")
+
 // Warm makes t hold every blob of s, fetching what is missing from each
 // blob's Source, then records the images (and unpacks them when asked). A
 // Loader's missing blobs are fetched the same way, into the stage it
 // opens, then loaded from there. The report is always returned; err says
 // why the host is not ready.
-
-// errUnpackFailed is the fetch's cancel cause when the pipelined unpack
-// failed: the run then ends with the unpack's error.
-var errUnpackFailed = errors.New("the unpack failed")
-
 func Warm(ctx context.Context, s *Set, tgt Target, o Options) (*Report, error) {
 	o = o.withDefaults()
 	if l, ok := tgt.(Loader); ok {
