@@ -268,12 +268,8 @@ func newDiffIDReader(r io.Reader, l *Layer) (*diffIDReader, error) {
 	if l.DiffID.Algorithm != "sha256" {
 		return nil, fmt.Errorf("diff ID %s: unsupported digest algorithm %q", l.DiffID, l.DiffID.Algorithm)
 	}
-	return &diffIDReader{r: r, h: bufpipe.NewHash(sha256.New(), hashBuf, hashQueue), l: l}, nil
+	return &diffIDReader{r: r, h: bufpipe.NewHash(sha256.New(), bufpipe.HashBufferSize, bufpipe.HashQueueLen), l: l}, nil
 }
-
-// The background hashes' buffers: a few hundred KiB each, so that the
-// decoder's small reads cost one queue operation per buffer, not per read.
-const hashBuf, hashQueue = 256 << 10, 8
 
 // Close releases the hash's goroutine.
 func (d *diffIDReader) Close() { d.h.Close() }

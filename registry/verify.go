@@ -46,7 +46,7 @@ type VerifyOption func(*VerifyReader)
 // the reader a copy, not the hash. The caller must Close the reader.
 func HashInBackground() VerifyOption {
 	return func(v *VerifyReader) {
-		v.bg = bufpipe.NewHash(sha256.New(), 256<<10, 8)
+		v.bg = bufpipe.NewHash(sha256.New(), bufpipe.HashBufferSize, bufpipe.HashQueueLen)
 		v.h = v.bg
 	}
 }

@@ -1,9 +1,6 @@
 package bufpipe
 
-import (
-	"hash"
-	"sync"
-)
+import "hash"
 
 // Hash is a hash.Hash's Write and Sum with the hashing in a goroutine of
 // its own: Write copies what it is given into the current buffer and
@@ -23,12 +20,17 @@ type Hash struct {
 	q    chan []byte
 	cur  []byte
 	done chan struct{}
-
-	once   sync.Once
-	stop   chan struct{}
+	stop chan struct{} // closed by Close: hash nothing more
+	// closed: the stream ended (Sum or Close); sum: its hash, after Sum.
 	closed bool
 	sum    []byte
 }
+
+// HashBufferSize and HashQueueLen are the sizes kiln's stream hashes use
+// (a layer walk's blob digest and diff ID): buffers of a few hundred KiB,
+// so that a decoder's small reads cost one queue operation per buffer, not
+// per read, and a queue deep enough to ride out the hash falling behind.
+const HashBufferSize, HashQueueLen = 256 << 10, 8
 
 // NewHash hashes with h in a goroutine of its own, queueing at most n
 // buffers of size bytes.
@@ -78,11 +80,8 @@ func (a *Hash) Write(b []byte) (int, error) {
 }
 
 // finish queues the last buffer, ends the queue and waits for the
-// goroutine.
+// goroutine; once only (its callers check closed).
 func (a *Hash) finish() {
-	if a.closed {
-		return
-	}
 	a.closed = true
 	if len(a.cur) > 0 {
 		a.q <- a.cur
@@ -93,14 +92,12 @@ func (a *Hash) finish() {
 }
 
 // Sum appends the hash of everything written to b. It ends the stream:
-// later writes are ignored, and later sums give the same hash.
+// later writes are ignored, and later sums give the same hash. After
+// Close, it appends nothing.
 func (a *Hash) Sum(b []byte) []byte {
 	if a.sum == nil {
-		select {
-		case <-a.stop:
-			// Closed before a sum: nothing to give.
+		if a.closed {
 			return b
-		default:
 		}
 		a.finish()
 		a.sum = a.h.Sum(nil)
@@ -109,11 +106,11 @@ func (a *Hash) Sum(b []byte) []byte {
 }
 
 // Close ends the goroutine, hashing nothing more of what is queued. A
-// Hash already summed is left as it is.
+// Hash already summed or closed is left as it is.
 func (a *Hash) Close() error {
-	if a.sum == nil {
-		a.once.Do(func() { close(a.stop) })
+	if !a.closed {
+		close(a.stop)
+		a.finish()
 	}
-	a.finish()
 	return nil
 }
