@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the fast tier (make unit, then make lint), the e2e tier (make e2e)
-# and the integration tier (make integration) side by side, the last two each with
-# its own registry and buildkitd, and exits 1 if any failed. Each tier's output is printed as it comes, every line
-# prefixed with the tier's name; a failed tier's log is printed again at
-# the end.
+# and the integration tier (make integration) side by side, the last two
+# each with its own registry and buildkitd, and exits 1 if any failed.
+# Each tier's output is printed as it comes, every line prefixed with the
+# tier's name; a failed tier's log is printed again at the end.
 #
 #   bash scripts/tiers.sh
 #

@@ -5,9 +5,9 @@ import "hash"
 // Hash is a hash.Hash's Write and Sum with the hashing in a goroutine of
 // its own: Write copies what it is given into the current buffer and
 // queues the buffer when it is full; the goroutine hashes the queue in
-// order. A
-// stream's decoder and its hash so take two cores instead of adding up
-// on one (a layer walk's gzip decode, its blob digest and its diff ID).
+// order. A stream's decoder and its hash so take two cores instead of
+// adding up on one (a layer walk's gzip decode, its blob digest and its
+// diff ID).
 // Memory is bounded by n+2 buffers of size bytes.
 //
 // Sum waits for the queue to be hashed. Close ends the goroutine without
