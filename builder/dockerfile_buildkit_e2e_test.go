@@ -26,14 +26,15 @@ import (
 )
 
 // dfBase pushes a tiny base image made offline from this host's sh, find,
-// rm, mkdir, ln, chmod and grep (what the system-packages step runs) and a
+// rm, mkdir, ln, chmod and grep (what the system-packages step runs),
+// touch and date (what every run step's wrapper runs: runArgs) and a
 // python3 that succeeds, and whose pip says it runs Python python, so the
 // steps that would install python and pip have nothing to do and the
 // version check passes.
 func dfBase(t *testing.T, ref, python string) {
 	t.Helper()
 	libs := []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libselinux.so.1", "/lib/x86_64-linux-gnu/libm.so.6", "/lib/x86_64-linux-gnu/libpcre2-8.so.0"}
-	host := testimage.HostLayer(t, append([]string{"/bin/sh", "/bin/find", "/bin/rm", "/bin/mkdir", "/bin/ln", "/bin/chmod", "/bin/grep"}, libs...)...)
+	host := testimage.HostLayer(t, append([]string{"/bin/sh", "/bin/find", "/bin/rm", "/bin/mkdir", "/bin/ln", "/bin/chmod", "/bin/grep", "/bin/touch", "/bin/date"}, libs...)...)
 	fake := "#!/bin/sh\nif [ \"$1 $2 $3\" = \"-m pip --version\" ]; then echo \"pip 0 from /bin (python " + python + ")\"; fi\nexit 0\n"
 	py := testimage.Layer(t, []testimage.Entry{{Name: "bin/python3", Body: []byte(fake), Mode: 0o755}}, "gzip")
 	testimage.Push(t, ref, testimage.Image(t, testimage.Config{

@@ -152,13 +152,16 @@ func (o Options) compression(c string) (string, error) {
 }
 
 // imageAttrs are the exporter attributes every output shares: forced
-// compression, OCI media types, timestamps rewritten to the epoch.
+// compression, OCI media types, the epoch as the config's and history's
+// time. The layers' file times are already the epoch's (each run step
+// sets what it wrote: runArgs), so the exporter does not rewrite them:
+// BuildKit's rewrite-timestamp decodes and encodes every layer again at
+// every export.
 func imageAttrs(comp string, in Inputs) map[string]string {
 	a := map[string]string{
 		"compression":       comp,
 		"force-compression": "true",
 		"oci-mediatypes":    "true",
-		"rewrite-timestamp": "true",
 	}
 	if in.SourceDateEpoch != nil {
 		a["source-date-epoch"] = strconv.FormatInt(*in.SourceDateEpoch, 10)

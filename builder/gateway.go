@@ -49,8 +49,8 @@ func (b *gatewayBuild) run(ctx context.Context, c gateway.Client) (*gateway.Resu
 		if len(b.graphs) == 1 {
 			out.SetRef(ref)
 			out.AddMeta(exptypes.ExporterImageConfigKey, cfgJSON)
-			// The base's layers are then left as they are by the
-			// timestamp rewrite (shared with the base, never re-pushed).
+			// The base's history entries then keep their times (the
+			// exporter dates only kiln's to the epoch).
 			out.AddMeta(exptypes.ExporterImageBaseConfigKey, base)
 		} else {
 			out.AddRef(id, ref)

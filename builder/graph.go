@@ -26,7 +26,7 @@ type Inputs struct {
 	RecipeHash string // recipe sha256, as a label
 	LockDigest string // kiln.lock sha256, as a label ("" without a lock)
 	// SourceDateEpoch fixes the config's created time, copied files' times
-	// and (through the exporter) layer timestamps.
+	// and the times of the files each run step writes (runArgs).
 	SourceDateEpoch *int64
 	// AppDigest is the app files' content digest (AppDigest), recorded
 	// in the image's layers.LabelInputs so that --explain can say an app change
@@ -197,7 +197,7 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 			}
 		}
 		opts := []llb.RunOption{
-			llb.Args([]string{"/bin/sh", "-c", step.Shell}),
+			llb.Args(runArgs(step, in.SourceDateEpoch)),
 			llb.WithCustomName(step.Name),
 		}
 		if step.HostNetwork {
@@ -241,6 +241,50 @@ func stageState(st Stage, platform ocispecs.Platform, in Inputs, stages map[stri
 // CachedStepName names the step that copies a cached wheel where its
 // Compile step would have written it.
 func CachedStepName(pkg string) string { return "devel: " + pkg + " from the wheel cache" }
+
+// runArgs is the command of a run step. With an epoch, the step's shell
+// runs inside clampScript, which sets every file the step wrote to it:
+// the layer a step makes is then the same bytes on every build, and the
+// exporter has no timestamps to rewrite (BuildKit's rewrite-timestamp
+// decoded and encoded every kiln layer again at every export: 73 s of a
+// no-op rebuild of the default recipe on two cores).
+func runArgs(step Step, epoch *int64) []string {
+	if epoch == nil {
+		return []string{"/bin/sh", "-c", step.Shell}
+	}
+	return []string{"/bin/sh", "-c", clampScript("/", stepMarker, "/proc/self/mountinfo", *epoch), "kiln-step", step.Shell}
+}
+
+// stepMarker is where clampScript notes the step's start: /dev/shm is a
+// tmpfs the runtime mounts in every step (BuildKit's OCI spec), never in
+// the layer, and writable whatever the user.
+const stepMarker = "/dev/shm/.kiln-step-start"
+
+// clampScript runs the shell in $1 and then sets the modification time of
+// every file under root it created or changed to epoch, as BuildKit's
+// rewrite-timestamp would in the layer: anything newer than marker, which
+// is dated a second before the step starts (a file's time is coarser than
+// the clock: one written in the marker's tick would not be newer than
+// it). Every mount point mountinfo lists but root is left alone, with
+// what is under it: the step's cache and bind mounts, and the files
+// BuildKit binds read-only over the image's (/etc/hosts,
+// /etc/resolv.conf), which are not in the layer. Files a step unpacks
+// with their archive's times keep them: those are the same on every
+// build. A step that fails exits with its status; a file that cannot be
+// set fails the step, which would otherwise not be reproducible.
+func clampScript(root, marker, mountinfo string, epoch int64) string {
+	m := shellQuote(marker)
+	return strings.Join([]string{
+		`s=$1`,
+		`touch -d "@$(($(date +%s) - 1))" ` + m + ` || exit`,
+		`/bin/sh -c "$s" || exit`,
+		`set --`,
+		`while read -r _ _ _ _ p _; do [ "$p" = ` + shellQuote(root) + ` ] || set -- "$@" -o -path "$p"; done < ` + shellQuote(mountinfo),
+		fmt.Sprintf(`find %s -xdev \( -path %s "$@" \) -prune -o -newer %s -exec touch -h -d @%d {} + || { echo "kiln: could not set the files this step wrote to SOURCE_DATE_EPOCH (%d): the layer would differ between builds" >&2; exit 1; }`,
+			shellQuote(root), m, m, epoch, epoch),
+		`rm -f ` + m,
+	}, "\n")
+}
 
 // cachedWheelCopy copies file from the WheelsName context into the
 // Compile step's directory.
@@ -333,4 +377,9 @@ func PlatformOrDefault(p *recipes.Plan) ocispecs.Platform {
 		}
 	}
 	return ocispecs.Platform{OS: "linux", Architecture: "amd64"}
+}
+
+// shellQuote quotes s as one word of a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

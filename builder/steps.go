@@ -509,7 +509,7 @@ func runtimeSystem(p *recipes.Plan) Step {
 	}
 	sh = append(sh, pythonCheck(p, "runtime"), clean,
 		// apt's and dpkg's logs record wall-clock times, and ldconfig's
-		// aux-cache file times; timestamp rewriting does not touch
+		// aux-cache file times; dating the files does not touch
 		// contents, so without this two builds from clean caches differ
 		// in this layer.
 		rmBuildLogs)
