@@ -268,20 +268,21 @@ const stepMarker = "/dev/shm/.kiln-step-start"
 // it). Every mount point mountinfo lists but root is left alone, with
 // what is under it: the step's cache and bind mounts, and the files
 // BuildKit binds read-only over the image's (/etc/hosts,
-// /etc/resolv.conf), which are not in the layer. Files a step unpacks
+// /etc/resolv.conf), which are not in the layer (mountinfo writes a
+// space as \040: kiln's mount targets have none). Files a step unpacks
 // with their archive's times keep them: those are the same on every
 // build. A step that fails exits with its status; a file that cannot be
 // set fails the step, which would otherwise not be reproducible.
 func clampScript(root, marker, mountinfo string, epoch int64) string {
-	m := shellQuote(marker)
+	m := shq(marker)
 	return strings.Join([]string{
 		`s=$1`,
 		`touch -d "@$(($(date +%s) - 1))" ` + m + ` || exit`,
 		`/bin/sh -c "$s" || exit`,
 		`set --`,
-		`while read -r _ _ _ _ p _; do [ "$p" = ` + shellQuote(root) + ` ] || set -- "$@" -o -path "$p"; done < ` + shellQuote(mountinfo),
+		`while read -r _ _ _ _ p _; do [ "$p" = ` + shq(root) + ` ] || set -- "$@" -o -path "$p"; done < ` + shq(mountinfo),
 		fmt.Sprintf(`find %s -xdev \( -path %s "$@" \) -prune -o -newer %s -exec touch -h -d @%d {} + || { echo "kiln: could not set the files this step wrote to SOURCE_DATE_EPOCH (%d): the layer would differ between builds" >&2; exit 1; }`,
-			shellQuote(root), m, m, epoch, epoch),
+			shq(root), m, m, epoch, epoch),
 		`rm -f ` + m,
 	}, "\n")
 }
@@ -377,9 +378,4 @@ func PlatformOrDefault(p *recipes.Plan) ocispecs.Platform {
 		}
 	}
 	return ocispecs.Platform{OS: "linux", Architecture: "amd64"}
-}
-
-// shellQuote quotes s as one word of a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
