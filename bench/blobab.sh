@@ -21,13 +21,9 @@ IMG=${IMG:-127.0.0.1:5000/nvidia/cuda:12.4.1-runtime-debian13}
 RUNS=${RUNS:-3}
 W=${KILN_BENCH_DIR:-/var/tmp/kiln-blobab}
 rm -rf "$W" && mkdir -p "$W"
-trap 'for s in before after; do git worktree remove --force "$W/src.$s" >/dev/null 2>&1 || true; done; rm -rf "$W"' EXIT
-for s in before after; do
-	rev=$BEFORE
-	[ $s = after ] && rev=$AFTER
-	git worktree add --detach "$W/src.$s" "$rev" >/dev/null 2>&1
-	(cd "$W/src.$s" && CGO_ENABLED=0 go build -o "$W/kiln.$s" ./cmd/kiln)
-done
+. bench/lib/ab.sh
+trap 'ab_remove "$W"; rm -rf "$W"' EXIT
+ab_kilns "$W" "$BEFORE" "$AFTER"
 (cd "$W/src.after" && go build -o "$W/weightspub" ./bench/weightspub)
 [[ -f $FIX/app.tar ]] || bash scripts/fixtures.sh archive # docker save output, written on demand
 read -r ref _ bytes < <("$W/weightspub" -layer 6 "docker-archive:$FIX/app.tar" "127.0.0.1:5000/kiln-weights/ab:latest")

@@ -39,17 +39,11 @@ done
 
 # Static: kiln build runs this binary inside the image to prune GPU code.
 CGO_ENABLED=0 go build -o "$WORK/kiln" ./cmd/kiln
-go build -o "$WORK/kiln-wheels" ./builder/internal/wheelserve/kiln-wheels
-"$WORK/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb "$TORCH_MB" -dir "$FIX/wheels" >"$WORK/index.url" &
-WPID=$!
-for _ in $(seq 1 50); do [[ -s $WORK/index.url ]] && break; sleep 0.1; done
-INDEX=$(cat "$WORK/index.url")
-
-mkdir -p "$WORK/ctx/app"
+. bench/lib/ab.sh
+wheel_index "$WORK" .
 # The offline stack debian13-cu124 (CUDA 12.4.1, torch 2.6.0+cu124, Debian 13),
 # as a user would start from it.
-"$WORK/kiln" recipes init debian13-cu124 -o "$WORK/ctx/kiln.yaml" >/dev/null
-echo "print('v1')" >"$WORK/ctx/app/main.py"
+default_recipe "$WORK" "$WORK/kiln"
 
 # The naive image: everything on the devel base, one stage.
 cat >"$WORK/ctx/Dockerfile" <<EOF

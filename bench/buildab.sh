@@ -21,22 +21,12 @@ BEFORE=${1:-$(git merge-base HEAD main)}
 AFTER=${2:-HEAD}
 PORT=${KILN_BENCH_INDEX_PORT:-39522}
 W=$(mktemp -d "${KILN_BENCH_DIR:-/var/tmp}/kiln-buildab.XXXXXX")
-trap 'kill "${WPID:-0}" 2>/dev/null || true; for s in before after; do git worktree remove --force "$W/src.$s" >/dev/null 2>&1 || true; done; rm -rf "$W"' EXIT
-for s in before after; do
-	rev=$BEFORE
-	[ $s = after ] && rev=$AFTER
-	git worktree add --detach "$W/src.$s" "$rev" >/dev/null 2>&1
-	(cd "$W/src.$s" && CGO_ENABLED=0 go build -o "$W/kiln.$s" ./cmd/kiln)
-done
-(cd "$W/src.after" && go build -o "$W/kiln-wheels" ./builder/internal/wheelserve/kiln-wheels)
+. bench/lib/ab.sh
+trap 'kill "${WPID:-0}" 2>/dev/null || true; ab_remove "$W"; rm -rf "$W"' EXIT
+ab_kilns "$W" "$BEFORE" "$AFTER"
 eval "$(bash scripts/buildkitd.sh env)"
-"$W/kiln-wheels" -addr "127.0.0.1:$PORT" -torch-mb 64 -dir "$FIX/wheels" >"$W/index.url" &
-WPID=$!
-for _ in $(seq 1 50); do [[ -s $W/index.url ]] && break; sleep 0.1; done
-INDEX=$(cat "$W/index.url")
-mkdir -p "$W/ctx/app"
-"$W/kiln.after" recipes init debian13-cu124 -o "$W/ctx/kiln.yaml" >/dev/null
-echo "print('v1')" >"$W/ctx/app/main.py"
+wheel_index "$W" "$W/src.after"
+default_recipe "$W" "$W/kiln.after"
 echo "before $(git rev-parse --short "$BEFORE"), after $(git rev-parse --short "$AFTER"); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 cpu() { awk '/^cpu /{print $2+$3+$4+$6+$7+$8}' /proc/stat; }
 kb() { # kb WHICH ROW: one timed kiln build into $W/t.ROW.WHICH
