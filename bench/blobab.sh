@@ -45,16 +45,8 @@ for _ in $(seq "$RUNS"); do
 		once analyze "$which" "$k" analyze "$IMG" --json --progress none
 	done
 done
-best() { sort -n "$1" | head -1; }
-printf '\n%-36s %9s %9s %8s\n' row before after ratio
-for row in pull pull1 warm analyze; do
-	b=$(best "$W/times.$row.before")
-	a=$(best "$W/times.$row.after")
-	case $row in
-	pull) name="weights pull (chunked)" ;;
-	pull1) name="weights pull (one connection)" ;;
-	warm) name="warm registry -> oci:" ;;
-	analyze) name="analyze (every layer)" ;;
-	esac
-	printf '%-36s %8.2fs %8.2fs %8.2f\n' "$name" "$b" "$a" "$(echo "$a / $b" | bc -l)"
-done
+ab_header
+ab_row "weights pull (chunked), s" "$W/times.pull"
+ab_row "weights pull (one connection), s" "$W/times.pull1"
+ab_row "warm registry -> oci:, s" "$W/times.warm"
+ab_row "analyze (every layer), s" "$W/times.analyze"

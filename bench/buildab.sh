@@ -43,14 +43,7 @@ for s in before after; do
 	kb $s noop
 done
 buildctl prune --all >/dev/null
-best() { sort -n "$1" | head -1; }
-printf '\n%-40s %9s %9s %8s\n' row before after ratio
-for row in first cpu noop; do
-	b=$(best "$W/t.$row.before") a=$(best "$W/t.$row.after")
-	case $row in
-	first) name="first build, empty BuildKit (s)" ;;
-	cpu) name="machine CPU during it (s)" ;;
-	noop) name="no-op kiln build --rebuild (best of 2, s)" ;;
-	esac
-	printf '%-40s %9.2f %9.2f %8.3f\n' "$name" "$b" "$a" "$(echo "$a / $b" | bc -l)"
-done
+ab_header
+ab_row "first build, empty BuildKit, s" "$W/t.first"
+ab_row "machine CPU during it, s" "$W/t.cpu"
+ab_row "no-op kiln build --rebuild (best of 2), s" "$W/t.noop"

@@ -10,6 +10,9 @@
 #                             sets WPID and INDEX
 #   default_recipe W KILN     $W/ctx: the default recipe (debian13-cu124),
 #                             as a user starts from it, and a one-line app
+#   ab_header; ab_row NAME F  the result table: a row is the best (lowest)
+#                             of F.before and of F.after (a figure a line)
+#                             and their ratio (below 1.00: after is less)
 ab_kilns() {
 	local w=$1 s rev
 	for s in before after; do
@@ -35,4 +38,11 @@ default_recipe() {
 	mkdir -p "$1/ctx/app"
 	"$2" recipes init debian13-cu124 -o "$1/ctx/kiln.yaml" >/dev/null
 	echo "print('v1')" >"$1/ctx/app/main.py"
+}
+ab_header() { printf '\n%-42s %9s %9s %8s\n' row before after ratio; }
+ab_row() {
+	local b a
+	b=$(sort -n "$2.before" | head -1)
+	a=$(sort -n "$2.after" | head -1)
+	printf '%-42s %9.2f %9.2f %8.2f\n' "$1" "$b" "$a" "$(echo "$a / $b" | bc -l)"
 }
