@@ -2,6 +2,7 @@ package builder
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,5 +124,27 @@ func TestRunStepsClampTheirFiles(t *testing.T) {
 	}
 	if n != len(want) || n == 0 {
 		t.Errorf("%d wrapped run steps, want %d", n, len(want))
+	}
+}
+
+// A step that fails is named by its own command in the build's error, as
+// before the wrapper, not by clampScript's lines; the error underneath is
+// BuildKit's.
+func TestStepErrorNamesTheStep(t *testing.T) {
+	epoch := int64(7)
+	step := Step{Shell: `set -e; apt-get install -y "python3"`}
+	cause := errors.New("exit code: 100")
+	// As BuildKit's exec op words it (solver/llbsolver/ops/exec.go).
+	err := fmt.Errorf("failed to solve: process %q did not complete successfully: %w", strings.Join(runArgs(step, &epoch), " "), cause)
+	got := stepError(err, &epoch)
+	want := fmt.Sprintf("failed to solve: process %q did not complete successfully: exit code: 100", "/bin/sh -c "+step.Shell)
+	if got.Error() != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !errors.Is(got, cause) {
+		t.Error("the error underneath is lost")
+	}
+	if other := errors.New("failed to solve: registry unreachable"); stepError(other, &epoch) != other {
+		t.Error("an error naming no step changed")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,6 +255,31 @@ func runArgs(step Step, epoch *int64) []string {
 	}
 	return []string{"/bin/sh", "-c", clampScript("/", stepMarker, "/proc/self/mountinfo", *epoch), "kiln-step", step.Shell}
 }
+
+// stepError is err with each failed run step named by its own command:
+// BuildKit names a process that failed by its arguments ("process %q did
+// not complete successfully"), and runArgs put the step's shell after
+// clampScript's. The error is still err underneath (Unwrap).
+func stepError(err error, epoch *int64) error {
+	if err == nil || epoch == nil {
+		return err
+	}
+	prefix := strconv.Quote(strings.Join(runArgs(Step{}, epoch), " "))
+	prefix = prefix[:len(prefix)-1] // the quoted command up to the step's shell
+	msg := err.Error()
+	if !strings.Contains(msg, prefix) {
+		return err
+	}
+	return &namedStepError{msg: strings.ReplaceAll(msg, prefix, `"/bin/sh -c `), err: err}
+}
+
+type namedStepError struct {
+	msg string
+	err error
+}
+
+func (e *namedStepError) Error() string { return e.msg }
+func (e *namedStepError) Unwrap() error { return e.err }
 
 // stepMarker is where clampScript notes the step's start: /dev/shm is a
 // tmpfs the runtime mounts in every step (BuildKit's OCI spec), never in

@@ -340,7 +340,7 @@ func Build(ctx context.Context, p *recipes.Plan, in Inputs, o Options) (*Result,
 		}
 	}
 	if err != nil {
-		return res, err
+		return res, stepError(err, in.SourceDateEpoch)
 	}
 	res.Response = resp.ExporterResponse
 	res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
