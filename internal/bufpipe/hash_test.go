@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"math/rand"
-	"runtime"
 	"testing"
-	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestHashIsTheHashOfEveryWrite(t *testing.T) {
@@ -40,7 +40,7 @@ func TestHashIsTheHashOfEveryWrite(t *testing.T) {
 }
 
 func TestHashCloseEndsItsGoroutine(t *testing.T) {
-	before := runtime.NumGoroutine()
+	current := goleak.IgnoreCurrent()
 	for range 50 {
 		a := NewHash(sha256.New(), 4<<10, 2)
 		a.Write(make([]byte, 100<<10))
@@ -50,11 +50,7 @@ func TestHashCloseEndsItsGoroutine(t *testing.T) {
 			t.Fatalf("Sum after Close = %x, want nothing", got)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines after 50 closed hashes, %d before", n, before)
+	if err := goleak.Find(current); err != nil {
+		t.Fatalf("goroutines left after 50 closed hashes:\n%v", err)
 	}
 }
