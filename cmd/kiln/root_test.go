@@ -11,10 +11,13 @@ import (
 	"testing"
 
 	"github.com/moby/buildkit/client"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kiln-build/kiln/builder"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
 	"github.com/kiln-build/kiln/cmd/kiln/internal/verbkit"
+	"github.com/kiln-build/kiln/internal/testkit"
 	"github.com/kiln-build/kiln/registry"
 	"github.com/kiln-build/kiln/warm"
 	"github.com/kiln-build/kiln/warm/targets"
@@ -147,5 +150,56 @@ func TestExitCodesAndErrorWords(t *testing.T) {
 	var rep struct{ Error string }
 	if code != 1 || json.Unmarshal([]byte(out), &rep) != nil || !strings.Contains(rep.Error, "not in kiln's driver table") {
 		t.Errorf("compat driver --json: exit %d, %s", code, out)
+	}
+}
+
+// TestHelpFitsEightyColumns: every command's --help, on a pipe, fits 80
+// columns (it had 180 lines wider: flag usages, examples, summaries) and
+// says everything it said before: the description and every summary
+// word for word, every flag.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	f := verbkit.New(&cmdutil.IO{}, cmdutil.BuildInfo{Version: "test"}, run)
+	var walk func(c *cobra.Command)
+	var n int
+	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return
+		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		code, out, errOut := kiln(t, append(path, "--help")...)
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d %s", c.CommandPath(), code, errOut)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if !testkit.Fits(l, 80) {
+				t.Errorf("%s --help: %d columns: %q", c.CommandPath(), len(l), l)
+			}
+		}
+		flat := testkit.Flat(out)
+		text := c.Long
+		if text == "" {
+			text = c.Short
+		}
+		if !strings.Contains(flat, testkit.Flat(text)) {
+			t.Errorf("%s --help lost words of its description", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && !strings.Contains(flat, testkit.Flat(sub.Name()+" "+sub.Short)) {
+				t.Errorf("%s --help: no %q", c.CommandPath(), sub.Short)
+			}
+		}
+		c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+			if !fl.Hidden && !strings.Contains(out, "--"+fl.Name+" ") && !strings.Contains(out, "--"+fl.Name+"\n") {
+				t.Errorf("%s --help: no --%s", c.CommandPath(), fl.Name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(verbkit.NewRoot(f, verbs...))
+	if n < 25 {
+		t.Errorf("walked %d commands", n)
 	}
 }

@@ -96,6 +96,7 @@ on failure: "schema", "ok", and on failure "error" and "exit_code"
 	root.AddCommand(cmds...)
 	refuseUnknownSubcommands(root)
 	CompleteFlags(root, flagCompletions)
+	setHelp(root)
 	return root
 }
 
