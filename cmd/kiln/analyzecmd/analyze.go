@@ -207,7 +207,7 @@ func runAnalyze(ctx context.Context, opts *AnalyzeOptions) error {
 		}
 	}
 	if len(violations) > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --ci rule(s) broken\n", len(violations))
+		cmdutil.Notef(opts.IO.ErrOut, "%d --ci rule(s) broken", len(violations))
 		return cmdutil.SilentExit(cmdutil.ExitRule)
 	}
 	return nil

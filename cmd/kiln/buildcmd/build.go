@@ -199,7 +199,7 @@ func parseBuildFlags(opts *BuildOptions) (*builder.RunOptions, *analyze.Rules, e
 	}
 	opts.Progress = cmdutil.NormalizeProgress(opts.Progress)
 	if opts.SkipExisting {
-		fmt.Fprintln(opts.IO.ErrOut, "kiln: --skip-existing is deprecated and does nothing: with --push a no-op rebuild answers from the content tag by default (--rebuild opts out)")
+		cmdutil.Notef(opts.IO.ErrOut, "--skip-existing is deprecated and does nothing: with --push a no-op rebuild answers from the content tag by default (--rebuild opts out)")
 	}
 	if opts.SignKey != "" && opts.Push == "" {
 		return nil, nil, cmdutil.UsageErr("--sign-key needs --push: the signature is stored next to the pushed image")

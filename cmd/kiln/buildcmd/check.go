@@ -48,6 +48,6 @@ func checkBuilt(ctx context.Context, opts *BuildOptions, plan *recipes.Plan, ref
 	for _, v := range violations {
 		fmt.Fprintf(opts.IO.ErrOut, "  ✗ %s: %s\n", v.Rule, v.Message)
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "kiln: %d --check rule(s) broken in %s\n", len(violations), ref)
+	cmdutil.Notef(opts.IO.ErrOut, "%d --check rule(s) broken in %s", len(violations), ref)
 	return cmdutil.SilentExit(cmdutil.ExitRule)
 }

@@ -142,7 +142,7 @@ func fatbinPrune(ctx context.Context, opts *FatbinOptions) (*slim.GPUCodeReport,
 			apply := opts.PruneNVIDIA || !slim.IsNVIDIALib(strings.TrimPrefix(abs, "/"))
 			plan, err := pruneFile(p, fleet, opts.KeepPTX, opts.DryRun || !apply)
 			if errors.Is(err, fatbin.ErrChanged) {
-				fmt.Fprintf(opts.IO.ErrOut, "kiln: %v\n", err)
+				cmdutil.Notef(opts.IO.ErrOut, "%v", err)
 				changed = append(changed, p)
 				return nil
 			}
@@ -199,10 +199,10 @@ func removeStaleTemp(w io.Writer, p string, d fs.DirEntry) {
 		return
 	}
 	if err := os.Remove(p); err != nil {
-		fmt.Fprintf(w, "kiln: %s: a killed prune's temporary file; could not remove it: %v\n", p, err)
+		cmdutil.Notef(w, "%s: a killed prune's temporary file; could not remove it: %v", p, err)
 		return
 	}
-	fmt.Fprintf(w, "kiln: removed %s, a killed prune's temporary file (%s)\n", p, bytesize.Format(fi.Size()))
+	cmdutil.Notef(w, "removed %s, a killed prune's temporary file (%s)", p, bytesize.Format(fi.Size()))
 }
 
 func isELFFile(p string) bool {

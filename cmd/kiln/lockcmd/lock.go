@@ -103,7 +103,7 @@ func runLock(ctx context.Context, opts *LockOptions) error {
 	}
 	if opts.Check {
 		if why := l.Stale(r, plan); len(why) > 0 {
-			fmt.Fprintf(opts.IO.ErrOut, "kiln: %s is stale:\n", out)
+			cmdutil.Notef(opts.IO.ErrOut, "%s is stale:", out)
 			for _, w := range why {
 				fmt.Fprintf(opts.IO.ErrOut, "  - %s\n", w)
 			}

@@ -419,10 +419,10 @@ func warmOnce(ctx context.Context, opts *WarmOptions) (*warm.Report, error) {
 		}
 	}
 	if opts.Progress != "none" {
-		ro.Log = func(format string, a ...any) { fmt.Fprintf(logTo, "kiln: "+format+"\n", a...) }
+		ro.Log = func(format string, a ...any) { cmdutil.Notef(logTo, format, a...) }
 	}
 	ro.OnWeightsWait = func() {
-		fmt.Fprintf(logTo, "kiln: waiting for another kiln weights pull into %s\n", opts.WeightsInto)
+		cmdutil.Notef(logTo, "waiting for another kiln weights pull into %s", opts.WeightsInto)
 	}
 	rep, err := warm.Run(ctx, ro)
 	if bars != nil {

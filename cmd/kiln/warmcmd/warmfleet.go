@@ -331,7 +331,7 @@ func runNodeStatus(ctx context.Context, opts *FleetOptions, node string) error {
 		return err
 	}
 	if r.State == fleet.StateFailed {
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s: %s\n", node, r.Error)
+		cmdutil.Notef(opts.IO.ErrOut, "%s: %s", node, r.Error)
 		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
 	return nil

@@ -480,7 +480,7 @@ func runWeightsVerify(ctx context.Context, opts *WeightsVerifyOptions) error {
 		if err := tb.Write(opts.IO.Out); err != nil {
 			return err
 		}
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s does not verify: %d problems\n", opts.Dir, len(rep.Problems))
+		cmdutil.Notef(opts.IO.ErrOut, "%s does not verify: %d problems", opts.Dir, len(rep.Problems))
 	}
 	if !rep.OK {
 		return cmdutil.SilentExit(cmdutil.ExitFailure)
@@ -587,7 +587,7 @@ func runWeightsRunArgs(ctx context.Context, opts *WeightsRunArgsOptions) error {
 		in.PullRef = res.Ref
 	}
 	if in.PullRef == "" {
-		fmt.Fprintf(opts.IO.ErrOut, "kiln: %s is a manifest file: the init container pulls WEIGHTS_REF; pass --pull-ref REGISTRY/REPO@sha256:...\n", opts.Ref)
+		cmdutil.Notef(opts.IO.ErrOut, "%s is a manifest file: the init container pulls WEIGHTS_REF; pass --pull-ref REGISTRY/REPO@sha256:...", opts.Ref)
 	}
 	s, err := weights.RunArgs(in)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kiln-build/kiln/internal/redact"
+	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/internal/termtext"
 )
 
@@ -166,9 +167,24 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IO) i
 		}
 	}
 	if msg != "" && !printed {
-		fmt.Fprintf(ios.ErrOut, "kiln: %s\n", msg)
+		writeError(ios.ErrOut, msg)
 	}
 	return code
+}
+
+// writeError prints kiln's last line, "kiln: MSG" (Notef).
+func writeError(w io.Writer, msg string) { Notef(w, "%s", msg) }
+
+// Notef prints one of kiln's own lines to w, "kiln: " and the message. On
+// a terminal it is wrapped at its width under the message (a person reads
+// it there); to a pipe or a log it stays one line, whole for grep.
+func Notef(w io.Writer, format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	if !IsTerminal(w) {
+		fmt.Fprintf(w, "kiln: %s\n", msg)
+		return
+	}
+	termtable.Fprintw(w, TermWidth(w), "kiln: ", "kiln: ", msg)
 }
 
 // classify maps a verb's error to its exit code and the message printed

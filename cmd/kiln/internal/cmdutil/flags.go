@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"fmt"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -52,7 +51,7 @@ func AliasNote(f *pflag.Flag) string {
 func warnAliases(c *cobra.Command) {
 	c.Flags().Visit(func(f *pflag.Flag) {
 		if note := AliasNote(f); note != "" {
-			fmt.Fprintf(c.ErrOrStderr(), "kiln: --%s is deprecated, %s\n", f.Name, note)
+			Notef(c.ErrOrStderr(), "--%s is deprecated, %s", f.Name, note)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kiln-build/kiln/cmd/kiln/internal/cmdutil"
-	"github.com/kiln-build/kiln/internal/termtable"
 	"github.com/kiln-build/kiln/registry"
 )
 
@@ -48,7 +47,7 @@ func MirrorOptions(flags []string, note io.Writer) ([]registry.Option, error) {
 	}
 	opts := []registry.Option{registry.WithMirrors(ms...)}
 	if note != nil {
-		opts = append(opts, registry.WithMirrorNote(func(line string) { termtable.Fprintw(note, cmdutil.TermWidth(note), "kiln: ", "      ", line) }))
+		opts = append(opts, registry.WithMirrorNote(func(line string) { cmdutil.Notef(note, "%s", line) }))
 	}
 	return opts, nil
 }

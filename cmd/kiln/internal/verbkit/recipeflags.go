@@ -174,10 +174,10 @@ func Refusal(ios *cmdutil.IO, asJSON bool, err error) error {
 	}
 	if asJSON {
 		_ = cmdutil.WriteJSON(ios.Out, map[string]any{"error": re.Error(), "field": re.Field, "reason": re.Reason, "alternatives": cmdutil.NonNil(re.Alternatives)})
-		fmt.Fprintf(ios.ErrOut, "kiln: refused: %s\n", re.Error())
+		cmdutil.Notef(ios.ErrOut, "refused: %s", re.Error())
 		return cmdutil.SilentExit(cmdutil.ExitFailure)
 	}
-	fmt.Fprintf(ios.ErrOut, "kiln: refused: %s: %s\n", re.Field, re.Reason)
+	cmdutil.Notef(ios.ErrOut, "refused: %s: %s", re.Field, re.Reason)
 	for _, a := range re.Alternatives {
 		fmt.Fprintf(ios.ErrOut, "  try: %s\n", a)
 	}
