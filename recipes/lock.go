@@ -134,7 +134,10 @@ func NewLock(ctx context.Context, r *Recipe, plan *Plan, o LockOptions) (*Lock, 
 		}
 		idx, per, err := o.Digests.PlatformDigests(ctx, ref)
 		if err != nil {
-			return nil, fmt.Errorf("lock: base image %s: %w", ref, err)
+			if strings.Contains(err.Error(), ref) { // the registry's error names it
+				return nil, fmt.Errorf("lock: the %s base image: %w", kind, err)
+			}
+			return nil, fmt.Errorf("lock: the %s base image %s: %w", kind, ref, err)
 		}
 		li := LockedImage{Ref: ref, Digest: idx, Platforms: map[string]string{}}
 		for _, p := range plan.Platforms {
