@@ -122,7 +122,7 @@ func wrapFlags(s string, width int) string {
 func wrapLines(s string, width, maxHang int) string {
 	var out []string
 	for _, line := range strings.Split(s, "\n") {
-		if termtable.Len(line) <= width {
+		if termtable.Len(line) <= width || strings.HasPrefix(line, "\t") { // fits, or a command (cobra's completion help)
 			out = append(out, line)
 			continue
 		}
