@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-build/kiln/internal/shellword"
 	"github.com/kiln-build/kiln/recipes/wheelkey"
 )
 
@@ -190,57 +191,15 @@ func commandWords(line string) []string {
 // splitCommands splits a shell line at ;, &, |, newlines, and ( ) outside
 // quotes.
 func splitCommands(line string) []string {
-	var out []string
-	var cur strings.Builder
-	var quote rune
-	for _, r := range line {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"':
-			quote = r
-		case strings.ContainsRune(";&|\n()", r):
-			out = append(out, cur.String())
-			cur.Reset()
-			continue
-		}
-		cur.WriteRune(r)
-	}
-	return append(out, cur.String())
+	return shellword.Split(line, func(r rune) bool { return strings.ContainsRune(";&|\n()", r) })
 }
 
 // shellFields splits a command at blanks outside quotes, removing the
 // quotes.
 func shellFields(cmd string) []string {
 	var out []string
-	var cur strings.Builder
-	var quote rune
-	in := false
-	for _, r := range cmd {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-				continue
-			}
-		case r == '\'' || r == '"':
-			quote, in = r, true
-			continue
-		case r == ' ' || r == '\t':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-			continue
-		}
-		cur.WriteRune(r)
-		in = true
-	}
-	if in {
-		out = append(out, cur.String())
+	for _, w := range shellword.Words(cmd) {
+		out = append(out, shellword.Unquote(w))
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kiln-build/kiln/internal/shellword"
 	"github.com/kiln-build/kiln/internal/termtable"
 )
 
@@ -157,7 +158,7 @@ func wrapExample(s string, width int) string {
 		}
 		cont := ind + "    "
 		cur := ind
-		words := flagWords(shellWords(body))
+		words := flagWords(shellword.Words(body))
 		for i, word := range words {
 			last := i == len(words)-1 && word == "\\" // already continued
 			if i > 0 && !last && termtable.Len(cur)+1+termtable.Len(word)+2 > width {
@@ -189,33 +190,4 @@ func flagWords(words []string) []string {
 		out = append(out, w)
 	}
 	return out
-}
-
-// shellWords splits a command line at the spaces outside quotes, each
-// word as written (quotes kept).
-func shellWords(s string) []string {
-	var words []string
-	var cur strings.Builder
-	quote := rune(0)
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"':
-			quote = r
-		case r == ' ' || r == '\t':
-			if cur.Len() > 0 {
-				words = append(words, cur.String())
-				cur.Reset()
-			}
-			continue
-		}
-		cur.WriteRune(r)
-	}
-	if cur.Len() > 0 {
-		words = append(words, cur.String())
-	}
-	return words
 }
