@@ -17,8 +17,9 @@ import (
 // terminal they go to (80 columns on a pipe): a line of the description
 // too wide for it is wrapped under its own indentation, an example's
 // command is continued with " \" outside its quotes so that it still
-// pastes, a command's summary hangs under itself, and the flags are
-// pflag's FlagUsagesWrapped. Text is never cut.
+// pastes, a command's summary hangs under itself, and each flag's usage
+// hangs under the usage column (wrapFlags). Text is never cut. kiln has
+// no command groups and no help-only topics, so neither section is drawn.
 
 // setHelp makes root and every command under it draw its help this way.
 func setHelp(root *cobra.Command) {
