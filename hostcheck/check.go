@@ -630,9 +630,29 @@ func (c *checker) kernels() Item {
 	if len(sums) == 0 {
 		it.Summary = "every library has SASS for every GPU"
 	} else {
-		it.Summary = strings.Join(sums, "; ")
+		it.Summary = joinPerGPU(sums)
 	}
 	return it
+}
+
+// joinPerGPU joins findings said once per GPU, each said once: a host's
+// identical GPUs give one finding with their count ("NVIDIA H100 80GB
+// HBM3: PTX JIT needs a newer driver (8 GPUs)"), in the order first seen.
+func joinPerGPU(sums []string) string {
+	n := map[string]int{}
+	var order []string
+	for _, s := range sums {
+		if n[s] == 0 {
+			order = append(order, s)
+		}
+		n[s]++
+	}
+	for i, s := range order {
+		if n[s] > 1 {
+			order[i] = fmt.Sprintf("%s (%d GPUs)", s, n[s])
+		}
+	}
+	return strings.Join(order, "; ")
 }
 
 func driverVersion(h *Host) string {
@@ -697,7 +717,7 @@ func (c *checker) declaredArchs(it Item) Item {
 	if len(sums) == 0 {
 		it.Summary = "every GPU is a declared target architecture"
 	} else {
-		it.Summary = strings.Join(sums, "; ")
+		it.Summary = joinPerGPU(sums)
 	}
 	return it
 }
