@@ -143,13 +143,23 @@ func Wrap(s string, width int, indent string) []string {
 // characters (it may quote an image's or a host's text); first may be
 // painted.
 func Fprintw(w io.Writer, width int, first, indent, s string) {
-	for i, l := range Wrap(termtext.Clean(s), width-Len(first), strings.Repeat(" ", max(0, Len(indent)-Len(first)))) {
+	for _, l := range Hang(width, first, indent, termtext.Clean(s)) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// Hang is s wrapped to width after first: its first line starts with
+// first, the others with as many spaces as the wider of first and indent.
+func Hang(width int, first, indent, s string) []string {
+	lines := Wrap(s, width-Len(first), strings.Repeat(" ", max(0, Len(indent)-Len(first))))
+	for i := range lines {
 		if i == 0 {
-			fmt.Fprintln(w, first+l)
+			lines[i] = first + lines[i]
 		} else {
-			fmt.Fprintln(w, strings.Repeat(" ", Len(first))+l)
+			lines[i] = strings.Repeat(" ", Len(first)) + lines[i]
 		}
 	}
+	return lines
 }
 
 // Column is one column of a Table.

@@ -167,13 +167,10 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, ios *IO) i
 		}
 	}
 	if msg != "" && !printed {
-		writeError(ios.ErrOut, msg)
+		Notef(ios.ErrOut, "%s", msg)
 	}
 	return code
 }
-
-// writeError prints kiln's last line, "kiln: MSG" (Notef).
-func writeError(w io.Writer, msg string) { Notef(w, "%s", msg) }
 
 // Notef prints one of kiln's own lines to w, "kiln: " and the message. On
 // a terminal it is wrapped at its width under the message (a person reads

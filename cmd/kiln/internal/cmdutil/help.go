@@ -67,7 +67,7 @@ func writeUsage(w io.Writer, c *cobra.Command, width int) {
 		for _, sub := range c.Commands() {
 			if sub.IsAvailableCommand() || sub.Name() == "help" {
 				name := fmt.Sprintf("  %-*s ", sub.NamePadding(), sub.Name())
-				fmt.Fprintf(w, "\n%s", strings.Join(hang(name, sub.Short, width), "\n"))
+				fmt.Fprintf(w, "\n%s", strings.Join(termtable.Hang(width, name, "", sub.Short), "\n"))
 			}
 		}
 	}
@@ -81,20 +81,6 @@ func writeUsage(w io.Writer, c *cobra.Command, width int) {
 		fmt.Fprintf(w, "\n\nUse \"%s [command] --help\" for more information about a command.", c.CommandPath())
 	}
 	fmt.Fprintln(w)
-}
-
-// hang is s after first, its lines after the first under s's start.
-func hang(first, s string, width int) []string {
-	lines := termtable.Wrap(s, width-termtable.Len(first), "")
-	pad := strings.Repeat(" ", termtable.Len(first))
-	for i := range lines {
-		if i == 0 {
-			lines[i] = first + lines[i]
-		} else {
-			lines[i] = pad + lines[i]
-		}
-	}
-	return lines
 }
 
 // termLine is a line of a two-column list ("  0    ok", "  oci:DIR
@@ -134,7 +120,7 @@ func wrapLines(s string, width, maxHang int) string {
 		} else if m := termLine.FindString(line); m != "" && len(m) < maxHang {
 			under = len(m)
 		}
-		out = append(out, hang(line[:under], line[under:], width)...)
+		out = append(out, termtable.Hang(width, line[:under], "", line[under:])...)
 	}
 	return strings.Join(out, "\n")
 }
